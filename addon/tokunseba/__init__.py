@@ -1,0 +1,7 @@
+"""tokunseba: route LLM API turns by rules and translate between provider protocols.
+
+Everything in this package except ``tokunseba.mitm`` is pure Python and importable
+without mitmproxy (see tests/test_layering.py).
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,53 @@
+"""The `tokunseba` command: run · env · check · models · stats · explain · log.
+
+This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
+command starts mitmdump as a separate process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+typical use:
+  tokunseba run --rules rules/examples/easy-turns-local.yaml   # start the proxy
+  eval "$(tokunseba env)"                                      # point clients at it
+  claude                                                       # or any SDK / Codex
+  tokunseba log; tokunseba stats --since 24h; tokunseba explain <request-id>
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import cli_read, cli_run
+
+    p = argparse.ArgumentParser(
+        prog="tokunseba",
+        description="Route LLM API turns by YAML rules through mitmproxy, translating between "
+        "Anthropic Messages and OpenAI Chat Completions, and record every turn in a ledger.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    cli_run.add_commands(sub)
+    cli_read.add_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `tokunseba log | head`
+        return 0
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

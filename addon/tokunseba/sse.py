@@ -1,0 +1,122 @@
+"""Incremental Server-Sent Events codec (sans-IO).
+
+``SSEDecoder.feed(bytes)`` accepts bytes split anywhere (inside a multi-byte UTF-8
+character, between ``\\r`` and ``\\n``) and returns the complete events seen so far;
+``close()`` returns a final event that lacked its trailing blank line. Line ends may be
+``\\n``, ``\\r\\n`` or ``\\r``; comments (``:``) are ignored; multi-line ``data:`` is joined
+with ``\\n`` as the WHATWG spec says. The output never depends on how input was split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SSEEvent", "SSEDecoder", "encode_event"]
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    event: str | None  # the `event:` name, None when the event had no `event:` line
+    data: str
+    id: str | None = None
+
+
+class SSEDecoder:
+    __slots__ = ("_buf", "_pending_cr", "_event", "_data", "_has_data", "_id", "_saw_field")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pending_cr = False  # last byte seen was \r: a following \n belongs to it
+        self._reset()
+
+    def _reset(self) -> None:
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._has_data = False
+        self._id: str | None = None
+        self._saw_field = False
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        if not data:
+            return out
+        if self._pending_cr:
+            self._pending_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        buf = self._buf
+        buf += data
+        start = 0
+        n = len(buf)
+        while True:
+            i_n = buf.find(b"\n", start)
+            i_r = buf.find(b"\r", start)
+            if i_n < 0 and i_r < 0:
+                break
+            if i_r < 0 or (0 <= i_n < i_r):
+                end, nxt = i_n, i_n + 1
+            else:
+                end = i_r
+                if i_r + 1 < n:
+                    nxt = i_r + 2 if buf[i_r + 1] == 0x0A else i_r + 1
+                else:  # \r at the very end: a \n may follow in the next chunk
+                    nxt = i_r + 1
+                    self._pending_cr = True
+            self._line(bytes(buf[start:end]), out)
+            start = nxt
+        del buf[:start]
+        return out
+
+    def close(self) -> list[SSEEvent]:
+        """Flush: a last line without a line end, and an event without its blank line."""
+        out: list[SSEEvent] = []
+        if self._buf:
+            self._line(bytes(self._buf), out)
+            self._buf.clear()
+        self._dispatch(out)
+        self._pending_cr = False
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """True when bytes of an unfinished event are buffered."""
+        return bool(self._buf) or self._saw_field
+
+    def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
+        if not raw:
+            self._dispatch(out)
+            return
+        line = raw.decode("utf-8", errors="replace")
+        if line[0] == ":":
+            return  # comment
+        name, sep, value = line.partition(":")
+        if sep and value[:1] == " ":
+            value = value[1:]
+        self._saw_field = True
+        if name == "data":
+            self._data.append(value)
+            self._has_data = True
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        # `retry` and unknown fields are ignored, as the spec says
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        if self._has_data:
+            out.append(SSEEvent(self._event, "\n".join(self._data), self._id))
+        elif self._event is not None:
+            # An `event:` with no data line: the spec drops it; Anthropic never sends one.
+            out.append(SSEEvent(self._event, "", self._id))
+        self._reset()
+
+
+def encode_event(data: str | bytes, event: str | None = None) -> bytes:
+    """One SSE event with its trailing blank line. ``data`` must not contain line ends
+    (compact JSON never does)."""
+    if isinstance(data, str):
+        data = data.encode()
+    if event is None:
+        return b"data: " + data + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"

@@ -1,0 +1,20 @@
+"""Translation between provider protocols: requests, whole replies and streams.
+
+Protocol names used everywhere: ``anthropic`` (Messages), ``openai`` (Chat Completions),
+``openai-responses`` (Responses API), ``gemini``.
+"""
+
+from __future__ import annotations
+
+PROTOCOLS = ("anthropic", "openai", "openai-responses", "gemini")
+
+# (client protocol, target protocol) pairs that have a translator. Same-protocol pairs
+# need none (pass-through or retarget). Everything else is refused before sending.
+TRANSLATABLE: frozenset[tuple[str, str]] = frozenset({("anthropic", "openai"), ("openai", "anthropic")})
+
+
+def pair_refusal(client: str, target: str) -> str | None:
+    """None when a turn of ``client`` protocol can go to a ``target`` endpoint, else why not."""
+    if client == target or (client, target) in TRANSLATABLE:
+        return None
+    return f"no translator from {client} to {target}"
