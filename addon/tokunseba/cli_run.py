@@ -1,0 +1,172 @@
+"""`tokunseba run`, `tokunseba env`, `tokunseba check`.
+
+`run` starts mitmdump (mitmweb with --web) from this same environment with the addon; it
+never imports mitmproxy itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+ADDON = Path(__file__).resolve().parent.parent / "tokunseba_addon.py"
+PROVIDER_HOSTS = ("api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com")
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
+                       description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
+                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched.",
+                       epilog="then, in the client's shell: eval \"$(tokunseba env --port PORT)\"")
+    p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
+                   help="routing rules (YAML); default $TOKUNSEBA_RULES, else none (everything passes through)")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1; loopback only unless you say otherwise)")
+    p.add_argument("--port", type=int, default=8080, help="listen port (default 8080; 0 picks a free one)")
+    p.add_argument("--ledger", metavar="PATH", default=None, help="ledger database (default $TOKUNSEBA_HOME/ledger.db)")
+    p.add_argument("--ledger-bodies", action="store_true", help="also store request/response bodies in the ledger")
+    p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
+    p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
+    p.add_argument("--web-port", type=int, default=8081, help="mitmweb's UI port (default 8081)")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
+    p.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
+                       description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
+                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA).",
+                       epilog='usage: eval "$(tokunseba env)"; claude')
+    e.add_argument("--host", default="127.0.0.1")
+    e.add_argument("--port", type=int, default=8080)
+    e.add_argument("--confdir", metavar="DIR", default=None)
+    e.set_defaults(func=cmd_env)
+
+    c = sub.add_parser("check", help="validate a rules file",
+                       description="Validate a rules file; errors name the file, line and what is wrong.")
+    c.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"))
+    c.add_argument("rules_file", nargs="?", metavar="FILE", help="same as --rules")
+    c.set_defaults(func=cmd_check)
+
+
+def confdir(arg: str | None) -> Path:
+    return Path(arg).expanduser() if arg else Path.home() / ".mitmproxy"
+
+
+def tool_path(name: str) -> str:
+    """mitmdump/mitmweb from the same environment as this tokunseba."""
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if not found:
+        raise SystemExit(f"error: {name} not found (install tokunseba with scripts/setup.sh)")
+    return found
+
+
+def build_command(args) -> list[str]:
+    hosts = list(PROVIDER_HOSTS)
+    if args.rules:
+        from .rules import RulesError, load_rules
+
+        try:
+            rules = load_rules(args.rules)
+        except RulesError as e:
+            raise SystemExit(f"error: {e}")
+        for ep in rules.endpoints.values():
+            if ep.url.startswith("https://") and ep.host not in hosts:
+                hosts.append(ep.host)
+    tool = tool_path("mitmweb" if args.web else "mitmdump")
+    cmd = [tool, "--listen-host", args.host, "-p", str(args.port), "-s", str(ADDON),
+           "--set", "connection_strategy=lazy"]
+    for h in hosts:
+        cmd += ["--set", f"allow_hosts=^{re.escape(h)}:443$"]
+    if args.rules:
+        cmd += ["--set", f"tokunseba_rules={os.path.abspath(args.rules)}"]
+    if args.ledger:
+        cmd += ["--set", f"tokunseba_ledger={os.path.abspath(args.ledger)}"]
+    if args.ledger_bodies:
+        cmd += ["--set", "tokunseba_ledger_bodies=true"]
+    if args.confdir:
+        cmd += ["--set", f"confdir={args.confdir}"]
+    if args.web:
+        cmd += ["--set", "store_streamed_bodies=true", "--set", f"web_port={args.web_port}",
+                "--set", "web_columns=tls,icon,path,method,status,size,time,comment", "--set", "web_open_browser=false"]
+    extra = [a for a in (args.extra or []) if a != "--"]
+    return cmd + extra
+
+
+def cmd_run(args) -> int:
+    cmd = build_command(args)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    port = "PORT" if args.port == 0 else str(args.port)
+    print(f"tokunseba: starting {Path(cmd[0]).name} on {args.host}:{args.port}"
+          f" ({'rules ' + args.rules if args.rules else 'no rules: everything passes through'})", file=sys.stderr)
+    print(f"tokunseba: point clients at it with:  eval \"$(tokunseba env --port {port})\"", file=sys.stderr)
+    sys.stderr.flush()
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover
+
+
+def ca_bundle(conf: Path) -> Path:
+    """System CA bundle + mitmproxy's CA in one file, so SSL_CERT_FILE users can still reach
+    hosts the proxy does not decrypt."""
+    ca = conf / "mitmproxy-ca-cert.pem"
+    home = Path(os.environ.get("TOKUNSEBA_HOME") or _xdg_home())
+    out = home / "ca-bundle.pem"
+    parts: list[bytes] = []
+    for b in SYSTEM_BUNDLES:
+        if os.path.exists(b):
+            parts.append(Path(b).read_bytes())
+            break
+    if ca.exists():
+        parts.append(ca.read_bytes())
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        data = b"\n".join(parts)
+        if not out.exists() or out.read_bytes() != data:
+            out.write_bytes(data)
+    except OSError:
+        return ca
+    return out
+
+
+def _xdg_home() -> str:
+    return os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "tokunseba")
+
+
+def env_lines(host: str, port: int, conf: Path) -> list[str]:
+    ca = conf / "mitmproxy-ca-cert.pem"
+    proxy = f"http://{host}:{port}"
+    lines = [f"export HTTPS_PROXY={shlex.quote(proxy)}",
+             f"export HTTP_PROXY={shlex.quote(proxy)}",
+             "export NO_PROXY=localhost,127.0.0.1,::1",
+             f"export NODE_EXTRA_CA_CERTS={shlex.quote(str(ca))}   # Claude Code (Node)",
+             f"export SSL_CERT_FILE={shlex.quote(str(ca_bundle(conf)))}   # Codex, Python SDKs (system CAs + mitmproxy CA)"]
+    if not ca.exists():
+        lines.insert(0, f"# note: {ca} does not exist yet: start the proxy once (tokunseba run) to create it")
+    return lines
+
+
+def cmd_env(args) -> int:
+    print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .rules import check_file
+
+    path = args.rules_file or args.rules
+    if not path:
+        print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
+        return 2
+    ok, lines = check_file(path)
+    for line in lines:
+        print(line, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1

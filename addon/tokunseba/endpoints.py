@@ -1,0 +1,133 @@
+"""Endpoints: where a routed turn goes, and with which credentials (design.md §2 rule 7).
+
+An endpoint's ``url`` is its API base including the version segment
+(``http://127.0.0.1:8000/v1``); request paths come from protocols.detect's table. The key is
+never stored: ``key_env`` names the environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from .protocols import gemini, openai_responses
+from .protocols.detect import api_path
+from .translate import PROTOCOLS
+from .translate.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
+
+# protocol -> (header name, value template) carrying the endpoint's key
+AUTH_HEADERS: dict[str, tuple[str, str]] = {
+    "anthropic": ("x-api-key", "{key}"),
+    "openai": ("authorization", "Bearer {key}"),
+    openai_responses.PROTOCOL: openai_responses.AUTH_HEADER,
+    gemini.PROTOCOL: gemini.AUTH_HEADER,
+}
+
+DEFAULT_PORTS = {"https": 443, "http": 80}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint base URL, or None when it can."""
+    try:
+        parts = urlsplit(url)
+        if "@" in parts.netloc:  # checked first, and never echoed: it would hold a secret
+            return "url must not contain credentials (user:password@); name the key's env var in key_env"
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        return f"url {url!r} is not a valid URL ({e})"
+    if parts.scheme not in DEFAULT_PORTS:
+        return f"url must start with http:// or https://, got {url!r}"
+    if not parts.hostname:
+        return f"url {url!r} has no host"
+    if parts.query or parts.fragment:
+        return f"url {url!r} must be the API base (e.g. http://127.0.0.1:8000/v1), without query or fragment"
+    return None
+
+
+def _one_of(field: str, allowed: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda v: None if v in allowed else f"{field} must be one of: {', '.join(allowed)}; got {v!r}"
+
+
+# endpoint field -> check of its value (None = fine). Shared by Endpoint and the rules loader,
+# which checks the YAML types first and reports each problem at its line.
+FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "protocol": _one_of("protocol", PROTOCOLS),
+    "url": url_problem,
+    "key_env": lambda v: None if v is None or _ENV_NAME.fullmatch(v) else (
+        "key_env must be the NAME of an environment variable holding the key (e.g. LOCAL_KEY), "
+        "not the key itself"
+    ),
+    "max_tokens": lambda v: None if v is None or v > 0 else f"max_tokens must be a positive integer, got {v}",
+    "system_role": _one_of("system_role", SYSTEM_ROLES),
+    "max_tokens_field": _one_of("max_tokens_field", MAX_TOKENS_FIELDS),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    protocol: str  # anthropic | openai | openai-responses | gemini
+    url: str  # API base including the version segment, e.g. http://127.0.0.1:8000/v1
+    key_env: str | None = None  # env var holding this endpoint's key
+    model: str | None = None  # model to ask for when the route names none
+    max_tokens: int | None = None  # default/cap where the target protocol needs one
+    system_role: str = "system"  # OpenAI-compatible: role for system text ("system" | "developer")
+    max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for local servers (Ollama, old llama.cpp)
+    builtin: bool = False
+
+    def __post_init__(self) -> None:
+        problems = [p for f, check in FIELD_CHECKS.items() if (p := check(getattr(self, f)))]
+        if problems:
+            raise ValueError(f"endpoint {self.name!r}: {'; '.join(problems)}")
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or DEFAULT_PORTS[parts.scheme]
+
+    @property
+    def base_path(self) -> str:
+        return urlsplit(self.url).path.rstrip("/")
+
+    def request_url(self, kind: str, model: str | None = None) -> str:
+        """Full URL of a ``kind`` request ("messages", "chat", "generate"...) at this endpoint.
+
+        ``model`` (else the endpoint's model) is needed only where it travels in the path
+        (Gemini). Raises ValueError for a kind this endpoint's protocol does not have.
+        """
+        return self.url.rstrip("/") + api_path(self.protocol, kind, model or self.model)
+
+    def auth_headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """This endpoint's own credential header, from ``env[key_env]``; {} when there is none."""
+        key = env.get(self.key_env) if self.key_env else None
+        if not key:
+            return {}
+        name, template = AUTH_HEADERS[self.protocol]
+        return {name: template.format(key=key)}
+
+    def same_host(self, host: str, port: int) -> bool:
+        """Whether ``host:port`` is this endpoint's host (so client credentials may go there)."""
+        return host.lower().rstrip(".").strip("[]") == self.host.rstrip(".") and port == self.port
+
+
+BUILTIN_ENDPOINTS: dict[str, Endpoint] = {
+    e.name: e
+    for e in (
+        Endpoint("anthropic", "anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", builtin=True),
+        Endpoint("openai", "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", builtin=True),
+        Endpoint(gemini.PROTOCOL, gemini.PROTOCOL, "https://generativelanguage.googleapis.com/v1beta",
+                 gemini.KEY_ENV, builtin=True),
+    )
+}

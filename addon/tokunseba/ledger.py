@@ -1,0 +1,619 @@
+"""The SQLite ledger: one row per provider turn plus the events of its story.
+
+- One database file (default ``$TOKUNSEBA_HOME/ledger.db``), WAL mode so the CLI reads
+  while the proxy writes; ``synchronous=NORMAL``; every write is committed at once, so a
+  killed proxy loses nothing it reported as written.
+- Append-only named migrations (``MIGRATIONS``): a newer tokunseba opens an older ledger.
+- Usage is stored exactly as the upstream reported it (the raw object plus its fields as
+  the upstream counted them, ``Usage.fields()``); NULL where nothing was reported.
+- No secrets: credential-like keys and key-like strings are scrubbed before they are
+  written (``scrub``). Bodies are stored only when the user opts in.
+- Writes never raise: a failure is logged (logger ``tokunseba.ledger``) and swallowed, so a
+  ledger problem never breaks a turn. Reads raise (the CLI reports them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from . import jsonc
+from .translate.usage import ANTHROPIC, OPENAI, Usage
+
+log = logging.getLogger("tokunseba.ledger")
+
+BUSY_TIMEOUT_MS = 500  # short: a write waits at most this long for another process's lock
+REDACTED = "<redacted>"
+
+# ---------------------------------------------------------------- paths
+
+
+def tokunseba_home() -> Path:
+    """``$TOKUNSEBA_HOME``, else the XDG data dir (``$XDG_DATA_HOME/tokunseba`` or
+    ``~/.local/share/tokunseba``)."""
+    if home := os.environ.get("TOKUNSEBA_HOME"):
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg).expanduser() / "tokunseba"
+
+
+def default_ledger_path() -> Path:
+    return tokunseba_home() / "ledger.db"
+
+
+# ---------------------------------------------------------------- schema
+
+# Append-only: never edit or reorder a shipped migration; add a new one at the end.
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "0001_turns_events",
+        (
+            """CREATE TABLE turns (
+                request_id TEXT PRIMARY KEY,
+                started_at REAL NOT NULL,
+                client_protocol TEXT,
+                host TEXT,
+                path TEXT,
+                requested_model TEXT,
+                stream INTEGER,
+                rule TEXT,
+                endpoint TEXT,
+                target_protocol TEXT,
+                model_used TEXT,
+                outcome TEXT,
+                status INTEGER,
+                latency_ms REAL,
+                ttfb_ms REAL,
+                usage_protocol TEXT,
+                usage_reported TEXT,
+                usage_input INTEGER,
+                usage_output INTEGER,
+                usage_cache_read INTEGER,
+                usage_cache_write INTEGER,
+                usage_reasoning INTEGER,
+                usage_client TEXT,
+                error TEXT,
+                trace TEXT
+            )""",
+            "CREATE INDEX turns_started_at ON turns(started_at)",
+            """CREATE TABLE events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                request_id TEXT NOT NULL,
+                ts REAL NOT NULL,
+                kind TEXT NOT NULL,
+                data TEXT
+            )""",
+            "CREATE INDEX events_request_id ON events(request_id, id)",
+        ),
+    ),
+    (
+        # opt-in request/response bodies (--ledger-bodies), kept apart from the turn rows
+        "0002_bodies",
+        (
+            """CREATE TABLE bodies (
+                request_id TEXT PRIMARY KEY,
+                request_body BLOB,
+                response_body BLOB
+            )""",
+        ),
+    ),
+)
+
+USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI}
+
+# update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
+# "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).
+TURN_FIELDS: dict[str, str] = {
+    "rule": "plain",
+    "endpoint": "plain",
+    "target_protocol": "plain",
+    "model_used": "plain",
+    "outcome": "plain",
+    "status": "plain",
+    "latency_ms": "plain",
+    "ttfb_ms": "plain",
+    "error": "text",
+    "usage_reported": "usage",
+    "usage_protocol": "usage",
+    "usage_client": "json",
+    "trace": "json",
+    "request_body": "body",
+    "response_body": "body",
+}
+JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
+
+# ---------------------------------------------------------------- secrets
+
+# Keys that hold a credential wherever they appear (compared lower-case, "_" as "-").
+SECRET_KEYS = frozenset(
+    {
+        "authorization", "proxy-authorization", "x-api-key", "api-key", "apikey",
+        "cookie", "set-cookie", "x-goog-api-key", "access-token", "refresh-token",
+        "id-token", "token", "secret", "client-secret", "password", "x-auth-token",
+    }
+)
+# Inside a header collection (a value under a key ending in "headers"), any name holding
+# one of these is treated as a credential.
+SECRET_HEADER_PARTS = ("auth", "key", "token", "cookie", "secret", "passw", "signature")
+# Key-like text inside any string (error messages, paths with ?key=..., traces): a
+# prefix that is kept (group 1) and the secret after it, or a whole key-shaped token.
+SECRET_TEXT = re.compile(
+    r"(?i)(\b(?:set-)?cookie[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?)[^\"'\r\n]+"
+    r"|(\b(?:proxy-)?(?:authorization|x-api-key|api-key|x-goog-api-key)[\"']?"
+    r"\s*(?:[:=]|\bis\b)\s*[\"']?)(?:(?:bearer|basic)\s+)?[^\s\"',;&#]+"
+    r"|(\bbearer\s+|[?&](?:key|api[_-]?key|token|access[_-]token)=)[^\s\"',;&#]+"
+    r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"
+    r"|\bsk-[A-Za-z0-9_\-]{16,}"
+    r"|\bAIza[0-9A-Za-z_\-]{20,}"
+)
+
+
+def _redact_text(s: str) -> str:
+    return SECRET_TEXT.sub(lambda m: next((g for g in m.groups() if g), "") + REDACTED, s)
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("_", "-")
+
+
+def _secret_key(key: str, in_headers: bool) -> bool:
+    k = _norm(key)
+    if k in SECRET_KEYS or k.endswith("-token") or k.endswith("-api-key"):
+        return True
+    return in_headers and any(p in k for p in SECRET_HEADER_PARTS)
+
+
+def scrub(obj: Any, in_headers: bool = False) -> Any:
+    """A copy of ``obj`` with credential-like keys' values and key-like strings redacted.
+
+    Header collections (the value of any key ending in ``headers``) may be dicts or lists
+    of ``[name, value]`` pairs; there, any name containing auth/key/token/cookie/... counts.
+    """
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            ks = str(k)
+            if _secret_key(ks, in_headers):
+                out[k] = REDACTED
+            else:
+                out[k] = scrub(v, in_headers=_norm(ks).endswith("headers"))
+        return out
+    if isinstance(obj, (list, tuple)):
+        if in_headers and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in obj):
+            return [[n, REDACTED if _secret_key(str(n), True) else scrub(v)] for n, v in obj]
+        return [scrub(v, in_headers) for v in obj]
+    if isinstance(obj, str):
+        return _redact_text(obj)
+    if isinstance(obj, bytes):
+        return scrub(obj.decode("utf-8", "replace"))
+    return obj
+
+
+# ---------------------------------------------------------------- errors
+
+
+class LedgerError(Exception):
+    """The ledger cannot be opened or read (one-line message)."""
+
+
+class LedgerMissing(LedgerError):
+    """A read-only ledger that does not exist yet."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"no ledger at {path} yet: run the proxy first")
+        self.path = path
+
+
+# ---------------------------------------------------------------- the ledger
+
+
+class Ledger:
+    """The ledger database. Safe to share between threads (one connection, one lock).
+
+    Opening raises ``LedgerError`` (``LedgerMissing`` for a read-only ledger that does not
+    exist); after that, writes never raise."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        store_bodies: bool = False,
+        readonly: bool = False,
+    ):
+        self.path = Path(path).expanduser() if path is not None else default_ledger_path()
+        self.store_bodies = store_bodies
+        self.readonly = readonly
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        if readonly and not self.path.exists():
+            raise LedgerMissing(self.path)
+        try:
+            self._conn = self._open()
+        except (sqlite3.Error, OSError) as e:
+            raise LedgerError(f"cannot open the ledger {self.path}: {e}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        if self.readonly:
+            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            if self.readonly:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # is it a database?
+            else:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # ---- lifecycle
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except sqlite3.Error as e:  # pragma: no cover
+                    log.warning("ledger close failed: %s", e)
+                self._conn = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writes (never raise)
+
+    def _write(self, what: str, statements: Iterable[tuple[str, tuple]]) -> None:
+        """Run ``statements`` in one immediate transaction; log and swallow any failure."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for sql, params in statements:
+                        conn.execute(sql, params)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            except Exception as e:  # sqlite3.Error, encoding errors, anything: the turn goes on
+                log.warning("ledger %s failed: %s", what, e)
+
+    def start_turn(
+        self,
+        request_id: str,
+        *,
+        started_at: float,
+        client_protocol: str,
+        host: str,
+        path: str,
+        requested_model: str | None,
+        stream: bool | None,
+    ) -> None:
+        values = (
+            request_id,
+            started_at,
+            client_protocol,
+            host,
+            scrub(path),
+            requested_model,
+            None if stream is None else int(bool(stream)),
+        )
+        self._write(
+            "start_turn",
+            [
+                (
+                    "INSERT INTO turns (request_id, started_at, client_protocol, host, path,"
+                    " requested_model, stream) VALUES (?,?,?,?,?,?,?)"
+                    " ON CONFLICT(request_id) DO UPDATE SET started_at=excluded.started_at,"
+                    " client_protocol=excluded.client_protocol, host=excluded.host,"
+                    " path=excluded.path, requested_model=excluded.requested_model,"
+                    " stream=excluded.stream",
+                    values,
+                )
+            ],
+        )
+
+    def update_turn(self, request_id: str, **fields: Any) -> None:
+        try:
+            statements = self._update_statements(request_id, fields)
+        except Exception as e:
+            log.warning("ledger update_turn failed: %s", e)
+            return
+        self._write("update_turn", statements)
+
+    def _update_statements(self, request_id: str, fields: dict[str, Any]) -> list[tuple[str, tuple]]:
+        cols: dict[str, Any] = {}
+        bodies: dict[str, bytes] = {}
+        for name, value in fields.items():
+            kind = TURN_FIELDS.get(name)
+            if kind is None:
+                log.warning("ledger update_turn: unknown field %r ignored", name)
+            elif kind == "plain":
+                cols[name] = value
+            elif kind == "text":
+                cols[name] = None if value is None else scrub(str(value))
+            elif kind == "json":
+                cols[name] = None if value is None else jsonc.dumps(scrub(value))
+            elif kind == "body" and self.store_bodies and value is not None:
+                bodies[name] = value.encode() if isinstance(value, str) else bytes(value)
+        if "usage_reported" in fields:
+            cols.update(self._usage_columns(request_id, fields))
+        elif "usage_protocol" in fields:
+            cols["usage_protocol"] = fields["usage_protocol"]
+        statements: list[tuple[str, tuple]] = [
+            # a turn whose start was never recorded still gets its row
+            ("INSERT OR IGNORE INTO turns (request_id, started_at) VALUES (?, ?)", (request_id, time.time()))
+        ]
+        if cols:
+            assign = ", ".join(f"{c}=?" for c in cols)
+            statements.append((f"UPDATE turns SET {assign} WHERE request_id=?", (*cols.values(), request_id)))
+        if bodies:
+            names = list(bodies)
+            statements.append(
+                (
+                    f"INSERT INTO bodies (request_id, {', '.join(names)}) VALUES (?{', ?' * len(names)})"
+                    f" ON CONFLICT(request_id) DO UPDATE SET "
+                    + ", ".join(f"{n}=excluded.{n}" for n in names),
+                    (request_id, *bodies.values()),
+                )
+            )
+        return statements
+
+    def _usage_columns(self, request_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """The raw usage object and its per-field columns; NULL where not reported."""
+        reported = fields["usage_reported"]
+        protocol = fields.get("usage_protocol")
+        if protocol is None and self._conn is not None:
+            with self._lock:
+                row = self._conn.execute(
+                    "SELECT usage_protocol FROM turns WHERE request_id=?", (request_id,)
+                ).fetchone()
+            protocol = row[0] if row else None
+        cols: dict[str, Any] = {"usage_protocol": protocol}
+        counted = USAGE_PROTOCOLS.get(protocol or "")
+        if isinstance(reported, dict):
+            cols["usage_reported"] = jsonc.dumps(scrub(reported))
+            if counted is None:
+                log.warning("ledger: usage of turn %s has no known protocol (%r); fields left NULL", request_id, protocol)
+            f = Usage(counted, reported).fields() if counted else {}
+        else:
+            cols["usage_reported"] = None
+            f = {}
+        for name in USAGE_FIELDS:
+            cols[f"usage_{name}"] = f.get(name)
+        return cols
+
+    def event(self, request_id: str, kind: str, data: dict | None = None, *, ts: float | None = None) -> None:
+        try:
+            payload = None if data is None else jsonc.dumps(scrub(data))
+        except Exception as e:
+            log.warning("ledger event %s failed: %s", kind, e)
+            return
+        self._write(
+            f"event {kind}",
+            [
+                (
+                    "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)",
+                    (request_id, time.time() if ts is None else ts, kind, payload),
+                )
+            ],
+        )
+
+    # ---- reads (raise on failure)
+
+    def _query(self, sql: str, params: tuple = ()) -> list[dict]:
+        with self._lock:
+            if self._conn is None:
+                raise LedgerError("the ledger is closed")
+            cur = self._conn.execute(sql, params)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 AS x FROM sqlite_master WHERE type='table' AND name=?", (name,)))
+
+    def schema(self) -> list[str]:
+        """Names of the applied migrations, in order."""
+        if not self._has_table("_migrations"):
+            return []
+        return [r["name"] for r in self._query("SELECT name FROM _migrations ORDER BY rowid")]
+
+    @staticmethod
+    def _decode(row: dict) -> dict:
+        for c in JSON_COLUMNS:
+            if row.get(c) is not None:
+                row[c] = jsonc.loads(row[c])
+        if row.get("stream") is not None:
+            row["stream"] = bool(row["stream"])
+        return row
+
+    def turns(self, since: float | None = None, limit: int | None = None) -> list[dict]:
+        """Turns, newest first."""
+        if not self._has_table("turns"):
+            return []
+        sql = "SELECT * FROM turns"
+        params: tuple = ()
+        if since is not None:
+            sql += " WHERE started_at >= ?"
+            params = (since,)
+        sql += " ORDER BY started_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (*params, limit)
+        return [self._decode(r) for r in self._query(sql, params)]
+
+    def get_turn(self, prefix: str) -> dict:
+        """The turn whose request id is ``prefix`` or starts with it (when unique)."""
+        prefix = prefix.strip()
+        if not prefix:
+            raise LookupError("empty request id")
+        if not self._has_table("turns"):
+            raise LookupError(f"no turn with request id {prefix!r}")
+        rows = self._query("SELECT * FROM turns WHERE request_id=?", (prefix,))
+        if not rows:
+            # a range on the primary key (uses its index); ids compare as UTF-8 bytes
+            rows = self._query(
+                "SELECT * FROM turns WHERE request_id >= ? AND request_id < ? ORDER BY started_at DESC LIMIT 6",
+                (prefix, prefix + "\U0010ffff"),
+            )
+        if not rows:
+            raise LookupError(f"no turn with request id {prefix!r}")
+        if len(rows) > 1:
+            ids = ", ".join(r["request_id"] for r in rows[:5])
+            more = ", ..." if len(rows) > 5 else ""
+            raise LookupError(f"request id prefix {prefix!r} is ambiguous: {ids}{more}")
+        turn = self._decode(rows[0])
+        if self._has_table("bodies"):
+            for b in self._query(
+                "SELECT request_body, response_body FROM bodies WHERE request_id=?", (turn["request_id"],)
+            ):
+                turn.update(b)
+        return turn
+
+    def events(self, request_id: str) -> list[dict]:
+        if not self._has_table("events"):
+            return []
+        rows = self._query("SELECT id, ts, kind, data FROM events WHERE request_id=? ORDER BY id", (request_id,))
+        for r in rows:
+            r["data"] = None if r["data"] is None else jsonc.loads(r["data"])
+        return rows
+
+    def stats(self, since: float | None = None) -> dict:
+        """Counts, groupings, usage sums as reported and timing percentiles."""
+        cols = "request_id, rule, endpoint, host, model_used, outcome, status, error, latency_ms, ttfb_ms, " + ", ".join(
+            ["usage_protocol", "usage_reported"] + [f"usage_{f}" for f in USAGE_FIELDS]
+        )
+        rows: list[dict] = []
+        if self._has_table("turns"):
+            where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
+            rows = self._query(f"SELECT {cols} FROM turns {where}", params)
+        return compute_stats(rows, since)
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet applied, each in its own immediate transaction.
+
+    Returns the names applied now. Unknown names in the ledger (written by a newer
+    tokunseba) are left alone."""
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    applied_now: list[str] = []
+    for name, statements in MIGRATIONS:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name=?", (name,)).fetchone() is None:
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+                applied_now.append(name)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return applied_now
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (a value that was actually measured); None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(math.ceil(p / 100 * len(s)) - 1, 0)]
+
+
+def _kind(row: dict) -> str:
+    """refused / error / unfinished / the outcome: one class per turn, for counting."""
+    if row["outcome"] == "refused":
+        return "refused"
+    if row["outcome"] == "error" or (row["status"] or 0) >= 400 or row["error"]:
+        return "error"
+    if row["outcome"] is None and row["status"] is None:
+        return "unfinished"
+    return row["outcome"] or "unknown"
+
+
+# stats group -> a turn's group key (None = no route / model unknown). A turn passed
+# through without an endpoint counts as served by the host it went to.
+GROUPS: dict[str, Any] = {
+    "route": lambda r: r["rule"],
+    "endpoint": lambda r: r["endpoint"] or r["host"],
+    "model": lambda r: r["model_used"],
+}
+
+
+def compute_stats(rows: list[dict], since: float | None) -> dict:
+    kinds = [_kind(r) for r in rows]
+    served_total = sum(1 for k in kinds if k not in ("refused", "unfinished"))
+    totals = {
+        "turns": len(rows),
+        "translated": sum(1 for r in rows if r["outcome"] == "translated"),
+        "refused": kinds.count("refused"),
+        "errors": kinds.count("error"),
+        "pass_through": sum(1 for r in rows if r["outcome"] == "pass_through"),
+        "retargeted": sum(1 for r in rows if r["outcome"] == "retargeted"),
+        "unfinished": kinds.count("unfinished"),
+    }
+    groups: dict[str, list[dict]] = {}
+    for gname, key in GROUPS.items():
+        acc: dict[str | None, dict] = {}
+        for r, k in zip(rows, kinds):
+            g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "served": 0})
+            g["turns"] += 1
+            g["translated"] += r["outcome"] == "translated"
+            g["refused"] += k == "refused"
+            g["errors"] += k == "error"
+            g["served"] += k not in ("refused", "unfinished")
+        groups[gname] = [
+            {gname: name, **g, "share": round(g["served"] / served_total, 4) if served_total else None}
+            for name, g in sorted(acc.items(), key=lambda kv: (-kv[1]["turns"], kv[0] is None, str(kv[0])))
+        ]
+    usage: dict[str, dict] = {}
+    none_reported = 0
+    for r in rows:
+        vals = {f: r[f"usage_{f}"] for f in USAGE_FIELDS}
+        if r["usage_reported"] is None or all(v is None for v in vals.values()):
+            none_reported += 1
+            continue
+        counted = USAGE_PROTOCOLS.get(r["usage_protocol"] or "", r["usage_protocol"] or "-")
+        u = usage.setdefault(counted, {"turns": 0, **{f: None for f in USAGE_FIELDS}})
+        u["turns"] += 1
+        for f, v in vals.items():
+            if v is not None:
+                u[f] = (u[f] or 0) + v  # a field no turn reported stays None, never 0
+    timings = {}
+    for name in ("latency_ms", "ttfb_ms"):
+        vals = [r[name] for r in rows if r[name] is not None]
+        timings[name] = {"n": len(vals), "p50": percentile(vals, 50), "p95": percentile(vals, 95)}
+    return {
+        "since": since,
+        **totals,
+        "served": served_total,
+        "by_route": groups["route"],
+        "by_endpoint": groups["endpoint"],
+        "by_model": groups["model"],
+        "usage": {"by_counting": usage, "turns_reported": len(rows) - none_reported, "turns_none": none_reported},
+        "timings": timings,
+    }

@@ -1,0 +1,425 @@
+"""The mitmproxy adapter: the only module that imports mitmproxy (design.md §3).
+
+Hooks stay a few lines each and delegate to the pure core (turn.py). Fail closed: any
+exception while handling a provider call answers the client with an error in its own
+protocol; a translated turn never falls through to the original host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mitmproxy import command, contentviews, ctx, exceptions, http
+
+from .bridge import MARK as BRIDGE_MARK
+from .bridge import Bridge
+from .endpoints import Endpoint
+from .ledger import Ledger
+from .rules import Rules, RulesError, load_rules
+from .translate import PROTOCOLS
+from .turn import (REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, client_error, plan_request,
+                   response_mode, stream_content_type, stream_translator, translate_whole)
+
+log = logging.getLogger("tokunseba")
+
+MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
+         "refused": ":no_entry:", "error": ":x:"}
+ORIGINAL_KEY = "tokunseba.original_request"
+MAX_ORIGINAL = 4 * 1024 * 1024
+PROBE_TTL_S = 2.0
+
+
+@dataclass
+class _Probe:
+    ok: bool
+    at: float
+
+
+class Pump:
+    """The per-flow stream callable: joins output into one chunk per call, never returns
+    b"" mid-stream, and turns any exception into an error event in the client's protocol."""
+
+    def __init__(self, addon: "Tokunseba", flow_id: str, turn: Turn, translator=None) -> None:
+        self.addon, self.flow_id, self.turn, self.t = addon, flow_id, turn, translator
+        self.failed = False
+
+    def __call__(self, data: bytes):
+        try:
+            if self.failed:
+                return []
+            if self.t is None:  # raw pass-through: bytes unchanged, timestamps only
+                if data:
+                    self.addon._first_byte(self.turn)
+                return [data] if data else []
+            out = self.t.feed(data) if data else self.t.close()
+        except Exception as e:  # mitmproxy would drop the chunk silently
+            log.exception("tokunseba: stream translation failed")
+            self.failed = True
+            try:
+                out = self.t.fail(f"tokunseba: stream translation failed: {e}")
+            except Exception:
+                out = b""
+        if out:
+            self.addon._first_byte(self.turn)
+            return [out]
+        return []
+
+
+class Tokunseba:
+    def __init__(self) -> None:
+        self.rules: Rules = load_rules(None)
+        self.ledger: Ledger | None = None
+        self.turns: dict[str, Turn] = {}
+        self.modes: dict[str, str] = {}
+        self.pumps: dict[str, Pump] = {}
+        self.first_byte: dict[str, float] = {}
+        self.probes: dict[tuple[str, int], _Probe] = {}
+        self.provider_hosts: dict[str, str] = {}
+        self.bridge = Bridge()
+        self.bridged: dict[str, str] = {}  # flow id -> relay token
+
+    # ---- options ----
+    def load(self, loader) -> None:
+        loader.add_option("tokunseba_rules", str, "", "Rules YAML file (empty: no routes, everything passes through).")
+        loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
+        loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
+        loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
+                          "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
+
+    def configure(self, updated: set[str]) -> None:
+        if "tokunseba_rules" in updated:
+            try:
+                self.rules = load_rules(ctx.options.tokunseba_rules or None)
+            except RulesError as e:
+                raise exceptions.OptionsError(str(e)) from None
+            for w in self.rules.warnings:
+                log.warning(w)
+            self.probes.clear()
+        if "tokunseba_provider_hosts" in updated:
+            hosts = {}
+            for item in ctx.options.tokunseba_provider_hosts:
+                name, sep, proto = item.rpartition("=")
+                if not sep or not name or proto not in PROTOCOLS:
+                    raise exceptions.OptionsError(
+                        f"tokunseba_provider_hosts: {item!r} is not HOST[:PORT]=PROTOCOL with PROTOCOL in {', '.join(PROTOCOLS)}")
+                hosts[name.lower()] = proto
+            self.provider_hosts = hosts
+        if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
+            if self.ledger is not None:
+                self.ledger.close()
+            try:
+                self.ledger = Ledger(ctx.options.tokunseba_ledger or None,
+                                     store_bodies=ctx.options.tokunseba_ledger_bodies)
+            except Exception as e:
+                raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+
+    async def running(self) -> None:
+        if ctx.options.connection_strategy != "lazy":
+            ctx.options.update(connection_strategy="lazy")
+        await self.bridge.start()
+
+    def done(self) -> None:
+        self.bridge.stop()
+        if self.ledger is not None:
+            self.ledger.close()
+
+    @command.command("tokunseba.status")
+    def status(self) -> str:
+        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}"
+
+    # ---- hooks ----
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or flow.id in self.turns:
+            return
+        turn = None
+        try:
+            turn = await self._plan(flow)
+            if turn is not None:
+                self._apply(flow, turn)
+        except Exception as e:
+            log.exception("tokunseba: request hook failed")
+            if turn is not None or flow.id in self.turns:
+                t = turn or self.turns[flow.id]
+                self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
+                t.outcome, t.error = "error", str(e)
+            elif _looks_like_provider_call(flow):  # never let a half-handled provider call leak out
+                self._respond(flow, client_error(_guess_protocol(flow), 500, f"tokunseba internal error: {e}", "api_error"))
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        turn = self.turns.get(flow.id)
+        if turn is None or flow.response is None:
+            return
+        try:
+            r = flow.response
+            r.headers[REQUEST_ID_HEADER] = turn.request_id
+            if r.raw_content is not None:  # answered locally, or already buffered
+                return
+            mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
+            self.modes[flow.id] = mode
+            if mode == "raw-stream":
+                pump = Pump(self, flow.id, turn)
+            elif mode == "translate-stream":
+                pump = Pump(self, flow.id, turn, stream_translator(turn))
+                _prepare_stream_headers(flow, stream_content_type(turn))
+            else:
+                return
+            self.pumps[flow.id] = pump
+            r.stream = pump
+        except Exception as e:
+            log.exception("tokunseba: responseheaders hook failed")
+            if turn.action == "translate":
+                self.modes[flow.id] = "failed"
+                msg = client_error(turn.client_protocol, 502, f"tokunseba internal error: {e}", "api_error").body
+                _prepare_stream_headers(flow, "application/json")
+                sent = []
+                flow.response.stream = lambda b: [] if sent else (sent.append(1) or [msg])
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        turn = self.turns.pop(flow.id, None)
+        if turn is None:
+            return
+        mode = self.modes.pop(flow.id, None)
+        pump = self.pumps.pop(flow.id, None)
+        self._bridge_done(flow, turn)
+        try:
+            r = flow.response
+            rep = None
+            if mode == "translate-whole" and r.headers.get(BRIDGE_MARK) == "connect-failed":
+                msg = r.get_text(strict=False) or "connection failed"
+                ep = turn.endpoint.name if turn.endpoint else "?"
+                self._event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
+                                                           "message": msg})
+                err = turn.client_error(502, f"tokunseba: endpoint {ep} is unreachable: {msg}", "api_error")
+                turn.error = msg
+                self._respond(flow, err)
+                r = flow.response
+            elif mode == "translate-whole":
+                upstream_status = r.status_code
+                status, headers, body, rep = translate_whole(turn, upstream_status, r.get_content(strict=False) or b"")
+                if upstream_status >= 400:
+                    self._event(turn, "upstream_error", {"status": upstream_status,
+                                                         "message": _snippet(r.get_content(strict=False))})
+                r.status_code = status
+                r.headers.pop("content-encoding", None)
+                for k, v in headers.items():
+                    r.headers[k] = v
+                r.content = body
+            elif mode is None and turn.action != "respond" and r.status_code >= 400:
+                self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
+            self._complete(flow, turn, r.status_code, rep=rep, pump=pump)
+        except Exception as e:
+            log.exception("tokunseba: response hook failed")
+            err = turn.client_error(502, f"tokunseba: could not translate the reply: {e}", "api_error")
+            self._respond(flow, err)
+            turn.outcome, turn.error = "error", str(e)
+            self._complete(flow, turn, err.status)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        turn = self.turns.pop(flow.id, None)
+        if turn is None:
+            return
+        self.modes.pop(flow.id, None)
+        pump = self.pumps.pop(flow.id, None)
+        self._bridge_done(flow, turn)
+        try:
+            msg = flow.error.msg if flow.error else "unknown error"
+            self._event(turn, "upstream_error", {"status": None, "message": msg})
+            turn.error = msg
+            self._complete(flow, turn, None, pump=pump, failed=True)
+        except Exception:
+            log.exception("tokunseba: error hook failed")
+
+    # ---- internals ----
+    async def _plan(self, flow: http.HTTPFlow) -> Turn | None:
+        req = flow.request
+        host = req.pretty_host
+        extra = None
+        if self.provider_hosts:
+            proto = self.provider_hosts.get(f"{host}:{req.port}".lower()) or self.provider_hosts.get(host.lower())
+            extra = {host: proto} if proto else None
+        args = dict(method=req.method, host=host, port=req.port, path=req.path,
+                    headers=list(req.headers.items(multi=True)), env=os.environ, extra_hosts=extra)
+        if not _is_candidate(req.method, req.path):
+            return None
+        body = req.get_content(strict=False) or b""
+        stale: list[Endpoint] = []
+
+        def reachable(ep: Endpoint) -> bool:
+            p = self.probes.get((ep.host, ep.port))
+            if p is not None and time.monotonic() - p.at < PROBE_TTL_S:
+                return p.ok
+            stale.append(ep)
+            return True
+
+        turn = plan_request(self.rules, body=body, reachable=reachable, **args)
+        if stale:
+            await asyncio.gather(*(self._probe(ep) for ep in stale))
+            turn = plan_request(self.rules, body=body, reachable=lambda ep: self.probes[(ep.host, ep.port)].ok, **args)
+        return turn
+
+    async def _probe(self, ep: Endpoint) -> None:
+        ok = True
+        try:
+            _, w = await asyncio.wait_for(asyncio.open_connection(ep.host, ep.port),
+                                          ctx.options.tokunseba_probe_timeout_ms / 1000)
+            w.close()
+        except Exception:
+            ok = False
+        self.probes[(ep.host, ep.port)] = _Probe(ok, time.monotonic())
+
+    def _apply(self, flow: http.HTTPFlow, turn: Turn) -> None:
+        self.turns[flow.id] = turn
+        flow.metadata["tokunseba.request_id"] = turn.request_id
+        if turn.action == "translate" or turn.body is not None:
+            flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
+        self._ledger_start(turn)
+        flow.comment = turn.summary()
+        flow.marked = MARKS.get(turn.outcome, "")
+        if turn.local is not None:
+            self._respond(flow, turn.local)
+            return
+        req = flow.request
+        if turn.action == "translate" and turn.url:
+            if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
+                raise RuntimeError("the tokunseba relay is not running")
+            token, url = self.bridge.register(turn.url)
+            self.bridged[flow.id] = token
+            req.url = url
+        elif turn.url:
+            req.url = turn.url
+        for name in apply_header_changes(req.headers, turn):
+            req.headers.pop(name, None)
+        for k, v in turn.set_headers.items():
+            req.headers[k] = v
+        if turn.body is not None:
+            req.content = turn.body
+
+    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
+        token = self.bridged.pop(flow.id, None)
+        target = self.bridge.finish(token) if token else None
+        if target is not None and target.broken and not target.broken.startswith("cannot connect"):
+            turn.error = target.broken
+            self._event(turn, "upstream_error", {"status": None, "message": target.broken})
+
+    def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
+        flow.response = http.Response.make(lr.status, lr.body, lr.headers)
+
+    def _first_byte(self, turn: Turn) -> None:
+        self.first_byte.setdefault(turn.request_id, time.time())
+
+    def _ledger_start(self, turn: Turn) -> None:
+        if self.ledger is None:
+            return
+        self.ledger.start_turn(turn.request_id, started_at=turn.started_at, client_protocol=turn.client_protocol,
+                               host=turn.host, path=turn.path, requested_model=turn.requested_model, stream=turn.stream)
+        d = turn.decision
+        self.ledger.update_turn(
+            turn.request_id, rule=d.route.name if d and d.route else None,
+            endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
+            model_used=turn.model_used or turn.requested_model, outcome=turn.outcome,
+            trace=d.trace if d else [], error=turn.error,
+            **({"request_body": turn.original_body} if self.ledger_bodies else {}),
+        )
+        for kind, data in turn.events:
+            self.ledger.event(turn.request_id, kind, data, ts=turn.started_at)
+
+    @property
+    def ledger_bodies(self) -> bool:
+        try:
+            return bool(ctx.options.tokunseba_ledger_bodies)
+        except Exception:
+            return False
+
+    def _event(self, turn: Turn, kind: str, data: dict) -> None:
+        if self.ledger is not None:
+            self.ledger.event(turn.request_id, kind, data)
+
+    def _complete(self, flow: http.HTTPFlow, turn: Turn, status: int | None, *, rep=None, pump: Pump | None = None,
+                  failed: bool = False) -> None:
+        now = time.time()
+        fb = self.first_byte.pop(turn.request_id, None)
+        usage = client_usage = None
+        extra: dict = {}
+        t = pump.t if pump is not None else None
+        if t is not None:
+            rpt = t.report
+            usage, client_usage = rpt.usage, t.client_usage
+            extra = {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
+                     "errors": rpt.errors, "completed": rpt.completed}
+            if rpt.errors and turn.outcome == "translated":
+                turn.error = "; ".join(rpt.errors)
+        elif rep is not None:
+            usage, client_usage = rep.usage, rep.client_usage
+            extra = {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings}
+        if fb is None and flow.response is not None and status is not None:
+            fb = now  # whole (buffered) replies: first byte = when the reply left
+        latency = (now - turn.started_at) * 1000
+        ttfb = (fb - turn.started_at) * 1000 if fb else None
+        if self.ledger is None:
+            return
+        fields = dict(status=status, latency_ms=round(latency, 3), ttfb_ms=round(ttfb, 3) if ttfb is not None else None,
+                      usage_reported=usage.reported if usage else None, usage_protocol=usage.protocol if usage else None,
+                      usage_client=client_usage, outcome=("error" if failed and turn.outcome != "refused" else turn.outcome))
+        if turn.error:
+            fields["error"] = turn.error
+        self.ledger.update_turn(turn.request_id, **fields)
+        self.ledger.event(turn.request_id, "completed", {
+            "status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
+            "usage": usage.reported if usage else None, "usage_client": client_usage, **extra})
+
+
+def _is_candidate(method: str, path: str) -> bool:
+    return method == "POST"
+
+
+def _looks_like_provider_call(flow: http.HTTPFlow) -> bool:
+    p = flow.request.path
+    return flow.request.method == "POST" and ("/v1/messages" in p or "/chat/completions" in p or "/responses" in p
+                                              or ":generateContent" in p or ":streamGenerateContent" in p)
+
+
+def _guess_protocol(flow: http.HTTPFlow) -> str:
+    p = flow.request.path
+    if "/v1/messages" in p:
+        return "anthropic"
+    if "Content" in p:
+        return "gemini"
+    return "openai"
+
+
+def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
+    h = flow.response.headers
+    h.pop("content-length", None)
+    h.pop("content-encoding", None)
+    h["content-type"] = content_type
+    if flow.request.http_version.startswith("HTTP/1"):
+        h["transfer-encoding"] = "chunked"
+
+
+def _snippet(body: bytes | None, n: int = 500) -> str:
+    return (body or b"")[:n].decode("utf-8", "replace")
+
+
+class OriginalRequestView(contentviews.Contentview):
+    """mitmweb: the client's original request body, before tokunseba rewrote it."""
+
+    name = "tokunseba-original"
+    syntax_highlight = "yaml"
+
+    def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
+        f = metadata.flow
+        if f is None or ORIGINAL_KEY not in f.metadata:
+            raise ValueError("not a flow tokunseba rewrote")
+        return f.metadata[ORIGINAL_KEY]
+
+    def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
+        return -1
+
+
+contentviews.add(OriginalRequestView)

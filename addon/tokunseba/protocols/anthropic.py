@@ -1,0 +1,93 @@
+"""Anthropic Messages: the protocol's facts as data (protocols.md A).
+
+Stop reasons, error types by HTTP status (A.7, E.6), the error envelope (as a JSON body and
+as an ``event: error`` SSE event), header names and the tool-id rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .. import jsonc
+from ..sse import encode_event
+
+PROTOCOL = "anthropic"
+PATHS = {"messages": "/v1/messages", "count_tokens": "/v1/messages/count_tokens"}
+
+# headers (lower-case)
+API_KEY_HEADER = "x-api-key"
+VERSION_HEADER = "anthropic-version"
+BETA_HEADER = "anthropic-beta"
+REQUEST_ID_HEADER = "request-id"
+RETRY_AFTER_HEADER = "retry-after"
+SHOULD_RETRY_HEADER = "x-should-retry"
+
+STOP_REASONS = (
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+)
+
+# A.7, plus E.6's 503 -> overloaded_error. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+# error type -> the status it travels with (for `event: error` in a stream, which has none)
+STATUS_FOR_TYPE: dict[str, int] = {t: s for s, t in ERROR_TYPES.items() if s != 503}
+
+# A tool_use id Anthropic accepts (A.3); anything else is a 400 on the next turn.
+TOOL_ID_RE = re.compile(r"[a-zA-Z0-9_-]+")  # use fullmatch: "$" would let a trailing "\n" through
+
+# Claude Code auto-compacts when the lower-cased error message contains one of these (A.7).
+PROMPT_TOO_LONG = "prompt is too long"
+
+
+def error_type_for_status(status: int) -> str:
+    """The Anthropic ``error.type`` for an HTTP status."""
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def status_for_type(etype: str | None) -> int:
+    """The HTTP status an Anthropic error type stands for (500 when unknown)."""
+    return STATUS_FOR_TYPE.get(etype or "", 500)
+
+
+def tool_id_problem(tool_id: object) -> str | None:
+    """Why Anthropic would reject this tool_use id, or None when it is valid."""
+    if isinstance(tool_id, str) and TOOL_ID_RE.fullmatch(tool_id):
+        return None
+    return (
+        f"the upstream's tool call id {tool_id!r} is not a valid Anthropic tool_use id "
+        f"(it must match ^{TOOL_ID_RE.pattern}$); it would be rejected on the next turn, so it is not forwarded"
+    )
+
+
+def error_envelope(etype: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": etype, "message": message}}
+
+
+def error_body(status: int, message: str, etype: str | None = None) -> bytes:
+    """A JSON error body: ``{"type":"error","error":{"type":…,"message":…}}``."""
+    return jsonc.dumpb(error_envelope(etype or error_type_for_status(status), message))
+
+
+def sse_error(etype: str, message: str) -> bytes:
+    """An ``event: error`` SSE event carrying the same envelope."""
+    return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")

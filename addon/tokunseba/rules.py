@@ -1,0 +1,622 @@
+"""Routing rules: YAML -> validated endpoints and routes; ``decide(turn)`` -> decision + trace.
+
+The file format is design.md §4. Every mistake is reported at load time as one line
+``FILE:LINE: what is wrong``; a route whose target its client protocol cannot reach is a
+warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
+evaluation simply goes on with the next route (design.md §2 rule 4).
+
+This is the only module that imports yaml.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
+from .translate import PROTOCOLS, pair_refusal
+
+
+class RulesError(Exception):
+    """Rules that cannot be used. ``str(e)`` is the first problem, one line
+    ``FILE:LINE: what is wrong``; ``e.errors`` holds every problem found."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__(errors[0])
+        self.errors = errors
+
+
+@dataclass
+class Route:
+    name: str
+    when: dict  # condition -> value, as written (client/model normalised to lists, header names lower-case)
+    to: str
+    model: str | None = None
+    on_refused: str = "skip"  # "skip" | "error"
+    line: int = 0
+
+
+@dataclass
+class Rules:
+    endpoints: dict[str, Endpoint]  # built-ins + the file's own
+    routes: list[Route]
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# The facts of one turn that rules look at
+
+
+@dataclass
+class TurnFacts:
+    client: str  # protocol of the client
+    model: str | None
+    tools: bool  # the turn declares tools
+    thinking: bool  # the turn asks for reasoning
+    images: bool  # an image anywhere, including inside tool results
+    request_bytes: int
+    last_user_text: str | None
+    headers: dict[str, str]  # lower-case names
+    tool_count: int = 0
+
+
+def _d(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> list:
+    return x if isinstance(x, list) else []
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Where a client protocol keeps what rules look at."""
+
+    turns: str  # top-level list of messages / input items / contents (Responses: or a string)
+    nested: tuple[str, ...]  # keys of a message or block holding further blocks (tool results!)
+    is_image: Callable[[dict], bool]  # an image block (documents/PDFs are not images)
+    is_user: Callable[[dict], bool]  # a user message
+    parts: str  # key of a message's content: a string or a list of parts
+    is_text: Callable[[dict], bool]  # a text part (tool results are not user text)
+    tool_count: Callable[[dict], int]
+    thinking: Callable[[dict], bool]
+
+
+def _typed(*types: str) -> Callable[[dict], bool]:
+    return lambda block: block.get("type") in types
+
+
+def _role_user(m: dict) -> bool:
+    return m.get("role") == "user"
+
+
+def _responses_tools(body: dict) -> int:  # Codex "lite" models declare tools in an input item
+    extra = [i for i in _l(body.get("input")) if _d(i).get("type") == "additional_tools"]
+    return len(_l(body.get("tools"))) + sum(len(_l(i.get("tools"))) for i in extra)
+
+
+def _gemini_tools(body: dict) -> int:  # a function-declarations entry counts per function
+    tools = [t for t in _l(body.get("tools")) if isinstance(t, dict)]
+    return sum(len(_l(t["functionDeclarations"])) if "functionDeclarations" in t else 1 for t in tools)
+
+
+def _gemini_thinking(body: dict) -> bool:
+    tc = _d(_d(body.get("generationConfig")).get("thinkingConfig"))
+    return bool(tc) and tc.get("thinkingBudget") != 0
+
+
+def _gemini_image(part: dict) -> bool:
+    mimes = (_d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
+    return any(isinstance(m, str) and m.startswith("image/") for m in mimes)
+
+
+SHAPES: dict[str, _Shape] = {
+    "anthropic": _Shape(
+        "messages", ("content",), _typed("image"), _role_user, "content", _typed("text"),
+        tool_count=lambda body: len(_l(body.get("tools"))),
+        thinking=lambda body: _d(body.get("thinking")).get("type") in ("enabled", "adaptive"),
+    ),
+    "openai": _Shape(
+        "messages", ("content",), _typed("image_url"), _role_user, "content", _typed("text"),
+        # legacy `functions` count as tools too
+        tool_count=lambda body: len(_l(body.get("tools"))) + len(_l(body.get("functions"))),
+        thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
+    ),
+    "openai-responses": _Shape(
+        "input", ("content", "output"), _typed("input_image"),
+        lambda m: _role_user(m) and m.get("type", "message") == "message", "content", _typed("input_text"),
+        tool_count=_responses_tools,
+        thinking=lambda body: bool(r := _d(body.get("reasoning"))) and r.get("effort") != "none",
+    ),
+    "gemini": _Shape(
+        "contents", ("parts",), _gemini_image, lambda m: m.get("role", "user") == "user", "parts",
+        lambda part: isinstance(part.get("text"), str) and not part.get("thought"),
+        tool_count=_gemini_tools,
+        thinking=_gemini_thinking,
+    ),
+}
+
+
+def _last_user_text(turns: Any, shape: _Shape) -> str | None:
+    """Text of the last user message: its string content, or its text parts joined."""
+    if isinstance(turns, str):  # Responses `input` may be a bare string
+        return turns
+    msg = next((m for m in reversed(_l(turns)) if isinstance(m, dict) and shape.is_user(m)), {})
+    content = msg.get(shape.parts)
+    if isinstance(content, str):
+        return content
+    parts = [p for p in _l(content) if isinstance(p, dict) and shape.is_text(p)]
+    texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else None
+
+
+def _has_image(turns: Any, shape: _Shape) -> bool:
+    """An image block anywhere in the turns, at any depth of nested block lists."""
+    stack: list[Any] = list(_l(turns))
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if shape.is_image(x):
+                return True
+            stack.extend(v for k in shape.nested if isinstance(v := x.get(k), list))
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
+
+
+def turn_facts(
+    client: str, body: Any, request_bytes: int, headers: Mapping[str, str], *, model: str | None = None
+) -> TurnFacts:
+    """What rules see of one turn. Never raises on odd bodies: wrong types count as absent.
+
+    ``model`` overrides the body's (Gemini carries the model in the path).
+    """
+    body = _d(body)
+    if model is None and isinstance(body.get("model"), str):
+        model = body["model"]
+    hdrs = {str(k).lower(): str(v) for k, v in headers.items()}
+    shape = SHAPES.get(client)
+    if shape is None:
+        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs)
+    count = shape.tool_count(body)
+    return TurnFacts(
+        client=client,
+        model=model,
+        tools=count > 0,
+        thinking=shape.thinking(body),
+        images=_has_image(body.get(shape.turns), shape),
+        request_bytes=request_bytes,
+        last_user_text=_last_user_text(body.get(shape.turns), shape),
+        headers=hdrs,
+        tool_count=count,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Conditions: each check gives (holds, reason) whether it holds or not
+
+
+def _check_client(want: list[str], f: TurnFacts) -> tuple[bool, str]:
+    ok = f.client in want
+    return ok, f"client {f.client!r} {'is' if ok else 'is not'} {' or '.join(want)}"
+
+
+def _check_model(globs: list[str], f: TurnFacts) -> tuple[bool, str]:
+    shown = ", ".join(repr(g) for g in globs)
+    if f.model is None:
+        return False, f"request names no model, rule wants {shown}"
+    hit = next((g for g in globs if fnmatch.fnmatchcase(f.model, g)), None)
+    if hit is not None:
+        return True, f"model {f.model!r} matches {hit!r}"
+    return False, f"model {f.model!r} does not match {shown}"
+
+
+def _flag(name: str, has: Callable[[TurnFacts], bool], said: Callable[[TurnFacts], str], wants: tuple[str, str]):
+    """Check of a yes/no fact; ``wants`` says what the rule wants for false and true."""
+
+    def check(want: bool, f: TurnFacts) -> tuple[bool, str]:
+        ok = has(f) == want
+        return ok, f"{name}: {said(f)}, {'as the rule wants' if ok else 'rule wants ' + wants[want]}"
+
+    return check
+
+
+def _check_bytes(limit: int, f: TurnFacts) -> tuple[bool, str]:
+    ok = f.request_bytes <= limit
+    return ok, f"request is {f.request_bytes} bytes, {'within' if ok else 'over'} the {limit} limit"
+
+
+def _check_last_user(pattern: str, f: TurnFacts) -> tuple[bool, str]:
+    if f.last_user_text is None:
+        return False, f"no last user text to match /{pattern}/"
+    ok = re.search(pattern, f.last_user_text) is not None
+    return ok, f"last user text {'matches' if ok else 'does not match'} /{pattern}/"
+
+
+# Credential headers: a trace (and so the ledger) never shows their values (design.md §2 rule 7).
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "cookie",
+                            "api-key"})
+
+
+def _check_headers(want: dict[str, str], f: TurnFacts) -> tuple[bool, str]:
+    parts, ok = [], True
+    for name, value in want.items():
+        got = f.headers.get(name)
+        ok &= got == value
+        if got is None:
+            parts.append(f"header {name} absent")
+        elif name in SECRET_HEADERS:
+            parts.append(f"header {name} {'has' if got == value else 'does not have'} the rule's value")
+        else:
+            parts.append(f"header {name} is {got!r}" + ("" if got == value else f", rule wants {value!r}"))
+    return ok, "; ".join(parts)
+
+
+CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
+    "client": _check_client,
+    "model": _check_model,
+    "tools": _flag("tools", lambda f: f.tools,
+                   lambda f: f"request declares {f.tool_count} tool{'s' * (f.tool_count != 1)}" if f.tools
+                   else "request declares no tools", ("none", "some")),
+    "thinking": _flag("thinking", lambda f: f.thinking,
+                      lambda f: "request asks for it" if f.thinking else "request does not ask for it",
+                      ("it off", "it on")),
+    "images": _flag("images", lambda f: f.images,
+                    lambda f: "request has images" if f.images else "no images", ("none", "some")),
+    "max_request_bytes": _check_bytes,
+    "last_user_matches": _check_last_user,
+    "header": _check_headers,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Decision
+
+
+@dataclass
+class Decision:
+    action: str  # "pass" (no route: pass through untouched) | "route" | "error" (refused, on_refused: error)
+    route: Route | None
+    endpoint: Endpoint | None
+    model: str | None  # model to send; None = keep the client's
+    trace: list[dict]  # per route tried: route, matched, reasons, refused, unreachable
+    reason: str  # one-line summary
+
+
+def decide(
+    rules: Rules,
+    facts: TurnFacts,
+    *,
+    refusal: Callable[[Route, Endpoint], str | None] | None = None,
+    reachable: Callable[[Endpoint], bool] | None = None,
+) -> Decision:
+    """First route whose conditions hold, whose pair is translatable and whose endpoint is
+    reachable wins; no such route = pass through."""
+    if refusal is None:
+        refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
+    trace: list[dict] = []
+    skipped: list[str] = []
+    for route in rules.routes:
+        results = [CHECKS[k](v, facts) for k, v in route.when.items()]
+        entry = {
+            "route": route.name,
+            "matched": all(ok for ok, _ in results),
+            "reasons": [r for _, r in results] or ["no conditions: matches every turn"],
+            "refused": None,
+            "unreachable": False,
+        }
+        trace.append(entry)
+        if not entry["matched"]:
+            continue
+        ep = rules.endpoints[route.to]
+        if why := refusal(route, ep):
+            entry["refused"] = why
+            if route.on_refused == "error":
+                return Decision("error", route, ep, None, trace, f"route {route.name} refused: {why}")
+            skipped.append(f"{route.name} refused ({why})")
+            continue
+        if reachable is not None and not reachable(ep):
+            entry["unreachable"] = True
+            skipped.append(f"{route.name}: endpoint {ep.name} unreachable")
+            continue
+        return Decision("route", route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
+    reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
+    return Decision("pass", None, None, None, trace, reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+TOP_KEYS = ("endpoints", "routes")
+ROUTE_KEYS = ("name", "when", "to", "model", "on_refused")
+ON_REFUSED = ("skip", "error")
+# endpoint key -> (YAML type, required)
+ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
+    "protocol": ("text", True),
+    "url": ("text", True),
+    "key_env": ("text", False),
+    "model": ("text", False),
+    "max_tokens": ("int", False),
+    "system_role": ("text", False),
+    "max_tokens_field": ("text", False),
+}
+_BOOL, _INT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "null"))
+
+
+class _Reader:
+    """Walks the composed YAML nodes, collecting errors with their lines."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.problems: list[tuple[int, str]] = []
+        self._con = SafeConstructor()
+
+    def line(self, node: Node) -> int:
+        return node.start_mark.line + 1
+
+    def error(self, node: Node | int, msg: str) -> None:
+        line = node if isinstance(node, int) else self.line(node)
+        self.problems.append((line, f"{self.source}:{line}: {msg}"))
+
+    @property
+    def errors(self) -> list[str]:
+        """Every problem, in file order."""
+        return [m for _, m in sorted(self.problems, key=lambda p: p[0])]
+
+    @staticmethod
+    def _got(node: Node) -> str:
+        if isinstance(node, MappingNode):
+            return "a mapping"
+        if isinstance(node, SequenceNode):
+            return "a list"
+        return "nothing" if node.tag == _NULL else repr(node.value)
+
+    def mapping(
+        self, node: Node, what: str, allowed: tuple[str, ...] | None
+    ) -> dict[str, tuple[Node, Node]] | None:
+        """{key: (key node, value node)}; unknown or duplicate keys are errors."""
+        if not isinstance(node, MappingNode):
+            self.error(node, f"{what} must be a mapping, got {self._got(node)}")
+            return None
+        out: dict[str, tuple[Node, Node]] = {}
+        for k, v in node.value:
+            if not isinstance(k, ScalarNode) or k.tag == _NULL:
+                self.error(k, f"{what}: keys must be plain names, got {self._got(k)}")
+            elif k.value in out:
+                first = self.line(out[k.value][0])
+                self.error(k, f"{what}: duplicate key {k.value!r} (first at line {first})")
+            elif allowed is not None and k.value not in allowed:
+                self.error(k, f"{what}: unknown key {k.value!r} (expected one of: {', '.join(allowed)})")
+            else:
+                out[k.value] = (k, v)
+        return out
+
+    def value(self, node: Node, kind: str, what: str) -> Any:
+        """A scalar of ``kind`` ("text" | "int" | "bool" | "texts"), or None after an error."""
+        if kind == "texts" and isinstance(node, SequenceNode):
+            items = [self.value(n, "text", what) for n in node.value]
+            if not items:
+                self.error(node, f"{what} must not be an empty list")
+            return items if items and None not in items else None
+        ok = isinstance(node, ScalarNode) and {
+            "text": node.tag not in (_NULL, _BOOL) and node.value != "",
+            "texts": node.tag not in (_NULL, _BOOL) and node.value != "",
+            "int": node.tag == _INT,
+            "bool": node.tag == _BOOL,
+        }[kind]
+        if not ok:
+            wanted = {"text": "a string", "texts": "a string or a list of strings", "int": "an integer",
+                      "bool": "true or false"}[kind]
+            self.error(node, f"{what} must be {wanted}, got {self._got(node)}")
+            return None
+        if kind in ("int", "bool"):
+            return self._con.construct_object(node)
+        return [node.value] if kind == "texts" else node.value
+
+
+def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
+    """Parse and check one ``when`` condition; None after an error."""
+    what = f"{where}: when.{key}"
+    match key:
+        case "client":
+            v = r.value(node, "texts", what)
+            for p in v or ():
+                if p not in PROTOCOLS:
+                    r.error(node, f"{what}: unknown protocol {p!r} (expected one of: {', '.join(PROTOCOLS)})")
+                    return None
+            return v
+        case "model":
+            return r.value(node, "texts", what)
+        case "tools" | "thinking" | "images":
+            return r.value(node, "bool", what)
+        case "max_request_bytes":
+            v = r.value(node, "int", what)
+            if v is not None and v < 0:
+                r.error(node, f"{what} must not be negative, got {v}")
+                return None
+            return v
+        case "last_user_matches":
+            v = r.value(node, "text", what)
+            try:
+                if v is not None:
+                    re.compile(v)
+            except re.error as e:
+                r.error(node, f"{what}: bad regex {v!r}: {e.msg} at position {e.pos}")
+                return None
+            return v
+        case "header":
+            m = r.mapping(node, what, None)
+            if m is None:
+                return None
+            out: dict[str, str] = {}
+            for name, (kn, vn) in m.items():
+                if name.lower() in out:
+                    r.error(kn, f"{what}: header {name!r} given twice (names are case-insensitive)")
+                out[name.lower()] = r.value(vn, "text", f"{what}.{name}")
+            return None if None in out.values() else out
+    raise AssertionError(key)  # pragma: no cover - keys are checked against CHECKS first
+
+
+def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
+    """The file's endpoints, and every name it declares (valid or not)."""
+    out: dict[str, Endpoint] = {}
+    declared: set[str] = set()
+    for name, (kn, vn) in (r.mapping(node, "endpoints", None) or {}).items():
+        declared.add(name)
+        where = f"endpoint {name!r}"
+        if name in BUILTIN_ENDPOINTS:
+            r.error(kn, f"{where} shadows the built-in endpoint of that name; choose another name")
+            continue
+        m = r.mapping(vn, where, tuple(ENDPOINT_KEYS))
+        if m is None:
+            continue
+        before = len(r.problems)
+        kwargs: dict[str, Any] = {}
+        for key, (kind, required) in ENDPOINT_KEYS.items():
+            if key not in m:
+                if required:
+                    r.error(vn, f"{where} has no {key!r}")
+                continue
+            _, kv = m[key]
+            if not required and isinstance(kv, ScalarNode) and kv.tag == _NULL:
+                continue  # `model:` left empty = not set
+            v = r.value(kv, kind, f"{where}: {key}")
+            if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
+                r.error(kv, f"{where}: {problem}")
+            kwargs[key] = v
+        if len(r.problems) == before:
+            out[name] = Endpoint(name=name, **kwargs)
+    return out, declared
+
+
+def _route_label(node: Node, i: int) -> str:
+    """How errors name a route: by its name when it has one, else by position."""
+    if isinstance(node, MappingNode):
+        for k, v in node.value:
+            if k.value == "name" and isinstance(v, ScalarNode) and v.value:
+                return f"route {v.value!r}"
+    return f"route #{i}"
+
+
+def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: set[str]) -> list[Route]:
+    if not isinstance(node, SequenceNode):
+        r.error(node, f"routes must be a list, got {r._got(node)}")
+        return []
+    routes: list[Route] = []
+    first_line: dict[str, int] = {}
+    for i, rn in enumerate(node.value, 1):
+        m = r.mapping(rn, _route_label(rn, i), ROUTE_KEYS)
+        if m is None:
+            continue
+        before = len(r.problems)
+        name = r.value(m["name"][1], "text", f"route #{i}: name") if "name" in m else None
+        if "name" not in m:
+            r.error(rn, f"route #{i} has no 'name'")
+        elif name in first_line:
+            r.error(m["name"][1], f"duplicate route name {name!r} (first at line {first_line[name]})")
+        elif name is not None:
+            first_line[name] = r.line(rn)
+        where = f"route {name!r}" if name else f"route #{i}"
+        to = r.value(m["to"][1], "text", f"{where}: to") if "to" in m else None
+        if "to" not in m:
+            r.error(rn, f"{where} has no 'to' (the endpoint to send matching turns to)")
+        elif to is not None and to not in endpoints and to not in declared:
+            known = ", ".join(sorted(endpoints.keys() | declared))
+            r.error(m["to"][1], f"{where}: unknown endpoint {to!r} in 'to' (known: {known})")
+        model = None
+        if "model" in m and m["model"][1].tag != _NULL:
+            model = r.value(m["model"][1], "text", f"{where}: model")
+        on_refused = "skip"
+        if "on_refused" in m:
+            on_refused = r.value(m["on_refused"][1], "text", f"{where}: on_refused")
+            if on_refused is not None and on_refused not in ON_REFUSED:
+                allowed = ", ".join(ON_REFUSED)
+                r.error(m["on_refused"][1],
+                        f"{where}: on_refused must be one of: {allowed}; got {on_refused!r}")
+        when: dict[str, Any] = {}
+        if "when" in m and m["when"][1].tag != _NULL:
+            for key, (kn, vn) in (r.mapping(m["when"][1], f"{where}: when", tuple(CHECKS)) or {}).items():
+                when[key] = _when_value(r, key, vn, where)
+        if len(r.problems) == before and to in endpoints:
+            routes.append(Route(name, when, to, model, on_refused, r.line(rn)))
+    return routes
+
+
+def _warnings(rules: Rules) -> list[str]:
+    """Routes some of whose clients could never reach their target (refused at run time)."""
+    out = []
+    for route in rules.routes:
+        ep = rules.endpoints[route.to]
+        why = [w for c in route.when.get("client") or PROTOCOLS if (w := pair_refusal(c, ep.protocol))]
+        if why:
+            then = "answered with an error" if route.on_refused == "error" else "go on to the next route"
+            out.append(
+                f"{rules.source}:{route.line}: warning: route {route.name!r} → {ep.name} ({ep.protocol}): "
+                f"{'; '.join(why)}; such turns are refused here and {then}"
+            )
+    return out
+
+
+def load_rules_text(text: str, source: str = "<rules>") -> Rules:
+    """Parse and validate rules; RulesError (one line per problem, file and line) if unusable."""
+    r = _Reader(source)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
+        what = (
+            f"{e.context}, {e.problem}"
+            if e.context and e.problem and e.problem.startswith("but ")
+            else " ".join(filter(None, (e.problem, e.context and f"({e.context})")))
+        )
+        raise RulesError([f"{source}:{where}: YAML syntax error: {what}"]) from None
+    except yaml.YAMLError as e:
+        raise RulesError([f"{source}:1: YAML error: {str(e).splitlines()[0]}"]) from None
+    endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
+    routes: list[Route] = []
+    if root is not None and not (isinstance(root, ScalarNode) and root.tag == _NULL):
+        top = r.mapping(root, "the rules file", TOP_KEYS)
+        if top is not None:
+            declared: set[str] = set()
+            if "endpoints" in top and top["endpoints"][1].tag != _NULL:
+                user, declared = _endpoints(r, top["endpoints"][1])
+                endpoints.update(user)
+            if "routes" in top and top["routes"][1].tag != _NULL:
+                routes = _routes(r, top["routes"][1], endpoints, declared)
+    if r.errors:
+        raise RulesError(r.errors)
+    rules = Rules(endpoints, routes, source)
+    rules.warnings = _warnings(rules)
+    return rules
+
+
+def load_rules(path: str | Path | None) -> Rules:
+    """Rules from a file; None = no rules (every turn passes through)."""
+    if path is None:
+        return Rules(dict(BUILTIN_ENDPOINTS), [], "<no rules>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RulesError([f"{path}: no such rules file"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RulesError([f"{path}: cannot read rules file: {e}"]) from None
+    return load_rules_text(text, str(path))
+
+
+def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
+    """For ``tokunseba check``: (ok, lines to print)."""
+    try:
+        rules = load_rules(path)
+    except RulesError as e:
+        return False, e.errors
+    return True, [f"OK: {len(rules.endpoints)} endpoints, {len(rules.routes)} routes", *rules.warnings]

@@ -1,0 +1,305 @@
+"""Anthropic Messages streams <-> neutral events (protocols.md A.6, E.5).
+
+``AnthropicDecoder`` turns an upstream's SSE events into neutral events; ``AnthropicEncoder``
+turns neutral events into the Anthropic SSE a client expects: every event with its
+``event:`` line, ``usage`` always present in ``message_start`` and ``message_delta`` and
+holding only reported fields, ascending block indexes, a ``content_block_stop`` per block.
+Both are sans-IO and keep per-event work to one JSON parse / one JSON dump.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import jsonc
+from ..protocols import anthropic as pa
+from ..sse import SSEEvent, encode_event
+from .errors import UpstreamError, to_anthropic
+from .events import (
+    BlockDelta,
+    BlockSignature,
+    BlockStart,
+    BlockStop,
+    Event,
+    MessageStart,
+    MessageStop,
+    StreamError,
+    StreamReport,
+    UsageUpdate,
+)
+from .usage import ANTHROPIC, Usage
+
+EARLY_END = "upstream ended the stream early"
+
+# content block type -> neutral block kind ("other" for server-tool blocks and the like)
+BLOCK_KINDS: dict[str, str] = {
+    "text": "text",
+    "tool_use": "tool_use",
+    "thinking": "thinking",
+    "redacted_thinking": "redacted_thinking",
+}
+# delta type -> the field holding its text
+DELTA_TEXT: dict[str, str] = {
+    "text_delta": "text",
+    "input_json_delta": "partial_json",
+    "thinking_delta": "thinking",
+}
+# neutral block kind -> (content block a client sees at start, delta type, delta field)
+OUT_BLOCKS: dict[str, tuple[dict, str, str]] = {
+    "text": ({"type": "text", "text": ""}, "text_delta", "text"),
+    "tool_use": ({"type": "tool_use", "input": {}}, "input_json_delta", "partial_json"),
+    "thinking": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
+}
+
+
+def note_once(items: list[str], item: str) -> None:
+    """Record a drop or warning once (reports list each kind once, not per event)."""
+    if item not in items:
+        items.append(item)
+
+
+class AnthropicDecoder:
+    """Anthropic SSE events -> neutral events. Block indexes are re-numbered 0, 1, ... in
+    arrival order; usage is cumulative (message_delta overwrites, never adds: pitfalls 15)."""
+
+    def __init__(self, report: StreamReport) -> None:
+        self.report = report
+        self.usage: Usage | None = None  # the usage as reported so far (merged)
+        self._index: dict[object, int] = {}  # upstream block index -> neutral index
+        self._next = 0
+        self._stopped = False  # message_delta seen (carries the stop reason)
+        self._ended = False  # message_stop or error seen
+
+    def on_event(self, ev: SSEEvent) -> list[Event]:
+        if ev.event == "ping" or not ev.data:
+            return []
+        try:
+            d = jsonc.loads(ev.data)
+        except jsonc.JSONDecodeError as e:
+            return self._error(f"upstream sent an event that is not valid JSON ({e})")
+        if not isinstance(d, dict):
+            return self._error("upstream sent an event that is not a JSON object")
+        kind = d.get("type") or ev.event
+        handler = self._HANDLERS.get(kind)
+        if handler is None:
+            note_once(self.report.warnings, f"ignored unknown Anthropic stream event {kind!r}")
+            return []
+        return handler(self, d)
+
+    def close(self) -> list[Event]:
+        if self._stopped or self._ended:
+            return []
+        self._ended = True
+        return [StreamError(500, "api_error", EARLY_END)]
+
+    # ---- handlers ----
+    def _message_start(self, d: dict) -> list[Event]:
+        m = d.get("message") or {}
+        u = m.get("usage")
+        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) else None
+        return [MessageStart(m.get("id"), m.get("model"), self.usage)]
+
+    def _block_start(self, d: dict) -> list[Event]:
+        cb = d.get("content_block") or {}
+        n = self._next
+        self._next += 1
+        self._index[d.get("index")] = n
+        kind = BLOCK_KINDS.get(cb.get("type"), "other")
+        if kind == "text":
+            out: list[Event] = [BlockStart(n, "text")]
+            first = cb.get("text")
+        elif kind == "tool_use":
+            out = [BlockStart(n, "tool_use", id=cb.get("id"), name=cb.get("name"))]
+            first = jsonc.dumps(cb["input"]) if cb.get("input") else None  # a whole input at start
+        elif kind == "thinking":  # signed protocol: "" now, the signature follows in signature_delta
+            out = [BlockStart(n, "thinking", signature=cb.get("signature") or "", raw=cb)]
+            first = cb.get("thinking")
+        else:
+            out = [BlockStart(n, kind, id=cb.get("id"), name=cb.get("name"), raw=cb)]
+            first = None
+        if first:
+            out.append(BlockDelta(n, first))
+        return out
+
+    def _block_delta(self, d: dict) -> list[Event]:
+        n = self._index.get(d.get("index"))
+        delta = d.get("delta") or {}
+        dt = delta.get("type")
+        if n is None:
+            note_once(self.report.warnings, "ignored a content_block_delta for a block that never started")
+            return []
+        field = DELTA_TEXT.get(dt)
+        if field is not None:
+            text = delta.get(field)
+            return [BlockDelta(n, text)] if text else []
+        if dt == "signature_delta":
+            return [BlockSignature(n, delta.get("signature") or "")]
+        if dt == "citations_delta":
+            note_once(self.report.dropped, "content[].citations")
+            return []
+        note_once(self.report.warnings, f"ignored unknown Anthropic delta {dt!r}")
+        return []
+
+    def _block_stop(self, d: dict) -> list[Event]:
+        n = self._index.get(d.get("index"))
+        return [] if n is None else [BlockStop(n)]
+
+    def _message_delta(self, d: dict) -> list[Event]:
+        delta = d.get("delta") or {}
+        u = d.get("usage")
+        if isinstance(u, dict):  # cumulative: overwrite, never add (pitfalls 15)
+            self.usage = self.usage.merged(u) if self.usage else Usage(ANTHROPIC, u)
+        for key in ("stop_details", "container"):
+            if delta.get(key) is not None:
+                note_once(self.report.dropped, key)  # named by their place in a whole message
+        self._stopped = True
+        return [MessageStop(delta.get("stop_reason"), delta.get("stop_sequence"), self.usage)]
+
+    def _message_stop(self, d: dict) -> list[Event]:
+        if self._stopped or self._ended:
+            self._ended = True
+            return []
+        return self._error("upstream sent message_stop without a message_delta (no stop reason)")
+
+    def _error_event(self, d: dict) -> list[Event]:
+        e = d.get("error") if isinstance(d.get("error"), dict) else {}
+        etype = e.get("type") if isinstance(e.get("type"), str) else "api_error"
+        self._ended = True
+        return [StreamError(pa.status_for_type(etype), etype, e.get("message") or "upstream error")]
+
+    def _error(self, message: str) -> list[Event]:
+        self._ended = True
+        return [StreamError(502, "api_error", message)]
+
+    _HANDLERS: dict[str, Callable[["AnthropicDecoder", dict], list[Event]]] = {
+        "message_start": _message_start,
+        "content_block_start": _block_start,
+        "content_block_delta": _block_delta,
+        "content_block_stop": _block_stop,
+        "message_delta": _message_delta,
+        "message_stop": _message_stop,
+        "error": _error_event,
+        "ping": lambda self, d: [],
+    }
+
+
+def _event(name: str, obj: dict) -> bytes:
+    return encode_event(jsonc.dumpb(obj), name)
+
+
+class AnthropicEncoder:
+    """Neutral events -> Anthropic SSE bytes for a client."""
+
+    def __init__(self, report: StreamReport) -> None:
+        self.report = report
+        self.finished = False  # message_stop or an error was sent: nothing more goes out
+        self.client_usage: dict | None = None
+        self._out: dict[int, int] = {}  # neutral index -> output index (absent: dropped block)
+        self._kind: dict[int, str] = {}  # neutral index -> kind, for emitted blocks
+        self._closed: set[int] = set()
+        self._open: int | None = None  # neutral index of the open block
+        self._next = 0
+        self._tool = False  # a tool_use block was emitted
+        self._started = False
+
+    def encode(self, ev: Event) -> bytes:
+        if self.finished:
+            return b""
+        return self._HANDLERS[type(ev)](self, ev)
+
+    def _message_start(self, ev: MessageStart) -> bytes:
+        if self._started:
+            return b""
+        self._started = True
+        usage = ev.usage.to_anthropic() if ev.usage else {}  # {}: nothing measured yet, never zeros
+        msg = {"id": ev.id, "type": "message", "role": "assistant", "model": ev.model, "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": usage}
+        return _event("message_start", {"type": "message_start", "message": msg})
+
+    def _close_open(self) -> bytes:
+        n = self._open
+        if n is None:
+            return b""
+        self._open = None
+        self._closed.add(n)
+        return _event("content_block_stop", {"type": "content_block_stop", "index": self._out[n]})
+
+    def _block_start(self, ev: BlockStart) -> bytes:
+        kind = ev.kind
+        if kind not in OUT_BLOCKS or (kind == "thinking" and ev.signature is None):
+            # unsigned thinking (a Chat model's reasoning) would be echoed back by Claude Code
+            # and break the next Anthropic turn: drop it (pitfalls 17, 18); so are blocks with
+            # no Anthropic-client counterpart here.
+            raw = ev.raw or {}
+            note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or kind}")
+            return b""
+        if kind == "tool_use":
+            problem = pa.tool_id_problem(ev.id)
+            if problem:
+                return self._stream_error(StreamError(502, "api_error", problem))
+            block = {"type": "tool_use", "id": ev.id, "name": ev.name or "", "input": {}}
+            self._tool = True
+        else:
+            block = OUT_BLOCKS[kind][0]
+        head = self._close_open()
+        i = self._next
+        self._next += 1
+        self._out[ev.index] = i
+        self._kind[ev.index] = kind
+        self._open = ev.index
+        return head + _event("content_block_start", {"type": "content_block_start", "index": i, "content_block": block})
+
+    def _block_delta(self, ev: BlockDelta) -> bytes:
+        i = self._out.get(ev.index)
+        if i is None:
+            return b""  # a dropped block
+        if ev.index in self._closed:
+            note_once(self.report.warnings, "a delta arrived for a block already closed; sent with that block's index")
+        _, dtype, field = OUT_BLOCKS[self._kind[ev.index]]
+        return _event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": dtype, field: ev.text}})
+
+    def _block_signature(self, ev: BlockSignature) -> bytes:
+        i = self._out.get(ev.index)
+        if i is None or self._kind[ev.index] != "thinking":
+            return b""
+        return _event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "signature_delta", "signature": ev.signature}})
+
+    def _block_stop(self, ev: BlockStop) -> bytes:
+        return self._close_open() if ev.index == self._open else b""
+
+    def _message_stop(self, ev: MessageStop) -> bytes:
+        out = self._close_open()
+        stop = ev.stop_reason
+        if self._tool and stop in ("end_turn", None):
+            stop = "tool_use"  # derived from what was emitted (pitfalls 7)
+        usage = ev.usage.to_anthropic() if ev.usage else None
+        self.client_usage = usage
+        self.finished = True
+        rep = self.report
+        rep.stop_reason, rep.completed = stop, True
+        delta = {"stop_reason": stop, "stop_sequence": ev.stop_sequence}
+        return (out
+                + _event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage or {}})
+                + _event("message_stop", {"type": "message_stop"}))
+
+    def _stream_error(self, ev: StreamError) -> bytes:
+        _, etype, message = to_anthropic(UpstreamError(ev.status, ev.message, ev.type, ev.code))
+        self.finished = True
+        self.report.errors.append(message)
+        return pa.sse_error(etype, message)
+
+    def _usage_update(self, ev: UsageUpdate) -> bytes:
+        return b""  # after message_delta nothing more can carry it; the report has it
+
+    _HANDLERS: dict[type, Callable[["AnthropicEncoder", Event], bytes]] = {
+        MessageStart: _message_start,
+        BlockStart: _block_start,
+        BlockDelta: _block_delta,
+        BlockSignature: _block_signature,
+        BlockStop: _block_stop,
+        MessageStop: _message_stop,
+        StreamError: _stream_error,
+        UsageUpdate: _usage_update,
+    }

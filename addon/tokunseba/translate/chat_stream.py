@@ -1,0 +1,328 @@
+"""OpenAI Chat Completions streams <-> neutral events (protocols.md B.5, B.7, E.5).
+
+``ChatDecoder`` reads ``chat.completion.chunk`` events from OpenAI and the OpenAI-compatible
+servers (llama.cpp, llama_cpp.server, vLLM, Ollama) with their quirks: ids and names repeated
+in every tool delta, whole calls in one chunk, ``null`` fields, usage on the finish chunk or in
+a trailing ``choices: []`` chunk, reasoning in ``reasoning_content`` / ``reasoning``.
+``ChatEncoder`` writes the canonical Chat stream a client expects: a role chunk, deltas, a
+finish chunk, the usage chunk when asked for, ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from .. import jsonc
+from ..protocols import anthropic as pa
+from ..protocols import openai_chat as po
+from ..sse import SSEEvent, encode_event
+from .anthropic_stream import EARLY_END, note_once
+from .errors import UpstreamError, error_from_obj, is_context_overflow, to_openai
+from .events import (
+    BlockDelta,
+    BlockSignature,
+    BlockStart,
+    BlockStop,
+    Event,
+    MessageStart,
+    MessageStop,
+    StreamError,
+    StreamReport,
+    UsageUpdate,
+)
+from .usage import OPENAI, Usage
+
+NO_FINISH = "upstream ended the stream without a finish_reason"
+# delta keys that carry reasoning text, in order of preference (vLLM once sent both, equal)
+REASONING_KEYS = ("reasoning_content", "reasoning")
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
+    """Neutral stop reason for a finish_reason; an unknown one ends the turn, with a warning."""
+    stop = po.FINISH_TO_STOP.get(finish or "")
+    if stop is None:
+        note_once(warnings, f"unknown finish_reason {finish!r} taken as end_turn")
+        return "end_turn"
+    return stop
+
+
+def synth_tool_id(message_id: str | None, n: int) -> str:
+    """A deterministic tool id for a call the upstream sent without one (design.md rule 2:
+    recorded as id_synthesized)."""
+    return f"call_{_UNSAFE_ID.sub('_', message_id or 'tk')}_{n}"
+
+
+class ChatDecoder:
+    """Chat chunks -> neutral events.
+
+    Tool fragments are keyed by the Chat tool ``index``: the first fragment of an index opens
+    a tool block (closing the open one), later ones are argument pieces for that block, and a
+    repeated ``id``/``name`` is ignored. The end (block stop + MessageStop) is held after
+    ``finish_reason`` until the usage arrives, ``[DONE]`` or the end of the body, so usage
+    rides on the stop and arguments sent after ``finish_reason`` still reach their block."""
+
+    def __init__(self, report: StreamReport) -> None:
+        self.report = report
+        self.usage: Usage | None = None  # the latest usage the upstream reported
+        self._id: str | None = None
+        self._started = False
+        self._next = 0  # next neutral block index
+        self._open: int | None = None  # neutral index of the open block
+        self._open_kind: str | None = None  # "text" | "thinking" | "tool_use"
+        self._tools: dict[object, int] = {}  # Chat tool key -> neutral index
+        self._last_tool: int | None = None
+        self._finish: str | None = None
+        self._stop_sequence: str | None = None
+        self._ended = False
+
+    def on_event(self, ev: SSEEvent) -> list[Event]:
+        data = ev.data
+        if not data:
+            return []
+        if data[0] == "[" and data.strip() == "[DONE]":
+            return self._done()
+        try:
+            d = jsonc.loads(data)
+        except jsonc.JSONDecodeError as e:
+            return self._error(StreamError(502, "api_error", f"upstream sent a chunk that is not valid JSON ({e})"))
+        if not isinstance(d, dict):
+            return self._error(StreamError(502, "api_error", "upstream sent a chunk that is not a JSON object"))
+        if d.get("error") or d.get("object") == "error":
+            return self._upstream_error(d)
+        out: list[Event] = []
+        if not self._started:
+            self._started = True
+            self._id = d.get("id")
+            out.append(MessageStart(self._id, d.get("model")))
+        u = d.get("usage")
+        if isinstance(u, dict):
+            self.usage = Usage(OPENAI, u)  # a total, not an increment: the latest wins
+        if self._ended:
+            if isinstance(u, dict):
+                out.append(UsageUpdate(self.usage))
+            return out
+        for ch in d.get("choices") or ():
+            if not isinstance(ch, dict) or ch.get("index", 0) != 0:
+                note_once(self.report.warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
+                continue
+            delta = ch.get("delta")
+            if delta and isinstance(delta, dict):
+                self._delta(delta, out)
+            fr = ch.get("finish_reason")
+            if fr:
+                self._finish = fr
+                sr = ch.get("stop_reason")  # vLLM: the matched stop string
+                if fr == "stop" and isinstance(sr, str) and sr:
+                    self._stop_sequence = sr
+        if self._finish is not None and isinstance(u, dict):
+            self._end(out)
+        return out
+
+    def close(self) -> list[Event]:
+        if self._ended:
+            return []
+        if self._finish is not None:
+            out: list[Event] = []
+            self._end(out)
+            return out
+        return self._error(StreamError(500, "api_error", EARLY_END))
+
+    # ---- internals ----
+    def _delta(self, delta: dict, out: list[Event]) -> None:
+        for key in REASONING_KEYS:
+            r = delta.get(key)
+            if r and isinstance(r, str):
+                self._text("thinking", r, out, f"choices[0].delta.{key}")
+                break
+        c = delta.get("content")
+        if c:
+            if isinstance(c, str):
+                self._text("text", c, out)
+            else:
+                note_once(self.report.dropped, "choices[0].delta.content(non-string)")
+        rf = delta.get("refusal")
+        if rf and isinstance(rf, str):
+            self._text("text", rf, out)  # a refusal is text to the other side (E.2, lossy)
+        tcs = delta.get("tool_calls")
+        if tcs:
+            for pos, tc in enumerate(tcs):
+                if isinstance(tc, dict):
+                    self._tool(tc, pos, out)
+        elif delta.get("function_call"):  # deprecated, alone (llama_cpp.server sends it beside tool_calls)
+            note_once(self.report.dropped, "choices[0].delta.function_call")
+
+    def _close(self, out: list[Event]) -> None:
+        if self._open is not None:
+            out.append(BlockStop(self._open))
+            self._open = self._open_kind = None
+
+    def _begin(self, start: BlockStart, kind: str, out: list[Event]) -> None:
+        self._close(out)
+        out.append(start)
+        self._open, self._open_kind = start.index, kind
+
+    def _text(self, kind: str, text: str, out: list[Event], source: str | None = None) -> None:
+        if self._open_kind != kind:
+            n = self._next
+            self._next += 1
+            raw = {"source": source} if source else None
+            self._begin(BlockStart(n, kind, raw=raw), kind, out)  # type: ignore[arg-type]
+        out.append(BlockDelta(self._open, text))  # type: ignore[arg-type]
+
+    def _tool(self, tc: dict, pos: int, out: list[Event]) -> None:
+        fn = tc.get("function") or {}
+        tid = tc.get("id")
+        key = tc.get("index")
+        if isinstance(key, int):
+            n = self._tools.get(key)
+        elif tid:  # no index (old Ollama): by id
+            key = ("id", tid)
+            n = self._tools.get(key)
+        else:  # neither: a continuation of the latest call
+            n = self._last_tool
+        if n is None:
+            n = self._next
+            self._next += 1
+            self._tools[key if key is not None else ("n", n)] = n
+            if not tid:
+                tid = synth_tool_id(self._id, len(self._tools) - 1)
+                note_once(self.report.warnings, f"id_synthesized: choices[0].delta.tool_calls[{pos}].id")
+            name = fn.get("name")
+            if not name:
+                note_once(self.report.warnings, "a tool call arrived without a function name")
+            self._begin(BlockStart(n, "tool_use", id=tid, name=name or ""), "tool_use", out)
+            self._last_tool = n
+        args = fn.get("arguments")
+        if args:
+            if not isinstance(args, str):  # some servers send the object itself
+                args = jsonc.dumps(args)
+            out.append(BlockDelta(n, args))
+
+    def _end(self, out: list[Event]) -> None:
+        self._ended = True
+        self._close(out)
+        stop = stop_from_finish(self._finish, self.report.warnings)
+        seq = self._stop_sequence
+        out.append(MessageStop("stop_sequence" if seq else stop, seq, self.usage))
+
+    def _done(self) -> list[Event]:
+        if self._ended:
+            return []
+        if self._finish is None:
+            return self._error(StreamError(502, "api_error", NO_FINISH))
+        out: list[Event] = []
+        self._end(out)
+        return out
+
+    def _upstream_error(self, d: dict) -> list[Event]:
+        err = error_from_obj(500, d, status_from_code=True)
+        code = po.CONTEXT_LENGTH_CODE if is_context_overflow(err) else err.code
+        return self._error(StreamError(err.status, pa.error_type_for_status(err.status), err.message, code))
+
+    def _error(self, err: StreamError) -> list[Event]:
+        self._ended = True
+        return [err]
+
+
+class ChatEncoder:
+    """Neutral events -> Chat ``chat.completion.chunk`` SSE bytes for a client."""
+
+    def __init__(self, report: StreamReport, *, include_usage: bool = True, created: int | None = None) -> None:
+        self.report = report
+        self.include_usage = include_usage
+        self.created = int(time.time()) if created is None else created
+        self.finished = False
+        self.client_usage: dict | None = None
+        self._base: dict = {}
+        self._kind: dict[int, str] = {}  # neutral index -> "text" | "tool" for emitted blocks
+        self._tool_of: dict[int, int] = {}  # neutral index -> Chat tool index (running counter)
+        self._tools = 0
+        self._started = False
+
+    def encode(self, ev: Event) -> bytes:
+        if self.finished:
+            return b""
+        return self._HANDLERS[type(ev)](self, ev)
+
+    def _chunk(self, choice_delta: dict, finish: str | None = None) -> bytes:
+        chunk = dict(self._base)
+        chunk["choices"] = [{"index": 0, "delta": choice_delta, "finish_reason": finish}]
+        if self.include_usage:
+            chunk["usage"] = None  # OpenAI sends "usage": null on every chunk but the last
+        return encode_event(jsonc.dumpb(chunk))
+
+    def _message_start(self, ev: MessageStart) -> bytes:
+        if self._started:
+            return b""
+        self._started = True
+        self._base = {"id": ev.id, "object": "chat.completion.chunk", "created": self.created, "model": ev.model}
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def _block_start(self, ev: BlockStart) -> bytes:
+        if ev.kind == "text":
+            self._kind[ev.index] = "text"
+            return b""
+        if ev.kind == "tool_use":
+            k = self._tools
+            self._tools += 1
+            self._kind[ev.index] = "tool"
+            self._tool_of[ev.index] = k
+            # id and name only in the first fragment of each index (pitfalls 5)
+            return self._chunk({"tool_calls": [{"index": k, "id": ev.id, "type": "function",
+                                                "function": {"name": ev.name, "arguments": ""}}]})
+        raw = ev.raw or {}
+        note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or ev.kind}")
+        return b""
+
+    def _block_delta(self, ev: BlockDelta) -> bytes:
+        kind = self._kind.get(ev.index)
+        if kind == "text":
+            return self._chunk({"content": ev.text})
+        if kind == "tool":
+            return self._chunk({"tool_calls": [{"index": self._tool_of[ev.index], "function": {"arguments": ev.text}}]})
+        return b""  # a dropped block
+
+    def _nothing(self, ev: Event) -> bytes:
+        return b""
+
+    def _message_stop(self, ev: MessageStop) -> bytes:
+        stop = ev.stop_reason
+        if self._tools and stop in ("end_turn", None):
+            stop = "tool_use"  # derived from what was emitted (pitfalls 7)
+        finish = po.STOP_TO_FINISH.get(stop or "")
+        if finish is None:
+            note_once(self.report.warnings, f"unknown stop_reason {stop!r} sent as finish_reason 'stop'")
+            finish = "stop"
+        if ev.stop_sequence:
+            note_once(self.report.dropped, "stop_sequence")
+        out = self._chunk({}, finish)
+        if ev.usage is not None:
+            self.client_usage = ev.usage.to_openai()
+            if self.include_usage:
+                chunk = dict(self._base)
+                chunk["choices"] = []
+                chunk["usage"] = self.client_usage
+                out += encode_event(jsonc.dumpb(chunk))
+        self.finished = True
+        self.report.stop_reason, self.report.completed = stop, True
+        return out + po.DONE
+
+    def _stream_error(self, ev: StreamError) -> bytes:
+        _, etype, code, message = to_openai(UpstreamError(ev.status, ev.message, ev.type, ev.code))
+        self.finished = True
+        self.report.errors.append(message)
+        return po.sse_error(etype, message, code)
+
+    _HANDLERS: dict[type, Callable[["ChatEncoder", Event], bytes]] = {
+        MessageStart: _message_start,
+        BlockStart: _block_start,
+        BlockDelta: _block_delta,
+        BlockSignature: _nothing,
+        BlockStop: _nothing,
+        MessageStop: _message_stop,
+        StreamError: _stream_error,
+        UsageUpdate: _nothing,
+    }

@@ -1,0 +1,101 @@
+"""Stream translation: SSE codec + decoder(upstream) + encoder(client), sans-IO (design.md §3).
+
+``make_stream_translator(upstream, client)`` returns a ``StreamTranslator``: ``feed(bytes)``
+returns every complete translated event at once (``b""`` when nothing is complete yet),
+whatever the split of the input; ``close()`` flushes at the end of the upstream body and, if
+the upstream never sent its terminal event, emits an error in the client's protocol;
+``fail(message)`` is the error event for a broken upstream connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..sse import SSEDecoder, SSEEvent
+from .anthropic_stream import AnthropicDecoder, AnthropicEncoder
+from .chat_stream import ChatDecoder, ChatEncoder
+from .events import StreamError, StreamReport
+
+__all__ = ["StreamTranslator", "make_stream_translator", "DECODERS", "ENCODERS"]
+
+DECODERS: dict[str, Callable[[StreamReport], object]] = {
+    "anthropic": AnthropicDecoder,
+    "openai": ChatDecoder,
+}
+ENCODERS: dict[str, Callable[..., object]] = {
+    "anthropic": lambda report, include_usage, created: AnthropicEncoder(report),
+    "openai": lambda report, include_usage, created: ChatEncoder(report, include_usage=include_usage, created=created),
+}
+
+
+class StreamTranslator:
+    """Upstream SSE bytes in, client SSE bytes out. Exposes, for the ledger: ``report``
+    (usage as reported, stop reason, drops, warnings, errors, completed), ``client_usage``
+    (the usage object the client was sent) and ``started`` (any output produced yet)."""
+
+    __slots__ = ("report", "started", "_sse", "_dec", "_enc", "_closed")
+
+    def __init__(self, decoder, encoder, report: StreamReport) -> None:
+        self.report = report
+        self.started = False
+        self._sse = SSEDecoder()
+        self._dec = decoder
+        self._enc = encoder
+        self._closed = False
+
+    @property
+    def client_usage(self) -> dict | None:
+        return self._enc.client_usage
+
+    def feed(self, data: bytes) -> bytes:
+        if not data or self._closed:
+            return b""
+        return self._run(self._sse.feed(data), False)
+
+    def close(self) -> bytes:
+        if self._closed:
+            return b""
+        self._closed = True
+        return self._run(self._sse.close(), True)
+
+    def fail(self, message: str) -> bytes:
+        """The client-protocol error event for a broken upstream; b"" once the stream has
+        already ended (idempotent)."""
+        self._closed = True
+        if self._enc.finished:
+            return b""
+        out = self._enc.encode(StreamError(500, "api_error", message))
+        if out:
+            self.started = True
+        return out
+
+    def _run(self, events: list[SSEEvent], final: bool) -> bytes:
+        dec, enc = self._dec, self._enc
+        parts: list[bytes] = []
+        for sse in events:
+            for ev in dec.on_event(sse):
+                b = enc.encode(ev)
+                if b:
+                    parts.append(b)
+        if final:  # end of body: the decoder's own end (or its early-end error)
+            for ev in dec.close():
+                b = enc.encode(ev)
+                if b:
+                    parts.append(b)
+        self.report.usage = dec.usage
+        if not parts:
+            return b""
+        self.started = True
+        return b"".join(parts)
+
+
+def make_stream_translator(upstream: str, client: str, *, include_usage: bool = True,
+                           created: int | None = None) -> StreamTranslator:
+    """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
+    ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
+    ``created``: the ``created`` timestamp of Chat chunks."""
+    if upstream == client or upstream not in DECODERS or client not in ENCODERS:
+        raise ValueError(f"no stream translator from {upstream!r} to {client!r}")
+    report = StreamReport()
+    return StreamTranslator(DECODERS[upstream](report),
+                            ENCODERS[client](report, include_usage, created), report)

@@ -1,0 +1,394 @@
+"""One provider turn, from intercepted request to the reply the client gets (pure, no I/O).
+
+The mitmproxy adapter (mitm.py) calls ``plan_request`` with the request it intercepted and
+applies the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
+on the reply it asks the same ``Turn`` how to treat the response headers
+(``response_mode``), for a stream translator (``stream_translator``) or for the translated
+whole body (``translate_whole``). Everything here is testable without mitmproxy.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import jsonc
+from .endpoints import Endpoint
+from .errors import TranslationError
+from .protocols import anthropic as p_anthropic
+from .protocols import openai_chat as p_openai
+from .protocols.detect import Detected, detect
+from .rules import Decision, Rules, TurnFacts, decide, turn_facts
+from .translate import pair_refusal
+from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
+
+REQUEST_ID_HEADER = "x-tokunseba-request-id"
+
+# Headers that carry the client's credentials: never sent to another host (design.md rule 7).
+CREDENTIAL_HEADERS = frozenset(
+    {"x-api-key", "authorization", "cookie", "proxy-authorization", "x-goog-api-key", "api-key",
+     "openai-organization", "openai-project"}
+)
+# Request kind of a detected call -> the kind to ask of the target protocol.
+TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def new_request_id() -> str:
+    return "tk-" + uuid.uuid4().hex[:24]
+
+
+@dataclass
+class LocalResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Turn:
+    request_id: str
+    started_at: float
+    detected: Detected
+    host: str
+    path: str
+    client_protocol: str
+    requested_model: str | None
+    stream: bool
+    original_body: bytes
+    # the decision
+    action: str = "pass"  # pass | retarget | translate | respond
+    outcome: str = "pass_through"  # pass_through | retargeted | translated | refused | error
+    decision: Decision | None = None
+    endpoint: Endpoint | None = None
+    target_protocol: str | None = None
+    model_used: str | None = None
+    # what to do to the request
+    url: str | None = None
+    set_headers: dict[str, str] = field(default_factory=dict)
+    remove_headers: set[str] = field(default_factory=set)
+    body: bytes | None = None
+    local: LocalResponse | None = None
+    translation: RequestTranslation | None = None
+    include_usage: bool = True
+    events: list[tuple[str, dict]] = field(default_factory=list)  # ledger events to write
+    error: str | None = None
+    plumbing_headers: list[str] = field(default_factory=list)
+
+    # ---- mitmweb / logs ----
+    def summary(self) -> str:
+        """`easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id`"""
+        d = self.decision
+        parts: list[str] = []
+        if d is not None and d.route is not None:
+            parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else '?'}")
+        elif self.outcome == "pass_through":
+            parts.append("pass-through (no route matched)")
+        if self.outcome == "translated" and self.target_protocol:
+            parts.append(f"{self.client_protocol}→{self.target_protocol}")
+        elif self.outcome == "retargeted":
+            parts.append(f"retarget {self.client_protocol}")
+        elif self.outcome in ("refused", "error"):
+            parts.append(f"{self.outcome}: {self.error or (d.reason if d else '')}")
+        if self.translation and self.translation.dropped:
+            parts.append("dropped: " + ", ".join(_short_paths(self.translation.dropped)))
+        return " · ".join(parts)
+
+    def client_error(self, status: int, message: str, etype: str | None = None) -> LocalResponse:
+        return client_error(self.client_protocol, status, message, etype, request_id=self.request_id)
+
+
+def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
+    seen: list[str] = []
+    for p in paths:
+        if p not in seen:
+            seen.append(p)
+    return seen[:limit] + ([f"+{len(seen) - limit} more"] if len(seen) > limit else [])
+
+
+def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
+                 request_id: str | None = None) -> LocalResponse:
+    """An error in the client's own protocol (design.md rule 6)."""
+    if protocol == "anthropic":
+        body = p_anthropic.error_body(status, message, etype)
+    elif protocol == "gemini":
+        body = jsonc.dumpb({"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
+    else:  # openai chat and responses share the envelope
+        body = p_openai.error_body(status, message, etype)
+    headers = {"content-type": "application/json"}
+    if request_id:
+        headers[REQUEST_ID_HEADER] = request_id
+    return LocalResponse(status, headers, body)
+
+
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+# --------------------------------------------------------------------------------------
+# request side
+
+
+def plan_request(
+    rules: Rules,
+    *,
+    method: str,
+    host: str,
+    port: int,
+    path: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    env: Mapping[str, str],
+    reachable: Callable[[Endpoint], bool] | None = None,
+    extra_hosts: Mapping[str, str] | None = None,
+    now: float | None = None,
+) -> Turn | None:
+    """Plan one intercepted request. None: not a provider call (leave it untouched)."""
+    det = detect(host, path, method, extra_hosts)
+    if det is None:
+        return None
+    hdrs = {k.lower(): v for k, v in headers}
+    turn = Turn(
+        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        host=host, path=path, client_protocol=det.protocol, requested_model=det.model, stream=False,
+        original_body=body,
+    )
+    try:
+        req = parse_body(body)
+    except TranslationError as e:
+        # not JSON: nothing to route on; the provider gives its own answer
+        turn.events.append(("routed", {"decision": "pass", "reason": f"body not routable: {e.message}"}))
+        return turn
+    model = req.get("model")
+    if isinstance(model, str):
+        turn.requested_model = model
+    turn.stream = req.get("stream") is True or det.kind == "stream_generate"
+    facts = turn_facts(det.protocol, req, len(body), hdrs)
+    decision = decide(rules, facts, refusal=lambda r, e: _refusal(det, req, e), reachable=reachable)
+    turn.decision = decision
+    for t in decision.trace:
+        if t.get("refused"):
+            ep = rules.endpoints.get(_route_target(rules, t["route"]))
+            turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None, "reason": t["refused"]}))
+        if t.get("unreachable"):
+            ep = rules.endpoints.get(_route_target(rules, t["route"]))
+            turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
+                                                         "url": ep.url if ep else None}))
+    if decision.action == "pass":
+        turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
+        return turn
+    if decision.action == "error":
+        turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
+        turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
+        return turn
+    ep = decision.endpoint
+    assert ep is not None and decision.route is not None
+    turn.endpoint, turn.target_protocol = ep, ep.protocol
+    turn.model_used = decision.model or turn.requested_model
+    turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
+                                   "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
+    try:
+        if ep.protocol == det.protocol:
+            _plan_retarget(turn, ep, req, body, port, env)
+        else:
+            _plan_translate(turn, ep, req, env, rules)
+    except TranslationError as e:
+        turn.action, turn.outcome, turn.error = "respond", "error", e.message
+        turn.local = turn.client_error(e.status, e.message)
+        turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
+    return turn
+
+
+def _route_target(rules: Rules, name: str) -> str | None:
+    for r in rules.routes:
+        if r.name == name:
+            return r.to
+    return None
+
+
+def _refusal(det: Detected, req: dict, ep: Endpoint) -> str | None:
+    """Why a turn cannot go to this endpoint, or None. Checked before anything is sent."""
+    why = pair_refusal(det.protocol, ep.protocol)
+    if why:
+        return why
+    if det.kind == "count_tokens" and ep.protocol != "anthropic":
+        return f"count_tokens cannot be answered by a {ep.protocol} endpoint (tokunseba never estimates)"
+    if det.protocol != ep.protocol and ep.protocol == "anthropic":
+        bad = _invalid_anthropic_tool_ids(req)
+        if bad:
+            return f"tool id {bad!r} is not valid for Anthropic (^[a-zA-Z0-9_-]+$)"
+    return None
+
+
+_ANTHROPIC_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _invalid_anthropic_tool_ids(req: dict) -> str | None:
+    pat = _ANTHROPIC_TOOL_ID
+    for m in req.get("messages") or ():
+        if not isinstance(m, dict):
+            continue
+        for tc in m.get("tool_calls") or ():
+            if isinstance(tc, dict) and isinstance(tc.get("id"), str) and not pat.match(tc["id"]):
+                return tc["id"]
+        tcid = m.get("tool_call_id")
+        if isinstance(tcid, str) and not pat.match(tcid):
+            return tcid
+    return None
+
+
+def _cross_host(ep: Endpoint, host: str, port: int) -> bool:
+    return not ep.same_host(host, port)
+
+
+def _credential_changes(turn: Turn, ep: Endpoint, port: int, env: Mapping[str, str], *, strip_protocol_headers: bool) -> None:
+    if _cross_host(ep, turn.host, port):
+        turn.remove_headers |= CREDENTIAL_HEADERS
+        if strip_protocol_headers:
+            turn.remove_headers.add("anthropic-*")
+        turn.set_headers.update(ep.auth_headers(env))
+
+
+def _plan_retarget(turn: Turn, ep: Endpoint, req: dict, body: bytes, port: int, env: Mapping[str, str]) -> None:
+    turn.action, turn.outcome = "retarget", "retargeted"
+    turn.url = ep.request_url(turn.detected.kind, turn.model_used) + _query(turn.path)
+    _credential_changes(turn, ep, port, env, strip_protocol_headers=False)
+    if turn.model_used and turn.model_used != turn.requested_model and turn.detected.kind not in ("generate", "stream_generate"):
+        turn.body = replace_top_level_model(body, turn.model_used)
+        if turn.body is None:
+            raise TranslationError(400, "tokunseba: could not rewrite the model field of the request")
+
+
+def _plan_translate(turn: Turn, ep: Endpoint, req: dict, env: Mapping[str, str], rules: Rules) -> None:
+    src, dst = turn.client_protocol, ep.protocol
+    if (src, dst) == ("anthropic", "openai"):
+        tr = anthropic_to_chat(req, model=turn.model_used if turn.model_used != turn.requested_model else None,
+                               system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
+                               max_tokens_cap=ep.max_tokens)
+    elif (src, dst) == ("openai", "anthropic"):
+        tr = chat_to_anthropic(req, model=turn.model_used if turn.model_used != turn.requested_model else None,
+                               default_max_tokens=ep.max_tokens)
+        turn.include_usage = tr.client_wants_usage
+    else:  # decide() only lets translatable pairs through
+        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
+    turn.translation = tr
+    turn.action, turn.outcome = "translate", "translated"
+    turn.body = jsonc.dumpb(tr.body)
+    turn.url = ep.request_url(TARGET_KIND[dst], turn.model_used)
+    turn.remove_headers |= CREDENTIAL_HEADERS | {"anthropic-*", "content-encoding"}
+    turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
+                             "accept": "text/event-stream" if turn.stream else "application/json"})
+    if dst == "anthropic":
+        turn.set_headers["anthropic-version"] = ANTHROPIC_VERSION
+        turn.plumbing_headers.append(f"header anthropic-version: {ANTHROPIC_VERSION}")
+    turn.set_headers.update(ep.auth_headers(env))
+    turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
+                                                "plumbing": tr.plumbing + turn.plumbing_headers,
+                                                "converted": tr.converted, "warnings": tr.warnings}))
+
+
+def _query(path: str) -> str:
+    i = path.find("?")
+    return path[i:] if i >= 0 else ""
+
+
+def replace_top_level_model(body: bytes, model: str) -> bytes | None:
+    """Replace the value of the top-level "model" key in raw JSON bytes, leaving every other
+    byte as it was (a retarget is not a re-serialisation). None if there is no such key."""
+    i, n, depth = 0, len(body), 0
+    key_start = -1
+    while i < n:
+        c = body[i]
+        if c == 0x22:  # string
+            j = i + 1
+            while j < n:
+                cj = body[j]
+                if cj == 0x5C:
+                    j += 2
+                    continue
+                if cj == 0x22:
+                    break
+                j += 1
+            s, e = i, j + 1
+            if depth == 1 and key_start < 0:
+                # is this a key? the next non-space char is ':'
+                k = e
+                while k < n and body[k] in b" \t\r\n":
+                    k += 1
+                if k < n and body[k] == 0x3A and body[s:e] == b'"model"':
+                    v = k + 1
+                    while v < n and body[v] in b" \t\r\n":
+                        v += 1
+                    if v < n and body[v] == 0x22:
+                        w = v + 1
+                        while w < n:
+                            if body[w] == 0x5C:
+                                w += 2
+                                continue
+                            if body[w] == 0x22:
+                                break
+                            w += 1
+                        return body[:v] + jsonc.dumpb(model) + body[w + 1:]
+                    return None
+            i = e
+            continue
+        if c in b"{[":
+            depth += 1
+        elif c in b"}]":
+            depth -= 1
+        i += 1
+    return None
+
+
+def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[str]:
+    """Names (as present) to delete from a header mapping for this turn's plan."""
+    out = []
+    for name in list(headers.keys()):
+        low = name.lower()
+        if low in turn.remove_headers or ("anthropic-*" in turn.remove_headers and low.startswith("anthropic-")):
+            out.append(name)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# reply side
+
+
+def response_mode(turn: Turn, status: int, content_type: str) -> str:
+    """How the adapter treats a reply: "raw-stream" (pass bytes on as they come),
+    "translate-stream", "translate-whole" (buffer, then translate_whole), or "leave"."""
+    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
+    if turn.action != "translate":
+        return "raw-stream" if is_sse else "leave"
+    if status >= 400:
+        return "translate-whole"
+    if is_sse:
+        return "translate-stream"
+    return "translate-whole"
+
+
+def stream_translator(turn: Turn):
+    from .translate.stream import make_stream_translator
+
+    return make_stream_translator(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
+                                  created=int(turn.started_at))
+
+
+def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
+    """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
+    from .translate.errors import translate_error
+    from .translate.reply import translate_reply
+
+    if status >= 400:
+        st, out = translate_error(turn.target_protocol, turn.client_protocol, status, body)
+        return st, {"content-type": "application/json"}, out, None
+    rep = translate_reply(turn.target_protocol, turn.client_protocol, body)
+    return status, {"content-type": "application/json"}, rep.body, rep
+
+
+def stream_content_type(turn: Turn) -> str:
+    return "text/event-stream; charset=utf-8"

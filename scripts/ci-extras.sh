@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# CI extras (run by .ci/run after setup): the real local model server and the real clients
+# used by the end-to-end tests. Both installs are cached in ${TOKUNSEBA_CACHE:-$HOME/.cache/tokunseba}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {  # run LABEL CMD...: time CMD, fail with a clear message
+  local label=$1 t0=$SECONDS; shift
+  echo "ci-extras: $label ..."
+  if ! "$@" >/dev/null; then
+    echo "ci-extras: error: $label failed after $((SECONDS - t0)) s (see the messages above)" >&2
+    exit 1
+  fi
+  echo "ci-extras: $label took $((SECONDS - t0)) s"
+}
+
+run "local model install (scripts/localmodel.sh install)" scripts/localmodel.sh install
+run "Claude Code / Codex install (scripts/install-claude-code.sh)" scripts/install-claude-code.sh

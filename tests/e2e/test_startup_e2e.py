@@ -1,0 +1,76 @@
+"""mitmdump start-up with good and bad rules files; `tokunseba run` builds that command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ADDON, BIN, Mitmdump
+
+pytestmark = pytest.mark.e2e
+
+BAD_RULES = {
+    "unknown-key": ("routes:\n  - name: r\n    to: openai\n    colour: red\n", 4),
+    "unknown-endpoint": ("routes:\n  - name: r\n    to: nowhere\n", 3),
+    "bad-regex": ("routes:\n  - name: r\n    when:\n      last_user_matches: \"(unclosed\"\n    to: openai\n", 4),
+    "bad-protocol": ("endpoints:\n  x:\n    protocol: grpc\n    url: http://127.0.0.1:1/v1\n", 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_RULES))
+def test_bad_rules_stop_mitmdump_with_file_and_line(tmp_path, name):
+    text, line = BAD_RULES[name]
+    rules = tmp_path / f"{name}.yaml"
+    rules.write_text(text)
+    p = subprocess.run([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set",
+                        f"confdir={tmp_path / 'conf'}", "-s", str(ADDON), "--set", f"tokunseba_rules={rules}",
+                        "--set", f"tokunseba_ledger={tmp_path / 'l.db'}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert f"{rules}:{line}:" in out, out
+
+
+def test_good_rules_start_and_stop(tmp_path):
+    rules = Path(__file__).resolve().parents[2] / "rules" / "default.yaml"
+    m = Mitmdump(tmp_path, rules)
+    try:
+        assert m.port > 0 and m.proc.poll() is None
+    finally:
+        m.stop()
+    assert m.proc.returncode == 0
+
+
+def test_tokunseba_run_dry_run_builds_the_mitmdump_command(tmp_path):
+    rules = Path(__file__).resolve().parents[2] / "rules" / "examples" / "easy-turns-local.yaml"
+    p = subprocess.run([str(BIN / "tokunseba"), "run", "--rules", str(rules), "--port", "0", "--dry-run"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    cmd = p.stdout.strip()
+    assert "mitmdump" in cmd and str(ADDON) in cmd and "connection_strategy=lazy" in cmd
+    assert "--listen-host 127.0.0.1" in cmd
+    assert "allow_hosts='^api\\.anthropic\\.com:443$'" in cmd
+    assert f"tokunseba_rules={rules}" in cmd
+
+
+def test_tokunseba_env_prints_client_exports(tmp_path):
+    p = subprocess.run([str(BIN / "tokunseba"), "env", "--port", "18765", "--confdir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0
+    out = p.stdout
+    assert "export HTTPS_PROXY=http://127.0.0.1:18765" in out
+    assert f"export NODE_EXTRA_CA_CERTS={tmp_path}/mitmproxy-ca-cert.pem" in out
+    assert "export SSL_CERT_FILE=" in out
+    # the lines are valid shell
+    r = subprocess.run(["bash", "-c", out + "\necho \"$HTTPS_PROXY|$NODE_EXTRA_CA_CERTS\""], capture_output=True, text=True)
+    assert r.stdout.strip().startswith("http://127.0.0.1:18765|")
+
+
+def test_tokunseba_help_teaches():
+    p = subprocess.run([str(BIN / "tokunseba"), "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0
+    for word in ("run", "env", "check", "models", "stats", "explain", "log", "eval"):
+        assert word in p.stdout

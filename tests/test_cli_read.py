@@ -1,0 +1,716 @@
+"""The read commands (models · stats · explain · log): whole human output with timestamps
+scrubbed, --json structure, one-line errors with their exit codes, and `models --probe`
+against real HTTP servers on loopback."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tokunseba import jsonc
+from tokunseba.cli import main
+from tokunseba.cli_read import parse_since
+from tokunseba.ledger import Ledger
+
+TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def scrub(text: str, *paths: Path | str) -> str:
+    """Timestamps -> a placeholder of the same width (keeps the alignment); paths -> names."""
+    text = TIME.sub("YYYY-MM-DD hh:mm:ss", text)
+    for p in paths:
+        text = text.replace(str(p), "<PATH>")
+    return text
+
+
+def expected(s: str) -> str:
+    return textwrap.dedent(s).lstrip("\n")
+
+
+# ---------------------------------------------------------------- the story in the ledger
+
+T1_TRACE = [
+    {"route": "codex-local", "matched": False, "reasons": ["client 'anthropic' is not openai-responses"],
+     "refused": None, "unreachable": False},
+    {"route": "easy-turns", "matched": True,
+     "reasons": ["client 'anthropic' is anthropic", "model 'claude-haiku-4-5' matches '*haiku*'",
+                 "tools: request declares no tools, as the rule wants"],
+     "refused": None, "unreachable": False},
+]
+
+
+def write_story(path: Path, now: float) -> None:
+    """Four turns in the last hour (translated, passed through, refused, upstream error),
+    one ten days old. Written through the same interface the proxy uses."""
+    led = Ledger(path)
+    t = now - 600
+    led.start_turn("tk-0a1b2c3d", started_at=t, client_protocol="anthropic", host="api.anthropic.com",
+                   path="/v1/messages?beta=true", requested_model="claude-haiku-4-5", stream=True)
+    led.update_turn("tk-0a1b2c3d", rule="easy-turns", endpoint="local", target_protocol="openai",
+                    model_used="gemma-3-270m", outcome="translated", trace=T1_TRACE)
+    led.event("tk-0a1b2c3d", "routed", {"decision": "route", "rule": "easy-turns", "endpoint": "local"}, ts=t)
+    led.event("tk-0a1b2c3d", "protocol_translated", {
+        "from": "anthropic", "to": "openai", "dropped": ["thinking", "metadata.user_id"],
+        "plumbing": ["stream_options.include_usage"], "converted": ["system -> messages[0]"], "warnings": []}, ts=t)
+    led.update_turn("tk-0a1b2c3d", status=200, latency_ms=250.0, ttfb_ms=40.0, usage_protocol="openai",
+                    usage_reported={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
+                                    "prompt_tokens_details": {"cached_tokens": 100}},
+                    usage_client={"input_tokens": 20, "cache_read_input_tokens": 100, "output_tokens": 30})
+    led.event("tk-0a1b2c3d", "completed", {"status": 200, "latency_ms": 250.0, "ttfb_ms": 40.0,
+                                           "usage": {"prompt_tokens": 120, "completion_tokens": 30}}, ts=t + 0.25)
+
+    t = now - 500
+    led.start_turn("tk-0a9f8e7d", started_at=t, client_protocol="openai", host="api.openai.com",
+                   path="/v1/chat/completions", requested_model="gpt-4o-mini", stream=False)
+    led.update_turn("tk-0a9f8e7d", outcome="pass_through", model_used="gpt-4o-mini", trace=[
+        {"route": "easy-turns", "matched": False, "reasons": ["client 'openai' is not anthropic"],
+         "refused": None, "unreachable": False}])
+    led.event("tk-0a9f8e7d", "routed", {"decision": "pass", "reason": "no route matched"}, ts=t)
+    led.update_turn("tk-0a9f8e7d", status=200, latency_ms=100.0, ttfb_ms=100.0, usage_protocol="openai",
+                    usage_reported={"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16})
+
+    t = now - 400
+    led.start_turn("tk-7c6d5e4f", started_at=t, client_protocol="anthropic", host="api.anthropic.com",
+                   path="/v1/messages", requested_model="claude-sonnet-4-5", stream=True)
+    led.update_turn("tk-7c6d5e4f", rule="to-gemini", endpoint="gemini", target_protocol="gemini", outcome="refused",
+                    status=400, latency_ms=0.5, usage_reported=None,
+                    error="route to-gemini refused: no translator from anthropic to gemini", trace=[
+                        {"route": "to-gemini", "matched": True, "reasons": ["model 'claude-sonnet-4-5' matches '*sonnet*'"],
+                         "refused": "no translator from anthropic to gemini", "unreachable": False}])
+    led.event("tk-7c6d5e4f", "route_refused", {"rule": "to-gemini", "target": "gemini",
+                                               "reason": "no translator from anthropic to gemini"}, ts=t)
+
+    t = now - 300
+    led.start_turn("tk-8d9e0f1a", started_at=t, client_protocol="anthropic", host="api.anthropic.com",
+                   path="/v1/messages", requested_model="claude-opus-4-1", stream=True)
+    led.update_turn("tk-8d9e0f1a", outcome="pass_through", model_used="claude-opus-4-1", trace=[])
+    led.event("tk-8d9e0f1a", "upstream_error", {"status": 529, "message": "Overloaded"}, ts=t + 0.3)
+    led.update_turn("tk-8d9e0f1a", status=529, latency_ms=300.0, ttfb_ms=300.0, usage_reported=None,
+                    error="upstream 529: Overloaded")
+    led.event("tk-8d9e0f1a", "completed", {"status": 529, "latency_ms": 300.0, "ttfb_ms": 300.0, "usage": None},
+              ts=t + 0.3)
+
+    t = now - 10 * 86400
+    led.start_turn("tk-01dd01dd", started_at=t, client_protocol="anthropic", host="api.anthropic.com",
+                   path="/v1/messages", requested_model="claude-haiku-4-5", stream=False)
+    led.update_turn("tk-01dd01dd", outcome="pass_through", model_used="claude-haiku-4-5", status=200,
+                    latency_ms=900.0, ttfb_ms=900.0, usage_protocol="anthropic",
+                    usage_reported={"input_tokens": 5, "output_tokens": 1})
+    led.close()
+
+
+@pytest.fixture
+def story(tmp_path) -> Path:
+    path = tmp_path / "story.db"
+    write_story(path, time.time())
+    return path
+
+
+# ---------------------------------------------------------------- log
+
+
+def test_log_lists_turns_newest_first(capsys, story):
+    rc, out, err = run(capsys, "log", "--ledger", str(story))
+    assert (rc, err) == (0, "")
+    assert scrub(out) == expected("""
+        TIME                 REQUEST ID   CLIENT     MODEL                            ROUTE               OUTCOME       STATUS   LATENCY  ERROR
+        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic  claude-opus-4-1                  -                   pass-through     529  300.0 ms  upstream 529: Overloaded
+        YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic  claude-sonnet-4-5                to-gemini → gemini  refused          400    0.5 ms  route to-gemini refused: no translator from anthropic to gemini
+        YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai     gpt-4o-mini                      -                   pass-through     200  100.0 ms
+        YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic  claude-haiku-4-5 → gemma-3-270m  easy-turns → local  translated       200  250.0 ms
+        YYYY-MM-DD hh:mm:ss  tk-01dd01dd  anthropic  claude-haiku-4-5                 -                   pass-through     200  900.0 ms
+    """)
+
+
+def test_log_limit_and_json(capsys, story):
+    rc, out, _ = run(capsys, "log", "--ledger", str(story), "--limit", "2", "--json")
+    assert rc == 0
+    turns = jsonc.loads(out)
+    assert [t["request_id"] for t in turns] == ["tk-8d9e0f1a", "tk-7c6d5e4f"]
+    assert set(turns[0]) >= {"request_id", "started_at", "client_protocol", "host", "path", "requested_model",
+                             "rule", "endpoint", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
+                             "usage_reported", "usage_input", "error"}
+    assert turns[0]["status"] == 529 and isinstance(turns[0]["started_at"], float)
+    rc, out, _ = run(capsys, "log", "--ledger", str(story), "--limit", "1")
+    assert len(out.splitlines()) == 2 and "tk-8d9e0f1a" in out
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten", "1.5"])
+def test_log_bad_limit_is_one_line(capsys, story, bad):
+    rc, out, err = run(capsys, "log", "--ledger", str(story), "--limit", bad)
+    assert (rc, out) == (2, "")
+    assert err == f"error: --limit: expected a positive integer, got {bad!r}\n"
+
+
+def test_log_and_stats_without_a_ledger_say_so_in_one_line(capsys, tmp_path, _tokunseba_home):
+    missing = tmp_path / "none.db"
+    rc, out, err = run(capsys, "log", "--ledger", str(missing))
+    assert (rc, out, err) == (0, f"no ledger at {missing} yet: run the proxy first\n", "")
+    rc, out, err = run(capsys, "stats")  # the default ledger under TOKUNSEBA_HOME
+    assert (rc, out, err) == (0, f"no ledger at {_tokunseba_home / 'ledger.db'} yet: run the proxy first\n", "")
+    rc, out, err = run(capsys, "log", "--ledger", str(missing), "--json")
+    assert (rc, jsonc.loads(out)) == (0, [])
+    assert err == f"no ledger at {missing} yet: run the proxy first\n"
+    rc, out, _ = run(capsys, "stats", "--ledger", str(missing), "--json")
+    assert rc == 0 and jsonc.loads(out)["turns"] == 0
+    assert not missing.exists()  # reading never creates a ledger
+
+
+def test_an_empty_ledger(capsys, tmp_path):
+    Ledger(tmp_path / "l.db").close()
+    rc, out, _ = run(capsys, "log", "--ledger", str(tmp_path / "l.db"))
+    assert (rc, out) == (0, f"no turns recorded yet in {tmp_path / 'l.db'}\n")
+    rc, out, _ = run(capsys, "stats", "--ledger", str(tmp_path / "l.db"))
+    assert (rc, out) == (0, "window: all time\nno turns in this window\n")
+
+
+def test_a_file_that_is_not_a_ledger_is_one_line(capsys, tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 200)
+    for cmd in (["log"], ["stats"], ["explain", "tk-1"]):
+        rc, out, err = run(capsys, *cmd, "--ledger", str(junk))
+        assert (rc, out) == (1, "")
+        assert err.startswith(f"error: cannot open the ledger {junk}: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- stats
+
+
+def test_stats_whole_output(capsys, story):
+    rc, out, err = run(capsys, "stats", "--ledger", str(story))
+    assert (rc, err) == (0, "")
+    assert out == expected("""
+        window: all time
+        turns 5  ·  translated 1  ·  refused 1  ·  errors 1  ·  pass-through 3  ·  retargeted 0
+
+        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
+        (no route)      3           0        0       1         75.0%
+        easy-turns      1           1        0       0         25.0%
+        to-gemini       1           0        1       0          0.0%
+
+        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
+        api.anthropic.com      2           0        0       1         50.0%
+        api.openai.com         1           0        0       0         25.0%
+        gemini                 1           0        1       0          0.0%
+        local                  1           1        0       0         25.0%
+
+        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
+        claude-haiku-4-5      1           0        0       0         25.0%
+        claude-opus-4-1       1           0        0       1         25.0%
+        gemma-3-270m          1           1        0       0         25.0%
+        gpt-4o-mini           1           0        0       0         25.0%
+        (unknown)             1           0        1       0          0.0%
+
+        usage as reported (openai input includes cache reads; anthropic input does not):
+          COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING
+          openai         2    132      34         100            -          -
+          anthropic      1      5       1           -            -          -
+          turns that reported usage: 3; reported none: 2
+
+        TIMING      N       P50       P95
+        latency     5  250.0 ms  900.0 ms
+        first byte  4  100.0 ms  900.0 ms
+    """)
+
+
+def test_stats_since_a_window(capsys, story):
+    rc, out, _ = run(capsys, "stats", "--ledger", str(story), "--since", "24h")
+    assert rc == 0
+    lines = scrub(out).splitlines()
+    assert lines[:2] == ["window: since YYYY-MM-DD hh:mm:ss (24h)",
+                         "turns 4  ·  translated 1  ·  refused 1  ·  errors 1  ·  pass-through 2  ·  retargeted 0"]
+    assert "  anthropic" not in out  # the only anthropic-counted usage is ten days old
+    assert "  turns that reported usage: 2; reported none: 2" in lines
+    rc, out, _ = run(capsys, "stats", "--ledger", str(story), "--since", "2m")
+    assert out.splitlines()[1] == "no turns in this window"
+
+
+def test_stats_json_structure(capsys, story):
+    rc, out, _ = run(capsys, "stats", "--ledger", str(story), "--since", "7d", "--json")
+    assert rc == 0
+    st = jsonc.loads(out)
+    assert abs(st["since"] - (time.time() - 7 * 86400)) < 60
+    assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "served")} == {
+        "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 2, "served": 3}
+    assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "served": 2,
+                                  "share": 0.6667}
+    assert st["usage"] == {"by_counting": {"openai": {"turns": 2, "input": 132, "output": 34, "cache_read": 100,
+                                                      "cache_write": None, "reasoning": None}},
+                           "turns_reported": 2, "turns_none": 2}
+    assert st["timings"]["ttfb_ms"] == {"n": 3, "p50": 100.0, "p95": 300.0}
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("yesterday", "expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got 'yesterday'"),
+    ("0h", "the duration must be positive, got '0h'"),
+    ("24x", "expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got '24x'"),
+    ("2026-13-01", "expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got '2026-13-01'"),
+])
+def test_stats_bad_since_is_one_line(capsys, story, bad, why):
+    rc, out, err = run(capsys, "stats", "--ledger", str(story), "--since", bad)
+    assert (rc, out, err) == (2, "", f"error: --since: {why}\n")
+
+
+def test_parse_since():
+    now = 1_000_000.0
+    assert parse_since("30m", now) == now - 1800
+    assert parse_since("24h", now) == now - 86400
+    assert parse_since("7d", now) == now - 7 * 86400
+    assert parse_since("1.5h", now) == now - 5400
+    assert parse_since("2026-12-01T10:00:00+00:00") == 1796119200.0
+    assert parse_since("2026-12-01T12:00:00+02:00") == 1796119200.0
+    local_midnight = time.mktime((2026, 12, 1, 0, 0, 0, 0, 0, -1))
+    assert parse_since("2026-12-01") == local_midnight
+
+
+# ---------------------------------------------------------------- explain
+
+
+def test_explain_a_translated_turn(capsys, story):
+    rc, out, err = run(capsys, "explain", "tk-0a1", "--ledger", str(story))
+    assert (rc, err) == (0, "")
+    assert scrub(out) == expected("""
+        request      tk-0a1b2c3d
+        time         YYYY-MM-DD hh:mm:ss
+        client       anthropic · api.anthropic.com/v1/messages?beta=true · stream
+        requested    claude-haiku-4-5
+
+        rules tried
+          1. codex-local: no match
+               client 'anthropic' is not openai-responses
+          2. easy-turns: matched
+               client 'anthropic' is anthropic
+               model 'claude-haiku-4-5' matches '*haiku*'
+               tools: request declares no tools, as the rule wants
+
+        decision     easy-turns → local (openai) · translated · model gemma-3-270m
+        translation  anthropic → openai
+          dropped    thinking
+                     metadata.user_id
+          added      stream_options.include_usage
+          converted  system -> messages[0]
+
+        upstream     status 200
+        usage        as reported (openai counting): input 120 · output 30 · cache read 100  (not reported: cache write, reasoning)
+                     raw {"prompt_tokens":120,"completion_tokens":30,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":100}}
+        client view  {"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":30}
+        timings      latency 250.0 ms · first byte 40.0 ms
+        errors       none
+
+        events
+          AT         KIND                 DATA
+          +0.0 ms    routed               {"decision":"route","rule":"easy-turns","endpoint":"local"}
+          +0.0 ms    protocol_translated  {"from":"anthropic","to":"openai","dropped":["thinking","metadata.user_id"],"plumbing":["stream_options.include_usage"],"converted":["system -> messages[0]"],"warnings":[]}
+          +250.0 ms  completed            {"status":200,"latency_ms":250.0,"ttfb_ms":40.0,"usage":{"prompt_tokens":120,"completion_tokens":30}}
+    """)
+
+
+def test_explain_a_refused_turn(capsys, story):
+    rc, out, _ = run(capsys, "explain", "tk-7c6d5e4f", "--ledger", str(story))
+    assert rc == 0
+    assert scrub(out) == expected("""
+        request      tk-7c6d5e4f
+        time         YYYY-MM-DD hh:mm:ss
+        client       anthropic · api.anthropic.com/v1/messages · stream
+        requested    claude-sonnet-4-5
+
+        rules tried
+          1. to-gemini: matched, but refused: no translator from anthropic to gemini
+               model 'claude-sonnet-4-5' matches '*sonnet*'
+
+        decision     to-gemini → gemini (gemini) · refused
+        translation  none
+        refused      to-gemini → gemini: no translator from anthropic to gemini
+
+        upstream     status 400
+        usage        none reported
+        timings      latency 0.5 ms · first byte -
+        errors       route to-gemini refused: no translator from anthropic to gemini
+
+        events
+          AT       KIND           DATA
+          +0.0 ms  route_refused  {"rule":"to-gemini","target":"gemini","reason":"no translator from anthropic to gemini"}
+    """)
+
+
+def test_explain_an_upstream_error(capsys, story):
+    rc, out, _ = run(capsys, "explain", "tk-8d", "--ledger", str(story))
+    assert rc == 0
+    assert scrub(out) == expected("""
+        request      tk-8d9e0f1a
+        time         YYYY-MM-DD hh:mm:ss
+        client       anthropic · api.anthropic.com/v1/messages · stream
+        requested    claude-opus-4-1
+
+        rules tried
+          (none: no routes in the rules, or the turn was not routable)
+
+        decision     no route: passed through unchanged to api.anthropic.com · model claude-opus-4-1
+        translation  none (same protocol, body untouched)
+
+        upstream     status 529
+        usage        none reported
+        timings      latency 300.0 ms · first byte 300.0 ms
+        errors       upstream 529: Overloaded
+                     upstream_error: {"status":529,"message":"Overloaded"}
+
+        events
+          AT         KIND            DATA
+          +300.0 ms  upstream_error  {"status":529,"message":"Overloaded"}
+          +300.0 ms  completed       {"status":529,"latency_ms":300.0,"ttfb_ms":300.0,"usage":null}
+    """)
+
+
+def test_explain_json_structure(capsys, story):
+    rc, out, _ = run(capsys, "explain", "tk-0a1b2c3d", "--ledger", str(story), "--json")
+    assert rc == 0
+    doc = jsonc.loads(out)
+    assert set(doc) == {"turn", "events"}
+    t = doc["turn"]
+    assert (t["request_id"], t["client_protocol"], t["rule"], t["endpoint"], t["outcome"]) == (
+        "tk-0a1b2c3d", "anthropic", "easy-turns", "local", "translated")
+    assert t["trace"] == T1_TRACE
+    assert t["usage_reported"]["prompt_tokens_details"] == {"cached_tokens": 100}
+    assert (t["usage_input"], t["usage_output"], t["usage_cache_read"], t["usage_cache_write"]) == (120, 30, 100, None)
+    assert [e["kind"] for e in doc["events"]] == ["routed", "protocol_translated", "completed"]
+    assert doc["events"][1]["data"]["dropped"] == ["thinking", "metadata.user_id"]
+
+
+def test_explain_shows_stored_bodies(capsys, tmp_path):
+    path = tmp_path / "b.db"
+    with Ledger(path, store_bodies=True) as led:
+        led.start_turn("tk-body", started_at=1.0, client_protocol="openai", host="h", path="/v1/chat/completions",
+                       requested_model="m", stream=None)
+        led.update_turn("tk-body", request_body=b'{"model":"m"}')
+    rc, out, _ = run(capsys, "explain", "tk-body", "--ledger", str(path))
+    assert "request body 13 characters stored (see --json)" in out
+    rc, out, _ = run(capsys, "explain", "tk-body", "--ledger", str(path), "--json")
+    assert jsonc.loads(out)["turn"]["request_body"] == '{"model":"m"}'
+
+
+@pytest.mark.parametrize("rid,msg", [
+    ("tk-0a", "request id prefix 'tk-0a' is ambiguous: tk-0a9f8e7d, tk-0a1b2c3d"),
+    ("tk-ffff", "no turn with request id 'tk-ffff'"),
+])
+def test_explain_unknown_or_ambiguous_id_is_one_line(capsys, story, rid, msg):
+    rc, out, err = run(capsys, "explain", rid, "--ledger", str(story))
+    assert (rc, out, err) == (1, "", f"error: {msg}\n")
+
+
+def test_explain_without_a_ledger(capsys, tmp_path):
+    rc, out, err = run(capsys, "explain", "tk-1", "--ledger", str(tmp_path / "none.db"))
+    assert (rc, out, err) == (1, "", f"error: no ledger at {tmp_path / 'none.db'} yet: run the proxy first\n")
+
+
+def test_reads_while_a_proxy_holds_the_ledger_open(capsys, story):
+    writer = Ledger(story)  # the proxy: open, writing
+    writer.start_turn("tk-live", started_at=time.time(), client_protocol="openai", host="h", path="/p",
+                      requested_model="m", stream=True)
+    rc, out, _ = run(capsys, "log", "--ledger", str(story), "--limit", "1")
+    assert rc == 0 and "tk-live" in out
+    writer.update_turn("tk-live", status=200)
+    rc, out, _ = run(capsys, "explain", "tk-live", "--ledger", str(story), "--json")
+    assert jsonc.loads(out)["turn"]["status"] == 200
+    writer.close()
+
+
+def test_the_console_script_never_shows_a_traceback(tmp_path):
+    """Through a real process: bad arguments and a missing ledger are one line each."""
+    for argv, code, line in [
+        (["stats", "--since", "soon"], 2, "error: --since: expected a duration"),
+        (["explain", "abc"], 1, "error: no ledger at"),
+        (["log", "--limit", "x"], 2, "error: --limit: expected a positive integer, got 'x'"),
+    ]:
+        p = subprocess.run([sys.executable, "-m", "tokunseba.cli", *argv, "--ledger", str(tmp_path / "x.db")],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == code, p.stderr
+        assert p.stderr.startswith(line) and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------- models
+
+RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: http://127.0.0.1:{port}/v1
+    key_env: TK_TEST_LOCAL_KEY
+    model: gemma-3-270m
+  claude-proxy:
+    protocol: anthropic
+    url: http://127.0.0.1:{closed}/v1
+routes:
+  - name: easy-turns
+    when:
+      client: anthropic
+      model: "*haiku*"
+    to: local
+    model: qwen3-0.6b
+  - name: codex-to-local
+    when:
+      client: [openai-responses, openai]
+    to: local
+    model: gpt-oss-20b
+  - name: all-to-gemini
+    to: gemini
+    on_refused: error
+"""
+
+
+def rules_file(tmp_path: Path, port: int = 8000, closed: int = 8001, text: str = RULES) -> Path:
+    p = tmp_path / "rules.yaml"
+    p.write_text(text.format(port=port, closed=closed))
+    return p
+
+
+def test_models_whole_output(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TK_TEST_LOCAL_KEY", "sk-test-not-shown")
+    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    rules = rules_file(tmp_path)
+    rc, out, err = run(capsys, "models", "--rules", str(rules))
+    assert (rc, err) == (0, "")
+    assert "sk-test-not-shown" not in out
+    assert scrub(out, rules) == expected("""
+        rules: <PATH>
+
+        ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY
+        anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)
+        openai        openai     https://api.openai.com/v1                         -                                      OPENAI_API_KEY (unset)
+        gemini        gemini     https://generativelanguage.googleapis.com/v1beta  -                                      GEMINI_API_KEY (unset)
+        local         openai     http://127.0.0.1:8000/v1                          gemma-3-270m, qwen3-0.6b, gpt-oss-20b  TK_TEST_LOCAL_KEY (set)
+        claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -
+
+        CLIENT            ENDPOINT      RESULT
+        anthropic         anthropic     pass-through
+        anthropic         openai        translated
+        anthropic         gemini        refused: no translator from anthropic to gemini
+        anthropic         local         translated
+        anthropic         claude-proxy  pass-through
+        openai            anthropic     translated
+        openai            openai        pass-through
+        openai            gemini        refused: no translator from openai to gemini
+        openai            local         pass-through
+        openai            claude-proxy  translated
+        openai-responses  anthropic     refused: no translator from openai-responses to anthropic
+        openai-responses  openai        refused: no translator from openai-responses to openai
+        openai-responses  gemini        refused: no translator from openai-responses to gemini
+        openai-responses  local         refused: no translator from openai-responses to openai
+        openai-responses  claude-proxy  refused: no translator from openai-responses to anthropic
+        gemini            anthropic     refused: no translator from gemini to anthropic
+        gemini            openai        refused: no translator from gemini to openai
+        gemini            gemini        pass-through
+        gemini            local         refused: no translator from gemini to openai
+        gemini            claude-proxy  refused: no translator from gemini to anthropic
+
+        ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT
+        easy-turns        11  local   qwen3-0.6b   anthropic                                    ok
+        codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     refused for openai-responses → next route
+        all-to-gemini     22  gemini  -            anthropic, openai, openai-responses, gemini  refused for anthropic, openai, openai-responses → error to the client
+    """)
+
+
+def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_path, monkeypatch):
+    rc, out, _ = run(capsys, "models", "--json")
+    rep = jsonc.loads(out)
+    assert rep["rules"] is None and rep["routes"] == []
+    assert [e["name"] for e in rep["endpoints"]] == ["anthropic", "openai", "gemini"]
+    assert len(rep["pairs"]) == 4 * 3
+    monkeypatch.setenv("TOKUNSEBA_RULES", str(rules_file(tmp_path)))
+    rc, out, _ = run(capsys, "models", "--json", "--endpoint", "local")
+    rep = jsonc.loads(out)
+    assert rep["rules"] == str(tmp_path / "rules.yaml")
+    assert rep["endpoints"] == [{"name": "local", "protocol": "openai", "url": "http://127.0.0.1:8000/v1",
+                                 "builtin": False, "key_env": "TK_TEST_LOCAL_KEY", "key_set": False,
+                                 "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"]}]
+    assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
+        ("anthropic", "translated", None), ("openai", "pass-through", None),
+        ("openai-responses", "refused", "no translator from openai-responses to openai"),
+        ("gemini", "refused", "no translator from gemini to openai")]
+    assert [r["name"] for r in rep["routes"]] == ["easy-turns", "codex-to-local"]
+    assert rep["routes"][1]["refused"] == {"openai-responses": "no translator from openai-responses to openai"}
+
+
+def test_models_errors_are_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routes:\n  - name: x\n    to: nowhere\n")
+    rc, out, err = run(capsys, "models", "--rules", str(bad))
+    assert (rc, out) == (1, "")
+    assert err.startswith(f"error: {bad}:3: ") and "nowhere" in err and err.count("\n") == 1
+    rc, out, err = run(capsys, "models", "--endpoint", "nope")
+    assert (rc, err) == (2, "error: --endpoint: unknown endpoint 'nope' (known: anthropic, openai, gemini)\n")
+    rc, out, err = run(capsys, "models", "--timeout", "-1")
+    assert (rc, err) == (2, "error: --timeout: expected a positive number of seconds, got '-1'\n")
+    rc, out, err = run(capsys, "models", "--rules", str(tmp_path / "missing.yaml"))
+    assert (rc, err) == (1, f"error: {tmp_path / 'missing.yaml'}: no such rules file\n")
+
+
+# ---------------------------------------------------------------- models --probe, against real servers
+
+
+class ModelsAPI(http.server.BaseHTTPRequestHandler):
+    """A tiny models API: one answer per path prefix; records what it was sent."""
+
+    seen: list[tuple[str, dict]] = []
+    REPLIES = {
+        "/v1/models": (200, "application/json",
+                       b'{"object":"list","data":[{"id":"gemma-3-270m","object":"model"},{"id":"qwen3-0.6b"}]}'),
+        "/locked/v1/models": (401, "application/json", b'{"type":"error","error":{"type":"authentication_error"}}'),
+        "/html/v1/models": (200, "text/html", b"<html>hello</html>"),
+        "/gem/v1beta/models": (200, "application/json", b'{"models":[{"name":"models/gemini-2.0-flash"}]}'),
+    }
+
+    def do_GET(self) -> None:  # noqa: N802
+        ModelsAPI.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+        if self.path.startswith("/slow/"):
+            time.sleep(1.5)
+        status, ctype, body = self.REPLIES.get(self.path, (404, "text/plain", b"no"))
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def models_api():
+    ModelsAPI.seen = []
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ModelsAPI)
+    srv.daemon_threads = True
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    th.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+PROBE_RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: http://127.0.0.1:{port}/v1
+    key_env: TK_TEST_LOCAL_KEY
+    model: gemma-3-270m
+  locked:
+    protocol: anthropic
+    url: http://127.0.0.1:{port}/locked/v1
+    key_env: TK_TEST_LOCKED_KEY
+  html:
+    protocol: openai
+    url: http://127.0.0.1:{port}/html/v1
+  gem:
+    protocol: gemini
+    url: http://127.0.0.1:{port}/gem/v1beta
+  slow:
+    protocol: openai
+    url: http://127.0.0.1:{port}/slow/v1
+  down:
+    protocol: openai
+    url: http://127.0.0.1:{closed}/v1
+routes:
+  - name: r
+    to: local
+    model: gpt-oss-20b
+"""
+
+
+def test_models_probe_shows_what_each_endpoint_serves(capsys, tmp_path, monkeypatch, models_api):
+    closed = closed_port()
+    rules = rules_file(tmp_path, models_api, closed, PROBE_RULES)
+    monkeypatch.setenv("TK_TEST_LOCAL_KEY", "local-key-123")
+    monkeypatch.delenv("TK_TEST_LOCKED_KEY", raising=False)
+    for var in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, f"http://127.0.0.1:{closed}")  # the probe must not use a proxy
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    names = ["local", "locked", "html", "gem", "slow", "down"]
+    t0 = time.monotonic()
+    rc, out, err = run(capsys, "models", "--rules", str(rules), "--probe", "--timeout", "0.5",
+                       *(a for n in names for a in ("--endpoint", n)))
+    elapsed = time.monotonic() - t0
+    assert (rc, err) == (0, "")
+    assert elapsed < 1.4  # the slow endpoint answers after 1.5 s: --timeout cut it short
+    probe = out[out.index("ENDPOINT  PROBED"):].replace(str(models_api), "PORT").replace(str(closed), "CLOSED")
+    # compared cell by cell: the column widths follow the (random) port numbers
+    assert [re.split(r"  +", line) for line in probe.splitlines()] == [
+        ["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"],
+        ["local", "http://127.0.0.1:PORT/v1/models", "up (2 models)", "gemma-3-270m, qwen3-0.6b",
+         "[not served: gpt-oss-20b]"],
+        ["locked", "http://127.0.0.1:PORT/locked/v1/models", "down: HTTP 401 (no key: set TK_TEST_LOCKED_KEY)", "-"],
+        ["html", "http://127.0.0.1:PORT/html/v1/models", "down: unexpected reply (not JSON)", "-"],
+        ["gem", "http://127.0.0.1:PORT/gem/v1beta/models", "up (1 model)", "gemini-2.0-flash"],
+        ["slow", "http://127.0.0.1:PORT/slow/v1/models", "down: timed out after 0.5s", "-"],
+        ["down", "http://127.0.0.1:CLOSED/v1/models", "down: connection refused", "-"],
+    ]
+    assert out.index("ROUTE ") < out.index("ENDPOINT  PROBED")  # the probe comes after the rules' view
+    # each endpoint got only its own key, in its protocol's header; the others got none
+    sent = dict(ModelsAPI.seen)
+    assert sent["/v1/models"]["authorization"] == "Bearer local-key-123"
+    assert "authorization" not in sent["/locked/v1/models"] and "x-api-key" not in sent["/locked/v1/models"]
+    assert sent["/locked/v1/models"]["anthropic-version"] == "2023-06-01"
+    assert all("local-key-123" not in str(h) for p, h in ModelsAPI.seen if p != "/v1/models")
+
+
+def test_models_probe_json(capsys, tmp_path, models_api):
+    closed = closed_port()
+    rules = rules_file(tmp_path, models_api, closed, PROBE_RULES)
+    rc, out, _ = run(capsys, "models", "--rules", str(rules), "--probe", "--json", "--endpoint", "local",
+                     "--endpoint", "down")
+    rep = jsonc.loads(out)
+    local, down = rep["endpoints"]
+    assert local["probe"] == {"url": f"http://127.0.0.1:{models_api}/v1/models", "ok": True, "status": 200,
+                              "models": ["gemma-3-270m", "qwen3-0.6b"], "error": None, "not_served": ["gpt-oss-20b"]}
+    assert down["probe"] == {"url": f"http://127.0.0.1:{closed}/v1/models", "ok": False, "status": None,
+                             "models": None, "error": "connection refused", "not_served": []}
+
+
+def test_explain_shows_the_reply_side_of_a_translation(capsys, tmp_path):
+    path = tmp_path / "r.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-r", started_at=100.0, client_protocol="openai", host="api.openai.com",
+                       path="/v1/chat/completions", requested_model="gpt-4o", stream=False)
+        led.update_turn("tk-r", rule="to-claude", endpoint="anthropic", target_protocol="anthropic",
+                        model_used="claude-haiku-4-5", outcome="translated", status=200, latency_ms=80.0,
+                        usage_protocol="anthropic", usage_reported={"input_tokens": 9, "output_tokens": 3},
+                        usage_client={"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12})
+        led.event("tk-r", "completed", {"status": 200, "stop_reason": "end_turn",
+                                        "dropped": ["content[0] (thinking)"], "usage": {"input_tokens": 9}}, ts=100.08)
+    rc, out, _ = run(capsys, "explain", "tk-r", "--ledger", str(path))
+    lines = out.splitlines()
+    i = lines.index("upstream     status 200")
+    assert lines[i:i + 7] == [
+        "upstream     status 200",
+        "stop reason  end_turn",
+        "reply drops  content[0] (thinking)",
+        "usage        as reported (anthropic counting): input 9 · output 3  (not reported: cache read, cache write, reasoning)",
+        '             raw {"input_tokens":9,"output_tokens":3}',
+        'client view  {"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}',
+        "timings      latency 80.0 ms · first byte -",
+    ]
+    assert "translation  no details recorded" in lines

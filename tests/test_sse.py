@@ -1,0 +1,110 @@
+"""The incremental SSE codec (tokunseba.sse): framing rules of protocols.md §0."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tokunseba.sse import SSEDecoder, SSEEvent, encode_event
+
+
+def decode(data: bytes, pieces: list[int] | None = None) -> list[SSEEvent]:
+    """Feed ``data`` cut at the given offsets, then close."""
+    d = SSEDecoder()
+    out: list[SSEEvent] = []
+    last = 0
+    for cut in pieces or []:
+        out += d.feed(data[last:cut])
+        last = cut
+    out += d.feed(data[last:])
+    return out + d.close()
+
+
+@pytest.mark.parametrize("nl", [b"\n", b"\r\n", b"\r"])
+def test_line_ends(nl):
+    raw = nl.join([b"event: message_start", b'data: {"a":1}', b"", b'data: {"b":2}', b"", b""])
+    assert decode(raw) == [SSEEvent("message_start", '{"a":1}'), SSEEvent(None, '{"b":2}')]
+
+
+def test_mixed_line_ends_in_one_stream():
+    raw = b"data: 1\r\n\r\ndata: 2\r\rdata: 3\n\n"
+    assert [e.data for e in decode(raw)] == ["1", "2", "3"]
+
+
+def test_comments_are_ignored():
+    raw = b": ping - 2026-12-02 14:09:49\n\ndata: x\n: inside an event\n\n:\n\n"
+    assert decode(raw) == [SSEEvent(None, "x")]
+
+
+def test_multi_line_data_is_joined_with_newline():
+    raw = b"event: e\ndata: first\ndata: second\ndata:third\n\n"
+    assert decode(raw) == [SSEEvent("e", "first\nsecond\nthird")]
+
+
+def test_only_one_leading_space_is_stripped():
+    assert decode(b"data:  two spaces\n\n") == [SSEEvent(None, " two spaces")]
+
+
+def test_event_names_and_ids():
+    raw = b"id: 7\nevent: content_block_delta\ndata: {}\n\nevent: ping\ndata: {}\n\n"
+    assert decode(raw) == [SSEEvent("content_block_delta", "{}", "7"), SSEEvent("ping", "{}")]
+
+
+def test_retry_and_unknown_fields_are_ignored():
+    assert decode(b"retry: 100\nfoo: bar\ndata: d\n\n") == [SSEEvent(None, "d")]
+
+
+@pytest.mark.parametrize("nl", [b"\n", b"\r\n", b"\r"])
+def test_final_event_without_blank_line_is_dispatched_at_close(nl):
+    d = SSEDecoder()
+    assert d.feed(b"data: 1" + nl + nl + b"event: last" + nl + b"data: 2" + nl) == [SSEEvent(None, "1")]
+    assert d.pending
+    assert d.close() == [SSEEvent("last", "2")]
+
+
+def test_final_line_without_line_end_is_dispatched_at_close():
+    d = SSEDecoder()
+    assert d.feed(b"data: tail") == []
+    assert d.close() == [SSEEvent(None, "tail")]
+
+
+def test_split_between_cr_and_lf_is_one_line_end():
+    raw = b"data: a\r\n\r\ndata: b\r\n\r\n"
+    for cut in range(len(raw) + 1):
+        assert decode(raw, [cut]) == [SSEEvent(None, "a"), SSEEvent(None, "b")], cut
+
+
+def test_split_inside_multibyte_utf8():
+    text = "héllo 日本 🎉"
+    raw = f"data: {text}\n\n".encode()
+    for cut in range(len(raw) + 1):
+        assert decode(raw, [cut]) == [SSEEvent(None, text)], cut
+
+
+def test_random_splits_give_the_same_events():
+    raw = (
+        b"event: a\r\ndata: 1\r\n\r\n: c\n\nevent: b\rdata: \xe6\x97\xa5\xe6\x9c\xac\r\rdata: x\ndata: y\n\n"
+        b"data: \xf0\x9f\x8e\x89\r\n\r\n"
+    )
+    whole = decode(raw)
+    assert [e.data for e in whole] == ["1", "日本", "x\ny", "🎉"]
+    rng = random.Random(1234)
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(1, len(raw)), rng.randint(1, 12)))
+        assert decode(raw, cuts) == whole
+    assert decode(raw, list(range(1, len(raw)))) == whole  # byte by byte
+
+
+def test_empty_feed_is_a_no_op():
+    d = SSEDecoder()
+    assert d.feed(b"") == []
+    assert d.feed(b"data: 1\r") == []
+    assert d.feed(b"") == []
+    assert d.feed(b"\n\n") == [SSEEvent(None, "1")]
+
+
+def test_encode_event_round_trips():
+    raw = encode_event('{"type":"ping"}', "ping") + encode_event(b'{"x":"\xc3\xa9"}')
+    assert raw == b'event: ping\ndata: {"type":"ping"}\n\ndata: {"x":"\xc3\xa9"}\n\n'
+    assert decode(raw) == [SSEEvent("ping", '{"type":"ping"}'), SSEEvent(None, '{"x":"é"}')]
