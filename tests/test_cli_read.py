@@ -714,3 +714,15 @@ def test_explain_shows_the_reply_side_of_a_translation(capsys, tmp_path):
         "timings      latency 80.0 ms · first byte -",
     ]
     assert "translation  no details recorded" in lines
+
+
+def test_explain_names_the_refused_target_when_the_turn_row_has_none(capsys, tmp_path):
+    path = tmp_path / "x.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-x", started_at=1.0, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="m", stream=False)
+        led.update_turn("tk-x", rule="to-gem", outcome="refused", status=400)
+        led.event("tk-x", "route_refused", {"rule": "to-gem", "target": "gem", "reason": "no translator"}, ts=1.0)
+    rc, out, _ = run(capsys, "explain", "tk-x", "--ledger", str(path))
+    assert "decision     to-gem → gem · refused · model m" not in out  # model_used was not recorded
+    assert "decision     to-gem → gem · refused\n" in out

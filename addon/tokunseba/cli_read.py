@@ -381,7 +381,9 @@ def render_explain(turn: dict, events: list[dict]) -> str:
     ]
     outcome = turn.get("outcome")
     if turn.get("rule"):
-        target = turn.get("endpoint") or "-"
+        refused_to = next((e["data"].get("target") for e in events if e["kind"] == "route_refused"
+                           and isinstance(e["data"], dict) and e["data"].get("rule") == turn["rule"]), None)
+        target = turn.get("endpoint") or refused_to or "-"
         if turn.get("target_protocol"):
             target += f" ({turn['target_protocol']})"
         decision = f"{turn['rule']} → {target} · {outcome_label(outcome)}"

@@ -22,6 +22,7 @@ from .endpoints import Endpoint
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
 from .translate import PROTOCOLS
+from .translate.sniff import UsageSniffer, usage_from_json
 from .turn import (REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, client_error, plan_request,
                    response_mode, stream_content_type, stream_translator, translate_whole)
 
@@ -47,15 +48,19 @@ class Pump:
     def __init__(self, addon: "Tokunseba", flow_id: str, turn: Turn, translator=None) -> None:
         self.addon, self.flow_id, self.turn, self.t = addon, flow_id, turn, translator
         self.failed = False
+        self.sniffer = UsageSniffer(turn.client_protocol) if translator is None else None
 
     def __call__(self, data: bytes):
         try:
             if self.failed:
                 return []
-            if self.t is None:  # raw pass-through: bytes unchanged, timestamps only
+            if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
                 if data:
                     self.addon._first_byte(self.turn)
-                return [data] if data else []
+                    self.sniffer.feed(data)
+                    return [data]
+                self.sniffer.close()
+                return []
             out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
             log.exception("tokunseba: stream translation failed")
@@ -357,6 +362,12 @@ class Tokunseba:
         elif rep is not None:
             usage, client_usage = rep.usage, rep.client_usage
             extra = {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings}
+        elif pump is not None and pump.sniffer is not None:  # pass-through / retargeted stream
+            usage = pump.sniffer.usage
+            client_usage = usage.reported if usage else None
+        elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
+            usage = usage_from_json(turn.client_protocol, flow.response.get_content(strict=False) or b"")
+            client_usage = usage.reported if usage else None
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         latency = (now - turn.started_at) * 1000

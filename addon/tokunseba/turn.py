@@ -167,7 +167,7 @@ def plan_request(
     if isinstance(model, str):
         turn.requested_model = model
     turn.stream = req.get("stream") is True or det.kind == "stream_generate"
-    facts = turn_facts(det.protocol, req, len(body), hdrs)
+    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
     decision = decide(rules, facts, refusal=lambda r, e: _refusal(det, req, e), reachable=reachable)
     turn.decision = decision
     for t in decision.trace:
@@ -183,6 +183,8 @@ def plan_request(
         return turn
     if decision.action == "error":
         turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
+        turn.endpoint = decision.endpoint
+        turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
         turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
         return turn
     ep = decision.endpoint

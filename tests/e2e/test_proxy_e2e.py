@@ -41,6 +41,12 @@ def chat_text_stream(cid="chatcmpl-E2Etext01", text=("Hel", "lo ", "wörld", "!"
     return out
 
 
+def chat_reply(cid: str, text: str = "ok") -> dict:
+    return {"id": cid, "object": "chat.completion", "created": 1767225600, "model": "local-model",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+
+
 def chat_tool_stream(cid="chatcmpl-E2Etool01", call_id="call_pQ0bLh1E9vRZ") -> list[bytes]:
     return [
         chat_chunk(cid, {"role": "assistant", "content": None}),
@@ -277,7 +283,7 @@ def test_non_provider_path_untouched(client_env, upstreams):
 def test_refused_route_is_skipped_and_recorded(client_env, upstreams):
     gem, oai = upstreams["gem"], upstreams["oai"]
     gem.script(Reply.json({"never": "called"}))
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-refused-fallback"), delay=0))
+    oai.script(Reply.json(chat_reply("chatcmpl-refused-fallback")))
     raw = ant_client().messages.with_raw_response.create(model="refuse-model", max_tokens=10,
                                                          messages=[{"role": "user", "content": "hi"}])
     rid = raw.headers["x-tokunseba-request-id"]
@@ -300,7 +306,7 @@ def test_refused_with_on_refused_error(client_env, upstreams):
 
 def test_unreachable_endpoint_is_skipped(client_env, upstreams):
     oai = upstreams["oai"]
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-after-down"), delay=0))
+    oai.script(Reply.json(chat_reply("chatcmpl-after-down")))
     msg = ant_client().messages.create(model="down-model", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert msg.id == "chatcmpl-after-down"
 
@@ -316,7 +322,7 @@ def test_upstream_error_status_in_client_protocol(client_env, upstreams, status,
     assert ei.value.status_code == status
     assert ei.value.body["error"]["type"] == etype and f"upstream said {status}" in ei.value.body["error"]["message"]
     # and the proxy serves the next turn
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-next"), delay=0))
+    oai.script(Reply.json(chat_reply("chatcmpl-next")))
     assert ant_client().messages.create(model="claude-x", max_tokens=10,
                                         messages=[{"role": "user", "content": "hi"}]).id == "chatcmpl-next"
 
@@ -351,7 +357,7 @@ def test_stream_ending_early_becomes_error_event(client_env, upstreams):
                                           messages=[{"role": "user", "content": "hi"}]) as s:
             s.get_final_message()
     assert "ended" in str(ei.value).lower() or "early" in str(ei.value).lower()
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-after-cut"), delay=0))
+    oai.script(Reply.json(chat_reply("chatcmpl-after-cut")))
     assert ant_client().messages.create(model="claude-x", max_tokens=10,
                                         messages=[{"role": "user", "content": "hi"}]).id == "chatcmpl-after-cut"
 
@@ -381,6 +387,6 @@ def test_upstream_dying_mid_chunked_stream_becomes_error_event(client_env, upstr
                                           messages=[{"role": "user", "content": "hi"}]) as s:
             s.get_final_message()
     assert ei.value.body is None or ei.value.body.get("type") == "error" or "error" in str(ei.value).lower()
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-after-die"), delay=0))
+    oai.script(Reply.json(chat_reply("chatcmpl-after-die")))
     assert ant_client().messages.create(model="claude-x", max_tokens=10,
                                         messages=[{"role": "user", "content": "hi"}]).id == "chatcmpl-after-die"

@@ -52,7 +52,7 @@ def test_tokunseba_run_dry_run_builds_the_mitmdump_command(tmp_path):
     cmd = p.stdout.strip()
     assert "mitmdump" in cmd and str(ADDON) in cmd and "connection_strategy=lazy" in cmd
     assert "--listen-host 127.0.0.1" in cmd
-    assert "allow_hosts='^api\\.anthropic\\.com:443$'" in cmd
+    assert "allow_hosts=^api\\.anthropic\\.com:443$" in cmd
     assert f"tokunseba_rules={rules}" in cmd
 
 

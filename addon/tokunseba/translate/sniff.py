@@ -1,0 +1,61 @@
+"""Usage of replies tokunseba does not translate (pass-through and retargeted turns), read
+on the side without changing a byte, so the ledger can show what the upstream reported."""
+
+from __future__ import annotations
+
+from .. import jsonc
+from ..sse import SSEDecoder
+from .events import StreamReport
+from .stream import DECODERS
+from .usage import ANTHROPIC, OPENAI, Usage
+
+# client protocol -> the Usage counting convention of its replies
+USAGE_PROTOCOL = {"anthropic": ANTHROPIC, "openai": OPENAI, "openai-responses": OPENAI}
+
+
+class UsageSniffer:
+    """Feed it the raw reply stream; ``usage`` is what the upstream reported (or None).
+    It never raises: a reply it cannot read just yields no usage."""
+
+    __slots__ = ("_sse", "_dec", "_broken")
+
+    def __init__(self, protocol: str) -> None:
+        factory = DECODERS.get(protocol)
+        self._sse = SSEDecoder() if factory else None
+        self._dec = factory(StreamReport()) if factory else None
+        self._broken = factory is None
+
+    def feed(self, data: bytes) -> None:
+        if self._broken or not data:
+            return
+        try:
+            for ev in self._sse.feed(data):
+                self._dec.on_event(ev)
+        except Exception:
+            self._broken = True
+
+    def close(self) -> None:
+        if self._broken:
+            return
+        try:
+            for ev in self._sse.close():
+                self._dec.on_event(ev)
+        except Exception:
+            self._broken = True
+
+    @property
+    def usage(self) -> Usage | None:
+        return None if self._dec is None else self._dec.usage
+
+
+def usage_from_json(protocol: str, body: bytes) -> Usage | None:
+    """The `usage` object of a whole JSON reply, as reported (None when absent or unreadable)."""
+    conv = USAGE_PROTOCOL.get(protocol)
+    if conv is None or not body:
+        return None
+    try:
+        obj = jsonc.loads(body)
+    except Exception:
+        return None
+    u = obj.get("usage") if isinstance(obj, dict) else None
+    return Usage(conv, u) if isinstance(u, dict) else None
