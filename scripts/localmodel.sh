@@ -103,7 +103,7 @@ fetch_sdist() {
   [ -n "$(sdist_file)" ] && { skip sdist "$(sdist_file)"; return; }
   mkdir -p "$SDIST_DIR"
   run_step sdist "$LOGS/sdist.log" "$VENV/bin/python" -m pip download --disable-pip-version-check \
-    --no-deps --no-binary :all: -d "$SDIST_DIR" "llama-cpp-python==$LCP_VERSION"
+    --no-deps --no-binary llama-cpp-python -d "$SDIST_DIR" "llama-cpp-python==$LCP_VERSION"
   [ -n "$(sdist_file)" ] || die "install step 'sdist': no llama_cpp_python-$LCP_VERSION.tar.gz in $SDIST_DIR"
 }
 
@@ -144,30 +144,35 @@ unpack_sdist() {
   rm -rf "$tmp"
 }
 
+CMAKE=cmake
+NINJA=ninja
+
 build_server() {
-  local gen=()
-  command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-  cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DBUILD_SHARED_LIBS=OFF
-  cmake --build "$BUILD" --target llama-server -j 2
+  "$CMAKE" -S "$SRC/vendor/llama.cpp" -B "$BUILD" -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" \
+    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DBUILD_SHARED_LIBS=OFF
+  "$CMAKE" --build "$BUILD" --target llama-server -j 2
   mkdir -p "$BIN"
   cp "$BUILD/bin/llama-server" "$SERVER_BIN.tmp"
   mv "$SERVER_BIN.tmp" "$SERVER_BIN"
 }
 
-# cmake >= 3.21 and ninja: take the system's, else put PyPI's into the cache venv.
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]; }
+
+# cmake >= 3.21 and ninja: the system's if good enough, else PyPI's in the cache venv
+# (called by absolute path: no PATH games).
 ensure_build_tools() {
-  command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 \
+  command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 \
     || die "install step 'llama-server': no C compiler (install gcc and g++)"
-  command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 \
+  command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 \
     || die "install step 'llama-server': no C++ compiler (install g++)"
-  export PATH="$VENV/bin:$PATH"
-  local need=()
-  cmake -P /dev/stdin >/dev/null 2>&1 <<<'if(CMAKE_VERSION VERSION_LESS 3.21)
-message(FATAL_ERROR old)
-endif()' || need+=(cmake)
-  command -v ninja >/dev/null 2>&1 || need+=(ninja)
+  local need=() v
+  CMAKE=$(command -v cmake || true)
+  v=$([ -n "$CMAKE" ] && "$CMAKE" --version 2>/dev/null | sed -n '1s/^cmake version //p')
+  if [ -z "$v" ] || ! version_ge "$v" 3.21; then need+=(cmake); CMAKE=$VENV/bin/cmake; fi
+  NINJA=$(command -v ninja || true)
+  [ -n "$NINJA" ] || { need+=(ninja); NINJA=$VENV/bin/ninja; }
   if ((${#need[@]})); then
     run_step build-tools "$LOGS/build-tools.log" "$VENV/bin/python" -m pip install \
       --disable-pip-version-check "${need[@]}"
@@ -274,7 +279,7 @@ cmd_start() {
       --server=*) kind=${1#*=}; shift ;;
       --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
       --port=*) port=${1#*=}; shift ;;
-      *) die "start: unknown option '$1' (see --help)" ;;
+      *) die "unknown option '$1' (see --help)" ;;
     esac
   done
   check_kind "$kind"

@@ -50,7 +50,8 @@ class SSEDecoder:
         n = len(buf)
         while True:
             i_n = buf.find(b"\n", start)
-            i_r = buf.find(b"\r", start)
+            # look for \r only before the next \n: scanning the whole buffer per line is quadratic
+            i_r = buf.find(b"\r", start, i_n if i_n >= 0 else n)
             if i_n < 0 and i_r < 0:
                 break
             if i_r < 0 or (0 <= i_n < i_r):

@@ -388,7 +388,7 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
     if status >= 400:
         st, out = translate_error(turn.target_protocol, turn.client_protocol, status, body)
         return st, {"content-type": "application/json"}, out, None
-    rep = translate_reply(turn.target_protocol, turn.client_protocol, body)
+    rep = translate_reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
     return status, {"content-type": "application/json"}, rep.body, rep
 
 
