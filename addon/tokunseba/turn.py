@@ -190,6 +190,14 @@ def plan_request(
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
+    if det.kind == "count_tokens" and ep.protocol != "anthropic":
+        # only an Anthropic endpoint can count Anthropic tokens; an estimate would be invented
+        why = (f"route {decision.route.name} sends count_tokens to {ep.name} ({ep.protocol}), which cannot count "
+               f"Anthropic tokens; tokunseba does not estimate them")
+        turn.action, turn.outcome, turn.error = "respond", "refused", why
+        turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
+        turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
+        return turn
     turn.model_used = decision.model or turn.requested_model
     turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
@@ -217,8 +225,6 @@ def _refusal(det: Detected, req: dict, ep: Endpoint) -> str | None:
     why = pair_refusal(det.protocol, ep.protocol)
     if why:
         return why
-    if det.kind == "count_tokens" and ep.protocol != "anthropic":
-        return f"count_tokens cannot be answered by a {ep.protocol} endpoint (tokunseba never estimates)"
     if det.protocol != ep.protocol and ep.protocol == "anthropic":
         bad = _invalid_anthropic_tool_ids(req)
         if bad:

@@ -390,3 +390,26 @@ def test_upstream_dying_mid_chunked_stream_becomes_error_event(client_env, upstr
     oai.script(Reply.json(chat_reply("chatcmpl-after-die")))
     assert ant_client().messages.create(model="claude-x", max_tokens=10,
                                         messages=[{"role": "user", "content": "hi"}]).id == "chatcmpl-after-die"
+
+
+def test_count_tokens_routed_to_openai_gets_a_clear_anthropic_error(client_env, upstreams):
+    """count_tokens cannot be answered by an OpenAI endpoint: never an estimate."""
+    oai = upstreams["oai"]
+    oai.script(Reply.json({"never": "called"}))
+    before = len(oai.requests)
+    with pytest.raises(anthropic.BadRequestError) as ei:
+        ant_client().messages.count_tokens(model="claude-x", messages=[{"role": "user", "content": "hi"}])
+    assert ei.value.body["error"]["type"] == "invalid_request_error"
+    assert "does not estimate" in ei.value.body["error"]["message"]
+    assert len(oai.requests) == before
+
+
+def test_count_tokens_passes_through_when_no_rule_routes_it(client_env, upstreams):
+    ant = upstreams["ant"]
+    ant.script(Reply.json({"input_tokens": 42}))
+    req = b'{"model":"pass-me","messages":[{"role":"user","content":"hi"}]}'
+    with httpx.Client(proxy=client_env.url, trust_env=False) as c:
+        r = c.post(f"{ant.url}/v1/messages/count_tokens?beta=true", content=req,
+                   headers={"x-api-key": CLIENT_KEY, "content-type": "application/json"})
+    assert r.json() == {"input_tokens": 42}
+    assert ant.requests[-1].body == req and ant.requests[-1].path == "/v1/messages/count_tokens?beta=true"

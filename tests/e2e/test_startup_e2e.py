@@ -74,3 +74,28 @@ def test_tokunseba_help_teaches():
     assert p.returncode == 0
     for word in ("run", "env", "check", "models", "stats", "explain", "log", "eval"):
         assert word in p.stdout
+
+
+def test_tokunseba_run_web_dry_run_uses_mitmweb():
+    p = subprocess.run([str(BIN / "tokunseba"), "run", "--web", "--rules", "rules/examples/easy-turns-local.yaml",
+                        "--dry-run"], capture_output=True, text=True, timeout=30, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr
+    assert "mitmweb" in p.stdout and "store_streamed_bodies=true" in p.stdout and "web_port=8081" in p.stdout
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "examples/easy-turns-local.yaml", "examples/all-local.yaml",
+                                  "examples/retarget-anthropic.yaml"])
+def test_tokunseba_check_accepts_shipped_rules(name):
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([str(BIN / "tokunseba"), "check", str(root / "rules" / name)], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("OK")
+
+
+def test_tokunseba_check_reports_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routes:\n  - name: r\n    to: nowhere\n")
+    p = subprocess.run([str(BIN / "tokunseba"), "check", str(bad)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert p.stderr.startswith(f"{bad}:3:") and "Traceback" not in p.stderr
