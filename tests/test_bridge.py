@@ -1,0 +1,135 @@
+"""The loopback relay for translated flows (bridge.py), driven with raw HTTP/1.1 over
+asyncio: a reply relayed as chunked, an endpoint that refuses the connection (502 marked
+for the adapter), and an endpoint dying mid-body (the relayed body still ends cleanly and
+the target records why)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tokunseba.bridge import MARK, Bridge
+
+from .e2e.upstream import closed_port
+
+
+async def _serve(handler) -> tuple[asyncio.base_events.Server, int]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    n = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            n = int(line.split(b":")[1])
+    return head + (await reader.readexactly(n) if n else b"")
+
+
+async def _ask(bridge_url: str, body: bytes = b'{"x":1}') -> bytes:
+    port = int(bridge_url.split(":")[2].split("/")[0])
+    path = bridge_url.split(str(port), 1)[1]
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (path.encode(), len(body), body))
+    await w.drain()
+    data = await asyncio.wait_for(r.read(), 10)
+    w.close()
+    return data
+
+
+def _dechunk(raw: bytes) -> tuple[bytes, bytes]:
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    body = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return head, body
+        body, rest = body + rest[:size], rest[size + 2:]
+    raise AssertionError("chunked body did not end with a last chunk")
+
+
+async def test_relays_reply_as_chunked_and_forwards_the_request():
+    seen = []
+
+    async def upstream(reader, writer):
+        seen.append(await _read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 12\r\n\r\ndata: hi\n\n..")
+        await writer.drain()
+        writer.close()
+
+    server, port = await _serve(upstream)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions?x=1")
+        raw = await _ask(url)
+        head, body = _dechunk(raw)
+        assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
+        assert body == b"data: hi\n\n.."
+        req = seen[0]
+        assert req.startswith(b"POST /v1/chat/completions?x=1 HTTP/1.1\r\n")
+        assert f"host: 127.0.0.1:{port}".encode() in req.lower() and req.endswith(b'{"x":1}')
+        target = bridge.finish(token)
+        assert target is not None and target.broken is None
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_refused_connection_is_a_marked_502():
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        token, url = bridge.register(f"http://127.0.0.1:{closed_port()}/v1/chat/completions")
+        raw = await _ask(url)
+        assert raw.startswith(b"HTTP/1.1 502")
+        assert f"{MARK}: connect-failed".encode() in raw.lower()
+        assert bridge.finish(token).broken.startswith("cannot connect")
+    finally:
+        bridge.stop()
+
+
+async def test_endpoint_dying_mid_body_still_ends_the_relayed_body_cleanly():
+    async def upstream(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                     b"a\r\ndata: one\n\r\n")
+        await writer.drain()
+        writer.transport.abort()  # reset, no last chunk
+
+    server, port = await _serve(upstream)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions")
+        head, body = _dechunk(await _ask(url))
+        assert head.startswith(b"HTTP/1.1 200") and body == b"data: one\n"
+        assert "broke" in bridge.finish(token).broken
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_unknown_token_is_404():
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        raw = await _ask(f"http://127.0.0.1:{bridge.port}/__tokunseba_bridge/nope")
+        assert raw.startswith(b"HTTP/1.1 404")
+    finally:
+        bridge.stop()
+
+
+@pytest.mark.parametrize("url,host,port,path", [
+    ("https://api.openai.com/v1/chat/completions", "api.openai.com", 443, "/v1/chat/completions"),
+    ("http://127.0.0.1:8000/v1/messages?beta=true", "127.0.0.1", 8000, "/v1/messages?beta=true"),
+])
+def test_register_parses_targets(url, host, port, path):
+    b = Bridge()
+    token, relay = b.register(url)
+    t = b.targets[token]
+    assert (t.host, t.port, t.path) == (host, port, path) and relay.endswith(token)
