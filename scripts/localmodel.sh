@@ -256,6 +256,15 @@ base_url() { echo "http://127.0.0.1:$(cat "$STATE/$1.port")/v1"; }
 
 http_ok() { curl -sf -o /dev/null --max-time 2 "$1"; }
 
+port_free() {
+  local py=python3
+  [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+  "$py" -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+}
+
+usec() { echo "${EPOCHREALTIME/./}"; }  # wall clock in microseconds
+since() { local d=$(($(usec) - $1)); printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10)); }
+
 launch() {  # launch KIND PORT LOG: start the server in the background, print its pid
   local kind=$1 port=$2 log=$3
   if [ "$kind" = llama-server ]; then
@@ -272,7 +281,7 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
 }
 
 cmd_start() {
-  local kind=llama-server port=${LOCALMODEL_PORT:-} pid t0=$SECONDS attempt ready path log
+  local kind=llama-server port=${LOCALMODEL_PORT:-} pid t0=$SECONDS t0us attempt ready path log
   while [ $# -gt 0 ]; do
     case "$1" in
       --server) [ $# -ge 2 ] || die "--server needs a value"; kind=$2; shift 2 ;;
@@ -294,7 +303,9 @@ cmd_start() {
     base_url "$kind"
     return 0
   fi
+  [ -z "$port" ] || port_free "$port" || die "port $port on 127.0.0.1 is already in use"
   [ "$kind" = llama-server ] && path=/health || path=/v1/models
+  t0us=$(usec)
   log=$STATE/$kind.log
   # an auto-picked port can be taken between the pick and the bind: then retry with another
   for attempt in 1 2 3; do
@@ -306,7 +317,8 @@ cmd_start() {
     say "starting $kind (pid $pid, port $p, log $log)"
     ready=0
     while ((SECONDS - t0 < START_TIMEOUT)); do
-      if http_ok "http://127.0.0.1:$p$path"; then ready=1; break; fi
+      # ready only if OUR process answers (not another server that took the port)
+      if http_ok "http://127.0.0.1:$p$path" && kill -0 "$pid" 2>/dev/null; then ready=1; break; fi
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.2
     done
@@ -324,7 +336,7 @@ cmd_start() {
     tail -n 20 "$log" | sed 's/^/    | /' >&2
     die "$kind exited during start-up (log: $log)"
   done
-  say "$kind ready in $((SECONDS - t0)) s"
+  say "$kind ready in $(since "$t0us") s at $(base_url "$kind")"
   base_url "$kind"
 }
 

@@ -21,6 +21,7 @@ from .bridge import Bridge
 from .endpoints import Endpoint
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
+from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
 from .translate.sniff import UsageSniffer, usage_from_json
 from .turn import (REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, client_error, plan_request,
@@ -55,12 +56,7 @@ class Pump:
             if self.failed:
                 return []
             if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
-                if data:
-                    self.addon._first_byte(self.turn)
-                    self.sniffer.feed(data)
-                    return [data]
-                self.sniffer.close()
-                return []
+                return self._raw(data)
             out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
             log.exception("tokunseba: stream translation failed")
@@ -73,6 +69,17 @@ class Pump:
             self.addon._first_byte(self.turn)
             return [out]
         return []
+
+    def _raw(self, data: bytes) -> list[bytes]:
+        try:  # the side channel must never cost the client a byte
+            if data:
+                self.addon._first_byte(self.turn)
+                self.sniffer.feed(data)
+            else:
+                self.sniffer.close()
+        except Exception:
+            log.exception("tokunseba: usage sniffing failed")
+        return [data] if data else []
 
 
 class Tokunseba:
@@ -151,9 +158,10 @@ class Tokunseba:
             log.exception("tokunseba: request hook failed")
             if turn is not None or flow.id in self.turns:
                 t = turn or self.turns[flow.id]
+                t.action, t.outcome, t.error = "respond", "error", str(e)
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
-                t.outcome, t.error = "error", str(e)
-            elif _looks_like_provider_call(flow):  # never let a half-handled provider call leak out
+                flow.marked, flow.comment = MARKS["error"], t.summary()
+            elif _looks_like_provider_call(flow, self.provider_hosts):  # never let a half-handled provider call leak out
                 self._respond(flow, client_error(_guess_protocol(flow), 500, f"tokunseba internal error: {e}", "api_error"))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -262,10 +270,15 @@ class Tokunseba:
             stale.append(ep)
             return True
 
-        turn = plan_request(self.rules, body=body, reachable=reachable, **args)
-        if stale:
+        # plan; probe the endpoints the plan asked about that have no fresh probe; plan again.
+        # Each round probes at least one more endpoint, so this ends.
+        turn = None
+        for _ in range(len(self.rules.endpoints) + 1):
+            stale.clear()
+            turn = plan_request(self.rules, body=body, reachable=reachable, **args)
+            if not stale:
+                break
             await asyncio.gather(*(self._probe(ep) for ep in stale))
-            turn = plan_request(self.rules, body=body, reachable=lambda ep: self.probes[(ep.host, ep.port)].ok, **args)
         return turn
 
     async def _probe(self, ep: Endpoint) -> None:
@@ -389,7 +402,11 @@ def _is_candidate(method: str, path: str) -> bool:
     return method == "POST"
 
 
-def _looks_like_provider_call(flow: http.HTTPFlow) -> bool:
+def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
+    """Planning failed before detection: is this a provider call we must not let through?"""
+    host = flow.request.pretty_host.lower()
+    if host not in PROVIDER_HOSTS and host not in extra_hosts and f"{host}:{flow.request.port}" not in extra_hosts:
+        return False
     p = flow.request.path
     return flow.request.method == "POST" and ("/v1/messages" in p or "/chat/completions" in p or "/responses" in p
                                               or ":generateContent" in p or ":streamGenerateContent" in p)

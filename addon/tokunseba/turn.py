@@ -87,7 +87,7 @@ class Turn:
         if d is not None and d.route is not None:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else '?'}")
         elif self.outcome == "pass_through":
-            parts.append("pass-through (no route matched)")
+            parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
             parts.append(f"{self.client_protocol}→{self.target_protocol}")
         elif self.outcome == "retargeted":

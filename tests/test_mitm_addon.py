@@ -1,0 +1,537 @@
+"""The mitmproxy adapter (tokunseba.mitm) driven through mitmproxy's own test helpers
+(mitmproxy.md §7): options, the request hook on real HTTPFlow objects, mitmweb's comment /
+mark / original-request view, fail-closed behaviour, the stream pump and the ledger row."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from mitmproxy import contentviews, exceptions, http
+from mitmproxy.addons.proxyserver import Proxyserver
+from mitmproxy.test import taddons, tflow, tutils
+
+import tokunseba.mitm as mitm
+from tokunseba.bridge import PREFIX
+from tokunseba.ledger import Ledger
+from tokunseba.mitm import MARKS, ORIGINAL_KEY, Pump, Tokunseba
+from tokunseba.sse import SSEDecoder
+from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
+
+from .e2e.upstream import closed_port
+
+CLIENT_KEY = "sk-ant-client-SECRET-0001"
+EP_KEY = "sk-endpoint-SECRET-0002"
+
+RULES = """\
+endpoints:
+  oai:
+    protocol: openai
+    url: http://127.0.0.1:{port}/v1
+    key_env: TK_UNIT_EP_KEY
+  ant:
+    protocol: anthropic
+    url: http://127.0.0.1:{port}/v1
+    key_env: TK_UNIT_EP_KEY
+  down:
+    protocol: openai
+    url: http://127.0.0.1:{closed}/v1
+  gem:
+    protocol: gemini
+    url: http://127.0.0.1:{port}/v1beta
+routes:
+  - name: strict-gemini
+    when: {{client: anthropic, model: "strict-*"}}
+    to: gem
+    on_refused: error
+  - name: down-first
+    when: {{model: "claude-down-*"}}
+    to: down
+  - name: retarget
+    when: {{client: anthropic, model: "retarget-*"}}
+    to: ant
+    model: other-model
+  - name: easy-turns
+    when: {{client: anthropic, model: "claude-*"}}
+    to: oai
+"""
+
+ANT_BODY = {"model": "claude-haiku-4-5", "max_tokens": 50, "metadata": {"user_id": "u-1"},
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [{"role": "user", "content": "Summarise: \u00e9t\u00e9"}]}
+
+
+@pytest.fixture
+async def endpoint_port():
+    """A real loopback TCP server, so the addon's connect probe succeeds."""
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1]
+    server.close()
+
+
+@pytest.fixture
+def rules_file(tmp_path, endpoint_port):
+    p = tmp_path / "rules.yaml"
+    p.write_text(RULES.format(port=endpoint_port, closed=closed_port()))
+    return p
+
+
+def context(a: Tokunseba) -> taddons.context:
+    """A mitmproxy test context; Proxyserver declares connection_strategy (it does not listen)."""
+    return taddons.context(Proxyserver(), a)
+
+
+@pytest.fixture
+async def addon(tmp_path, rules_file, monkeypatch):
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    a = Tokunseba()
+    with context(a) as tctx:
+        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "ledger.db"))
+        await a.running()
+        a.tctx = tctx
+        yield a
+        a.done()
+
+
+def make_flow(body: bytes | dict = b"", *, host="api.anthropic.com", path="/v1/messages", method="POST",
+              headers: list[tuple[str, str]] | None = None) -> http.HTTPFlow:
+    if isinstance(body, dict):
+        body = json.dumps(body, indent=1, ensure_ascii=False).encode()
+    hdrs = headers if headers is not None else [
+        ("host", host), ("x-api-key", CLIENT_KEY), ("anthropic-version", "2023-06-01"),
+        ("anthropic-beta", "interleaved-thinking-2025-05-14"), ("content-type", "application/json"),
+        ("content-length", str(len(body)))]
+    req = tutils.treq(scheme=b"https", host=host, port=443, method=method.encode(), path=path.encode(),
+                      headers=http.Headers([(k.encode(), v.encode()) for k, v in hdrs]), content=body)
+    return tflow.tflow(req=req)
+
+
+def anthropic_error(flow: http.HTTPFlow) -> dict:
+    assert flow.response is not None
+    assert flow.response.headers["content-type"] == "application/json"
+    body = json.loads(flow.response.content)
+    assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    return body["error"]
+
+
+# ---------------------------------------------------------------- options
+
+
+def test_bad_rules_file_raises_options_error_with_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("endpoints:\n  x:\n    protocol: openai\n    url: http://127.0.0.1:1/v1\n    colour: red\n")
+    a = Tokunseba()
+    with taddons.context(a) as tctx:
+        with pytest.raises(exceptions.OptionsError) as ei:
+            tctx.configure(a, tokunseba_rules=str(bad))
+    assert f"{bad}:5:" in str(ei.value) and "colour" in str(ei.value)
+
+
+def test_missing_rules_file_raises_options_error(tmp_path):
+    a = Tokunseba()
+    with taddons.context(a) as tctx:
+        with pytest.raises(exceptions.OptionsError, match="no such rules file"):
+            tctx.configure(a, tokunseba_rules=str(tmp_path / "nope.yaml"))
+
+
+def test_bad_provider_hosts_option_raises(tmp_path):
+    a = Tokunseba()
+    with taddons.context(a) as tctx:
+        with pytest.raises(exceptions.OptionsError, match="HOST"):
+            tctx.configure(a, tokunseba_provider_hosts=["llm.internal=cobol"])
+
+
+async def test_running_forces_lazy_connections_and_starts_the_relay(addon):
+    assert addon.tctx.options.connection_strategy == "lazy"
+    assert addon.bridge.port > 0
+    assert addon.status().startswith("rules=") and "routes=4" in addon.status()
+
+
+# ---------------------------------------------------------------- request hook
+
+
+async def test_translated_flow_goes_to_the_relay(addon, endpoint_port):
+    f = make_flow(ANT_BODY)
+    original = f.request.content
+    await addon.request(f)
+    assert f.response is None
+    token = addon.bridged[f.id]
+    assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{token}"
+    assert f.request.headers["host"] == f"127.0.0.1:{addon.bridge.port}"
+    target = addon.bridge.targets[token]
+    assert (target.scheme, target.host, target.port, target.path) == ("http", "127.0.0.1", endpoint_port,
+                                                                      "/v1/chat/completions")
+    # credentials: the client's key and Anthropic headers gone, the endpoint's own key set
+    h = f.request.headers
+    assert "x-api-key" not in h and not any(k.lower().startswith("anthropic-") for k in h)
+    assert h["authorization"] == f"Bearer {EP_KEY}"
+    assert int(h["content-length"]) == len(f.request.content)
+    sent = json.loads(f.request.content)
+    assert sent["model"] == "claude-haiku-4-5" and "thinking" not in sent and "metadata" not in sent
+    # mitmweb: the decision as comment, a mark per outcome, the client's original body kept
+    assert f.comment == "easy-turns → oai · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert f.marked == MARKS["translated"] == ":repeat:"
+    assert f.metadata[ORIGINAL_KEY] == original.decode()
+    assert f.metadata["tokunseba.request_id"].startswith("tk-")
+
+
+async def test_original_request_view_shows_the_clients_body(addon):
+    f = make_flow(ANT_BODY)
+    original = f.request.content.decode()
+    await addon.request(f)
+    pretty = contentviews.prettify_message(f.request, f, view_name="tokunseba-original")
+    assert pretty.view_name == "tokunseba-original"
+    assert pretty.text == original and json.loads(pretty.text) == ANT_BODY
+    assert json.loads(f.request.content) != ANT_BODY  # the request itself is the translated one
+    # never picked automatically, and a clear error on a flow tokunseba did not rewrite
+    assert contentviews.prettify_message(f.request, f).view_name != "tokunseba-original"
+    other = make_flow(b'{"a":1}', host="example.com")
+    text = contentviews.prettify_message(other.request, other, view_name="tokunseba-original").text
+    assert "not a flow tokunseba rewrote" in text
+
+
+async def test_same_protocol_retarget(addon, endpoint_port):
+    f = make_flow({**ANT_BODY, "model": "retarget-me"})
+    before = f.request.content
+    await addon.request(f)
+    assert f.request.url == f"http://127.0.0.1:{endpoint_port}/v1/messages"
+    assert f.id not in addon.bridged  # only translated flows use the relay
+    assert f.request.content == before.replace(b'"retarget-me"', b'"other-model"')
+    assert f.request.headers["x-api-key"] == EP_KEY  # another host: the endpoint's key
+    assert f.request.headers["anthropic-version"] == "2023-06-01"
+    assert f.marked == MARKS["retargeted"] and f.comment == "retarget → ant · retarget anthropic"
+    assert f.metadata[ORIGINAL_KEY] == before.decode()
+
+
+async def test_unmatched_provider_call_passes_byte_identical(addon):
+    f = make_flow({**ANT_BODY, "model": "opus-unrouted"})
+    before = f.request.get_state()
+    await addon.request(f)
+    assert f.request.get_state() == before
+    assert f.response is None
+    assert f.comment == "pass-through (no route matched)" and f.marked == MARKS["pass_through"]
+    assert ORIGINAL_KEY not in f.metadata
+
+
+async def test_unreachable_endpoint_is_probed_and_skipped(addon, endpoint_port):
+    warm = make_flow(ANT_BODY)  # the fallback endpoint gets probed (and cached) first
+    await addon.request(warm)
+    assert addon.probes[("127.0.0.1", endpoint_port)].ok
+    f = make_flow({**ANT_BODY, "model": "claude-down-1"})
+    await addon.request(f)
+    assert f.response is None
+    assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
+    assert sorted(p.ok for p in addon.probes.values()) == [False, True]
+
+
+async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):
+    f = make_flow({**ANT_BODY, "model": "claude-down-1"})  # nothing probed yet (fresh start / rules reload)
+    await addon.request(f)
+    assert f.response is None, f.response and f.response.content
+    assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
+
+
+@pytest.mark.parametrize("model,path,marker,needle", [
+    ("strict-1", "/v1/messages", "refused", "gemini"),
+    ("claude-x", "/v1/messages/count_tokens", "refused", "does not estimate"),
+])
+async def test_locally_answered_turns(addon, model, path, marker, needle):
+    f = make_flow({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, path=path)
+    await addon.request(f)
+    assert f.response.status_code == 400
+    err = anthropic_error(f)
+    assert err["type"] == "invalid_request_error" and needle in err["message"]
+    assert f.response.headers[REQUEST_ID_HEADER] == f.metadata["tokunseba.request_id"]
+    assert f.marked == MARKS[marker] and f.comment.startswith(f"{'strict-gemini' if model == 'strict-1' else 'easy-turns'} →")
+    assert f.request.host == "api.anthropic.com"  # nothing retargeted: the answer is local
+
+
+@pytest.mark.parametrize("make", [
+    lambda: make_flow(method="GET", path="/api/claude_code/settings"),
+    lambda: make_flow(b'{"events":[]}', path="/api/event_logging/batch"),
+    lambda: make_flow(b'{"model":"claude-x","messages":[]}', host="example.com"),
+    lambda: make_flow(b'{"model":"claude-x"}', method="PUT"),
+])
+async def test_non_provider_flows_are_untouched(addon, make):
+    f = make()
+    before = f.request.get_state()
+    await addon.request(f)
+    assert f.request.get_state() == before
+    assert f.response is None and f.comment == "" and not f.marked and f.metadata == {}
+    assert f.id not in addon.turns
+
+
+async def test_flow_with_a_response_already_is_left_alone(addon):
+    f = make_flow(ANT_BODY)
+    f.response = http.Response.make(200, b"{}", {"content-type": "application/json"})
+    before = f.request.get_state()
+    await addon.request(f)
+    assert f.request.get_state() == before and f.comment == ""
+
+
+# ---------------------------------------------------------------- fail closed
+
+
+def _boom(*a, **kw):
+    raise RuntimeError("boom")
+
+
+async def test_planning_failure_answers_provider_calls_with_an_error(addon, monkeypatch):
+    monkeypatch.setattr(mitm, "plan_request", _boom)
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    assert f.response.status_code == 500
+    err = anthropic_error(f)
+    assert err == {"type": "api_error", "message": "tokunseba internal error: boom"}
+    # an OpenAI client gets its own envelope
+    g = make_flow(b'{"model":"gpt-4.1","messages":[]}', host="api.openai.com", path="/v1/chat/completions",
+                  headers=[("host", "api.openai.com"), ("authorization", "Bearer x")])
+    await addon.request(g)
+    assert g.response.status_code == 500 and json.loads(g.response.content)["error"]["type"] == "api_error"
+
+
+async def test_planning_failure_leaves_other_traffic_alone(addon, monkeypatch):
+    monkeypatch.setattr(mitm, "plan_request", _boom)
+    for f in (make_flow(method="GET", path="/api/claude_code/settings"),
+              make_flow(b'{"a":1}', host="example.com", path="/upload")):
+        before = f.request.get_state()
+        await addon.request(f)
+        assert f.response is None and f.request.get_state() == before and f.comment == ""
+
+
+async def test_apply_failure_answers_with_the_turns_request_id(addon, monkeypatch):
+    monkeypatch.setattr(Tokunseba, "_apply", _boom)
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    assert f.response.status_code == 500
+    assert anthropic_error(f)["message"] == "tokunseba internal error: boom"
+    assert f.response.headers[REQUEST_ID_HEADER].startswith("tk-")
+
+
+async def test_translated_flow_without_the_relay_fails_closed(tmp_path, rules_file, monkeypatch):
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    a = Tokunseba()
+    with context(a) as tctx:
+        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
+        f = make_flow(ANT_BODY)  # running() never ran: no relay
+        await a.request(f)
+        assert f.response.status_code == 500
+        assert "relay is not running" in anthropic_error(f)["message"]
+        a.done()
+
+
+async def test_failed_flow_is_marked_as_an_error(tmp_path, rules_file, monkeypatch):
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    a = Tokunseba()
+    with context(a) as tctx:
+        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
+        f = make_flow(ANT_BODY)
+        await a.request(f)
+        a.done()
+    assert f.response.status_code == 500
+    assert f.marked == MARKS["error"]
+
+
+# ---------------------------------------------------------------- stream pump
+
+
+CHAT_SSE = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in [
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+     "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+     "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": None}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+     "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}},
+]) + b"data: [DONE]\n\n"
+
+
+async def _translated_turn(addon):
+    f = make_flow({**ANT_BODY, "stream": True})
+    await addon.request(f)
+    return f, addon.turns[f.id]
+
+
+def _events(chunks: list[bytes]) -> list[tuple[str, dict]]:
+    d = SSEDecoder()
+    evs = d.feed(b"".join(chunks)) + d.close()
+    return [(e.event, json.loads(e.data)) for e in evs]
+
+
+async def test_pump_joins_output_and_never_returns_empty_bytes(addon):
+    f, turn = await _translated_turn(addon)
+    pump = Pump(addon, f.id, turn, stream_translator(turn))
+    out: list[bytes] = []
+    # one call carrying all upstream events -> exactly one joined chunk
+    head, rest = CHAT_SSE[:CHAT_SSE.index(b"\n\n", 200) + 2], CHAT_SSE[CHAT_SSE.index(b"\n\n", 200) + 2:]
+    r = pump(head)
+    assert isinstance(r, list) and len(r) == 1 and r[0].count(b"event: ") >= 3
+    out += r
+    # byte-by-byte: every partial call gives [] (never b"", which would end a chunked body)
+    for i in range(len(rest)):
+        r = pump(rest[i:i + 1])
+        assert isinstance(r, list) and len(r) <= 1 and b"" not in r
+        out += r
+    r = pump(b"")
+    assert b"" not in r
+    out += r
+    names = [e for e, _ in _events(out)]
+    assert names[0] == "message_start" and names[-1] == "message_stop" and "error" not in names
+    text = "".join(d["delta"]["text"] for e, d in _events(out) if e == "content_block_delta")
+    assert text == "Hello"
+    assert turn.request_id in addon.first_byte
+
+
+class _Exploding:
+    """Wraps a real translator; feed raises after ``ok`` calls."""
+
+    def __init__(self, inner, ok: int = 1, fail_raises: bool = False):
+        self.inner, self.ok, self.fail_raises, self.calls = inner, ok, fail_raises, 0
+        self.report = inner.report
+
+    @property
+    def client_usage(self):
+        return self.inner.client_usage
+
+    def feed(self, data: bytes) -> bytes:
+        self.calls += 1
+        if self.calls > self.ok:
+            raise ValueError("decoder exploded")
+        return self.inner.feed(data)
+
+    def close(self) -> bytes:
+        return self.inner.close()
+
+    def fail(self, message: str) -> bytes:
+        if self.fail_raises:
+            raise RuntimeError("fail exploded too")
+        return self.inner.fail(message)
+
+
+async def test_pump_turns_a_translator_exception_into_an_error_event(addon):
+    f, turn = await _translated_turn(addon)
+    t = _Exploding(stream_translator(turn), ok=1)
+    pump = Pump(addon, f.id, turn, t)
+    first = pump(CHAT_SSE[:CHAT_SSE.index(b"\n\n") + 2])
+    assert len(first) == 1 and b"message_start" in first[0]
+    err = pump(CHAT_SSE[CHAT_SSE.index(b"\n\n") + 2:])
+    assert len(err) == 1
+    (name, data), = _events(err)
+    assert name == "error" and data["type"] == "error" and data["error"]["type"] == "api_error"
+    assert "stream translation failed: decoder exploded" in data["error"]["message"]
+    assert pump.failed
+    assert pump(b"more") == [] and pump(b"") == []  # nothing after the error event
+
+
+async def test_pump_survives_a_failing_fail(addon):
+    f, turn = await _translated_turn(addon)
+    pump = Pump(addon, f.id, turn, _Exploding(stream_translator(turn), ok=0, fail_raises=True))
+    assert pump(CHAT_SSE) == [] and pump(b"") == []
+
+
+async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
+    f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
+    await addon.request(f)
+    turn = addon.turns[f.id]
+    pump = Pump(addon, f.id, turn)
+    ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
+           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    out = [c for i in range(0, len(ant), 17) for c in pump(ant[i:i + 17])]
+    assert b"".join(out) == ant and b"" not in out
+    assert pump(b"") == []
+    assert pump.sniffer.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+
+
+# ---------------------------------------------------------------- hooks through to the ledger
+
+
+CHAT_REPLY = {"id": "chatcmpl-w", "object": "chat.completion", "created": 1, "model": "local-m",
+              "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}],
+              "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
+
+
+def _ledger_turn(tmp_path, rid: str) -> tuple[dict, list[str]]:
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        (row,) = [t for t in led.turns() if t["request_id"] == rid]
+        return row, [e["kind"] for e in led.events(rid)]
+
+
+async def test_whole_reply_is_translated_and_recorded(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="application/json"), content=None)
+    addon.responseheaders(f)
+    assert f.response.stream is False and addon.modes[f.id] == "translate-whole"
+    f.response.content = json.dumps(CHAT_REPLY).encode()
+    addon.response(f)
+    msg = json.loads(f.response.content)
+    assert msg["type"] == "message" and msg["content"] == [{"type": "text", "text": "Hi"}]
+    assert msg["usage"] == {"input_tokens": 9, "output_tokens": 1}
+    assert f.response.headers[REQUEST_ID_HEADER] == rid
+    assert f.id not in addon.turns and f.id not in addon.bridged  # per-flow state released
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert (row["outcome"], row["status"], row["rule"], row["endpoint"]) == ("translated", 200, "easy-turns", "oai")
+    assert (row["client_protocol"], row["target_protocol"]) == ("anthropic", "openai")
+    assert row["usage_reported"] == CHAT_REPLY["usage"] and row["usage_input"] == 9 and row["usage_output"] == 1
+    assert row["latency_ms"] >= 0 and row["ttfb_ms"] is not None
+    assert kinds == ["routed", "protocol_translated", "completed"]
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        dump = json.dumps(led.turns()) + json.dumps(led.events(rid))
+    assert CLIENT_KEY not in dump and EP_KEY not in dump
+
+
+async def test_streamed_reply_goes_through_the_pump_and_is_recorded(addon, tmp_path):
+    f = make_flow({**ANT_BODY, "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream", content_length="999"), content=None)
+    addon.responseheaders(f)
+    pump = f.response.stream
+    assert isinstance(pump, Pump) and pump.t is not None
+    h = f.response.headers
+    assert "content-length" not in h and h["transfer-encoding"] == "chunked"
+    assert h["content-type"].startswith("text/event-stream") and h[REQUEST_ID_HEADER] == rid
+    out = [c for i in range(0, len(CHAT_SSE), 50) for c in pump(CHAT_SSE[i:i + 50])] + pump(b"")
+    assert [e for e, _ in _events(out)][-1] == "message_stop"
+    addon.response(f)
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["outcome"] == "translated" and row["status"] == 200 and row["stream"] is True
+    assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
+    assert row["usage_client"] == {"input_tokens": 11, "output_tokens": 2}
+    assert kinds[-1] == "completed" and row["error"] is None
+
+
+async def test_upstream_error_reaches_the_client_in_its_protocol_and_ledger(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(status_code=429, headers=http.Headers(content_type="application/json"), content=None)
+    addon.responseheaders(f)
+    f.response.content = json.dumps({"error": {"message": "slow down", "type": "rate_limit", "param": None,
+                                               "code": None}}).encode()
+    addon.response(f)
+    assert f.response.status_code == 429
+    err = anthropic_error(f)
+    assert err["type"] == "rate_limit_error" and "slow down" in err["message"]
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["status"] == 429 and "upstream_error" in kinds
+
+
+async def test_connection_error_is_recorded(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.error = tflow.terr("Client disconnected.")
+    addon.error(f)
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["outcome"] == "error" and row["status"] is None and row["error"] == "Client disconnected."
+    assert kinds[-2:] == ["upstream_error", "completed"]
+    assert f.id not in addon.turns and f.id not in addon.bridged
