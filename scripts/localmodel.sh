@@ -14,7 +14,7 @@ WHEELS=$CACHE/wheels
 BIN=$CACHE/bin
 MODELS=$CACHE/models
 VENV=$CACHE/venv-localmodel
-STATE=$CACHE/state
+STATE=${LOCALMODEL_STATE_DIR:-$CACHE/state}  # pid/port/log per server kind
 LOGS=$CACHE/logs
 SDIST_DIR=$CACHE/sdist
 SRC=$CACHE/src/llama_cpp_python-$LCP_VERSION
@@ -43,7 +43,9 @@ commands:
   -h, --help                    this help
 
 environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_START_TIMEOUT (s, default 90),
-             LOCALMODEL_PYTHON (python used to create the cache venv)
+             LOCALMODEL_PYTHON (python used to create the cache venv),
+             LOCALMODEL_STATE_DIR (pid/port/log files; default \$TOKUNSEBA_CACHE/state: set a
+             private one so that concurrent users do not share or stop each other's servers)
 EOF
 }
 

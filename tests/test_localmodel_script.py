@@ -20,9 +20,14 @@ def cache(tmp_path: Path) -> Path:
     return tmp_path / "cache"
 
 
-def run(script: Path, *args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    script: Path, *args: str, cache: Path, state: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TOKUNSEBA_CACHE": str(cache)}
-    env.pop("LOCALMODEL_PORT", None)
+    for var in ("LOCALMODEL_PORT", "LOCALMODEL_STATE_DIR"):
+        env.pop(var, None)
+    if state is not None:
+        env["LOCALMODEL_STATE_DIR"] = str(state)
     return subprocess.run(
         ["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=30,
         stdin=subprocess.DEVNULL,
@@ -93,20 +98,23 @@ def test_url_when_not_running_fails(cache: Path) -> None:
     assert r.stdout == ""
 
 
-def test_stale_pid_file_is_not_trusted(cache: Path) -> None:
+@pytest.mark.parametrize("private_state", [False, True])
+def test_stale_pid_file_is_not_trusted(private_state: bool, cache: Path, tmp_path: Path) -> None:
     """A pid file naming a live process that is not our server is ignored: url fails, status
-    says stopped, and stop leaves that process alive and clears the state."""
-    state = cache / "state"
+    says stopped, and stop leaves that process alive and clears the state. The state lives in
+    $TOKUNSEBA_CACHE/state unless LOCALMODEL_STATE_DIR names another dir."""
+    state = tmp_path / "private" if private_state else cache / "state"
     state.mkdir(parents=True)
+    opt = {"state": state} if private_state else {}
     other = subprocess.Popen(["sleep", "60"])
     try:
         (state / "llama-server.pid").write_text(f"{other.pid}\n")
         (state / "llama-server.port").write_text("1\n")
-        assert run(LOCALMODEL, "url", cache=cache).returncode == 1
-        status = run(LOCALMODEL, "status", cache=cache)
+        assert run(LOCALMODEL, "url", cache=cache, **opt).returncode == 1
+        status = run(LOCALMODEL, "status", cache=cache, **opt)
         assert status.returncode == 0
         assert "llama-server: stopped" in status.stdout
-        stop = run(LOCALMODEL, "stop", cache=cache)
+        stop = run(LOCALMODEL, "stop", cache=cache, **opt)
         assert stop.returncode == 0
         assert other.poll() is None  # not ours: not killed
         assert not (state / "llama-server.pid").exists()

@@ -476,3 +476,46 @@ def test_summary_of_a_pass_through_after_a_refusal_says_why(rules):
     t = plan(rules_only_gemini, ant_body())
     assert t.action == "pass"
     assert "refused" in t.summary() and "no route matched" not in t.summary()
+
+
+# ---------------------------------------------------------------- endpoint stop strings (plumbing)
+
+STOP_RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: http://127.0.0.1:9/v1
+    stop: ["<|im_end|>", "</s>"]
+routes:
+  - name: all
+    to: local
+"""
+
+
+def _stop_turn(body: dict):
+    import json as _json
+
+    from tokunseba.rules import load_rules_text
+    from tokunseba.turn import plan_request
+
+    return plan_request(load_rules_text(STOP_RULES), method="POST", host="api.anthropic.com", port=443,
+                        path="/v1/messages", headers=[], body=_json.dumps(body).encode(), env={})
+
+
+def test_endpoint_stop_strings_are_added_after_the_clients_and_recorded_as_plumbing():
+    import json as _json
+
+    t = _stop_turn({"model": "m", "max_tokens": 5, "stop_sequences": ["END"],
+                    "messages": [{"role": "user", "content": "hi"}]})
+    sent = _json.loads(t.body)
+    assert sent["stop"] == ["END", "<|im_end|>", "</s>"]
+    assert any("<|im_end|>" in p and "endpoint local" in p for p in t.translation.plumbing)
+
+
+def test_endpoint_stop_strings_never_push_the_clients_out():
+    import json as _json
+
+    t = _stop_turn({"model": "m", "max_tokens": 5, "stop_sequences": ["a", "b", "c"],
+                    "messages": [{"role": "user", "content": "hi"}]})
+    assert _json.loads(t.body)["stop"] == ["a", "b", "c", "<|im_end|>"]
+    assert any("4 stop strings at most" in w for w in t.translation.warnings)

@@ -64,6 +64,9 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "max_tokens": lambda v: None if v is None or v > 0 else f"max_tokens must be a positive integer, got {v}",
     "system_role": _one_of("system_role", SYSTEM_ROLES),
     "max_tokens_field": _one_of("max_tokens_field", MAX_TOKENS_FIELDS),
+    "stop": lambda v: None if v is None or (0 < len(v) <= 4 and all(isinstance(x, str) and x for x in v)) else (
+        "stop must be a list of 1 to 4 non-empty strings"
+    ),
 }
 
 
@@ -77,6 +80,9 @@ class Endpoint:
     max_tokens: int | None = None  # default/cap where the target protocol needs one
     system_role: str = "system"  # OpenAI-compatible: role for system text ("system" | "developer")
     max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for local servers (Ollama, old llama.cpp)
+    # stop strings the server needs to end a turn (e.g. a chat template's end marker that a base
+    # model prints as text); added to translated requests and recorded as plumbing
+    stop: tuple[str, ...] | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:

@@ -348,6 +348,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "max_tokens": ("int", False),
     "system_role": ("text", False),
     "max_tokens_field": ("text", False),
+    "stop": ("texts", False),
 }
 _BOOL, _INT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "null"))
 
@@ -492,7 +493,7 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
             v = r.value(kv, kind, f"{where}: {key}")
             if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
                 r.error(kv, f"{where}: {problem}")
-            kwargs[key] = v
+            kwargs[key] = tuple(v) if key == "stop" and v is not None else v
         if len(r.problems) == before:
             out[name] = Endpoint(name=name, **kwargs)
     return out, declared

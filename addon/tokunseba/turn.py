@@ -283,6 +283,8 @@ def _plan_translate(turn: Turn, ep: Endpoint, req: dict, env: Mapping[str, str],
         turn.include_usage = tr.client_wants_usage
     else:  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
+    if ep.stop:
+        _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
@@ -297,6 +299,21 @@ def _plan_translate(turn: Turn, ep: Endpoint, req: dict, env: Mapping[str, str],
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
+
+
+def _add_endpoint_stops(tr: RequestTranslation, ep: Endpoint, field: str) -> None:
+    """The endpoint's own stop strings (rules `stop:`), after the client's, at most 4 in all:
+    plumbing the server needs to end a turn, recorded as such."""
+    have = tr.body.get(field)
+    stops = [have] if isinstance(have, str) else list(have or [])
+    added = [s for s in ep.stop or () if s not in stops][: max(0, 4 - len(stops))]
+    if not added:
+        return
+    tr.body[field] = stops + added
+    tr.plumbing.append(f"{field} += {added!r} (endpoint {ep.name})")
+    skipped = [s for s in ep.stop or () if s not in stops and s not in added]
+    if skipped:
+        tr.warnings.append(f"endpoint {ep.name} stop strings {skipped!r} not added: 4 stop strings at most")
 
 
 def _query(path: str) -> str:
