@@ -11,9 +11,9 @@ import subprocess
 import anthropic
 import pytest
 
-from .conftest import BIN, KEYS, RULES, Mitmdump
+from .conftest import BIN, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
-from .upstream import Reply, closed_port
+from .upstream import Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -27,12 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def own_proxy(upstreams, tmp_path_factory):
-    work = tmp_path_factory.mktemp("ledger-e2e")
-    rules = work / "rules.yaml"
-    rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, gem=upstreams["gem"].url,
-                                  closed=closed_port()))
-    m = Mitmdump(work, rules, env=KEYS,
-                 extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic"])
+    m = start_test_proxy(upstreams, tmp_path_factory.mktemp("ledger-e2e"))
     yield m
     m.stop()
 

@@ -99,3 +99,33 @@ def test_tokunseba_check_reports_file_and_line(tmp_path):
     p = subprocess.run([str(BIN / "tokunseba"), "check", str(bad)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
     assert p.stderr.startswith(f"{bad}:3:") and "Traceback" not in p.stderr
+
+
+def test_tokunseba_run_really_starts_mitmdump_with_the_addon(tmp_path):
+    """The README's run command, for real: `tokunseba run` execs mitmdump, which listens on
+    loopback, loads the addon and the rules, and stops cleanly on SIGTERM."""
+    import re
+    import signal
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.Popen([str(BIN / "tokunseba"), "run", "--rules", str(root / "rules" / "default.yaml"), "--port", "0",
+                          "--confdir", str(tmp_path / "conf"), "--ledger", str(tmp_path / "ledger.db")],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines, port = [], None
+        deadline = time.time() + 30
+        while time.time() < deadline and port is None:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"proxy listening at 127\.0\.0\.1:(\d+)", line)
+            port = int(m.group(1)) if m else None
+        assert port, "".join(lines)
+        assert any("eval \"$(tokunseba env" in ln for ln in lines)
+        assert (tmp_path / "conf" / "mitmproxy-ca-cert.pem").exists()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(20)
+    assert p.returncode == 0
