@@ -25,7 +25,7 @@ from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
 from .translate.sniff import UsageSniffer, usage_from_json
 from .turn import (REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, client_error, plan_request,
-                   response_mode, stream_content_type, stream_translator, translate_whole)
+                   response_mode, stream_content_type, stream_translator, translate_whole, websocket_refusal)
 
 log = logging.getLogger("tokunseba")
 
@@ -151,6 +151,14 @@ class Tokunseba:
             return
         turn = None
         try:
+            if flow.request.method == "GET":
+                ws = websocket_refusal(self.rules, method="GET", host=flow.request.pretty_host, path=flow.request.path,
+                                       headers=flow.request.headers.items(multi=True),
+                                       extra_hosts=self._extra_for(flow.request.pretty_host, flow.request.port))
+                if ws is not None:
+                    self._respond(flow, ws)
+                    flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
+                return
             turn = await self._plan(flow)
             if turn is not None:
                 self._apply(flow, turn)
@@ -252,10 +260,7 @@ class Tokunseba:
     async def _plan(self, flow: http.HTTPFlow) -> Turn | None:
         req = flow.request
         host = req.pretty_host
-        extra = None
-        if self.provider_hosts:
-            proto = self.provider_hosts.get(f"{host}:{req.port}".lower()) or self.provider_hosts.get(host.lower())
-            extra = {host: proto} if proto else None
+        extra = self._extra_for(host, req.port)
         args = dict(method=req.method, host=host, port=req.port, path=req.path,
                     headers=list(req.headers.items(multi=True)), env=os.environ, extra_hosts=extra)
         if not _is_candidate(req.method, req.path):
@@ -280,6 +285,13 @@ class Tokunseba:
                 break
             await asyncio.gather(*(self._probe(ep) for ep in stale))
         return turn
+
+    def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
+        """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
+        if not self.provider_hosts:
+            return None
+        proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
+        return {host: proto} if proto else None
 
     async def _probe(self, ep: Endpoint) -> None:
         ok = True

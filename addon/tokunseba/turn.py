@@ -133,6 +133,33 @@ _GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISS
 # request side
 
 
+def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
+                      extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
+    """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
+    it would bypass routing and the ledger. When some route can take Responses turns, answer
+    426: Codex then falls back to HTTPS POST at once (clients.md §3.2), which is routed.
+    Otherwise None: the upgrade passes through untouched."""
+    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
+        return None
+    hdrs = {k.lower(): v for k, v in headers}
+    if "websocket" not in hdrs.get("upgrade", "").lower():
+        return None
+    det = detect(host, "/v1/responses", "POST", extra_hosts)
+    if det is None or det.protocol != "openai-responses":
+        return None
+    if not any(_may_take(r.when, "openai-responses") for r in rules.routes):
+        return None
+    body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
+    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
+
+
+def _may_take(when: Mapping[str, Any], client: str) -> bool:
+    want = when.get("client")
+    if want is None:
+        return True
+    return client in ([want] if isinstance(want, str) else want)
+
+
 def plan_request(
     rules: Rules,
     *,

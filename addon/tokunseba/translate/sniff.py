@@ -20,7 +20,7 @@ class UsageSniffer:
     __slots__ = ("_sse", "_dec", "_broken")
 
     def __init__(self, protocol: str) -> None:
-        factory = DECODERS.get(protocol)
+        factory = _SIDE_DECODERS.get(protocol) or DECODERS.get(protocol)
         self._sse = SSEDecoder() if factory else None
         self._dec = factory(StreamReport()) if factory else None
         self._broken = factory is None
@@ -46,6 +46,28 @@ class UsageSniffer:
     @property
     def usage(self) -> Usage | None:
         return None if self._dec is None else self._dec.usage
+
+
+class _ResponsesUsage:
+    """Responses API streams: usage rides on the final response.completed / .incomplete /
+    .failed event's response snapshot."""
+
+    FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self, report: StreamReport) -> None:
+        self.usage: Usage | None = None
+
+    def on_event(self, ev) -> list:
+        if ev.data and "usage" in ev.data and (ev.event in self.FINAL or ev.event is None):
+            d = jsonc.loads(ev.data)
+            r = d.get("response") if isinstance(d, dict) and d.get("type") in self.FINAL else None
+            u = r.get("usage") if isinstance(r, dict) else None
+            if isinstance(u, dict):
+                self.usage = Usage(OPENAI, u)
+        return []
+
+
+_SIDE_DECODERS = {"openai-responses": _ResponsesUsage}
 
 
 def usage_from_json(protocol: str, body: bytes) -> Usage | None:

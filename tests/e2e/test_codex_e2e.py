@@ -1,0 +1,115 @@
+"""The real Codex CLI (npm @openai/codex) through a real mitmdump with the addon: its
+Responses API turns are detected, routed by a rule to another Responses endpoint (a
+scripted upstream: same protocol, so retargeted, not translated), with the endpoint's own
+key; the WebSocket upgrade Codex tries first is declined with 426 so the turn goes over
+HTTPS where it can be routed and recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import BIN, Mitmdump
+from .upstream import Reply, Upstream
+
+pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
+
+CACHE = Path(os.environ.get("TOKUNSEBA_CACHE") or Path.home() / ".cache" / "tokunseba")
+CODEX = CACHE / "npm" / "bin" / "codex"
+DUMMY = "sk-codex-client-dummy-key-0123456789"
+ENDPOINT_KEY = "sk-responses-endpoint-key-42"
+
+
+def need_codex() -> str:
+    if CODEX.exists():
+        return str(CODEX)
+    found = shutil.which("codex")
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"Codex is not installed at {CODEX}: .ci/run must run scripts/ci-extras.sh")
+    pytest.skip("Codex not installed (scripts/install-claude-code.sh)")
+
+
+def responses_stream(text_parts: list[str], rid: str = "resp_tk0001", mid: str = "msg_tk0001") -> list[bytes]:
+    seq = iter(range(1000))
+    text = "".join(text_parts)
+    snap = {"id": rid, "object": "response", "created_at": 1767225600, "status": "in_progress", "model": "gpt-5.5",
+            "output": []}
+    item = {"id": mid, "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "annotations": [], "text": text}]}
+    evs = [
+        ("response.created", {"response": snap}),
+        ("response.in_progress", {"response": snap}),
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}}),
+        ("response.content_part.added", {"item_id": mid, "output_index": 0, "content_index": 0,
+                                         "part": {"type": "output_text", "annotations": [], "text": ""}}),
+        *[("response.output_text.delta", {"item_id": mid, "output_index": 0, "content_index": 0, "delta": t,
+                                          "logprobs": []}) for t in text_parts],
+        ("response.output_text.done", {"item_id": mid, "output_index": 0, "content_index": 0, "text": text,
+                                       "logprobs": []}),
+        ("response.content_part.done", {"item_id": mid, "output_index": 0, "content_index": 0,
+                                        "part": {"type": "output_text", "annotations": [], "text": text}}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        ("response.completed", {"response": {**snap, "status": "completed", "output": [item],
+                                             "usage": {"input_tokens": 5120, "input_tokens_details": {"cached_tokens": 4096},
+                                                       "output_tokens": 41, "output_tokens_details": {"reasoning_tokens": 0},
+                                                       "total_tokens": 5161}}}),
+    ]
+    return [f"event: {name}\ndata: {json.dumps({'type': name, 'sequence_number': next(seq), **data})}\n\n".encode()
+            for name, data in evs]
+
+
+RULES = """\
+endpoints:
+  responses-elsewhere:
+    protocol: openai-responses
+    url: {url}/v1
+    key_env: TK_TEST_RESP_KEY
+routes:
+  - name: codex-elsewhere
+    when: {{client: openai-responses}}
+    to: responses-elsewhere
+"""
+
+
+def test_codex_turn_is_retargeted_with_the_endpoints_key(tmp_path):
+    codex = need_codex()
+    with Upstream() as up:
+        up.script(Reply.sse(responses_stream(["hello from ", "the retargeted endpoint"]), delay=0.02))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_RESP_KEY": ENDPOINT_KEY})
+        try:
+            home = tmp_path / "home"
+            (home / "codex").mkdir(parents=True)
+            work = tmp_path / "work"
+            work.mkdir()
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+                   "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
+                   "TERM": "dumb"}
+            p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                                "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
+                                "-c", "model=gpt-5.5", "say hi"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=180)
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+        assert "hello from the retargeted endpoint" in p.stdout
+        posts = [r for r in up.requests if r.method == "POST"]
+        assert len(posts) == 1 and posts[0].path == "/v1/responses"
+        assert posts[0].headers["authorization"] == f"Bearer {ENDPOINT_KEY}"
+        assert all(DUMMY not in v for r in up.requests for v in r.headers.values())
+        assert posts[0].json()["model"] == "gpt-5.5" and posts[0].json()["stream"] is True
+    log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
+                                    capture_output=True, text=True).stdout)
+    turns = [t for t in log if t["client_protocol"] == "openai-responses"]
+    assert len(turns) == 1 and turns[0]["outcome"] == "retargeted" and turns[0]["endpoint"] == "responses-elsewhere"
+    assert turns[0]["usage_reported"]["input_tokens"] == 5120  # read on the side, as reported
+    # Codex tried its WebSocket first; the upgrade was declined at once, so it used HTTPS
+    assert "GET https://api.openai.com/v1/responses" in m.log() and "426 Upgrade Required" in m.log()
