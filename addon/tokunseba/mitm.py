@@ -34,6 +34,8 @@ MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "trans
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
 PROBE_TTL_S = 2.0
+RULES_POLL_S = 1.0
+MAX_STORED_BODY = 4 * 1024 * 1024
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Pump:
         self.addon, self.flow_id, self.turn, self.t = addon, flow_id, turn, translator
         self.failed = False
         self.sniffer = UsageSniffer(turn.client_protocol) if translator is None else None
+        self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
 
     def __call__(self, data: bytes):
         try:
@@ -67,14 +70,20 @@ class Pump:
                 out = b""
         if out:
             self.addon._first_byte(self.turn)
+            self._keep(out)
             return [out]
         return []
+
+    def _keep(self, out: bytes) -> None:
+        if self.kept is not None and len(self.kept) < MAX_STORED_BODY:
+            self.kept += out[: MAX_STORED_BODY - len(self.kept)]
 
     def _raw(self, data: bytes) -> list[bytes]:
         try:  # the side channel must never cost the client a byte
             if data:
                 self.addon._first_byte(self.turn)
                 self.sniffer.feed(data)
+                self._keep(data)
             else:
                 self.sniffer.close()
         except Exception:
@@ -93,6 +102,8 @@ class Tokunseba:
         self.probes: dict[tuple[str, int], _Probe] = {}
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
+        self.rules_mtime: float | None = None
+        self.rules_checked = 0.0
         self.bridged: dict[str, str] = {}  # flow id -> relay token
 
     # ---- options ----
@@ -107,12 +118,9 @@ class Tokunseba:
     def configure(self, updated: set[str]) -> None:
         if "tokunseba_rules" in updated:
             try:
-                self.rules = load_rules(ctx.options.tokunseba_rules or None)
+                self._load_rules()
             except RulesError as e:
                 raise exceptions.OptionsError(str(e)) from None
-            for w in self.rules.warnings:
-                log.warning(w)
-            self.probes.clear()
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -130,6 +138,31 @@ class Tokunseba:
                                      store_bodies=ctx.options.tokunseba_ledger_bodies)
             except Exception as e:
                 raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+
+    def _load_rules(self) -> None:
+        path = ctx.options.tokunseba_rules or None
+        self.rules_mtime = _mtime(path)
+        self.rules = load_rules(path)
+        for w in self.rules.warnings:
+            log.warning(w)
+        self.probes.clear()
+
+    def _maybe_reload_rules(self) -> None:
+        """The rules file changed on disk: reload it (at most one stat a second). A broken
+        edit keeps the rules in force and says why."""
+        now = time.monotonic()
+        if now - self.rules_checked < RULES_POLL_S:
+            return
+        self.rules_checked = now
+        path = ctx.options.tokunseba_rules or None
+        if path is None or _mtime(path) == self.rules_mtime:
+            return
+        try:
+            self._load_rules()
+            log.warning(f"tokunseba: reloaded {path}: {len(self.rules.routes)} routes")
+        except RulesError as e:
+            self.rules_mtime = _mtime(path)
+            log.error(f"tokunseba: kept the previous rules: {e}")
 
     async def running(self) -> None:
         if ctx.options.connection_strategy != "lazy":
@@ -159,6 +192,7 @@ class Tokunseba:
                     self._respond(flow, ws)
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
                 return
+            self._maybe_reload_rules()
             turn = await self._plan(flow)
             if turn is not None:
                 self._apply(flow, turn)
@@ -404,6 +438,11 @@ class Tokunseba:
                       usage_client=client_usage, outcome=("error" if failed and turn.outcome != "refused" else turn.outcome))
         if turn.error:
             fields["error"] = turn.error
+        if self.ledger_bodies:
+            if pump is not None and pump.kept is not None:
+                fields["response_body"] = bytes(pump.kept)
+            elif flow.response is not None and flow.response.raw_content is not None:
+                fields["response_body"] = flow.response.get_content(strict=False)[:MAX_STORED_BODY]
         self.ledger.update_turn(turn.request_id, **fields)
         self.ledger.event(turn.request_id, "completed", {
             "status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
@@ -440,6 +479,13 @@ def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
     h["content-type"] = content_type
     if flow.request.http_version.startswith("HTTP/1"):
         h["transfer-encoding"] = "chunked"
+
+
+def _mtime(path: str | None) -> float | None:
+    try:
+        return os.stat(path).st_mtime if path else None
+    except OSError:
+        return None
 
 
 def _snippet(body: bytes | None, n: int = 500) -> str:

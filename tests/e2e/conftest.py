@@ -136,14 +136,14 @@ def upstreams():
         yield {"oai": oai, "ant": ant, "gem": gem}
 
 
-def start_test_proxy(upstreams: dict, work: Path) -> Mitmdump:
+def start_test_proxy(upstreams: dict, work: Path, *extra: str) -> Mitmdump:
     """mitmdump with RULES pointing at the scripted upstreams; the Anthropic-shaped upstream is
     also declared a provider host, so pass-through to it can be observed."""
     rules = work / "rules.yaml"
     rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, gem=upstreams["gem"].url,
                                   closed=closed_port()))
     return Mitmdump(work, rules, env=KEYS,
-                    extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic"])
+                    extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic", *extra])
 
 
 @pytest.fixture(scope="session")

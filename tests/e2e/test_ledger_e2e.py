@@ -86,3 +86,30 @@ def test_ledger_and_cli_tell_the_story_of_three_turns(own_proxy, upstreams, monk
     bad = cli("explain", "tk-nonexistent", "--ledger", ledger)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
     assert oai.requests and upstreams["gem"].requests == []
+
+
+def test_ledger_bodies_are_opt_in_and_hold_no_keys(upstreams, tmp_path, monkeypatch):
+    """With tokunseba_ledger_bodies (tokunseba run --ledger-bodies) the ledger keeps the
+    client's request and the reply the client got; keys live in headers, never stored."""
+    m = start_test_proxy(upstreams, tmp_path, "--set", "tokunseba_ledger_bodies=true")
+    try:
+        for k, v in m.client_env().items():
+            monkeypatch.setenv(k, v)
+        upstreams["oai"].script(Reply.sse(chat_text_stream("chatcmpl-bodies")))
+        with anthropic.Anthropic(api_key=CLIENT_KEY, max_retries=0).messages.with_streaming_response.create(
+                model="claude-sonnet-4-5", max_tokens=50, stream=True,
+                messages=[{"role": "user", "content": "remember-this-text"}]) as resp:
+            rid = resp.headers["x-tokunseba-request-id"]
+            got = b"".join(resp.iter_bytes())
+    finally:
+        m.stop()
+    import sqlite3
+
+    con = sqlite3.connect(m.ledger)
+    req, rep = con.execute("SELECT request_body, response_body FROM bodies WHERE request_id = ?", (rid,)).fetchone()
+    con.close()
+    req = bytes(req) if not isinstance(req, str) else req.encode()
+    rep = bytes(rep) if not isinstance(rep, str) else rep.encode()
+    assert b"remember-this-text" in req and rep == got and b"event: message_stop" in rep
+    for f in m.ledger.parent.glob("ledger.db*"):  # the database, its WAL and shared memory
+        assert CLIENT_KEY.encode() not in f.read_bytes()
