@@ -19,7 +19,7 @@ from tokunseba.translate.usage import Usage
 
 from .conftest import BIN, ROOT, Mitmdump
 from .test_claude_code_e2e import result_json, run_claude
-from .upstream import Reply, Upstream
+from .upstream import Reply, Upstream, closed_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 
@@ -44,9 +44,13 @@ def _start(kind: str, state: Path) -> str:
             pytest.fail(f"{kind} is not installed: .ci/run must run scripts/ci-extras.sh (scripts/localmodel.sh install)")
         pytest.skip(f"{kind} not installed (scripts/localmodel.sh install)")
     env = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
-    p = subprocess.run([str(SCRIPT), "start", "--server", kind], capture_output=True, text=True, env=env, timeout=180)
+    port = closed_port()  # a free port, passed as the README does (`start --port P`)
+    p = subprocess.run([str(SCRIPT), "start", "--server", kind, "--port", str(port)], capture_output=True, text=True,
+                       env=env, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
-    return p.stdout.strip().splitlines()[-1]
+    url = p.stdout.strip().splitlines()[-1]
+    assert url == f"http://127.0.0.1:{port}/v1"
+    return url
 
 
 def _stop(kind: str, state: Path) -> None:
