@@ -413,3 +413,37 @@ def test_count_tokens_passes_through_when_no_rule_routes_it(client_env, upstream
                    headers={"x-api-key": CLIENT_KEY, "content-type": "application/json"})
     assert r.json() == {"input_tokens": 42}
     assert ant.requests[-1].body == req and ant.requests[-1].path == "/v1/messages/count_tokens?beta=true"
+
+
+def test_concurrent_translated_streams_do_not_cross(client_env, upstreams):
+    """Eight streamed turns at once through one proxy: each client gets its own upstream
+    stream back, complete, with its own id and usage (per-flow translator state)."""
+    import threading
+
+    oai = upstreams["oai"]
+    n = 8
+    oai.script(*[Reply.sse(chat_text_stream(f"chatcmpl-par-{i}", (f"turn {i} ", "part a ", "part b")), delay=0.03)
+                 for i in range(n)], Reply.json({"unused": True}))
+    results: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        try:
+            with ant_client().messages.stream(model="claude-par", max_tokens=20,
+                                              messages=[{"role": "user", "content": f"q{i}"}]) as s:
+                results[i] = s.get_final_message()
+        except Exception as e:  # recorded, asserted below
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    msgs = list(results.values())
+    assert len(msgs) == n and all(not isinstance(m, Exception) for m in msgs), msgs
+    by_id = {m.id: m for m in msgs}
+    assert set(by_id) == {f"chatcmpl-par-{i}" for i in range(n)}
+    for i in range(n):
+        m = by_id[f"chatcmpl-par-{i}"]
+        assert m.content[0].text == f"turn {i} part a part b"
+        assert m.usage.output_tokens == 58 and m.stop_reason == "end_turn"
