@@ -133,3 +133,42 @@ def test_register_parses_targets(url, host, port, path):
     token, relay = b.register(url)
     t = b.targets[token]
     assert (t.host, t.port, t.path) == (host, port, path) and relay.endswith(token)
+
+
+async def test_https_endpoint_verified_with_the_given_context(tmp_path):
+    """TLS to an https endpoint: trusted through the context mitmproxy's ssl options build,
+    refused (a marked 502, never a silent downgrade) when the certificate is not trusted."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def upstream(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    trusted = Bridge(ssl_context=ssl.create_default_context(cafile=str(cert)))
+    default = Bridge()
+    await trusted.start()
+    await default.start()
+    try:
+        _, url = trusted.register(f"https://127.0.0.1:{port}/v1/chat/completions")
+        head, body = _dechunk(await _ask(url))
+        assert head.startswith(b"HTTP/1.1 200") and body == b"{}"
+        token, url = default.register(f"https://127.0.0.1:{port}/v1/chat/completions")
+        raw = await _ask(url)
+        assert raw.startswith(b"HTTP/1.1 502") and b"certificate" in raw.lower()
+        assert default.finish(token).broken.startswith("cannot connect")
+    finally:
+        trusted.stop()
+        default.stop()
+        server.close()

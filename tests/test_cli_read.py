@@ -20,6 +20,7 @@ from tokunseba import jsonc
 from tokunseba.cli import main
 from tokunseba.cli_read import parse_since
 from tokunseba.ledger import Ledger
+from tokunseba.protocols.anthropic import ANTHROPIC_VERSION
 
 TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
@@ -157,6 +158,14 @@ def test_log_bad_limit_is_one_line(capsys, story, bad):
     assert err == f"error: --limit: expected a positive integer, got {bad!r}\n"
 
 
+def test_log_limit_up_to_the_largest_sqlite_integer(capsys, story):
+    rc, out, err = run(capsys, "log", "--ledger", str(story), "--limit", str(2**63 - 1), "--json")
+    assert (rc, err, len(jsonc.loads(out))) == (0, "", 5)
+    for big in (str(2**63), "100000000000000000000000"):
+        rc, out, err = run(capsys, "log", "--ledger", str(story), "--limit", big)
+        assert (rc, out, err) == (2, "", f"error: --limit: {big} is too large (at most {2**63 - 1})\n")
+
+
 def test_log_and_stats_without_a_ledger_say_so_in_one_line(capsys, tmp_path, _tokunseba_home):
     missing = tmp_path / "none.db"
     rc, out, err = run(capsys, "log", "--ledger", str(missing))
@@ -260,6 +269,8 @@ def test_stats_json_structure(capsys, story):
     ("0h", "the duration must be positive, got '0h'"),
     ("24x", "expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got '24x'"),
     ("2026-13-01", "expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got '2026-13-01'"),
+    ("99999999999d", "'99999999999d' is out of the range of dates this system can handle"),
+    ("9" * 400 + "w", f"'{'9' * 400}w' is out of the range of dates this system can handle"),
 ])
 def test_stats_bad_since_is_one_line(capsys, story, bad, why):
     rc, out, err = run(capsys, "stats", "--ledger", str(story), "--since", bad)
@@ -276,6 +287,11 @@ def test_parse_since():
     assert parse_since("2026-12-01T12:00:00+02:00") == 1796119200.0
     local_midnight = time.mktime((2026, 12, 1, 0, 0, 0, 0, 0, -1))
     assert parse_since("2026-12-01") == local_midnight
+    later = 1_800_000_000.0  # 2027
+    assert parse_since("700000d", later) == later - 700000 * 86400  # about 1917 years back: still a date
+    for far in ("100000000d", "1e3d", "inf", "9999999999999999999999999s"):
+        with pytest.raises(ValueError):
+            parse_since(far, now)
 
 
 # ---------------------------------------------------------------- explain
@@ -412,6 +428,20 @@ def test_explain_unknown_or_ambiguous_id_is_one_line(capsys, story, rid, msg):
     assert (rc, out, err) == (1, "", f"error: {msg}\n")
 
 
+def test_explain_an_id_that_is_not_utf8_is_one_line(capsys, story):
+    rc, out, err = run(capsys, "explain", "tk-\udcff", "--ledger", str(story))  # argv byte 0xff
+    assert (rc, out, err) == (1, "", "error: no turn with request id 'tk-\\udcff'\n")
+
+
+def test_a_timestamp_no_date_can_show_is_printed_as_a_number(capsys, tmp_path):
+    path = tmp_path / "odd.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-odd", started_at=1e20, client_protocol="openai", host="api.openai.com",
+                       path="/v1/chat/completions", requested_model="gpt-4o", stream=False)
+    rc, out, err = run(capsys, "log", "--ledger", str(path))
+    assert (rc, err) == (0, "") and out.splitlines()[1].startswith("1e+20  tk-odd")
+
+
 def test_explain_without_a_ledger(capsys, tmp_path):
     rc, out, err = run(capsys, "explain", "tk-1", "--ledger", str(tmp_path / "none.db"))
     assert (rc, out, err) == (1, "", f"error: no ledger at {tmp_path / 'none.db'} yet: run the proxy first\n")
@@ -440,6 +470,32 @@ def test_the_console_script_never_shows_a_traceback(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == code, p.stderr
         assert p.stderr.startswith(line) and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["log", "--limit", "100000000000000000000000"], "error: --limit: 100000000000000000000000 is too large"),
+    (["log", "--limit", "9" * 5000], "error: --limit: expected a positive integer"),
+    (["stats", "--since", "99999999999d"], "error: --since: '99999999999d' is out of the range"),
+    (["stats", "--since", "9" * 400 + "d"], "error: --since: '999"),
+    (["stats", "--since", "99999-01-01"], "error: --since: expected a duration"),
+    (["models", "--timeout", "1e400"], "error: --timeout: expected a positive number of seconds up to 3600"),
+    (["models", "--timeout", "99999999999", "--probe"], "error: --timeout: expected a positive number"),
+    (["models", "--timeout", "nan", "--probe"], "error: --timeout: expected a positive number"),
+    (["models", "--timeout=-inf"], "error: --timeout: expected a positive number"),
+])
+def test_absurd_numbers_are_one_line_through_the_console_script(tmp_path, argv, line):
+    """The installed `tokunseba` script, with a real ledger to read: no input reaches SQLite,
+    the clock or a socket timeout unchecked (an OverflowError would be a traceback)."""
+    path = tmp_path / "l.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-1", started_at=time.time(), client_protocol="openai", host="api.openai.com",
+                       path="/v1/chat/completions", requested_model="gpt-4o", stream=False)
+    ledger = ["--ledger", str(path)] if argv[0] != "models" else []
+    p = subprocess.run([str(Path(sys.executable).parent / "tokunseba"), *argv, *ledger],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.startswith(line) and p.stderr.count("\n") == 1, p.stderr
 
 
 # ---------------------------------------------------------------- models
@@ -497,15 +553,15 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -
 
         CLIENT            ENDPOINT      RESULT
-        anthropic         anthropic     pass-through
+        anthropic         anthropic     retarget
         anthropic         openai        translated
         anthropic         gemini        refused: no translator from anthropic to gemini
         anthropic         local         translated
-        anthropic         claude-proxy  pass-through
+        anthropic         claude-proxy  retarget
         openai            anthropic     translated
-        openai            openai        pass-through
+        openai            openai        retarget
         openai            gemini        refused: no translator from openai to gemini
-        openai            local         pass-through
+        openai            local         retarget
         openai            claude-proxy  translated
         openai-responses  anthropic     refused: no translator from openai-responses to anthropic
         openai-responses  openai        refused: no translator from openai-responses to openai
@@ -514,7 +570,7 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         openai-responses  claude-proxy  refused: no translator from openai-responses to anthropic
         gemini            anthropic     refused: no translator from gemini to anthropic
         gemini            openai        refused: no translator from gemini to openai
-        gemini            gemini        pass-through
+        gemini            gemini        retarget
         gemini            local         refused: no translator from gemini to openai
         gemini            claude-proxy  refused: no translator from gemini to anthropic
 
@@ -539,7 +595,7 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "builtin": False, "key_env": "TK_TEST_LOCAL_KEY", "key_set": False,
                                  "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"]}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
-        ("anthropic", "translated", None), ("openai", "pass-through", None),
+        ("anthropic", "translated", None), ("openai", "retarget", None),
         ("openai-responses", "refused", "no translator from openai-responses to openai"),
         ("gemini", "refused", "no translator from gemini to openai")]
     assert [r["name"] for r in rep["routes"]] == ["easy-turns", "codex-to-local"]
@@ -555,7 +611,7 @@ def test_models_errors_are_one_line(capsys, tmp_path):
     rc, out, err = run(capsys, "models", "--endpoint", "nope")
     assert (rc, err) == (2, "error: --endpoint: unknown endpoint 'nope' (known: anthropic, openai, gemini)\n")
     rc, out, err = run(capsys, "models", "--timeout", "-1")
-    assert (rc, err) == (2, "error: --timeout: expected a positive number of seconds, got '-1'\n")
+    assert (rc, err) == (2, "error: --timeout: expected a positive number of seconds up to 3600, got '-1'\n")
     rc, out, err = run(capsys, "models", "--rules", str(tmp_path / "missing.yaml"))
     assert (rc, err) == (1, f"error: {tmp_path / 'missing.yaml'}: no such rules file\n")
 
@@ -580,11 +636,14 @@ class ModelsAPI(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/slow/"):
             time.sleep(1.5)
         status, ctype, body = self.REPLIES.get(self.path, (404, "text/plain", b"no"))
-        self.send_response(status)
-        self.send_header("content-type", ctype)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the slow path: the probe timed out and left
+            pass
 
     def log_message(self, *args) -> None:
         pass
@@ -673,7 +732,7 @@ def test_models_probe_shows_what_each_endpoint_serves(capsys, tmp_path, monkeypa
     sent = dict(ModelsAPI.seen)
     assert sent["/v1/models"]["authorization"] == "Bearer local-key-123"
     assert "authorization" not in sent["/locked/v1/models"] and "x-api-key" not in sent["/locked/v1/models"]
-    assert sent["/locked/v1/models"]["anthropic-version"] == "2023-06-01"
+    assert sent["/locked/v1/models"]["anthropic-version"] == ANTHROPIC_VERSION == "2023-06-01"
     assert all("local-key-123" not in str(h) for p, h in ModelsAPI.seen if p != "/v1/models")
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tokunseba.protocols import anthropic as pa
+from tokunseba.protocols import gemini as pg
 from tokunseba.protocols import openai_chat as po
 from tokunseba.sse import SSEDecoder
 from tokunseba.translate.errors import parse_error_body, translate_error
@@ -169,6 +170,33 @@ def test_anthropic_prompt_too_long_gets_the_openai_context_code():
     assert st == 400
     assert body["error"] == {"message": "prompt is too long: 210000 tokens > 200000 maximum",
                              "type": "invalid_request_error", "param": None, "code": "context_length_exceeded"}
+
+
+@pytest.mark.parametrize("message", [
+    "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000, decrease input length or "
+    "`max_tokens` and try again",
+    "Prompt is too long",
+])
+def test_anthropic_context_overflow_wording_gets_the_openai_context_code(message):
+    st, body = to_openai(400, ant("invalid_request_error", message))
+    assert (st, body["error"]["code"], body["error"]["message"]) == (400, "context_length_exceeded", message)
+
+
+def test_a_server_error_mentioning_the_prompt_is_not_a_context_overflow():
+    """Same test as the other direction (is_context_overflow): only a client error (< 500) is."""
+    st, body = to_openai(500, ant("api_error", "internal error while checking whether the prompt is too long"))
+    assert (st, body["error"]["type"], body["error"]["code"]) == (500, "server_error", None)
+
+
+def test_gemini_error_body():
+    assert json.loads(pg.error_body(429, "Resource has been exhausted (e.g. check quota).")) == {
+        "error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                  "status": "RESOURCE_EXHAUSTED"}}
+    assert {s: json.loads(pg.error_body(s, "x"))["error"]["status"] for s in (400, 401, 403, 404, 500, 502, 503, 504)} \
+        == {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+            500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+    assert json.loads(pg.error_body(418, "teapot")) == {"error": {"code": 418, "message": "teapot", "status": "UNKNOWN"}}
+    assert pg.error_body(400, "ü \"q\"") == '{"error":{"code":400,"message":"ü \\"q\\"","status":"INVALID_ARGUMENT"}}'.encode()
 
 
 def test_same_protocol_is_untouched():

@@ -278,7 +278,7 @@ def _boom(*a, **kw):
 
 
 async def test_planning_failure_answers_provider_calls_with_an_error(addon, monkeypatch):
-    monkeypatch.setattr(mitm, "plan_request", _boom)
+    monkeypatch.setattr(mitm, "prepare_request", _boom)
     f = make_flow(ANT_BODY)
     await addon.request(f)
     assert f.response.status_code == 500
@@ -288,11 +288,11 @@ async def test_planning_failure_answers_provider_calls_with_an_error(addon, monk
     g = make_flow(b'{"model":"gpt-4.1","messages":[]}', host="api.openai.com", path="/v1/chat/completions",
                   headers=[("host", "api.openai.com"), ("authorization", "Bearer x")])
     await addon.request(g)
-    assert g.response.status_code == 500 and json.loads(g.response.content)["error"]["type"] == "api_error"
+    assert g.response.status_code == 500 and json.loads(g.response.content)["error"]["type"] == "server_error"
 
 
 async def test_planning_failure_leaves_other_traffic_alone(addon, monkeypatch):
-    monkeypatch.setattr(mitm, "plan_request", _boom)
+    monkeypatch.setattr(mitm, "prepare_request", _boom)
     for f in (make_flow(method="GET", path="/api/claude_code/settings"),
               make_flow(b'{"a":1}', host="example.com", path="/upload")):
         before = f.request.get_state()
@@ -364,7 +364,7 @@ def _events(chunks: list[bytes]) -> list[tuple[str, dict]]:
 
 async def test_pump_joins_output_and_never_returns_empty_bytes(addon):
     f, turn = await _translated_turn(addon)
-    pump = Pump(addon, f.id, turn, stream_translator(turn))
+    pump = Pump(addon, turn, stream_translator(turn))
     out: list[bytes] = []
     # one call carrying all upstream events -> exactly one joined chunk
     head, rest = CHAT_SSE[:CHAT_SSE.index(b"\n\n", 200) + 2], CHAT_SSE[CHAT_SSE.index(b"\n\n", 200) + 2:]
@@ -383,7 +383,7 @@ async def test_pump_joins_output_and_never_returns_empty_bytes(addon):
     assert names[0] == "message_start" and names[-1] == "message_stop" and "error" not in names
     text = "".join(d["delta"]["text"] for e, d in _events(out) if e == "content_block_delta")
     assert text == "Hello"
-    assert turn.request_id in addon.first_byte
+    assert pump.first_byte is not None
 
 
 class _Exploding:
@@ -415,7 +415,7 @@ class _Exploding:
 async def test_pump_turns_a_translator_exception_into_an_error_event(addon):
     f, turn = await _translated_turn(addon)
     t = _Exploding(stream_translator(turn), ok=1)
-    pump = Pump(addon, f.id, turn, t)
+    pump = Pump(addon, turn, t)
     first = pump(CHAT_SSE[:CHAT_SSE.index(b"\n\n") + 2])
     assert len(first) == 1 and b"message_start" in first[0]
     err = pump(CHAT_SSE[CHAT_SSE.index(b"\n\n") + 2:])
@@ -429,7 +429,7 @@ async def test_pump_turns_a_translator_exception_into_an_error_event(addon):
 
 async def test_pump_survives_a_failing_fail(addon):
     f, turn = await _translated_turn(addon)
-    pump = Pump(addon, f.id, turn, _Exploding(stream_translator(turn), ok=0, fail_raises=True))
+    pump = Pump(addon, turn, _Exploding(stream_translator(turn), ok=0, fail_raises=True))
     assert pump(CHAT_SSE) == [] and pump(b"") == []
 
 
@@ -437,7 +437,7 @@ async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
     await addon.request(f)
     turn = addon.turns[f.id]
-    pump = Pump(addon, f.id, turn)
+    pump = Pump(addon, turn)
     ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
            b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
            b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
@@ -529,9 +529,20 @@ async def test_connection_error_is_recorded(addon, tmp_path):
     f = make_flow(ANT_BODY)
     await addon.request(f)
     rid = f.metadata["tokunseba.request_id"]
+    f.error = tflow.terr("[Errno 104] Connection reset by peer")
+    addon.error(f)
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["outcome"] == "error" and row["status"] is None and row["error"] == "[Errno 104] Connection reset by peer"
+    assert kinds[-2:] == ["upstream_error", "completed"]
+    assert f.id not in addon.turns and f.id not in addon.bridged
+
+
+async def test_client_cancel_is_recorded_as_cancelled_not_as_an_upstream_error(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
     f.error = tflow.terr("Client disconnected.")
     addon.error(f)
     row, kinds = _ledger_turn(tmp_path, rid)
-    assert row["outcome"] == "error" and row["status"] is None and row["error"] == "Client disconnected."
-    assert kinds[-2:] == ["upstream_error", "completed"]
-    assert f.id not in addon.turns and f.id not in addon.bridged
+    assert row["outcome"] == "cancelled" and row["error"] == "Client disconnected."
+    assert kinds[-2:] == ["client_cancelled", "completed"] and "upstream_error" not in kinds

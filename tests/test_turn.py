@@ -422,8 +422,8 @@ def test_client_error_openai_envelope(protocol):
     assert r.status == 429 and r.headers == {"content-type": "application/json", REQUEST_ID_HEADER: "tk-1"}
     assert json.loads(r.body) == {"error": {"message": "slow down", "type": "rate_limit_error", "param": None,
                                             "code": "rate_limit_exceeded"}}
-    r = client_error(protocol, 500, "boom", "api_error")
-    assert json.loads(r.body)["error"]["type"] == "api_error" and REQUEST_ID_HEADER not in r.headers
+    r = client_error(protocol, 500, "boom", "api_error")  # Anthropic vocabulary: OpenAI clients go by status
+    assert json.loads(r.body)["error"]["type"] == "server_error" and REQUEST_ID_HEADER not in r.headers
 
 
 def test_client_error_anthropic_envelope():
@@ -556,3 +556,109 @@ def test_websocket_upgrade_passes_when_no_route_could_take_it():
 
 def test_plain_get_is_not_a_websocket_upgrade():
     assert _ws(RESP_RULES, headers=()) is None
+
+
+# ---------------------------------------------------------------- refusals found by the translation itself
+
+REFUSAL_RULES = """\
+endpoints:
+  oai:
+    protocol: openai
+    url: http://127.0.0.1:9/v1
+  ant:
+    protocol: anthropic
+    url: http://127.0.0.1:8/v1
+routes:
+  - name: first
+    when: {{model: "first-*"}}
+    to: {first}
+    on_refused: {on_refused}
+  - name: second
+    when: {{model: "first-*"}}
+    to: {second}
+"""
+
+
+def _refusal_turn(client: str, body: dict, first: str, second: str, on_refused: str = "skip"):
+    import json as _json
+
+    from tokunseba.rules import load_rules_text
+    from tokunseba.turn import plan_request
+
+    rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
+    host, path = ("api.anthropic.com", "/v1/messages") if client == "anthropic" else ("api.openai.com",
+                                                                                        "/v1/chat/completions")
+    return plan_request(rules, method="POST", host=host, port=443, path=path, headers=[],
+                        body=_json.dumps(body).encode(), env={})
+
+
+LONG_TOOL = {"name": "mcp__" + "x" * 70, "input_schema": {"type": "object"}}
+
+
+def test_tool_name_too_long_for_openai_refuses_the_route_and_the_next_one_serves():
+    t = _refusal_turn("anthropic", {"model": "first-m", "max_tokens": 5, "tools": [LONG_TOOL],
+                                    "messages": [{"role": "user", "content": "hi"}]}, "oai", "anthropic")
+    assert t.decision.route.name == "second" and t.outcome == "retargeted"
+    assert t.decision.trace[0]["refused"] and "64" in t.decision.trace[0]["refused"]
+    assert [k for k, _ in t.events][:1] == ["route_refused"]
+
+
+def test_tool_name_too_long_with_on_refused_error_answers_400():
+    t = _refusal_turn("anthropic", {"model": "first-m", "max_tokens": 5, "tools": [LONG_TOOL],
+                                    "messages": [{"role": "user", "content": "hi"}]}, "oai", "anthropic", "error")
+    assert t.outcome == "refused" and t.local.status == 400
+
+
+@pytest.mark.parametrize("bad_id", ["functions.get:0", "call_1\n", "call 1"])
+def test_tool_id_anthropic_would_reject_refuses_the_route(bad_id):
+    body = {"model": "first-m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": bad_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": bad_id, "content": "ok"}]}
+    t = _refusal_turn("openai", body, "ant", "openai")
+    assert t.decision.route.name == "second" and t.decision.trace[0]["refused"]
+
+
+def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
+    import tokunseba.turn as turn_mod
+
+    calls = []
+    real = turn_mod.anthropic_to_chat
+    monkeypatch.setattr(turn_mod, "anthropic_to_chat", lambda *a, **k: calls.append(1) or real(*a, **k))
+    t = _refusal_turn("anthropic", {"model": "first-m", "max_tokens": 5,
+                                    "messages": [{"role": "user", "content": "hi"}]}, "oai", "anthropic")
+    assert t.outcome == "translated" and len(calls) == 1
+
+
+# ---------------------------------------------------------------- retarget queries (Gemini)
+
+
+def test_merge_query_keeps_the_endpoints_and_drops_the_clients_key_across_hosts():
+    from tokunseba.turn import merge_query
+
+    url = "https://g.example/v1beta/models/m:streamGenerateContent?alt=sse"
+    assert merge_query(url, "/v1beta/models/x:streamGenerateContent?alt=sse&key=AIzaSECRET&foo=1", drop_key=True) == \
+        "https://g.example/v1beta/models/m:streamGenerateContent?alt=sse&foo=1"
+    assert merge_query("http://h/v1/messages", "/v1/messages?beta=true", drop_key=True) == "http://h/v1/messages?beta=true"
+    assert merge_query("http://h/v1/x", "/v1/x?key=k", drop_key=False) == "http://h/v1/x?key=k"
+
+
+def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
+    from tokunseba.rules import load_rules_text
+    from tokunseba.turn import plan_request
+
+    rules = load_rules_text("endpoints:\n  g2:\n    protocol: gemini\n    url: https://gemini-proxy.example/v1beta\n"
+                            "    key_env: G2_KEY\nroutes:\n  - name: g\n    to: g2\n    model: gemini-other\n")
+    t = plan_request(rules, method="POST", host="generativelanguage.googleapis.com", port=443,
+                     path="/v1beta/models/gemini-x:streamGenerateContent?alt=sse&key=AIzaCLIENT", headers=[],
+                     body=b'{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}', env={"G2_KEY": "k2"})
+    assert t.outcome == "retargeted"
+    assert "AIzaCLIENT" not in t.url and t.url.count("alt=sse") == 1 and "models/gemini-other:" in t.url
+    assert t.set_headers.get("x-goog-api-key") == "k2" and t.body is None
+
+
+def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
+    rules = "endpoints:\n  l:\n    protocol: openai\n    url: http://127.0.0.1:9/v1\nroutes:\n  - name: h\n" \
+            "    when: {model: \"*haiku*\"}\n    to: l\n"
+    assert _ws(rules) is None

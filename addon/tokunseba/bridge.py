@@ -43,13 +43,14 @@ class Target:
 
 
 class Bridge:
-    def __init__(self, connect_timeout: float = 10.0, idle_timeout: float = 600.0) -> None:
+    def __init__(self, connect_timeout: float = 10.0, idle_timeout: float = 600.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.targets: dict[str, Target] = {}
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = ssl_context  # None: system-independent default (certifi)
 
     async def start(self) -> None:
         if self.server is None:
@@ -71,6 +72,9 @@ class Bridge:
 
     def finish(self, token: str) -> Target | None:
         return self.targets.pop(token, None)
+
+    def set_ssl_context(self, context: ssl.SSLContext | None) -> None:
+        self._ssl = context
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:

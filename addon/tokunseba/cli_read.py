@@ -8,6 +8,7 @@ missing ledger is one line (empty results, exit 0; for ``explain`` exit 1).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import socket
@@ -24,6 +25,7 @@ from typing import Any
 
 from . import jsonc
 from .ledger import USAGE_FIELDS, Ledger, LedgerError, LedgerMissing, compute_stats, default_ledger_path
+from .protocols.anthropic import ANTHROPIC_VERSION
 
 # ---------------------------------------------------------------- registration
 
@@ -32,14 +34,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "models",
         help="what each client protocol can reach at each endpoint, and the models there",
-        description="For each client protocol x endpoint: pass-through, translated or refused (and why), "
+        description="For each client protocol x endpoint, what a route sending that client there does: "
+        "retarget (same protocol: new host/model, the endpoint's own key), translated, or refused (and why); "
         "plus the models the rules name for each endpoint. --probe asks each endpoint's models API "
         "(GET {url}/models) what it really serves.",
     )
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES; else built-in endpoints only)")
     p.add_argument("--probe", action="store_true", help="ask each endpoint's models API what it serves")
     p.add_argument("--endpoint", metavar="NAME", action="append", help="only this endpoint (repeatable)")
-    p.add_argument("--timeout", metavar="SECONDS", default="3", help="probe timeout per endpoint (default 3)")
+    p.add_argument("--timeout", metavar="SECONDS", default="3",
+                   help=f"probe timeout per endpoint (default 3, at most {MAX_TIMEOUT:g})")
     _common(p, ledger_help=argparse.SUPPRESS)  # accepted for uniformity; models does not read it
     p.set_defaults(func=cmd_models)
 
@@ -87,7 +91,12 @@ def _json(obj: Any) -> None:
 
 
 def fmt_time(ts: float | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    if ts is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):  # a ledger value no calendar date can show
+        return str(ts)
 
 
 def fmt_ms(v: float | None) -> str:
@@ -132,30 +141,44 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def parse_since(text: str, now: float | None = None) -> float:
     """``30m`` / ``24h`` / ``7d`` (before now), or an ISO date/datetime (local time unless it
-    names a zone) -> epoch seconds. ValueError with a one-line message otherwise."""
+    names a zone) -> epoch seconds. ValueError with a one-line message otherwise, also for a
+    start no calendar date can show (``99999999999d``)."""
     now = time.time() if now is None else now
     s = text.strip()
+    dt: datetime | None = None  # a date given, or else a duration in seconds
+    seconds = 0.0
     if m := _DURATION.fullmatch(s.lower()):
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
         if seconds <= 0:
             raise ValueError(f"the duration must be positive, got {text!r}")
-        return now - seconds
+    else:
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            raise ValueError(
+                f"expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got {text!r}"
+            ) from None
     try:
-        dt = datetime.fromisoformat(s)
-    except ValueError:
-        raise ValueError(
-            f"expected a duration (30m, 24h, 7d) or a date (2026-12-01, 2026-12-01T08:00), got {text!r}"
-        ) from None
-    return (dt if dt.tzinfo else dt.astimezone()).timestamp()
+        ts = now - seconds if dt is None else (dt if dt.tzinfo else dt.astimezone()).timestamp()
+        datetime.fromtimestamp(ts)  # the window start must be a date this system can show
+    except (ValueError, OverflowError, OSError):
+        raise ValueError(f"{text!r} is out of the range of dates this system can handle") from None
+    return ts
 
 
-def _positive_int(name: str, text: str) -> int:
+MAX_LIMIT = 2**63 - 1  # SQLite's largest integer
+MAX_TIMEOUT = 3600.0  # seconds; a probe is one GET of a models list
+
+
+def _positive_int(name: str, text: str, maximum: int = MAX_LIMIT) -> int:
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n <= 0:
         raise ValueError(f"{name}: expected a positive integer, got {text!r}")
+    if n > maximum:
+        raise ValueError(f"{name}: {text.strip()} is too large (at most {maximum})")
     return n
 
 
@@ -180,7 +203,7 @@ def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -
     try:
         with ledger:
             return body(ledger)
-    except sqlite3.Error as e:
+    except (sqlite3.Error, OverflowError) as e:
         return _error(f"cannot read the ledger {ledger.path}: {e}", 1)
 
 
@@ -296,6 +319,10 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     try:
+        args.request_id.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8 in argv: no request id looks like that
+        return _error(f"no turn with request id {args.request_id!r}", 1)
+    try:
         ledger = _open(args)
     except LedgerError as e:
         return _error(str(e), 1)
@@ -305,7 +332,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             events = ledger.events(turn["request_id"])
     except LookupError as e:
         return _error(str(e.args[0]), 1)
-    except sqlite3.Error as e:
+    except (sqlite3.Error, OverflowError) as e:
         return _error(f"cannot read the ledger {ledger.path}: {e}", 1)
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):
@@ -461,10 +488,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     try:
         timeout = float(args.timeout)
-        if not timeout > 0:
-            raise ValueError
     except ValueError:
-        return _error(f"--timeout: expected a positive number of seconds, got {args.timeout!r}", 2)
+        timeout = math.nan
+    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan and inf
+        return _error(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT:g}, "
+                      f"got {args.timeout!r}", 2)
     rules_path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None
     try:
         rules = load_rules(rules_path)
@@ -486,10 +514,13 @@ def cmd_models(args: argparse.Namespace) -> int:
             named[r.to].append(r.model)
 
     def result(client: str, target: str) -> tuple[str, str | None]:
+        """What a route sending ``client`` to an endpoint speaking ``target`` does. A routed
+        same-protocol turn is a retarget (new host/model, the endpoint's key); pass-through is
+        only a turn no rule routes, so it never appears here."""
         why = pair_refusal(client, target)
         if why:
             return "refused", why
-        return ("pass-through" if client == target else "translated"), None
+        return ("retarget" if client == target else "translated"), None
 
     report: dict[str, Any] = {
         "rules": str(rules_path) if rules_path else None,
@@ -574,7 +605,7 @@ def render_models(rep: dict) -> str:
 
 # models API reply shapes: (list key, id key); Gemini names are "models/<id>"
 MODEL_LISTS = (("data", "id"), ("models", "name"), ("models", "id"))
-PROBE_HEADERS = {"anthropic": {"anthropic-version": "2023-06-01"}}
+PROBE_HEADERS = {"anthropic": {"anthropic-version": ANTHROPIC_VERSION}}
 
 
 def probe_endpoint(ep: Any, timeout: float) -> dict:

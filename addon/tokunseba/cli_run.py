@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ADDON = Path(__file__).resolve().parent.parent / "tokunseba_addon.py"
-PROVIDER_HOSTS = ("api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com")
+DEFAULT_HOST, DEFAULT_PORT, DEFAULT_WEB_PORT = "127.0.0.1", 8080, 8081
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen everywhere: clients on this machine use loopback
 SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 
 
@@ -23,16 +24,20 @@ def add_commands(sub) -> None:
     p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
                        description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
                        "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched.",
-                       epilog="then, in the client's shell: eval \"$(tokunseba env --port PORT)\"")
+                       epilog="then, in the client's shell: eval \"$(tokunseba env)\" (it prints the exact line, "
+                       "with --port/--confdir when you changed them)")
     p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
                    help="routing rules (YAML); default $TOKUNSEBA_RULES, else none (everything passes through)")
-    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1; loopback only unless you say otherwise)")
-    p.add_argument("--port", type=int, default=8080, help="listen port (default 8080; 0 picks a free one)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"listen address (default {DEFAULT_HOST}; loopback only unless you say otherwise)")
+    p.add_argument("--port", default=str(DEFAULT_PORT),
+                   help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--ledger", metavar="PATH", default=None, help="ledger database (default $TOKUNSEBA_HOME/ledger.db)")
     p.add_argument("--ledger-bodies", action="store_true", help="also store request/response bodies in the ledger")
     p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
     p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
-    p.add_argument("--web-port", type=int, default=8081, help="mitmweb's UI port (default 8081)")
+    p.add_argument("--web-port", metavar="PORT", default=str(DEFAULT_WEB_PORT),
+                   help=f"mitmweb's UI port (default {DEFAULT_WEB_PORT})")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
     p.set_defaults(func=cmd_run)
@@ -40,17 +45,42 @@ def add_commands(sub) -> None:
     e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
                        description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
                        "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA).",
-                       epilog='usage: eval "$(tokunseba env)"; claude')
-    e.add_argument("--host", default="127.0.0.1")
-    e.add_argument("--port", type=int, default=8080)
-    e.add_argument("--confdir", metavar="DIR", default=None)
+                       epilog='example: eval "$(tokunseba env)"; claude')
+    e.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"the proxy's address as clients reach it (default {DEFAULT_HOST})")
+    e.add_argument("--port", default=str(DEFAULT_PORT),
+                   help=f"the proxy's port, as given to tokunseba run (default {DEFAULT_PORT})")
+    e.add_argument("--confdir", metavar="DIR", default=None,
+                   help="mitmproxy confdir holding its CA, as given to tokunseba run (default ~/.mitmproxy)")
     e.set_defaults(func=cmd_env)
 
     c = sub.add_parser("check", help="validate a rules file",
                        description="Validate a rules file; errors name the file, line and what is wrong.")
-    c.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"))
+    c.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
+                   help="the rules file (default $TOKUNSEBA_RULES)")
     c.add_argument("rules_file", nargs="?", metavar="FILE", help="same as --rules")
     c.set_defaults(func=cmd_check)
+
+
+def port_number(name: str, text: str, lowest: int) -> int:
+    """A TCP port from the command line; ValueError with a one-line message otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not lowest <= n <= 65535:
+        raise ValueError(f"{name}: expected a port number from {lowest} to 65535, got {text!r}")
+    return n
+
+
+def _ports(args, **names: int) -> str | None:
+    """Check the port options (attribute -> lowest allowed) in place; the error line, or None."""
+    try:
+        for attr, lowest in names.items():
+            setattr(args, attr, port_number("--" + attr.replace("_", "-"), str(getattr(args, attr)), lowest))
+    except ValueError as e:
+        return f"error: {e}"
+    return None
 
 
 def confdir(arg: str | None) -> Path:
@@ -69,6 +99,8 @@ def tool_path(name: str) -> str:
 
 
 def build_command(args) -> list[str]:
+    from .protocols.detect import PROVIDER_HOSTS
+
     hosts = list(PROVIDER_HOSTS)
     if args.rules:
         from .rules import RulesError, load_rules
@@ -100,15 +132,36 @@ def build_command(args) -> list[str]:
     return cmd + extra
 
 
+def env_command(host: str, port: int | str, conf: str | None) -> str:
+    """The `tokunseba env` line that matches a `tokunseba run` (only the options that differ)."""
+    argv = ["tokunseba", "env"]
+    if host not in (DEFAULT_HOST, *WILDCARD_HOSTS):
+        argv += ["--host", host]
+    if port != DEFAULT_PORT:
+        argv += ["--port", str(port)]
+    if conf:
+        argv += ["--confdir", str(confdir(conf).absolute())]  # the client's shell may be elsewhere
+    return f'eval "$({shlex.join(argv)})"'
+
+
 def cmd_run(args) -> int:
+    if err := _ports(args, port=0, web_port=0):
+        print(err, file=sys.stderr)
+        return 2
     cmd = build_command(args)
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
-    port = "PORT" if args.port == 0 else str(args.port)
-    print(f"tokunseba: starting {Path(cmd[0]).name} on {args.host}:{args.port}"
+    tool = Path(cmd[0]).name
+    print(f"tokunseba: starting {tool} on {args.host}:{args.port}"
           f" ({'rules ' + args.rules if args.rules else 'no rules: everything passes through'})", file=sys.stderr)
-    print(f"tokunseba: point clients at it with:  eval \"$(tokunseba env --port {port})\"", file=sys.stderr)
+    if args.port == 0:
+        shown = "*" if args.host in WILDCARD_HOSTS else args.host
+        print(f"tokunseba: {tool} prints the port it picked (\"proxy listening at {shown}:N\"); "
+              f"point clients at it with:  {env_command(args.host, 'N', args.confdir)}", file=sys.stderr)
+    else:
+        print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
+              file=sys.stderr)
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover
@@ -117,8 +170,10 @@ def cmd_run(args) -> int:
 def ca_bundle(conf: Path) -> Path:
     """System CA bundle + mitmproxy's CA in one file, so SSL_CERT_FILE users can still reach
     hosts the proxy does not decrypt."""
+    from .ledger import tokunseba_home
+
     ca = conf / "mitmproxy-ca-cert.pem"
-    home = Path(os.environ.get("TOKUNSEBA_HOME") or _xdg_home())
+    home = tokunseba_home()
     out = home / "ca-bundle.pem"
     parts: list[bytes] = []
     for b in SYSTEM_BUNDLES:
@@ -137,13 +192,9 @@ def ca_bundle(conf: Path) -> Path:
     return out
 
 
-def _xdg_home() -> str:
-    return os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "tokunseba")
-
-
 def env_lines(host: str, port: int, conf: Path) -> list[str]:
     ca = conf / "mitmproxy-ca-cert.pem"
-    proxy = f"http://{host}:{port}"
+    proxy = f"http://[{host}]:{port}" if ":" in host and not host.startswith("[") else f"http://{host}:{port}"
     lines = [f"export HTTPS_PROXY={shlex.quote(proxy)}",
              f"export HTTP_PROXY={shlex.quote(proxy)}",
              "export NO_PROXY=localhost,127.0.0.1,::1",
@@ -155,6 +206,9 @@ def env_lines(host: str, port: int, conf: Path) -> list[str]:
 
 
 def cmd_env(args) -> int:
+    if err := _ports(args, port=1):
+        print(err, file=sys.stderr)
+        return 2
     print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
     return 0
 

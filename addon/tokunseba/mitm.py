@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,13 +20,15 @@ from mitmproxy import command, contentviews, ctx, exceptions, http
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .endpoints import Endpoint
+from .errors import TranslationError
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
 from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
 from .translate.sniff import UsageSniffer, usage_from_json
-from .turn import (REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, client_error, plan_request,
-                   response_mode, stream_content_type, stream_translator, translate_whole, websocket_refusal)
+from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
+                   client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
+                   websocket_refusal)
 
 log = logging.getLogger("tokunseba")
 
@@ -33,7 +36,8 @@ MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "trans
          "refused": ":no_entry:", "error": ":x:"}
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
-PROBE_TTL_S = 2.0
+PROBE_TTL_OK_S = 10.0  # a reachable endpoint is re-probed after this (the relay covers the gap)
+PROBE_TTL_FAIL_S = 2.0  # an unreachable one sooner, so it comes back quickly
 RULES_POLL_S = 1.0
 MAX_STORED_BODY = 4 * 1024 * 1024
 
@@ -48,10 +52,11 @@ class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
     b"" mid-stream, and turns any exception into an error event in the client's protocol."""
 
-    def __init__(self, addon: "Tokunseba", flow_id: str, turn: Turn, translator=None) -> None:
-        self.addon, self.flow_id, self.turn, self.t = addon, flow_id, turn, translator
+    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None) -> None:
+        self.addon, self.turn, self.t = addon, turn, translator
         self.failed = False
-        self.sniffer = UsageSniffer(turn.client_protocol) if translator is None else None
+        self.first_byte: float | None = None
+        self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
         self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
 
     def __call__(self, data: bytes):
@@ -69,10 +74,14 @@ class Pump:
             except Exception:
                 out = b""
         if out:
-            self.addon._first_byte(self.turn)
+            self._mark_first_byte()
             self._keep(out)
             return [out]
         return []
+
+    def _mark_first_byte(self) -> None:
+        if self.first_byte is None:
+            self.first_byte = time.time()
 
     def _keep(self, out: bytes) -> None:
         if self.kept is not None and len(self.kept) < MAX_STORED_BODY:
@@ -81,7 +90,7 @@ class Pump:
     def _raw(self, data: bytes) -> list[bytes]:
         try:  # the side channel must never cost the client a byte
             if data:
-                self.addon._first_byte(self.turn)
+                self._mark_first_byte()
                 self.sniffer.feed(data)
                 self._keep(data)
             else:
@@ -98,11 +107,10 @@ class Tokunseba:
         self.turns: dict[str, Turn] = {}
         self.modes: dict[str, str] = {}
         self.pumps: dict[str, Pump] = {}
-        self.first_byte: dict[str, float] = {}
         self.probes: dict[tuple[str, int], _Probe] = {}
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
-        self.rules_mtime: float | None = None
+        self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.bridged: dict[str, str] = {}  # flow id -> relay token
 
@@ -141,8 +149,10 @@ class Tokunseba:
 
     def _load_rules(self) -> None:
         path = ctx.options.tokunseba_rules or None
-        self.rules_mtime = _mtime(path)
+        before = _stamp(path)
         self.rules = load_rules(path)
+        # a file still being written when read is read again at the next poll
+        self.rules_stamp = before if _stamp(path) == before else None
         for w in self.rules.warnings:
             log.warning(w)
         self.probes.clear()
@@ -155,18 +165,21 @@ class Tokunseba:
             return
         self.rules_checked = now
         path = ctx.options.tokunseba_rules or None
-        if path is None or _mtime(path) == self.rules_mtime:
+        if path is None or _stamp(path) == self.rules_stamp:
             return
         try:
             self._load_rules()
             log.warning(f"tokunseba: reloaded {path}: {len(self.rules.routes)} routes")
         except RulesError as e:
-            self.rules_mtime = _mtime(path)
+            self.rules_stamp = _stamp(path)
             log.error(f"tokunseba: kept the previous rules: {e}")
 
     async def running(self) -> None:
         if ctx.options.connection_strategy != "lazy":
             ctx.options.update(connection_strategy="lazy")
+        self.bridge.set_ssl_context(_upstream_ssl_context())
+        if any(str(m).startswith("upstream:") for m in ctx.options.mode):
+            log.warning("tokunseba: translated turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
 
     def done(self) -> None:
@@ -218,10 +231,10 @@ class Tokunseba:
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
             self.modes[flow.id] = mode
             if mode == "raw-stream":
-                pump = Pump(self, flow.id, turn)
+                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"))
             elif mode == "translate-stream":
-                pump = Pump(self, flow.id, turn, stream_translator(turn))
-                _prepare_stream_headers(flow, stream_content_type(turn))
+                pump = Pump(self, turn, stream_translator(turn))
+                _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
             else:
                 return
             self.pumps[flow.id] = pump
@@ -230,7 +243,9 @@ class Tokunseba:
             log.exception("tokunseba: responseheaders hook failed")
             if turn.action == "translate":
                 self.modes[flow.id] = "failed"
+                turn.outcome, turn.error = "error", str(e)
                 msg = client_error(turn.client_protocol, 502, f"tokunseba internal error: {e}", "api_error").body
+                flow.response.status_code = 502
                 _prepare_stream_headers(flow, "application/json")
                 sent = []
                 flow.response.stream = lambda b: [] if sent else (sent.append(1) or [msg])
@@ -255,11 +270,15 @@ class Tokunseba:
                 self._respond(flow, err)
                 r = flow.response
             elif mode == "translate-whole":
-                upstream_status = r.status_code
-                status, headers, body, rep = translate_whole(turn, upstream_status, r.get_content(strict=False) or b"")
+                upstream_status, raw = r.status_code, r.get_content(strict=False) or b""
                 if upstream_status >= 400:
-                    self._event(turn, "upstream_error", {"status": upstream_status,
-                                                         "message": _snippet(r.get_content(strict=False))})
+                    self._event(turn, "upstream_error", {"status": upstream_status, "message": _snippet(raw)})
+                try:
+                    status, headers, body, rep = translate_whole(turn, upstream_status, raw)
+                except Exception:
+                    # the reply could not be translated: its usage still happened, as reported
+                    usage = usage_from_json(turn.target_protocol, raw) if upstream_status < 400 else None
+                    raise _WholeReplyFailed(usage)
                 r.status_code = status
                 r.headers.pop("content-encoding", None)
                 for k, v in headers.items():
@@ -269,11 +288,14 @@ class Tokunseba:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             self._complete(flow, turn, r.status_code, rep=rep, pump=pump)
         except Exception as e:
-            log.exception("tokunseba: response hook failed")
-            err = turn.client_error(502, f"tokunseba: could not translate the reply: {e}", "api_error")
+            cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
+            if not isinstance(cause, TranslationError):
+                log.exception("tokunseba: response hook failed")
+            msg = cause.message if isinstance(cause, TranslationError) else f"tokunseba: could not translate the reply: {cause}"
+            err = turn.client_error(502, msg, "api_error")
             self._respond(flow, err)
-            turn.outcome, turn.error = "error", str(e)
-            self._complete(flow, turn, err.status)
+            turn.outcome, turn.error = "error", msg
+            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None)
 
     def error(self, flow: http.HTTPFlow) -> None:
         turn = self.turns.pop(flow.id, None)
@@ -284,41 +306,46 @@ class Tokunseba:
         self._bridge_done(flow, turn)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
-            self._event(turn, "upstream_error", {"status": None, "message": msg})
+            if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
+                self._event(turn, "client_cancelled", {"message": msg})
+                turn.outcome = "cancelled"
+            else:
+                self._event(turn, "upstream_error", {"status": None, "message": msg})
             turn.error = msg
-            self._complete(flow, turn, None, pump=pump, failed=True)
+            self._complete(flow, turn, None, pump=pump, failed=turn.outcome != "cancelled")
         except Exception:
             log.exception("tokunseba: error hook failed")
 
     # ---- internals ----
     async def _plan(self, flow: http.HTTPFlow) -> Turn | None:
         req = flow.request
-        host = req.pretty_host
-        extra = self._extra_for(host, req.port)
-        args = dict(method=req.method, host=host, port=req.port, path=req.path,
-                    headers=list(req.headers.items(multi=True)), env=os.environ, extra_hosts=extra)
-        if not _is_candidate(req.method, req.path):
+        if req.method != "POST":
             return None
-        body = req.get_content(strict=False) or b""
-        stale: list[Endpoint] = []
+        prep = prepare_request(method=req.method, host=req.pretty_host, port=req.port, path=req.path,
+                               headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
+                               extra_hosts=self._extra_for(req.pretty_host, req.port))
+        if prep is None:
+            return None
+        decision = None
+        if prep.req is not None:
+            # decide; probe the endpoints the decision asked about that have no fresh probe;
+            # decide again. Each round probes at least one more endpoint, so this ends.
+            stale: list[Endpoint] = []
 
-        def reachable(ep: Endpoint) -> bool:
-            p = self.probes.get((ep.host, ep.port))
-            if p is not None and time.monotonic() - p.at < PROBE_TTL_S:
-                return p.ok
-            stale.append(ep)
-            return True
+            def reachable(ep: Endpoint) -> bool:
+                p = self.probes.get((ep.host, ep.port))
+                if p is not None and time.monotonic() - p.at < (PROBE_TTL_OK_S if p.ok else PROBE_TTL_FAIL_S):
+                    return p.ok
+                stale.append(ep)
+                return True
 
-        # plan; probe the endpoints the plan asked about that have no fresh probe; plan again.
-        # Each round probes at least one more endpoint, so this ends.
-        turn = None
-        for _ in range(len(self.rules.endpoints) + 1):
-            stale.clear()
-            turn = plan_request(self.rules, body=body, reachable=reachable, **args)
-            if not stale:
-                break
-            await asyncio.gather(*(self._probe(ep) for ep in stale))
-        return turn
+            for _ in range(len(self.rules.endpoints) + 1):
+                stale.clear()
+                decision = decide_request(self.rules, prep, reachable)
+                if not stale:
+                    break
+                await asyncio.gather(*(self._probe(ep) for ep in stale))
+        return build_turn(self.rules, prep, decision, env=os.environ)
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
@@ -374,9 +401,6 @@ class Tokunseba:
     def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
 
-    def _first_byte(self, turn: Turn) -> None:
-        self.first_byte.setdefault(turn.request_id, time.time())
-
     def _ledger_start(self, turn: Turn) -> None:
         if self.ledger is None:
             return
@@ -405,10 +429,10 @@ class Tokunseba:
             self.ledger.event(turn.request_id, kind, data)
 
     def _complete(self, flow: http.HTTPFlow, turn: Turn, status: int | None, *, rep=None, pump: Pump | None = None,
-                  failed: bool = False) -> None:
+                  failed: bool = False, usage=None) -> None:
         now = time.time()
-        fb = self.first_byte.pop(turn.request_id, None)
-        usage = client_usage = None
+        fb = pump.first_byte if pump is not None else None
+        client_usage = None
         extra: dict = {}
         t = pump.t if pump is not None else None
         if t is not None:
@@ -449,10 +473,6 @@ class Tokunseba:
             "usage": usage.reported if usage else None, "usage_client": client_usage, **extra})
 
 
-def _is_candidate(method: str, path: str) -> bool:
-    return method == "POST"
-
-
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
     """Planning failed before detection: is this a provider call we must not let through?"""
     host = flow.request.pretty_host.lower()
@@ -481,11 +501,42 @@ def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
         h["transfer-encoding"] = "chunked"
 
 
-def _mtime(path: str | None) -> float | None:
+class _WholeReplyFailed(Exception):
+    """A whole reply that could not be translated, carrying the usage it reported."""
+
+    def __init__(self, usage) -> None:
+        super().__init__("whole reply translation failed")
+        self.usage = usage
+
+
+def _client_went_away(msg: str) -> bool:
+    m = msg.lower()
+    return "client disconnected" in m or "stream reset by client" in m or "client closed" in m
+
+
+def _upstream_ssl_context() -> ssl.SSLContext:
+    """The relay verifies endpoints' TLS as mitmproxy itself would (its ssl_* options)."""
+    o = ctx.options
+    if o.ssl_insecure:
+        c = ssl.create_default_context()
+        c.check_hostname = False
+        c.verify_mode = ssl.CERT_NONE
+        return c
+    if o.ssl_verify_upstream_trusted_ca or o.ssl_verify_upstream_trusted_confdir:
+        return ssl.create_default_context(cafile=o.ssl_verify_upstream_trusted_ca or None,
+                                          capath=o.ssl_verify_upstream_trusted_confdir or None)
+    import certifi  # what mitmproxy trusts by default
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _stamp(path: str | None) -> tuple | None:
+    """What identifies one version of a file: change time, size and inode."""
     try:
-        return os.stat(path).st_mtime if path else None
+        st = os.stat(path) if path else None
     except OSError:
         return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino) if st else None
 
 
 def _snippet(body: bytes | None, n: int = 500) -> str:

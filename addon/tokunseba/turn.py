@@ -9,12 +9,12 @@ whole body (``translate_whole``). Everything here is testable without mitmproxy.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from . import jsonc
 from .endpoints import Endpoint
@@ -22,11 +22,12 @@ from .errors import TranslationError
 from .protocols import anthropic as p_anthropic
 from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
-from .rules import Decision, Rules, TurnFacts, decide, turn_facts
+from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from .translate import pair_refusal
 from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 # Headers that carry the client's credentials: never sent to another host (design.md rule 7).
 CREDENTIAL_HEADERS = frozenset(
@@ -113,12 +114,12 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
 def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
                  request_id: str | None = None) -> LocalResponse:
     """An error in the client's own protocol (design.md rule 6)."""
-    if protocol == "anthropic":
+    if protocol == "anthropic":  # `etype` is Anthropic vocabulary; the others go by status
         body = p_anthropic.error_body(status, message, etype)
     elif protocol == "gemini":
         body = jsonc.dumpb({"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
     else:  # openai chat and responses share the envelope
-        body = p_openai.error_body(status, message, etype)
+        body = p_openai.error_body(status, message)
     headers = {"content-type": "application/json"}
     if request_id:
         headers[REQUEST_ID_HEADER] = request_id
@@ -147,7 +148,8 @@ def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, header
     det = detect(host, "/v1/responses", "POST", extra_hosts)
     if det is None or det.protocol != "openai-responses":
         return None
-    if not any(_may_take(r.when, "openai-responses") for r in rules.routes):
+    if not any(_may_take(r.when, "openai-responses") and r.to in rules.endpoints
+               and pair_refusal("openai-responses", rules.endpoints[r.to].protocol) is None for r in rules.routes):
         return None
     body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
@@ -160,51 +162,112 @@ def _may_take(when: Mapping[str, Any], client: str) -> bool:
     return client in ([want] if isinstance(want, str) else want)
 
 
-def plan_request(
-    rules: Rules,
-    *,
-    method: str,
-    host: str,
-    port: int,
-    path: str,
-    headers: Iterable[tuple[str, str]],
-    body: bytes,
-    env: Mapping[str, str],
-    reachable: Callable[[Endpoint], bool] | None = None,
-    extra_hosts: Mapping[str, str] | None = None,
-    now: float | None = None,
-) -> Turn | None:
-    """Plan one intercepted request. None: not a provider call (leave it untouched)."""
+@dataclass
+class Prepared:
+    """What is known of a provider request before any routing: parsed once per turn."""
+
+    det: Detected
+    host: str
+    port: int
+    path: str
+    body: bytes
+    req: dict | None  # None: the body is not a JSON object (nothing to route on)
+    facts: TurnFacts | None
+    not_routable: str | None = None
+    translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
+
+
+def prepare_request(*, method: str, host: str, port: int, path: str, headers: Iterable[tuple[str, str]], body: bytes,
+                    extra_hosts: Mapping[str, str] | None = None) -> Prepared | None:
+    """Detect and parse a request. None: not a provider call (leave it untouched)."""
     det = detect(host, path, method, extra_hosts)
     if det is None:
         return None
-    hdrs = {k.lower(): v for k, v in headers}
-    turn = Turn(
-        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
-        host=host, path=path, client_protocol=det.protocol, requested_model=det.model, stream=False,
-        original_body=body,
-    )
     try:
         req = parse_body(body)
     except TranslationError as e:
-        # not JSON: nothing to route on; the provider gives its own answer
-        turn.events.append(("routed", {"decision": "pass", "reason": f"body not routable: {e.message}"}))
+        return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}")
+    hdrs = {k.lower(): v for k, v in headers}
+    return Prepared(det, host, port, path, body, req, turn_facts(det.protocol, req, len(body), hdrs, model=det.model))
+
+
+def _model_override(prep: Prepared, model: str | None) -> str | None:
+    requested = prep.req.get("model") if prep.req else None
+    return model if model and model != requested else None
+
+
+def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTranslation:
+    """The request translated for ``ep`` (memoised: refusal checks and the final plan share it)."""
+    key = (ep.name, model)
+    if key not in prep.translations:
+        try:
+            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model)
+        except TranslationError as e:
+            prep.translations[key] = e
+    got = prep.translations[key]
+    if isinstance(got, TranslationError):
+        raise got
+    return got
+
+
+def _translate(src: str, ep: Endpoint, req: dict, model: str | None) -> RequestTranslation:
+    dst = ep.protocol
+    if (src, dst) == ("anthropic", "openai"):
+        tr = anthropic_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
+                               max_tokens_cap=ep.max_tokens)
+    elif (src, dst) == ("openai", "anthropic"):
+        tr = chat_to_anthropic(req, model=model, default_max_tokens=ep.max_tokens)
+    else:  # decide() only lets translatable pairs through
+        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
+    if ep.stop:
+        _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
+    return tr
+
+
+def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool] | None = None) -> Decision:
+    """Route a prepared request. A route is refused (skipped, or answered with an error when
+    it says on_refused: error) when no translator exists for the pair, or when the translation
+    itself refuses (a tool name or id the target's grammar rejects): before anything is sent."""
+
+    def refusal(route: Route, ep: Endpoint) -> str | None:
+        why = pair_refusal(prep.det.protocol, ep.protocol)
+        if why or prep.det.protocol == ep.protocol or prep.det.kind == "count_tokens":
+            return why
+        try:
+            _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
+        except TranslationError as e:
+            if e.kind == "refused":
+                return e.message
+        return None
+
+    return decide(rules, prep.facts, refusal=refusal, reachable=reachable)
+
+
+def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: Mapping[str, str],
+               now: float | None = None) -> Turn:
+    """The plan for one turn: pass through, retarget, translate, or answer locally."""
+    det, req = prep.det, prep.req
+    turn = Turn(
+        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
+        original_body=prep.body,
+    )
+    if req is None or decision is None:
+        turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return turn
-    model = req.get("model")
-    if isinstance(model, str):
-        turn.requested_model = model
+    if isinstance(req.get("model"), str):
+        turn.requested_model = req["model"]
     turn.stream = req.get("stream") is True or det.kind == "stream_generate"
-    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
-    decision = decide(rules, facts, refusal=lambda r, e: _refusal(det, req, e), reachable=reachable)
     turn.decision = decision
     for t in decision.trace:
-        if t.get("refused"):
+        if t.get("refused") or t.get("unreachable"):
             ep = rules.endpoints.get(_route_target(rules, t["route"]))
-            turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None, "reason": t["refused"]}))
-        if t.get("unreachable"):
-            ep = rules.endpoints.get(_route_target(rules, t["route"]))
-            turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
-                                                         "url": ep.url if ep else None}))
+            if t.get("refused"):
+                turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None,
+                                                      "reason": t["refused"]}))
+            else:
+                turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
+                                                             "url": ep.url if ep else None}))
     if decision.action == "pass":
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
         return turn
@@ -230,14 +293,37 @@ def plan_request(
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     try:
         if ep.protocol == det.protocol:
-            _plan_retarget(turn, ep, req, body, port, env)
+            _plan_retarget(turn, ep, prep.body, prep.port, env)
         else:
-            _plan_translate(turn, ep, req, env, rules)
+            _plan_translate(turn, ep, _translate_for(prep, ep, _model_override(prep, decision.model)), env)
     except TranslationError as e:
         turn.action, turn.outcome, turn.error = "respond", "error", e.message
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
+
+
+def plan_request(
+    rules: Rules,
+    *,
+    method: str,
+    host: str,
+    port: int,
+    path: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    env: Mapping[str, str],
+    reachable: Callable[[Endpoint], bool] | None = None,
+    extra_hosts: Mapping[str, str] | None = None,
+    now: float | None = None,
+) -> Turn | None:
+    """prepare + decide + build in one call. None: not a provider call (leave it untouched)."""
+    prep = prepare_request(method=method, host=host, port=port, path=path, headers=headers, body=body,
+                           extra_hosts=extra_hosts)
+    if prep is None:
+        return None
+    decision = decide_request(rules, prep, reachable) if prep.req is not None else None
+    return build_turn(rules, prep, decision, env=env, now=now)
 
 
 def _route_target(rules: Rules, name: str) -> str | None:
@@ -247,71 +333,30 @@ def _route_target(rules: Rules, name: str) -> str | None:
     return None
 
 
-def _refusal(det: Detected, req: dict, ep: Endpoint) -> str | None:
-    """Why a turn cannot go to this endpoint, or None. Checked before anything is sent."""
-    why = pair_refusal(det.protocol, ep.protocol)
-    if why:
-        return why
-    if det.protocol != ep.protocol and ep.protocol == "anthropic":
-        bad = _invalid_anthropic_tool_ids(req)
-        if bad:
-            return f"tool id {bad!r} is not valid for Anthropic (^[a-zA-Z0-9_-]+$)"
-    return None
+def _credential_changes(turn: Turn, ep: Endpoint, port: int, env: Mapping[str, str]) -> bool:
+    """Another host: the client's credentials stay behind, the endpoint's own key goes."""
+    if ep.same_host(turn.host, port):
+        return False
+    turn.remove_headers |= CREDENTIAL_HEADERS
+    turn.set_headers.update(ep.auth_headers(env))
+    return True
 
 
-_ANTHROPIC_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
-
-
-def _invalid_anthropic_tool_ids(req: dict) -> str | None:
-    pat = _ANTHROPIC_TOOL_ID
-    for m in req.get("messages") or ():
-        if not isinstance(m, dict):
-            continue
-        for tc in m.get("tool_calls") or ():
-            if isinstance(tc, dict) and isinstance(tc.get("id"), str) and not pat.match(tc["id"]):
-                return tc["id"]
-        tcid = m.get("tool_call_id")
-        if isinstance(tcid, str) and not pat.match(tcid):
-            return tcid
-    return None
-
-
-def _cross_host(ep: Endpoint, host: str, port: int) -> bool:
-    return not ep.same_host(host, port)
-
-
-def _credential_changes(turn: Turn, ep: Endpoint, port: int, env: Mapping[str, str], *, strip_protocol_headers: bool) -> None:
-    if _cross_host(ep, turn.host, port):
-        turn.remove_headers |= CREDENTIAL_HEADERS
-        if strip_protocol_headers:
-            turn.remove_headers.add("anthropic-*")
-        turn.set_headers.update(ep.auth_headers(env))
-
-
-def _plan_retarget(turn: Turn, ep: Endpoint, req: dict, body: bytes, port: int, env: Mapping[str, str]) -> None:
+def _plan_retarget(turn: Turn, ep: Endpoint, body: bytes, port: int, env: Mapping[str, str]) -> None:
     turn.action, turn.outcome = "retarget", "retargeted"
-    turn.url = ep.request_url(turn.detected.kind, turn.model_used) + _query(turn.path)
-    _credential_changes(turn, ep, port, env, strip_protocol_headers=False)
-    if turn.model_used and turn.model_used != turn.requested_model and turn.detected.kind not in ("generate", "stream_generate"):
+    cross = _credential_changes(turn, ep, port, env)
+    turn.url = merge_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path, drop_key=cross)
+    # Gemini names the model in the path (request_url above); the others in the body
+    if turn.detected.protocol != "gemini" and turn.model_used and turn.model_used != turn.requested_model:
         turn.body = replace_top_level_model(body, turn.model_used)
         if turn.body is None:
             raise TranslationError(400, "tokunseba: could not rewrite the model field of the request")
 
 
-def _plan_translate(turn: Turn, ep: Endpoint, req: dict, env: Mapping[str, str], rules: Rules) -> None:
+def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mapping[str, str]) -> None:
     src, dst = turn.client_protocol, ep.protocol
-    if (src, dst) == ("anthropic", "openai"):
-        tr = anthropic_to_chat(req, model=turn.model_used if turn.model_used != turn.requested_model else None,
-                               system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
-                               max_tokens_cap=ep.max_tokens)
-    elif (src, dst) == ("openai", "anthropic"):
-        tr = chat_to_anthropic(req, model=turn.model_used if turn.model_used != turn.requested_model else None,
-                               default_max_tokens=ep.max_tokens)
+    if dst == "anthropic":
         turn.include_usage = tr.client_wants_usage
-    else:  # decide() only lets translatable pairs through
-        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
-    if ep.stop:
-        _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
@@ -343,16 +388,22 @@ def _add_endpoint_stops(tr: RequestTranslation, ep: Endpoint, field: str) -> Non
         tr.warnings.append(f"endpoint {ep.name} stop strings {skipped!r} not added: 4 stop strings at most")
 
 
-def _query(path: str) -> str:
-    i = path.find("?")
-    return path[i:] if i >= 0 else ""
+def merge_query(url: str, client_path: str, *, drop_key: bool) -> str:
+    """The endpoint URL's own query (e.g. Gemini's alt=sse) plus the client's parameters it
+    does not set; the client's `key` (a Gemini credential) never goes to another host."""
+    base, _, own = url.partition("?")
+    theirs = client_path.partition("?")[2]
+    params = parse_qsl(own, keep_blank_values=True)
+    have = {k for k, _ in params}
+    params += [(k, v) for k, v in parse_qsl(theirs, keep_blank_values=True)
+               if k not in have and not (drop_key and k == "key")]
+    return f"{base}?{urlencode(params)}" if params else base
 
 
 def replace_top_level_model(body: bytes, model: str) -> bytes | None:
     """Replace the value of the top-level "model" key in raw JSON bytes, leaving every other
     byte as it was (a retarget is not a re-serialisation). None if there is no such key."""
     i, n, depth = 0, len(body), 0
-    key_start = -1
     while i < n:
         c = body[i]
         if c == 0x22:  # string
@@ -366,7 +417,7 @@ def replace_top_level_model(body: bytes, model: str) -> bytes | None:
                     break
                 j += 1
             s, e = i, j + 1
-            if depth == 1 and key_start < 0:
+            if depth == 1:
                 # is this a key? the next non-space char is ':'
                 k = e
                 while k < n and body[k] in b" \t\r\n":
@@ -440,7 +491,3 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
         return st, {"content-type": "application/json"}, out, None
     rep = translate_reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
     return status, {"content-type": "application/json"}, rep.body, rep
-
-
-def stream_content_type(turn: Turn) -> str:
-    return "text/event-stream; charset=utf-8"

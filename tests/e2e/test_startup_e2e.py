@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tokunseba.protocols.detect import PROVIDER_HOSTS
 
 from .conftest import ADDON, BIN, Mitmdump
 
@@ -52,7 +55,8 @@ def test_tokunseba_run_dry_run_builds_the_mitmdump_command(tmp_path):
     cmd = p.stdout.strip()
     assert "mitmdump" in cmd and str(ADDON) in cmd and "connection_strategy=lazy" in cmd
     assert "--listen-host 127.0.0.1" in cmd
-    assert "allow_hosts=^api\\.anthropic\\.com:443$" in cmd
+    for host in PROVIDER_HOSTS:  # every host detection knows is decrypted
+        assert f"allow_hosts=^{re.escape(host)}:443$" in cmd
     assert f"tokunseba_rules={rules}" in cmd
 
 
@@ -104,7 +108,6 @@ def test_tokunseba_check_reports_file_and_line(tmp_path):
 def test_tokunseba_run_really_starts_mitmdump_with_the_addon(tmp_path):
     """The README's run command, for real: `tokunseba run` execs mitmdump, which listens on
     loopback, loads the addon and the rules, and stops cleanly on SIGTERM."""
-    import re
     import signal
     import time
 
@@ -123,7 +126,10 @@ def test_tokunseba_run_really_starts_mitmdump_with_the_addon(tmp_path):
             m = re.search(r"proxy listening at 127\.0\.0\.1:(\d+)", line)
             port = int(m.group(1)) if m else None
         assert port, "".join(lines)
-        assert any("eval \"$(tokunseba env" in ln for ln in lines)
+        # port 0: the hint says where the port is printed and which env line to run with it
+        hint = next(ln for ln in lines if "eval \"$(tokunseba env" in ln)
+        assert 'mitmdump prints the port it picked ("proxy listening at 127.0.0.1:N")' in hint
+        assert f'eval "$(tokunseba env --port N --confdir {tmp_path / "conf"})"' in hint
         assert (tmp_path / "conf" / "mitmproxy-ca-cert.pem").exists()
     finally:
         p.send_signal(signal.SIGTERM)

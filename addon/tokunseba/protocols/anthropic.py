@@ -1,7 +1,7 @@
 """Anthropic Messages: the protocol's facts as data (protocols.md A).
 
-Stop reasons, error types by HTTP status (A.7, E.6), the error envelope (as a JSON body and
-as an ``event: error`` SSE event), header names and the tool-id rule.
+Error types by HTTP status (A.7, E.6), the error envelope (as a JSON body and as an
+``event: error`` SSE event), the API version tokunseba sends, and the tool-id rule.
 """
 
 from __future__ import annotations
@@ -12,25 +12,9 @@ from .. import jsonc
 from ..sse import encode_event
 
 PROTOCOL = "anthropic"
-PATHS = {"messages": "/v1/messages", "count_tokens": "/v1/messages/count_tokens"}
-
-# headers (lower-case)
-API_KEY_HEADER = "x-api-key"
-VERSION_HEADER = "anthropic-version"
-BETA_HEADER = "anthropic-beta"
-REQUEST_ID_HEADER = "request-id"
-RETRY_AFTER_HEADER = "retry-after"
-SHOULD_RETRY_HEADER = "x-should-retry"
-
-STOP_REASONS = (
-    "end_turn",
-    "max_tokens",
-    "stop_sequence",
-    "tool_use",
-    "pause_turn",
-    "refusal",
-    "model_context_window_exceeded",
-)
+# The anthropic-version tokunseba sends to an Anthropic endpoint when the client sent none
+# (a translated OpenAI client; a models probe).
+ANTHROPIC_VERSION = "2023-06-01"
 
 # A.7, plus E.6's 503 -> overloaded_error. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
 ERROR_TYPES: dict[int, str] = {

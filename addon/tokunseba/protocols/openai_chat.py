@@ -1,7 +1,7 @@
 """OpenAI Chat Completions: the protocol's facts as data (protocols.md B).
 
 finish_reason <-> neutral (Anthropic-named) stop reasons (E.3), error types by status (B.6),
-the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event, header names.
+the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from .. import jsonc
 from ..sse import encode_event
 
 PROTOCOL = "openai"
-PATHS = {"chat": "/v1/chat/completions"}
-
-AUTH_HEADER = "authorization"
-REQUEST_ID_HEADER = "x-request-id"
 
 DONE = b"data: [DONE]\n\n"
 

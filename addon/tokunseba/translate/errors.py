@@ -114,8 +114,7 @@ def to_anthropic(err: UpstreamError) -> tuple[int, str, str]:
 def to_openai(err: UpstreamError) -> tuple[int, str, str | None, str]:
     """(status, OpenAI error type, code, message) for an error an Anthropic upstream gave."""
     status = STATUS_TO_OPENAI.get(err.status, err.status)
-    low = err.message.lower()
-    if pa.PROMPT_TOO_LONG in low or "exceed context limit" in low:
+    if is_context_overflow(err):
         return status, "invalid_request_error", po.CONTEXT_LENGTH_CODE, err.message
     return status, po.error_type_for_status(status), po.ERROR_CODES.get(status), err.message
 

@@ -3,6 +3,9 @@ on the side without changing a byte, so the ledger can show what the upstream re
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable
+
 from .. import jsonc
 from ..sse import SSEDecoder
 from .events import StreamReport
@@ -17,18 +20,22 @@ class UsageSniffer:
     """Feed it the raw reply stream; ``usage`` is what the upstream reported (or None).
     It never raises: a reply it cannot read just yields no usage."""
 
-    __slots__ = ("_sse", "_dec", "_broken")
+    __slots__ = ("_sse", "_dec", "_broken", "_inflate")
 
-    def __init__(self, protocol: str) -> None:
+    def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         factory = _SIDE_DECODERS.get(protocol) or DECODERS.get(protocol)
         self._sse = SSEDecoder() if factory else None
         self._dec = factory(StreamReport()) if factory else None
-        self._broken = factory is None
+        # a pass-through stream keeps the encoding the client asked for (pitfalls 27)
+        self._inflate = _decompressor(content_encoding)
+        self._broken = factory is None or self._inflate is False
 
     def feed(self, data: bytes) -> None:
         if self._broken or not data:
             return
         try:
+            if self._inflate is not None:
+                data = self._inflate(data)
             for ev in self._sse.feed(data):
                 self._dec.on_event(ev)
         except Exception:
@@ -46,6 +53,29 @@ class UsageSniffer:
     @property
     def usage(self) -> Usage | None:
         return None if self._dec is None else self._dec.usage
+
+
+def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None | bool:
+    """An incremental decoder for a Content-Encoding; None for identity, False when unknown."""
+    enc = (encoding or "").strip().lower()
+    if enc in ("", "identity"):
+        return None
+    if enc in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(47).decompress  # 47: gzip or zlib header, detected
+    try:
+        if enc == "br":
+            import brotli  # a mitmproxy dependency
+
+            return brotli.Decompressor().process
+        if enc == "zstd":
+            try:
+                from compression import zstd  # Python 3.14
+            except ImportError:
+                from backports import zstd  # a mitmproxy dependency before 3.14
+            return zstd.ZstdDecompressor().decompress
+    except ImportError:
+        pass
+    return False
 
 
 class _ResponsesUsage:

@@ -103,9 +103,6 @@ class Usage:
             out["completion_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
         return out
 
-    def to(self, protocol: str) -> dict:
-        return self.to_anthropic() if protocol == ANTHROPIC else self.to_openai()
-
     def merged(self, newer: dict) -> "Usage":
         """Anthropic's message_delta usage is cumulative: a non-null field overwrites the
         running value, it is never added (pitfalls.md 15)."""

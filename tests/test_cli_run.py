@@ -1,0 +1,134 @@
+"""`tokunseba run` / `env` / `check` arguments: the mitmdump command, the hint that points
+clients at the proxy, where the CA bundle goes, the help text, and one-line errors for bad
+port numbers (through the installed console script)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokunseba import cli_run
+from tokunseba.cli import main
+from tokunseba.protocols.detect import PROVIDER_HOSTS
+
+SCRIPT = Path(sys.executable).parent / "tokunseba"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(autouse=True)
+def _no_env_rules(monkeypatch):
+    monkeypatch.delenv("TOKUNSEBA_RULES", raising=False)
+
+
+@pytest.fixture
+def execv(monkeypatch):
+    """Record what `run` would exec instead of replacing the test process."""
+    calls: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: calls.append(list(argv)))
+    return calls
+
+
+def allowed_hosts(cmd: list[str]) -> list[str]:
+    return [m.group(1).replace("\\", "") for a in cmd if (m := re.fullmatch(r"allow_hosts=\^(.+):443\$", a))]
+
+
+def test_run_decrypts_every_detected_provider_host_and_the_rules_https_hosts(capsys, tmp_path):
+    rules = tmp_path / "r.yaml"
+    rules.write_text("endpoints:\n  corp:\n    protocol: openai\n    url: https://llm.corp.example/v1\n"
+                     "  local:\n    protocol: openai\n    url: http://127.0.0.1:9/v1\n")
+    rc, out, err = run(capsys, "run", "--dry-run", "--rules", str(rules))
+    assert (rc, err) == (0, "")
+    assert allowed_hosts(shlex.split(out)) == [*PROVIDER_HOSTS, "llm.corp.example"]  # plain-HTTP hosts need none
+
+
+def test_run_on_port_0_says_where_the_real_port_is_printed(capsys, execv, tmp_path):
+    rc, out, err = run(capsys, "run", "--port", "0", "--confdir", str(tmp_path / "conf"))
+    assert rc == 0 and execv and execv[0][execv[0].index("-p") + 1] == "0"
+    assert "PORT" not in err
+    assert ('mitmdump prints the port it picked ("proxy listening at 127.0.0.1:N"); point clients at it with:  '
+            f'eval "$(tokunseba env --port N --confdir {tmp_path / "conf"})"') in err
+
+
+def test_run_hint_is_the_env_command_that_matches(capsys, execv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run(capsys, "run", "--port", "18111", "--confdir", "conf")
+    assert rc == 0 and execv
+    hint = re.search(r'eval "\$\((.+)\)"', err).group(1)
+    assert hint == f"tokunseba env --port 18111 --confdir {tmp_path / 'conf'}"  # absolute: the client's cwd differs
+    rc, out, _ = run(capsys, *shlex.split(hint)[1:])
+    assert rc == 0
+    assert "export HTTPS_PROXY=http://127.0.0.1:18111" in out
+    assert f"export NODE_EXTRA_CA_CERTS={tmp_path / 'conf' / 'mitmproxy-ca-cert.pem'}" in out
+    rc, _, err = run(capsys, "run")  # the defaults: nothing to repeat
+    assert 'point clients at it with:  eval "$(tokunseba env)"' in err
+
+
+@pytest.mark.parametrize("home_env", ["TOKUNSEBA_HOME", "XDG_DATA_HOME"])
+def test_env_writes_the_ca_bundle_under_the_ledger_home(capsys, tmp_path, monkeypatch, home_env):
+    """The same home as the ledger (ledger.tokunseba_home), "~" expanded."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # an unexpanded "~" would become ./~ here
+    monkeypatch.delenv("TOKUNSEBA_HOME", raising=False)
+    monkeypatch.setenv(home_env, "~/h")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "mitmproxy-ca-cert.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    rc, out, _ = run(capsys, "env", "--confdir", str(conf))
+    bundle = tmp_path / "h" / ("ca-bundle.pem" if home_env == "TOKUNSEBA_HOME" else "tokunseba/ca-bundle.pem")
+    assert rc == 0 and f"export SSL_CERT_FILE={bundle}" in out
+    assert bundle.read_bytes().endswith(b"TEST\n-----END CERTIFICATE-----\n")
+    assert not (tmp_path / "~").exists()
+
+
+def test_env_brackets_an_ipv6_host(capsys):
+    rc, out, _ = run(capsys, "env", "--host", "::1", "--port", "8443")
+    assert rc == 0 and "export HTTPS_PROXY='http://[::1]:8443'" in out
+
+
+def test_env_help_explains_each_option():
+    p = subprocess.run([str(SCRIPT), "env", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0
+    text = " ".join(p.stdout.split())  # argparse wraps lines
+    assert "--host HOST the proxy's address as clients reach it (default 127.0.0.1)" in text
+    assert "--port PORT the proxy's port, as given to tokunseba run (default 8080)" in text
+    assert "--confdir DIR mitmproxy confdir holding its CA, as given to tokunseba run (default ~/.mitmproxy)" in text
+    assert p.stdout.rstrip().endswith('example: eval "$(tokunseba env)"; claude')
+    assert p.stdout.count("usage:") == 1
+    p = subprocess.run([str(SCRIPT), "run", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "--port PORT)" not in p.stdout
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["run", "--dry-run", "--port", "99999999999"], "error: --port: expected a port number from 0 to 65535, "
+                                                    "got '99999999999'"),
+    (["run", "--dry-run", "--port", "-1"], "error: --port: expected a port number from 0 to 65535, got '-1'"),
+    (["run", "--dry-run", "--web", "--web-port", "65536"], "error: --web-port: expected a port number from 0"),
+    (["run", "--dry-run", "--port", "8o80"], "error: --port: expected a port number from 0 to 65535, got '8o80'"),
+    (["env", "--port", "100000000000000000000000"], "error: --port: expected a port number from 1 to 65535"),
+    (["env", "--port", "0"], "error: --port: expected a port number from 1 to 65535, got '0'"),
+])
+def test_bad_port_numbers_are_one_line_through_the_console_script(tmp_path, argv, line):
+    p = subprocess.run([str(SCRIPT), *argv], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "TOKUNSEBA_HOME": str(tmp_path)})
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "" and p.stderr.startswith(line) and p.stderr.count("\n") == 1
+    assert "Traceback" not in p.stderr
+
+
+def test_port_number_bounds():
+    assert cli_run.port_number("--port", "0", 0) == 0
+    assert cli_run.port_number("--port", "65535", 1) == 65535
+    for bad in ("65536", "-1", "1.5", ""):
+        with pytest.raises(ValueError, match="expected a port number"):
+            cli_run.port_number("--port", bad, 0)
