@@ -20,6 +20,7 @@ from . import jsonc
 from .endpoints import Endpoint
 from .errors import TranslationError
 from .protocols import anthropic as p_anthropic
+from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
@@ -36,7 +37,6 @@ CREDENTIAL_HEADERS = frozenset(
 )
 # Request kind of a detected call -> the kind to ask of the target protocol.
 TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
-ANTHROPIC_VERSION = "2023-06-01"
 
 
 def new_request_id() -> str:
@@ -117,7 +117,7 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
     if protocol == "anthropic":  # `etype` is Anthropic vocabulary; the others go by status
         body = p_anthropic.error_body(status, message, etype)
     elif protocol == "gemini":
-        body = jsonc.dumpb({"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "UNKNOWN")}})
+        body = p_gemini.error_body(status, message)
     else:  # openai chat and responses share the envelope
         body = p_openai.error_body(status, message)
     headers = {"content-type": "application/json"}
@@ -125,9 +125,6 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
         headers[REQUEST_ID_HEADER] = request_id
     return LocalResponse(status, headers, body)
 
-
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
 # --------------------------------------------------------------------------------------
@@ -365,8 +362,8 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mappi
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
                              "accept": "text/event-stream" if turn.stream else "application/json"})
     if dst == "anthropic":
-        turn.set_headers["anthropic-version"] = ANTHROPIC_VERSION
-        turn.plumbing_headers.append(f"header anthropic-version: {ANTHROPIC_VERSION}")
+        turn.set_headers["anthropic-version"] = p_anthropic.ANTHROPIC_VERSION
+        turn.plumbing_headers.append(f"header anthropic-version: {p_anthropic.ANTHROPIC_VERSION}")
     turn.set_headers.update(ep.auth_headers(env))
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
