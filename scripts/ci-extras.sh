@@ -16,3 +16,8 @@ run() {  # run LABEL CMD...: time CMD, fail with a clear message
 
 run "local model install (scripts/localmodel.sh install)" scripts/localmodel.sh install
 run "Claude Code / Codex install (scripts/install-claude-code.sh)" scripts/install-claude-code.sh
+
+# tmux drives the interactive Claude Code test (Debian's package; root here)
+if ! command -v tmux >/dev/null 2>&1; then
+  run "tmux install (apt-get)" bash -c 'apt-get update -qq && apt-get install -y -qq tmux'
+fi
