@@ -447,3 +447,33 @@ def test_concurrent_translated_streams_do_not_cross(client_env, upstreams):
         m = by_id[f"chatcmpl-par-{i}"]
         assert m.content[0].text == f"turn {i} part a part b"
         assert m.usage.output_tokens == 58 and m.stop_reason == "end_turn"
+
+
+def test_translated_stream_to_an_http2_client(client_env, upstreams):
+    """An HTTP/2 client (as Codex is) gets the translated stream too: no chunked framing on h2,
+    events complete, the request id header present (curl --http2 through the proxy)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("curl"):
+        pytest.skip("curl not installed")
+    oai = upstreams["oai"]
+    oai.script(Reply.sse(chat_text_stream("chatcmpl-h2"), delay=0.02))
+    body = json.dumps({"model": "claude-h2", "max_tokens": 10, "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    p = subprocess.run(["curl", "-sS", "-N", "--http2", "-x", client_env.url, "--cacert", str(client_env.ca),
+                        "-D", "-", "-H", f"x-api-key: {CLIENT_KEY}", "-H", "anthropic-version: 2023-06-01",
+                        "-H", "content-type: application/json", "--data-binary", body,
+                        "https://api.anthropic.com/v1/messages"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    if out.lower().startswith(b"http/1.1 200 connection established"):  # the proxy's CONNECT answer
+        out = out.partition(b"\r\n\r\n")[2]
+    head, _, raw = out.partition(b"\r\n\r\n")
+    head = head.decode().lower()
+    assert head.startswith("http/2 200") and "transfer-encoding" not in head and "x-tokunseba-request-id: tk-" in head
+    text = raw.decode()
+    names = [ln[7:] for ln in text.splitlines() if ln.startswith("event: ")]
+    assert names[0] == "message_start" and names[-1] == "message_stop" and "content_block_delta" in names
+    assert "".join(json.loads(ln[6:])["delta"]["text"] for ln in text.splitlines()
+                   if ln.startswith("data: ") and '"text_delta"' in ln) == "Hello wörld!"
