@@ -564,9 +564,9 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         openai            local         retarget
         openai            claude-proxy  translated
         openai-responses  anthropic     refused: no translator from openai-responses to anthropic
-        openai-responses  openai        refused: no translator from openai-responses to openai
+        openai-responses  openai        translated
         openai-responses  gemini        refused: no translator from openai-responses to gemini
-        openai-responses  local         refused: no translator from openai-responses to openai
+        openai-responses  local         translated
         openai-responses  claude-proxy  refused: no translator from openai-responses to anthropic
         gemini            anthropic     refused: no translator from gemini to anthropic
         gemini            openai        refused: no translator from gemini to openai
@@ -576,7 +576,7 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
 
         ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT
         easy-turns        11  local   qwen3-0.6b   anthropic                                    ok
-        codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     refused for openai-responses → next route
+        codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     ok
         all-to-gemini     22  gemini  -            anthropic, openai, openai-responses, gemini  refused for anthropic, openai, openai-responses → error to the client
     """)
 
@@ -596,10 +596,10 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"]}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
         ("anthropic", "translated", None), ("openai", "retarget", None),
-        ("openai-responses", "refused", "no translator from openai-responses to openai"),
+        ("openai-responses", "translated", None),
         ("gemini", "refused", "no translator from gemini to openai")]
     assert [r["name"] for r in rep["routes"]] == ["easy-turns", "codex-to-local"]
-    assert rep["routes"][1]["refused"] == {"openai-responses": "no translator from openai-responses to openai"}
+    assert rep["routes"][1]["refused"] == {}
 
 
 def test_models_errors_are_one_line(capsys, tmp_path):

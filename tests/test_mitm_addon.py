@@ -546,3 +546,34 @@ async def test_client_cancel_is_recorded_as_cancelled_not_as_an_upstream_error(a
     row, kinds = _ledger_turn(tmp_path, rid)
     assert row["outcome"] == "cancelled" and row["error"] == "Client disconnected."
     assert kinds[-2:] == ["client_cancelled", "completed"] and "upstream_error" not in kinds
+
+
+async def test_client_hanging_up_after_the_terminal_event_is_a_completed_turn(addon, tmp_path):
+    """Codex resets its HTTP/2 stream as soon as it has response.completed: that turn is
+    complete (status and usage kept), not cancelled."""
+    f = make_flow({**ANT_BODY, "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+    addon.responseheaders(f)
+    pump = f.response.stream
+    pump(CHAT_SSE)  # everything up to [DONE]; the stream's clean end never comes
+    f.error = tflow.terr("stream reset by client (CANCEL)")
+    addon.error(f)
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["outcome"] == "translated" and row["status"] == 200
+    assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
+    assert kinds[-2:] == ["client_closed", "completed"]
+
+
+async def test_client_hanging_up_mid_stream_is_cancelled(addon, tmp_path):
+    f = make_flow({**ANT_BODY, "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+    addon.responseheaders(f)
+    f.response.stream(CHAT_SSE[:120])
+    f.error = tflow.terr("stream reset by client (CANCEL)")
+    addon.error(f)
+    row, kinds = _ledger_turn(tmp_path, rid)
+    assert row["outcome"] == "cancelled" and kinds[-2:] == ["client_cancelled", "completed"]

@@ -218,7 +218,7 @@ def test_warnings_for_untranslatable_pairs(tmp_path):
         """))
     rules = load_rules(path)
     assert rules.warnings == [
-        f"{path}:8: warning: route 'anyone' → local (openai): no translator from openai-responses to openai; "
+        f"{path}:8: warning: route 'anyone' → local (openai): "
         "no translator from gemini to openai; such turns are refused here and go on to the next route",
         f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
         "such turns are refused here and answered with an error",
@@ -285,11 +285,11 @@ def test_easy_turns_example_routes_background_turns_only():
 
 def test_all_local_example():
     rules = load_rules(RULES_DIR / "examples" / "all-local.yaml")
-    for client in ("anthropic", "openai"):
+    for client in ("anthropic", "openai", "openai-responses"):
         d = decide(rules, facts(client=client, tools=True, thinking=True, request_bytes=10**6))
         assert (d.action, d.endpoint.name) == ("route", "local")
-    codex = decide(rules, facts(client="openai-responses"))
-    assert codex.action == "pass"
+    gemini = decide(rules, facts(client="gemini"))
+    assert gemini.action == "pass"
 
 
 def test_retarget_example_keeps_protocol_and_model():

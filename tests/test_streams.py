@@ -550,7 +550,7 @@ def test_fail_in_chat_protocol():
 
 
 @pytest.mark.parametrize("pair", [("openai", "openai"), ("anthropic", "anthropic"), ("gemini", "anthropic"),
-                                  ("openai", "openai-responses")])
+                                  ("openai-responses", "openai")])
 def test_pairs_without_a_translator_are_refused(pair):
     with pytest.raises(ValueError):
         make_stream_translator(*pair)

@@ -659,6 +659,6 @@ def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
 
 
 def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
-    rules = "endpoints:\n  l:\n    protocol: openai\n    url: http://127.0.0.1:9/v1\nroutes:\n  - name: h\n" \
-            "    when: {model: \"*haiku*\"}\n    to: l\n"
+    rules = "endpoints:\n  g:\n    protocol: gemini\n    url: http://127.0.0.1:9/v1beta\nroutes:\n  - name: h\n" \
+            "    when: {model: \"*haiku*\"}\n    to: g\n"
     assert _ws(rules) is None

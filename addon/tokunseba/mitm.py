@@ -306,6 +306,13 @@ class Tokunseba:
         self._bridge_done(flow, turn)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
+            t = pump.t if pump is not None else None
+            if _client_went_away(msg) and t is not None and t.report.completed and flow.response is not None:
+                # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
+                # as soon as it has response.completed): the turn is complete
+                self._event(turn, "client_closed", {"message": msg, "after": "completion"})
+                self._complete(flow, turn, flow.response.status_code, pump=pump)
+                return
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self._event(turn, "client_cancelled", {"message": msg})
                 turn.outcome = "cancelled"

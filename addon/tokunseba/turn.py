@@ -26,6 +26,7 @@ from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from .translate import pair_refusal
 from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
+from .translate.responses_request import responses_to_chat
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -214,6 +215,9 @@ def _translate(src: str, ep: Endpoint, req: dict, model: str | None) -> RequestT
                                max_tokens_cap=ep.max_tokens)
     elif (src, dst) == ("openai", "anthropic"):
         tr = chat_to_anthropic(req, model=model, default_max_tokens=ep.max_tokens)
+    elif (src, dst) == ("openai-responses", "openai"):
+        tr = responses_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
+                               max_tokens_cap=ep.max_tokens)
     else:  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
     if ep.stop:

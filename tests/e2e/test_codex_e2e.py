@@ -113,3 +113,84 @@ def test_codex_turn_is_retargeted_with_the_endpoints_key(tmp_path):
     assert turns[0]["usage_reported"]["input_tokens"] == 5120  # read on the side, as reported
     # Codex tried its WebSocket first; the upgrade was declined at once, so it used HTTPS
     assert "GET https://api.openai.com/v1/responses" in m.log() and "426 Upgrade Required" in m.log()
+
+
+TRANSLATE_RULES = """\
+endpoints:
+  chat-local:
+    protocol: openai
+    url: {url}/v1
+    key_env: TK_TEST_CHAT_KEY
+    max_tokens: 1024
+    max_tokens_field: max_tokens
+routes:
+  - name: codex-to-chat
+    when: {{client: openai-responses}}
+    to: chat-local
+"""
+
+
+def _codex(codex: str, m: Mitmdump, tmp_path: Path, prompt: str) -> subprocess.CompletedProcess:
+    home = tmp_path / "home"
+    (home / "codex").mkdir(parents=True, exist_ok=True)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+           "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
+           "TERM": "dumb"}
+    return subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                           "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
+                           "-c", "model=gpt-5.5", prompt], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_codex_tool_loop_translated_to_a_chat_endpoint(tmp_path):
+    """Codex speaks Responses; the endpoint speaks Chat Completions. A streamed exec_command
+    call with fragmented arguments: Codex runs it, sends function_call_output with the same
+    call id (translated to a tool message), and prints the final text."""
+    from .test_proxy_e2e import chat_chunk
+
+    codex = need_codex()
+    call_id = "call_codexExec0001"
+    args = json.dumps({"cmd": "echo codex-tool-ran"})
+    first, second = "chatcmpl-codex-1", "chatcmpl-codex-2"
+    with Upstream() as up:
+        up.script(
+            Reply.sse([chat_chunk(first, {"role": "assistant", "content": None}),
+                       chat_chunk(first, {"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                                          "function": {"name": "exec_command", "arguments": ""}}]}),
+                       *[chat_chunk(first, {"tool_calls": [{"index": 0, "function": {"arguments": args[i:i + 9]}}]})
+                         for i in range(0, len(args), 9)],
+                       chat_chunk(first, {}, "tool_calls"),
+                       chat_chunk(first, usage={"prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920,
+                                                "prompt_tokens_details": {"cached_tokens": 512}}, choices=False),
+                       b"data: [DONE]\n\n"], delay=0.03),
+            Reply.sse([chat_chunk(second, {"role": "assistant", "content": ""}),
+                       chat_chunk(second, {"content": "The command printed codex-tool-ran."}),
+                       chat_chunk(second, {}, "stop"),
+                       chat_chunk(second, usage={"prompt_tokens": 950, "completion_tokens": 9, "total_tokens": 959},
+                                  choices=False),
+                       b"data: [DONE]\n\n"], delay=0.03),
+        )
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(TRANSLATE_RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CHAT_KEY": ENDPOINT_KEY})
+        try:
+            p = _codex(codex, m, tmp_path, "run echo codex-tool-ran")
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+        assert "The command printed codex-tool-ran." in p.stdout
+        posts = [r for r in up.requests if r.method == "POST"]
+        assert [r.path for r in posts] == ["/v1/chat/completions"] * 2
+        assert all(r.headers["authorization"] == f"Bearer {ENDPOINT_KEY}" for r in posts)
+        body = posts[1].json()
+        assistant = [msg for msg in body["messages"] if msg["role"] == "assistant"][-1]
+        assert assistant["tool_calls"][0]["id"] == call_id
+        tool = [msg for msg in body["messages"] if msg["role"] == "tool"][-1]
+        assert tool["tool_call_id"] == call_id and "codex-tool-ran" in tool["content"]
+    log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
+                                    capture_output=True, text=True).stdout)
+    turns = [t for t in log if t["client_protocol"] == "openai-responses"]
+    assert len(turns) == 2 and all(t["outcome"] == "translated" and t["target_protocol"] == "openai" for t in turns)
+    assert turns[-1]["usage_reported"]["prompt_tokens"] == 900  # oldest last; as the upstream reported it

@@ -10,7 +10,11 @@ PROTOCOLS = ("anthropic", "openai", "openai-responses", "gemini")
 
 # (client protocol, target protocol) pairs that have a translator. Same-protocol pairs
 # need none (pass-through or retarget). Everything else is refused before sending.
-TRANSLATABLE: frozenset[tuple[str, str]] = frozenset({("anthropic", "openai"), ("openai", "anthropic")})
+TRANSLATABLE: frozenset[tuple[str, str]] = frozenset({
+    ("anthropic", "openai"),  # Claude Code -> a local or OpenAI-compatible server
+    ("openai", "anthropic"),  # Chat Completions tools -> an Anthropic endpoint
+    ("openai-responses", "openai"),  # Codex -> a Chat-only (local) server
+})
 
 
 def pair_refusal(client: str, target: str) -> str | None:

@@ -131,4 +131,8 @@ def translate_error(upstream: str, client: str, status: int, body: bytes) -> tup
     if client == po.PROTOCOL:
         st, etype, code, msg = to_openai(err)
         return st, po.error_body(st, msg, etype, code)
+    if client == "openai-responses":
+        from .responses_reply import responses_error  # imports this module
+
+        return responses_error(status, body)
     raise ValueError(f"no error translation from {upstream!r} to {client!r}")

@@ -181,9 +181,13 @@ def anthropic_to_chat(doc: dict, created: int) -> ReplyTranslation:
 
 def translate_reply(upstream: str, client: str, body: bytes, *, created: int | None = None) -> ReplyTranslation:
     """A whole upstream reply (2xx) -> the client protocol's reply. ``created`` is the Chat
-    ``created`` timestamp (now when not given)."""
+    ``created`` / Responses ``created_at`` timestamp (now when not given)."""
     if (upstream, client) == (po.PROTOCOL, pa.PROTOCOL):
         return chat_to_anthropic(_parse(body, "Chat"))
     if (upstream, client) == (pa.PROTOCOL, po.PROTOCOL):
         return anthropic_to_chat(_parse(body, "Anthropic"), int(time.time()) if created is None else created)
+    if client == "openai-responses" and upstream in (po.PROTOCOL, pa.PROTOCOL):
+        from .responses_reply import to_responses  # imports this module
+
+        return to_responses(upstream, body, created=int(time.time()) if created is None else created)
     raise ValueError(f"no reply translator from {upstream!r} to {client!r}")

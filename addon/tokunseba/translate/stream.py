@@ -15,6 +15,7 @@ from ..sse import SSEDecoder, SSEEvent
 from .anthropic_stream import AnthropicDecoder, AnthropicEncoder
 from .chat_stream import ChatDecoder, ChatEncoder
 from .events import StreamError, StreamReport
+from .responses_stream import ResponsesEncoder
 
 __all__ = ["StreamTranslator", "make_stream_translator", "DECODERS", "ENCODERS"]
 
@@ -25,6 +26,7 @@ DECODERS: dict[str, Callable[[StreamReport], object]] = {
 ENCODERS: dict[str, Callable[..., object]] = {
     "anthropic": lambda report, include_usage, created: AnthropicEncoder(report),
     "openai": lambda report, include_usage, created: ChatEncoder(report, include_usage=include_usage, created=created),
+    "openai-responses": lambda report, include_usage, created: ResponsesEncoder(report, created=created),
 }
 
 
@@ -93,7 +95,7 @@ def make_stream_translator(upstream: str, client: str, *, include_usage: bool = 
                            created: int | None = None) -> StreamTranslator:
     """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
     ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
-    ``created``: the ``created`` timestamp of Chat chunks."""
+    ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream)."""
     if upstream == client or upstream not in DECODERS or client not in ENCODERS:
         raise ValueError(f"no stream translator from {upstream!r} to {client!r}")
     report = StreamReport()

@@ -1,0 +1,324 @@
+"""Neutral stream events -> an OpenAI Responses stream for a client (protocols.md C.3, E.5).
+
+``ResponsesEncoder`` writes what Codex and the openai SDK's ``responses.stream()`` helper need
+(clients.md §3.5, §4): ``response.created`` + ``response.in_progress``, then per output item
+``output_item.added`` / content events / ``output_item.done`` with the complete item, then
+``response.completed`` with the full snapshot and usage; every event has its ``event:`` line,
+its ``type`` and a ``sequence_number`` counting from 0.
+
+Mapping of the neutral blocks: text -> a ``message`` item with one ``output_text`` part;
+tool_use -> a ``function_call`` item whose ``call_id`` is the tool id byte for byte (never
+blank: pitfalls 9) and whose argument fragments go out verbatim; thinking and other blocks are
+dropped and recorded (an unsigned local reasoning summary is no OpenAI reasoning item, and no
+``encrypted_content`` is ever invented).
+
+Protocol plumbing the client requires, minted deterministically (not recorded as synthesis):
+item ids ``msg_<upstream id>_<output index>`` / ``fc_<upstream id>_<output index>`` (the
+upstream id reduced to ``[A-Za-z0-9_-]``). The response id is the upstream's message id as it
+is; only when the upstream gave none is ``resp_tk_<created>`` minted (recorded as
+``id_synthesized: response.id``), since Codex cannot parse a completion without an id.
+
+Two choices the protocol forces:
+- A Chat upstream may interleave the argument fragments of parallel calls, so a call's block
+  can receive fragments after it was closed. The completion events of a ``function_call``
+  (``function_call_arguments.done`` + ``output_item.done``) are therefore held until the next
+  text block or the end of the message; everything else goes out at once (design.md rule 5).
+  An empty argument string is completed as ``"{}"`` (protocols.md A.6: "" means no arguments).
+- ``max_tokens`` / ``refusal`` end in ``response.completed`` with status ``incomplete`` and
+  ``incomplete_details`` (Codex has no branch for ``response.incomplete``), with a warning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import jsonc
+from ..protocols import openai_chat as po
+from ..sse import encode_event
+from .anthropic_stream import note_once
+from .chat_stream import _UNSAFE_ID
+from .errors import STATUS_TO_OPENAI, UpstreamError, is_context_overflow
+from .events import (
+    BlockDelta,
+    BlockSignature,
+    BlockStart,
+    BlockStop,
+    Event,
+    MessageStart,
+    MessageStop,
+    StreamError,
+    StreamReport,
+    UsageUpdate,
+)
+from .usage import OPENAI, Usage
+
+__all__ = ["ResponsesEncoder", "STOP_TO_STATUS", "CODEX_ERROR_CODES", "EMPTY_ARGUMENTS", "item_id", "message_item",
+           "function_call_item", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
+           "failed_code"]
+
+# neutral stop reason -> (response status, incomplete_details.reason) (E.3)
+STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
+    "end_turn": ("completed", None),
+    "stop_sequence": ("completed", None),  # which sequence matched has no field: dropped, recorded
+    "tool_use": ("completed", None),
+    "pause_turn": ("completed", None),  # lossy, as for Chat
+    "max_tokens": ("incomplete", "max_output_tokens"),
+    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
+    "refusal": ("incomplete", "content_filter"),
+}
+# error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
+CODEX_ERROR_CODES = frozenset({po.CONTEXT_LENGTH_CODE, "insufficient_quota", "usage_not_included",
+                               "rate_limit_exceeded"})
+ITEM_PREFIX = {"message": "msg", "function_call": "fc"}
+EMPTY_ARGUMENTS = "{}"
+
+
+# ---- the Responses shapes, shared with the whole-reply translation (responses_reply) ----
+
+def item_id(kind: str, message_id: str | None, output_index: int) -> str:
+    """The deterministic id of output item ``output_index`` (protocol plumbing)."""
+    return f"{ITEM_PREFIX[kind]}_{_UNSAFE_ID.sub('_', message_id or 'tk')}_{output_index}"
+
+
+def message_item(iid: str, text: str, status: str = "completed") -> dict:
+    content = [{"type": "output_text", "annotations": [], "text": text}] if status == "completed" else []
+    return {"id": iid, "type": "message", "status": status, "content": content, "role": "assistant"}
+
+
+def function_call_item(iid: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+    return {"id": iid, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id,
+            "name": name}
+
+
+def response_id(message_id: str | None, created: int, warnings: list[str]) -> str:
+    """The upstream's message id as it is; minted (and recorded) only when there is none."""
+    if message_id:
+        return message_id
+    note_once(warnings, "id_synthesized: response.id")
+    return f"resp_tk_{created}"
+
+
+def response_snapshot(rid: str, created_at: int, status: str, model: str | None, output: list[dict],
+                      **extra: object) -> dict:
+    return {"id": rid, "object": "response", "created_at": created_at, "status": status, "model": model,
+            "output": output, **extra}
+
+
+def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
+    """The Responses usage object for an upstream's usage (E.4: Chat semantics, input includes
+    cached tokens; total = input + output is arithmetic). None when nothing was reported, or
+    when input or output is missing: Codex fails to parse a usage without all three ints, and
+    a zero would be a number nobody measured (the ledger keeps what was reported)."""
+    if usage is None:
+        return None
+    f = Usage(OPENAI, usage.to_openai()).fields()
+    if f["input"] is None or f["output"] is None:
+        note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
+        return None
+    out: dict = {"input_tokens": f["input"]}
+    if f["cache_read"] is not None:  # Codex requires cached_tokens whenever the details object is there
+        details = {"cached_tokens": f["cache_read"]}
+        if f["cache_write"] is not None:
+            details["cache_write_tokens"] = f["cache_write"]
+        out["input_tokens_details"] = details
+    out["output_tokens"] = f["output"]
+    if f["reasoning"] is not None:
+        out["output_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
+    out["total_tokens"] = f["input"] + f["output"]
+    return out
+
+
+def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict | None]:
+    """(status, incomplete_details) for a neutral stop reason; unknown ones complete, warned."""
+    status, reason = STOP_TO_STATUS.get(stop or "", (None, None))
+    if status is None:
+        note_once(warnings, f"unknown stop_reason {stop!r} sent as status 'completed'")
+        return "completed", None
+    return status, ({"reason": reason} if reason else None)
+
+
+def failed_code(err: UpstreamError, status: int) -> str:
+    """``response.failed`` error code: context overflow, a code Codex acts on, by status, or
+    ``server_error``."""
+    if is_context_overflow(err):
+        return po.CONTEXT_LENGTH_CODE
+    if err.code in CODEX_ERROR_CODES:
+        return err.code  # type: ignore[return-value]
+    return po.ERROR_CODES.get(status) or "server_error"
+
+
+# ---- the encoder ----
+
+@dataclass(slots=True, eq=False)  # compared by identity
+class _Item:
+    kind: str  # "message" | "function_call"
+    out: int  # output_index
+    id: str
+    call_id: str = ""
+    name: str = ""
+    parts: list[str] = field(default_factory=list)  # text / argument fragments
+    done: bool = False
+
+
+class ResponsesEncoder:
+    """Neutral events -> Responses SSE bytes for a client. Exposes ``finished`` (a terminal
+    event was sent) and ``client_usage`` (the usage object sent, None when none)."""
+
+    def __init__(self, report: StreamReport, *, created: int | None = None) -> None:
+        self.report = report
+        self.created = int(time.time()) if created is None else created
+        self.finished = False
+        self.client_usage: dict | None = None
+        self._rid = ""
+        self._model: str | None = None
+        self._mid: str | None = None  # upstream message id (item ids are minted from it)
+        self._seq = 0
+        self._items: dict[int, _Item] = {}  # neutral index -> emitted item
+        self._held: list[_Item] = []  # function calls whose completion is held
+        self._output: dict[int, dict] = {}  # output_index -> completed item
+        self._tool = False
+        self._started = False
+
+    def encode(self, ev: Event) -> bytes:
+        if self.finished:
+            return b""
+        return self._HANDLERS[type(ev)](self, ev)
+
+    # ---- wire ----
+    def _ev(self, etype: str, **fields: object) -> bytes:
+        obj = {"type": etype, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return encode_event(jsonc.dumpb(obj), etype)
+
+    def _snapshot(self, status: str, **extra: object) -> dict:
+        output = [self._output[i] for i in sorted(self._output)]
+        return response_snapshot(self._rid, self.created, status, self._model, output, **extra)
+
+    def _start(self, rid: str | None, model: str | None) -> bytes:
+        self._started = True
+        self._mid, self._model = rid, model
+        self._rid = response_id(rid, self.created, self.report.warnings)
+        snap = self._snapshot("in_progress")
+        return self._ev("response.created", response=snap) + self._ev("response.in_progress", response=snap)
+
+    # ---- handlers ----
+    def _message_start(self, ev: MessageStart) -> bytes:
+        return b"" if self._started else self._start(ev.id, ev.model)
+
+    def _block_start(self, ev: BlockStart) -> bytes:
+        if ev.kind == "text":
+            head = self._flush_held()
+            it = self._new_item(ev.index, "message")
+            return (head
+                    + self._ev("response.output_item.added", output_index=it.out,
+                               item=message_item(it.id, "", "in_progress"))
+                    + self._ev("response.content_part.added", item_id=it.id, output_index=it.out, content_index=0,
+                               part={"type": "output_text", "annotations": [], "text": ""}))
+        if ev.kind == "tool_use":
+            it = self._new_item(ev.index, "function_call")
+            it.call_id, it.name = ev.id or "", ev.name or ""
+            if not it.call_id:  # decoders synthesize missing ids; a blank call_id hangs Codex (pitfalls 9)
+                return self._stream_error(StreamError(502, "api_error", "the upstream's tool call has no id"))
+            self._tool = True
+            return self._ev("response.output_item.added", output_index=it.out,
+                            item=function_call_item(it.id, it.call_id, it.name, "", "in_progress"))
+        raw = ev.raw or {}
+        note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or ev.kind}")
+        return b""
+
+    def _new_item(self, index: int, kind: str) -> _Item:
+        out = len(self._items)
+        it = _Item(kind, out, item_id(kind, self._mid, out))
+        self._items[index] = it
+        return it
+
+    def _block_delta(self, ev: BlockDelta) -> bytes:
+        it = self._items.get(ev.index)
+        if it is None or not ev.text:
+            return b""  # a dropped block
+        if it.done:  # e.g. a call's fragment after a later text block: the item already went out whole
+            return self._stream_error(StreamError(
+                502, "api_error", f"the upstream sent content for output item {it.id} after it was completed"))
+        it.parts.append(ev.text)
+        if it.kind == "message":
+            return self._ev("response.output_text.delta", item_id=it.id, output_index=it.out, content_index=0,
+                            delta=ev.text, logprobs=[])
+        return self._ev("response.function_call_arguments.delta", item_id=it.id, output_index=it.out, delta=ev.text)
+
+    def _block_stop(self, ev: BlockStop) -> bytes:
+        it = self._items.get(ev.index)
+        if it is None or it.done or it in self._held:
+            return b""
+        if it.kind == "function_call":
+            self._held.append(it)  # fragments of interleaved parallel calls may still come
+            return b""
+        return self._complete(it)
+
+    def _complete(self, it: _Item) -> bytes:
+        it.done = True
+        joined = "".join(it.parts)
+        if it.kind == "message":
+            part = {"type": "output_text", "annotations": [], "text": joined}
+            item = message_item(it.id, joined)
+            self._output[it.out] = item
+            return (self._ev("response.output_text.done", item_id=it.id, output_index=it.out, content_index=0,
+                             text=joined, logprobs=[])
+                    + self._ev("response.content_part.done", item_id=it.id, output_index=it.out, content_index=0,
+                               part=part)
+                    + self._ev("response.output_item.done", output_index=it.out, item=item))
+        args = joined or EMPTY_ARGUMENTS
+        item = function_call_item(it.id, it.call_id, it.name, args)
+        self._output[it.out] = item
+        return (self._ev("response.function_call_arguments.done", item_id=it.id, output_index=it.out, arguments=args)
+                + self._ev("response.output_item.done", output_index=it.out, item=item))
+
+    def _flush_held(self) -> bytes:
+        held, self._held = self._held, []
+        return b"".join(self._complete(it) for it in held)
+
+    def _message_stop(self, ev: MessageStop) -> bytes:
+        head = b"" if self._started else self._start(None, None)
+        # the held calls, and any block the decoder never stopped, complete here in output order
+        self._held = sorted((it for it in self._items.values() if not it.done), key=lambda it: it.out)
+        out = head + self._flush_held()
+        rep = self.report
+        stop = ev.stop_reason
+        if self._tool and stop in ("end_turn", None):
+            stop = "tool_use"  # derived from what was emitted (pitfalls 7)
+        status, incomplete = status_for_stop(stop, rep.warnings)
+        if incomplete:
+            note_once(rep.warnings, f"stop_reason {stop!r} sent as response.completed with status 'incomplete' "
+                                    f"(Codex has no response.incomplete branch)")
+        if ev.stop_sequence:
+            note_once(rep.dropped, "stop_sequence")
+        self.client_usage = responses_usage(ev.usage, rep.warnings)
+        extra: dict = {"incomplete_details": incomplete} if incomplete else {}
+        snap = self._snapshot(status, **extra, usage=self.client_usage)
+        self.finished = True
+        rep.stop_reason, rep.completed = stop, True
+        return out + self._ev("response.completed", response=snap)
+
+    def _stream_error(self, ev: StreamError) -> bytes:
+        head = b"" if self._started else self._start(None, None)
+        err = UpstreamError(ev.status, ev.message, ev.type, ev.code)
+        status = STATUS_TO_OPENAI.get(ev.status, ev.status)
+        snap = self._snapshot("failed", error={"code": failed_code(err, status), "message": ev.message})
+        self.finished = True
+        self.report.errors.append(ev.message)
+        return head + self._ev("response.failed", response=snap)
+
+    def _nothing(self, ev: Event) -> bytes:
+        return b""  # signatures (thinking is dropped); usage after the end (the report has it)
+
+    _HANDLERS: dict[type, Callable[["ResponsesEncoder", Event], bytes]] = {
+        MessageStart: _message_start,
+        BlockStart: _block_start,
+        BlockDelta: _block_delta,
+        BlockSignature: _nothing,
+        BlockStop: _block_stop,
+        MessageStop: _message_stop,
+        StreamError: _stream_error,
+        UsageUpdate: _nothing,
+    }
