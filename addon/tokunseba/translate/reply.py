@@ -74,9 +74,12 @@ def _tool_input(tc_id: str, name: str | None, args: object) -> dict:
         f"an Anthropic tool_use needs an object input", kind="api_error")
 
 
-def chat_to_anthropic(doc: dict) -> ReplyTranslation:
-    dropped: list[str] = []
-    warnings: list[str] = []
+EMPTY = (None, "", [], {})
+
+
+def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dict, dict]:
+    """The first choice of a whole Chat reply and its message, recording what no client
+    protocol carries; a reply with no choices is a 502 (with the upstream's error if any)."""
     choices = doc.get("choices")
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
         if doc.get("error"):
@@ -86,14 +89,21 @@ def chat_to_anthropic(doc: dict) -> ReplyTranslation:
         note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
     choice = choices[0]
     for k, v in choice.items():
-        if k not in CHAT_CHOICE_MAPPED and v not in (None, "", [], {}):
+        if k not in CHAT_CHOICE_MAPPED and v not in EMPTY:
             note_once(dropped, f"choices[0].{k}")
     msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     for k, v in msg.items():
-        if k not in CHAT_MESSAGE_MAPPED and k not in CHAT_MESSAGE_IGNORED and v not in (None, "", [], {}):
+        if k not in CHAT_MESSAGE_MAPPED and k not in CHAT_MESSAGE_IGNORED and v not in EMPTY:
             note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
     if msg.get("function_call") and not msg.get("tool_calls"):
         note_once(dropped, "choices[0].message.function_call")  # deprecated, no tool id to carry
+    return choice, msg
+
+
+def chat_to_anthropic(doc: dict) -> ReplyTranslation:
+    dropped: list[str] = []
+    warnings: list[str] = []
+    choice, msg = chat_choice(doc, dropped, warnings)
 
     content: list[dict] = []
     text = msg.get("content")

@@ -572,6 +572,14 @@ A2C_FIELDS: FieldTable = {
 }
 
 
+def check_chat_options(system_role: str, max_tokens_field: str) -> None:
+    """Endpoint settings for a Chat target; a wrong one is a configuration mistake (ValueError)."""
+    if system_role not in SYSTEM_ROLES:
+        raise ValueError(f"system_role must be one of {SYSTEM_ROLES}, not {system_role!r}")
+    if max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, not {max_tokens_field!r}")
+
+
 def anthropic_to_chat(
     body: dict,
     *,
@@ -581,10 +589,7 @@ def anthropic_to_chat(
     max_tokens_cap: int | None = None,
 ) -> RequestTranslation:
     """An Anthropic Messages request body as an OpenAI Chat Completions request body."""
-    if system_role not in SYSTEM_ROLES:
-        raise ValueError(f"system_role must be one of {SYSTEM_ROLES}, not {system_role!r}")
-    if max_tokens_field not in MAX_TOKENS_FIELDS:
-        raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, not {max_tokens_field!r}")
+    check_chat_options(system_role, max_tokens_field)
     _check_body(body, "Anthropic")
     rt = RequestTranslation(body={})
     o = _Opts(system_role=system_role, max_tokens_field=max_tokens_field, max_tokens_cap=max_tokens_cap)

@@ -23,9 +23,7 @@ from .errors import parse_error_body, to_openai
 from .reply import (
     ANTHROPIC_BLOCKS_MAPPED,
     ANTHROPIC_TOP_DROPPED,
-    CHAT_CHOICE_MAPPED,
-    CHAT_MESSAGE_IGNORED,
-    CHAT_MESSAGE_MAPPED,
+    chat_choice,
     ReplyTranslation,
     _parse,
 )
@@ -42,8 +40,6 @@ from .responses_stream import (
 from .usage import ANTHROPIC, OPENAI, Usage
 
 __all__ = ["chat_to_responses", "anthropic_to_responses", "to_responses", "responses_error"]
-
-EMPTY = (None, "", [], {})
 
 
 class _Output:
@@ -80,23 +76,7 @@ def _finish(doc: dict, out: _Output, stop: str | None, usage: Usage | None, crea
 def chat_to_responses(doc: dict, created: int) -> ReplyTranslation:
     dropped: list[str] = []
     warnings: list[str] = []
-    choices = doc.get("choices")
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-        if doc.get("error"):
-            raise TranslationError(502, f"upstream error: {jsonc.dumps(doc['error'])}", kind="api_error")
-        raise TranslationError(502, "the upstream's Chat reply has no choices", kind="api_error")
-    if len(choices) > 1:
-        note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
-    choice = choices[0]
-    for k, v in choice.items():
-        if k not in CHAT_CHOICE_MAPPED and v not in EMPTY:
-            note_once(dropped, f"choices[0].{k}")
-    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    for k, v in msg.items():
-        if k not in CHAT_MESSAGE_MAPPED and k not in CHAT_MESSAGE_IGNORED and v not in EMPTY:
-            note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
-    if msg.get("function_call") and not msg.get("tool_calls"):
-        note_once(dropped, "choices[0].message.function_call")  # deprecated, no tool id to carry
+    choice, msg = chat_choice(doc, dropped, warnings)
 
     out = _Output(doc.get("id"))
     text = msg.get("content")

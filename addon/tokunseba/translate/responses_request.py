@@ -30,9 +30,8 @@ from ..errors import TranslationError
 from .request import (
     _CHECKS,
     JOIN,
-    MAX_TOKENS_FIELDS,
+    check_chat_options,
     OPENAI_TOOL_NAME_MAX,
-    SYSTEM_ROLES,
     FieldTable,
     RequestTranslation,
     _a2c_stream,
@@ -441,10 +440,7 @@ def responses_to_chat(
     max_tokens_cap: int | None = None,
 ) -> RequestTranslation:
     """An OpenAI Responses request body (Codex's) as an OpenAI Chat Completions request body."""
-    if system_role not in SYSTEM_ROLES:
-        raise ValueError(f"system_role must be one of {SYSTEM_ROLES}, not {system_role!r}")
-    if max_tokens_field not in MAX_TOKENS_FIELDS:
-        raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, not {max_tokens_field!r}")
+    check_chat_options(system_role, max_tokens_field)
     if not isinstance(body, dict):
         raise TranslationError(400, f"Responses request body must be a JSON object, got {_jtype(body)}", kind="invalid_request_error")
     rt = RequestTranslation(body={})
