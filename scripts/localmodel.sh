@@ -43,6 +43,7 @@ commands:
   -h, --help                    this help
 
 environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_START_TIMEOUT (s, default 90),
+             LOCALMODEL_TEMP (llama-server's default sampling temperature, default 0),
              LOCALMODEL_PYTHON (python used to create the cache venv),
              LOCALMODEL_STATE_DIR (pid/port/log files; default \$TOKUNSEBA_CACHE/state: set a
              private one so that concurrent users do not share or stop each other's servers)
@@ -271,8 +272,11 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
   local kind=$1 port=$2 log=$3
   if [ "$kind" = llama-server ]; then
     server_bin_ok || die "llama-server is not installed: run scripts/localmodel.sh install"
+    # --temp: the sampling temperature for requests that name none (Claude Code sends none).
+    # 0 makes this base model deterministic: it then ends its turn (prints <|im_end|>) reliably,
+    # where sampled text often runs to max_tokens and sends Claude Code into its continuation loop.
     nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c 4096 -t 2 -np 1 \
-      --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
+      --temp "${LOCALMODEL_TEMP:-0}" --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
   else
     python_pkgs_ok || die "llama-cpp-python is not installed: run scripts/localmodel.sh install"
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$ALIAS" \

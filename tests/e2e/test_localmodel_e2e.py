@@ -80,6 +80,13 @@ endpoints:
     max_tokens: 48
     max_tokens_field: max_tokens
     stop: ["<|im_end|>"]
+  llama-cc:                # Claude Code: the shipped example's cap, so the base model has room to reach
+    protocol: openai        # its end marker (else Claude Code's max_tokens continuation loop gives up)
+    url: {llama}
+    model: gemma-3-270m
+    max_tokens: 512
+    max_tokens_field: max_tokens
+    stop: ["<|im_end|>"]
   lcp:
     protocol: openai
     url: {lcp}
@@ -90,6 +97,9 @@ routes:
   - name: to-lcp
     when: {{client: anthropic, model: "lcp-*"}}
     to: lcp
+  - name: claude-code
+    when: {{client: anthropic, model: "claude-opus-*"}}
+    to: llama-cc
   - name: to-llama
     when: {{client: anthropic}}
     to: llama
@@ -205,11 +215,10 @@ def test_llama_cpp_server_stream_has_no_usage_and_ledger_says_null(sdk, local_pr
 def test_claude_code_turn_served_by_the_local_model(local_proxy, tmp_path):
     p = run_claude(local_proxy, tmp_path, "say hi", timeout=400)
     res = result_json(p)
-    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
-    assert res["is_error"] is False
+    assert p.returncode == 0 and res["is_error"] is False, (res.get("result"), p.stderr[-2000:])
     log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(local_proxy.ledger), "--json",
                                      "--limit", "1"], capture_output=True, text=True).stdout)
-    assert log[0]["endpoint"] == "llama" and log[0]["outcome"] == "translated" and log[0]["status"] == 200
+    assert log[0]["endpoint"] == "llama-cc" and log[0]["outcome"] == "translated" and log[0]["status"] == 200
 
 
 def test_easy_turns_example_main_turn_passes_haiku_title_goes_local(servers, tmp_path):
