@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,22 @@ ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.e2e
+
+CACHE = Path(os.environ.get("TOKUNSEBA_CACHE") or Path.home() / ".cache" / "tokunseba")
+
+
+def need_npm_tool(name: str, what: str) -> str:
+    """The path of an npm client installed by scripts/install-claude-code.sh; fails under CI
+    (which must have installed it), skips elsewhere."""
+    cached = CACHE / "npm" / "bin" / name
+    if cached.exists():
+        return str(cached)
+    found = shutil.which(name)
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is not installed at {cached}: .ci/run must run scripts/ci-extras.sh")
+    pytest.skip(f"{what} not installed (scripts/install-claude-code.sh)")
 
 
 class Mitmdump:

@@ -7,32 +7,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import KEYS, Mitmdump
+from .conftest import KEYS, Mitmdump, need_npm_tool
 from .test_proxy_e2e import chat_chunk
 from .upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
-CACHE = Path(os.environ.get("TOKUNSEBA_CACHE") or Path.home() / ".cache" / "tokunseba")
-CLAUDE = CACHE / "npm" / "bin" / "claude"
 DUMMY_KEY = "sk-ant-dummy-claude-code-key-0123456789"
 
 
 def need_claude() -> str:
-    if CLAUDE.exists():
-        return str(CLAUDE)
-    found = shutil.which("claude")
-    if found:
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"Claude Code is not installed at {CLAUDE}: .ci/run must run scripts/ci-extras.sh")
-    pytest.skip("Claude Code not installed (scripts/install-claude-code.sh)")
+    return need_npm_tool("claude", "Claude Code")
 
 
 RULES = """\

@@ -8,32 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, Mitmdump
+from .conftest import BIN, Mitmdump, need_npm_tool
 from .upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
-CACHE = Path(os.environ.get("TOKUNSEBA_CACHE") or Path.home() / ".cache" / "tokunseba")
-CODEX = CACHE / "npm" / "bin" / "codex"
 DUMMY = "sk-codex-client-dummy-key-0123456789"
 ENDPOINT_KEY = "sk-responses-endpoint-key-42"
 
 
 def need_codex() -> str:
-    if CODEX.exists():
-        return str(CODEX)
-    found = shutil.which("codex")
-    if found:
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"Codex is not installed at {CODEX}: .ci/run must run scripts/ci-extras.sh")
-    pytest.skip("Codex not installed (scripts/install-claude-code.sh)")
+    return need_npm_tool("codex", "Codex")
 
 
 def responses_stream(text_parts: list[str], rid: str = "resp_tk0001", mid: str = "msg_tk0001") -> list[bytes]:

@@ -17,14 +17,13 @@ import pytest
 
 from tokunseba.translate.usage import Usage
 
-from .conftest import BIN, ROOT, Mitmdump
+from .conftest import BIN, CACHE, ROOT, Mitmdump
 from .test_claude_code_e2e import result_json, run_claude
 from .upstream import Reply, Upstream, closed_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 
 SCRIPT = ROOT / "scripts" / "localmodel.sh"
-CACHE = Path(os.environ.get("TOKUNSEBA_CACHE") or Path.home() / ".cache" / "tokunseba")
 CLIENT_KEY = "sk-ant-client-key-for-local-tests"
 WEATHER = {"name": "get_weather", "description": "Get the weather for a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"},

@@ -100,6 +100,16 @@ def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dic
     return choice, msg
 
 
+def chat_tool_call_id(doc: dict, tc: dict, pos: int, warnings: list[str]) -> str:
+    """A whole Chat reply's tool-call id as it came; synthesised deterministically (and
+    recorded) only when the upstream sent none."""
+    tid = tc.get("id")
+    if not tid:
+        tid = synth_tool_id(doc.get("id"), pos)
+        note_once(warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
+    return tid
+
+
 def chat_to_anthropic(doc: dict) -> ReplyTranslation:
     dropped: list[str] = []
     warnings: list[str] = []
@@ -118,10 +128,7 @@ def chat_to_anthropic(doc: dict) -> ReplyTranslation:
         if not isinstance(tc, dict):
             continue
         fn = tc.get("function") or {}
-        tid = tc.get("id")
-        if not tid:
-            tid = synth_tool_id(doc.get("id"), pos)
-            note_once(warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
+        tid = chat_tool_call_id(doc, tc, pos, warnings)
         problem = pa.tool_id_problem(tid)
         if problem:
             raise TranslationError(502, problem, kind="api_error")

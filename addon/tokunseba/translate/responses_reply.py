@@ -18,12 +18,13 @@ from ..errors import TranslationError
 from ..protocols import anthropic as pa
 from ..protocols import openai_chat as po
 from .anthropic_stream import note_once
-from .chat_stream import stop_from_finish, synth_tool_id
+from .chat_stream import stop_from_finish
 from .errors import parse_error_body, to_openai
 from .reply import (
     ANTHROPIC_BLOCKS_MAPPED,
     ANTHROPIC_TOP_DROPPED,
     chat_choice,
+    chat_tool_call_id,
     ReplyTranslation,
     _parse,
 )
@@ -91,10 +92,7 @@ def chat_to_responses(doc: dict, created: int) -> ReplyTranslation:
         if not isinstance(tc, dict):
             continue
         fn = tc.get("function") or {}
-        tid = tc.get("id")
-        if not tid:
-            tid = synth_tool_id(doc.get("id"), pos)
-            note_once(warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
+        tid = chat_tool_call_id(doc, tc, pos, warnings)
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):  # some servers send the object itself
             args = jsonc.dumps(args)
