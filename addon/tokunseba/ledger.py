@@ -21,7 +21,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +32,7 @@ from .translate.usage import ANTHROPIC, OPENAI, Usage
 log = logging.getLogger("tokunseba.ledger")
 
 BUSY_TIMEOUT_MS = 500  # short: a write waits at most this long for another process's lock
+OPEN_BUSY_TIMEOUT_MS = 10_000  # opening (WAL switch, migrations) may wait for another process
 REDACTED = "<redacted>"
 
 # ---------------------------------------------------------------- paths
@@ -250,13 +251,17 @@ class Ledger:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             if self.readonly:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # is it a database?
             else:
-                conn.execute("PRAGMA journal_mode=WAL")
+                # Opening happens once: wait as long as another process needs to finish switching
+                # to WAL or migrating (writes, on the proxy's loop, keep the short timeout).
+                conn.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
+                _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
                 conn.execute("PRAGMA synchronous=NORMAL")
-                migrate(conn)
+                _retry_busy(lambda: migrate(conn))
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except BaseException:
             conn.close()
             raise
@@ -509,6 +514,18 @@ class Ledger:
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
+
+
+def _retry_busy(step: Callable[[], Any], tries: int = 50) -> Any:
+    """Run a one-time opening step, again while another process holds the lock: switching to
+    WAL can report "locked" without waiting for the busy timeout."""
+    for i in range(tries):
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if i == tries - 1 or ("locked" not in str(e) and "busy" not in str(e)):
+                raise
+            time.sleep(0.05 + 0.01 * i)
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
