@@ -522,6 +522,7 @@ routes:
       client: [openai-responses, openai]
     to: local
     model: gpt-oss-20b
+    on_unreachable: error
   - name: all-to-gemini
     to: gemini
     on_refused: error
@@ -544,6 +545,7 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
     assert "sk-test-not-shown" not in out
     assert scrub(out, rules) == expected("""
         rules: <PATH>
+        unmatched: pass (turns no route takes: pass through to the host the client asked for)
 
         ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY
         anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)
@@ -574,10 +576,10 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         gemini            local         refused: no translator from gemini to openai
         gemini            claude-proxy  refused: no translator from gemini to anthropic
 
-        ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT
-        easy-turns        11  local   qwen3-0.6b   anthropic                                    ok
-        codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     ok
-        all-to-gemini     22  gemini  -            anthropic, openai, openai-responses, gemini  refused for anthropic, openai, openai-responses → error to the client
+        ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT                                                                 IF UNREACHABLE
+        easy-turns        11  local   qwen3-0.6b   anthropic                                    ok                                                                     next route
+        codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     ok                                                                     error to the client
+        all-to-gemini     23  gemini  -            anthropic, openai, openai-responses, gemini  refused for anthropic, openai, openai-responses → error to the client  next route
     """)
 
 

@@ -19,6 +19,8 @@ from tokunseba.rules import (
     CHECKS,
     ENDPOINT_KEYS,
     ROUTE_KEYS,
+    TOP_KEYS,
+    policy_lines,
     Route,
     Rules,
     RulesError,
@@ -61,7 +63,7 @@ ERRORS = [
     ("yaml-tab", "endpoints:\n\tlocal: {}\n", 2, "YAML syntax error"),
     ("yaml-two-documents", "routes: []\n---\nroutes: []\n", 2, "YAML syntax error"),
     ("top-not-mapping", "- a\n- b\n", 1, "the rules file must be a mapping, got a list"),
-    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes)"),
+    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched)"),
     ("endpoints-not-mapping", "endpoints:\n  - local\n", 2, "endpoints must be a mapping, got a list"),
     ("endpoint-not-mapping", "endpoints:\n  local: http://x/v1\n", 2, "endpoint 'local' must be a mapping"),
     ("endpoint-unknown-key", LOCAL + "    urll: x\n", 5, "endpoint 'local': unknown key 'urll'"),
@@ -223,13 +225,16 @@ def test_warnings_for_untranslatable_pairs(tmp_path):
         f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
         "such turns are refused here and answered with an error",
     ]
-    assert check_file(path) == (True, ["OK: 5 endpoints, 3 routes", *rules.warnings])
+    assert check_file(path) == (True, ["OK: 5 endpoints, 3 routes", *policy_lines(rules), *rules.warnings])
 
 
 def test_check_file_ok(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(LOCAL + "routes:\n  - name: r\n    when: {client: anthropic}\n    to: local\n")
-    assert check_file(path) == (True, ["OK: 4 endpoints, 1 routes"])
+    assert check_file(path) == (True, [
+        "OK: 4 endpoints, 1 routes",
+        "unmatched: pass (turns no route takes, unparseable ones included: pass through to the host the client asked for)",
+        "on_unreachable: skip for every route (an unreachable endpoint: the next route is tried)"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +245,7 @@ def test_check_file_ok(tmp_path):
 def test_examples_load_cleanly(path):
     ok, lines = check_file(path)
     assert ok, lines
-    assert lines == [lines[0]], "examples should load without warnings"
+    assert not [line for line in lines if "warning:" in line], "examples should load without warnings"
     rules = load_rules(path)
     assert rules.routes
     assert all(not rules.endpoints[r.to].builtin for r in rules.routes)
@@ -253,7 +258,7 @@ def test_required_examples_exist():
 def test_default_is_safe_and_its_commented_example_is_valid():
     path = RULES_DIR / "default.yaml"
     rules = load_rules(path)
-    assert rules.routes == [] and rules.warnings == []
+    assert rules.routes == [] and rules.warnings == [] and rules.unmatched == "pass"
     # the commented example documents every key and is itself a valid rules file
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("# endpoints:"))
@@ -264,6 +269,7 @@ def test_default_is_safe_and_its_commented_example_is_valid():
     raw = yaml.safe_load(text)
     assert raw["endpoints"]["local"].keys() == ENDPOINT_KEYS.keys()
     assert set(raw["routes"][0]) == set(ROUTE_KEYS)
+    assert set(raw) == set(TOP_KEYS)
 
 
 def test_easy_turns_example_routes_background_turns_only():

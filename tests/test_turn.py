@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokunseba.rules import load_rules_text
-from tokunseba.turn import (CREDENTIAL_HEADERS, REQUEST_ID_HEADER, Turn, apply_header_changes, client_error,
-                            plan_request, replace_top_level_model, response_mode)
+from tokunseba.secrets import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
+from tokunseba.turn import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, plan_request,
+                            replace_top_level_model, response_mode)
 
 CLIENT_KEY = "sk-ant-client-SECRET-0001"
 LOCAL_KEY = "sk-local-endpoint-SECRET-0002"
@@ -150,7 +151,9 @@ def test_translate_anthropic_to_openai(rules):
     assert "thinking" not in sent and "metadata" not in sent
     assert t.original_body == body  # the client's bytes kept for mitmweb / the ledger
     kinds = [k for k, _ in t.events]
-    assert kinds == ["routed", "protocol_translated"]
+    assert kinds == ["routed", "left_behind", "protocol_translated"]
+    # names only: what stayed behind is recorded, never its value
+    assert dict(t.events)["left_behind"]["headers"] == ["X-Api-Key", "Anthropic-Version", "anthropic-beta", "Cookie"]
     tr = dict(t.events)["protocol_translated"]
     assert tr["from"] == "anthropic" and tr["to"] == "openai"
     assert tr["dropped"] == ["thinking", "metadata.user_id"]
@@ -218,7 +221,7 @@ def test_translation_strips_client_credentials_and_protocol_headers(rules):
     assert "x-api-key" not in out and "cookie" not in out
     assert not any(k.startswith("anthropic-") for k in out)
     assert CLIENT_KEY not in repr(out) and "SECRET-cookie" not in repr(out)
-    assert out["user-agent"] == "claude-cli/2.0"  # unrelated headers stay
+    assert out["user-agent"] == "claude-cli/2.0"  # allow-listed headers stay
 
 
 def test_translation_to_openai_strips_openai_org_headers(rules):
@@ -230,7 +233,7 @@ def test_translation_to_openai_strips_openai_org_headers(rules):
 
 def test_cross_host_retarget_swaps_the_key_and_keeps_protocol_headers(rules):
     t = plan(rules, ant_body("far-x"))
-    assert {"x-api-key", "authorization", "cookie"} <= t.remove_headers
+    assert {"x-api-key", "cookie"} <= removed(t, ANT_HEADERS)
     out = outgoing(t, ANT_HEADERS)
     assert out["x-api-key"] == REMOTE_KEY and "cookie" not in out
     # same protocol: anthropic-version / anthropic-beta are the protocol, not credentials
@@ -280,7 +283,7 @@ def test_gemini_target_from_anthropic_is_refused_and_skipped(rules):
     assert (t.action, t.endpoint.name) == ("translate", "local")  # the next matching route served it
     refused = [d for k, d in t.events if k == "route_refused"]
     assert refused == [{"rule": "to-gemini", "target": "gem", "reason": "no translator from anthropic to gemini"}]
-    assert [k for k, _ in t.events] == ["route_refused", "routed", "protocol_translated"]
+    assert [k for k, _ in t.events] == ["route_refused", "routed", "left_behind", "protocol_translated"]
 
 
 def test_refused_with_on_refused_error_answers_400(rules):
@@ -634,14 +637,18 @@ def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
 # ---------------------------------------------------------------- retarget queries (Gemini)
 
 
-def test_merge_query_keeps_the_endpoints_and_drops_the_clients_key_across_hosts():
-    from tokunseba.turn import merge_query
+def test_outgoing_query_keeps_the_endpoints_and_only_protocol_params_across_hosts():
+    from tokunseba.secrets import outgoing_query
 
     url = "https://g.example/v1beta/models/m:streamGenerateContent?alt=sse"
-    assert merge_query(url, "/v1beta/models/x:streamGenerateContent?alt=sse&key=AIzaSECRET&foo=1", drop_key=True) == \
-        "https://g.example/v1beta/models/m:streamGenerateContent?alt=sse&foo=1"
-    assert merge_query("http://h/v1/messages", "/v1/messages?beta=true", drop_key=True) == "http://h/v1/messages?beta=true"
-    assert merge_query("http://h/v1/x", "/v1/x?key=k", drop_key=False) == "http://h/v1/x?key=k"
+    assert outgoing_query(url, "/v1beta/models/x:streamGenerateContent?alt=sse&key=AIzaSECRET&foo=1", "gemini",
+                          "gemini", cross_host=True) == (url, ["key", "foo"])
+    assert outgoing_query("http://h/v1/messages", "/v1/messages?beta=true&access_token=t", "anthropic", "anthropic",
+                          cross_host=True) == ("http://h/v1/messages?beta=true", ["access_token"])
+    # another protocol's endpoint: none of the client's parameters mean anything there
+    assert outgoing_query("http://h/v1/chat/completions", "/v1/messages?beta=true", "anthropic", "openai",
+                          cross_host=True) == ("http://h/v1/chat/completions", ["beta"])
+    assert outgoing_query("http://h/v1/x", "/v1/x?key=k", "gemini", "gemini", cross_host=False) == ("http://h/v1/x?key=k", [])
 
 
 def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():

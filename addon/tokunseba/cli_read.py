@@ -524,6 +524,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     report: dict[str, Any] = {
         "rules": str(rules_path) if rules_path else None,
+        "unmatched": rules.unmatched,
         "endpoints": [
             {"name": n, "protocol": ep.protocol, "url": ep.url, "builtin": ep.builtin, "key_env": ep.key_env,
              "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n]}
@@ -542,7 +543,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         target = endpoints[r.to].protocol
         refused = {c: why for c in clients if (why := pair_refusal(c, target))}
         report["routes"].append({"name": r.name, "line": r.line, "to": r.to, "model": r.model, "clients": clients,
-                                 "refused": refused, "on_refused": r.on_refused})
+                                 "refused": refused, "on_refused": r.on_refused,
+                                 "on_unreachable": r.on_unreachable})
     if args.probe:
         with ThreadPoolExecutor(max_workers=max(len(endpoints), 1)) as pool:
             probes = list(pool.map(lambda ep: probe_endpoint(ep, timeout), endpoints.values()))
@@ -566,7 +568,10 @@ def _route_clients(route: Any) -> list[str]:
 
 
 def render_models(rep: dict) -> str:
-    out = [f"rules: {rep['rules'] or 'none (built-in endpoints only)'}", ""]
+    unmatched = {"pass": "pass through to the host the client asked for",
+                 "refuse": "refused with an error in the client's protocol"}[rep["unmatched"]]
+    out = [f"rules: {rep['rules'] or 'none (built-in endpoints only)'}",
+           f"unmatched: {rep['unmatched']} (turns no route takes: {unmatched})", ""]
     rows = []
     for e in rep["endpoints"]:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
@@ -583,8 +588,10 @@ def render_models(rep: dict) -> str:
             if r["refused"]:
                 then = "error to the client" if r["on_refused"] == "error" else "next route"
                 res = f"refused for {', '.join(r['refused'])} → {then}"
-            rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res])
-        out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT"], rows)]
+            unreachable = "error to the client" if r["on_unreachable"] == "error" else "next route"
+            rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res,
+                         unreachable])
+        out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF UNREACHABLE"], rows)]
     probed = [e for e in rep["endpoints"] if "probe" in e]
     if probed:
         rows = []

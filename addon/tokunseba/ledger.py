@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -27,13 +26,14 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
+from .private_files import create_private
+from .secrets import scrub
 from .translate.usage import ANTHROPIC, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
 
 BUSY_TIMEOUT_MS = 500  # short: a write waits at most this long for another process's lock
 OPEN_BUSY_TIMEOUT_MS = 10_000  # opening (WAL switch, migrations) may wait for another process
-REDACTED = "<redacted>"
 
 # ---------------------------------------------------------------- paths
 
@@ -133,71 +133,7 @@ TURN_FIELDS: dict[str, str] = {
 }
 JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
 
-# ---------------------------------------------------------------- secrets
-
-# Keys that hold a credential wherever they appear (compared lower-case, "_" as "-").
-SECRET_KEYS = frozenset(
-    {
-        "authorization", "proxy-authorization", "x-api-key", "api-key", "apikey",
-        "cookie", "set-cookie", "x-goog-api-key", "access-token", "refresh-token",
-        "id-token", "token", "secret", "client-secret", "password", "x-auth-token",
-    }
-)
-# Inside a header collection (a value under a key ending in "headers"), any name holding
-# one of these is treated as a credential.
-SECRET_HEADER_PARTS = ("auth", "key", "token", "cookie", "secret", "passw", "signature")
-# Key-like text inside any string (error messages, paths with ?key=..., traces): a
-# prefix that is kept (group 1) and the secret after it, or a whole key-shaped token.
-SECRET_TEXT = re.compile(
-    r"(?i)(\b(?:set-)?cookie[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?)[^\"'\r\n]+"
-    r"|(\b(?:proxy-)?(?:authorization|x-api-key|api-key|x-goog-api-key)[\"']?"
-    r"\s*(?:[:=]|\bis\b)\s*[\"']?)(?:(?:bearer|basic)\s+)?[^\s\"',;&#]+"
-    r"|(\bbearer\s+|[?&](?:key|api[_-]?key|token|access[_-]token)=)[^\s\"',;&#]+"
-    r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"
-    r"|\bsk-[A-Za-z0-9_\-]{16,}"
-    r"|\bAIza[0-9A-Za-z_\-]{20,}"
-)
-
-
-def _redact_text(s: str) -> str:
-    return SECRET_TEXT.sub(lambda m: next((g for g in m.groups() if g), "") + REDACTED, s)
-
-
-def _norm(key: str) -> str:
-    return key.lower().replace("_", "-")
-
-
-def _secret_key(key: str, in_headers: bool) -> bool:
-    k = _norm(key)
-    if k in SECRET_KEYS or k.endswith("-token") or k.endswith("-api-key"):
-        return True
-    return in_headers and any(p in k for p in SECRET_HEADER_PARTS)
-
-
-def scrub(obj: Any, in_headers: bool = False) -> Any:
-    """A copy of ``obj`` with credential-like keys' values and key-like strings redacted.
-
-    Header collections (the value of any key ending in ``headers``) may be dicts or lists
-    of ``[name, value]`` pairs; there, any name containing auth/key/token/cookie/... counts.
-    """
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            ks = str(k)
-            if _secret_key(ks, in_headers):
-                out[k] = REDACTED
-            else:
-                out[k] = scrub(v, in_headers=_norm(ks).endswith("headers"))
-        return out
-    if isinstance(obj, (list, tuple)):
-        if in_headers and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in obj):
-            return [[n, REDACTED if _secret_key(str(n), True) else scrub(v)] for n, v in obj]
-        return [scrub(v, in_headers) for v in obj]
-    if isinstance(obj, str):
-        return _redact_text(obj)
-    if isinstance(obj, bytes):
-        return scrub(obj.decode("utf-8", "replace"))
-    return obj
+# ---------------------------------------------------------------- secrets: one module (secrets.py)
 
 
 # ---------------------------------------------------------------- errors
@@ -248,8 +184,9 @@ class Ledger:
             uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            # created 0600 in a 0700 dir; SQLite gives -wal / -shm the main file's mode
+            conn = create_private(self.path, lambda: sqlite3.connect(self.path, check_same_thread=False,
+                                                                     isolation_level=None))
         try:
             if self.readonly:
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

@@ -22,6 +22,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
+from .secrets import is_credential_header
 from .translate import PROTOCOLS, pair_refusal
 
 
@@ -42,6 +43,7 @@ class Route:
     model: str | None = None
     on_refused: str = "skip"  # "skip" | "error"
     line: int = 0
+    on_unreachable: str = "skip"  # "skip" (try the next route) | "error" (answer the client with an error)
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Rules:
     routes: list[Route]
     source: str
     warnings: list[str] = field(default_factory=list)
+    unmatched: str = "pass"  # a provider turn no route takes: "pass" (to its original host) | "refuse"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,11 +245,6 @@ def _check_last_user(pattern: str, f: TurnFacts) -> tuple[bool, str]:
     return ok, f"last user text {'matches' if ok else 'does not match'} /{pattern}/"
 
 
-# Credential headers: a trace (and so the ledger) never shows their values (design.md §2 rule 7).
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "cookie",
-                            "api-key"})
-
-
 def _check_headers(want: dict[str, str], f: TurnFacts) -> tuple[bool, str]:
     parts, ok = [], True
     for name, value in want.items():
@@ -254,7 +252,7 @@ def _check_headers(want: dict[str, str], f: TurnFacts) -> tuple[bool, str]:
         ok &= got == value
         if got is None:
             parts.append(f"header {name} absent")
-        elif name in SECRET_HEADERS:
+        elif is_credential_header(name):  # a trace (and so the ledger) never shows credentials
             parts.append(f"header {name} {'has' if got == value else 'does not have'} the rule's value")
         else:
             parts.append(f"header {name} is {got!r}" + ("" if got == value else f", rule wants {value!r}"))
@@ -326,6 +324,9 @@ def decide(
             continue
         if reachable is not None and not reachable(ep):
             entry["unreachable"] = True
+            if route.on_unreachable == "error":
+                return Decision("error", route, ep, None, trace,
+                                f"route {route.name}: endpoint {ep.name} is unreachable (on_unreachable: error)")
             skipped.append(f"{route.name}: endpoint {ep.name} unreachable")
             continue
         return Decision("route", route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
@@ -336,9 +337,11 @@ def decide(
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
-TOP_KEYS = ("endpoints", "routes")
-ROUTE_KEYS = ("name", "when", "to", "model", "on_refused")
+TOP_KEYS = ("endpoints", "routes", "unmatched")
+ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_unreachable")
 ON_REFUSED = ("skip", "error")
+ON_UNREACHABLE = ("skip", "error")
+UNMATCHED = ("pass", "refuse")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "protocol": ("text", True),
@@ -536,20 +539,25 @@ def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: se
         model = None
         if "model" in m and m["model"][1].tag != _NULL:
             model = r.value(m["model"][1], "text", f"{where}: model")
-        on_refused = "skip"
-        if "on_refused" in m:
-            on_refused = r.value(m["on_refused"][1], "text", f"{where}: on_refused")
-            if on_refused is not None and on_refused not in ON_REFUSED:
-                allowed = ", ".join(ON_REFUSED)
-                r.error(m["on_refused"][1],
-                        f"{where}: on_refused must be one of: {allowed}; got {on_refused!r}")
+        on_refused = _choice(r, m, "on_refused", ON_REFUSED, where)
+        on_unreachable = _choice(r, m, "on_unreachable", ON_UNREACHABLE, where)
         when: dict[str, Any] = {}
         if "when" in m and m["when"][1].tag != _NULL:
             for key, (kn, vn) in (r.mapping(m["when"][1], f"{where}: when", tuple(CHECKS)) or {}).items():
                 when[key] = _when_value(r, key, vn, where)
         if len(r.problems) == before and to in endpoints:
-            routes.append(Route(name, when, to, model, on_refused, r.line(rn)))
+            routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable))
     return routes
+
+
+def _choice(r: _Reader, m: dict[str, tuple[Node, Node]], key: str, allowed: tuple[str, ...], where: str) -> str:
+    """A key whose value is one of ``allowed`` (the first is the default)."""
+    if key not in m:
+        return allowed[0]
+    v = r.value(m[key][1], "text", f"{where}: {key}")
+    if v is not None and v not in allowed:
+        r.error(m[key][1], f"{where}: {key} must be one of: {', '.join(allowed)}; got {v!r}")
+    return v if v in allowed else allowed[0]
 
 
 def _warnings(rules: Rules) -> list[str]:
@@ -585,9 +593,11 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
         raise RulesError([f"{source}:1: YAML error: {str(e).splitlines()[0]}"]) from None
     endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
     routes: list[Route] = []
+    unmatched = UNMATCHED[0]
     if root is not None and not (isinstance(root, ScalarNode) and root.tag == _NULL):
         top = r.mapping(root, "the rules file", TOP_KEYS)
         if top is not None:
+            unmatched = _choice(r, top, "unmatched", UNMATCHED, "the rules file")
             declared: set[str] = set()
             if "endpoints" in top and top["endpoints"][1].tag != _NULL:
                 user, declared = _endpoints(r, top["endpoints"][1])
@@ -596,7 +606,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched)
     rules.warnings = _warnings(rules)
     return rules
 
@@ -620,4 +630,20 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [f"OK: {len(rules.endpoints)} endpoints, {len(rules.routes)} routes", *rules.warnings]
+    return True, [f"OK: {len(rules.endpoints)} endpoints, {len(rules.routes)} routes", *policy_lines(rules),
+                  *rules.warnings]
+
+
+def policy_lines(rules: Rules) -> list[str]:
+    """What happens to turns no route takes, and when a route's endpoint is unreachable
+    (shown by `tokunseba check`; `tokunseba models` shows the same per route)."""
+    unmatched = {"pass": "pass through to the host the client asked for",
+                 "refuse": "answered with an error in the client's protocol, never sent on"}[rules.unmatched]
+    erring = [r.name for r in rules.routes if r.on_unreachable == "error"]
+    if not erring:
+        unreachable = "skip for every route (an unreachable endpoint: the next route is tried)"
+    else:
+        rest = "; skip for the others" if len(erring) < len(rules.routes) else ""
+        unreachable = f"error for {', '.join(erring)}{rest} (an unreachable endpoint: an error to the client)"
+    return [f"unmatched: {rules.unmatched} (turns no route takes, unparseable ones included: {unmatched})",
+            f"on_unreachable: {unreachable}"]

@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from . import jsonc
 from .endpoints import Endpoint
@@ -24,18 +23,15 @@ from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
+from .secrets import outgoing_headers, outgoing_query
 from .translate import pair_refusal
 from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
 from .translate.responses_request import responses_to_chat
+from .validate import first_problem
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
-# Headers that carry the client's credentials: never sent to another host (design.md rule 7).
-CREDENTIAL_HEADERS = frozenset(
-    {"x-api-key", "authorization", "cookie", "proxy-authorization", "x-goog-api-key", "api-key",
-     "openai-organization", "openai-project"}
-)
 # Request kind of a detected call -> the kind to ask of the target protocol.
 TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
 
@@ -73,6 +69,9 @@ class Turn:
     url: str | None = None
     set_headers: dict[str, str] = field(default_factory=dict)
     remove_headers: set[str] = field(default_factory=set)
+    # another host: only these header names (lower-case) go on, besides set_headers (secrets.py)
+    keep_headers: set[str] | None = None
+    key_injected: bool = False  # set_headers carries an endpoint's own key
     body: bytes | None = None
     local: LocalResponse | None = None
     translation: RequestTranslation | None = None
@@ -172,6 +171,7 @@ class Prepared:
     req: dict | None  # None: the body is not a JSON object (nothing to route on)
     facts: TurnFacts | None
     not_routable: str | None = None
+    header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
 
 
@@ -181,12 +181,15 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
     det = detect(host, path, method, extra_hosts)
     if det is None:
         return None
+    headers = list(headers)
+    names = tuple(k for k, _ in headers)
     try:
         req = parse_body(body)
     except TranslationError as e:
-        return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}")
+        return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names)
     hdrs = {k.lower(): v for k, v in headers}
-    return Prepared(det, host, port, path, body, req, turn_facts(det.protocol, req, len(body), hdrs, model=det.model))
+    return Prepared(det, host, port, path, body, req, turn_facts(det.protocol, req, len(body), hdrs, model=det.model),
+                    header_names=names)
 
 
 def _model_override(prep: Prepared, model: str | None) -> str | None:
@@ -255,7 +258,7 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     )
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
-        return turn
+        return _unmatched(rules, turn, prep.not_routable or "not routed")
     if isinstance(req.get("model"), str):
         turn.requested_model = req["model"]
     turn.stream = req.get("stream") is True or det.kind == "stream_generate"
@@ -271,11 +274,15 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
                                                              "url": ep.url if ep else None}))
     if decision.action == "pass":
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
-        return turn
+        return _unmatched(rules, turn, decision.reason)
     if decision.action == "error":
-        turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
         turn.endpoint = decision.endpoint
         turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
+        if decision.trace and decision.trace[-1].get("unreachable"):  # on_unreachable: error
+            turn.action, turn.outcome, turn.error = "respond", "error", decision.reason
+            turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
+            return turn
+        turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
         turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
         return turn
     ep = decision.endpoint
@@ -292,11 +299,17 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     turn.model_used = decision.model or turn.requested_model
     turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
+    if ep.protocol != det.protocol and (problem := first_problem(det.protocol, req)):
+        path, what = problem
+        turn.action, turn.outcome, turn.error = "respond", "error", f"invalid request: {path}: {what}"
+        turn.events.append(("request_invalid", {"path": path, "problem": what}))
+        turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
+        return turn
     try:
         if ep.protocol == det.protocol:
-            _plan_retarget(turn, ep, prep.body, prep.port, env)
+            _plan_retarget(turn, ep, prep, env)
         else:
-            _plan_translate(turn, ep, _translate_for(prep, ep, _model_override(prep, decision.model)), env)
+            _plan_translate(turn, ep, _translate_for(prep, ep, _model_override(prep, decision.model)), prep, env)
     except TranslationError as e:
         turn.action, turn.outcome, turn.error = "respond", "error", e.message
         turn.local = turn.client_error(e.status, e.message)
@@ -334,19 +347,40 @@ def _route_target(rules: Rules, name: str) -> str | None:
     return None
 
 
-def _credential_changes(turn: Turn, ep: Endpoint, port: int, env: Mapping[str, str]) -> bool:
-    """Another host: the client's credentials stay behind, the endpoint's own key goes."""
-    if ep.same_host(turn.host, port):
-        return False
-    turn.remove_headers |= CREDENTIAL_HEADERS
-    turn.set_headers.update(ep.auth_headers(env))
-    return True
+def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
+    """A provider turn no route takes: passes through, or (``unmatched: refuse``) is answered
+    with an error in the client's protocol and never sent on."""
+    if rules.unmatched != "refuse":
+        return turn
+    why = f"no route takes this turn ({reason}) and the rules say unmatched: refuse"
+    turn.action, turn.outcome, turn.error = "respond", "refused", why
+    turn.events.append(("unmatched_refused", {"reason": reason}))
+    turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
+    return turn
 
 
-def _plan_retarget(turn: Turn, ep: Endpoint, body: bytes, port: int, env: Mapping[str, str]) -> None:
+def _leave_behind(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str], *, translated: bool,
+                  query_withheld: list[str]) -> None:
+    """Another host: only the allow-listed headers go on (secrets.py), with the endpoint's own
+    key; what stays behind is recorded by name."""
+    keep, withheld = outgoing_headers(prep.header_names, turn.client_protocol, ep.protocol, translated=translated)
+    turn.keep_headers = keep
+    auth = ep.auth_headers(env)
+    turn.set_headers.update(auth)
+    turn.key_injected = bool(auth)
+    if withheld or query_withheld:
+        turn.events.append(("left_behind", {"headers": withheld, "query": query_withheld,
+                                            "why": f"{ep.name} is another host: only what it needs goes"}))
+
+
+def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str]) -> None:
     turn.action, turn.outcome = "retarget", "retargeted"
-    cross = _credential_changes(turn, ep, port, env)
-    turn.url = merge_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path, drop_key=cross)
+    body = prep.body
+    cross = not ep.same_host(turn.host, prep.port)
+    turn.url, query_withheld = outgoing_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path,
+                                              turn.client_protocol, ep.protocol, cross_host=cross)
+    if cross:
+        _leave_behind(turn, ep, prep, env, translated=False, query_withheld=query_withheld)
     # Gemini names the model in the path (request_url above); the others in the body
     if turn.detected.protocol != "gemini" and turn.model_used and turn.model_used != turn.requested_model:
         turn.body = replace_top_level_model(body, turn.model_used)
@@ -354,7 +388,7 @@ def _plan_retarget(turn: Turn, ep: Endpoint, body: bytes, port: int, env: Mappin
             raise TranslationError(400, "tokunseba: could not rewrite the model field of the request")
 
 
-def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mapping[str, str]) -> None:
+def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prepared, env: Mapping[str, str]) -> None:
     src, dst = turn.client_protocol, ep.protocol
     if dst == "anthropic":
         turn.include_usage = tr.client_wants_usage
@@ -362,13 +396,13 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mappi
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
     turn.url = ep.request_url(TARGET_KIND[dst], turn.model_used)
-    turn.remove_headers |= CREDENTIAL_HEADERS | {"anthropic-*", "content-encoding"}
+    _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)
+    _leave_behind(turn, ep, prep, env, translated=True, query_withheld=query_withheld)
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
                              "accept": "text/event-stream" if turn.stream else "application/json"})
     if dst == "anthropic":
         turn.set_headers["anthropic-version"] = p_anthropic.ANTHROPIC_VERSION
         turn.plumbing_headers.append(f"header anthropic-version: {p_anthropic.ANTHROPIC_VERSION}")
-    turn.set_headers.update(ep.auth_headers(env))
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
@@ -387,18 +421,6 @@ def _add_endpoint_stops(tr: RequestTranslation, ep: Endpoint, field: str) -> Non
     skipped = [s for s in ep.stop or () if s not in stops and s not in added]
     if skipped:
         tr.warnings.append(f"endpoint {ep.name} stop strings {skipped!r} not added: 4 stop strings at most")
-
-
-def merge_query(url: str, client_path: str, *, drop_key: bool) -> str:
-    """The endpoint URL's own query (e.g. Gemini's alt=sse) plus the client's parameters it
-    does not set; the client's `key` (a Gemini credential) never goes to another host."""
-    base, _, own = url.partition("?")
-    theirs = client_path.partition("?")[2]
-    params = parse_qsl(own, keep_blank_values=True)
-    have = {k for k, _ in params}
-    params += [(k, v) for k, v in parse_qsl(theirs, keep_blank_values=True)
-               if k not in have and not (drop_key and k == "key")]
-    return f"{base}?{urlencode(params)}" if params else base
 
 
 def replace_top_level_model(body: bytes, model: str) -> bytes | None:
@@ -453,7 +475,7 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
     out = []
     for name in list(headers.keys()):
         low = name.lower()
-        if low in turn.remove_headers or ("anthropic-*" in turn.remove_headers and low.startswith("anthropic-")):
+        if low in turn.remove_headers or (turn.keep_headers is not None and low not in turn.keep_headers):
             out.append(name)
     return out
 
