@@ -482,7 +482,7 @@ async def test_whole_reply_is_translated_and_recorded(addon, tmp_path):
     assert (row["client_protocol"], row["target_protocol"]) == ("anthropic", "openai")
     assert row["usage_reported"] == CHAT_REPLY["usage"] and row["usage_input"] == 9 and row["usage_output"] == 1
     assert row["latency_ms"] >= 0 and row["ttfb_ms"] is not None
-    assert kinds == ["routed", "protocol_translated", "completed"]
+    assert kinds == ["routed", "left_behind", "protocol_translated", "completed"]
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
         dump = json.dumps(led.turns()) + json.dumps(led.events(rid))
     assert CLIENT_KEY not in dump and EP_KEY not in dump

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 
+from .access import refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .endpoints import Endpoint
@@ -24,6 +25,7 @@ from .errors import TranslationError
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
 from .protocols.detect import PROVIDER_HOSTS
+from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
 from .translate.sniff import UsageSniffer, usage_from_json
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
@@ -31,6 +33,7 @@ from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, app
                    websocket_refusal)
 
 log = logging.getLogger("tokunseba")
+log.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
 MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
          "refused": ":no_entry:", "error": ":x:"}
@@ -58,13 +61,15 @@ class Pump:
         self.first_byte: float | None = None
         self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
         self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
+        # an endpoint key the upstream echoes back is redacted by value (secrets.py)
+        self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
 
     def __call__(self, data: bytes):
         try:
             if self.failed:
                 return []
             if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
-                return self._raw(data)
+                return self._redacted(self._raw(data), final=not data)
             out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
             log.exception("tokunseba: stream translation failed")
@@ -73,11 +78,18 @@ class Pump:
                 out = self.t.fail(f"tokunseba: stream translation failed: {e}")
             except Exception:
                 out = b""
+        out = b"".join(self._redacted([out] if out else [], final=not data or self.failed))
         if out:
             self._mark_first_byte()
             self._keep(out)
             return [out]
         return []
+
+    def _redacted(self, chunks: list[bytes], *, final: bool) -> list[bytes]:
+        if self.redactor is None:
+            return chunks
+        out = b"".join(self.redactor.feed(c) for c in chunks) + (self.redactor.close() if final else b"")
+        return [out] if out else []
 
     def _mark_first_byte(self) -> None:
         if self.first_byte is None:
@@ -120,6 +132,9 @@ class Tokunseba:
         loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_allow_remote_clients", bool, False,
+                          "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
+                          "without proxyauth. Off: such turns get an error in the client's protocol.")
         loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
@@ -151,6 +166,7 @@ class Tokunseba:
         path = ctx.options.tokunseba_rules or None
         before = _stamp(path)
         self.rules = load_rules(path)
+        KNOWN_SECRETS.set(endpoint_keys(self.rules.endpoints.values(), os.environ))
         # a file still being written when read is read again at the next poll
         self.rules_stamp = before if _stamp(path) == before else None
         for w in self.rules.warnings:
@@ -286,6 +302,7 @@ class Tokunseba:
                 r.content = body
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
+            _redact_whole_reply(r, turn)
             self._complete(flow, turn, r.status_code, rep=rep, pump=pump)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
@@ -352,7 +369,11 @@ class Tokunseba:
                 if not stale:
                     break
                 await asyncio.gather(*(self._probe(ep) for ep in stale))
-        return build_turn(self.rules, prep, decision, env=os.environ)
+        turn = build_turn(self.rules, prep, decision, env=os.environ)
+        peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
+        refuse_remote_client(turn, peer, proxyauth=bool(_option("proxyauth", "")),
+                             allow_remote=bool(_option("tokunseba_allow_remote_clients", False)))
+        return turn
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
@@ -480,10 +501,60 @@ class Tokunseba:
             "usage": usage.reported if usage else None, "usage_client": client_usage, **extra})
 
 
+def _option(name: str, default):
+    """An option's value, or ``default`` where the addon defining it is not loaded (proxyauth)."""
+    return getattr(ctx.options, name) if name in ctx.options else default
+
+
+def _redact_whole_reply(r: http.Response, turn: Turn) -> None:
+    """An endpoint key echoed back in a whole (buffered) reply is redacted by value before the
+    client, the ledger or the logs see it (streams: Pump)."""
+    if not turn.key_injected or not KNOWN_SECRETS or r.raw_content is None:
+        return
+    body = r.get_content(strict=False) or b""
+    clean = KNOWN_SECRETS.redact_bytes(body)
+    if clean != body:
+        r.content = clean
+
+
+class DisplayRedaction:
+    """Runs after Tokunseba's hooks and before mitmproxy's own flow log (its Dumper prints a
+    flow in its ``response`` / ``error`` hooks, after the request was sent): credential
+    headers and secret query values of provider calls are redacted in the flow as shown
+    (terminal at any flow_detail, mitmweb, saved flows), never on the wire."""
+
+    def __init__(self, main: Tokunseba) -> None:
+        self.main = main
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._redact(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._redact(flow)
+
+    def _redact(self, flow: http.HTTPFlow) -> None:
+        try:
+            req = flow.request
+            if "tokunseba.request_id" not in flow.metadata and not _is_provider_host(req, self.main.provider_hosts):
+                return
+            for name in {k for k in req.headers.keys() if is_credential_header(k)}:
+                req.headers[name] = REDACTED
+            if "?" in req.path:
+                req.path = redact_query(req.path)
+            elif KNOWN_SECRETS:
+                req.path = KNOWN_SECRETS.redact_text(req.path)
+        except Exception:
+            log.exception("tokunseba: redacting the flow for display failed")
+
+
+def _is_provider_host(req: http.Request, extra_hosts: dict[str, str]) -> bool:
+    host = req.pretty_host.lower()
+    return host in PROVIDER_HOSTS or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
+
+
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
     """Planning failed before detection: is this a provider call we must not let through?"""
-    host = flow.request.pretty_host.lower()
-    if host not in PROVIDER_HOSTS and host not in extra_hosts and f"{host}:{flow.request.port}" not in extra_hosts:
+    if not _is_provider_host(flow.request, extra_hosts):
         return False
     p = flow.request.path
     return flow.request.method == "POST" and ("/v1/messages" in p or "/chat/completions" in p or "/responses" in p

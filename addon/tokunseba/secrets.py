@@ -16,6 +16,7 @@ host, and redaction (design.md §2 rule 7). The one list every module uses.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -243,3 +244,18 @@ def scrub(obj: Any, in_headers: bool = False) -> Any:
     if isinstance(obj, bytes):
         return scrub(obj.decode("utf-8", "replace"))
     return obj
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts key-shaped text and known endpoint keys from a record's
+    message (formatted once here, so arguments are covered too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            msg = record.getMessage()
+        except Exception:
+            return True
+        clean = redact_text(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return True
