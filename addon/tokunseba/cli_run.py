@@ -29,7 +29,8 @@ def add_commands(sub) -> None:
     p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
                    help="routing rules (YAML); default $TOKUNSEBA_RULES, else none (everything passes through)")
     p.add_argument("--host", default=DEFAULT_HOST,
-                   help=f"listen address (default {DEFAULT_HOST}; loopback only unless you say otherwise)")
+                   help=f"listen address (default {DEFAULT_HOST}; loopback only unless you say otherwise). "
+                   "Any other address needs proxy authentication: -- --proxyauth USER:PASS")
     p.add_argument("--port", default=str(DEFAULT_PORT),
                    help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--ledger", metavar="PATH", default=None, help="ledger database (default $TOKUNSEBA_HOME/ledger.db)")
@@ -144,8 +145,38 @@ def env_command(host: str, port: int | str, conf: str | None) -> str:
     return f'eval "$({shlex.join(argv)})"'
 
 
+def exposure_problem(host: str, extra: list[str]) -> str | None:
+    """Why listening on ``host`` would make an open proxy, or None: a non-loopback address
+    without mitmproxy's proxy authentication lets anyone who reaches it spend the endpoints' keys."""
+    from .access import is_loopback
+
+    if host == "localhost" or is_loopback(host):
+        return None
+    if any(a.startswith("--proxyauth") or a.startswith("proxyauth=") for a in extra):
+        return None
+    return (f"error: --host {host} listens beyond this machine without proxy authentication, so anyone who can "
+            f"reach it could use your endpoints and their keys; add `-- --proxyauth USER:PASS` "
+            f"(or use --host {DEFAULT_HOST})")
+
+
+def ledger_warning(ledger: str | None) -> str | None:
+    """A warning line when an existing ledger (or its -wal/-shm) is readable by others."""
+    from .ledger import default_ledger_path
+    from .private_files import readable_by_others
+
+    path = Path(ledger).expanduser() if ledger else default_ledger_path()
+    loose = readable_by_others(path)
+    if not loose:
+        return None
+    return (f"tokunseba: warning: the ledger is readable by other users: {', '.join(loose)}; "
+            f"fix with: chmod 600 {shlex.quote(str(path))}*")
+
+
 def cmd_run(args) -> int:
     if err := _ports(args, port=0, web_port=0):
+        print(err, file=sys.stderr)
+        return 2
+    if err := exposure_problem(args.host, args.extra or []):
         print(err, file=sys.stderr)
         return 2
     cmd = build_command(args)
@@ -162,6 +193,8 @@ def cmd_run(args) -> int:
     else:
         print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
               file=sys.stderr)
+    if warning := ledger_warning(args.ledger):
+        print(warning, file=sys.stderr)
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover
@@ -171,6 +204,7 @@ def ca_bundle(conf: Path) -> Path:
     """System CA bundle + mitmproxy's CA in one file, so SSL_CERT_FILE users can still reach
     hosts the proxy does not decrypt."""
     from .ledger import tokunseba_home
+    from .private_files import private_dir
 
     ca = conf / "mitmproxy-ca-cert.pem"
     home = tokunseba_home()
@@ -183,7 +217,7 @@ def ca_bundle(conf: Path) -> Path:
     if ca.exists():
         parts.append(ca.read_bytes())
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
         data = b"\n".join(parts)
         if not out.exists() or out.read_bytes() != data:
             out.write_bytes(data)
