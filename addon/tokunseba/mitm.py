@@ -69,7 +69,10 @@ class Pump:
             if self.failed:
                 return []
             if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
-                return self._redacted(self._raw(data), final=not data)
+                chunks = self._redacted(self._raw(data), final=not data)
+                for c in chunks:
+                    self._keep(c)  # what the client got
+                return chunks
             out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
             log.exception("tokunseba: stream translation failed")
@@ -104,7 +107,6 @@ class Pump:
             if data:
                 self._mark_first_byte()
                 self.sniffer.feed(data)
-                self._keep(data)
             else:
                 self.sniffer.close()
         except Exception:
