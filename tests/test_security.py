@@ -153,6 +153,13 @@ def test_scrub_redacts_a_known_key_whatever_its_shape(known_key):
     assert redact_query(f"/v1/x?key={CANARY}&alt=sse") == f"/v1/x?key={REDACTED}&alt=sse"
 
 
+@pytest.mark.parametrize("echo", [f"x-auth-token: {CANARY}", f'"x-acme-token": "{CANARY}"', f"X-Portkey-Api-Key={CANARY}",
+                                  f"helicone-auth: Bearer {CANARY}", f"cookie: a={CANARY}"])
+def test_echoed_gateway_credentials_are_scrubbed_from_ledger_text(echo):
+    out = scrub({"message": f"upstream says: {echo}\nmax_tokens: 5"})["message"]
+    assert CANARY not in out and REDACTED in out and out.endswith("\nmax_tokens: 5")  # ordinary text stays
+
+
 def test_log_filter_redacts_keys_in_messages_and_arguments(known_key, caplog):
     logger = logging.getLogger("tokunseba.test-redaction")
     logger.addFilter(RedactingFilter())

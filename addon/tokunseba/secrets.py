@@ -188,7 +188,7 @@ _PARAM_NAMES = r"(?:key|api[_-]?key|token|access[_-]token|refresh[_-]token|id[_-
 SECRET_TEXT = re.compile(
     r"(?i)(\b(?:set-)?cookie[\"']?\s*(?:[:=]|\bis\b)\s*[\"']?)[^\"'\r\n]+"
     r"|(\b(?:proxy-)?(?:authorization|x-api-key|api-key|x-goog-api-key|x-auth-token|helicone-auth"
-    r"|cf-aig-authorization|x-portkey-api-key)[\"']?"
+    r"|cf-aig-authorization|x-portkey-api-key|x-[a-z0-9-]*(?:token|key|auth|secret|signature))[\"']?"
     r"\s*(?:[:=]|\bis\b)\s*[\"']?)(?:(?:bearer|basic)\s+)?[^\s\"',;&#]+"
     r"|(\bbearer\s+|[?&]" + _PARAM_NAMES + r"=)[^\s\"',;&#]+"
     r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"
