@@ -132,7 +132,7 @@ def test_no_route_matched_passes_through_untouched(rules):
     t = plan(rules, body)
     assert (t.action, t.outcome) == ("pass", "pass_through")
     assert t.url is None and t.body is None and t.local is None
-    assert not t.set_headers and not t.remove_headers
+    assert not t.set_headers and t.keep_headers is None
     assert t.requested_model == "opus-unrouted" and t.original_body == body
     assert t.events == [("routed", {"decision": "pass", "reason": "no route matched"})]
     assert t.request_id.startswith("tk-")
@@ -249,7 +249,7 @@ def test_cross_host_retarget_openai_swaps_bearer(rules):
 def test_same_host_retarget_keeps_the_clients_key(rules):
     t = plan(rules, ant_body("near-x"))
     assert t.action == "retarget" and t.url == "https://api.anthropic.com/v1/messages"
-    assert not t.remove_headers and not t.set_headers  # endpoint's key_env unused: same host
+    assert t.keep_headers is None and not t.set_headers  # endpoint's key_env unused: same host
     out = outgoing(t, ANT_HEADERS)
     assert out["x-api-key"] == CLIENT_KEY and out["cookie"] == "session=SECRET-cookie"
     assert json.loads(t.body)["model"] == "near-model"

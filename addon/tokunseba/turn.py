@@ -5,6 +5,13 @@ applies the returned ``Turn`` plan (pass through, retarget, translate or answer 
 on the reply it asks the same ``Turn`` how to treat the response headers
 (``response_mode``), for a stream translator (``stream_translator``) or for the translated
 whole body (``translate_whole``). Everything here is testable without mitmproxy.
+
+Fail closed where the rules say so: a turn no route takes (an unparseable body included)
+is answered locally under ``unmatched: refuse``, and a route with ``on_unreachable: error``
+answers instead of falling back. A turn about to be translated is first checked against
+its client protocol's rules (validate.py). A turn leaving for another host carries only the
+allow-listed headers and query parameters (secrets.py) plus the endpoint's own key; what
+stays behind is recorded by name (``left_behind``).
 """
 
 from __future__ import annotations
@@ -68,7 +75,6 @@ class Turn:
     # what to do to the request
     url: str | None = None
     set_headers: dict[str, str] = field(default_factory=dict)
-    remove_headers: set[str] = field(default_factory=set)
     # another host: only these header names (lower-case) go on, besides set_headers (secrets.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
@@ -375,7 +381,6 @@ def _leave_behind(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, st
 
 def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str]) -> None:
     turn.action, turn.outcome = "retarget", "retargeted"
-    body = prep.body
     cross = not ep.same_host(turn.host, prep.port)
     turn.url, query_withheld = outgoing_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path,
                                               turn.client_protocol, ep.protocol, cross_host=cross)
@@ -383,7 +388,7 @@ def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, s
         _leave_behind(turn, ep, prep, env, translated=False, query_withheld=query_withheld)
     # Gemini names the model in the path (request_url above); the others in the body
     if turn.detected.protocol != "gemini" and turn.model_used and turn.model_used != turn.requested_model:
-        turn.body = replace_top_level_model(body, turn.model_used)
+        turn.body = replace_top_level_model(prep.body, turn.model_used)
         if turn.body is None:
             raise TranslationError(400, "tokunseba: could not rewrite the model field of the request")
 
@@ -475,7 +480,7 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
     out = []
     for name in list(headers.keys()):
         low = name.lower()
-        if low in turn.remove_headers or (turn.keep_headers is not None and low not in turn.keep_headers):
+        if turn.keep_headers is not None and low not in turn.keep_headers:
             out.append(name)
     return out
 
