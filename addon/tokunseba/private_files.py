@@ -1,5 +1,5 @@
 """Private by default: the data dir is created 0700 and the files tokunseba creates in it
-(the ledger and SQLite's ``-wal`` / ``-shm``, the CA bundle) 0600, whatever the user's umask.
+(the ledger and SQLite's ``-wal`` / ``-shm``) 0600, whatever the user's umask.
 
 ``create_private(path, opener)`` runs ``opener`` under umask 077 (so no file it creates is
 ever readable by others, not even for an instant) and chmods ``path`` to 0600 when it did
@@ -46,15 +46,6 @@ def create_private(path: Path, opener: Callable[[], T]) -> T:
             except FileNotFoundError:
                 pass
     return result
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` as a 0600 file (its dir 0700 if missing)."""
-
-    def write() -> None:
-        path.write_bytes(data)
-
-    create_private(path, write)
 
 
 def readable_by_others(path: Path) -> list[str]:
