@@ -168,6 +168,15 @@ def test_log_filter_redacts_keys_in_messages_and_arguments(known_key, caplog):
     assert known_key not in caplog.text and CANARY not in caplog.text and REDACTED in caplog.text
 
 
+def test_the_addons_loggers_redact(known_key, caplog):
+    import tokunseba.mitm  # noqa: F401 - installs the filters
+
+    with caplog.at_level(logging.INFO):
+        for name in ("tokunseba", "tokunseba.ledger", "tokunseba.bridge"):
+            logging.getLogger(name).warning("relay: upstream said %s", known_key)
+    assert known_key not in caplog.text and caplog.text.count(REDACTED) == 3
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 80), max_size=6), st.sampled_from(["", "x", "sk-endpoint", "sk-endpoint-key-SECRET-4"]))
 def test_stream_redaction_does_not_depend_on_the_split(cuts, noise):

@@ -33,7 +33,8 @@ from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, app
                    websocket_refusal)
 
 log = logging.getLogger("tokunseba")
-log.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
+for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.bridge")):
+    _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
 MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
          "refused": ":no_entry:", "error": ":x:"}
