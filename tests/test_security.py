@@ -363,8 +363,11 @@ def test_run_warns_about_a_ledger_others_can_read(tmp_path, capsys, monkeypatch)
     os.chmod(ledger, 0o644)
     warning = cli_run.ledger_warning(str(ledger))
     assert warning.startswith("tokunseba: warning: the ledger is readable by other users:") and "\n" not in warning
+    assert cli.main(["run", "--dry-run", "--ledger", str(ledger)]) == 0  # a warning, not a refusal
+    assert capsys.readouterr().err == warning + "\n"
     os.chmod(ledger, 0o600)
     assert cli_run.ledger_warning(str(ledger)) is None
+    assert cli.main(["run", "--dry-run", "--ledger", str(ledger)]) == 0 and capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5"])

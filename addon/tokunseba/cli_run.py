@@ -180,6 +180,8 @@ def cmd_run(args) -> int:
         print(err, file=sys.stderr)
         return 2
     cmd = build_command(args)
+    if warning := ledger_warning(args.ledger):
+        print(warning, file=sys.stderr)
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
@@ -193,8 +195,6 @@ def cmd_run(args) -> int:
     else:
         print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
               file=sys.stderr)
-    if warning := ledger_warning(args.ledger):
-        print(warning, file=sys.stderr)
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover
