@@ -25,7 +25,7 @@ from tokunseba.secrets import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamR
 from tokunseba.turn import apply_header_changes, plan_request
 from tokunseba.validate import CHECKS, first_problem
 
-from .test_mitm_addon import CLIENT_KEY, EP_KEY, addon, endpoint_port, make_flow, rules_file  # noqa: F401
+from .test_mitm_addon import EP_KEY, addon, endpoint_port, make_flow, rules_file  # noqa: F401 - fixtures
 
 CANARY = "CANARY-7f3a9c1e5d"
 EP = "sk-endpoint-key-SECRET-42"
