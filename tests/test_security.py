@@ -390,3 +390,14 @@ def test_check_shows_the_fail_closed_keys(tmp_path, capsys):
     assert cli.main(["check", str(p)]) == 0
     out = capsys.readouterr().out
     assert "unmatched: refuse" in out and "on_unreachable: error for to-local; skip for the others" in out
+
+
+def test_explain_shows_what_was_left_behind(tmp_path, capsys):
+    ledger = tmp_path / "l.db"
+    with Ledger(ledger) as led:
+        led.start_turn("tk-left1", started_at=1.0, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-x", stream=False)
+        led.event("tk-left1", "left_behind", {"headers": ["x-api-key", "cookie"], "query": ["key"]}, ts=1.0)
+    assert cli.main(["explain", "tk-left1", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "left behind" in out and "headers x-api-key, cookie; query parameters key" in out

@@ -440,6 +440,11 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         if e["kind"] == "route_refused":
             d = e["data"] or {}
             out.append(_kv("refused", f"{d.get('rule', '?')} → {d.get('target', '?')}: {d.get('reason', '')}"))
+        elif e["kind"] == "left_behind":  # another host: what did not go there (names only)
+            d = e["data"] or {}
+            parts = [f"{what} {', '.join(map(str, d.get(key) or []))}" for key, what in
+                     (("headers", "headers"), ("query", "query parameters")) if d.get(key)]
+            out.append(_kv("left behind", "; ".join(parts)))
 
     out += ["", _kv("upstream", f"status {turn['status']}" if turn.get("status") is not None else "no status recorded")]
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})
