@@ -401,3 +401,11 @@ def test_explain_shows_what_was_left_behind(tmp_path, capsys):
     assert cli.main(["explain", "tk-left1", "--ledger", str(ledger)]) == 0
     out = capsys.readouterr().out
     assert "left behind" in out and "headers x-api-key, cookie; query parameters key" in out
+
+
+@pytest.mark.parametrize("name", ["x-auth-token", "cf-aig-authorization", "x-acme-token", "helicone-auth"])
+def test_a_header_condition_on_a_credential_never_shows_its_value(name):
+    rules = load_rules_text(RULES + f"  - name: by-header\n    when: {{header: {{{name}: wanted}}}}\n    to: local\n")
+    t = plan(rules, ant("o-1"), headers=[(name, CANARY)])
+    (entry,) = [e for e in t.decision.trace if e["route"] == "by-header"]
+    assert CANARY not in repr(entry) and f"header {name} does not have the rule's value" in entry["reasons"]
