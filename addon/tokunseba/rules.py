@@ -5,6 +5,11 @@ The file format is design.md §4. Every mistake is reported at load time as one 
 warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
 evaluation simply goes on with the next route (design.md §2 rule 4).
 
+Failing closed is the user's choice: a route with ``on_unreachable: error`` answers with an
+error when its endpoint is down (``decide`` returns an "error" decision) instead of trying
+the next route, and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
+turn.py) answers every provider turn no route takes instead of passing it through.
+
 This is the only module that imports yaml.
 """
 
@@ -298,7 +303,8 @@ def decide(
     reachable: Callable[[Endpoint], bool] | None = None,
 ) -> Decision:
     """First route whose conditions hold, whose pair is translatable and whose endpoint is
-    reachable wins; no such route = pass through."""
+    reachable wins; no such route = pass through. A refused route with ``on_refused: error``
+    or an unreachable one with ``on_unreachable: error`` ends the search with an "error"."""
     if refusal is None:
         refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
     trace: list[dict] = []
