@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import ssl
 import time
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from .endpoints import Endpoint
 from .errors import TranslationError
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
+from .shadow import SHADOWABLE, should_shadow
+from .shadow_sender import ShadowJob, ShadowSender
 from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
 from .translate.sniff import UsageSniffer, usage_from_json
@@ -57,7 +60,8 @@ class Pump:
         self.failed = False
         self.first_byte: float | None = None
         self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
-        self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
+        # --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
+        self.kept: bytearray | None = bytearray() if addon.ledger_bodies or turn.request_id in addon.shadowed else None
 
     def __call__(self, data: bytes):
         try:
@@ -113,6 +117,8 @@ class Tokunseba:
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.bridged: dict[str, str] = {}  # flow id -> relay token
+        self.shadows: ShadowSender | None = None
+        self.shadowed: set[str] = set()  # request ids of turns being shadowed
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -120,6 +126,9 @@ class Tokunseba:
         loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_shadow_concurrency", int, 2,
+                          "At most this many shadow turns in flight; more are skipped (recorded shadow_skipped).")
+        loader.add_option("tokunseba_shadow_timeout_s", int, 120, "A shadow turn gets no more than this many seconds.")
         loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
@@ -181,9 +190,15 @@ class Tokunseba:
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
             log.warning("tokunseba: translated turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
+        self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
+                                    timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
+                                    ssl_context=_upstream_ssl_context())
 
     def done(self) -> None:
         self.bridge.stop()
+        if self.shadows is not None:
+            for t in list(self.shadows.tasks):
+                t.cancel()
         if self.ledger is not None:
             self.ledger.close()
 
@@ -209,6 +224,7 @@ class Tokunseba:
             turn = await self._plan(flow)
             if turn is not None:
                 self._apply(flow, turn)
+                self._maybe_shadow(flow, turn)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             if turn is not None or flow.id in self.turns:
@@ -398,6 +414,33 @@ class Tokunseba:
         if turn.body is not None:
             req.content = turn.body
 
+    def _maybe_shadow(self, flow: http.HTTPFlow, turn: Turn) -> None:
+        """A route with `shadow:` also sends this turn to its shadow endpoint, in the
+        background: scheduled here, it never delays the client's turn (shadow_sender.py)."""
+        route = turn.decision.route if turn.decision else None
+        if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
+                or (turn.client_protocol, turn.detected.kind) not in SHADOWABLE
+                or not should_shadow(route.shadow_sample, random.random())):
+            return
+        job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
+                        turn.detected.kind, turn.original_body, flow.request.pretty_host, flow.request.port)
+        if self.shadows.submit(job):
+            self.shadowed.add(turn.request_id)
+
+    def _shadow_primary_done(self, flow: http.HTTPFlow, turn: Turn, status: int | None, pump: Pump | None) -> None:
+        """Hand the reply the client got to the shadow waiting to compare with it."""
+        if turn.request_id not in self.shadowed:
+            return
+        self.shadowed.discard(turn.request_id)
+        if pump is not None and pump.kept is not None:
+            body = bytes(pump.kept)
+        elif flow.response is not None and flow.response.raw_content is not None:
+            body = flow.response.get_content(strict=False) or b""
+        else:
+            body = b""
+        error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
+        self.shadows.primary_done(turn.request_id, status, body, error)
+
     def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
         token = self.bridged.pop(flow.id, None)
         target = self.bridge.finish(token) if token else None
@@ -462,6 +505,7 @@ class Tokunseba:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         latency = (now - turn.started_at) * 1000
         ttfb = (fb - turn.started_at) * 1000 if fb else None
+        self._shadow_primary_done(flow, turn, status, pump)
         if self.ledger is None:
             return
         fields = dict(status=status, latency_ms=round(latency, 3), ttfb_ms=round(ttfb, 3) if ttfb is not None else None,

@@ -87,7 +87,7 @@ class Turn:
         d = self.decision
         parts: list[str] = []
         if d is not None and d.route is not None:
-            parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else '?'}")
+            parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
