@@ -330,6 +330,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         with ledger:
             turn = ledger.get_turn(args.request_id)
             events = ledger.events(turn["request_id"])
+            shadows = ledger.shadows(request_id=turn["request_id"])
     except LookupError as e:
         return _error(str(e.args[0]), 1)
     except (sqlite3.Error, OverflowError) as e:
@@ -338,9 +339,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
     if args.json:
-        _json({"turn": turn, "events": events})
+        _json({"turn": turn, "events": events, "shadows": shadows})
     else:
-        print(render_explain(turn, events))
+        from .shadow_view import explain_lines
+
+        print("\n".join([render_explain(turn, events), *explain_lines(shadows)]))
     return 0
 
 

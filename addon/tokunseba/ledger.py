@@ -120,6 +120,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 endpoint TEXT,
                 target_protocol TEXT,
                 model TEXT,
+                origin TEXT,
                 at_original INTEGER,
                 status INTEGER,
                 latency_ms REAL,
@@ -172,7 +173,8 @@ JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
 # add_shadow(**fields): field -> how it is stored (as TURN_FIELDS; "body" columns are kept
 # for every shadow and replay: the user asked for the comparison by writing `shadow:`)
 SHADOW_FIELDS: dict[str, str] = {
-    "route": "plain", "endpoint": "plain", "target_protocol": "plain", "model": "plain", "at_original": "plain",
+    "route": "plain", "endpoint": "plain", "target_protocol": "plain", "model": "plain", "origin": "plain",
+    "at_original": "plain",
     "status": "plain", "latency_ms": "plain", "error": "text",
     "dropped": "json", "facts": "json", "primary_facts": "json", "comparison": "json",
     "request_body": "body", "response_body": "body", "primary_body": "body",
@@ -588,7 +590,7 @@ class Ledger:
             return []
         cols = "s.*" if bodies else ", ".join(
             f"s.{c}" for c in ("id", "request_id", "kind", "started_at", "route", "endpoint", "target_protocol",
-                               "model", "at_original", "status", "latency_ms", "error", "usage_protocol",
+                               "model", "origin", "at_original", "status", "latency_ms", "error", "usage_protocol",
                                "usage_reported", *(f"usage_{f}" for f in USAGE_FIELDS), "dropped", "facts",
                                "primary_facts", "comparison"))
         prim = ", ".join(f"t.{c} AS primary_{c}" for c in (

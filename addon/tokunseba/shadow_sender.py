@@ -146,8 +146,8 @@ class ShadowSender:
         ledger.add_shadow(
             job.request_id, "shadow", started_at=job.started_at, usage=usage, route=job.route, endpoint=ep.name,
             target_protocol=ep.protocol, model=out.model if out else None,
-            at_original=int(ep.same_host(job.origin_host, job.origin_port)), status=res["status"],
-            latency_ms=res["latency_ms"], error=res["error"] or shadow.error, dropped=out.dropped if out else None,
+            origin=f"{job.origin_host}:{job.origin_port}", at_original=int(ep.same_host(job.origin_host, job.origin_port)),
+            status=res["status"], latency_ms=res["latency_ms"], error=res["error"] or shadow.error, dropped=out.dropped if out else None,
             facts=shadow.to_json(), primary_facts=primary.to_json(), comparison=compare(primary, shadow),
             request_body=job.body, response_body=res["body"] or None, primary_body=p.body or None)
 

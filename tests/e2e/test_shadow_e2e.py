@@ -1,0 +1,175 @@
+"""Issue 12 end to end: shadow turns through a real mitmdump with the addon, scripted upstreams
+on loopback, a Claude Code-shaped streamed turn; `tokunseba shadow`, `explain`, `replay` and
+`stats --prices` read the ledger the proxy wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ..conftest import load_fixture
+from .conftest import BIN, KEYS, Mitmdump
+from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
+from .upstream import Reply, Upstream
+
+pytestmark = pytest.mark.e2e
+
+FIXTURE = load_fixture("claude-code-print-main-turn.json")
+STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
+PRIMARY_SSE = (STREAMS / "anthropic_validated_text_tool.sse").read_bytes()  # text + get_weather(Paris, celsius)
+SKIP_HEADERS = {"host", "content-length", "accept-encoding", "connection", "x-api-key"}
+
+RULES = """\
+endpoints:
+  oai:
+    protocol: openai
+    url: {oai}/v1
+    key_env: TK_TEST_OAI_KEY
+    max_tokens: 2048
+  ant:
+    protocol: anthropic
+    url: {ant}/v1
+    key_env: TK_TEST_ANT_KEY
+  stall:
+    protocol: openai
+    url: {stall}/v1
+routes:
+  - name: shadowed
+    when: {{client: anthropic, header: {{x-test-shadow: oai}}}}
+    shadow: oai
+  - name: stalled
+    when: {{client: anthropic, header: {{x-test-shadow: stall}}}}
+    shadow: stall
+  - name: local-first
+    when: {{client: anthropic, model: "local-*"}}
+    to: oai
+    shadow: ant
+"""
+
+# the shadow's whole Chat reply: same text, same tool with the same arguments in another key order
+AGREEING = {"id": "chatcmpl-shadow-1", "object": "chat.completion", "created": 1767225600, "model": "local-model",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Let me check the weather.",
+                "tool_calls": [{"id": "call_s1", "type": "function", "function": {
+                    "name": "get_weather", "arguments": "{\"unit\": \"celsius\", \"city\": \"Paris\"}"}}]}}],
+            "usage": {"prompt_tokens": 1500, "completion_tokens": 31, "total_tokens": 1531}}
+DISAGREEING = {"id": "chatcmpl-shadow-2", "object": "chat.completion", "created": 1767225600, "model": "local-model",
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "It is sunny in Paris."}}],
+               "usage": {"prompt_tokens": 1500, "completion_tokens": 7, "total_tokens": 1507}}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "tokunseba"), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **KEYS})
+
+
+@pytest.fixture(scope="module")
+def stall():
+    with Upstream() as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def shadow_proxy(upstreams, stall, tmp_path_factory):
+    work = tmp_path_factory.mktemp("shadow-e2e")
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, stall=stall.url))
+    m = Mitmdump(work, rules, env=KEYS, extra=[
+        "--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic",
+        "--set", "tokunseba_shadow_concurrency=2", "--set", "tokunseba_shadow_timeout_s=3"])
+    yield m
+    m.stop()
+
+
+def claude_code_turn(proxy: Mitmdump, ant: Upstream, shadow: str | None, model: str | None = None) -> httpx.Response:
+    """The captured Claude Code main turn (48 KB, tools, thinking, streamed), sent as Claude Code sends it."""
+    headers = {k: v for k, v in FIXTURE["headers"] if k.lower() not in SKIP_HEADERS}
+    headers["x-api-key"] = CLIENT_KEY
+    if shadow:
+        headers["x-test-shadow"] = shadow
+    body = dict(FIXTURE["body"], **({"model": model} if model else {}))
+    with httpx.Client(proxy=proxy.url, timeout=30, trust_env=False) as c:
+        return c.post(f"{ant.url}/v1/messages?beta=true", headers=headers, content=json.dumps(body).encode())
+
+
+def wait_rows(proxy: Mitmdump, ids: list[str], n: int, timeout: float = 30.0) -> list[dict]:
+    """The ledger's shadow rows of these turns once there are ``n`` of them."""
+    import sqlite3
+
+    deadline = time.time() + timeout
+    while True:
+        con = sqlite3.connect(proxy.ledger)
+        con.row_factory = sqlite3.Row
+        try:
+            rows = [dict(r) for r in con.execute(
+                f"SELECT * FROM shadows WHERE request_id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)]
+        except sqlite3.OperationalError:
+            rows = []
+        finally:
+            con.close()
+        if len(rows) >= n or time.time() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def test_shadowed_turn_serves_the_same_bytes_and_records_the_comparison(shadow_proxy, upstreams):
+    oai, ant = upstreams["oai"], upstreams["ant"]
+    ant.script(Reply.sse(PRIMARY_SSE))
+    oai.script(Reply.json(AGREEING), Reply.json(DISAGREEING))
+    plain = claude_code_turn(shadow_proxy, ant, None)
+    shadowed = claude_code_turn(shadow_proxy, ant, "oai")
+    second = claude_code_turn(shadow_proxy, ant, "oai")
+    assert plain.status_code == shadowed.status_code == 200
+    assert shadowed.content == plain.content == second.content  # the client's bytes: same with and without shadow
+    assert b"event: message_stop" in shadowed.content
+    ids = [shadowed.headers["x-tokunseba-request-id"], second.headers["x-tokunseba-request-id"]]
+    rows = wait_rows(shadow_proxy, ids, 2)
+    assert [r["request_id"] for r in rows] == ids and {r["kind"] for r in rows} == {"shadow"}
+    assert json.loads(rows[0]["usage_reported"]) == AGREEING["usage"]  # the shadow's usage, as reported
+    assert rows[0]["usage_input"] == 1500 and rows[0]["usage_output"] == 31 and rows[0]["status"] == 200
+    assert rows[0]["endpoint"] == "oai" and rows[0]["route"] == "shadowed" and rows[0]["at_original"] == 0
+    assert "thinking" in json.loads(rows[0]["dropped"])  # drops recorded for the shadow too
+    # the shadow endpoint got a translated, non-streamed request with its own key, never the client's
+    assert len(oai.requests) == 2
+    for rec in oai.requests:
+        assert rec.path == "/v1/chat/completions" and rec.headers["authorization"] == "Bearer " + KEYS["TK_TEST_OAI_KEY"]
+        assert all(CLIENT_KEY not in v for v in rec.headers.values())
+        assert "x-api-key" not in rec.headers and "stream" not in rec.json()
+    rep = json.loads(cli("shadow", "--ledger", str(shadow_proxy.ledger), "--route", "shadowed", "--json").stdout)
+    (g,) = rep["groups"]
+    assert (g["shadowed"], g["skipped"], g["failed"], g["compared"]) == (2, 0, 0, 2)
+    assert g["agree"] == {"stop_reason": 1, "tool_names": 1, "tool_arguments": 1, "text_exact": 1}
+    assert g["turns_with_tool_calls"] == 2 and g["tool_arguments_agree_with_tool_calls"] == 1
+    assert g["tokens"]["shadow"]["by_counting"]["openai"]["input"] == 3000
+    assert g["tokens"]["primary"]["by_counting"]["anthropic"]["output"] == 71 * 2  # the primary's, as reported
+    assert g["latency_ms"]["shadow"]["n"] == 2 and g["latency_ms"]["primary"]["n"] == 2
+    text = cli("shadow", "--ledger", str(shadow_proxy.ledger))
+    assert text.returncode == 0 and "shadowed → oai" in text.stdout
+    ex = cli("explain", ids[1], "--ledger", str(shadow_proxy.ledger))
+    assert ex.returncode == 0, ex.stderr
+    assert "It is sunny in Paris." in ex.stdout and 'tool get_weather({"city":"Paris","unit":"celsius"})' in ex.stdout
+    assert "same stop reason: no" in ex.stdout
+
+
+def test_full_shadow_queue_skips_and_turns_keep_flowing(shadow_proxy, upstreams, stall):
+    ant = upstreams["ant"]
+    ant.script(Reply.sse(PRIMARY_SSE))
+    stall.script(Reply(200, {"content-type": "application/json"}, [b"{", b"}"], delay=30, framing="chunked"))
+    replies = [claude_code_turn(shadow_proxy, ant, "stall") for _ in range(5)]
+    assert all(r.status_code == 200 and b"event: message_stop" in r.content for r in replies)
+    ids = [r.headers["x-tokunseba-request-id"] for r in replies]
+    rows = wait_rows(shadow_proxy, ids, 5)
+    by_kind = {k: [r for r in rows if r["kind"] == k] for k in ("shadow", "shadow_skipped")}
+    assert len(by_kind["shadow_skipped"]) == 3 and len(by_kind["shadow"]) == 2  # the bound is 2
+    assert {r["request_id"] for r in by_kind["shadow"]} == set(ids[:2])
+    assert all("no reply within 3 s" in r["error"] for r in by_kind["shadow"])
+    rep = json.loads(cli("shadow", "--ledger", str(shadow_proxy.ledger), "--route", "stalled", "--json").stdout)
+    (g,) = rep["groups"]
+    assert (g["shadowed"], g["skipped"], g["failed"], g["compared"]) == (2, 3, 2, 0)
