@@ -1,4 +1,4 @@
-"""The `shadow` command (agreement facts of shadowed turns) and the shadow part of `explain`.
+"""The `shadow` command (agreement facts of shadowed turns) and the `replay` command.
 
 `tokunseba shadow [--since 24h] [--route NAME] [--json]`: per route and shadow endpoint,
 turns shadowed / skipped / failed; among the turns whose two replies could both be read,
@@ -10,8 +10,13 @@ as each side reported them. Facts only: no quality score is invented.
 from __future__ import annotations
 
 import argparse
-from .cli_read import (_common, _error, _json, _read, fmt_ms, fmt_num, parse_since, table)
-from .ledger import USAGE_FIELDS, USAGE_PROTOCOLS, Ledger, percentile
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+from .cli_read import MAX_TIMEOUT, _common, _error, _json, _read, fmt_ms, fmt_num, parse_since, table
+from .ledger import USAGE_FIELDS, USAGE_PROTOCOLS, Ledger, LedgerError, default_ledger_path, percentile
 
 EPILOG = """\
 set up:
@@ -39,6 +44,23 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--route", metavar="NAME", help="only this route")
     _common(p)
     p.set_defaults(func=cmd_shadow)
+
+    p = sub.add_parser(
+        "replay", help="re-send a recorded turn to an endpoint and compare with the recorded reply",
+        description="Re-send a recorded turn (its request body must be stored: `tokunseba run --ledger-bodies`, "
+        "or a turn of a route with `shadow:`) to ENDPOINT through the same translators as a routed turn, "
+        "non-streamed, with the endpoint's own key (key_env). Prints the new reply in the client's protocol "
+        "(text, tool calls, stop reason, usage as reported, latency) beside the recorded one, and records it as "
+        "a `replay` row linked to the original turn (see `tokunseba explain ID`).",
+        epilog="example:\n  tokunseba replay tk-1a2b3c --to local --rules rules/examples/easy-turns-local.yaml "
+        "--save reply.json\n", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("request_id", metavar="ID", help="a request id, or a unique prefix of one")
+    p.add_argument("--to", metavar="ENDPOINT", required=True, help="endpoint to send the turn to (built in or in --rules)")
+    p.add_argument("--rules", metavar="FILE", help="rules YAML declaring the endpoint (default: $TOKUNSEBA_RULES)")
+    p.add_argument("--save", metavar="FILE", type=Path, help="write the new reply (client's protocol) to FILE")
+    p.add_argument("--timeout", metavar="SECONDS", default="120", help="give the endpoint this long (default 120)")
+    _common(p)
+    p.set_defaults(func=cmd_replay)
 
 
 def cmd_shadow(args: argparse.Namespace) -> int:
@@ -149,3 +171,59 @@ def render_shadow(rep: dict) -> str:
             out.append(table(["TOKENS AS REPORTED", "COUNTING", "TURNS", "INPUT", "OUTPUT", "CACHE READ",
                               "CACHE WRITE", "REASONING"], rows, indent="  ", right=set(range(2, 8))))
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------- replay
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import ReplayError, replay
+    from .rules import RulesError, load_rules
+    from .shadow_view import explain_lines
+
+    try:
+        timeout = float(args.timeout)
+    except ValueError:
+        timeout = math.nan
+    if not 0 < timeout <= MAX_TIMEOUT:
+        return _error(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT:g}, got {args.timeout!r}", 2)
+    try:
+        rules = load_rules(args.rules or os.environ.get("TOKUNSEBA_RULES") or None)
+    except RulesError as e:
+        return _error(str(e), 1)
+    ep = rules.endpoints.get(args.to)
+    if ep is None:
+        return _error(f"--to: unknown endpoint {args.to!r} (known: {', '.join(rules.endpoints)})", 2)
+    path = args.ledger or default_ledger_path()
+    if not Path(path).exists():
+        return _error(f"no ledger at {path} yet: run the proxy first", 1)
+    try:
+        with Ledger(path) as ledger:  # read-write: the replay is recorded
+            turn = ledger.get_turn(args.request_id)
+            done = replay(ledger, turn, ep, os.environ, timeout=timeout)
+    except (LookupError, ReplayError) as e:
+        return _error(str(e.args[0]), 1)
+    except (LedgerError, sqlite3.Error) as e:
+        return _error(f"cannot use the ledger {path}: {e}", 1)
+    if args.save:
+        try:
+            args.save.write_bytes(done.client_body)
+        except OSError as e:
+            return _error(f"--save: cannot write {args.save}: {e.strerror or e}", 1)
+    if args.json:
+        from . import jsonc
+
+        reply: object = done.client_body.decode("utf-8", "replace")
+        try:
+            reply = jsonc.loads(done.client_body)
+        except (jsonc.JSONDecodeError, UnicodeDecodeError):
+            pass
+        _json({**done.row, "client_status": done.client_status, "client_reply": reply})
+    else:
+        r = done.row
+        print(f"replay of {r['request_id']} ({turn.get('client_protocol')} client) → {ep.name} ({ep.protocol})")
+        for item in r.get("plumbing") or ():
+            print(f"  added: {item}")
+        print("\n".join(explain_lines([r])).lstrip("\n"))
+        print(f"recorded as a replay of {r['request_id']}" + (f"; reply saved to {args.save}" if args.save else ""))
+    return 0 if done.row["error"] is None else 1

@@ -173,3 +173,46 @@ def test_full_shadow_queue_skips_and_turns_keep_flowing(shadow_proxy, upstreams,
     rep = json.loads(cli("shadow", "--ledger", str(shadow_proxy.ledger), "--route", "stalled", "--json").stdout)
     (g,) = rep["groups"]
     assert (g["shadowed"], g["skipped"], g["failed"], g["compared"]) == (2, 3, 2, 0)
+
+
+ANT_WHOLE = {"id": "msg_replay_1", "type": "message", "role": "assistant", "model": "claude-replayed",
+             "content": [{"type": "text", "text": "Replayed answer."}], "stop_reason": "end_turn",
+             "stop_sequence": None, "usage": {"input_tokens": 900, "output_tokens": 4, "cache_read_input_tokens": 2048}}
+
+
+def test_replay_a_shadowed_turn_to_two_endpoints_and_a_turn_without_body(shadow_proxy, upstreams, tmp_path):
+    oai, ant = upstreams["oai"], upstreams["ant"]
+    ant.script(Reply.sse(PRIMARY_SSE), Reply.sse(PRIMARY_SSE), Reply.json(ANT_WHOLE))
+    oai.script(Reply.json(AGREEING))
+    shadowed = claude_code_turn(shadow_proxy, ant, "oai")
+    plain = claude_code_turn(shadow_proxy, ant, None)
+    rid = shadowed.headers["x-tokunseba-request-id"]
+    wait_rows(shadow_proxy, [rid], 1)
+    ledger, rules = str(shadow_proxy.ledger), str(shadow_proxy.rules)
+    saved = tmp_path / "reply.json"
+    # to the Anthropic endpoint: same protocol as the client
+    r = cli("replay", rid[:16], "--to", "ant", "--rules", rules, "--ledger", ledger, "--json", "--save", str(saved))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["request_id"] == rid and got["endpoint"] == "ant" and got["status"] == 200
+    assert got["client_reply"] == ANT_WHOLE and saved.read_bytes() == json.dumps(ANT_WHOLE).encode()
+    assert got["usage_reported"] == ANT_WHOLE["usage"]
+    assert got["facts"]["text"] == "Replayed answer." and got["primary_facts"]["tool_calls"][0]["name"] == "get_weather"
+    sent = ant.requests[-1]
+    assert sent.headers["x-api-key"] == KEYS["TK_TEST_ANT_KEY"] and "stream" not in sent.json()
+    # to the Chat endpoint: translated both ways, the reply shown in the client's protocol
+    oai.script(Reply.json(DISAGREEING))
+    r = cli("replay", rid, "--to", "oai", "--rules", rules, "--ledger", ledger, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["client_reply"]["type"] == "message" and got["client_reply"]["content"][0]["text"] == "It is sunny in Paris."
+    assert got["usage_reported"] == DISAGREEING["usage"] and got["comparison"]["text"]["same"] is False
+    assert all(CLIENT_KEY not in v for v in oai.requests[-1].headers.values())
+    text = cli("replay", rid, "--to", "oai", "--rules", rules, "--ledger", ledger)
+    assert text.returncode == 0 and "It is sunny in Paris." in text.stdout and "recorded as a replay" in text.stdout
+    story = json.loads(cli("explain", rid, "--ledger", ledger, "--json").stdout)
+    assert [s["kind"] for s in story["shadows"]] == ["shadow", "replay", "replay", "replay"]
+    # a turn whose body was not stored: one clear line
+    bad = cli("replay", plain.headers["x-tokunseba-request-id"], "--to", "oai", "--rules", rules, "--ledger", ledger)
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+    assert "no stored request body" in bad.stderr and "Traceback" not in bad.stderr
