@@ -20,7 +20,7 @@ typical use:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cli_read, cli_run, cli_shadow
+    from . import cli_prices, cli_read, cli_run, cli_shadow
 
     p = argparse.ArgumentParser(
         prog="tokunseba",
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_run.add_commands(sub)
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
+    cli_prices.extend_stats(sub)  # stats --prices
     return p
 
 

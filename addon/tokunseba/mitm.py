@@ -223,8 +223,9 @@ class Tokunseba:
             self._maybe_reload_rules()
             turn = await self._plan(flow)
             if turn is not None:
+                origin = (flow.request.pretty_host, flow.request.port)  # before _apply retargets it
                 self._apply(flow, turn)
-                self._maybe_shadow(flow, turn)
+                self._maybe_shadow(turn, origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             if turn is not None or flow.id in self.turns:
@@ -414,7 +415,7 @@ class Tokunseba:
         if turn.body is not None:
             req.content = turn.body
 
-    def _maybe_shadow(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _maybe_shadow(self, turn: Turn, origin: tuple[str, int]) -> None:
         """A route with `shadow:` also sends this turn to its shadow endpoint, in the
         background: scheduled here, it never delays the client's turn (shadow_sender.py)."""
         route = turn.decision.route if turn.decision else None
@@ -423,7 +424,7 @@ class Tokunseba:
                 or not should_shadow(route.shadow_sample, random.random())):
             return
         job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
-                        turn.detected.kind, turn.original_body, flow.request.pretty_host, flow.request.port)
+                        turn.detected.kind, turn.original_body, *origin)
         if self.shadows.submit(job):
             self.shadowed.add(turn.request_id)
 

@@ -5,7 +5,8 @@ The file format is design.md §4. Every mistake is reported at load time as one 
 warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
 evaluation simply goes on with the next route (design.md §2 rule 4).
 
-This is the only module that imports yaml.
+This is the only module that imports yaml, with prices.py (which reads the price table
+with this module's ``_Reader``, for the same ``FILE:LINE`` errors).
 """
 
 from __future__ import annotations

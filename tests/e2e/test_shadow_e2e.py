@@ -216,3 +216,63 @@ def test_replay_a_shadowed_turn_to_two_endpoints_and_a_turn_without_body(shadow_
     bad = cli("replay", plain.headers["x-tokunseba-request-id"], "--to", "oai", "--rules", rules, "--ledger", ledger)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
     assert "no stored request body" in bad.stderr and "Traceback" not in bad.stderr
+
+
+PRICES = """\
+prices:
+  oai:local-*: {input: 0.5, output: 1.5, cache_read: 0.05}
+  ant:local-*: {input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75}
+"""
+
+
+def test_stats_prices_cost_of_reported_usage_and_would_have_cost_only_where_reported(upstreams, stall, tmp_path,
+                                                                                     monkeypatch):
+    """Two turns served by the Chat endpoint (translated) and shadowed at the provider the client
+    addressed; that provider reports usage for the first and fails the second."""
+    import anthropic
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, stall=stall.url))
+    m = Mitmdump(tmp_path, rules, env=KEYS, extra=[
+        "--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic"])
+    try:
+        oai, ant = upstreams["oai"], upstreams["ant"]
+        oai.script(Reply.sse(chat_text_stream("chatcmpl-priced")))
+        ant.script(Reply.json(ANT_WHOLE), Reply.json({"type": "error", "error": {"type": "api_error",
+                                                                                   "message": "down"}}, 500))
+        for k, v in m.client_env().items():
+            monkeypatch.setenv(k, v)
+        client = anthropic.Anthropic(api_key=CLIENT_KEY, max_retries=0, base_url=ant.url)
+        ids = []
+        for _ in range(2):
+            with client.messages.with_streaming_response.create(
+                    model="local-model-1", max_tokens=50, stream=True,
+                    messages=[{"role": "user", "content": "hi"}]) as resp:
+                ids.append(resp.headers["x-tokunseba-request-id"])
+                for _ in resp.iter_lines():
+                    pass
+            wait_rows(m, ids, len(ids))
+    finally:
+        m.stop()
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(PRICES)
+    r = cli("stats", "--ledger", str(m.ledger), "--prices", str(prices), "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)["prices"]
+    # served by oai, as it reported: 2610 prompt tokens of which 2048 cached, 58 completion tokens
+    served = (2610 - 2048) * 0.5 / 1e6 + 58 * 1.5 / 1e6 + 2048 * 0.05 / 1e6
+    (g,) = rep["served"]
+    assert (g["endpoint"], g["model"], g["turns"], g["priced"]) == ("oai", "local-model-1", 2, 2)
+    assert g["cost"] == pytest.approx(2 * served) and rep["served_total"] == pytest.approx(2 * served)
+    # the shadow at the original provider, as it reported: 900 input, 4 output, 2048 cache reads
+    original = 900 * 3.0 / 1e6 + 4 * 15.0 / 1e6 + 2048 * 0.3 / 1e6
+    (s,) = rep["shadow_and_replay_calls"]
+    assert (s["endpoint"], s["turns"], s["priced"], s["no_usage"]) == ("ant", 2, 1, 1)
+    assert s["cost"] == pytest.approx(original)
+    o = rep["original_provider"]
+    assert (o["turns_served_elsewhere"], o["turns_with_original_usage"]) == (2, 1)  # none for the failed shadow
+    assert o["would_have_cost"] == pytest.approx(original) and o["cost_served"] == pytest.approx(served)
+    text = cli("stats", "--ledger", str(m.ledger), "--prices", str(prices))
+    assert text.returncode == 0 and "with that provider's own usage (a shadow or replay to it): 1" in text.stdout
+    plain = cli("stats", "--ledger", str(m.ledger))
+    assert plain.returncode == 0 and "COST" not in plain.stdout  # no price table: no cost column
