@@ -66,7 +66,8 @@ class ShadowSender:
         self.active = 0
         self.tasks: set[asyncio.Task] = set()
         self.primaries: dict[str, _Primary] = {}
-        self._client = httpx.AsyncClient(verify=ssl_context, trust_env=False, follow_redirects=False,
+        # httpx's own 5 s default would cut slow local models short: timeout_s bounds each shadow
+        self._client = httpx.AsyncClient(verify=ssl_context, trust_env=False, follow_redirects=False, timeout=timeout_s,
                                          limits=httpx.Limits(max_connections=max(concurrency, 1)))
 
     def submit(self, job: ShadowJob) -> bool:
