@@ -194,6 +194,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     ep = rules.endpoints.get(args.to)
     if ep is None:
         return _error(f"--to: unknown endpoint {args.to!r} (known: {', '.join(rules.endpoints)})", 2)
+    try:
+        args.request_id.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8 in argv: no request id looks like that
+        return _error(f"no turn with request id {args.request_id!r}", 1)
+    if args.save and not args.save.parent.is_dir():  # before anything is sent
+        return _error(f"--save: no directory {args.save.parent} to write {args.save.name} in", 2)
     path = args.ledger or default_ledger_path()
     if not Path(path).exists():
         return _error(f"no ledger at {path} yet: run the proxy first", 1)

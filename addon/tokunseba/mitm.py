@@ -138,6 +138,8 @@ class Tokunseba:
                 self._load_rules()
             except RulesError as e:
                 raise exceptions.OptionsError(str(e)) from None
+        if {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"} & updated:
+            self._configure_shadows()
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -155,6 +157,14 @@ class Tokunseba:
                                      store_bodies=ctx.options.tokunseba_ledger_bodies)
             except Exception as e:
                 raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+
+    def _configure_shadows(self) -> None:
+        o = ctx.options
+        if o.tokunseba_shadow_concurrency < 0 or o.tokunseba_shadow_timeout_s <= 0:
+            raise exceptions.OptionsError("tokunseba_shadow_concurrency must be 0 or more (0: no shadows) and "
+                                          "tokunseba_shadow_timeout_s more than 0")
+        if self.shadows is not None:  # changed while running (mitmweb's options)
+            self.shadows.concurrency, self.shadows.timeout_s = o.tokunseba_shadow_concurrency, o.tokunseba_shadow_timeout_s
 
     def _load_rules(self) -> None:
         path = ctx.options.tokunseba_rules or None

@@ -89,7 +89,8 @@ def reply_for_client(target: str, client: str, status: int, body: bytes) -> tupl
 def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mapping[str, str]) -> OutboundRequest:
     """The request a shadow/replay sends to ``ep`` for a client request of ``client`` protocol."""
     if (client, kind) not in SHADOWABLE:
-        raise TranslationError(400, f"{client} {kind} requests are not shadowed or replayed", kind="refused")
+        what = f"{client} {kind} requests" if kind else f"{client} turns"
+        raise TranslationError(400, f"{what} are not shadowed or replayed", kind="refused")
     if ep.protocol not in TARGET_KIND:
         raise TranslationError(400, f"no translator from {client} to {ep.protocol}", kind="refused")
     try:
