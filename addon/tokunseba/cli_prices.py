@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .cli_read import _error, _json, _read, cmd_stats, parse_since, render_stats, table
+from .cli_read import _error, _json, _read, cmd_stats, render_stats, since_option, table
 from .ledger import Ledger, compute_stats
 from .prices import PricesError, load_prices, price_report
 
@@ -24,12 +24,10 @@ def extend_stats(sub: argparse._SubParsersAction) -> None:
 def cmd_stats_prices(args: argparse.Namespace) -> int:
     if not getattr(args, "prices", None):
         return cmd_stats(args)
-    since = None
-    if args.since is not None:
-        try:
-            since = parse_since(args.since)
-        except ValueError as e:
-            return _error(f"--since: {e}", 2)
+    try:
+        since = since_option(args.since)
+    except ValueError as e:
+        return _error(str(e), 2)
     try:
         prices = load_prices(args.prices)
     except PricesError as e:

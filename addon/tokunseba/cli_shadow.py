@@ -10,12 +10,11 @@ as each side reported them. Facts only: no quality score is invented.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sqlite3
 from pathlib import Path
 
-from .cli_read import MAX_TIMEOUT, _common, _error, _json, _read, fmt_ms, fmt_num, parse_since, table
+from .cli_read import _common, _error, _json, _read, fmt_ms, fmt_num, since_option, table, timeout_option
 from .ledger import USAGE_FIELDS, USAGE_PROTOCOLS, Ledger, LedgerError, default_ledger_path, percentile
 
 EPILOG = """\
@@ -64,12 +63,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_shadow(args: argparse.Namespace) -> int:
-    since = None
-    if args.since is not None:
-        try:
-            since = parse_since(args.since)
-        except ValueError as e:
-            return _error(f"--since: {e}", 2)
+    try:
+        since = since_option(args.since)
+    except ValueError as e:
+        return _error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         rows = [r for r in ledger.shadows(since=since) if r["kind"] != "replay"
@@ -182,11 +179,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from .shadow_view import explain_lines
 
     try:
-        timeout = float(args.timeout)
-    except ValueError:
-        timeout = math.nan
-    if not 0 < timeout <= MAX_TIMEOUT:
-        return _error(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT:g}, got {args.timeout!r}", 2)
+        timeout = timeout_option(args.timeout)
+    except ValueError as e:
+        return _error(str(e), 2)
     try:
         rules = load_rules(args.rules or os.environ.get("TOKUNSEBA_RULES") or None)
     except RulesError as e:

@@ -161,7 +161,7 @@ def test_shadowed_turn_serves_the_same_bytes_and_records_the_comparison(shadow_p
 def test_full_shadow_queue_skips_and_turns_keep_flowing(shadow_proxy, upstreams, stall):
     ant = upstreams["ant"]
     ant.script(Reply.sse(PRIMARY_SSE))
-    stall.script(Reply(200, {"content-type": "application/json"}, [b"{", b"}"], delay=30, framing="chunked"))
+    stall.script(Reply(200, {"content-type": "application/json"}, [b"{", b"}"], delay=6, framing="chunked"))
     replies = [claude_code_turn(shadow_proxy, ant, "stall") for _ in range(5)]
     assert all(r.status_code == 200 and b"event: message_stop" in r.content for r in replies)
     ids = [r.headers["x-tokunseba-request-id"] for r in replies]
