@@ -9,8 +9,8 @@ shadow never competes with its own turn — then builds the shadow request
 with a pooled httpx client (never through a proxy, TLS verified as the relay verifies)
 within ``timeout_s``, compares the two replies' facts and writes one ``shadow`` row linked
 to the primary's request id. Translation, comparison and ledger writes run in worker
-threads, off mitmproxy's event loop. The shadow's reply is
-never shown to the client and its tool calls are never executed: it is only read.
+threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
+its tool calls are never executed: it is only read.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class ShadowSender:
     def _row(job: ShadowJob, out, res: dict, p: _Primary) -> dict:
         """The shadow row: both replies' facts, their comparison, the shadow's usage as reported."""
         ep = job.endpoint
-        shadow = reply_facts(ep.protocol, res["body"], res["status"]) if res["error"] is None else Facts(error=res["error"])
+        shadow = Facts(error=res["error"]) if res["error"] else reply_facts(ep.protocol, res["body"], res["status"])
         primary = reply_facts(job.client_protocol, p.body, p.status) if p.error is None and p.status is not None \
             else Facts(error=p.error or "the primary turn got no reply")
         usage = Usage(shadow.usage_protocol, shadow.usage) if shadow.usage and shadow.usage_protocol else None
