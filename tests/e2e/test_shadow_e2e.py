@@ -276,3 +276,31 @@ def test_stats_prices_cost_of_reported_usage_and_would_have_cost_only_where_repo
     assert text.returncode == 0 and "with that provider's own usage (a shadow or replay to it): 1" in text.stdout
     plain = cli("stats", "--ledger", str(m.ledger))
     assert plain.returncode == 0 and "COST" not in plain.stdout  # no price table: no cost column
+
+
+def test_replay_of_a_turn_recorded_with_ledger_bodies(upstreams, stall, tmp_path, monkeypatch):
+    """No shadow: the body comes from `--ledger-bodies` (tokunseba_ledger_bodies)."""
+    import anthropic
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, stall=stall.url))
+    m = Mitmdump(tmp_path, rules, env=KEYS, extra=[
+        "--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic",
+        "--set", "tokunseba_ledger_bodies=true"])
+    try:
+        for k, v in m.client_env().items():
+            monkeypatch.setenv(k, v)
+        upstreams["ant"].script(Reply.json(ANT_WHOLE))
+        raw = anthropic.Anthropic(api_key=CLIENT_KEY, max_retries=0, base_url=upstreams["ant"].url) \
+            .messages.with_raw_response.create(model="claude-sonnet-4-5", max_tokens=20,
+                                               messages=[{"role": "user", "content": "hi"}])
+        rid = raw.headers["x-tokunseba-request-id"]
+    finally:
+        m.stop()
+    upstreams["oai"].script(Reply.json(AGREEING))
+    r = cli("replay", rid, "--to", "oai", "--rules", str(rules), "--ledger", str(m.ledger), "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["primary_facts"]["text"] == "Replayed answer." and got["facts"]["tool_calls"][0]["name"] == "get_weather"
+    assert got["comparison"]["tool_names"]["same"] is False and got["usage_reported"] == AGREEING["usage"]
+    assert upstreams["oai"].requests[-1].json()["messages"][-1]["content"] == "hi"
