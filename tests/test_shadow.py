@@ -74,6 +74,12 @@ def test_shadow_key_mistakes_are_one_line_with_file_and_line(route, line, fragme
     assert msg.startswith(f"s.yaml:{line}:") and fragment in msg and "\n" not in msg, msg
 
 
+def test_a_shadow_some_clients_cannot_reach_is_a_load_warning():
+    rules = load_rules_text(ENDPOINTS + "  - name: r\n    when: {client: [anthropic, gemini]}\n    shadow: local\n", "s.yaml")
+    (w,) = rules.warnings
+    assert w.startswith("s.yaml:9: warning: route 'r' shadow → local (openai)") and "no translator from gemini" in w
+
+
 def test_sampling():
     assert should_shadow(1.0, 0.999999) and not should_shadow(0.0, 0.0)
     assert should_shadow(0.25, 0.2) and not should_shadow(0.25, 0.25)

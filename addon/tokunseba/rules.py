@@ -587,6 +587,8 @@ def _warnings(rules: Rules) -> list[str]:
     """Routes some of whose clients could never reach their target (refused at run time)."""
     out = []
     for route in rules.routes:
+        if route.shadow is not None:
+            out += _shadow_warnings(rules, route)
         if route.to is None:
             continue
         ep = rules.endpoints[route.to]
@@ -598,6 +600,16 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
     return out
+
+
+def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
+    """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
+    ep = rules.endpoints[route.shadow]
+    why = [w for c in route.when.get("client") or PROTOCOLS if (w := pair_refusal(c, ep.protocol))]
+    if not why:
+        return []
+    return [f"{rules.source}:{route.line}: warning: route {route.name!r} shadow → {ep.name} ({ep.protocol}): "
+            f"{'; '.join(why)}; such turns are served but not shadowed"]
 
 
 def load_rules_text(text: str, source: str = "<rules>") -> Rules:
