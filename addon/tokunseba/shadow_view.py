@@ -24,8 +24,12 @@ def _side(f: Any) -> list[str]:
     out = [f"stop {f.get('stop_reason') or '-'}", f"text ({len(f.get('text') or '')} chars) {_trim(f.get('text') or '')!r}"]
     for c in f.get("tool_calls") or ():
         out.append(f"tool {c.get('name')}({_compact(c.get('arguments'))})")
-    out.append(f"usage {_compact(f.get('usage')) if f.get('usage') is not None else 'none reported'}")
     return out
+
+
+def _usage(f: Any) -> str:
+    u = f.get("usage") if isinstance(f, dict) else None
+    return "none reported" if u is None else f"{_compact(u)} ({f.get('usage_protocol')} counting)"
 
 
 def _compact(v: Any) -> str:
@@ -53,13 +57,15 @@ def explain_lines(rows: list[dict]) -> list[str]:
         for i in range(max(len(left), len(right))):
             out.append(("  " + (left[i] if i < len(left) else "").ljust(width) + "  │ "
                         + (right[i] if i < len(right) else "")).rstrip())
+        out.append(f"  usage as reported · {left_label}: {_usage(r.get('primary_facts'))}")
+        out.append(f"  usage as reported · {r['kind']}: {_usage(r.get('facts'))}")
         c = r.get("comparison")
         if isinstance(c, dict) and c.get("compared"):
             out.append(f"  same stop reason: {_yes(c['stop_reason']['same'])} · same tool names: "
                        f"{_yes(c['tool_names']['same'])} · tool arguments equal: {_yes(c['tool_arguments_equal'])}"
                        f" · same text: {_yes(c['text']['same'])}")
-        for d in r.get("dropped") or ():
-            out.append(f"  dropped for the {r['kind']}: {d}")
+        if r.get("dropped"):
+            out.append(f"  dropped for the {r['kind']}: {', '.join(r['dropped'])}")
     return out
 
 
