@@ -19,13 +19,7 @@ from .upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 
-MAIN_SHADOWED = """
-  # issue 12: every other Anthropic turn passes through unchanged and is shadowed to the local model
-  - name: main-turns
-    when:
-      client: anthropic
-    shadow: local
-"""
+COMMENTED = "  # - name: main-turns\n  #   when:\n  #     client: anthropic\n  #   shadow: local\n"
 ANT_SSE = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_main","type":"message",'
            b'"role":"assistant","model":"claude-opus-4-8","content":[],"stop_reason":null,"stop_sequence":null,'
            b'"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'
@@ -50,7 +44,8 @@ def llama(tmp_path_factory):
 def test_easy_turns_example_with_shadowed_main_turns_records_llama_server_replies(llama, tmp_path):
     example = (ROOT / "rules" / "examples" / "easy-turns-local.yaml").read_text()
     rules = tmp_path / "easy-shadow.yaml"
-    rules.write_text(example.replace("http://127.0.0.1:28431/v1", llama) + MAIN_SHADOWED)
+    assert COMMENTED in example  # the example's own shadow route, uncommented
+    rules.write_text(example.replace("http://127.0.0.1:28431/v1", llama).replace(COMMENTED, COMMENTED.replace("# ", "")))
     main = load_fixture("claude-code-print-main-turn.json")["body"]  # 48 KB: more than the 4096-token context
     small = {"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": True, "tools": [WEATHER],
              "messages": [{"role": "user", "content": "What is the weather in Paris?"}]}
