@@ -263,3 +263,17 @@ def test_an_older_ledger_gets_the_shadows_table(tmp_path):
         assert ro.shadows() == []  # read before migrating: no table, no rows
     with Ledger(path) as led:
         assert led.schema()[-1] == "0003_shadows" and led.shadows() == []
+
+
+def test_the_pure_parts_do_no_io():
+    """shadow.py, reply_facts.py, shadow_view.py and prices.py never send, listen or open a database;
+    the sending lives in shadow_sender.py (the addon) and replay.py (the CLI)."""
+    import ast
+
+    pkg = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
+    banned = {"asyncio", "socket", "sqlite3", "http", "httpx", "mitmproxy", "urllib", ".ledger", ".mitm", ".bridge"}
+    for name in ("shadow.py", "reply_facts.py", "shadow_view.py", "prices.py"):
+        tree = ast.parse((pkg / name).read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {("." * n.level) + (n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not names & banned, (name, names & banned)
