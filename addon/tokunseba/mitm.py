@@ -427,16 +427,20 @@ class Tokunseba:
 
     def _maybe_shadow(self, turn: Turn, origin: tuple[str, int]) -> None:
         """A route with `shadow:` also sends this turn to its shadow endpoint, in the
-        background: scheduled here, it never delays the client's turn (shadow_sender.py)."""
+        background: scheduled here, it never delays the client's turn (shadow_sender.py). A
+        failure here is logged and costs the client nothing."""
         route = turn.decision.route if turn.decision else None
         if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
                 or (turn.client_protocol, turn.detected.kind) not in SHADOWABLE
                 or not should_shadow(route.shadow_sample, random.random())):
             return
-        job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
-                        turn.detected.kind, turn.original_body, *origin)
-        if self.shadows.submit(job):
-            self.shadowed.add(turn.request_id)
+        try:
+            job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
+                            turn.detected.kind, turn.original_body, *origin)
+            if self.shadows.submit(job):
+                self.shadowed.add(turn.request_id)
+        except Exception:
+            log.exception("tokunseba: could not schedule the shadow of %s", turn.request_id)
 
     def _shadow_primary_done(self, flow: http.HTTPFlow, turn: Turn, status: int | None, pump: Pump | None) -> None:
         """Hand the reply the client got to the shadow waiting to compare with it."""
