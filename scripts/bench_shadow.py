@@ -11,6 +11,10 @@ HTTP, absolute-form requests, one keep-alive connection per variant) sends each 
 and streamed. Every round runs each (variant, shape) once in a fresh shuffled order, so the
 noise of the machine's other tenants falls on both variants alike.
 
+A shadow is sent once its own turn's reply is complete, so its work lands on whatever turn
+comes next, of either variant (shuffled): the added median is what `shadow:` costs the turn
+it shadows; the load of the shadows themselves is shared by both variants.
+
 Prints per shape each variant's median and p95 turn latency (request sent -> last byte),
 the median added by `shadow:` (difference of medians) and the ratio; it also reports how
 many shadow rows the ledger holds and how many were skipped. Every reply is checked
