@@ -427,3 +427,28 @@ JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampl
 def test_validation_never_raises_on_odd_bodies(protocol, body):
     problem = first_problem(protocol, body)
     assert problem is None or (isinstance(problem[0], str) and isinstance(problem[1], str))
+
+
+# ---------------------------------------------------------------- with shadow turns (issue 12)
+
+SHADOW_ONLY = REFUSE.replace("routes:\n", """routes:
+  - name: watch-haiku
+    when: {client: anthropic, model: "*-haiku-shadowed"}
+    shadow: local
+""", 1)
+
+
+def test_a_shadow_only_route_passes_its_turn_even_under_unmatched_refuse():
+    t = plan(load_rules_text(SHADOW_ONLY), ant("claude-3-haiku-shadowed"))
+    assert (t.action, t.local) == ("pass", None)
+    assert t.decision.route is not None and t.decision.route.shadow == "local"
+
+
+def test_may_spend_keys_only_for_loopback_or_opt_in():
+    from tokunseba.access import may_spend_keys
+
+    assert may_spend_keys("127.0.0.1", proxyauth=False, allow_remote=False)
+    assert may_spend_keys("::ffff:127.0.0.1", proxyauth=False, allow_remote=False)
+    assert not may_spend_keys("192.168.1.77", proxyauth=False, allow_remote=False)
+    assert may_spend_keys("192.168.1.77", proxyauth=True, allow_remote=False)
+    assert may_spend_keys("192.168.1.77", proxyauth=False, allow_remote=True)

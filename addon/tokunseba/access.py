@@ -31,12 +31,17 @@ def is_loopback(host: str | None) -> bool:
     return ip.is_loopback
 
 
+def may_spend_keys(peer_host: str | None, *, proxyauth: bool, allow_remote: bool) -> bool:
+    """Whether this client's turns may use endpoint keys: routed turns and shadows alike."""
+    return is_loopback(peer_host) or proxyauth or allow_remote
+
+
 def refuse_remote_client(turn: Turn, peer_host: str | None, *, proxyauth: bool, allow_remote: bool) -> bool:
     """Turn a routed-elsewhere turn from a non-loopback client without opt-in into a local
     403 in the client's protocol. True when it did."""
     if turn.keep_headers is None or turn.local is not None:  # not leaving for another host
         return False
-    if is_loopback(peer_host) or proxyauth or allow_remote:
+    if may_spend_keys(peer_host, proxyauth=proxyauth, allow_remote=allow_remote):
         return False
     why = (f"client {peer_host or '?'} is not on loopback: tokunseba does not route its turns to endpoints "
            "(nor spend their keys) unless the proxy requires authentication (proxyauth) or "

@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · shadow · replay.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process).
@@ -15,11 +15,12 @@ typical use:
   eval "$(tokunseba env)"                                      # point clients at it
   claude                                                       # or any SDK / Codex
   tokunseba log; tokunseba stats --since 24h; tokunseba explain <request-id>
+  tokunseba shadow --since 24h; tokunseba replay <request-id> --to local   # is the local model good enough?
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cli_read, cli_run
+    from . import cli_prices, cli_read, cli_run, cli_shadow
 
     p = argparse.ArgumentParser(
         prog="tokunseba",
@@ -31,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     cli_run.add_commands(sub)
     cli_read.add_commands(sub)
+    cli_shadow.add_commands(sub)
+    cli_prices.extend_stats(sub)  # stats --prices
     return p
 
 

@@ -261,13 +261,32 @@ def _log_row(t: dict) -> list[str]:
 # ---------------------------------------------------------------- stats
 
 
+def since_option(text: str | None) -> float | None:
+    """``--since`` as epoch seconds (None: all time); ValueError with the one-line message."""
+    if text is None:
+        return None
+    try:
+        return parse_since(text)
+    except ValueError as e:
+        raise ValueError(f"--since: {e}") from None
+
+
+def timeout_option(text: str) -> float:
+    """``--timeout`` in seconds, positive and at most MAX_TIMEOUT; ValueError otherwise."""
+    try:
+        timeout = float(text)
+    except ValueError:
+        timeout = math.nan
+    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan and inf
+        raise ValueError(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT:g}, got {text!r}")
+    return timeout
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
-    since = None
-    if args.since is not None:
-        try:
-            since = parse_since(args.since)
-        except ValueError as e:
-            return _error(f"--since: {e}", 2)
+    try:
+        since = since_option(args.since)
+    except ValueError as e:
+        return _error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         st = ledger.stats(since)
@@ -330,6 +349,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         with ledger:
             turn = ledger.get_turn(args.request_id)
             events = ledger.events(turn["request_id"])
+            shadows = ledger.shadows(request_id=turn["request_id"])
     except LookupError as e:
         return _error(str(e.args[0]), 1)
     except (sqlite3.Error, OverflowError) as e:
@@ -338,9 +358,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
     if args.json:
-        _json({"turn": turn, "events": events})
+        _json({"turn": turn, "events": events, "shadows": shadows})
     else:
-        print(render_explain(turn, events))
+        from .shadow_view import explain_lines
+
+        print("\n".join([render_explain(turn, events), *explain_lines(shadows)]))
     return 0
 
 
@@ -492,12 +514,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     from .translate import PROTOCOLS, pair_refusal
 
     try:
-        timeout = float(args.timeout)
-    except ValueError:
-        timeout = math.nan
-    if not 0 < timeout <= MAX_TIMEOUT:  # also refuses nan and inf
-        return _error(f"--timeout: expected a positive number of seconds up to {MAX_TIMEOUT:g}, "
-                      f"got {args.timeout!r}", 2)
+        timeout = timeout_option(args.timeout)
+    except ValueError as e:
+        return _error(str(e), 2)
     rules_path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None
     try:
         rules = load_rules(rules_path)

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from . import jsonc
 from .private_files import create_private
-from .secrets import scrub
+from .secrets import redact_text, scrub
 from .translate.usage import ANTHROPIC, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
@@ -107,6 +107,43 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        # shadow turns, skipped shadows and replays, each linked to its primary turn's request id
+        "0003_shadows",
+        (
+            """CREATE TABLE shadows (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                request_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                started_at REAL NOT NULL,
+                route TEXT,
+                endpoint TEXT,
+                target_protocol TEXT,
+                model TEXT,
+                origin TEXT,
+                at_original INTEGER,
+                status INTEGER,
+                latency_ms REAL,
+                error TEXT,
+                usage_protocol TEXT,
+                usage_reported TEXT,
+                usage_input INTEGER,
+                usage_output INTEGER,
+                usage_cache_read INTEGER,
+                usage_cache_write INTEGER,
+                usage_reasoning INTEGER,
+                dropped TEXT,
+                facts TEXT,
+                primary_facts TEXT,
+                comparison TEXT,
+                request_body BLOB,
+                response_body BLOB,
+                primary_body BLOB
+            )""",
+            "CREATE INDEX shadows_request_id ON shadows(request_id)",
+            "CREATE INDEX shadows_started_at ON shadows(started_at)",
+        ),
+    ),
 )
 
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
@@ -132,6 +169,17 @@ TURN_FIELDS: dict[str, str] = {
     "response_body": "body",
 }
 JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
+
+# add_shadow(**fields): field -> how it is stored (as TURN_FIELDS; "body" columns are kept
+# for every shadow and replay: the user asked for the comparison by writing `shadow:`)
+SHADOW_FIELDS: dict[str, str] = {
+    "route": "plain", "endpoint": "plain", "target_protocol": "plain", "model": "plain", "origin": "plain",
+    "at_original": "plain",
+    "status": "plain", "latency_ms": "plain", "error": "text",
+    "dropped": "json", "facts": "json", "primary_facts": "json", "comparison": "json",
+    "request_body": "body", "response_body": "body", "primary_body": "body",
+}
+SHADOW_JSON_COLUMNS = ("usage_reported", "dropped", "facts", "primary_facts", "comparison")
 
 # ---------------------------------------------------------------- secrets: one module (secrets.py)
 
@@ -362,6 +410,36 @@ class Ledger:
             ],
         )
 
+    def add_shadow(self, request_id: str, kind: str, *, started_at: float, usage: Usage | None = None,
+                   **fields: Any) -> None:
+        """One shadow / shadow_skipped / replay row linked to the primary turn ``request_id``;
+        usage exactly as the shadow's endpoint reported it (NULL when it reported none)."""
+        try:
+            cols: dict[str, Any] = {"request_id": request_id, "kind": kind, "started_at": started_at}
+            for name, value in fields.items():
+                how = SHADOW_FIELDS[name]
+                if value is None:
+                    cols[name] = None
+                elif how == "plain":
+                    cols[name] = value
+                elif how == "text":
+                    cols[name] = scrub(str(value))
+                elif how == "json":
+                    cols[name] = jsonc.dumps(scrub(value))
+                else:  # body: key-like text redacted, as everywhere else
+                    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+                    cols[name] = redact_text(text).encode()
+            cols["usage_protocol"] = usage.protocol if usage else None
+            cols["usage_reported"] = jsonc.dumps(scrub(usage.reported)) if usage else None
+            counted = Usage(USAGE_PROTOCOLS[usage.protocol], usage.reported).fields() if usage else {}
+            for name in USAGE_FIELDS:
+                cols[f"usage_{name}"] = counted.get(name)
+        except Exception as e:
+            log.warning("ledger add_shadow failed: %s", e)
+            return
+        sql = f"INSERT INTO shadows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        self._write(f"shadow {kind}", [(sql, tuple(cols.values()))])
+
     # ---- reads (raise on failure)
 
     def _query(self, sql: str, params: tuple = ()) -> list[dict]:
@@ -439,6 +517,36 @@ class Ledger:
         rows = self._query("SELECT id, ts, kind, data FROM events WHERE request_id=? ORDER BY id", (request_id,))
         for r in rows:
             r["data"] = None if r["data"] is None else jsonc.loads(r["data"])
+        return rows
+
+    def shadows(self, *, since: float | None = None, request_id: str | None = None,
+                bodies: bool = False) -> list[dict]:
+        """Shadow / shadow_skipped / replay rows, oldest first, with their primary turn's
+        latency, usage, host and route (``primary_*``)."""
+        if not self._has_table("shadows"):
+            return []
+        cols = "s.*" if bodies else ", ".join(
+            f"s.{c}" for c in ("id", "request_id", "kind", "started_at", "route", "endpoint", "target_protocol",
+                               "model", "origin", "at_original", "status", "latency_ms", "error", "usage_protocol",
+                               "usage_reported", *(f"usage_{f}" for f in USAGE_FIELDS), "dropped", "facts",
+                               "primary_facts", "comparison"))
+        prim = ", ".join(f"t.{c} AS primary_{c}" for c in (
+            "rule", "endpoint", "host", "model_used", "requested_model", "outcome", "status", "latency_ms",
+            "usage_protocol", "usage_reported", *(f"usage_{f}" for f in USAGE_FIELDS)))
+        where, params = [], []
+        if since is not None:
+            where.append("s.started_at >= ?")
+            params.append(since)
+        if request_id is not None:
+            where.append("s.request_id = ?")
+            params.append(request_id)
+        sql = (f"SELECT {cols}, {prim} FROM shadows s LEFT JOIN turns t ON t.request_id = s.request_id"
+               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY s.started_at, s.id")
+        rows = self._query(sql, tuple(params))
+        for r in rows:
+            for c in (*SHADOW_JSON_COLUMNS, "primary_usage_reported"):
+                if r.get(c) is not None:
+                    r[c] = jsonc.loads(r[c])
         return rows
 
     def stats(self, since: float | None = None) -> dict:

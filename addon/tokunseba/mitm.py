@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import ssl
 import time
 from collections.abc import Sequence
@@ -17,13 +18,15 @@ from dataclasses import dataclass
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 
-from .access import refuse_remote_client
+from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .endpoints import Endpoint
 from .errors import TranslationError
 from .ledger import Ledger
 from .rules import Rules, RulesError, load_rules
+from .shadow import SHADOWABLE, should_shadow
+from .shadow_sender import ShadowJob, ShadowSender
 from .protocols.detect import PROVIDER_HOSTS
 from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
@@ -61,7 +64,8 @@ class Pump:
         self.failed = False
         self.first_byte: float | None = None
         self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
-        self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
+        # --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
+        self.kept: bytearray | None = bytearray() if addon.ledger_bodies or turn.request_id in addon.shadowed else None
         # an endpoint key the upstream echoes back is redacted by value (secrets.py)
         self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
 
@@ -128,6 +132,8 @@ class Tokunseba:
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.bridged: dict[str, str] = {}  # flow id -> relay token
+        self.shadows: ShadowSender | None = None
+        self.shadowed: set[str] = set()  # request ids of turns being shadowed
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -138,6 +144,9 @@ class Tokunseba:
         loader.add_option("tokunseba_allow_remote_clients", bool, False,
                           "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
                           "without proxyauth. Off: such turns get an error in the client's protocol.")
+        loader.add_option("tokunseba_shadow_concurrency", int, 2,
+                          "At most this many shadow turns in flight; more are skipped (recorded shadow_skipped).")
+        loader.add_option("tokunseba_shadow_timeout_s", int, 120, "A shadow turn gets no more than this many seconds.")
         loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
@@ -147,6 +156,8 @@ class Tokunseba:
                 self._load_rules()
             except RulesError as e:
                 raise exceptions.OptionsError(str(e)) from None
+        if {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"} & updated:
+            self._configure_shadows()
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -164,6 +175,14 @@ class Tokunseba:
                                      store_bodies=ctx.options.tokunseba_ledger_bodies)
             except Exception as e:
                 raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+
+    def _configure_shadows(self) -> None:
+        o = ctx.options
+        if o.tokunseba_shadow_concurrency < 0 or o.tokunseba_shadow_timeout_s <= 0:
+            raise exceptions.OptionsError("tokunseba_shadow_concurrency must be 0 or more (0: no shadows) and "
+                                          "tokunseba_shadow_timeout_s more than 0")
+        if self.shadows is not None:  # changed while running (mitmweb's options)
+            self.shadows.concurrency, self.shadows.timeout_s = o.tokunseba_shadow_concurrency, o.tokunseba_shadow_timeout_s
 
     def _load_rules(self) -> None:
         path = ctx.options.tokunseba_rules or None
@@ -200,9 +219,15 @@ class Tokunseba:
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
             log.warning("tokunseba: translated turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
+        self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
+                                    timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
+                                    ssl_context=_upstream_ssl_context())
 
     def done(self) -> None:
         self.bridge.stop()
+        if self.shadows is not None:
+            for t in list(self.shadows.tasks):
+                t.cancel()
         if self.ledger is not None:
             self.ledger.close()
 
@@ -227,7 +252,9 @@ class Tokunseba:
             self._maybe_reload_rules()
             turn = await self._plan(flow)
             if turn is not None:
+                origin = (flow.request.pretty_host, flow.request.port)  # before _apply retargets it
                 self._apply(flow, turn)
+                self._maybe_shadow(turn, origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             if turn is not None or flow.id in self.turns:
@@ -374,8 +401,9 @@ class Tokunseba:
                 await asyncio.gather(*(self._probe(ep) for ep in stale))
         turn = build_turn(self.rules, prep, decision, env=os.environ)
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
-        refuse_remote_client(turn, peer, proxyauth=bool(_option("proxyauth", "")),
-                             allow_remote=bool(_option("tokunseba_allow_remote_clients", False)))
+        proxyauth, allow_remote = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))
+        refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
+        turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         return turn
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
@@ -421,6 +449,38 @@ class Tokunseba:
             req.headers[k] = v
         if turn.body is not None:
             req.content = turn.body
+
+    def _maybe_shadow(self, turn: Turn, origin: tuple[str, int]) -> None:
+        """A route with `shadow:` also sends this turn to its shadow endpoint, in the
+        background: scheduled here, it never delays the client's turn (shadow_sender.py). A
+        failure here is logged and costs the client nothing."""
+        route = turn.decision.route if turn.decision else None
+        if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
+                or not turn.may_shadow  # a shadow spends the shadow endpoint's key: loopback or opt-in only
+                or (turn.client_protocol, turn.detected.kind) not in SHADOWABLE
+                or not should_shadow(route.shadow_sample, random.random())):
+            return
+        try:
+            job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
+                            turn.detected.kind, turn.original_body, *origin)
+            if self.shadows.submit(job):
+                self.shadowed.add(turn.request_id)
+        except Exception:
+            log.exception("tokunseba: could not schedule the shadow of %s", turn.request_id)
+
+    def _shadow_primary_done(self, flow: http.HTTPFlow, turn: Turn, status: int | None, pump: Pump | None) -> None:
+        """Hand the reply the client got to the shadow waiting to compare with it."""
+        if turn.request_id not in self.shadowed:
+            return
+        self.shadowed.discard(turn.request_id)
+        if pump is not None and pump.kept is not None:
+            body = bytes(pump.kept)
+        elif flow.response is not None and flow.response.raw_content is not None:
+            body = flow.response.get_content(strict=False) or b""
+        else:
+            body = b""
+        error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
+        self.shadows.primary_done(turn.request_id, status, body, error)
 
     def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
         token = self.bridged.pop(flow.id, None)
@@ -486,6 +546,7 @@ class Tokunseba:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         latency = (now - turn.started_at) * 1000
         ttfb = (fb - turn.started_at) * 1000 if fb else None
+        self._shadow_primary_done(flow, turn, status, pump)
         if self.ledger is None:
             return
         fields = dict(status=status, latency_ms=round(latency, 3), ttfb_ms=round(ttfb, 3) if ttfb is not None else None,

@@ -10,7 +10,8 @@ error when its endpoint is down (``decide`` returns an "error" decision) instead
 the next route, and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
 turn.py) answers every provider turn no route takes instead of passing it through.
 
-This is the only module that imports yaml.
+This is the only module that imports yaml, with prices.py (which reads the price table
+with this module's ``_Reader``, for the same ``FILE:LINE`` errors).
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ class RulesError(Exception):
 class Route:
     name: str
     when: dict  # condition -> value, as written (client/model normalised to lists, header names lower-case)
-    to: str
+    to: str | None  # None: a shadow-only route (the turn passes through and is shadowed)
     model: str | None = None
     on_refused: str = "skip"  # "skip" | "error"
     line: int = 0
     on_unreachable: str = "skip"  # "skip" (try the next route) | "error" (answer the client with an error)
+    shadow: str | None = None  # endpoint that also gets the turn, in the background (shadow.py)
+    shadow_sample: float = 1.0  # fraction of matching turns to shadow
 
 
 @dataclass
@@ -288,7 +291,7 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
 @dataclass
 class Decision:
     action: str  # "pass" (no route: pass through untouched) | "route" | "error" (refused, on_refused: error)
-    route: Route | None
+    route: Route | None  # with "pass": a shadow-only route that matched, else None
     endpoint: Endpoint | None
     model: str | None  # model to send; None = keep the client's
     trace: list[dict]  # per route tried: route, matched, reasons, refused, unreachable
@@ -321,6 +324,8 @@ def decide(
         trace.append(entry)
         if not entry["matched"]:
             continue
+        if route.to is None:  # shadow-only: served as if unrouted, shadowed in the background
+            return Decision("pass", route, None, None, trace, f"{route.name}: shadow only, passed through")
         ep = rules.endpoints[route.to]
         if why := refusal(route, ep):
             entry["refused"] = why
@@ -344,7 +349,7 @@ def decide(
 # Loading and validation
 
 TOP_KEYS = ("endpoints", "routes", "unmatched")
-ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_unreachable")
+ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_unreachable", "shadow", "shadow_sample")
 ON_REFUSED = ("skip", "error")
 ON_UNREACHABLE = ("skip", "error")
 UNMATCHED = ("pass", "refuse")
@@ -359,7 +364,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "max_tokens_field": ("text", False),
     "stop": ("texts", False),
 }
-_BOOL, _INT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "null"))
+_BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
 
 class _Reader:
@@ -537,11 +542,11 @@ def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: se
             first_line[name] = r.line(rn)
         where = f"route {name!r}" if name else f"route #{i}"
         to = r.value(m["to"][1], "text", f"{where}: to") if "to" in m else None
-        if "to" not in m:
-            r.error(rn, f"{where} has no 'to' (the endpoint to send matching turns to)")
-        elif to is not None and to not in endpoints and to not in declared:
-            known = ", ".join(sorted(endpoints.keys() | declared))
-            r.error(m["to"][1], f"{where}: unknown endpoint {to!r} in 'to' (known: {known})")
+        if "to" not in m and "shadow" not in m:
+            r.error(rn, f"{where} has no 'to' (the endpoint to send matching turns to) and no 'shadow'")
+        else:
+            _endpoint_ref(r, m, "to", to, where, endpoints, declared)
+        shadow, sample = _shadow_keys(r, m, where, endpoints, declared)
         model = None
         if "model" in m and m["model"][1].tag != _NULL:
             model = r.value(m["model"][1], "text", f"{where}: model")
@@ -551,9 +556,35 @@ def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: se
         if "when" in m and m["when"][1].tag != _NULL:
             for key, (kn, vn) in (r.mapping(m["when"][1], f"{where}: when", tuple(CHECKS)) or {}).items():
                 when[key] = _when_value(r, key, vn, where)
-        if len(r.problems) == before and to in endpoints:
-            routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable))
+        if len(r.problems) == before and (to in endpoints or (to is None and shadow in endpoints)):
+            routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable, shadow, sample))
     return routes
+
+
+def _endpoint_ref(r: _Reader, m: dict, key: str, name: str | None, where: str, endpoints: dict[str, Endpoint],
+                  declared: set[str]) -> None:
+    """An endpoint named by a route key must exist (an invalid declared one is reported at its own line)."""
+    if key in m and name is not None and name not in endpoints and name not in declared:
+        known = ", ".join(sorted(endpoints.keys() | declared))
+        r.error(m[key][1], f"{where}: unknown endpoint {name!r} in '{key}' (known: {known})")
+
+
+def _shadow_keys(r: _Reader, m: dict, where: str, endpoints: dict[str, Endpoint],
+                 declared: set[str]) -> tuple[str | None, float]:
+    """``shadow: ENDPOINT`` and ``shadow_sample: 0..1`` (default 1.0; only with shadow)."""
+    shadow = r.value(m["shadow"][1], "text", f"{where}: shadow") if "shadow" in m else None
+    _endpoint_ref(r, m, "shadow", shadow, where, endpoints, declared)
+    sample = 1.0
+    if "shadow_sample" in m:
+        node = m["shadow_sample"][1]
+        value = r._con.construct_object(node) if isinstance(node, ScalarNode) and node.tag in (_INT, _FLOAT) else None
+        if value is None or not 0 <= value <= 1:
+            r.error(node, f"{where}: shadow_sample must be a number from 0 to 1, got {r._got(node)}")
+        else:
+            sample = float(value)
+        if "shadow" not in m:
+            r.error(m["shadow_sample"][0], f"{where}: shadow_sample without 'shadow' (the endpoint to shadow to)")
+    return shadow, sample
 
 
 def _choice(r: _Reader, m: dict[str, tuple[Node, Node]], key: str, allowed: tuple[str, ...], where: str) -> str:
@@ -570,6 +601,10 @@ def _warnings(rules: Rules) -> list[str]:
     """Routes some of whose clients could never reach their target (refused at run time)."""
     out = []
     for route in rules.routes:
+        if route.shadow is not None:
+            out += _shadow_warnings(rules, route)
+        if route.to is None:
+            continue
         ep = rules.endpoints[route.to]
         why = [w for c in route.when.get("client") or PROTOCOLS if (w := pair_refusal(c, ep.protocol))]
         if why:
@@ -579,6 +614,16 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
     return out
+
+
+def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
+    """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
+    ep = rules.endpoints[route.shadow]
+    why = [w for c in route.when.get("client") or PROTOCOLS if (w := pair_refusal(c, ep.protocol))]
+    if not why:
+        return []
+    return [f"{rules.source}:{route.line}: warning: route {route.name!r} shadow → {ep.name} ({ep.protocol}): "
+            f"{'; '.join(why)}; such turns are served but not shadowed"]
 
 
 def load_rules_text(text: str, source: str = "<rules>") -> Rules:

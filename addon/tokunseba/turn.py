@@ -78,6 +78,7 @@ class Turn:
     # another host: only these header names (lower-case) go on, besides set_headers (secrets.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
+    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: access.py)
     body: bytes | None = None
     local: LocalResponse | None = None
     translation: RequestTranslation | None = None
@@ -92,7 +93,7 @@ class Turn:
         d = self.decision
         parts: list[str] = []
         if d is not None and d.route is not None:
-            parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else '?'}")
+            parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
@@ -280,6 +281,8 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
                                                              "url": ep.url if ep else None}))
     if decision.action == "pass":
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
+        if decision.route is not None:  # a shadow-only route took it: passed through on purpose
+            return turn
         return _unmatched(rules, turn, decision.reason)
     if decision.action == "error":
         turn.endpoint = decision.endpoint
