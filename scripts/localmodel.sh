@@ -70,9 +70,10 @@ die() { printf 'localmodel: error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- install
 
-# What each install step does and how long it took here (2 cores, GGML_NATIVE=OFF, measured
-# with this script; see the README). Said before the step starts.
-EST_SERVER_MIN=5
+# What each install step does and how long it takes here (2 cores, GGML_NATIVE=OFF; see the
+# README): said before the step starts. The "idle" compile times are the measured CPU time
+# over 2 cores (750 s and 475 s); the "busy" ones are what the README's runs took.
+EST_SERVER_MIN=6
 EST_WHEEL_MIN=4
 declare -A ABOUT=(
   [venv]="create the cache's Python venv (a few seconds)"
@@ -81,8 +82,8 @@ declare -A ABOUT=(
   [sdist]="download llama-cpp-python $LCP_VERSION's sources, which vendor llama.cpp (77 MB, about 10 s)"
   [unpack]="unpack the sources (a few seconds)"
   [build-tools]="pip install cmake/ninja into the cache venv (about 10 s)"
-  [llama-server]="compile llama.cpp's llama-server with $JOBS jobs: about $EST_SERVER_MIN min on 2 idle cores, longer on a busy machine"
-  [wheel]="compile the llama-cpp-python wheel (llama.cpp again, as a library) with $JOBS jobs: about $EST_WHEEL_MIN min on 2 idle cores"
+  [llama-server]="compile llama.cpp's llama-server with $JOBS jobs: about $EST_SERVER_MIN min on 2 idle cores, 12 on a busy machine"
+  [wheel]="compile the llama-cpp-python wheel (llama.cpp again, as a library) with $JOBS jobs: about $EST_WHEEL_MIN min on 2 idle cores, 16 on a busy machine"
   [python-server]="pip install the wheel and llama-cpp-python[server]'s dependencies (about 20 s)"
 )
 
