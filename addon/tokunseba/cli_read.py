@@ -37,10 +37,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="For each client protocol x endpoint, what a route sending that client there does: "
         "retarget (same protocol: new host/model, the endpoint's own key), translated, or refused (and why); "
         "plus the models the rules name for each endpoint. --probe asks each endpoint's models API "
-        "(GET {url}/models) what it really serves.",
+        "(GET {url}/models, straight to the endpoint, with its own key) and says for each: reachable or not, "
+        "the models it serves, and the rules' models it does not serve; exit status 1 when a probed endpoint "
+        "gave no models list. A local server you already run (llama-server, Ollama, LM Studio, vLLM): "
+        "`tokunseba models --rules FILE --probe --endpoint NAME`.",
     )
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES; else built-in endpoints only)")
-    p.add_argument("--probe", action="store_true", help="ask each endpoint's models API what it serves")
+    p.add_argument("--probe", action="store_true",
+                   help="ask each endpoint's models API: reachable or not, models served (exit 1 if one gives no list)")
     p.add_argument("--endpoint", metavar="NAME", action="append", help="only this endpoint (repeatable)")
     p.add_argument("--timeout", metavar="SECONDS", default="3",
                    help=f"probe timeout per endpoint (default 3, at most {MAX_TIMEOUT:g})")
@@ -579,7 +583,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         _json(report)
     else:
         print(render_models(report))
-    return 0
+    return 1 if any(not e["probe"]["ok"] for e in report["endpoints"] if "probe" in e) else 0
 
 
 def _route_clients(route: Any) -> list[str]:
@@ -623,12 +627,14 @@ def render_models(rep: dict) -> str:
             pr = e["probe"]
             if pr["ok"]:
                 n = len(pr["models"])
-                state = f"up ({n} model{'s' * (n != 1)})"
+                state = f"reachable, {n} model{'s' * (n != 1)}"
                 served = ", ".join(pr["models"]) or "-"
                 if pr["not_served"]:
                     served += f"  [not served: {', '.join(pr['not_served'])}]"
+            elif pr["reachable"]:
+                state, served = f"reachable, but {pr['error']}", "-"
             else:
-                state, served = f"down: {pr['error']}", "-"
+                state, served = f"unreachable: {pr['error']}", "-"
             rows.append([e["name"], pr["url"], state, served])
         out += ["", table(["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"], rows)]
     return "\n".join(out)
@@ -640,26 +646,33 @@ PROBE_HEADERS = {"anthropic": {"anthropic-version": ANTHROPIC_VERSION}}
 
 
 def probe_endpoint(ep: Any, timeout: float) -> dict:
-    """GET {url}/models at the endpoint itself (no proxy), with the endpoint's own key."""
+    """GET {url}/models at the endpoint itself (no proxy), with the endpoint's own key.
+
+    ``reachable``: an HTTP reply came back (whatever its status); ``ok``: it was a models list,
+    whose ids are ``models``; otherwise ``error`` says what went wrong in a few words."""
     url = ep.url.rstrip("/") + "/models"
     headers = {"accept": "application/json", "user-agent": "tokunseba-models-probe",
                **PROBE_HEADERS.get(ep.protocol, {}), **ep.auth_headers(os.environ)}
-    res: dict[str, Any] = {"url": url, "ok": False, "status": None, "models": None, "error": None}
+    res: dict[str, Any] = {"url": url, "reachable": False, "ok": False, "status": None, "models": None,
+                           "error": None}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
             res["status"] = r.status
             body = r.read()
     except urllib.error.HTTPError as e:
-        res["status"] = e.code
+        res["reachable"], res["status"] = True, e.code
         hint = ""
         if e.code in (401, 403):
             hint = f" (no key: set {ep.key_env})" if ep.key_env and not os.environ.get(ep.key_env) else " (key rejected)"
+        elif e.code == 404:
+            hint = " (no models API here: does the url end with the API's base, e.g. /v1?)"
         res["error"] = f"HTTP {e.code}{hint}"
         return res
     except (urllib.error.URLError, OSError) as e:
         res["error"] = _network_error(getattr(e, "reason", e), timeout)
         return res
+    res["reachable"] = True
     try:
         data = jsonc.loads(body)
     except jsonc.JSONDecodeError:

@@ -34,14 +34,16 @@ WEATHER = {"name": "get_weather", "description": "Get the weather for a city",
 def _installed(kind: str) -> bool:
     if kind == "llama-server":
         return (CACHE / "bin" / "llama-server").exists() and (CACHE / "models" / "gemma-3-270m-q4_k_m.gguf").exists()
-    return (CACHE / "venv-localmodel" / "bin" / "python").exists()
+    # `install --with-python-server` (a plain install has the venv but not llama_cpp)
+    return any((CACHE / "venv-localmodel" / "lib").glob("python*/site-packages/llama_cpp/server"))
 
 
 def _start(kind: str, state: Path) -> str:
     if not _installed(kind):
         if os.environ.get("CI"):
-            pytest.fail(f"{kind} is not installed: .ci/run must run scripts/ci-extras.sh (scripts/localmodel.sh install)")
-        pytest.skip(f"{kind} not installed (scripts/localmodel.sh install)")
+            pytest.fail(f"{kind} is not installed: .ci/run must run scripts/ci-extras.sh "
+                        "(scripts/localmodel.sh install --with-python-server)")
+        pytest.skip(f"{kind} not installed (scripts/localmodel.sh install --with-python-server)")
     env = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
     port = closed_port()  # a free port, passed as the README does (`start --port P`)
     p = subprocess.run([str(SCRIPT), "start", "--server", kind, "--port", str(port)], capture_output=True, text=True,
@@ -258,3 +260,28 @@ def test_easy_turns_example_main_turn_passes_haiku_title_goes_local(servers, tmp
     assert t_title["outcome"] == "translated" and t_title["rule"] == "claude-background" and t_title["endpoint"] == "local"
     text_log = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger)], capture_output=True, text=True)
     assert "claude-background → local" in text_log.stdout
+
+
+def test_models_probe_confirms_both_real_servers_answer(servers, tmp_path):
+    """`tokunseba models --probe`, as the README tells a user with a server of their own: each
+    real server is reachable and serves the model the rules name; a closed port is not."""
+    closed = closed_port()
+    rules = tmp_path / "probe.yaml"
+    gone = f"  gone:\n    protocol: openai\n    url: http://127.0.0.1:{closed}/v1\nroutes:"
+    rules.write_text(RULES.format(llama=servers["llama-server"], lcp=servers["llama-cpp-python"])
+                     .replace("routes:", gone))
+    probe = [str(BIN / "tokunseba"), "models", "--rules", str(rules), "--probe", "--timeout", "10"]
+    ok = subprocess.run([*probe, "--endpoint", "llama", "--endpoint", "lcp", "--json"], capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    eps = {e["name"]: e["probe"] for e in json.loads(ok.stdout)["endpoints"]}
+    for name, url in (("llama", servers["llama-server"]), ("lcp", servers["llama-cpp-python"])):
+        assert eps[name]["reachable"] and eps[name]["ok"] and eps[name]["status"] == 200, eps[name]
+        assert eps[name]["url"] == f"{url}/models"
+        assert "gemma-3-270m" in eps[name]["models"] and eps[name]["not_served"] == []
+    text = subprocess.run([*probe, "--endpoint", "llama", "--endpoint", "gone"], capture_output=True, text=True,
+                          timeout=60)
+    assert text.returncode == 1  # one probed endpoint gave no models list
+    rows = {line.split()[0]: line for line in text.stdout[text.stdout.index("ENDPOINT  PROBED"):].splitlines()[1:]}
+    assert "reachable, " in rows["llama"] and "gemma-3-270m" in rows["llama"]
+    assert "unreachable: connection refused" in rows["gone"]
