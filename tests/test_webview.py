@@ -77,14 +77,13 @@ def test_comment_lists_plumbing_next_to_drops_and_the_error():
                       error=f"prompt is too long ({KEY})", plumbing=["stream_options.include_usage", "max_tokens",
                                                                       "max_tokens"],
                       endpoint_url="http://127.0.0.1:9/v1/chat/completions", secrets={KEY})
-    assert c == ("easy-turns → local · anthropic→openai · dropped: thinking · added: stream_options.include_usage, "
-                 "max_tokens · sent to http://127.0.0.1:9/v1/chat/completions · error 400: prompt is too long "
-                 f"({REDACTED})")
+    assert c == (f"error 400: prompt is too long ({REDACTED}) · easy-turns → local · anthropic→openai · dropped: "
+                 "thinking · added: stream_options.include_usage, max_tokens · sent to http://127.0.0.1:9/v1/chat/completions")
     # an outcome the summary already states is not repeated; long errors are cut
     assert final_comment("r → x · refused: no translator", outcome="refused", status=400, error="no translator") \
         == "r → x · refused: no translator"
     long = final_comment("s", outcome="error", status=None, error="x" * 1000)
-    assert long.endswith("…") and len(long) < 400
+    assert long.startswith("error: xxx") and long.endswith("… · s") and len(long) < 400
 
 
 @pytest.mark.parametrize("body,msg", [

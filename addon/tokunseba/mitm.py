@@ -33,7 +33,7 @@ from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, app
                    websocket_refusal)
 from .webview import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, original_record, original_view_text,
                       secrets_of, web_outcome)
-from .web_redact import redact_text
+from .web_redact import is_credential_header, redact_header_value, redact_text
 
 log = logging.getLogger("tokunseba")
 
@@ -53,6 +53,7 @@ class _Shown:
 
     client_url: str | None
     secrets: set[str] = field(default_factory=set)
+    added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 
 
 @dataclass
@@ -443,6 +444,7 @@ class Tokunseba:
         shown = self.shown[flow.id]
         shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
                                    [client_url, turn.url])
+        shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
         flow.comment = redact_text(flow.comment, shown.secrets)
         if rewritten:
             self.replayable[flow.id] = (client_url, client_headers)
@@ -451,11 +453,17 @@ class Tokunseba:
 
     def _show_client_url(self, flow: http.HTTPFlow) -> None:
         """Once the request has left: the flow shows the URL the client asked for (the comment
-        and the tokunseba-original view name the endpoint the turn really went to)."""
+        and the tokunseba-original view name the endpoint the turn really went to), and the
+        endpoint key tokunseba added is redacted in the flow (mitmweb, saved flow files)."""
         shown = self.shown.get(flow.id)
         try:
-            if shown is not None and shown.client_url and flow.request.url != shown.client_url:
+            if shown is None:
+                return
+            if shown.client_url and flow.request.url != shown.client_url:
                 flow.request.url = shown.client_url
+            for name in shown.added_keys:
+                if name in flow.request.headers:
+                    flow.request.headers[name] = redact_header_value(name, flow.request.headers[name])
         except Exception:
             log.exception("tokunseba: could not restore the client's URL on the flow")
 

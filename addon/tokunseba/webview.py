@@ -62,15 +62,16 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
                   plumbing: Iterable[str] = (), endpoint_url: str | None = None,
                   secrets: Iterable[str] = ()) -> str:
     """`easy-turns → local · anthropic→openai · dropped: thinking · added: max_tokens ·
-    sent to http://…/v1/chat/completions` plus, for a failed turn, `· error 400: …`
-    (`· error mid-stream: …` when the status line had already left)."""
+    sent to http://…/v1/chat/completions`; a failed turn's comment starts with its error,
+    `error 400: … · ` (`error mid-stream: … · ` when the status line had already left), so
+    the flow list's narrow comment column shows it."""
     parts = [summary] if summary else []
     added = _unique(plumbing)
     if added:
         parts.append("added: " + ", ".join(added))
     if endpoint_url:
         parts.append("sent to " + redact_url(endpoint_url))
-    if outcome in ("error", "cancelled") and f"{outcome}:" not in summary:
+    if outcome in ("error", "cancelled") and f"{outcome}:" not in summary:  # first: a narrow column shows it
         if outcome == "cancelled":
             what = "cancelled"
         elif status is not None and status < 400:  # the status line had left: the stream broke later
@@ -80,7 +81,7 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
         text = " ".join((error or "no error text").split())
         if len(text) > MAX_COMMENT_ERROR:
             text = text[:MAX_COMMENT_ERROR] + "…"
-        parts.append(f"{what}: {text}")
+        parts.insert(0, f"{what}: {text}")
     return redact_text(" · ".join(parts), secrets)
 
 
