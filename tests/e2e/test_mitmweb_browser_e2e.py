@@ -164,7 +164,8 @@ def turns(web):
                Reply.json({"error": {"message": "This model's maximum context length is 8192 tokens.",
                                      "type": "invalid_request_error", "param": "messages",
                                      "code": "context_length_exceeded"}}, 400),
-               Reply.json({"settings": {}}))
+               Reply.json({"settings": {}}),
+               Reply.sse(chat_stream("chatcmpl-replay", ("Once ", "more")), delay=0.01))  # for Replay
     got: dict = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HTTPS_PROXY", web.url)
@@ -219,6 +220,9 @@ ROWS_JS = """Array.from(document.querySelectorAll('tbody tr')).filter(tr => tr.q
 def rows(browser: Browser, search: str | None = None, expect: int | None = None) -> list[dict]:
     """The flow list as the page shows it, after typing a filter into the Search box if given."""
     if search is not None:
+        browser.js("""Array.from(document.querySelectorAll('a')).find(a => a.innerText.trim() === 'Flow List').click();
+                      true""")  # the Search box is on the Flow List tab (selecting a flow opens the Flow tab)
+        browser.wait_for("""document.querySelector('input[placeholder="Search"]') !== null""", "the Search box")
         browser.js("""(() => { const i = document.querySelector('input[placeholder="Search"]');
             Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(i, %s);
             i.dispatchEvent(new Event('input', {bubbles: true})); return true; })()""" % json.dumps(search))
@@ -248,6 +252,8 @@ def choose_view(browser: Browser, name: str) -> str:
 def page(web, turns, browser, tmp_path_factory):
     """The flow list, loaded from the URL `tokunseba run` printed; screenshot kept."""
     browser.navigate(web.ui_url)
+    # the page first draws mitmweb's default columns, then the ones web_columns asked for
+    browser.wait_for("document.querySelector('thead th.col-comment') !== null", "the Comment column")
     browser.wait_for(f"({ROWS_JS}).filter(r => r.status).length === 5", "five flows with a status")
     listed = browser.js(ROWS_JS)
     shot = tmp_path_factory.mktemp("artifacts") / "mitmweb-flow-list.png"
@@ -328,3 +334,27 @@ def test_original_view_renders_the_clients_request_as_json(page, web, turns, bro
     assert '\n  "thinking": {' in body  # indented: the dropped field is on its own line
 
 
+
+
+def test_replay_from_the_page_translates_the_turn_again(page, web, browser):
+    """The user selects the translated flow and presses Replay: the client's turn goes through
+    the rules and the translator again and the flow shows the new, good reply."""
+    rows(browser, "", 5)
+    browser.js("""Array.from(document.querySelectorAll('tbody tr td.col-path'))
+                  .find(td => td.innerText.includes(%s)).click(); true""" % json.dumps(ICON["translated"]))
+    browser.wait_for("document.querySelector('.flow-detail') !== null", "the flow's detail pane")
+    browser.js("""Array.from(document.querySelectorAll('nav a, .nav-tabs a, header a'))
+                  .find(a => a.innerText.trim() === 'Flow').click(); true""")
+    browser.wait_for("""Array.from(document.querySelectorAll('button, a'))
+                        .some(b => b.innerText.trim() === 'Replay')""", "the Replay button")
+    browser.js("""Array.from(document.querySelectorAll('button, a'))
+                  .find(b => b.innerText.trim() === 'Replay').click(); true""")
+    replayed = poll(lambda: next((f for f in web.flows() if f.get("is_replay") == "request" and f.get("response")
+                                  and f["response"].get("contentLength")), None), "the replayed flow's reply")
+    assert replayed["response"]["status_code"] == 200 and replayed["marked"] == ICON["translated"]
+    assert replayed["request"]["host"] == "api.anthropic.com" and replayed["request"]["path"] == "/v1/messages"
+    body = web.api.get(f"/flows/{replayed['id']}/response/content.data").content
+    assert b"message_stop" in body and b"Once " in body and b"more" in body and b"unknown relay token" not in body
+    sent = web.upstream.requests[-1]
+    assert sent.path == "/v1/chat/completions" and sent.headers["authorization"] == f"Bearer {EP_KEY}"
+    assert json.loads(sent.body)["model"] == "claude-ok-1" and "x-api-key" not in sent.headers

@@ -197,7 +197,8 @@ def traffic(web):
 
     def both_done():
         flows = web.flows()
-        tr = [f for f in flows if f["request"]["path"].startswith(PREFIX)]
+        # a translated turn keeps the client's URL in mitmweb (the relay is an implementation detail)
+        tr = [f for f in flows if f["request"]["host"] == "api.anthropic.com" and f["request"]["path"] == "/v1/messages"]
         other = [f for f in flows if f["request"]["path"] == "/api/claude_code/settings"]
         # the streamed body is stored on the flow only once the stream ended cleanly
         if tr and other and tr[0].get("response", {}).get("contentLength") and other[0].get("response"):
@@ -218,9 +219,11 @@ def test_the_turn_itself_was_translated(web, traffic):
     assert web.upstream.requests[1].headers["x-api-key"] == CLIENT_KEY  # non-provider: untouched
 
 
-def test_translated_flow_shows_the_decision_and_mark(traffic):
+def test_translated_flow_shows_the_decision_and_mark(web, traffic):
     f = traffic["translated"]
-    assert f["comment"] == "easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert f["comment"] == ("easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
+                            f" · added: stream_options.include_usage · sent to {web.upstream.url}/v1/chat/completions")
+    assert f["request"]["scheme"] == "https" and not f["request"]["path"].startswith(PREFIX)
     assert f["marked"] == emoji[MARKS["translated"]] == "🔁"
     assert f["response"]["status_code"] == 200
     assert ["x-tokunseba-request-id", traffic["request_id"]] in f["response"]["headers"]
@@ -240,8 +243,11 @@ def test_original_request_view_returns_the_clients_anthropic_body(web, traffic):
     assert view.status_code == 200
     v = view.json()
     assert v["view_name"] == "tokunseba-original"
-    assert v["text"] == original.decode()  # byte for byte what the SDK sent
-    body = json.loads(v["text"])
+    head, text = v["text"].split("\n\n", 1)
+    assert head.startswith("POST https://api.anthropic.com/v1/messages\n")
+    assert CLIENT_KEY not in v["text"] and EP_KEY not in v["text"]
+    body = json.loads(text)
+    assert body == json.loads(original)  # what the SDK sent, indented for reading
     assert body["max_tokens"] == 3000 and body["metadata"] == {"user_id": "user-web-1"}
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert "max_completion_tokens" not in body and "stream_options" not in body
