@@ -10,15 +10,10 @@ artifact (the pytest tmp dir and tests/artifacts/, git-ignored)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import anthropic
 import httpx
@@ -28,8 +23,8 @@ from mitmproxy.utils.emoji import emoji
 from tokunseba.webview import MARKS
 
 from .browser import Browser, need_chromium
-from .test_mitmweb_e2e import chat_stream, poll
-from .upstream import Reply, Upstream, closed_port
+from .test_mitmweb_e2e import Mitmweb, chat_stream, poll
+from .upstream import Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -61,94 +56,37 @@ routes:
 ICON = {k: emoji[v] for k, v in MARKS.items()}
 
 
-class WebRun:
-    """`tokunseba run --web` as a real process: the proxy port mitmweb prints, and the UI URL
+class WebRun(Mitmweb):
+    """`tokunseba run --web` as a user starts it: the proxy port mitmweb prints, and the UI URL
     (with its token) that tokunseba prints."""
 
-    def __init__(self, work: Path, rules: Path, env: dict[str, str]) -> None:
-        self.lines: list[str] = []
-        for _attempt in range(3):  # the UI port is picked free then closed: retry a lost race
-            self.web_port = closed_port()
-            cmd = [str(TOKUNSEBA), "run", "--web", "--port", "0", "--web-port", str(self.web_port),
-                   "--rules", str(rules), "--ledger", str(work / "ledger.db"), "--confdir", str(work / "conf")]
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                         env={**os.environ, **env}, cwd=work)
-            if self._wait_ready():
-                break
-        else:
-            raise RuntimeError("tokunseba run --web did not start:\n" + self.log())
-        threading.Thread(target=self._drain, daemon=True).start()
-        self.confdir = work / "conf"
-        self.api = httpx.Client(base_url=f"http://127.0.0.1:{self.web_port}", trust_env=False, timeout=TIMEOUT,
-                                headers={"Authorization": f"Bearer {self.token}"})
+    what = "tokunseba run --web"
+
+    def command(self, rules: Path) -> list[str]:
+        return [str(TOKUNSEBA), "run", "--web", "--port", "0", "--web-port", str(self.web_port), "--rules", str(rules),
+                "--ledger", str(self.ledger), "--confdir", str(self.confdir)]
+
+    def read_startup_line(self, line: str) -> None:
+        if m := re.search(r"HTTP\(S\) proxy listening at .*:(\d+)", line):
+            self.port = int(m.group(1))
+        if m := re.search(r"mitmweb UI .*:  (http://127\.0\.0\.1:(\d+)/\?token=(\w+))$", line.rstrip()):
+            assert int(m.group(2)) == self.web_port
+            self.ui_url, self.token = m.group(1), m.group(3)
+        self.serving = self.serving or "Web server listening" in line
+
+    def ready(self) -> bool:
+        return self.port is not None and self.token is not None and self.serving
 
     def _wait_ready(self) -> bool:
-        self.port = self.ui_url = self.token = None
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline and (self.port is None or self.ui_url is None or not self._serving()):
-            line = self.proc.stdout.readline()
-            if not line:
-                if self.proc.poll() is not None:
-                    return False
-                continue
-            self.lines.append(line)
-            if m := re.search(r"HTTP\(S\) proxy listening at .*:(\d+)", line):
-                self.port = int(m.group(1))
-            if m := re.search(r"mitmweb UI .*:  (http://127\.0\.0\.1:(\d+)/\?token=(\w+))$", line.rstrip()):
-                assert int(m.group(2)) == self.web_port
-                self.ui_url, self.token = m.group(1), m.group(3)
-        if self.port is None or self.ui_url is None:
-            self.stop()
-            return False
-        return True
-
-    def _serving(self) -> bool:
-        return any("Web server listening" in line for line in self.lines)
-
-    def _drain(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def flows(self) -> list[dict]:
-        r = self.api.get("/flows")
-        r.raise_for_status()
-        return r.json()
-
-    def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def log(self) -> str:
-        return "".join(self.lines)
+        self.ui_url, self.serving = None, False
+        return super()._wait_ready()
 
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     need_chromium()
-    work = tmp_path_factory.mktemp("webrun")
-    with Upstream() as oai:
-        rules = work / "rules.yaml"
-        rules.write_text(RULES.format(oai=oai.url))
-        w = WebRun(work, rules, {"TK_BROWSER_EP_KEY": EP_KEY})
-        w.upstream = oai
-        try:
-            yield w
-        finally:
-            w.api.close()
-            rc = w.stop()
-        assert rc == 0, f"mitmweb exited with {rc}:\n{w.log()}"
-        for bad in ("Traceback", "Addon error", "hook failed", "has crashed"):
-            assert bad not in w.log(), w.log()
+    with WebRun.serving(tmp_path_factory.mktemp("webrun"), RULES, {"TK_BROWSER_EP_KEY": EP_KEY}) as w:
+        yield w
 
 
 ASK = {"max_tokens": 300, "thinking": {"type": "enabled", "budget_tokens": 1024},
@@ -309,6 +247,7 @@ def test_failed_turns_carry_the_error_mark(page):
     ("~marker :repeat:", 1),  # translated and ended well
     ("~marker :x:", 2),  # failed turns
     ("~comment dropped", 3),  # turns that left fields behind
+    ("~comment ^error", 2),  # failed turns: their comment starts with the error
     ("~h x-tokunseba-request-id", 4),  # every turn tokunseba planned (the reply header)
     ("~d api.anthropic.com", 4),  # translated turns too: the flow keeps the client's URL
 ])
