@@ -9,6 +9,7 @@ under CI=true (scripts/ci-extras.sh installs it)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -46,8 +47,9 @@ class Browser:
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", f"--user-data-dir={profile}",
              f"--window-size={width},{height}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.ws = connect(self._devtools_url(), max_size=64 * 1024 * 1024, open_timeout=timeout,
-                          proxy=None)
+        self.stack = contextlib.ExitStack()
+        self.ws = self.stack.enter_context(connect(self._devtools_url(), max_size=64 * 1024 * 1024,
+                                                   open_timeout=timeout, proxy=None))
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Page.enable", session=True)
@@ -114,7 +116,7 @@ class Browser:
 
     def close(self) -> None:
         try:
-            self.ws.close()
+            self.stack.close()
         finally:
             if self.proc.poll() is None:
                 self.proc.terminate()

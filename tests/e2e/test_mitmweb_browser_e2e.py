@@ -263,6 +263,7 @@ def test_original_view_renders_the_clients_request_as_json(page, web, turns, bro
                   .find(td => td.innerText.includes(%s)).click(); true""" % json.dumps(ICON["translated"]))
     browser.wait_for("document.querySelector('.flow-detail .contentview') !== null", "the flow's Request tab")
     text = choose_view(browser, "tokunseba-original")
+    browser.screenshot(ARTIFACTS / "mitmweb-original-view.png")
     head, body = text.split("\n\n", 1)
     assert head.splitlines()[0] == "POST https://api.anthropic.com/v1/messages"
     assert head.splitlines()[1] == f"# sent to {web.upstream.url}/v1/chat/completions (local, openai)"
