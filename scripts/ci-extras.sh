@@ -23,3 +23,10 @@ run "Claude Code / Codex install (scripts/install-claude-code.sh)" scripts/insta
 if ! command -v tmux >/dev/null 2>&1; then
   run "tmux install (apt-get)" bash -c 'apt-get update -qq && apt-get install -y -qq tmux'
 fi
+
+# Chromium drives the mitmweb browser test (Debian's package, headless, over the DevTools
+# protocol; no browser download); the emoji font shows mitmweb's flow marks in its screenshot
+if ! command -v chromium >/dev/null 2>&1 || ! dpkg -s fonts-noto-color-emoji >/dev/null 2>&1; then
+  run "chromium + emoji font install (apt-get)" bash -c \
+    'apt-get update -qq && apt-get install -y -qq chromium fonts-noto-color-emoji'
+fi

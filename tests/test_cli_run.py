@@ -132,3 +132,25 @@ def test_port_number_bounds():
     for bad in ("65536", "-1", "1.5", ""):
         with pytest.raises(ValueError, match="expected a port number"):
             cli_run.port_number("--port", bad, 0)
+
+
+def _set_values(cmd: list[str], name: str) -> list[str]:
+    return [cmd[i + 1].split("=", 1)[1] for i, a in enumerate(cmd[:-1]) if a == "--set" and cmd[i + 1].startswith(name + "=")]
+
+
+def test_run_web_sets_one_column_per_option_and_prints_the_url_with_its_token(capsys, execv):
+    import argon2
+
+    rc, _, err = run(capsys, "run", "--web", "--web-port", "18222")
+    assert rc == 0 and execv
+    cmd = execv[0]
+    assert Path(cmd[0]).name == "mitmweb"
+    # mitmproxy 12 reads web_columns as a list: one --set per column, never one comma-joined value
+    assert _set_values(cmd, "web_columns") == list(cli_run.WEB_COLUMNS)
+    assert "comment" in cli_run.WEB_COLUMNS and not any("," in v for v in _set_values(cmd, "web_columns"))
+    token = re.search(r"http://127\.0\.0\.1:18222/\?token=([0-9a-f]{32})\n", err).group(1)
+    (hashed,) = _set_values(cmd, "web_password")
+    assert token not in " ".join(cmd)  # only the hash is in the process list
+    assert hashed.startswith("$argon2") and argon2.PasswordHasher().verify(hashed, token)
+    run(capsys, "run", "--web", "--web-port", "18222")
+    assert _set_values(execv[1], "web_password") != [hashed]  # a new token on every start

@@ -182,13 +182,22 @@ async def test_original_request_view_shows_the_clients_body(addon):
     await addon.request(f)
     pretty = contentviews.prettify_message(f.request, f, view_name="tokunseba-original")
     assert pretty.view_name == "tokunseba-original"
-    assert pretty.text == original and json.loads(pretty.text) == ANT_BODY
+    head, body = pretty.text.split("\n\n", 1)
+    # request line, where it went, the client's headers with the key redacted; then indented JSON
+    assert head.splitlines()[0] == "POST https://api.anthropic.com/v1/messages"
+    assert head.splitlines()[1].startswith("# sent to http://127.0.0.1:") and "(oai, openai)" in head
+    assert "x-api-key: <redacted>" in head and CLIENT_KEY not in pretty.text and EP_KEY not in pretty.text
+    assert json.loads(body) == json.loads(original) == ANT_BODY
+    assert body == json.dumps(ANT_BODY, indent=2, ensure_ascii=False)  # one field a line, client's key order
     assert json.loads(f.request.content) != ANT_BODY  # the request itself is the translated one
-    # never picked automatically, and a clear error on a flow tokunseba did not rewrite
+    # never picked automatically; plain sentences (never an error) elsewhere
     assert contentviews.prettify_message(f.request, f).view_name != "tokunseba-original"
     other = make_flow(b'{"a":1}', host="example.com")
-    text = contentviews.prettify_message(other.request, other, view_name="tokunseba-original").text
-    assert "not a flow tokunseba rewrote" in text
+    pretty = contentviews.prettify_message(other.request, other, view_name="tokunseba-original")
+    assert pretty.view_name == "tokunseba-original" and pretty.text.startswith("not rewritten by tokunseba")
+    f.response = http.Response.make(200, b'{"type":"message"}', {"content-type": "application/json"})
+    on_response = contentviews.prettify_message(f.response, f, view_name="tokunseba-original")
+    assert on_response.text.startswith("tokunseba-original shows the client's original request: open it under the Request tab")
 
 
 async def test_same_protocol_retarget(addon, endpoint_port):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import shlex
 import shutil
 import sys
@@ -18,6 +19,10 @@ ADDON = Path(__file__).resolve().parent.parent / "tokunseba_addon.py"
 DEFAULT_HOST, DEFAULT_PORT, DEFAULT_WEB_PORT = "127.0.0.1", 8080, 8081
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen everywhere: clients on this machine use loopback
 SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+# mitmweb's flow list: mitmproxy 12 reads web_columns as a list, one `--set web_columns=X` per
+# column (one comma-joined value is a single unknown column: an empty list). The mark shows
+# in the path column.
+WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "size", "time", "comment")
 
 
 def add_commands(sub) -> None:
@@ -38,7 +43,8 @@ def add_commands(sub) -> None:
     p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
     p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
     p.add_argument("--web-port", metavar="PORT", default=str(DEFAULT_WEB_PORT),
-                   help=f"mitmweb's UI port (default {DEFAULT_WEB_PORT})")
+                   help=f"mitmweb's UI port (default {DEFAULT_WEB_PORT}); the UI needs the token in the URL "
+                   "that run prints (http://127.0.0.1:PORT/?token=...)")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
     p.set_defaults(func=cmd_run)
@@ -99,7 +105,20 @@ def tool_path(name: str) -> str:
     return found
 
 
-def build_command(args) -> list[str]:
+def web_login(token: str | None = None) -> tuple[str, str]:
+    """A fresh random token for mitmweb's UI and the argon2 hash mitmweb is given
+    (`web_password` starting with `$`), so the token itself never appears in the process list."""
+    import argon2  # mitmproxy's own dependency (mitmweb checks web_password with it)
+
+    token = token or secrets.token_hex(16)
+    return token, argon2.PasswordHasher().hash(token)
+
+
+def web_url(port: int, token: str, host: str = "127.0.0.1") -> str:
+    return f"http://{host}:{port}/?token={token}"
+
+
+def build_command(args, web_password_hash: str | None = None) -> list[str]:
     from .protocols.detect import PROVIDER_HOSTS
 
     hosts = list(PROVIDER_HOSTS)
@@ -128,7 +147,11 @@ def build_command(args) -> list[str]:
         cmd += ["--set", f"confdir={args.confdir}"]
     if args.web:
         cmd += ["--set", "store_streamed_bodies=true", "--set", f"web_port={args.web_port}",
-                "--set", "web_columns=tls,icon,path,method,status,size,time,comment", "--set", "web_open_browser=false"]
+                "--set", "web_host=127.0.0.1", "--set", "web_open_browser=false"]
+        for column in WEB_COLUMNS:
+            cmd += ["--set", f"web_columns={column}"]
+        if web_password_hash:
+            cmd += ["--set", f"web_password={web_password_hash}"]
     extra = [a for a in (args.extra or []) if a != "--"]
     return cmd + extra
 
@@ -179,11 +202,18 @@ def cmd_run(args) -> int:
     if err := exposure_problem(args.host, args.extra or []):
         print(err, file=sys.stderr)
         return 2
-    cmd = build_command(args)
+    token, hashed = web_login() if args.web else (None, None)
+    cmd = build_command(args, hashed)
     if warning := ledger_warning(args.ledger):
         print(warning, file=sys.stderr)
+    ui = None
+    if token:
+        where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"
+        ui = f"tokunseba: mitmweb UI (open this URL; the token is new on every start):  {where}"
     if args.dry_run:
         print(shlex.join(cmd))
+        if ui:
+            print(ui, file=sys.stderr)
         return 0
     tool = Path(cmd[0]).name
     print(f"tokunseba: starting {tool} on {args.host}:{args.port}"
@@ -195,6 +225,8 @@ def cmd_run(args) -> int:
     else:
         print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
               file=sys.stderr)
+    if ui:
+        print(ui, file=sys.stderr)
     sys.stderr.flush()
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover

@@ -13,10 +13,12 @@ import os
 import random
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
+from mitmproxy.hooks import UpdateHook
 
 from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
@@ -34,19 +36,31 @@ from .translate.sniff import UsageSniffer, usage_from_json
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
                    websocket_refusal)
+from .webview import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, original_record, original_view_text,
+                      secrets_of, web_outcome)
+from .web_redact import is_credential_header, redact_header_value, redact_text
 
 log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.bridge")):
     _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
-MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
-         "refused": ":no_entry:", "error": ":x:"}
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
 PROBE_TTL_OK_S = 10.0  # a reachable endpoint is re-probed after this (the relay covers the gap)
 PROBE_TTL_FAIL_S = 2.0  # an unreachable one sooner, so it comes back quickly
 RULES_POLL_S = 1.0
 MAX_STORED_BODY = 4 * 1024 * 1024
+MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
+
+
+@dataclass
+class _Shown:
+    """What mitmweb shows of one in-flight turn: the URL the client asked for (restored on the
+    flow once the request has left) and the key values to keep out of its comment."""
+
+    client_url: str | None
+    secrets: set[str] = field(default_factory=set)
+    added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 
 
 @dataclass
@@ -134,6 +148,10 @@ class Tokunseba:
         self.bridged: dict[str, str] = {}  # flow id -> relay token
         self.shadows: ShadowSender | None = None
         self.shadowed: set[str] = set()  # request ids of turns being shadowed
+        self.shown: dict[str, _Shown] = {}  # flow id -> mitmweb presentation state (in flight)
+        # flow id -> the client's own URL and headers (credentials included) of a rewritten
+        # flow, so mitmweb's Replay can send the client's turn through the rules again
+        self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -241,6 +259,8 @@ class Tokunseba:
             return
         turn = None
         try:
+            if flow.is_replay == "request" and not self._prepare_replay(flow):
+                return
             if flow.request.method == "GET":
                 ws = websocket_refusal(self.rules, method="GET", host=flow.request.pretty_host, path=flow.request.path,
                                        headers=flow.request.headers.items(multi=True),
@@ -261,7 +281,8 @@ class Tokunseba:
                 t = turn or self.turns[flow.id]
                 t.action, t.outcome, t.error = "respond", "error", str(e)
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
-                flow.marked, flow.comment = MARKS["error"], t.summary()
+                self._show_client_url(flow)
+                self._present(flow, t, "error", 500)
             elif _looks_like_provider_call(flow, self.provider_hosts):  # never let a half-handled provider call leak out
                 self._respond(flow, client_error(_guess_protocol(flow), 500, f"tokunseba internal error: {e}", "api_error"))
 
@@ -303,6 +324,7 @@ class Tokunseba:
         mode = self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
         self._bridge_done(flow, turn)
+        self._show_client_url(flow)
         try:
             r = flow.response
             rep = None
@@ -351,6 +373,7 @@ class Tokunseba:
         self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
         self._bridge_done(flow, turn)
+        self._show_client_url(flow)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
             t = pump.t if pump is not None else None
@@ -429,11 +452,18 @@ class Tokunseba:
         if turn.action == "translate" or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self._ledger_start(turn)
+        req = flow.request
+        client_url, client_headers = req.url, req.headers.copy()
+        self.shown[flow.id] = _Shown(client_url)
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
-        if turn.local is not None:
+        if turn.local is None:
+            self._rewrite(flow, turn)
+        else:
             self._respond(flow, turn.local)
-            return
+        self._record_original(flow, turn, client_url, client_headers)
+
+    def _rewrite(self, flow: http.HTTPFlow, turn: Turn) -> None:
         req = flow.request
         if turn.action == "translate" and turn.url:
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
@@ -481,6 +511,90 @@ class Tokunseba:
             body = b""
         error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
         self.shadows.primary_done(turn.request_id, status, body, error)
+
+    # ---- mitmweb: what a user sees of the turn ----
+    def _record_original(self, flow: http.HTTPFlow, turn: Turn, client_url: str, client_headers: http.Headers) -> None:
+        """Keep the client's request line and headers (redacted) in the flow's metadata, the
+        real ones in memory for a replay, and the key values the comment must not show."""
+        req = flow.request
+        body_changed = turn.body is not None
+        rewritten = turn.local is None and (req.url != client_url or req.headers != client_headers or body_changed)
+        exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
+        flow.metadata[RECORD_KEY] = {
+            **original_record(method=req.method, url=client_url, headers=client_headers.items(multi=True),
+                              rewritten=rewritten, endpoint=turn.endpoint.name if turn.endpoint else None,
+                              endpoint_url=turn.url, target_protocol=turn.target_protocol),
+            "client_protocol": turn.client_protocol, "body_changed": body_changed, "body_exact": exact}
+        shown = self.shown[flow.id]
+        shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
+                                   [client_url, turn.url])
+        shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
+        flow.comment = redact_text(flow.comment, shown.secrets)
+        if rewritten:
+            self.replayable[flow.id] = (client_url, client_headers)
+            while len(self.replayable) > MAX_REPLAYABLE:
+                self.replayable.popitem(last=False)
+
+    def _show_client_url(self, flow: http.HTTPFlow) -> None:
+        """Once the request has left: the flow shows the URL the client asked for (the comment
+        and the tokunseba-original view name the endpoint the turn really went to), and the
+        endpoint key tokunseba added is redacted in the flow (mitmweb, saved flow files)."""
+        shown = self.shown.get(flow.id)
+        try:
+            if shown is None:
+                return
+            if shown.client_url and flow.request.url != shown.client_url:
+                flow.request.url = shown.client_url
+            for name in shown.added_keys:
+                if name in flow.request.headers:
+                    flow.request.headers[name] = redact_header_value(name, flow.request.headers[name])
+        except Exception:
+            log.exception("tokunseba: could not restore the client's URL on the flow")
+
+    def _present(self, flow: http.HTTPFlow, turn: Turn, ledger_outcome: str | None, status: int | None) -> None:
+        """The turn has ended: its mark and comment state the outcome as the ledger counts it."""
+        shown = self.shown.pop(flow.id, None)
+        try:
+            error = turn.error
+            if error is None and status is not None and status >= 400 and flow.response is not None \
+                    and flow.response.raw_content is not None:
+                error = error_message(flow.response.get_content(strict=False))
+            outcome = web_outcome(ledger_outcome, status, error)
+            plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
+            flow.marked = final_mark(outcome)
+            flow.comment = final_comment(turn.summary(), outcome=outcome, status=status, error=error,
+                                         plumbing=plumbing, endpoint_url=turn.url,
+                                         secrets=shown.secrets if shown else ())
+            ctx.master.addons.trigger(UpdateHook([flow]))  # mitmweb pushes the change to open pages
+        except Exception:
+            log.exception("tokunseba: could not update the flow's mark and comment")
+
+    def _prepare_replay(self, flow: http.HTTPFlow) -> bool:
+        """mitmweb's Replay of a flow tokunseba rewrote: put the client's own request back so the
+        turn goes through the rules and translators again. Refused with a clear error in the
+        client's protocol when that request is no longer known (a flow loaded from a file:
+        saved flows do not keep the client's key). False when the flow was answered."""
+        rec = flow.metadata.get(RECORD_KEY)
+        original = flow.metadata.get(ORIGINAL_KEY)
+        for k in (RECORD_KEY, ORIGINAL_KEY, "tokunseba.request_id"):
+            flow.metadata.pop(k, None)
+        if not isinstance(rec, dict) or not rec.get("rewritten"):
+            return True
+        kept = self.replayable.get(flow.id)
+        if kept is None or (rec.get("body_changed") and (original is None or not rec.get("body_exact"))):
+            why = ("the client's request is not kept in memory (a flow loaded from a file, or an older one): "
+                   "send the turn again from the client") if kept is None else "the client's body was too large to keep"
+            msg = f"tokunseba: this flow cannot be replayed: tokunseba rewrote it and {why}"
+            self._respond(flow, client_error(rec.get("client_protocol") or _guess_protocol(flow), 400, msg,
+                                             "invalid_request_error"))
+            flow.marked, flow.comment = MARKS["refused"], msg
+            return False
+        url, headers = kept
+        flow.request.headers = headers.copy()
+        flow.request.url = url
+        if rec.get("body_changed"):
+            flow.request.content = original.encode("utf-8")
+        return True
 
     def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
         token = self.bridged.pop(flow.id, None)
@@ -547,11 +661,13 @@ class Tokunseba:
         latency = (now - turn.started_at) * 1000
         ttfb = (fb - turn.started_at) * 1000 if fb else None
         self._shadow_primary_done(flow, turn, status, pump)
+        outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        self._present(flow, turn, outcome, status)
         if self.ledger is None:
             return
         fields = dict(status=status, latency_ms=round(latency, 3), ttfb_ms=round(ttfb, 3) if ttfb is not None else None,
                       usage_reported=usage.reported if usage else None, usage_protocol=usage.protocol if usage else None,
-                      usage_client=client_usage, outcome=("error" if failed and turn.outcome != "refused" else turn.outcome))
+                      usage_client=client_usage, outcome=outcome)
         if turn.error:
             fields["error"] = turn.error
         if self.ledger_bodies:
@@ -685,17 +801,31 @@ def _snippet(body: bytes | None, n: int = 500) -> str:
     return (body or b"")[:n].decode("utf-8", "replace")
 
 
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class OriginalRequestView(contentviews.Contentview):
-    """mitmweb: the client's original request body, before tokunseba rewrote it."""
+    """mitmweb: the client's original request (URL, redacted headers, indented JSON body)
+    before tokunseba rewrote it; a plain sentence for flows it did not rewrite."""
 
     name = "tokunseba-original"
     syntax_highlight = "yaml"
 
     def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
         f = metadata.flow
-        if f is None or ORIGINAL_KEY not in f.metadata:
-            raise ValueError("not a flow tokunseba rewrote")
-        return f.metadata[ORIGINAL_KEY]
+        md = getattr(f, "metadata", None) or {}
+        rec = md.get(RECORD_KEY)
+        body = md.get(ORIGINAL_KEY)
+        if body is None and isinstance(rec, dict) and not rec.get("body_changed"):
+            body = data.decode("utf-8", "replace")  # only the URL/headers changed: the body is the client's
+        return original_view_text(rec if isinstance(rec, dict) else None, body,
+                                  is_request=not isinstance(metadata.http_message, http.Response),
+                                  truncated=isinstance(rec, dict) and not rec.get("body_exact", True))
 
     def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
         return -1

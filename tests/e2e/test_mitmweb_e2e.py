@@ -11,6 +11,7 @@ need tornado's XSRF double-submit: a `_mitmproxy_xsrf` cookie and the same value
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -71,43 +72,73 @@ def poll(fn, what: str, timeout: float = TIMEOUT, every: float = 0.05):
 class Mitmweb:
     """`mitmweb -s addon/tokunseba_addon.py -p 0` as a real process, plus its REST API."""
 
+    what = "mitmweb"
+
     def __init__(self, workdir: Path, rules: Path, env: dict[str, str]) -> None:
         self.confdir = workdir / "conf"
         self.ledger = workdir / "ledger.db"
         self.lines: list[str] = []
         for _attempt in range(3):  # the web port is picked free then closed: retry a lost race
             self.web_port = closed_port()
-            cmd = [str(MITMWEB), "--listen-host", "127.0.0.1", "-p", "0", "-s", str(ADDON),
-                   "--set", f"web_port={self.web_port}", "--set", "web_host=127.0.0.1",
-                   "--set", "web_open_browser=false", "--set", f"confdir={self.confdir}",
-                   "--set", f"tokunseba_ledger={self.ledger}", "--set", f"tokunseba_rules={rules}",
-                   "--set", "store_streamed_bodies=true"]
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                         env={**os.environ, **env}, cwd=workdir)
+            self.proc = subprocess.Popen(self.command(rules), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         text=True, env={**os.environ, **env}, cwd=workdir)
             if self._wait_ready():
                 break
         else:
-            raise RuntimeError("mitmweb did not start:\n" + self.log())
+            raise RuntimeError(f"{self.what} did not start:\n" + self.log())
         threading.Thread(target=self._drain, daemon=True).start()
         self.api = httpx.Client(base_url=f"http://127.0.0.1:{self.web_port}", trust_env=False, timeout=TIMEOUT,
                                 headers={"Authorization": f"Bearer {self.token}"})
 
+    @classmethod
+    @contextlib.contextmanager
+    def serving(cls, work: Path, rules_template: str, env: dict[str, str]):
+        """A scripted upstream, rules pointing at it (``{oai}`` in the template), the process;
+        at the end it must exit cleanly with no traceback or addon error in its log."""
+        with Upstream() as oai:
+            rules = work / "rules.yaml"
+            rules.write_text(rules_template.format(oai=oai.url))
+            m = cls(work, rules, env)
+            m.upstream, m.rules = oai, rules
+            try:
+                yield m
+            finally:
+                m.api.close()
+                rc = m.stop()
+            assert rc == 0, f"{cls.what} exited with {rc}:\n{m.log()}"
+            for bad in ("Traceback", "Addon error", "hook failed", "has crashed"):
+                assert bad not in m.log(), m.log()
+
+    def command(self, rules: Path) -> list[str]:
+        return [str(MITMWEB), "--listen-host", "127.0.0.1", "-p", "0", "-s", str(ADDON),
+                "--set", f"web_port={self.web_port}", "--set", "web_host=127.0.0.1",
+                "--set", "web_open_browser=false", "--set", f"confdir={self.confdir}",
+                "--set", f"tokunseba_ledger={self.ledger}", "--set", f"tokunseba_rules={rules}",
+                "--set", "store_streamed_bodies=true"]
+
+    def read_startup_line(self, line: str) -> None:
+        """Learn the proxy port and the web token from one startup line."""
+        if m := re.search(r"HTTP\(S\) proxy listening at .*:(\d+)", line):
+            self.port = int(m.group(1))
+        if m := re.search(rf"Web server listening at http://127\.0\.0\.1:{self.web_port}/\?token=(\w+)", line):
+            self.token = m.group(1)
+
+    def ready(self) -> bool:
+        return self.port is not None and self.token is not None
+
     def _wait_ready(self) -> bool:
-        """Read startup lines until both the proxy port and the web token are known."""
+        """Read startup lines until the process is ready (see read_startup_line)."""
         self.port = self.token = None
         deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline and (self.port is None or self.token is None):
+        while time.monotonic() < deadline and not self.ready():
             line = self.proc.stdout.readline()
             if not line:
                 if self.proc.poll() is not None:
                     return False
                 continue
             self.lines.append(line)
-            if m := re.search(r"HTTP\(S\) proxy listening at .*:(\d+)", line):
-                self.port = int(m.group(1))
-            if m := re.search(rf"Web server listening at http://127\.0\.0\.1:{self.web_port}/\?token=(\w+)", line):
-                self.token = m.group(1)
-        if self.port is None or self.token is None:
+            self.read_startup_line(line)
+        if not self.ready():
             self.stop()
             return False
         return True
@@ -154,20 +185,8 @@ def chat_stream(cid: str, parts: tuple[str, ...]) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
-    work = tmp_path_factory.mktemp("mitmweb")
-    with Upstream() as oai:
-        rules = work / "rules.yaml"
-        rules.write_text(RULES.format(oai=oai.url))
-        m = Mitmweb(work, rules, {"TK_WEB_EP_KEY": EP_KEY})
-        m.upstream, m.rules = oai, rules
-        try:
-            yield m
-        finally:
-            m.api.close()
-            rc = m.stop()
-        assert rc == 0, f"mitmweb exited with {rc}:\n{m.log()}"
-        for bad in ("Traceback", "Addon error", "hook failed", "has crashed"):
-            assert bad not in m.log(), m.log()
+    with Mitmweb.serving(tmp_path_factory.mktemp("mitmweb"), RULES, {"TK_WEB_EP_KEY": EP_KEY}) as m:
+        yield m
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +216,8 @@ def traffic(web):
 
     def both_done():
         flows = web.flows()
-        tr = [f for f in flows if f["request"]["path"].startswith(PREFIX)]
+        # a translated turn keeps the client's URL in mitmweb (the relay is an implementation detail)
+        tr = [f for f in flows if f["request"]["host"] == "api.anthropic.com" and f["request"]["path"] == "/v1/messages"]
         other = [f for f in flows if f["request"]["path"] == "/api/claude_code/settings"]
         # the streamed body is stored on the flow only once the stream ended cleanly
         if tr and other and tr[0].get("response", {}).get("contentLength") and other[0].get("response"):
@@ -218,9 +238,11 @@ def test_the_turn_itself_was_translated(web, traffic):
     assert web.upstream.requests[1].headers["x-api-key"] == CLIENT_KEY  # non-provider: untouched
 
 
-def test_translated_flow_shows_the_decision_and_mark(traffic):
+def test_translated_flow_shows_the_decision_and_mark(web, traffic):
     f = traffic["translated"]
-    assert f["comment"] == "easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert f["comment"] == ("easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
+                            f" · added: stream_options.include_usage · sent to {web.upstream.url}/v1/chat/completions")
+    assert f["request"]["scheme"] == "https" and not f["request"]["path"].startswith(PREFIX)
     assert f["marked"] == emoji[MARKS["translated"]] == "🔁"
     assert f["response"]["status_code"] == 200
     assert ["x-tokunseba-request-id", traffic["request_id"]] in f["response"]["headers"]
@@ -240,8 +262,11 @@ def test_original_request_view_returns_the_clients_anthropic_body(web, traffic):
     assert view.status_code == 200
     v = view.json()
     assert v["view_name"] == "tokunseba-original"
-    assert v["text"] == original.decode()  # byte for byte what the SDK sent
-    body = json.loads(v["text"])
+    head, text = v["text"].split("\n\n", 1)
+    assert head.startswith("POST https://api.anthropic.com/v1/messages\n")
+    assert CLIENT_KEY not in v["text"] and EP_KEY not in v["text"]
+    body = json.loads(text)
+    assert body == json.loads(original)  # what the SDK sent, indented for reading
     assert body["max_tokens"] == 3000 and body["metadata"] == {"user_id": "user-web-1"}
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert "max_completion_tokens" not in body and "stream_options" not in body

@@ -1,0 +1,124 @@
+"""The pure mitmweb presentation (webview) and its display redaction (web_redact)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokunseba.web_redact import (REDACTED, credential_values, redact_header_value, redact_headers, redact_text,
+                                  redact_url)
+from tokunseba.webview import (MARKS, NOT_REWRITTEN, RESPONSE_SIDE, error_message, final_comment, final_mark,
+                               original_record, original_view_text, pretty_json, web_outcome)
+
+KEY = "sk-ant-api03-SECRETSECRET"
+
+
+@pytest.mark.parametrize("name,value,shown", [
+    ("x-api-key", KEY, REDACTED),
+    ("Authorization", f"Bearer {KEY}", f"Bearer {REDACTED}"),
+    ("authorization", f"Basic {KEY}", f"Basic {REDACTED}"),
+    ("x-goog-api-key", KEY, REDACTED),
+    ("Cookie", "session=abc", REDACTED),
+    ("x-custom-token", "t0k3n-value", REDACTED),
+    ("content-type", "application/json", "application/json"),
+    ("anthropic-version", "2023-06-01", "2023-06-01"),
+])
+def test_header_values(name, value, shown):
+    assert redact_header_value(name, value) == shown
+
+
+def test_headers_keep_order_and_names():
+    assert redact_headers([("host", "h"), ("x-api-key", KEY)]) == [["host", "h"], ["x-api-key", REDACTED]]
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?key=AIzaSECRET&alt=sse",
+     "https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?key=<redacted>&alt=sse"),
+    ("https://user:pw@example.com/v1?x=1", "https://<redacted>@example.com/v1?x=1"),
+    ("http://127.0.0.1:8/v1/chat/completions", "http://127.0.0.1:8/v1/chat/completions"),
+])
+def test_urls(url, shown):
+    assert redact_url(url) == shown
+
+
+def test_known_values_are_found_and_replaced_in_free_text():
+    found = credential_values([("authorization", f"Bearer {KEY}"), ("x-api-key", "short"), ("accept", "x" * 40)],
+                              ["https://h/v1?key=AIzaSECRETVALUE"])
+    assert found == {KEY, "AIzaSECRETVALUE"}  # too-short values and non-credential headers are not searched
+    assert redact_text(f"bad key {KEY} and AIzaSECRETVALUE", found) == f"bad key {REDACTED} and {REDACTED}"
+
+
+@given(st.text(), st.sets(st.text(min_size=8, max_size=20), max_size=3))
+def test_no_known_secret_survives(text, secrets):
+    out = redact_text(text + "".join(secrets), secrets)
+    assert all(s not in out or s in REDACTED for s in secrets)
+
+
+@pytest.mark.parametrize("ledger,status,error,shown", [
+    ("translated", 200, None, "translated"),
+    ("translated", 200, "upstream connection broke", "error"),
+    ("translated", 400, None, "error"),
+    ("pass_through", 529, None, "error"),
+    ("refused", 400, "no translator", "refused"),
+    ("cancelled", None, "Client disconnected.", "cancelled"),
+    ("error", None, "boom", "error"),
+    ("retargeted", 200, None, "retargeted"),
+])
+def test_outcome_as_the_ledger_counts_it(ledger, status, error, shown):
+    assert web_outcome(ledger, status, error) == shown
+    assert final_mark(shown) == MARKS[shown]
+
+
+def test_comment_lists_plumbing_next_to_drops_and_the_error():
+    c = final_comment("easy-turns → local · anthropic→openai · dropped: thinking", outcome="error", status=400,
+                      error=f"prompt is too long ({KEY})", plumbing=["stream_options.include_usage", "max_tokens",
+                                                                      "max_tokens"],
+                      endpoint_url="http://127.0.0.1:9/v1/chat/completions", secrets={KEY})
+    assert c == (f"error 400: prompt is too long ({REDACTED}) · easy-turns → local · anthropic→openai · dropped: "
+                 "thinking · added: stream_options.include_usage, max_tokens · sent to http://127.0.0.1:9/v1/chat/completions")
+    # an outcome the summary already states is not repeated; long errors are cut
+    assert final_comment("r → x · refused: no translator", outcome="refused", status=400, error="no translator") \
+        == "r → x · refused: no translator"
+    long = final_comment("s", outcome="error", status=None, error="x" * 1000)
+    assert long.startswith("error: xxx") and long.endswith("… · s") and len(long) < 400
+
+
+@pytest.mark.parametrize("body,msg", [
+    (b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}', "prompt is too long"),
+    (b'{"error":{"message":"slow down","type":"rate_limit"}}', "slow down"),
+    (b'[{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}]', "bad"),
+    (b'{"error":"plain"}', "plain"),
+    (b"<html>502</html>", None),
+    (b'{"ok":true}', None),
+    (None, None),
+])
+def test_error_message_of_any_envelope(body, msg):
+    assert error_message(body) == msg
+
+
+def test_original_view_text():
+    rec = original_record(method="POST", url="https://api.anthropic.com/v1/messages",
+                          headers=[("x-api-key", KEY), ("content-type", "application/json")], rewritten=True,
+                          endpoint="local", endpoint_url="http://127.0.0.1:9/v1/chat/completions",
+                          target_protocol="openai")
+    body = '{"model":"m","thinking":{"type":"enabled"},"messages":[{"role":"user","content":"été"}]}'
+    text = original_view_text(rec, body, is_request=True)
+    assert text.split("\n\n", 1)[0].splitlines() == [
+        "POST https://api.anthropic.com/v1/messages",
+        "# sent to http://127.0.0.1:9/v1/chat/completions (local, openai)",
+        f"x-api-key: {REDACTED}", "content-type: application/json"]
+    assert json.loads(text.split("\n\n", 1)[1]) == json.loads(body) and '"été"' in text and KEY not in text
+    assert '\n  "thinking": {' in text  # one field a line
+    assert original_view_text(rec, body, is_request=False) == RESPONSE_SIDE
+    assert original_view_text(None, None, is_request=True) == NOT_REWRITTEN
+    assert original_view_text({**rec, "rewritten": False}, body, is_request=True) == NOT_REWRITTEN
+    assert original_view_text(rec, body[:20], is_request=True, truncated=True).endswith(
+        "… (cut: only the first bytes of the client's body are kept)")
+
+
+def test_pretty_json_keeps_what_is_not_json():
+    assert pretty_json('{"b":1,"a":[1]}') == '{\n  "b": 1,\n  "a": [\n    1\n  ]\n}'
+    assert pretty_json("not json {") == "not json {"
