@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
-from .translate.usage import ANTHROPIC, OPENAI, Usage
+from .translate.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
 
@@ -110,7 +110,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
-USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI}
+USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI, GEMINI: GEMINI}
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).

@@ -15,6 +15,7 @@ from ..sse import SSEDecoder, SSEEvent
 from .anthropic_stream import AnthropicDecoder, AnthropicEncoder
 from .chat_stream import ChatDecoder, ChatEncoder
 from .events import StreamError, StreamReport
+from .gemini.stream import GeminiDecoder, GeminiEncoder
 from .responses_stream import ResponsesEncoder
 
 __all__ = ["StreamTranslator", "make_stream_translator", "DECODERS", "ENCODERS"]
@@ -22,11 +23,13 @@ __all__ = ["StreamTranslator", "make_stream_translator", "DECODERS", "ENCODERS"]
 DECODERS: dict[str, Callable[[StreamReport], object]] = {
     "anthropic": AnthropicDecoder,
     "openai": ChatDecoder,
+    "gemini": GeminiDecoder,
 }
 ENCODERS: dict[str, Callable[..., object]] = {
     "anthropic": lambda report, include_usage, created: AnthropicEncoder(report),
     "openai": lambda report, include_usage, created: ChatEncoder(report, include_usage=include_usage, created=created),
     "openai-responses": lambda report, include_usage, created: ResponsesEncoder(report, created=created),
+    "gemini": lambda report, include_usage, created: GeminiEncoder(report),
 }
 
 

@@ -2,7 +2,10 @@
 
 A ``Usage`` holds the upstream's own usage object untouched plus the protocol that
 reported it. Conversions copy numbers and re-base only where definitions differ:
-OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not.
+OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not;
+Gemini ``promptTokenCount`` includes ``cachedContentTokenCount`` and ``candidatesTokenCount``
+excludes ``thoughtsTokenCount`` (billed as output), ``toolUsePromptTokenCount`` is input
+outside ``promptTokenCount`` (gemini.md 5.5).
 A field the upstream did not report stays absent: never zero-filled, never estimated.
 """
 
@@ -13,6 +16,14 @@ from typing import Any
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"  # Chat Completions semantics (Responses shares them)
+GEMINI = "gemini"  # usageMetadata semantics
+
+
+def _sum(*vals: int | None) -> int | None:
+    """The sum of the reported numbers; None when the first (the base) was not reported."""
+    if vals[0] is None:
+        return None
+    return sum(v or 0 for v in vals)
 
 
 def _int(v: Any) -> int | None:
@@ -21,7 +32,7 @@ def _int(v: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Usage:
-    protocol: str  # "anthropic" or "openai"
+    protocol: str  # "anthropic", "openai" or "gemini"
     reported: dict  # the upstream's usage object, as it came
 
     # ---- the numbers as the upstream named and counted them (for the ledger) ----
@@ -29,6 +40,14 @@ class Usage:
         """input / output / cache read / cache write / reasoning, in the upstream's own
         counting (OpenAI input includes cached tokens; Anthropic input does not)."""
         r = self.reported
+        if self.protocol == GEMINI:
+            return {
+                "input": _int(r.get("promptTokenCount")),  # includes the cached tokens
+                "output": _int(r.get("candidatesTokenCount")),  # excludes the thoughts
+                "cache_read": _int(r.get("cachedContentTokenCount")),
+                "cache_write": None,
+                "reasoning": _int(r.get("thoughtsTokenCount")),
+            }
         if self.protocol == ANTHROPIC:
             otd = r.get("output_tokens_details") if isinstance(r.get("output_tokens_details"), dict) else {}
             return {
@@ -65,6 +84,8 @@ class Usage:
         """The Anthropic usage object a client sees (only reported fields)."""
         if self.protocol == ANTHROPIC:
             return dict(self.reported)
+        if self.protocol == GEMINI:
+            return self._gemini_to_anthropic()
         f = self.fields()
         out: dict[str, Any] = {}
         if f["input"] is not None:
@@ -84,6 +105,8 @@ class Usage:
         """The Chat Completions usage object a client sees (only reported fields)."""
         if self.protocol == OPENAI:
             return dict(self.reported)
+        if self.protocol == GEMINI:
+            return self._gemini_to_openai()
         f = self.fields()
         out: dict[str, Any] = {}
         if f["input"] is not None:
@@ -101,6 +124,66 @@ class Usage:
             out["prompt_tokens_details"] = ptd
         if f["reasoning"] is not None:
             out["completion_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
+        return out
+
+    def to_gemini(self) -> dict:
+        """The Gemini usageMetadata a client sees (only reported fields; gemini.md 5.5):
+        promptTokenCount includes cached (and Anthropic's cache writes), the reasoning part of
+        the output goes to thoughtsTokenCount, totalTokenCount is the reported total or the
+        arithmetic sum of what was reported."""
+        if self.protocol == GEMINI:
+            return dict(self.reported)
+        f = self.fields()
+        out: dict[str, Any] = {}
+        prompt = f["input"]
+        if prompt is not None and self.protocol == ANTHROPIC:
+            prompt += (f["cache_read"] or 0) + (f["cache_write"] or 0)
+        if prompt is not None:
+            out["promptTokenCount"] = prompt
+        if f["output"] is not None:
+            out["candidatesTokenCount"] = f["output"] - (f["reasoning"] or 0)
+        if f["cache_read"] is not None:
+            out["cachedContentTokenCount"] = f["cache_read"]
+        if f["reasoning"] is not None:
+            out["thoughtsTokenCount"] = f["reasoning"]
+        total = _int(self.reported.get("total_tokens")) if self.protocol == OPENAI else None
+        if total is None and prompt is not None and f["output"] is not None:
+            total = prompt + f["output"]  # arithmetic on reported numbers
+        if total is not None:
+            out["totalTokenCount"] = total
+        return out
+
+    def _gemini_to_anthropic(self) -> dict:
+        r = self.reported
+        prompt, cached = _int(r.get("promptTokenCount")), _int(r.get("cachedContentTokenCount"))
+        tool, thoughts = _int(r.get("toolUsePromptTokenCount")), _int(r.get("thoughtsTokenCount"))
+        out: dict[str, Any] = {}
+        if prompt is not None:
+            out["input_tokens"] = max(prompt - (cached or 0), 0) + (tool or 0)
+        if cached is not None:
+            out["cache_read_input_tokens"] = cached
+        output = _sum(_int(r.get("candidatesTokenCount")), thoughts)
+        if output is not None:
+            out["output_tokens"] = output
+        return out
+
+    def _gemini_to_openai(self) -> dict:
+        r = self.reported
+        cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
+        out: dict[str, Any] = {}
+        prompt = _sum(_int(r.get("promptTokenCount")), _int(r.get("toolUsePromptTokenCount")))
+        if prompt is not None:
+            out["prompt_tokens"] = prompt
+        completion = _sum(_int(r.get("candidatesTokenCount")), thoughts)
+        if completion is not None:
+            out["completion_tokens"] = completion
+        total = _int(r.get("totalTokenCount"))
+        if total is not None:
+            out["total_tokens"] = total
+        if cached is not None:
+            out["prompt_tokens_details"] = {"cached_tokens": cached}
+        if thoughts is not None:
+            out["completion_tokens_details"] = {"reasoning_tokens": thoughts}
         return out
 
     def merged(self, newer: dict) -> "Usage":
