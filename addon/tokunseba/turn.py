@@ -484,8 +484,7 @@ def stream_translator(turn: Turn):
 
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
-    from .translate.errors import translate_error
-    from .translate.reply import translate_reply
+    from .translate.gemini_pairs import translate_error, translate_reply
 
     if status >= 400:
         st, out = translate_error(turn.target_protocol, turn.client_protocol, status, body)
