@@ -233,11 +233,12 @@ async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):
 
 
 @pytest.mark.parametrize("model,path,marker,needle", [
-    ("strict-1", "/v1/messages", "refused", "gemini"),
+    ("strict-1", "/v1/messages", "refused", "Gemini needs the function's name"),
     ("claude-x", "/v1/messages/count_tokens", "refused", "does not estimate"),
 ])
 async def test_locally_answered_turns(addon, model, path, marker, needle):
-    f = make_flow({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, path=path)
+    content = "hi" if model != "strict-1" else [{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "4"}]
+    f = make_flow({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": content}]}, path=path)
     await addon.request(f)
     assert f.response.status_code == 400
     err = anthropic_error(f)

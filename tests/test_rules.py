@@ -204,24 +204,25 @@ def test_warnings_for_untranslatable_pairs(tmp_path):
     path.write_text(textwrap.dedent("""\
         endpoints:
           local: {protocol: openai, url: http://127.0.0.1:8000/v1}
-          gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
+          resp: {protocol: openai-responses, url: http://127.0.0.1:9000/v1}
         routes:
           - name: fine
             when: {client: [anthropic, openai]}
             to: local
-          - name: anyone
-            to: local
-          - name: to-gemini
-            when: {client: anthropic}
-            to: gem
+          - name: gemini-anyone
+            when: {client: gemini}
+            to: resp
+          - name: gemini-strict
+            when: {client: gemini}
+            to: resp
             on_refused: error
         """))
     rules = load_rules(path)
     assert rules.warnings == [
-        f"{path}:8: warning: route 'anyone' → local (openai): "
-        "no translator from gemini to openai; such turns are refused here and go on to the next route",
-        f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
-        "such turns are refused here and answered with an error",
+        f"{path}:8: warning: route 'gemini-anyone' → resp (openai-responses): "
+        "no translator from gemini to openai-responses; such turns are refused here and go on to the next route",
+        f"{path}:11: warning: route 'gemini-strict' → resp (openai-responses): no translator from gemini to "
+        "openai-responses; such turns are refused here and answered with an error",
     ]
     assert check_file(path) == (True, ["OK: 5 endpoints, 3 routes", *rules.warnings])
 
@@ -508,6 +509,7 @@ TWO = textwrap.dedent("""\
     endpoints:
       local: {protocol: openai, url: http://127.0.0.1:8000/v1, model: gemma}
       gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
+      resp: {protocol: openai-responses, url: http://127.0.0.1:9001/v1}
       gateway: {protocol: anthropic, url: https://gw.example.com/v1}
     routes:
 """)
@@ -553,28 +555,28 @@ def test_no_match_passes_through_with_reasons():
 
 def test_refused_route_is_skipped_and_recorded():
     rules = rules_of("""\
-        - name: to-gemini
-          to: gem
+        - name: to-resp
+          to: resp
         - name: to-local
           to: local
         """)
-    d = decide(rules, facts())
+    d = decide(rules, facts(client="gemini"))
     assert (d.action, d.route.name, d.model) == ("route", "to-local", "gemma")
-    assert d.trace[0]["refused"] == "no translator from anthropic to gemini"
+    assert d.trace[0]["refused"] == "no translator from gemini to openai-responses"
     assert d.trace[0]["matched"] is True and d.trace[1]["refused"] is None
 
 
 def test_on_refused_error():
     rules = rules_of("""\
         - name: r1
-          to: gem
+          to: resp
           on_refused: error
         - name: r2
           to: local
         """)
-    d = decide(rules, facts())
+    d = decide(rules, facts(client="gemini"))
     assert (d.action, d.route.name, d.endpoint.name, d.reason) == (
-        "error", "r1", "gem", "route r1 refused: no translator from anthropic to gemini")
+        "error", "r1", "resp", "route r1 refused: no translator from gemini to openai-responses")
     assert len(d.trace) == 1
 
 

@@ -549,7 +549,7 @@ def test_fail_in_chat_protocol():
                                  "code": None}}]
 
 
-@pytest.mark.parametrize("pair", [("openai", "openai"), ("anthropic", "anthropic"), ("gemini", "anthropic"),
+@pytest.mark.parametrize("pair", [("openai", "openai"), ("anthropic", "anthropic"), ("openai-responses", "gemini"),
                                   ("openai-responses", "openai")])
 def test_pairs_without_a_translator_are_refused(pair):
     with pytest.raises(ValueError):

@@ -25,6 +25,7 @@ from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from .translate import pair_refusal
+from .translate.gemini_pairs import translate_request as translate_gemini_pair
 from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
 from .translate.responses_request import responses_to_chat
 
@@ -36,8 +37,11 @@ CREDENTIAL_HEADERS = frozenset(
     {"x-api-key", "authorization", "cookie", "proxy-authorization", "x-goog-api-key", "api-key",
      "openai-organization", "openai-project"}
 )
-# Request kind of a detected call -> the kind to ask of the target protocol.
+# Request kind of a detected call -> the kind to ask of the target protocol (Gemini: by stream).
 TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
+GEMINI_KIND = {True: "stream_generate", False: "generate"}
+# token-count requests: only an endpoint of the client's own protocol can count its tokens
+COUNT_KINDS = frozenset({"count_tokens", "count"})
 
 
 def new_request_id() -> str:
@@ -199,7 +203,7 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     key = (ep.name, model)
     if key not in prep.translations:
         try:
-            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model)
+            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model, prep.det)
         except TranslationError as e:
             prep.translations[key] = e
     got = prep.translations[key]
@@ -208,9 +212,13 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     return got
 
 
-def _translate(src: str, ep: Endpoint, req: dict, model: str | None) -> RequestTranslation:
+def _translate(src: str, ep: Endpoint, req: dict, model: str | None, det: Detected) -> RequestTranslation:
     dst = ep.protocol
-    if (src, dst) == ("anthropic", "openai"):
+    if "gemini" in (src, dst):
+        tr = translate_gemini_pair(src, dst, req, model=model, path_model=det.model, stream=det.kind == "stream_generate"
+                                   or req.get("stream") is True, system_role=ep.system_role,
+                                   max_tokens_field=ep.max_tokens_field, max_tokens=ep.max_tokens)
+    elif (src, dst) == ("anthropic", "openai"):
         tr = anthropic_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
                                max_tokens_cap=ep.max_tokens)
     elif (src, dst) == ("openai", "anthropic"):
@@ -220,7 +228,7 @@ def _translate(src: str, ep: Endpoint, req: dict, model: str | None) -> RequestT
                                max_tokens_cap=ep.max_tokens)
     else:  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
-    if ep.stop:
+    if ep.stop and dst != "gemini":
         _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
     return tr
 
@@ -232,7 +240,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
 
     def refusal(route: Route, ep: Endpoint) -> str | None:
         why = pair_refusal(prep.det.protocol, ep.protocol)
-        if why or prep.det.protocol == ep.protocol or prep.det.kind == "count_tokens":
+        if why or prep.det.protocol == ep.protocol or prep.det.kind in COUNT_KINDS:
             return why
         try:
             _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
@@ -281,10 +289,10 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
-    if det.kind == "count_tokens" and ep.protocol != "anthropic":
-        # only an Anthropic endpoint can count Anthropic tokens; an estimate would be invented
-        why = (f"route {decision.route.name} sends count_tokens to {ep.name} ({ep.protocol}), which cannot count "
-               f"Anthropic tokens; tokunseba does not estimate them")
+    if det.kind in COUNT_KINDS and ep.protocol != det.protocol:
+        # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
+        why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
+               f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
         turn.action, turn.outcome, turn.error = "respond", "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
@@ -361,7 +369,7 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mappi
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
-    turn.url = ep.request_url(TARGET_KIND[dst], turn.model_used)
+    turn.url = ep.request_url(TARGET_KIND.get(dst) or GEMINI_KIND[turn.stream], turn.model_used)
     turn.remove_headers |= CREDENTIAL_HEADERS | {"anthropic-*", "content-encoding"}
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
                              "accept": "text/event-stream" if turn.stream else "application/json"})

@@ -14,6 +14,11 @@ TRANSLATABLE: frozenset[tuple[str, str]] = frozenset({
     ("anthropic", "openai"),  # Claude Code -> a local or OpenAI-compatible server
     ("openai", "anthropic"),  # Chat Completions tools -> an Anthropic endpoint
     ("openai-responses", "openai"),  # Codex -> a Chat-only (local) server
+    ("gemini", "anthropic"),  # Gemini CLI / google-genai -> an Anthropic endpoint
+    ("gemini", "openai"),  # Gemini CLI's easy turns -> a local Chat server
+    ("anthropic", "gemini"),  # Claude Code -> a Gemini endpoint
+    ("openai", "gemini"),  # Chat clients -> a Gemini endpoint
+    ("openai-responses", "gemini"),  # Codex -> a Gemini endpoint
 })
 
 

@@ -2,6 +2,8 @@
 errors, until every protocol has its own whole-reply codec over ``neutral.message`` and the
 codec registry (issue 9): then this module goes.
 
+- ``translate_request``: a request of a pair with Gemini, through the neutral (Chat-shaped)
+  request and the existing Chat-side translators;
 - ``translate_reply`` / ``translate_error``: every pair, Gemini's through here, the others
   passed on to translate.reply / translate.errors;
 - ``reply_events``: an Anthropic or Chat whole reply as the neutral events its stream decoder
@@ -23,11 +25,15 @@ from .chat_stream import REASONING_KEYS, stop_from_finish
 from .errors import to_anthropic, to_openai
 from .errors import translate_error as _other_error
 from .events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop, StreamError, StreamReport
+from .gemini import request as gemini_request
 from .gemini.errors import gemini_error, parse_gemini_error
 from .gemini.reply import ReplyError, decode_reply, encode_reply
 from .reply import ReplyTranslation, _parse, chat_choice, chat_to_anthropic, chat_tool_call_id
 from .reply import translate_reply as _other_reply
+from .request import RequestTranslation, anthropic_to_chat, check_chat_options
+from .request import chat_to_anthropic as chat_to_anthropic_request
 from .responses_reply import to_responses
+from .responses_request import responses_to_chat
 from .usage import ANTHROPIC, OPENAI, Usage
 
 GEMINI = "gemini"
@@ -226,3 +232,73 @@ def translate_error(upstream: str, client: str, status: int, body: bytes) -> tup
         st, etype, code, message = to_openai(err)  # Chat and Responses share the envelope
         return st, po.error_body(st, message, etype, code)
     return _other_error(upstream, client, status, body)
+
+
+# ---- requests ------------------------------------------------------------------------
+
+
+def _client_path(origin: dict[str, str], path: str) -> str:
+    """A neutral path in the Gemini client's own terms: the longest recorded prefix replaced."""
+    best = ""
+    for p in origin:
+        if len(p) > len(best) and (path == p or path.startswith(p + ".") or path.startswith(p + "[")):
+            best = p
+    return origin[best] + path[len(best):] if best else path
+
+
+def _chat_target(neutral: dict, rt: RequestTranslation, *, system_role: str, max_tokens_field: str,
+                 max_tokens_cap: int | None) -> None:
+    """What a Chat endpoint asks of a neutral request (as anthropic_to_chat does for its own)."""
+    check_chat_options(system_role, max_tokens_field)
+    out = dict(neutral)
+    if system_role != "system":
+        out["messages"] = [{**m, "role": system_role} if m.get("role") == "system" else m for m in out["messages"]]
+    n = out.pop("max_completion_tokens", None)
+    if n is not None:
+        if max_tokens_cap is not None and n > max_tokens_cap:
+            n = max_tokens_cap
+            rt.converted.append(f"generationConfig.maxOutputTokens -> {max_tokens_field} (capped at {n})")
+        out[max_tokens_field] = n
+    if out.get("stream"):
+        out["stream_options"] = {"include_usage": True}
+        rt.plumbing.append("stream_options.include_usage")
+    stop = out.get("stop")
+    if isinstance(stop, list) and len(stop) > 4:
+        out["stop"] = stop[:4]
+        rt.dropped.extend(f"generationConfig.stopSequences[{i}]" for i in range(4, len(stop)))
+    rt.body = out
+
+
+def translate_request(src: str, dst: str, req: dict, *, model: str | None, path_model: str | None, stream: bool,
+                      system_role: str = "system", max_tokens_field: str = "max_completion_tokens",
+                      max_tokens: int | None = None) -> RequestTranslation:
+    """A request of a pair with Gemini: Gemini -> neutral -> the target, or the client's
+    protocol -> neutral (Chat) -> Gemini. ``path_model``: the model in a Gemini client's URL."""
+    if src == GEMINI:
+        dec = gemini_request.decode(req, model=model or path_model, stream=stream)
+        if dst == "anthropic":
+            tr = chat_to_anthropic_request(dec.body, default_max_tokens=max_tokens)
+        elif dst == po.PROTOCOL:
+            tr = RequestTranslation(body={})
+            _chat_target(dec.body, tr, system_role=system_role, max_tokens_field=max_tokens_field,
+                         max_tokens_cap=max_tokens)
+        else:
+            raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}", kind="refused")
+        tr.dropped = dec.dropped + [_client_path(dec.origin, p) for p in tr.dropped if p not in dec.dropped]
+        tr.converted = dec.converted + tr.converted
+        tr.plumbing = dec.plumbing + tr.plumbing
+        tr.warnings = dec.warnings + tr.warnings
+        return tr
+    if dst != GEMINI:
+        raise ValueError(f"not a pair with Gemini: {src} -> {dst}")
+    if src == "anthropic":
+        first = anthropic_to_chat(req, model=model)
+    elif src == "openai-responses":
+        first = responses_to_chat(req, model=model)
+    elif src == po.PROTOCOL:
+        first = RequestTranslation(body=dict(req, model=model) if model else req)
+    else:
+        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}", kind="refused")
+    enc = gemini_request.encode(first.body, max_tokens=max_tokens)
+    return RequestTranslation(body=enc.body, dropped=first.dropped + enc.dropped, plumbing=enc.plumbing,
+                              converted=first.converted + enc.converted, warnings=first.warnings + enc.warnings)
