@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
-from .translate.usage import ANTHROPIC, OPENAI, Usage
+from .neutral.usage import ANTHROPIC, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
 

@@ -1,8 +1,8 @@
 """Google Gemini (generativelanguage API): paths, detection facts and the error envelope
 (protocols.md D).
 
-The translator to and from this protocol is future work; until then a pair involving it is
-refused (translate.pair_refusal) unless it is same-protocol (pass-through or retarget).
+Its codec is not registered yet (translate.pairs() says so): a pair involving it is
+refused unless it is same-protocol (pass-through or retarget).
 """
 
 from __future__ import annotations
