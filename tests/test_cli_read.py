@@ -563,11 +563,11 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         openai            gemini        translated
         openai            local         retarget
         openai            claude-proxy  translated
-        openai-responses  anthropic     refused: no translator from openai-responses to anthropic
+        openai-responses  anthropic     translated
         openai-responses  openai        translated
         openai-responses  gemini        translated
         openai-responses  local         translated
-        openai-responses  claude-proxy  refused: no translator from openai-responses to anthropic
+        openai-responses  claude-proxy  translated
         gemini            anthropic     translated
         gemini            openai        translated
         gemini            gemini        retarget

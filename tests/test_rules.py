@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
+from tokunseba import translate
 from tokunseba.endpoints import BUILTIN_ENDPOINTS, Endpoint
 from tokunseba.rules import (
     CHECKS,
@@ -199,30 +200,36 @@ def test_values_are_normalised():
 # Load-time warnings: routes some clients can never take
 
 
-def test_warnings_for_untranslatable_pairs(tmp_path):
+@pytest.fixture
+def gemini_unregistered(monkeypatch):
+    """Every pair of the four protocols translates; a protocol whose codec is not registered
+    is what a pair refusal looks like (the mechanism the rules rely on)."""
+    monkeypatch.delitem(translate.CODECS, "gemini")
+
+
+def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent("""\
         endpoints:
           local: {protocol: openai, url: http://127.0.0.1:8000/v1}
-          resp: {protocol: openai-responses, url: http://127.0.0.1:9000/v1}
+          gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
         routes:
           - name: fine
             when: {client: [anthropic, openai]}
             to: local
-          - name: gemini-anyone
-            when: {client: gemini}
-            to: resp
-          - name: gemini-strict
-            when: {client: gemini}
-            to: resp
+          - name: anyone
+            to: local
+          - name: to-gemini
+            when: {client: anthropic}
+            to: gem
             on_refused: error
         """))
     rules = load_rules(path)
     assert rules.warnings == [
-        f"{path}:8: warning: route 'gemini-anyone' → resp (openai-responses): "
-        "no translator from gemini to openai-responses; such turns are refused here and go on to the next route",
-        f"{path}:11: warning: route 'gemini-strict' → resp (openai-responses): no translator from gemini to "
-        "openai-responses; such turns are refused here and answered with an error",
+        f"{path}:8: warning: route 'anyone' → local (openai): "
+        "no translator from gemini to openai; such turns are refused here and go on to the next route",
+        f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
+        "such turns are refused here and answered with an error",
     ]
     assert check_file(path) == (True, ["OK: 5 endpoints, 3 routes", *rules.warnings])
 
@@ -509,7 +516,6 @@ TWO = textwrap.dedent("""\
     endpoints:
       local: {protocol: openai, url: http://127.0.0.1:8000/v1, model: gemma}
       gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
-      resp: {protocol: openai-responses, url: http://127.0.0.1:9001/v1}
       gateway: {protocol: anthropic, url: https://gw.example.com/v1}
     routes:
 """)
@@ -553,30 +559,30 @@ def test_no_match_passes_through_with_reasons():
     }]
 
 
-def test_refused_route_is_skipped_and_recorded():
+def test_refused_route_is_skipped_and_recorded(gemini_unregistered):
     rules = rules_of("""\
-        - name: to-resp
-          to: resp
+        - name: to-gemini
+          to: gem
         - name: to-local
           to: local
         """)
-    d = decide(rules, facts(client="gemini"))
+    d = decide(rules, facts())
     assert (d.action, d.route.name, d.model) == ("route", "to-local", "gemma")
-    assert d.trace[0]["refused"] == "no translator from gemini to openai-responses"
+    assert d.trace[0]["refused"] == "no translator from anthropic to gemini"
     assert d.trace[0]["matched"] is True and d.trace[1]["refused"] is None
 
 
-def test_on_refused_error():
+def test_on_refused_error(gemini_unregistered):
     rules = rules_of("""\
         - name: r1
-          to: resp
+          to: gem
           on_refused: error
         - name: r2
           to: local
         """)
-    d = decide(rules, facts(client="gemini"))
+    d = decide(rules, facts())
     assert (d.action, d.route.name, d.endpoint.name, d.reason) == (
-        "error", "r1", "resp", "route r1 refused: no translator from gemini to openai-responses")
+        "error", "r1", "gem", "route r1 refused: no translator from anthropic to gemini")
     assert len(d.trace) == 1
 
 

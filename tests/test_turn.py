@@ -646,8 +646,8 @@ def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
     import tokunseba.turn as turn_mod
 
     calls = []
-    real = turn_mod.anthropic_to_chat
-    monkeypatch.setattr(turn_mod, "anthropic_to_chat", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = turn_mod.translate.request
+    monkeypatch.setattr(turn_mod.translate, "request", lambda *a, **k: calls.append(1) or real(*a, **k))
     t = _refusal_turn("anthropic", {"model": "first-m", "max_tokens": 5,
                                     "messages": [{"role": "user", "content": "hi"}]}, "oai", "anthropic")
     assert t.outcome == "translated" and len(calls) == 1

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
-from .translate.usage import ANTHROPIC, GEMINI, OPENAI, Usage
+from .neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
 

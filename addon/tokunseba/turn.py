@@ -24,10 +24,8 @@ from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
-from .translate import pair_refusal
-from .translate.gemini_pairs import translate_request as translate_gemini_pair
-from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
-from .translate.responses_request import responses_to_chat
+from . import translate
+from .translate import RequestTranslation, pair_refusal, parse_body
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -38,7 +36,7 @@ CREDENTIAL_HEADERS = frozenset(
      "openai-organization", "openai-project"}
 )
 # Request kind of a detected call -> the kind to ask of the target protocol (Gemini: by stream).
-TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
+TARGET_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}
 GEMINI_KIND = {True: "stream_generate", False: "generate"}
 # token-count requests: only an endpoint of the client's own protocol can count its tokens
 COUNT_KINDS = frozenset({"count_tokens", "count"})
@@ -203,7 +201,7 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     key = (ep.name, model)
     if key not in prep.translations:
         try:
-            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model, prep.det)
+            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model, prep.path)
         except TranslationError as e:
             prep.translations[key] = e
     got = prep.translations[key]
@@ -212,25 +210,12 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     return got
 
 
-def _translate(src: str, ep: Endpoint, req: dict, model: str | None, det: Detected) -> RequestTranslation:
-    dst = ep.protocol
-    if "gemini" in (src, dst):
-        tr = translate_gemini_pair(src, dst, req, model=model, path_model=det.model, stream=det.kind == "stream_generate"
-                                   or req.get("stream") is True, system_role=ep.system_role,
-                                   max_tokens_field=ep.max_tokens_field, max_tokens=ep.max_tokens)
-    elif (src, dst) == ("anthropic", "openai"):
-        tr = anthropic_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
-                               max_tokens_cap=ep.max_tokens)
-    elif (src, dst) == ("openai", "anthropic"):
-        tr = chat_to_anthropic(req, model=model, default_max_tokens=ep.max_tokens)
-    elif (src, dst) == ("openai-responses", "openai"):
-        tr = responses_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
-                               max_tokens_cap=ep.max_tokens)
-    else:  # decide() only lets translatable pairs through
-        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
-    if ep.stop and dst != "gemini":
-        _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
-    return tr
+def _translate(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None) -> RequestTranslation:
+    if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
+        raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
+    return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
+                             max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
+                             endpoint=ep.name, path=path)
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool] | None = None) -> Decision:
@@ -364,8 +349,7 @@ def _plan_retarget(turn: Turn, ep: Endpoint, body: bytes, port: int, env: Mappin
 
 def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mapping[str, str]) -> None:
     src, dst = turn.client_protocol, ep.protocol
-    if dst == "anthropic":
-        turn.include_usage = tr.client_wants_usage
+    turn.include_usage = tr.client_wants_usage
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
@@ -380,21 +364,6 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, env: Mappi
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
-
-
-def _add_endpoint_stops(tr: RequestTranslation, ep: Endpoint, field: str) -> None:
-    """The endpoint's own stop strings (rules `stop:`), after the client's, at most 4 in all:
-    plumbing the server needs to end a turn, recorded as such."""
-    have = tr.body.get(field)
-    stops = [have] if isinstance(have, str) else list(have or [])
-    added = [s for s in ep.stop or () if s not in stops][: max(0, 4 - len(stops))]
-    if not added:
-        return
-    tr.body[field] = stops + added
-    tr.plumbing.append(f"{field} += {added!r} (endpoint {ep.name})")
-    skipped = [s for s in ep.stop or () if s not in stops and s not in added]
-    if skipped:
-        tr.warnings.append(f"endpoint {ep.name} stop strings {skipped!r} not added: 4 stop strings at most")
 
 
 def merge_query(url: str, client_path: str, *, drop_key: bool) -> str:
@@ -483,19 +452,15 @@ def response_mode(turn: Turn, status: int, content_type: str) -> str:
     return "translate-whole"
 
 
-def stream_translator(turn: Turn):
-    from .translate.stream import make_stream_translator
-
-    return make_stream_translator(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
-                                  created=int(turn.started_at))
+def stream_translator(turn: Turn) -> translate.StreamTranslator:
+    return translate.stream(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
+                            created=int(turn.started_at))
 
 
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
-    from .translate.gemini_pairs import translate_error, translate_reply
-
     if status >= 400:
-        st, out = translate_error(turn.target_protocol, turn.client_protocol, status, body)
+        st, out = translate.error(turn.target_protocol, turn.client_protocol, status, body)
         return st, {"content-type": "application/json"}, out, None
-    rep = translate_reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
+    rep = translate.reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
     return status, {"content-type": "application/json"}, rep.body, rep

@@ -8,6 +8,7 @@ The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``
 from __future__ import annotations
 
 from .. import jsonc
+from ..neutral.error import UpstreamError, is_context_overflow
 
 PROTOCOL = "gemini"
 HOSTS = ("generativelanguage.googleapis.com",)
@@ -72,8 +73,6 @@ STOP_TO_FINISH: dict[str, str] = {
     "model_context_window_exceeded": "MAX_TOKENS",
     "refusal": "SAFETY",
 }
-# the phrase Gemini uses for a prompt over the model's context window
-CONTEXT_OVERFLOW_TEXT = ("input token count", "exceeds the maximum number of tokens")
 # a thought signature Gemini accepts on a function call whose real one is unknown (gemini.md 5.2.3)
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
@@ -85,6 +84,42 @@ def error_envelope(status: int, message: str) -> dict:
 def error_body(status: int, message: str) -> bytes:
     """A JSON error body: ``{"error":{"code":status,"message":…,"status":…}}``."""
     return jsonc.dumpb(error_envelope(status, message))
+
+
+# status changes from another protocol's error: Anthropic's 529 (overloaded) is 503 UNAVAILABLE,
+# which Gemini clients retry
+STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
+
+
+def from_upstream_error(err: UpstreamError) -> tuple[int, str]:
+    """(status, message) for an error another protocol's upstream gave: a context overflow is
+    400 INVALID_ARGUMENT (not retried, gemini.md 5.1.8); 429 stays RESOURCE_EXHAUSTED."""
+    if is_context_overflow(err):
+        return 400, err.message
+    return STATUS_FROM_OTHERS.get(err.status, err.status), err.message
+
+
+def error_reply(err: UpstreamError) -> tuple[int, bytes]:
+    """An upstream error of another protocol as (status, Google error envelope)."""
+    status, message = from_upstream_error(err)
+    return status, error_body(status, message)
+
+
+def sse_error(err: UpstreamError) -> bytes:
+    """A mid-stream error chunk: the Python SDK raises on it; Gemini CLI cannot see one
+    (gemini.md 2.6), which is why errors before the first byte go as a status instead."""
+    status, message = from_upstream_error(err)
+    return sse_event(error_envelope(status, message))
+
+
+def stream_error_status(doc: dict) -> int:
+    """The HTTP status of a mid-stream ``{"error": {...}}`` chunk: its ``code``, else its
+    ``status`` name, else 500."""
+    e = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    code = e.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    return STATUS_CODES.get(e.get("status") if isinstance(e.get("status"), str) else "", 500)
 
 
 def sse_event(obj: dict) -> bytes:

@@ -1,7 +1,5 @@
-"""OpenAI Responses API (Codex CLI): paths and detection facts (protocols.md C.1, clients.md §3).
-
-The translator to and from this protocol is future work; until then a pair involving it is
-refused (translate.pair_refusal) unless it is same-protocol (pass-through or retarget).
+"""OpenAI Responses API (Codex CLI): paths, detection facts and stop reasons
+(protocols.md C.1, C.3, E.3; clients.md §3). Its codec is translate/openai_responses/.
 """
 
 from __future__ import annotations
@@ -15,3 +13,21 @@ PATHS = {"responses": "/responses"}
 QUERIES: dict[str, str] = {}  # kind -> query string the request URL needs
 AUTH_HEADER = ("authorization", "Bearer {key}")
 KEY_ENV = "OPENAI_API_KEY"
+
+# a response's end -> neutral stop reason (E.3): status "completed" ends the turn (a
+# function_call item makes it tool_use), "incomplete" says why in incomplete_details.reason
+INCOMPLETE_TO_STOP: dict[str, str] = {
+    "max_output_tokens": "max_tokens",
+    "content_filter": "refusal",
+}
+# terminal stream events: the response snapshot they carry holds status, output and usage
+TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+# response.failed / error event code -> the HTTP status it stands for (a stream has none)
+CODE_STATUS: dict[str, int] = {
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "usage_not_included": 429,
+    "server_error": 500,
+}

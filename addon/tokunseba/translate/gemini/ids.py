@@ -1,5 +1,5 @@
 """Function-call ids minted deterministically where Gemini sent none (design.md rule 2,
-recorded as ``id_synthesized``), and the report helper the codec shares.
+recorded as ``id_synthesized``).
 
 Gemini may send ``functionCall`` without an ``id``; the client's protocol needs one. The id
 is made from what the upstream did send (its ``responseId``) and the call's position, so the
@@ -18,8 +18,3 @@ def synth_call_id(response_id: str | None, n: int) -> str:
     """The id of function call ``n`` (0-based, in reply order) of a reply that sent none."""
     return f"call_{_UNSAFE.sub('_', response_id or 'gemini')}_{n}"
 
-
-def note_once(items: list[str], item: str) -> None:
-    """Record a drop or warning once (reports list each kind once, not per event)."""
-    if item not in items:
-        items.append(item)

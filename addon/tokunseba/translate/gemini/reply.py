@@ -1,40 +1,45 @@
-"""Whole Gemini replies (``generateContent``) <-> neutral events (design.md §3).
+"""Whole Gemini replies (``generateContent``): the decoder (a ``GenerateContentResponse``
+-> neutral events) and the encoder (a neutral ``Message`` -> a ``GenerateContentResponse``)
+(design.md §3, gemini.md 4.2).
 
-A whole reply is its stream collected: ``decode_reply`` runs the stream decoder over the one
-``GenerateContentResponse`` (or over each element of the JSON array that
-``streamGenerateContent`` without ``alt=sse`` returns); ``encode_reply`` runs the stream
-encoder and merges its chunks the way a client does (adjacent text parts of the same kind
-joined, function calls whole, the last finishReason and usageMetadata). So a whole reply and
-the same reply streamed are one thing, which the tests check.
+A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
+object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
+returns); ``encode`` runs the stream encoder over the message's events and merges its chunks
+the way a client does (adjacent text parts of the same kind joined, function calls whole, the
+last finishReason and usageMetadata). So a whole reply and the same reply streamed are one
+thing, which the tests check.
 """
 
 from __future__ import annotations
 
 from ... import jsonc
+from ...errors import TranslationError
+from ...neutral.events import Event, StreamError
+from ...neutral.message import Message
+from ...neutral.report import StreamReport
 from ...protocols import gemini as pg
-from ..events import Event, StreamReport
 from .stream import GeminiDecoder, GeminiEncoder
 
 
-class ReplyError(ValueError):
-    """The body is not a Gemini reply."""
-
-
-def decode_reply(body: bytes, report: StreamReport) -> tuple[list[Event], GeminiDecoder]:
-    """The neutral events of a whole Gemini reply (and the decoder, for its usage)."""
+def decode(body: bytes, report: StreamReport) -> list[Event]:
+    """The neutral events of a whole Gemini reply; a 502 ``TranslationError`` when it is not
+    one, or when it ends in an error (a broken function call, an error object)."""
     try:
         doc = jsonc.loads(body)
     except jsonc.JSONDecodeError as e:
-        raise ReplyError(f"upstream sent a Gemini reply that is not valid JSON ({e})") from None
+        raise TranslationError(502, f"the upstream's Gemini reply is not valid JSON ({e})", kind="api_error") from None
     objs = doc if isinstance(doc, list) else [doc]
     dec = GeminiDecoder(report)
     events: list[Event] = []
     for obj in objs:
         if not isinstance(obj, dict):
-            raise ReplyError("upstream sent a Gemini reply that is not a JSON object")
+            raise TranslationError(502, "the upstream's Gemini reply is not a JSON object", kind="api_error")
         events.extend(dec.on_object(obj))
     events.extend(dec.close())
-    return events, dec
+    for ev in events:
+        if isinstance(ev, StreamError):
+            raise TranslationError(502, ev.message, kind="api_error")
+    return events
 
 
 def merge_chunks(chunks: list[dict]) -> dict:
@@ -64,13 +69,17 @@ def merge_chunks(chunks: list[dict]) -> dict:
     return {"candidates": [cand], **out}
 
 
-def encode_reply(events: list[Event], report: StreamReport) -> tuple[dict, GeminiEncoder]:
-    """A whole Gemini reply for neutral events (and the encoder, for the usage it sent)."""
+def chunks_of(sse: bytes) -> list[dict]:
+    """The objects of Gemini SSE bytes as the encoder frames them."""
+    return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
+
+
+def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+    """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
+    field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7)."""
     enc = GeminiEncoder(report)
-    chunks: list[dict] = []
-    for ev in events:
-        b = enc.encode(ev)
-        for frame in b.split(pg.SSE_END):
-            if frame.startswith(b"data: "):
-                chunks.append(jsonc.loads(frame[6:]))
-    return merge_chunks(chunks), enc
+    out = merge_chunks(chunks_of(b"".join(enc.encode(ev) for ev in msg.events())))
+    if "error" in out:
+        raise TranslationError(502, out["error"].get("message") or "the upstream reply cannot be carried to Gemini",
+                               kind="api_error")
+    return jsonc.dumpb(out), enc.client_usage

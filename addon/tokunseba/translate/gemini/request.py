@@ -1,9 +1,10 @@
 """Gemini requests <-> the neutral request (Chat-shaped: see neutral.conversation), by field
 tables (gemini.md 4.1, 5.1, 5.2; issue 11).
 
-``decode(body, model=…, stream=…)``: a ``generateContent`` / ``streamGenerateContent`` body
-(lowerCamel or snake_case keys: google-genai leaks snake_case) as the neutral request. The
-model comes from the URL path, never the body. Every field is in ``DECODE_FIELDS`` (mapped,
+``decode(body, path=…)``: a ``generateContent`` / ``streamGenerateContent`` body (lowerCamel
+or snake_case keys: google-genai leaks snake_case) as the neutral request. The model and the
+stream flag come from the URL path (``/v1beta/models/{model}:streamGenerateContent?alt=sse``),
+never the body. Every field is in ``DECODE_FIELDS`` (mapped,
 converted or dropped, with the reason); every drop is recorded in the client's JSON path.
 Function-call ids: a ``functionCall`` without ``id`` gets one minted deterministically from
 its place (recorded ``id_synthesized``); a ``functionResponse`` without ``id`` is matched to
@@ -22,33 +23,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, unquote
 
 from ... import jsonc
 from ...errors import TranslationError
+from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.report import note_once
 from ...protocols import gemini as pg
-from .ids import note_once
 
-JOIN = "\n\n"  # how several system text parts become one system string
+JOIN = "\n\n"  # how several text parts (system, user) become one string
 DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
 GEMINI_MAX_STOP = 5
 # a fileData URI only Google can read (its Files API, Cloud Storage)
 GOOGLE_ONLY_URI = re.compile(r"^(gs://|https://generativelanguage\.googleapis\.com/)")
 MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
 CHOICES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
-
-
-@dataclass
-class Translated:
-    """A request translated one way: the body and the report of what happened to the input."""
-
-    body: dict
-    dropped: list[str] = field(default_factory=list)  # JSON paths (of the input) left behind
-    plumbing: list[str] = field(default_factory=list)  # paths (of the output) added as plumbing
-    converted: list[str] = field(default_factory=list)  # values converted, with why
-    warnings: list[str] = field(default_factory=list)
-    origin: dict[str, str] = field(default_factory=dict)  # neutral path -> client path (decode)
+# /{version}/models/{model}:{method}: the model and the method (stream or not) of a request path
+PATH = re.compile(r"/models/(?P<model>[^/:?]+):(?P<method>[A-Za-z]+)")
 
 
 def _snake(name: str) -> str:
@@ -92,7 +84,7 @@ def _arr(v: Any, path: str) -> list:
 
 
 class _Decode:
-    def __init__(self, rt: Translated) -> None:
+    def __init__(self, rt: Conversation) -> None:
         self.rt = rt
         self.messages: list[dict] = []
         self.system: list[str] = []
@@ -216,8 +208,8 @@ def _user(d: _Decode, parts: list, cp: str) -> None:
     if content:
         d.rt.origin[f"messages[{len(d.messages)}]"] = cp
         text_only = all(p["type"] == "text" for p in content)
-        d.messages.append({"role": "user", "content": "".join(p["text"] for p in content) if text_only and len(content) == 1
-                           else content})
+        # text parts as one string (local servers drop array content), as the other decoders do
+        d.messages.append({"role": "user", "content": JOIN.join(p["text"] for p in content) if text_only else content})
     d.calls = []
 
 
@@ -458,11 +450,24 @@ DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict], None], s
 }
 
 
-def decode(body: dict, *, model: str | None, stream: bool) -> Translated:
-    """A Gemini request body (the model from the URL path) as the neutral request."""
+def url_facts(path: str) -> tuple[str | None, bool]:
+    """(model, stream) of a Gemini request path; a stream must be SSE (``alt=sse``): the JSON
+    array form is not what the stream encoder writes."""
+    m = PATH.search(path.split("?", 1)[0])
+    if m is None:
+        return None, False
+    stream = m.group("method") == "streamGenerateContent"
+    if stream and parse_qs(path.partition("?")[2]).get("alt") != ["sse"]:
+        raise _bad("alt", "tokunseba translates Gemini streams as SSE: ask with ?alt=sse", refused=True)
+    return unquote(m.group("model")), stream
+
+
+def decode(body: dict, *, path: str = "") -> Conversation:
+    """A Gemini request body as the neutral request (the model and stream flag from ``path``)."""
     if not isinstance(body, dict):
-        raise _bad("body", "must be a JSON object")
-    rt = Translated(body={})
+        raise TranslationError(400, "Gemini request body must be a JSON object", kind="invalid_request_error")
+    model, stream = url_facts(path)
+    rt = Conversation(body={})
     d = _Decode(rt)
     out: dict = {}
     spelled = _keys(body)
@@ -483,6 +488,7 @@ def decode(body: dict, *, model: str | None, stream: bool) -> Translated:
     if model is None:
         del neutral["model"]
     rt.body = neutral
+    rt.client_wants_usage = True  # Gemini replies always carry usageMetadata when reported
     return rt
 
 
@@ -498,7 +504,7 @@ def _shift(path: str) -> str:
 
 
 class _Encode:
-    def __init__(self, rt: Translated) -> None:
+    def __init__(self, rt: RequestTranslation) -> None:
         self.rt = rt
         self.names: dict[str, str] = {}  # tool call id -> function name, from the history
         self.contents: list[dict] = []
@@ -733,9 +739,10 @@ ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict, dict], No
 }
 
 
-def encode(neutral: dict, *, max_tokens: int | None = None, **_: object) -> Translated:
+def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral request as a Gemini ``generateContent`` body (model and stream go in the URL)."""
-    rt = Translated(body={})
+    neutral = conv.body
+    rt = RequestTranslation(body={})
     e = _Encode(rt)
     out: dict = {}
     o = {"max_tokens": max_tokens}

@@ -22,11 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import jsonc
-from ...protocols import anthropic as pa
-from ...protocols import gemini as pg
-from ...sse import SSEEvent
-from ..errors import UpstreamError
-from ..events import (
+from ...neutral.error import UpstreamError, error_from_obj
+from ...neutral.events import (
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -35,12 +32,14 @@ from ..events import (
     MessageStart,
     MessageStop,
     StreamError,
-    StreamReport,
     UsageUpdate,
 )
-from ..usage import GEMINI, Usage
-from .errors import read_stream_error, sse_error
-from .ids import note_once, synth_call_id
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import GEMINI, Usage
+from ...protocols import anthropic as pa
+from ...protocols import gemini as pg
+from ...sse import SSEEvent
+from .ids import synth_call_id
 
 EARLY_END = "upstream ended the stream early"
 NO_FINISH = "upstream ended the stream without a finishReason"
@@ -106,7 +105,7 @@ class GeminiDecoder:
     def on_object(self, d: dict) -> list[Event]:
         """One ``GenerateContentResponse`` (a stream chunk, or a whole reply)."""
         if d.get("error"):
-            err = read_stream_error(d)
+            err = error_from_obj(pg.stream_error_status(d), d)
             return self._error(StreamError(err.status, pa.error_type_for_status(err.status), err.message, err.code))
         out: list[Event] = []
         u = d.get("usageMetadata")
@@ -353,7 +352,7 @@ class GeminiEncoder:
         err = UpstreamError(ev.status, ev.message, ev.type, ev.code)
         self.finished = True
         self.report.errors.append(ev.message)
-        return sse_error(err)
+        return pg.sse_error(err)
 
     def _nothing(self, ev: Event) -> bytes:
         return b""
