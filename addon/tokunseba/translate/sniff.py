@@ -8,12 +8,14 @@ from collections.abc import Callable
 
 from .. import jsonc
 from ..neutral.report import StreamReport
-from ..neutral.usage import ANTHROPIC, OPENAI, Usage
+from ..neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 from ..sse import SSEDecoder
 from . import CODECS
 
 # client protocol -> the Usage counting convention of its replies
-USAGE_PROTOCOL = {"anthropic": ANTHROPIC, "openai": OPENAI, "openai-responses": OPENAI}
+USAGE_PROTOCOL = {"anthropic": ANTHROPIC, "openai": OPENAI, "openai-responses": OPENAI, "gemini": GEMINI}
+# client protocol -> the key of a whole reply that holds its usage
+USAGE_KEY = {"gemini": "usageMetadata"}
 
 
 class UsageSniffer:
@@ -88,5 +90,5 @@ def usage_from_json(protocol: str, body: bytes) -> Usage | None:
         obj = jsonc.loads(body)
     except Exception:
         return None
-    u = obj.get("usage") if isinstance(obj, dict) else None
+    u = obj.get(USAGE_KEY.get(protocol, "usage")) if isinstance(obj, dict) else None
     return Usage(conv, u) if isinstance(u, dict) else None

@@ -44,15 +44,17 @@ def decode(body: bytes, report: StreamReport) -> list[Event]:
 
 def merge_chunks(chunks: list[dict]) -> dict:
     """Stream chunks (``GenerateContentResponse`` objects) merged into one reply: parts in
-    order, adjacent text parts of the same kind joined; the last finishReason, usageMetadata,
-    responseId and modelVersion. A chunk holding an error is the whole answer."""
+    order, adjacent text parts of the same kind joined; the last finishReason, promptFeedback,
+    usageMetadata, responseId and modelVersion. A chunk holding an error is the whole answer."""
     parts: list[dict] = []
     out: dict = {}
     cand: dict = {"content": {"role": "model", "parts": parts}}
+    seen = False
     for ch in chunks:
         if "error" in ch:
             return ch
         for c in ch.get("candidates") or ():
+            seen = True
             for p in (c.get("content") or {}).get("parts") or ():
                 last = parts[-1] if parts else None
                 if (last is not None and "text" in p and "text" in last
@@ -62,11 +64,11 @@ def merge_chunks(chunks: list[dict]) -> dict:
                     parts.append(dict(p))
             if "finishReason" in c:
                 cand["finishReason"] = c["finishReason"]
-        for key in ("usageMetadata", "modelVersion", "responseId"):
+        for key in ("promptFeedback", "usageMetadata", "modelVersion", "responseId"):
             if key in ch:
                 out[key] = ch[key]
     cand["index"] = 0
-    return {"candidates": [cand], **out}
+    return {"candidates": [cand], **out} if seen else out
 
 
 def chunks_of(sse: bytes) -> list[dict]:

@@ -246,6 +246,16 @@ class GeminiDecoder:
         self._ended = True
         return [err]
 
+def _args(pieces: list[str]) -> dict | None:
+    """A call's argument pieces as an object ("" is no arguments); None when not an object."""
+    text = "".join(pieces)
+    try:
+        args = jsonc.loads(text) if text.strip() else {}
+    except jsonc.JSONDecodeError:
+        return None
+    return args if isinstance(args, dict) else None
+
+
 class GeminiEncoder:
     """Neutral events -> Gemini SSE bytes for a client."""
 
@@ -255,7 +265,8 @@ class GeminiEncoder:
         self.client_usage: dict | None = None
         self._base: dict = {}  # responseId / modelVersion, on every chunk as Google sends them
         self._kind: dict[int, str] = {}  # neutral index -> "text" | "thinking" | "tool_use"
-        self._calls: dict[int, tuple[str | None, str, list[str]]] = {}  # open calls: id, name, argument pieces
+        self._calls: dict[int, tuple[str | None, str, list[str]]] = {}  # calls not sent: id, name, argument pieces
+        self._stopped: set[int] = set()  # calls whose block stopped
 
     def encode(self, ev: Event) -> bytes:
         if self.finished:
@@ -312,18 +323,24 @@ class GeminiEncoder:
         return b""
 
     def _block_stop(self, ev: BlockStop) -> bytes:
-        call = self._calls.pop(ev.index, None)
-        return b"" if call is None else self._call(*call)
+        """Calls go out in order, each once its block stopped with whole arguments; a Chat
+        upstream may still send pieces of a stopped call (interleaved calls): it waits."""
+        if ev.index not in self._calls:
+            return b""
+        self._stopped.add(ev.index)
+        out = b""
+        while self._calls:
+            first = next(iter(self._calls))
+            if first not in self._stopped or _args(self._calls[first][2]) is None:
+                break
+            out += self._call(*self._calls.pop(first))
+        return out
 
     def _call(self, cid: str | None, name: str, pieces: list[str]) -> bytes:
         """A function call goes whole, ``args`` an object (gemini.md 5.1.7): arguments that do
         not parse as a JSON object are an error, never a string."""
-        text = "".join(pieces)
-        try:
-            args = jsonc.loads(text) if text.strip() else {}
-        except jsonc.JSONDecodeError:
-            args = None
-        if not isinstance(args, dict):
+        args = _args(pieces)
+        if args is None:
             return self._stream_error(StreamError(502, "api_error",
                                                   f"upstream sent arguments for {name!r} that are not a JSON object"))
         fc: dict = {"name": name, "args": args}
