@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.test_sdk_accumulators import _http, anthropic_final
-from tests.test_streams import STREAMS, anthropic_events, chat_chunks, check_anthropic_grammar, check_chat_grammar
+from tests.test_streams import STREAMS, anthropic_events, upstream_of, chat_chunks, check_anthropic_grammar, check_chat_grammar
 from tokunseba import translate
 from tokunseba.neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 from tokunseba.protocols import gemini as pg
@@ -31,13 +31,13 @@ GEMINI_DATA = Path(__file__).resolve().parent / "data" / "gemini"
 GEMINI_FIXTURES = sorted(p.name for p in GEMINI_DATA.glob("*.sse"))
 GEMINI_FAILING = {"malformed_call.sse", "error_midstream.sse", "truncated.sse"}
 CLIENTS = ("anthropic", "openai", "openai-responses")
-# the other protocols' recorded streams (tests/data/streams), translated to a Gemini client
+# the other three protocols' recorded streams (tests/data/streams), translated to a Gemini client
 OTHER_FIXTURES = sorted(p.name for p in STREAMS.glob("*.sse"))
 CREATED = 1767225600
 
 
 def other_upstream(name: str) -> str:
-    return "anthropic" if name.startswith(("anthropic", "llama_server")) else "openai"
+    return upstream_of(name)  # anthropic, openai or openai-responses
 
 
 def raw(name: str) -> bytes:

@@ -16,19 +16,24 @@ from tokunseba.translate import stream as make_stream_translator
 
 STREAMS = Path(__file__).resolve().parent / "data" / "streams"
 FIXTURES = sorted(p.name for p in STREAMS.glob("*.sse"))
-CHAT_FIXTURES = [n for n in FIXTURES if not n.startswith(("anthropic", "llama_server"))]
-ANTHROPIC_FIXTURES = [n for n in FIXTURES if n not in CHAT_FIXTURES]
+RESPONSES_FIXTURES = [n for n in FIXTURES if n.startswith("responses")]
+ANTHROPIC_FIXTURES = [n for n in FIXTURES if n.startswith(("anthropic", "llama_server"))]
+CHAT_FIXTURES = [n for n in FIXTURES if n not in ANTHROPIC_FIXTURES and n not in RESPONSES_FIXTURES]
 FAILING = {"chat_error_midstream.sse", "chat_truncated.sse", "chat_kimi_bad_id.sse", "llamacpp_py_cut.sse",
-           "anthropic_error_midstream.sse", "anthropic_truncated.sse"}
+           "anthropic_error_midstream.sse", "anthropic_truncated.sse", "responses_failed_context.sse",
+           "responses_truncated.sse"}
 CREATED = 1767225600
 
 
 def upstream_of(name: str) -> str:
+    if name in RESPONSES_FIXTURES:
+        return "openai-responses"
     return "openai" if name in CHAT_FIXTURES else "anthropic"
 
 
 def client_of(name: str) -> str:
-    return "anthropic" if upstream_of(name) == "openai" else "openai"
+    """The client each fixture's upstream is translated for by default."""
+    return {"openai": "anthropic", "anthropic": "openai", "openai-responses": "anthropic"}[upstream_of(name)]
 
 
 def raw(name: str) -> bytes:

@@ -99,8 +99,8 @@ class Conversation(RequestTranslation):
         return self.origin[best] + path[len(best):] if best else path
 
     def client_message(self, message: str) -> str:
-        """An encoder's error message ``"<neutral path>: why"`` in the client's path."""
+        """An encoder's message ``"<neutral path>: why"`` (or ``"<path> -> ..."``) in the client's path."""
         m = _PATH_HEAD.match(message)
-        if m and message[m.end():m.end() + 1] == ":":
+        if m and message[m.end():m.end() + 1] in (":", " "):
             return self.client_path(m.group(0)) + message[m.end():]
         return message

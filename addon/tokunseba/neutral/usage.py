@@ -1,5 +1,7 @@
 """Usage exactly as reported, and its conversion between protocols (protocols.md E.4).
 
+Part of the neutral model: every codec reads and writes usage through it.
+
 A ``Usage`` holds the upstream's own usage object untouched plus the protocol that
 reported it. Conversions copy numbers and re-base only where definitions differ:
 OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not;
@@ -30,6 +32,16 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _first(*values: Any) -> int | None:
+    """The first integer among ``values`` (a field reported under one of several names)."""
+    return next((v for v in map(_int, values) if v is not None), None)
+
+
+def _obj(r: dict, key: str) -> dict:
+    v = r.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 @dataclass(frozen=True)
 class Usage:
     protocol: str  # "anthropic", "openai" or "gemini"
@@ -57,26 +69,16 @@ class Usage:
                 "cache_write": _int(r.get("cache_creation_input_tokens")),
                 "reasoning": _int(otd.get("thinking_tokens")),
             }
-        ptd = r.get("prompt_tokens_details") if isinstance(r.get("prompt_tokens_details"), dict) else {}
-        ctd = r.get("completion_tokens_details") if isinstance(r.get("completion_tokens_details"), dict) else {}
-        # Responses API names (input_tokens/output_tokens, *_details) share Chat semantics
-        itd = r.get("input_tokens_details") if isinstance(r.get("input_tokens_details"), dict) else {}
-        otd = r.get("output_tokens_details") if isinstance(r.get("output_tokens_details"), dict) else {}
-        inp = _int(r.get("prompt_tokens"))
-        if inp is None:
-            inp = _int(r.get("input_tokens"))
-        out = _int(r.get("completion_tokens"))
-        if out is None:
-            out = _int(r.get("output_tokens"))
-        cr = _int(ptd.get("cached_tokens"))
-        if cr is None:
-            cr = _int(itd.get("cached_tokens"))
-        cw = _int(ptd.get("cache_write_tokens"))
-        if cw is None:
-            cw = _int(itd.get("cache_write_tokens"))
-        rs = _int(ctd.get("reasoning_tokens"))
-        if rs is None:
-            rs = _int(otd.get("reasoning_tokens"))
+        ptd, ctd = _obj(r, "prompt_tokens_details"), _obj(r, "completion_tokens_details")
+        # Responses API names (input_tokens/output_tokens, *_details) share Chat semantics;
+        # OpenAI-compatible servers for Anthropic-backed models (LiteLLM...) also report the cache
+        # under Anthropic's names at the top, counted inside prompt_tokens as OpenAI counts
+        itd, otd = _obj(r, "input_tokens_details"), _obj(r, "output_tokens_details")
+        inp = _first(r.get("prompt_tokens"), r.get("input_tokens"))
+        out = _first(r.get("completion_tokens"), r.get("output_tokens"))
+        cr = _first(ptd.get("cached_tokens"), itd.get("cached_tokens"), r.get("cache_read_input_tokens"))
+        cw = _first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"), r.get("cache_creation_input_tokens"))
+        rs = _first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens"))
         return {"input": inp, "output": out, "cache_read": cr, "cache_write": cw, "reasoning": rs}
 
     # ---- conversions ----
@@ -102,18 +104,25 @@ class Usage:
         return out
 
     def to_openai(self) -> dict:
-        """The Chat Completions usage object a client sees (only reported fields)."""
-        if self.protocol == OPENAI:
-            return dict(self.reported)
+        """The Chat Completions usage object a client sees (only reported fields): an OpenAI
+        upstream's own object as it came; a Responses one renamed (same definitions); an
+        Anthropic one re-based (its input excludes cached tokens)."""
+        r = self.reported
+        if self.protocol == OPENAI and ("prompt_tokens" in r or "completion_tokens" in r
+                                        or not ("input_tokens" in r or "output_tokens" in r)):
+            return dict(r)
         if self.protocol == GEMINI:
             return self._gemini_to_openai()
         f = self.fields()
         out: dict[str, Any] = {}
         if f["input"] is not None:
-            out["prompt_tokens"] = f["input"] + (f["cache_read"] or 0) + (f["cache_write"] or 0)
+            cached = 0 if self.protocol == OPENAI else (f["cache_read"] or 0) + (f["cache_write"] or 0)
+            out["prompt_tokens"] = f["input"] + cached
         if f["output"] is not None:
             out["completion_tokens"] = f["output"]
-        if "prompt_tokens" in out and "completion_tokens" in out:
+        if self.protocol == OPENAI and _int(r.get("total_tokens")) is not None:
+            out["total_tokens"] = r["total_tokens"]  # as reported
+        elif "prompt_tokens" in out and "completion_tokens" in out:
             out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]  # arithmetic
         ptd: dict[str, int] = {}
         if f["cache_read"] is not None:

@@ -91,4 +91,4 @@ def usage_from_json(protocol: str, body: bytes) -> Usage | None:
     except Exception:
         return None
     u = obj.get(USAGE_KEY.get(protocol, "usage")) if isinstance(obj, dict) else None
-    return Usage(conv, u) if isinstance(u, dict) else None
+    return Usage(conv, u) if isinstance(u, dict) and (u or protocol not in USAGE_KEY) else None

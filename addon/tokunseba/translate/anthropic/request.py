@@ -37,6 +37,7 @@ from .. import fieldtable as ft
 BILLING_PREFIX = "x-anthropic-billing-header:"
 OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20: OpenAI (Chat and Responses) tool names
 JOIN = ft.JOIN
+DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a document, never as an image
 
 
 def _anthropic_id(v: Any, path: str) -> str:
@@ -425,14 +426,18 @@ def _c2a_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
     ip = f"{xp}.image_url"
     image = ft.req(x, "image_url", xp, ft.obj)
     url = ft.req(image, "url", ip, ft.string)
+    block_type = "image"
     if url.startswith("data:"):
         media_type, data = ft.data_url(url, f"{ip}.url")
         source = {"type": "base64", "media_type": media_type, "data": data}
+        if media_type in DOCUMENT_MEDIA_TYPES:  # a PDF sent as an "image": Anthropic reads it as a document
+            block_type = "document"
+            rt.converted.append(f"{xp} -> document ({media_type} is no image)")
     else:
         source = {"type": "url", "url": url}
     ft.extras(rt, x, frozenset({"type", "image_url"}), xp)
     ft.extras(rt, image, frozenset({"url"}), ip)  # detail
-    return {"type": "image", "source": source}
+    return {"type": block_type, "source": source}
 
 
 def _c2a_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
