@@ -21,3 +21,6 @@ run "Claude Code / Codex install (scripts/install-claude-code.sh)" scripts/insta
 if ! command -v tmux >/dev/null 2>&1; then
   run "tmux install (apt-get)" bash -c 'apt-get update -qq && apt-get install -y -qq tmux'
 fi
+
+# Gemini CLI (pinned) for the Gemini end-to-end tests (tests/e2e/test_gemini_e2e.py)
+run "Gemini CLI install (scripts/install-gemini-cli.sh)" scripts/install-gemini-cli.sh
