@@ -1,0 +1,226 @@
+"""Gemini both ways, end to end through a real mitmdump with the addon (issue 11):
+
+- the google-genai SDK (HTTPS_PROXY + the mitmproxy CA, as gemini.md 1.3) against a scripted
+  Anthropic upstream, streamed and not, and an upstream error;
+- Gemini CLI (npm @google/gemini-cli, pinned by scripts/install-gemini-cli.sh) headless with
+  --yolo against a scripted Chat upstream: a run_shell_command tool loop (the CLI really runs
+  the command and sends its output back), its `-o json` stats equal to the upstream's usage
+  converted, the ledger holding the usage as reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from .conftest import Mitmdump, need_npm_tool
+from .upstream import Reply
+
+STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
+KEYS = {"TK_TEST_ANT_KEY": "sk-endpoint-ant-gem-0002", "TK_TEST_OAI_KEY": "sk-endpoint-oai-gem-0001"}
+CLIENT_KEY = "AIza-client-key-SECRET-0003"
+
+RULES = """\
+endpoints:
+  ant:
+    protocol: anthropic
+    url: {ant}/v1
+    key_env: TK_TEST_ANT_KEY
+    max_tokens: 1024
+  oai:
+    protocol: openai
+    url: {oai}/v1
+    key_env: TK_TEST_OAI_KEY
+routes:
+  - name: genai-to-claude
+    when: {{client: gemini, model: "sdk-*"}}
+    to: ant
+    model: claude-test-model
+  - name: gemini-cli-easy-turns
+    when: {{client: gemini}}
+    to: oai
+    model: local-qwen
+"""
+
+
+@pytest.fixture(scope="module")
+def gem_proxy(upstreams, tmp_path_factory):
+    work = tmp_path_factory.mktemp("gemini-proxy")
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(ant=upstreams["ant"].url, oai=upstreams["oai"].url))
+    m = Mitmdump(work, rules, env=KEYS)
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def sdk(gem_proxy, monkeypatch):
+    for k, v in gem_proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    return genai.Client(api_key=CLIENT_KEY, http_options=types.HttpOptions(api_version="v1beta"))
+
+
+def ledger(proxy: Mitmdump, sql: str, *args) -> list[dict]:
+    with sqlite3.connect(proxy.ledger) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute(sql, args)]
+
+
+def turn_row(proxy: Mitmdump, request_id: str) -> dict:
+    rows = ledger(proxy, "SELECT * FROM turns WHERE request_id = ?", request_id)
+    assert rows, proxy.log()[-3000:]
+    return rows[0]
+
+
+def _upstream_checks(req, stream: bool) -> dict:
+    assert req.path == "/v1/messages"
+    assert req.headers["x-api-key"] == KEYS["TK_TEST_ANT_KEY"]  # the endpoint's own key
+    assert "x-goog-api-key" not in req.headers and CLIENT_KEY not in json.dumps(req.headers)
+    body = req.json()
+    assert body["model"] == "claude-test-model" and body["max_tokens"] == 1024  # max_tokens: the endpoint's
+    assert body.get("stream", False) is stream
+    assert body["system"] and body["messages"][0]["role"] == "user"
+    return body
+
+
+ANT_USAGE = {"input_tokens": 472, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2048,
+             "output_tokens": 71}
+
+
+def test_genai_sdk_stream_against_an_anthropic_upstream(sdk, gem_proxy, upstreams):
+    ant = upstreams["ant"]
+    ant.script(Reply.sse((STREAMS / "anthropic_validated_text_tool.sse").read_bytes(), delay=0.05))
+    chunks = list(sdk.models.generate_content_stream(
+        model="sdk-flash", contents="weather in Paris?",
+        config=types.GenerateContentConfig(system_instruction="be brief", tools=[types.Tool(function_declarations=[
+            types.FunctionDeclaration(name="get_weather", description="w", parameters_json_schema={
+                "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}})])])))
+    body = _upstream_checks(ant.requests[-1], stream=True)
+    assert body["tools"][0]["name"] == "get_weather"
+    text = "".join(p.text for c in chunks if c.candidates and c.candidates[0].content
+                   for p in c.candidates[0].content.parts or [] if p.text)
+    assert text == "Let me check the weather."
+    calls = [fc for c in chunks for fc in c.function_calls or []]
+    assert [(fc.id, fc.name, fc.args) for fc in calls] == [
+        ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", {"city": "Paris", "unit": "celsius"})]
+    last = chunks[-1]
+    assert last.candidates[0].finish_reason == types.FinishReason.STOP
+    um = last.usage_metadata  # gemini.md 5.5: prompt = input + cache read + cache write
+    assert (um.prompt_token_count, um.cached_content_token_count, um.candidates_token_count, um.total_token_count) == (
+        472 + 2048, 2048, 71, 472 + 2048 + 71)
+    rid = ledger(gem_proxy, "SELECT request_id FROM turns ORDER BY rowid DESC LIMIT 1")[0]["request_id"]
+    row = turn_row(gem_proxy, rid)
+    assert row["outcome"] == "translated" and row["target_protocol"] == "anthropic"
+    reported = json.loads(row["usage_reported"])
+    assert {k: reported[k] for k in ANT_USAGE} == ANT_USAGE  # exactly as the upstream said
+    assert row["usage_input"] == 472 and row["usage_cache_read"] == 2048 and row["usage_output"] == 71
+
+
+def test_genai_sdk_whole_reply_against_an_anthropic_upstream(sdk, gem_proxy, upstreams):
+    ant = upstreams["ant"]
+    ant.script(Reply.json(json.loads((STREAMS / "anthropic_validated_text_tool.reply.json").read_bytes())))
+    resp = sdk.models.generate_content(model="sdk-flash", contents="weather in Paris?",
+                                       config=types.GenerateContentConfig(system_instruction="be brief"))
+    _upstream_checks(ant.requests[-1], stream=False)
+    assert resp.text == "Let me check the weather."
+    assert [(fc.id, fc.name) for fc in resp.function_calls] == [("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather")]
+    assert resp.usage_metadata.prompt_token_count == 472 + 2048
+    assert resp.sdk_http_response.headers.get("x-tokunseba-request-id", "").startswith("tk-")
+
+
+def test_genai_sdk_sees_an_anthropic_rate_limit_as_resource_exhausted(sdk, upstreams):
+    upstreams["ant"].script(Reply.json({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+                                       429))
+    with pytest.raises(genai_errors.ClientError) as e:
+        sdk.models.generate_content(model="sdk-flash", contents="hi")
+    assert (e.value.code, e.value.status) == (429, "RESOURCE_EXHAUSTED") and "slow down" in e.value.message
+
+
+# ---------------------------------------------------------------- Gemini CLI
+
+
+def chat_chunk(cid: str, delta: dict | None = None, finish=None, usage=None) -> bytes:
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": 1767225600, "model": "local-qwen",
+           "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+USAGE_1 = {"prompt_tokens": 9000, "completion_tokens": 25, "total_tokens": 9025,
+           "prompt_tokens_details": {"cached_tokens": 8000}}
+USAGE_2 = {"prompt_tokens": 9100, "completion_tokens": 8, "total_tokens": 9108}
+
+
+def tool_call_stream(call_id: str, command: str) -> list[bytes]:
+    args = json.dumps({"command": command, "description": "print a marker"})
+    return [chat_chunk("chatcmpl-gcli-1", {"role": "assistant", "content": "Running it."}),
+            chat_chunk("chatcmpl-gcli-1", {"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                                           "function": {"name": "run_shell_command", "arguments": ""}}]}),
+            chat_chunk("chatcmpl-gcli-1", {"tool_calls": [{"index": 0, "function": {"arguments": args[:20]}}]}),
+            chat_chunk("chatcmpl-gcli-1", {"tool_calls": [{"index": 0, "function": {"arguments": args[20:]}}]}),
+            chat_chunk("chatcmpl-gcli-1", {}, "tool_calls"), chat_chunk("chatcmpl-gcli-1", usage=USAGE_1),
+            b"data: [DONE]\n\n"]
+
+
+def text_stream(text: str) -> list[bytes]:
+    return [chat_chunk("chatcmpl-gcli-2", {"role": "assistant", "content": ""}),
+            *[chat_chunk("chatcmpl-gcli-2", {"content": t}) for t in (text[:5], text[5:])],
+            chat_chunk("chatcmpl-gcli-2", {}, "stop"), chat_chunk("chatcmpl-gcli-2", usage=USAGE_2), b"data: [DONE]\n\n"]
+
+
+def run_gemini_cli(proxy: Mitmdump, tmp: Path, prompt: str, *flags: str, timeout: int = 120):
+    gemini = need_npm_tool("gemini", "Gemini CLI")
+    home, project, scratch = tmp / "home", tmp / "project", tmp / "scratch"
+    for d in (home / ".gemini", project, scratch):
+        d.mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1}}))
+    env = {"PATH": f"{Path(gemini).parent}:{os.environ['PATH']}", "HOME": str(home), "TERM": "dumb",
+           "TMPDIR": str(scratch), "HTTPS_PROXY": proxy.url, "NODE_EXTRA_CA_CERTS": str(proxy.ca),
+           "GEMINI_API_KEY": CLIENT_KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_PROXY": ""}
+    return subprocess.run([gemini, "-m", "cli-model", *flags, "-p", prompt], cwd=project, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+def test_gemini_cli_tool_loop_against_a_chat_upstream(gem_proxy, upstreams, tmp_path):
+    oai = upstreams["oai"]
+    oai.script(Reply.sse(tool_call_stream("call_gcli_0001", "printf 'hi-from-%s' tool-ran"), delay=0.02),
+               Reply.sse(text_stream("Done: hi-from-tool-ran"), delay=0.02))
+    r = run_gemini_cli(gem_proxy, tmp_path, "run the marker command", "--yolo", "-o", "json")
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:], gem_proxy.log()[-3000:])
+    out = json.loads(r.stdout)
+    assert out["response"].strip().endswith("Done: hi-from-tool-ran")
+    assert len(oai.requests) == 2, [q.path for q in oai.requests]
+    first, second = oai.requests[0], oai.requests[1]
+    for q in (first, second):
+        assert q.path == "/v1/chat/completions" and q.headers["authorization"] == f"Bearer {KEYS['TK_TEST_OAI_KEY']}"
+        assert "x-goog-api-key" not in q.headers and CLIENT_KEY not in json.dumps(q.headers)
+        body = q.json()
+        assert body["model"] == "local-qwen" and body["stream"] is True
+        assert body["messages"][0]["role"] == "system"  # the CLI's systemInstruction
+        assert "run_shell_command" in {t["function"]["name"] for t in body["tools"]}
+    msgs = second.json()["messages"]
+    call_turn = next(m for m in msgs if m.get("tool_calls"))
+    assert call_turn["tool_calls"][0]["id"] == "call_gcli_0001"  # the upstream's id, echoed by the CLI, untouched
+    result = next(m for m in msgs if m["role"] == "tool")
+    assert result["tool_call_id"] == "call_gcli_0001" and "hi-from-tool-ran" in result["content"]  # really ran
+    # -o json stats: the last usageMetadata of each turn, summed over the turns (gemini.md 2.8)
+    assert list(out["stats"]["models"]) == ["local-qwen"], out["stats"]  # the CLI names the model the reply named
+    tokens = out["stats"]["models"]["local-qwen"]["tokens"]
+    assert tokens["prompt"] == USAGE_1["prompt_tokens"] + USAGE_2["prompt_tokens"]
+    assert tokens["candidates"] == USAGE_1["completion_tokens"] + USAGE_2["completion_tokens"]
+    assert tokens["cached"] == 8000 and tokens["total"] == USAGE_1["total_tokens"] + USAGE_2["total_tokens"]
+    rows = ledger(gem_proxy, "SELECT * FROM turns WHERE client_protocol = 'gemini' AND target_protocol = 'openai' "
+                             "ORDER BY rowid DESC LIMIT 2")
+    assert [json.loads(r["usage_reported"]) for r in rows] == [USAGE_2, USAGE_1]  # exactly as reported
+    assert all(r["outcome"] == "translated" and r["status"] == 200 for r in rows)
