@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
 from tokunseba import translate
-from tokunseba.errors import TranslationError
+from tokunseba.errors import Refused, TranslationError
 from tokunseba.rules import load_rules_text
 from tokunseba.translate.gemini import request as gr
 from tokunseba.turn import plan_request
@@ -141,7 +141,7 @@ def test_a_response_for_no_call_is_refused_before_sending():
     body = {"contents": [user("x"), {"role": "user", "parts": [{"functionResponse": {"name": "ghost", "response": {}}}]}]}
     with pytest.raises(TranslationError) as e:
         to("anthropic", body)
-    assert e.value.kind == "refused" and "ghost" in e.value.message
+    assert isinstance(e.value, Refused) and "ghost" in e.value.message
 
 
 def test_cached_content_and_several_candidates_are_refused():
@@ -149,7 +149,7 @@ def test_cached_content_and_several_candidates_are_refused():
                           ({"generationConfig": {"candidateCount": 2}}, "candidateCount")):
         with pytest.raises(TranslationError) as e:
             to("openai", {"contents": [user("hi")], **extra})
-        assert e.value.kind == "refused" and needle in e.value.message
+        assert isinstance(e.value, Refused) and needle in e.value.message
 
 
 def test_tool_config_and_json_output():
@@ -190,7 +190,7 @@ def test_images_and_unreadable_files():
 def test_streams_must_be_sse_and_unknown_fields_are_recorded():
     with pytest.raises(TranslationError) as e:
         to("openai", {"contents": [user("hi")]}, "/v1beta/models/m:streamGenerateContent")
-    assert e.value.kind == "refused" and "alt=sse" in e.value.message
+    assert isinstance(e.value, Refused) and "alt=sse" in e.value.message
     rt = to("openai", {"contents": [user("hi")], "safetySettings": [{"category": "x"}], "brandNew": 1,
                        "generationConfig": {"topK": 3, "seed": 7, "responseModalities": ["TEXT"]}})
     assert {"safetySettings", "brandNew", "generationConfig.topK", "generationConfig.responseModalities"} <= set(
@@ -244,7 +244,7 @@ def test_to_gemini_refusals_name_the_clients_path():
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "4"}]}]}
     with pytest.raises(TranslationError) as e:
         translate.request("anthropic", "gemini", orphan)
-    assert e.value.kind == "refused" and "toolu_gone" in e.value.message
+    assert isinstance(e.value, Refused) and "toolu_gone" in e.value.message
     bad_args = {"model": "m", "messages": [
         {"role": "user", "content": "x"},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -252,7 +252,7 @@ def test_to_gemini_refusals_name_the_clients_path():
         {"role": "tool", "tool_call_id": "c1", "content": "r"}]}
     with pytest.raises(TranslationError) as e:
         translate.request("openai", "gemini", bad_args)
-    assert e.value.kind == "refused" and "JSON object" in e.value.message
+    assert isinstance(e.value, Refused) and "JSON object" in e.value.message
 
 
 def test_chat_options_to_gemini():

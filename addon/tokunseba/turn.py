@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from . import jsonc
 from .endpoints import Endpoint
-from .errors import TranslationError
+from .errors import Refused, TranslationError
 from .protocols import anthropic as p_anthropic
 from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
@@ -230,7 +230,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         try:
             _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
         except TranslationError as e:
-            if e.kind == "refused":
+            if isinstance(e, Refused):
                 return e.message
         return None
 

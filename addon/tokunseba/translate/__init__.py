@@ -81,17 +81,18 @@ def request(client: str, target: str, body: dict, *, model: str | None = None, m
             path: str | None = None) -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
-    Raises ``TranslationError`` (400; ``kind="refused"`` when the target cannot carry the
-    turn without inventing). The input is never mutated. ``path``: the client's request path,
-    for a protocol whose model and stream flag travel in the URL (Gemini); a target of that
-    kind gets no model in its body (the caller puts it in the URL)."""
+    Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
+    when the target cannot carry the turn without inventing. The input is never mutated.
+    ``path``: the client's request path, for a protocol whose model and stream flag travel in
+    the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
+    the URL)."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     try:
         rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
                                 system_role=system_role)
     except TranslationError as e:
-        raise TranslationError(e.status, conv.client_message(e.message), kind=e.kind) from None
+        raise type(e)(e.status, conv.client_message(e.message)) from None
     rt.dropped = conv.dropped + [conv.client_path(p) for p in rt.dropped]
     rt.plumbing = conv.plumbing + rt.plumbing
     rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted]

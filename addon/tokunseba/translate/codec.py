@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import jsonc
-from ..errors import TranslationError
+from ..errors import TranslationError, UntranslatableReply
 from ..neutral.conversation import Conversation, RequestTranslation
 from ..neutral.error import UpstreamError
 from ..neutral.events import Event
@@ -65,7 +65,7 @@ def parse_reply(body: bytes, what: str) -> dict:
     try:
         doc = jsonc.loads(body)
     except jsonc.JSONDecodeError as e:
-        raise TranslationError(502, f"the upstream's {what} reply is not valid JSON ({e})", kind="api_error") from None
+        raise UntranslatableReply(502, f"the upstream's {what} reply is not valid JSON ({e})") from None
     if not isinstance(doc, dict):
-        raise TranslationError(502, f"the upstream's {what} reply is not a JSON object", kind="api_error")
+        raise UntranslatableReply(502, f"the upstream's {what} reply is not a JSON object")
     return doc

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsonc
-from ..errors import TranslationError
+from ..errors import InvalidRequest, Refused, TranslationError
 from ..neutral.conversation import RequestTranslation
 
 JOIN = "\n\n"  # how text blocks become one string (local servers drop array content)
@@ -52,7 +52,7 @@ def show(v: Any) -> str:
 
 
 def bad(path: str, msg: str) -> TranslationError:
-    return TranslationError(400, f"{path}: {msg}", kind="invalid_request_error")
+    return InvalidRequest(400, f"{path}: {msg}")
 
 
 def at(path: str, key: str) -> str:
@@ -134,6 +134,28 @@ def extras(rt: RequestTranslation, obj: dict, known: frozenset[str], path: str) 
 
 
 
+def each_part(rt: RequestTranslation, content: list, path: str, table: dict, what: str = "content part type") -> list:
+    """Each part of a content list through its handler in ``table`` (by ``type``; an unknown
+    type is a 400 naming its path); the handlers' results, those that are not None."""
+    out = []
+    for k, x in enumerate(arr(content, path)):
+        xp = f"{path}[{k}]"
+        got = pick(table, obj(x, xp).get("type"), f"{xp}.type", what)(rt, x, xp)
+        if got is not None:
+            out.append(got)
+    return out
+
+
+def name_within(name: str, path: str, limit: int, target: str) -> str:
+    """A tool name the target accepts, untouched; a longer one refuses the turn (renaming it
+    would invent a tool: pitfalls 20)."""
+    if len(name) > limit:
+        raise Refused(
+            400, f"{path}: tool name {show(name)} has {len(name)} characters; {target} accepts at most {limit}, "
+                 "and renaming it would invent a tool")
+    return name
+
+
 def data_url(url: str, path: str) -> tuple[str, str]:
     """``data:<media type>[;params];base64,<data>`` -> (media type, data)."""
     head, comma, data = url.partition(",")
@@ -147,7 +169,7 @@ def data_url(url: str, path: str) -> tuple[str, str]:
 
 def check_body(body: Any, who: str) -> dict:
     if not isinstance(body, dict):
-        raise TranslationError(400, f"{who} request body must be a JSON object, got {jtype(body)}", kind="invalid_request_error")
+        raise InvalidRequest(400, f"{who} request body must be a JSON object, got {jtype(body)}")
     if body.get("messages") is None:
         raise bad("messages", "required")
     return body
@@ -198,7 +220,7 @@ def parse_body(raw: bytes) -> dict:
     try:
         doc = jsonc.loads(raw)
     except jsonc.JSONDecodeError as e:
-        raise TranslationError(400, f"request body is not valid JSON: {e}", kind="invalid_request_error") from None
+        raise InvalidRequest(400, f"request body is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
-        raise TranslationError(400, f"request body must be a JSON object, got {jtype(doc)}", kind="invalid_request_error")
+        raise InvalidRequest(400, f"request body must be a JSON object, got {jtype(doc)}")
     return doc

@@ -13,7 +13,7 @@ reply without an id gets one minted (``msg_tk_<created>``), recorded as
 from __future__ import annotations
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
 from ...neutral.report import StreamReport, note_once
@@ -28,10 +28,10 @@ TOP_DROPPED = ("stop_details", "container")  # recorded when non-null
 def decode(body: bytes, report: StreamReport) -> list[Event]:
     doc = parse_reply(body, "Anthropic")
     if doc.get("type") == "error":
-        raise TranslationError(502, f"upstream error: {jsonc.dumps(doc.get('error'))}", kind="api_error")
+        raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc.get('error'))}")
     blocks = doc.get("content")
     if not isinstance(blocks, list):
-        raise TranslationError(502, "the upstream's Anthropic reply has no content list", kind="api_error")
+        raise UntranslatableReply(502, "the upstream's Anthropic reply has no content list")
     events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
     for n, b in enumerate(blocks):
         b = b if isinstance(b, dict) else {}
@@ -69,13 +69,13 @@ def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict:
     try:
         value = jsonc.loads(args)
     except jsonc.JSONDecodeError as e:
-        raise TranslationError(
+        raise UntranslatableReply(
             502, f"the upstream's tool call {tc_id!r} ({name}) has arguments that are not valid JSON ({e}); "
-            f"an Anthropic tool_use needs an object input", kind="api_error") from None
+            f"an Anthropic tool_use needs an object input") from None
     if not isinstance(value, dict):
-        raise TranslationError(
+        raise UntranslatableReply(
             502, f"the upstream's tool call {tc_id!r} ({name}) has arguments that are not a JSON object; "
-            f"an Anthropic tool_use needs an object input", kind="api_error")
+            f"an Anthropic tool_use needs an object input")
     return value
 
 
@@ -88,7 +88,7 @@ def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dic
         elif b.kind == "tool_use":
             problem = pa.tool_id_problem(b.id)
             if problem:
-                raise TranslationError(502, problem, kind="api_error")
+                raise UntranslatableReply(502, problem)
             content.append({"type": "tool_use", "id": b.id, "name": b.name or "",
                             "input": _tool_input(b.id, b.name, b.text)})
         elif b.kind == "thinking" and b.signature is not None:  # signed: an Anthropic upstream's own

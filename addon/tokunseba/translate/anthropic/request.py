@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import Refused
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...protocols.anthropic import TOOL_ID_RE
 from .. import fieldtable as ft
 
 BILLING_PREFIX = "x-anthropic-billing-header:"
-OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20: OpenAI (Chat and Responses) tool names
 JOIN = ft.JOIN
 DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a document, never as an image
 
@@ -44,12 +43,10 @@ def _anthropic_id(v: Any, path: str) -> str:
     """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (design.md rule 2)."""
     ft.string(v, path)
     if not TOOL_ID_RE.fullmatch(v):
-        raise TranslationError(
+        raise Refused(
             400,
             f"{path}: tool call id {ft.show(v)} does not match ^[a-zA-Z0-9_-]+$, which Anthropic requires; "
-            "ids are never rewritten, so this turn cannot go to an Anthropic endpoint",
-            kind="refused",
-        )
+            "ids are never rewritten, so this turn cannot go to an Anthropic endpoint")
     return v
 
 
@@ -299,15 +296,7 @@ def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options)
             ft.string(ttype, f"{tp}.type")
             rt.dropped.append(tp)
             continue
-        name = ft.req(t, "name", tp, ft.string)
-        if len(name) > OPENAI_TOOL_NAME_MAX:
-            raise TranslationError(
-                400,
-                f"{tp}.name: tool name {ft.show(name)} has {len(name)} characters; OpenAI accepts at most "
-                f"{OPENAI_TOOL_NAME_MAX}, and renaming it would invent a tool",
-                kind="refused",
-            )
-        fn: dict = {"name": name}
+        fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
         if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
             fn["description"] = desc
         fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
@@ -361,7 +350,7 @@ DECODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
     "system": ("converted", _a2c_system, "one leading system/developer message; blocks joined; billing-header block dropped"),
     "messages": ("converted", _a2c_messages, "content blocks -> Chat messages (E.2)"),
-    "tools": ("converted", _a2c_tools, "custom tools -> functions; server tools dropped; names > 64 refused"),
+    "tools": ("converted", _a2c_tools, "custom tools -> functions; server tools dropped"),
     "tool_choice": ("converted", _a2c_tool_choice, "auto/any/none/tool -> auto/required/none/function; disable_parallel_tool_use -> parallel_tool_calls"),
     "max_tokens": ("converted", _a2c_max_tokens, "-> max_completion_tokens"),
     "temperature": ("mapped", "temperature", "Anthropic's 0-1 fits Chat's 0-2"),
@@ -524,12 +513,7 @@ def _c2a_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}] if content else []
     else:
-        blocks = []
-        for k, x in enumerate(ft.arr(content, f"{p}.content")):
-            xp = f"{p}.content[{k}]"
-            block = ft.pick(C2A_USER_PARTS, ft.obj(x, xp).get("type"), f"{xp}.type", "content part type")(rt, x, xp)
-            if block is not None:
-                blocks.append(block)
+        blocks = ft.each_part(rt, content, f"{p}.content", C2A_USER_PARTS)
     if not blocks:
         rt.dropped.append(p)  # Anthropic rejects empty messages
     if st.results:  # a run of tool messages and this user message make ONE user turn

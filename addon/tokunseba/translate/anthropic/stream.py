@@ -91,7 +91,7 @@ class AnthropicDecoder:
     def _message_start(self, d: dict) -> list[Event]:
         m = d.get("message") or {}
         u = m.get("usage")
-        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) else None
+        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
         return [MessageStart(m.get("id"), m.get("model"), self.usage)]
 
     def _block_start(self, d: dict) -> list[Event]:
@@ -142,7 +142,7 @@ class AnthropicDecoder:
     def _message_delta(self, d: dict) -> list[Event]:
         delta = d.get("delta") or {}
         u = d.get("usage")
-        if isinstance(u, dict):  # cumulative: overwrite, never add (pitfalls 15)
+        if isinstance(u, dict) and u:  # cumulative: overwrite, never add (pitfalls 15)
             self.usage = self.usage.merged(u) if self.usage else Usage(ANTHROPIC, u)
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:

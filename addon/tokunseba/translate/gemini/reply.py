@@ -13,7 +13,7 @@ thing, which the tests check.
 from __future__ import annotations
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import UntranslatableReply
 from ...neutral.events import Event, StreamError
 from ...neutral.message import Message
 from ...neutral.report import StreamReport
@@ -22,23 +22,23 @@ from .stream import GeminiDecoder, GeminiEncoder
 
 
 def decode(body: bytes, report: StreamReport) -> list[Event]:
-    """The neutral events of a whole Gemini reply; a 502 ``TranslationError`` when it is not
+    """The neutral events of a whole Gemini reply; a 502 ``UntranslatableReply`` when it is not
     one, or when it ends in an error (a broken function call, an error object)."""
     try:
         doc = jsonc.loads(body)
     except jsonc.JSONDecodeError as e:
-        raise TranslationError(502, f"the upstream's Gemini reply is not valid JSON ({e})", kind="api_error") from None
+        raise UntranslatableReply(502, f"the upstream's Gemini reply is not valid JSON ({e})") from None
     objs = doc if isinstance(doc, list) else [doc]
     dec = GeminiDecoder(report)
     events: list[Event] = []
     for obj in objs:
         if not isinstance(obj, dict):
-            raise TranslationError(502, "the upstream's Gemini reply is not a JSON object", kind="api_error")
+            raise UntranslatableReply(502, "the upstream's Gemini reply is not a JSON object")
         events.extend(dec.on_object(obj))
     events.extend(dec.close())
     for ev in events:
         if isinstance(ev, StreamError):
-            raise TranslationError(502, ev.message, kind="api_error")
+            raise UntranslatableReply(502, ev.message)
     return events
 
 
@@ -82,6 +82,5 @@ def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dic
     enc = GeminiEncoder(report)
     out = merge_chunks(chunks_of(b"".join(enc.encode(ev) for ev in msg.events())))
     if "error" in out:
-        raise TranslationError(502, out["error"].get("message") or "the upstream reply cannot be carried to Gemini",
-                               kind="api_error")
+        raise UntranslatableReply(502, out["error"].get("message") or "the upstream reply cannot be carried to Gemini")
     return jsonc.dumpb(out), enc.client_usage

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.report import note_once
 from ...protocols import gemini as pg
@@ -63,7 +63,7 @@ def _keys(obj: dict) -> dict[str, str]:
 
 
 def _bad(path: str, msg: str, *, refused: bool = False) -> TranslationError:
-    return TranslationError(400, f"{path}: {msg}", kind="refused" if refused else "invalid_request_error")
+    return (Refused if refused else InvalidRequest)(400, f"{path}: {msg}")
 
 
 def _obj(v: Any, path: str) -> dict:
@@ -465,7 +465,7 @@ def url_facts(path: str) -> tuple[str | None, bool]:
 def decode(body: dict, *, path: str = "") -> Conversation:
     """A Gemini request body as the neutral request (the model and stream flag from ``path``)."""
     if not isinstance(body, dict):
-        raise TranslationError(400, "Gemini request body must be a JSON object", kind="invalid_request_error")
+        raise InvalidRequest(400, "Gemini request body must be a JSON object")
     model, stream = url_facts(path)
     rt = Conversation(body={})
     d = _Decode(rt)

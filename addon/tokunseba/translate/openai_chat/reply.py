@@ -13,7 +13,7 @@ definitions differ (E.4); reasoning, thinking and other blocks are dropped and r
 from __future__ import annotations
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
 from ...neutral.report import StreamReport, note_once
@@ -37,8 +37,8 @@ def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dic
     choices = doc.get("choices")
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
         if doc.get("error"):
-            raise TranslationError(502, f"upstream error: {jsonc.dumps(doc['error'])}", kind="api_error")
-        raise TranslationError(502, "the upstream's Chat reply has no choices", kind="api_error")
+            raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc['error'])}")
+        raise UntranslatableReply(502, "the upstream's Chat reply has no choices")
     if len(choices) > 1:
         note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
     choice = choices[0]

@@ -19,6 +19,7 @@ from .. import fieldtable as ft
 SYSTEM_ROLES = ("system", "developer")
 MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 OPENAI_MAX_STOP = 4
+OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
 
 
 def check_options(system_role: str, max_tokens_field: str) -> None:
@@ -64,8 +65,16 @@ def _stop(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) 
         rt.dropped.extend(conv.client_path(f"stop[{i}]") for i in range(OPENAI_MAX_STOP, len(stop)))
 
 
+def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    for i, t in enumerate(out.get("tools") or ()):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            ft.name_within(fn["name"], f"tools[{i}].name", OPENAI_TOOL_NAME_MAX, "Chat Completions")
+
+
 # what the endpoint asks of a neutral request, in order -> why
 ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict, ft.Options], None], str] = {
+    _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
     _system_role: "system messages take the endpoint's system_role (system or developer)",
     _max_tokens: "max_completion_tokens -> the endpoint's max_tokens_field, capped by its max_tokens",
     _stream_options: "+ stream_options.include_usage (plumbing) when streaming",

@@ -15,7 +15,7 @@ overflow coded ``context_length_exceeded``.
 from __future__ import annotations
 
 from ... import jsonc
-from ...errors import TranslationError
+from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
 from ...neutral.report import StreamReport, note_once
@@ -42,7 +42,7 @@ def decode(body: bytes, report: StreamReport) -> list[Event]:
     doc = parse_reply(body, "Responses")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         err = response_error(doc)
-        raise TranslationError(502, f"upstream error: {err.message}", kind="api_error")
+        raise UntranslatableReply(502, f"upstream error: {err.message}")
     events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
     for n, item in enumerate(doc.get("output") or ()):
         item = item if isinstance(item, dict) else {}
@@ -63,7 +63,7 @@ def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dic
             items.append(message_item(item_id("message", msg.id, len(items)), b.text))
         elif b.kind == "tool_use":
             if not b.id:  # a blank call_id hangs Codex after the call (pitfalls 9)
-                raise TranslationError(502, "the upstream's tool call has no id", kind="api_error")
+                raise UntranslatableReply(502, "the upstream's tool call has no id")
             iid = item_id("function_call", msg.id, len(items))
             items.append(function_call_item(iid, b.id, b.name or "", b.text or EMPTY_ARGUMENTS))
         else:  # thinking, reasoning, server tools...

@@ -11,7 +11,7 @@ parts have their own tables below. Rules kept throughout (design.md §2):
   Item-level bookkeeping keys that Codex puts on every item (``id``, ``status``, its metadata
   passthrough) are recorded once each as ``input[].<key>`` to keep the list readable;
 - ``call_id`` travels byte for byte into ``tool_calls[].id`` and ``tool_call_id``;
-- history that cannot travel refuses the turn (``kind="refused"``) instead of being dropped,
+- history that cannot travel refuses the turn (``Refused``) instead of being dropped,
   since the model would see a broken conversation: custom (freeform) tool calls, tool
   namespaces (the lite shape), built-in tool calls, compaction, stored state
   (``previous_response_id``, ``conversation``). Tools the endpoint cannot offer are only
@@ -26,19 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import TranslationError
+from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
 from .. import fieldtable as ft
 
-OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
 JOIN = ft.JOIN
+OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
 CHAT_IMAGE_DETAIL = ("auto", "low", "high")  # Chat's image_url.detail values
 _TEXT_KEYS = frozenset({"type", "text"})
 
 
 def _refused(path: str, why: str) -> TranslationError:
-    return TranslationError(400, f"{path}: {why}; this turn cannot go to an endpoint of another protocol",
-                            kind="refused")
+    return Refused(400, f"{path}: {why}; this turn cannot go to an endpoint of another protocol")
 
 
 def _drop_part(rt: Conversation, x: dict, xp: str) -> None:
@@ -115,12 +114,7 @@ def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandl
     None when parts were given and none is left."""
     if isinstance(content, str):
         return content
-    parts = []
-    for k, x in enumerate(ft.arr(content, cp)):
-        xp = f"{cp}[{k}]"
-        part = ft.pick(table, ft.obj(x, xp).get("type"), f"{xp}.type", "content part type")(rt, x, xp)
-        if part is not None:
-            parts.append(part)
+    parts = ft.each_part(rt, content, cp, table)
     if not parts:
         return None
     texts = [x["text"] for x in parts if x["type"] == "text"]
@@ -319,15 +313,7 @@ def _tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> 
         if ft.req(ft.obj(t, tp), "type", tp, ft.string) != "function":  # custom, web_search, namespace, mcp, ...
             rt.dropped.append(tp)
             continue
-        name = ft.req(t, "name", tp, ft.string)
-        if len(name) > OPENAI_TOOL_NAME_MAX:
-            raise TranslationError(
-                400,
-                f"{tp}.name: tool name {ft.show(name)} has {len(name)} characters; Chat Completions accepts at most "
-                f"{OPENAI_TOOL_NAME_MAX}, and renaming it would invent a tool",
-                kind="refused",
-            )
-        fn: dict = {"name": name}
+        fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
         if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
             fn["description"] = desc
         if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
@@ -383,7 +369,7 @@ DECODE_FIELDS: ft.FieldTable = {
     "conversation": ("refused", _stored_state, "a Chat endpoint has no stored conversations"),
     "instructions": ("converted", _instructions, "one leading system/developer message"),
     "input": ("converted", _input, "items -> messages; leading system/developer items join the first message (E.2)"),
-    "tools": ("converted", _tools, "flat functions -> nested functions; other tool types dropped; names > 64 refused"),
+    "tools": ("converted", _tools, "flat functions -> nested functions; other tool types dropped"),
     "tool_choice": ("converted", _tool_choice, "auto/none/required same; {type:function,name} nested; others dropped"),
     "parallel_tool_calls": ("converted", _parallel_tool_calls, "exact, when tools remain"),
     "max_output_tokens": ("converted", _max_output_tokens, "-> max_completion_tokens"),
@@ -413,8 +399,7 @@ DECODE_FIELDS: ft.FieldTable = {
 def decode(body: dict) -> Conversation:
     """An OpenAI Responses request body (Codex's) as a neutral conversation."""
     if not isinstance(body, dict):
-        raise TranslationError(400, f"Responses request body must be a JSON object, got {ft.jtype(body)}",
-                               kind="invalid_request_error")
+        raise InvalidRequest(400, f"Responses request body must be a JSON object, got {ft.jtype(body)}")
     conv = Conversation(body={})
     out = ft.run(DECODE_FIELDS, ft.CHECKS, body, conv, ft.Options())
     if not out.get("messages"):
@@ -534,12 +519,7 @@ def _enc_user(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -
     if isinstance(content, str):
         parts = [{"type": "input_text", "text": content}] if content else []
     else:
-        parts = []
-        for k, x in enumerate(ft.arr(content, f"{p}.content")):
-            xp = f"{p}.content[{k}]"
-            part = ft.pick(ENC_USER_PARTS, ft.obj(x, xp).get("type"), f"{xp}.type", "content part type")(rt, x, xp)
-            if part is not None:
-                parts.append(part)
+        parts = ft.each_part(rt, content, f"{p}.content", ENC_USER_PARTS)
     if parts:
         items.append(_enc_message(rt, "user", parts))
     else:
@@ -600,7 +580,8 @@ def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Op
             continue
         fp = f"{tp}.function"
         fn = ft.req(t, "function", tp, ft.obj)
-        tool: dict = {"type": "function", "name": ft.req(fn, "name", fp, ft.string)}
+        name = ft.name_within(ft.req(fn, "name", fp, ft.string), f"{tp}.name", OPENAI_TOOL_NAME_MAX, "Responses")
+        tool: dict = {"type": "function", "name": name}
         if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
             tool["description"] = desc
         tool["parameters"] = ft.opt(fn, "parameters", fp, ft.obj)
@@ -680,7 +661,8 @@ ENCODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
     "messages": ("converted", _enc_messages, "leading system -> instructions; turns -> input items (message, "
                                              "function_call, function_call_output)"),
-    "tools": ("converted", _enc_tools, "nested functions -> flat functions (strict false unless the client said)"),
+    "tools": ("converted", _enc_tools, "nested functions -> flat functions (strict false unless the client said); "
+                                       "names > 64 refused"),
     "tool_choice": ("converted", _enc_tool_choice, "auto/none/required same; {function:{name}} flattened"),
     "parallel_tool_calls": ("mapped", "parallel_tool_calls", "exact"),
     "max_completion_tokens": ("converted", _enc_max_tokens, "-> max_output_tokens, capped by the endpoint"),
