@@ -346,3 +346,33 @@ def test_count_tokens_from_gemini_routed_elsewhere_is_a_clear_gemini_error():
     err = json.loads(t.local.body)["error"]
     assert t.local.status == 400 and err["status"] == "INVALID_ARGUMENT" and err["code"] == 400
     assert "cannot count Gemini tokens" in err["message"] and "does not estimate" in err["message"]
+
+
+# ---------------------------------------------------------------- the shipped example
+
+
+def test_gemini_cli_easy_turns_example():
+    from pathlib import Path
+
+    from tokunseba.rules import load_rules
+
+    rules = load_rules(Path(__file__).resolve().parent.parent / "rules" / "examples" / "gemini-cli-easy-turns.yaml")
+    assert rules.warnings == []
+    env = {}
+
+    def plan_fixture(name):
+        fx = load_fixture(name)
+        path = fx["url"].split("googleapis.com", 1)[1]
+        return plan_request(rules, method="POST", host="generativelanguage.googleapis.com", port=443, path=path,
+                            headers=[("x-goog-api-key", "AIzaCLIENT")], body=json.dumps(fx["body"]).encode(), env=env)
+
+    router = plan_fixture("gemini-cli-router-classifier.json")
+    assert (router.action, router.decision.route.name, router.target_protocol) == ("translate", "gemini-cli-router",
+                                                                                   "openai")
+    sent = json.loads(router.body)
+    assert router.url == "http://127.0.0.1:28431/v1/chat/completions" and sent["model"] == "gemma-3-270m"
+    assert sent["response_format"]["type"] == "json_schema" and sent["stop"] == ["<|im_end|>"]
+    assert "x-goog-api-key" in router.remove_headers
+    for main in ("gemini-cli-main-turn-yolo.json", "gemini-cli-count-tokens.json"):
+        t = plan_fixture(main)
+        assert t.action == "pass" and t.url is None and t.body is None  # untouched, to Google
