@@ -177,17 +177,21 @@ def text_stream(text: str) -> list[bytes]:
             chat_chunk("chatcmpl-gcli-2", {}, "stop"), chat_chunk("chatcmpl-gcli-2", usage=USAGE_2), b"data: [DONE]\n\n"]
 
 
-def run_gemini_cli(proxy: Mitmdump, tmp: Path, prompt: str, *flags: str, timeout: int = 120):
+def run_gemini_cli(proxy: Mitmdump, tmp: Path, prompt: str, *flags: str, timeout: int = 120,
+                   extra_settings: dict | None = None, extra_env: dict | None = None):
+    """`gemini -m cli-model -p PROMPT` headless through the proxy (gemini.md 1.1, 6): its own
+    HOME with the quiet settings, its own TMPDIR and project folder, stdin closed."""
     gemini = need_npm_tool("gemini", "Gemini CLI")
     home, project, scratch = tmp / "home", tmp / "project", tmp / "scratch"
     for d in (home / ".gemini", project, scratch):
         d.mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps({
         "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1}}))
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
+        **(extra_settings or {})}))
     env = {"PATH": f"{Path(gemini).parent}:{os.environ['PATH']}", "HOME": str(home), "TERM": "dumb",
            "TMPDIR": str(scratch), "HTTPS_PROXY": proxy.url, "NODE_EXTRA_CA_CERTS": str(proxy.ca),
-           "GEMINI_API_KEY": CLIENT_KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_PROXY": ""}
+           "GEMINI_API_KEY": CLIENT_KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true", "NO_PROXY": "", **(extra_env or {})}
     return subprocess.run([gemini, "-m", "cli-model", *flags, "-p", prompt], cwd=project, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
@@ -224,3 +228,64 @@ def test_gemini_cli_tool_loop_against_a_chat_upstream(gem_proxy, upstreams, tmp_
                              "ORDER BY rowid DESC LIMIT 2")
     assert [json.loads(r["usage_reported"]) for r in rows] == [USAGE_2, USAGE_1]  # exactly as reported
     assert all(r["outcome"] == "translated" and r["status"] == 200 for r in rows)
+
+
+# ---------------------------------------------------------------- Gemini CLI -> the real local model
+
+LOCAL_RULES = """\
+endpoints:
+  llama:
+    protocol: openai
+    url: {llama}
+    model: gemma-3-270m
+    max_tokens: 64
+    max_tokens_field: max_tokens
+    stop: ["<|im_end|>"]
+routes:
+  - name: gemini-cli-easy-turns
+    when: {{client: gemini}}
+    to: llama
+"""
+
+
+@pytest.fixture(scope="module")
+def llama_proxy(tmp_path_factory):
+    from .test_localmodel_e2e import _start, _stop  # skips (fails under CI) when not installed
+
+    state = tmp_path_factory.mktemp("gemini-localmodel-state")
+    url = _start("llama-server", state)
+    work = tmp_path_factory.mktemp("gemini-local-proxy")
+    rules = work / "rules.yaml"
+    rules.write_text(LOCAL_RULES.format(llama=url))
+    m = Mitmdump(work, rules)
+    try:
+        yield m
+    finally:
+        m.stop()
+        _stop("llama-server", state)
+
+
+@pytest.mark.localmodel
+def test_gemini_cli_headless_turn_answered_by_the_real_local_model(llama_proxy, tmp_path):
+    """A small Gemini CLI turn fits the local model's 4096-token context: a one-line system
+    prompt (GEMINI_SYSTEM_MD), one tool (tools.core), and, through the CLI's own model-config
+    override, temperature 0 and maxOutputTokens 40 (the base model then writes text
+    deterministically). Assertions are on structure, never on the model's words."""
+    sysmd = tmp_path / "system.md"
+    sysmd.write_text("Answer the question.\n")
+    settings = {"tools": {"core": ["read_file"]}, "modelConfigs": {"customOverrides": [
+        {"match": {"model": "cli-model"},
+         "modelConfig": {"generateContentConfig": {"temperature": 0, "maxOutputTokens": 40}}}]}}
+    r = run_gemini_cli(llama_proxy, tmp_path, "What is 2+2? Answer:", "-o", "json", extra_settings=settings,
+                       extra_env={"GEMINI_SYSTEM_MD": str(sysmd)})
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:], llama_proxy.log()[-3000:])
+    out = json.loads(r.stdout)
+    assert out["response"].strip()  # the reply appears
+    rows = ledger(llama_proxy, "SELECT * FROM turns WHERE client_protocol = 'gemini'")
+    assert len(rows) == 1 and rows[0]["outcome"] == "translated" and rows[0]["endpoint"] == "llama"
+    reported = json.loads(rows[0]["usage_reported"])  # llama-server's usage, exactly as it reported it
+    assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(reported)
+    assert 0 < reported["completion_tokens"] <= 40
+    tokens = next(iter(out["stats"]["models"].values()))["tokens"]
+    assert (tokens["prompt"], tokens["candidates"], tokens["total"]) == (
+        reported["prompt_tokens"], reported["completion_tokens"], reported["total_tokens"])
