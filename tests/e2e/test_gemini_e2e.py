@@ -5,7 +5,11 @@
 - Gemini CLI (npm @google/gemini-cli, pinned by scripts/install-gemini-cli.sh) headless with
   --yolo against a scripted Chat upstream: a run_shell_command tool loop (the CLI really runs
   the command and sends its output back), its `-o json` stats equal to the upstream's usage
-  converted, the ledger holding the usage as reported.
+  converted, the ledger holding the usage as reported; and a headless turn answered by the
+  real local model (llama-server, when scripts/localmodel.sh installed it);
+- Claude Code (`-p --output-format json`, a Bash tool loop, its usage report equal to the
+  upstream's usageMetadata converted) and Codex (a tool loop) against a scripted Gemini
+  endpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from .conftest import Mitmdump, need_npm_tool
-from .upstream import Reply
+from .upstream import Reply, Upstream
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
 KEYS = {"TK_TEST_ANT_KEY": "sk-endpoint-ant-gem-0002", "TK_TEST_OAI_KEY": "sk-endpoint-oai-gem-0001"}
@@ -289,3 +293,140 @@ def test_gemini_cli_headless_turn_answered_by_the_real_local_model(llama_proxy, 
     tokens = next(iter(out["stats"]["models"].values()))["tokens"]
     assert (tokens["prompt"], tokens["candidates"], tokens["total"]) == (
         reported["prompt_tokens"], reported["completion_tokens"], reported["total_tokens"])
+
+
+# ---------------------------------------------------------------- Claude Code and Codex -> a Gemini endpoint
+
+GEM_KEY = "AIza-endpoint-gemini-0005"
+TO_GEMINI_RULES = """\
+endpoints:
+  gem:
+    protocol: gemini
+    url: {url}/v1beta
+    key_env: TK_TEST_GEM_KEY
+    max_tokens: 4096
+routes:
+  - name: to-gemini
+    when: {{client: [anthropic, openai-responses]}}
+    to: gem
+    model: gemini-test-flash
+"""
+
+
+def gemini_sse(parts_per_chunk: list[list[dict]], usage: dict, rid: str) -> list[bytes]:
+    """A Gemini stream (gemini.md 4.2): one GenerateContentResponse per chunk, running usage on
+    the last one with finishReason STOP (also for function calls)."""
+    out = []
+    for i, parts in enumerate(parts_per_chunk):
+        cand = {"content": {"role": "model", "parts": parts}, "index": 0}
+        obj = {"candidates": [cand], "modelVersion": "gemini-test-flash", "responseId": rid}
+        if i == len(parts_per_chunk) - 1:
+            cand["finishReason"] = "STOP"
+            obj["usageMetadata"] = usage
+        out.append(b"data: " + json.dumps(obj).encode() + b"\r\n\r\n")
+    return out
+
+
+@pytest.fixture
+def gem_upstream(tmp_path):
+    with Upstream() as up:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(TO_GEMINI_RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_GEM_KEY": GEM_KEY})
+        m.upstream = up
+        try:
+            yield m
+        finally:
+            m.stop()
+
+
+def _gemini_posts(up: Upstream) -> list:
+    posts = [r for r in up.requests if r.method == "POST"]
+    assert all(r.path == "/v1beta/models/gemini-test-flash:streamGenerateContent?alt=sse" for r in posts), posts
+    assert all(r.headers["x-goog-api-key"] == GEM_KEY and "authorization" not in r.headers
+               and "x-api-key" not in r.headers for r in posts)
+    return posts
+
+
+@pytest.mark.claudecode
+def test_claude_code_bash_tool_loop_against_a_gemini_endpoint(gem_upstream, tmp_path):
+    """Gemini sends its functionCall without an id: one is minted for Claude Code
+    (deterministically, recorded) and comes back byte for byte on the functionResponse, named
+    from the history; Claude Code's usage report equals the upstream's usageMetadata
+    converted (gemini.md 5.5), summed over its two turns."""
+    from .test_claude_code_e2e import result_json, run_claude
+
+    args = {"command": "echo tokunseba-gemini-tool-ran", "description": "Print a marker"}
+    u1 = {"promptTokenCount": 5000, "cachedContentTokenCount": 4000, "candidatesTokenCount": 30,
+          "thoughtsTokenCount": 20, "totalTokenCount": 5050}
+    u2 = {"promptTokenCount": 5200, "cachedContentTokenCount": 4000, "candidatesTokenCount": 8, "totalTokenCount": 5208}
+    up = gem_upstream.upstream
+    up.script(Reply.sse(gemini_sse([[{"text": "Running it."}], [{"functionCall": {"name": "Bash", "args": args}}]],
+                                   u1, "gemresp-cc-1"), delay=0.03),
+              Reply.sse(gemini_sse([[{"text": "The command printed "}], [{"text": "the marker."}]], u2, "gemresp-cc-2"),
+                        delay=0.03))
+    p = run_claude(gem_upstream, tmp_path, "run echo tokunseba-gemini-tool-ran with Bash", "--allowedTools", "Bash")
+    res = result_json(p)
+    assert p.returncode == 0, (p.stderr[-2000:], gem_upstream.log()[-3000:])
+    assert res["result"] == "The command printed the marker."
+    u = res["usage"]
+    assert (u["input_tokens"], u["cache_read_input_tokens"], u["output_tokens"]) == (
+        (5000 - 4000) + (5200 - 4000), 4000 + 4000, (30 + 20) + 8)
+    posts = _gemini_posts(up)
+    assert len(posts) == 2
+    first, second = posts[0].json(), posts[1].json()
+    assert "model" not in first and first["systemInstruction"]["parts"][0]["text"]
+    assert any(d["name"] == "Bash" for d in first["tools"][0]["functionDeclarations"])
+    assert first["generationConfig"]["maxOutputTokens"] <= 4096
+    model_turn = second["contents"][-2]
+    call = next(p["functionCall"] for p in model_turn["parts"] if "functionCall" in p)
+    result = second["contents"][-1]["parts"][0]["functionResponse"]
+    assert call["id"] == result["id"] == "call_gemresp-cc-1_0"  # minted once, then untouched
+    assert call["args"] == args and result["name"] == "Bash"
+    assert "tokunseba-gemini-tool-ran" in result["response"]["output"]
+    assert next(p for p in model_turn["parts"] if "functionCall" in p)["thoughtSignature"] == \
+        "skip_thought_signature_validator"
+    rows = ledger(gem_upstream, "SELECT * FROM turns WHERE target_protocol = 'gemini' ORDER BY rowid")
+    assert [json.loads(r["usage_reported"]) for r in rows[-2:]] == [u1, u2]  # as reported
+    warned = ledger(gem_upstream, "SELECT data FROM events WHERE request_id = ? AND kind = 'completed'",
+                    rows[-2]["request_id"])
+    assert warned and "id_synthesized" in warned[0]["data"]
+
+
+@pytest.mark.claudecode
+def test_codex_tool_loop_against_a_gemini_endpoint(gem_upstream, tmp_path):
+    codex = need_npm_tool("codex", "Codex")
+    call_id = "gemcall_codex_0001"  # Gemini sent an id this time: it travels byte for byte
+    up = gem_upstream.upstream
+    up.script(Reply.sse(gemini_sse([[{"text": "Running it."}],
+                                    [{"functionCall": {"id": call_id, "name": "exec_command",
+                                                       "args": {"cmd": "echo codex-gemini-tool-ran"}}}]],
+                                   {"promptTokenCount": 900, "candidatesTokenCount": 25, "totalTokenCount": 925},
+                                   "gemresp-codex-1"), delay=0.03),
+              Reply.sse(gemini_sse([[{"text": "The command printed codex-gemini-tool-ran."}]],
+                                   {"promptTokenCount": 1000, "candidatesTokenCount": 12, "totalTokenCount": 1012},
+                                   "gemresp-codex-2"), delay=0.03))
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / "codex").mkdir(parents=True)
+    work.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+           "HTTPS_PROXY": gem_upstream.url, "HTTP_PROXY": gem_upstream.url, "SSL_CERT_FILE": str(gem_upstream.ca),
+           "CODEX_API_KEY": "sk-codex-client-dummy-key-0123456789", "TERM": "dumb"}
+    p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                        "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
+                        "-c", "model=gpt-5.5", "run echo codex-gemini-tool-ran"], cwd=work, env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:], gem_upstream.log()[-3000:])
+    assert "The command printed codex-gemini-tool-ran." in p.stdout
+    posts = _gemini_posts(up)
+    assert len(posts) == 2
+    first, second = posts[0].json(), posts[1].json()
+    assert first["systemInstruction"]["parts"][0]["text"].startswith("You are Codex")
+    assert any(d["name"] == "exec_command" for t in first["tools"] for d in t["functionDeclarations"])
+    call = next(p["functionCall"] for c in second["contents"] if c["role"] == "model" for p in c["parts"]
+                if "functionCall" in p)
+    result = next(p["functionResponse"] for c in second["contents"] for p in c["parts"] if "functionResponse" in p)
+    assert call["id"] == result["id"] == call_id and result["name"] == "exec_command"
+    assert "codex-gemini-tool-ran" in json.dumps(result["response"])
+    rows = ledger(gem_upstream, "SELECT * FROM turns WHERE client_protocol = 'openai-responses' ORDER BY rowid")
+    assert len(rows) == 2 and all((r["outcome"], r["target_protocol"]) == ("translated", "gemini") for r in rows)
