@@ -31,3 +31,16 @@ CODE_STATUS: dict[str, int] = {
     "usage_not_included": 429,
     "server_error": 500,
 }
+# neutral stop reason -> (response status, incomplete_details.reason) (E.3)
+STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
+    "end_turn": ("completed", None),
+    "stop_sequence": ("completed", None),  # which sequence matched has no field: dropped, recorded
+    "tool_use": ("completed", None),
+    "pause_turn": ("completed", None),  # lossy, as for Chat
+    "max_tokens": ("incomplete", "max_output_tokens"),
+    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
+    "refusal": ("incomplete", "content_filter"),
+}
+# error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
+CODEX_ERROR_CODES = frozenset({"context_length_exceeded", "insufficient_quota", "usage_not_included",
+                               "rate_limit_exceeded"})

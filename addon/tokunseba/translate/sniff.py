@@ -1,5 +1,6 @@
 """Usage of replies tokunseba does not translate (pass-through and retargeted turns), read
-on the side without changing a byte, so the ledger can show what the upstream reported."""
+on the side without changing a byte by the protocol's own stream decoder (from the codec
+registry), so the ledger can show what the upstream reported."""
 
 from __future__ import annotations
 

@@ -1,21 +1,27 @@
-"""Request translation, OpenAI Responses (Codex CLI) -> OpenAI Chat Completions
-(protocols.md C.1, E.1, E.2; clients.md §3).
+"""OpenAI Responses requests (Codex CLI): the decoder (Responses -> neutral) and the encoder
+(neutral -> Responses) (protocols.md C.1, E.1, E.2; clients.md §3).
 
-Sans-IO and built from request.py's helpers: dict in, ``RequestTranslation`` out. Every
-top-level field decision lives in ``R2C_FIELDS`` (field -> (action, handler-or-target, note),
-action in mapped / converted / dropped / refused); input items, message roles and content
-parts have their own tables below. Rules kept throughout (design.md §2):
+Sans-IO: dict in, ``Conversation`` / ``RequestTranslation`` out. Every top-level field
+decision lives in one table per direction, ``DECODE_FIELDS`` and ``ENCODE_FIELDS`` (field ->
+(action, handler-or-target, note), action in mapped / converted / dropped / refused); input
+items, message roles and content parts have their own tables. Rules kept throughout
+(design.md §2):
 
 - drop, never invent: whatever cannot travel is left behind and its JSON path recorded in
-  ``dropped``; the only addition is ``stream_options.include_usage`` (recorded as plumbing).
-  Item-level bookkeeping keys that Codex puts on every item (``id``, ``status``, its metadata
-  passthrough) are recorded once each as ``input[].<key>`` to keep the list readable;
-- ``call_id`` travels byte for byte into ``tool_calls[].id`` and ``tool_call_id``;
-- history that cannot travel refuses the turn (``Refused``) instead of being dropped,
-  since the model would see a broken conversation: custom (freeform) tool calls, tool
-  namespaces (the lite shape), built-in tool calls, compaction, stored state
-  (``previous_response_id``, ``conversation``). Tools the endpoint cannot offer are only
-  dropped: the model simply cannot call them;
+  ``dropped``. Item-level bookkeeping keys that Codex puts on every item (``id``,
+  ``status``, its metadata passthrough) are recorded once each as ``input[].<key>`` to keep
+  the list readable;
+- ``call_id`` travels byte for byte into the neutral tool call ids and back;
+- history that cannot travel refuses the turn (``Refused``) instead of being dropped, since
+  the model would see a broken conversation: custom (freeform) tool calls, tool namespaces
+  (the lite shape), built-in tool calls, compaction, stored state (``previous_response_id``,
+  ``conversation``). Tools another endpoint cannot offer are only dropped: the model simply
+  cannot call them;
+- decoder flag: a tool output Codex sent after a later user message moves back next to its
+  call (recorded in ``converted``): every other protocol requires it there;
+- encoder checks: Responses has no stop sequences (dropped, recorded); function tools say
+  ``strict: false`` unless the client said otherwise (plumbing: Responses defaults to strict
+  schemas, Chat and Anthropic to loose ones); tool names over 64 characters refuse the turn;
 - bad input raises ``TranslationError(400, "<json path>: ...")`` and nothing else; the input
   is never mutated (the output may share unchanged leaves, such as tool schemas, by reference).
 """

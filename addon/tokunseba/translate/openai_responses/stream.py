@@ -65,28 +65,15 @@ from ...neutral.events import (
     UsageUpdate,
 )
 
-__all__ = ["ResponsesEncoder", "STOP_TO_STATUS", "CODEX_ERROR_CODES", "EMPTY_ARGUMENTS", "item_id", "message_item",
+__all__ = ["ResponsesEncoder", "ResponsesDecoder", "EMPTY_ARGUMENTS", "item_id", "message_item",
            "function_call_item", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
            "failed_code"]
 
-# neutral stop reason -> (response status, incomplete_details.reason) (E.3)
-STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
-    "end_turn": ("completed", None),
-    "stop_sequence": ("completed", None),  # which sequence matched has no field: dropped, recorded
-    "tool_use": ("completed", None),
-    "pause_turn": ("completed", None),  # lossy, as for Chat
-    "max_tokens": ("incomplete", "max_output_tokens"),
-    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
-    "refusal": ("incomplete", "content_filter"),
-}
-# error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
-CODEX_ERROR_CODES = frozenset({po.CONTEXT_LENGTH_CODE, "insufficient_quota", "usage_not_included",
-                               "rate_limit_exceeded"})
 ITEM_PREFIX = {"message": "msg", "function_call": "fc"}
 EMPTY_ARGUMENTS = "{}"
 
 
-# ---- the Responses shapes, shared with the whole-reply translation (responses_reply) ----
+# ---- the Responses shapes, shared with the whole-reply encoder (reply.py) ----
 
 def item_id(kind: str, message_id: str | None, output_index: int) -> str:
     """The deterministic id of output item ``output_index`` (protocol plumbing)."""
@@ -143,7 +130,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
 
 def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict | None]:
     """(status, incomplete_details) for a neutral stop reason; unknown ones complete, warned."""
-    status, reason = STOP_TO_STATUS.get(stop or "", (None, None))
+    status, reason = pr.STOP_TO_STATUS.get(stop or "", (None, None))
     if status is None:
         note_once(warnings, f"unknown stop_reason {stop!r} sent as status 'completed'")
         return "completed", None
@@ -155,7 +142,7 @@ def failed_code(err: UpstreamError, status: int) -> str:
     ``server_error``."""
     if is_context_overflow(err):
         return po.CONTEXT_LENGTH_CODE
-    if err.code in CODEX_ERROR_CODES:
+    if err.code in pr.CODEX_ERROR_CODES:
         return err.code  # type: ignore[return-value]
     return po.ERROR_CODES.get(status) or "server_error"
 
