@@ -20,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.test_sdk_accumulators import _http, anthropic_final
-from tests.test_streams import STREAMS, anthropic_events, upstream_of, chat_chunks, check_anthropic_grammar, check_chat_grammar
+from tests.test_streams import (CREATED, STREAMS, anthropic_events, chat_chunks, check_anthropic_grammar,
+                                check_chat_grammar, upstream_of)
+from tests.test_streams import translate as feed_translator
 from tokunseba import translate
 from tokunseba.neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 from tokunseba.protocols import gemini as pg
@@ -33,7 +35,6 @@ GEMINI_FAILING = {"malformed_call.sse", "error_midstream.sse", "truncated.sse"}
 CLIENTS = ("anthropic", "openai", "openai-responses")
 # the other three protocols' recorded streams (tests/data/streams), translated to a Gemini client
 OTHER_FIXTURES = sorted(p.name for p in STREAMS.glob("*.sse"))
-CREATED = 1767225600
 
 
 def other_upstream(name: str) -> str:
@@ -45,14 +46,8 @@ def raw(name: str) -> bytes:
 
 
 def run(data: bytes, upstream: str, client: str, cuts: list[int] | None = None):
-    t = translate.stream(upstream, client, created=CREATED)
-    out, last = [], 0
-    for c in cuts or []:
-        out.append(t.feed(data[last:c]))
-        last = c
-    out.append(t.feed(data[last:]))
-    out.append(t.close())
-    return b"".join(out), t
+    """(output bytes, translator) of ``data`` fed at the given cut offsets."""
+    return feed_translator(data, upstream, client, cuts=cuts)
 
 
 def result(data: bytes, upstream: str, client: str, cuts: list[int] | None = None):
