@@ -4,6 +4,7 @@
 Request: the Claude Code main turn (fixtures/claude-code-print-main-turn.json, 48.5 KB) through
 the whole request path (parse bytes -> translate.request -> serialise bytes), next to one
 json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
+Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
 
@@ -64,6 +65,8 @@ def bench_request(repeat: int) -> list[tuple[str, float]]:
         ("anthropic_to_chat only (dict -> dict)", best(lambda: a2c(body), repeat)),
         ("A->Chat request path: bytes -> bytes", best(full_path, repeat)),
         ("Chat->A (translated body) dict -> bytes", best(reverse_path, repeat)),
+        ("A->Gemini request path: bytes -> bytes",
+         best(lambda: jsonc.dumpb(translate.request("anthropic", "gemini", parse_body(raw)).body), repeat)),
     ]
 
 
@@ -100,6 +103,11 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
         out = [t.feed(e) for e in events]
         out.append(t.close())
 
+    def to_gemini() -> None:
+        t = translate.stream("openai", "gemini")
+        out = [t.feed(e) for e in events]
+        out.append(t.close())
+
     def floor_stdlib() -> None:
         for p in payloads:
             json.dumps(json.loads(p))
@@ -116,6 +124,7 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
         ("floor: json.loads + json.dumps (stdlib)", best(floor_stdlib, repeat) / n),
         ("floor: orjson.loads + orjson.dumps", best(floor_orjson, repeat) / n),
         ("Chat -> Anthropic stream translation", best(translated, repeat) / n),
+        ("Chat -> Gemini stream translation", best(to_gemini, repeat) / n),
     ]
 
 
