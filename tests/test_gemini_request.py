@@ -376,3 +376,10 @@ def test_gemini_cli_easy_turns_example():
     for main in ("gemini-cli-main-turn-yolo.json", "gemini-cli-count-tokens.json"):
         t = plan_fixture(main)
         assert t.action == "pass" and t.url is None and t.body is None  # untouched, to Google
+
+
+def test_endpoint_stop_strings_go_in_generation_config():
+    body = {"model": "m", "max_tokens": 5, "stop_sequences": ["END"], "messages": [{"role": "user", "content": "hi"}]}
+    rt = translate.request("anthropic", "gemini", body, stop=["<|im_end|>"], endpoint="gem")
+    assert rt.body["generationConfig"]["stopSequences"] == ["END", "<|im_end|>"]
+    assert "generationConfig.stopSequences += ['<|im_end|>'] (endpoint gem)" in rt.plumbing

@@ -112,12 +112,16 @@ def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], en
     if field is None:
         rt.warnings.append(f"{name} stop strings {stops!r} not added: {enc.protocol} has no stop sequences")
         return
-    have = rt.body.get(field)
+    *parents, key = field.split(".")  # a dotted field lives in a sub-object (Gemini's generationConfig)
+    container = rt.body
+    for p in parents:
+        container = container.setdefault(p, {})
+    have = container.get(key)
     current = [have] if isinstance(have, str) else list(have or [])
     added = [s for s in stops if s not in current][: max(0, 4 - len(current))]
     if not added:
         return
-    rt.body[field] = current + added
+    container[key] = current + added
     rt.plumbing.append(f"{field} += {added!r} ({name})")
     skipped = [s for s in stops if s not in current and s not in added]
     if skipped:

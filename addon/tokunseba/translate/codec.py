@@ -53,7 +53,7 @@ class Codec:
     stream_encoder: Callable[[StreamReport, bool, int | None], object]
     # an upstream error of another protocol -> (status, body) in this protocol
     encode_error: Callable[[UpstreamError], tuple[int, bytes]]
-    # the request field that carries stop strings (None: the protocol has none at the top level)
+    # the request field that carries stop strings, dotted when nested (None: the protocol has none)
     stop_field: str | None = None
     # the model and the stream flag travel in the URL, not the body (Gemini): the request
     # decoder takes the client's ``path`` too, and an encoded body names no model

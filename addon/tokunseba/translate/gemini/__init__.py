@@ -20,6 +20,6 @@ CODEC = Codec(
     stream_decoder=GeminiDecoder,
     stream_encoder=lambda report, include_usage, created: GeminiEncoder(report),
     encode_error=pg.error_reply,
-    stop_field=None,  # stopSequences live in generationConfig; the endpoint's stops are not added
+    stop_field="generationConfig.stopSequences",
     url_carries_model=True,
 )
