@@ -383,3 +383,19 @@ def test_endpoint_stop_strings_go_in_generation_config():
     rt = translate.request("anthropic", "gemini", body, stop=["<|im_end|>"], endpoint="gem")
     assert rt.body["generationConfig"]["stopSequences"] == ["END", "<|im_end|>"]
     assert "generationConfig.stopSequences += ['<|im_end|>'] (endpoint gem)" in rt.plumbing
+
+
+def test_a_gemini_call_id_anthropic_would_reject_is_refused_in_the_clients_path():
+    """Gemini CLI mints ids from the tool's name (name_<ms>_<n>): an MCP tool named with a dot
+    gives an id Anthropic rejects. Ids are never rewritten, so the turn is refused before
+    sending, named by the Gemini client's own JSON path; Chat and Responses take it."""
+    body = {"contents": [user("go"),
+                         {"role": "model", "parts": [{"functionCall": {"id": "srv.tool_1796_0", "name": "srv.tool",
+                                                                       "args": {}}}]},
+                         {"role": "user", "parts": [{"functionResponse": {"id": "srv.tool_1796_0", "name": "srv.tool",
+                                                                          "response": {"output": "x"}}}]}]}
+    with pytest.raises(Refused) as e:
+        to("anthropic", body)
+    assert e.value.message.startswith("contents[1].parts[0].functionCall.id: ") and "srv.tool_1796_0" in e.value.message
+    assert to("openai", body).body["messages"][-1]["tool_call_id"] == "srv.tool_1796_0"
+    assert to("openai-responses", body).body["input"][-1]["call_id"] == "srv.tool_1796_0"
