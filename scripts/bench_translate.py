@@ -2,8 +2,9 @@
 """Benchmark: translation cost next to the JSON floor, measured side by side in one run.
 
 Request: the Claude Code main turn (fixtures/claude-code-print-main-turn.json, 48.5 KB) through
-the whole request path (parse bytes -> anthropic_to_chat -> serialise bytes), next to one
+the whole request path (parse bytes -> translate.request -> serialise bytes), next to one
 json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
+Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
 
@@ -22,8 +23,8 @@ from pathlib import Path
 import orjson
 
 from tokunseba import jsonc
-from tokunseba.translate.request import anthropic_to_chat, chat_to_anthropic, parse_body
-from tokunseba.translate.stream import make_stream_translator
+from tokunseba import translate
+from tokunseba.translate import parse_body
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "claude-code-print-main-turn.json"
@@ -46,21 +47,26 @@ def best(fn, repeat: int) -> float:
 def bench_request(repeat: int) -> list[tuple[str, float]]:
     raw = fixture_bytes()
     body = parse_body(raw)
-    chat_body = anthropic_to_chat(body).body
+    chat_body = translate.request("anthropic", "openai", body).body
+
+    def a2c(b: dict) -> dict:
+        return translate.request("anthropic", "openai", b, max_tokens=4096).body
 
     def full_path() -> bytes:
-        return jsonc.dumpb(anthropic_to_chat(parse_body(raw), max_tokens_cap=4096).body)
+        return jsonc.dumpb(a2c(parse_body(raw)))
 
     def reverse_path() -> bytes:
-        return jsonc.dumpb(chat_to_anthropic(chat_body).body)
+        return jsonc.dumpb(translate.request("openai", "anthropic", chat_body).body)
 
     print(f"request: {FIXTURE}, {len(raw):,} bytes (json codec in the core: {jsonc.CODEC})")
     return [
         ("floor: json.loads + json.dumps (stdlib)", best(lambda: json.dumps(json.loads(raw)), repeat)),
         ("floor: orjson.loads + orjson.dumps", best(lambda: orjson.dumps(orjson.loads(raw)), repeat)),
-        ("anthropic_to_chat only (dict -> dict)", best(lambda: anthropic_to_chat(body, max_tokens_cap=4096), repeat)),
+        ("anthropic_to_chat only (dict -> dict)", best(lambda: a2c(body), repeat)),
         ("A->Chat request path: bytes -> bytes", best(full_path, repeat)),
         ("Chat->A (translated body) dict -> bytes", best(reverse_path, repeat)),
+        ("A->Gemini request path: bytes -> bytes",
+         best(lambda: jsonc.dumpb(translate.request("anthropic", "gemini", parse_body(raw)).body), repeat)),
     ]
 
 
@@ -92,8 +98,13 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
     payloads = [e[6:-2] for e in events if e != b"data: [DONE]\n\n"]
     n = len(events)
 
-    def translate() -> None:
-        t = make_stream_translator("openai", "anthropic")
+    def translated() -> None:
+        t = translate.stream("openai", "anthropic")
+        out = [t.feed(e) for e in events]
+        out.append(t.close())
+
+    def to_gemini() -> None:
+        t = translate.stream("openai", "gemini")
         out = [t.feed(e) for e in events]
         out.append(t.close())
 
@@ -105,14 +116,15 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
         for p in payloads:
             orjson.dumps(orjson.loads(p))
 
-    t = make_stream_translator("openai", "anthropic")
+    t = translate.stream("openai", "anthropic")
     out = b"".join([t.feed(e) for e in events] + [t.close()])
     print(f"stream: {n:,} Chat events ({sum(map(len, events)):,} bytes) -> {out.count(b'event: '):,} Anthropic events "
           f"({len(out):,} bytes), one feed() per event; figures per input event")
     return [
         ("floor: json.loads + json.dumps (stdlib)", best(floor_stdlib, repeat) / n),
         ("floor: orjson.loads + orjson.dumps", best(floor_orjson, repeat) / n),
-        ("Chat -> Anthropic stream translation", best(translate, repeat) / n),
+        ("Chat -> Anthropic stream translation", best(translated, repeat) / n),
+        ("Chat -> Gemini stream translation", best(to_gemini, repeat) / n),
     ]
 
 

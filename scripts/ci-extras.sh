@@ -30,3 +30,6 @@ if ! command -v chromium >/dev/null 2>&1 || ! dpkg -s fonts-noto-color-emoji >/d
   run "chromium + emoji font install (apt-get)" bash -c \
     'apt-get update -qq && apt-get install -y -qq chromium fonts-noto-color-emoji'
 fi
+
+# Gemini CLI (pinned) for the Gemini end-to-end tests (tests/e2e/test_gemini_e2e.py)
+run "Gemini CLI install (scripts/install-gemini-cli.sh)" scripts/install-gemini-cli.sh

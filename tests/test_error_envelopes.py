@@ -11,7 +11,8 @@ from tokunseba.protocols import anthropic as pa
 from tokunseba.protocols import gemini as pg
 from tokunseba.protocols import openai_chat as po
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.errors import parse_error_body, translate_error
+from tokunseba.neutral.error import parse_error_body
+from tokunseba.translate import error as translate_error
 
 
 def oai(message: str, etype: str = "invalid_request_error", code: str | None = None, param: str | None = None) -> bytes:
@@ -206,4 +207,4 @@ def test_same_protocol_is_untouched():
 
 def test_unknown_client_protocol_is_refused():
     with pytest.raises(ValueError):
-        translate_error("openai", "gemini", 400, b"{}")
+        translate_error("openai", "smoke-signals", 400, b"{}")

@@ -1,5 +1,7 @@
 """The import rules of design.md §3: the core never imports mitmproxy, sqlite3, yaml or the
-CLI; the CLI never imports mitmproxy; only tokunseba/mitm.py imports mitmproxy."""
+CLI; the CLI never imports mitmproxy; only tokunseba/mitm.py imports mitmproxy. And the
+codec rules of issue 9: no codec package imports another; ``neutral/`` imports no codec and
+no ``protocols/``; ``protocols/`` imports no codec."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
-CORE = ["protocols", "translate", "sse.py", "jsonc.py", "errors.py"]
+CORE = ["neutral", "protocols", "translate", "sse.py", "jsonc.py", "errors.py"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -58,3 +60,65 @@ def test_cli_never_imports_mitm():
         f = PKG / name
         if f.exists():
             assert not (_imports(f) & {"mitmproxy", ".mitm"}), name
+
+
+# ---- the codec rules --------------------------------------------------------------------
+
+ROOT = PKG.parent  # addon/
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, as absolute dotted names (function-level imports too;
+    ``from X import name`` counts as X and X.name, since the name may be a module)."""
+    mod = _module(path)
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def _codec_packages() -> list[Path]:
+    return sorted(d for d in (PKG / "translate").iterdir() if d.is_dir() and (d / "__init__.py").exists())
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_there_is_one_codec_package_per_translated_protocol():
+    assert {d.name for d in _codec_packages()} >= {"anthropic", "openai_chat", "openai_responses"}
+
+
+def test_no_codec_package_imports_another():
+    codecs = {d.name: _module(d / "__init__.py") for d in _codec_packages()}
+    for name, package in codecs.items():
+        others = [p for n, p in codecs.items() if n != name]
+        for f in (PKG / "translate" / name).rglob("*.py"):
+            bad = {i for i in _absolute_imports(f) if any(_under(i, o) for o in others)}
+            assert not bad, f"{f.relative_to(PKG)} imports another codec: {bad}"
+
+
+def test_neutral_imports_no_codec_and_no_protocol_module():
+    for f in (PKG / "neutral").rglob("*.py"):
+        bad = {i for i in _absolute_imports(f) if _under(i, "tokunseba.translate") or _under(i, "tokunseba.protocols")}
+        assert not bad, f"{f.relative_to(PKG)} imports {bad}"
+
+
+def test_protocols_import_no_codec():
+    for f in (PKG / "protocols").rglob("*.py"):
+        bad = {i for i in _absolute_imports(f) if _under(i, "tokunseba.translate")}
+        assert not bad, f"{f.relative_to(PKG)} imports {bad}"

@@ -242,11 +242,13 @@ async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):
 
 
 @pytest.mark.parametrize("model,path,marker,needle", [
-    ("strict-1", "/v1/messages", "refused", "gemini"),
+    ("strict-1", "/v1/messages", "refused", "Gemini rejects the function name"),
     ("claude-x", "/v1/messages/count_tokens", "refused", "does not estimate"),
 ])
 async def test_locally_answered_turns(addon, model, path, marker, needle):
-    f = make_flow({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, path=path)
+    tools = [{"name": "7zip", "input_schema": {"type": "object"}}] if model == "strict-1" else []
+    f = make_flow({"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "tools": tools},
+                  path=path)
     await addon.request(f)
     assert f.response.status_code == 400
     err = anthropic_error(f)

@@ -15,7 +15,7 @@ from tests.test_streams import (
     raw,
     translate,
 )
-from tokunseba.translate.stream import make_stream_translator
+from tokunseba.translate import stream as make_stream_translator
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, **top) -> bytes:

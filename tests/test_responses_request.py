@@ -28,8 +28,10 @@ from tests.test_request_properties import (
 )
 from tokunseba import jsonc
 from tokunseba.errors import TranslationError
-from tokunseba.translate.request import RequestTranslation
-from tokunseba.translate.responses_request import R2C_FIELDS, R2C_ITEMS, R2C_REFUSED_ITEMS, responses_to_chat
+from tokunseba.neutral.conversation import RequestTranslation
+from tests.pairs import responses_to_chat
+from tokunseba.translate.openai_responses.request import DECODE_FIELDS as R2C_FIELDS
+from tokunseba.translate.openai_responses.request import R2C_ITEMS, R2C_REFUSED_ITEMS
 
 CLASSIC = "codex-responses-gpt55-tool-followup.json"
 CUSTOM_PROVIDER = "codex-responses-custom-provider.json"

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
+from tokunseba import translate
 from tokunseba.endpoints import BUILTIN_ENDPOINTS, Endpoint
 from tokunseba.rules import (
     CHECKS,
@@ -201,7 +202,14 @@ def test_values_are_normalised():
 # Load-time warnings: routes some clients can never take
 
 
-def test_warnings_for_untranslatable_pairs(tmp_path):
+@pytest.fixture
+def gemini_unregistered(monkeypatch):
+    """Every pair of the four protocols translates; a protocol whose codec is not registered
+    is what a pair refusal looks like (the mechanism the rules rely on)."""
+    monkeypatch.delitem(translate.CODECS, "gemini")
+
+
+def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent("""\
         endpoints:
@@ -557,7 +565,7 @@ def test_no_match_passes_through_with_reasons():
     }]
 
 
-def test_refused_route_is_skipped_and_recorded():
+def test_refused_route_is_skipped_and_recorded(gemini_unregistered):
     rules = rules_of("""\
         - name: to-gemini
           to: gem
@@ -570,7 +578,7 @@ def test_refused_route_is_skipped_and_recorded():
     assert d.trace[0]["matched"] is True and d.trace[1]["refused"] is None
 
 
-def test_on_refused_error():
+def test_on_refused_error(gemini_unregistered):
     rules = rules_of("""\
         - name: r1
           to: gem

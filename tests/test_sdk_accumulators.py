@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.test_streams import ANTHROPIC_FIXTURES, CHAT_FIXTURES, STREAMS, reply_json, translate
-from tokunseba.translate.reply import translate_reply
+from tokunseba.translate import reply as translate_reply
 
 WITH_REPLY = {p.name.replace(".reply.json", ".sse") for p in STREAMS.glob("*.reply.json")}
 CHAT_OK = [n for n in CHAT_FIXTURES if n in WITH_REPLY]

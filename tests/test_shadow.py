@@ -17,7 +17,7 @@ from tokunseba.prices import PricesError, parse_prices, price_report, usage_cost
 from tokunseba.reply_facts import Facts, reply_facts
 from tokunseba.rules import RulesError, decide, load_rules_text, turn_facts
 from tokunseba.shadow import build_request, compare, should_shadow
-from tokunseba.translate.usage import Usage
+from tokunseba.neutral.usage import Usage
 
 from .conftest import load_fixture
 
@@ -77,7 +77,7 @@ def test_shadow_key_mistakes_are_one_line_with_file_and_line(route, line, fragme
 def test_a_shadow_some_clients_cannot_reach_is_a_load_warning():
     rules = load_rules_text(ENDPOINTS + "  - name: r\n    when: {client: [anthropic, gemini]}\n    shadow: local\n", "s.yaml")
     (w,) = rules.warnings
-    assert w.startswith("s.yaml:9: warning: route 'r' shadow → local (openai)") and "no translator from gemini" in w
+    assert w.startswith("s.yaml:9: warning: route 'r' shadow → local (openai)") and "gemini turns are not shadowed or replayed yet" in w
 
 
 def test_sampling():

@@ -11,24 +11,29 @@ from pathlib import Path
 import pytest
 
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.events import StreamReport
-from tokunseba.translate.stream import make_stream_translator
+from tokunseba.neutral.report import StreamReport
+from tokunseba.translate import stream as make_stream_translator
 
 STREAMS = Path(__file__).resolve().parent / "data" / "streams"
 FIXTURES = sorted(p.name for p in STREAMS.glob("*.sse"))
-CHAT_FIXTURES = [n for n in FIXTURES if not n.startswith(("anthropic", "llama_server"))]
-ANTHROPIC_FIXTURES = [n for n in FIXTURES if n not in CHAT_FIXTURES]
+RESPONSES_FIXTURES = [n for n in FIXTURES if n.startswith("responses")]
+ANTHROPIC_FIXTURES = [n for n in FIXTURES if n.startswith(("anthropic", "llama_server"))]
+CHAT_FIXTURES = [n for n in FIXTURES if n not in ANTHROPIC_FIXTURES and n not in RESPONSES_FIXTURES]
 FAILING = {"chat_error_midstream.sse", "chat_truncated.sse", "chat_kimi_bad_id.sse", "llamacpp_py_cut.sse",
-           "anthropic_error_midstream.sse", "anthropic_truncated.sse"}
+           "anthropic_error_midstream.sse", "anthropic_truncated.sse", "responses_failed_context.sse",
+           "responses_truncated.sse"}
 CREATED = 1767225600
 
 
 def upstream_of(name: str) -> str:
+    if name in RESPONSES_FIXTURES:
+        return "openai-responses"
     return "openai" if name in CHAT_FIXTURES else "anthropic"
 
 
 def client_of(name: str) -> str:
-    return "anthropic" if upstream_of(name) == "openai" else "openai"
+    """The client each fixture's upstream is translated for by default."""
+    return {"openai": "anthropic", "anthropic": "openai", "openai-responses": "anthropic"}[upstream_of(name)]
 
 
 def raw(name: str) -> bytes:
@@ -549,8 +554,8 @@ def test_fail_in_chat_protocol():
                                  "code": None}}]
 
 
-@pytest.mark.parametrize("pair", [("openai", "openai"), ("anthropic", "anthropic"), ("gemini", "anthropic"),
-                                  ("openai-responses", "openai")])
+@pytest.mark.parametrize("pair", [("openai", "openai"), ("anthropic", "anthropic"), ("gemini", "gemini"),
+                                  ("openai", "nope")])
 def test_pairs_without_a_translator_are_refused(pair):
     with pytest.raises(ValueError):
         make_stream_translator(*pair)

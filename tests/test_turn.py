@@ -94,6 +94,18 @@ def ant_body(model: str = "claude-haiku-4-5", **extra) -> bytes:
     return json.dumps({"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], **extra}).encode()
 
 
+def orphan_result_body(model: str) -> bytes:
+    """A valid Anthropic turn Gemini cannot carry: its tool's name starts with a digit, which
+    Anthropic allows and Gemini's FunctionDeclaration.name rejects, so a Gemini target
+    refuses it (the other targets take it)."""
+    return json.dumps({"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "zip it"}],
+                       "tools": [{"name": "7zip", "description": "pack files",
+                                  "input_schema": {"type": "object", "properties": {}}}]}).encode()
+
+
+ORPHAN_REFUSAL = "Gemini rejects the function name '7zip'"
+
+
 def plan(rules, body: bytes, *, host="api.anthropic.com", path="/v1/messages", headers=ANT_HEADERS, port=443,
          env=ENV, **kw) -> Turn | None:
     return plan_request(rules, method="POST", host=host, port=port, path=path, headers=headers, body=body, env=env, **kw)
@@ -278,22 +290,33 @@ def test_keys_never_in_events_summary_or_trace(rules, model):
 # ---------------------------------------------------------------- refusals
 
 
-def test_gemini_target_from_anthropic_is_refused_and_skipped(rules):
+def test_anthropic_to_gemini_translates_to_the_model_path(rules):
     t = plan(rules, ant_body("gem-flash"))
+    assert (t.action, t.endpoint.name) == ("translate", "gem")
+    assert t.url == "http://127.0.0.1:8002/v1beta/models/gem-flash:generateContent"
+    assert json.loads(t.body) == {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                                  "generationConfig": {"maxOutputTokens": 64}}
+    t = plan(rules, ant_body("gem-flash", stream=True))
+    assert t.url == "http://127.0.0.1:8002/v1beta/models/gem-flash:streamGenerateContent?alt=sse"
+
+
+def test_gemini_target_refuses_a_turn_it_cannot_carry_and_is_skipped(rules):
+    t = plan(rules, orphan_result_body("gem-flash"))
     assert (t.action, t.endpoint.name) == ("translate", "local")  # the next matching route served it
     refused = [d for k, d in t.events if k == "route_refused"]
-    assert refused == [{"rule": "to-gemini", "target": "gem", "reason": "no translator from anthropic to gemini"}]
+    assert [(d["rule"], d["target"]) for d in refused] == [("to-gemini", "gem")]
+    assert ORPHAN_REFUSAL in refused[0]["reason"]
     assert [k for k, _ in t.events] == ["route_refused", "routed", "left_behind", "protocol_translated"]
 
 
 def test_refused_with_on_refused_error_answers_400(rules):
-    t = plan(rules, ant_body("strict-1"))
+    t = plan(rules, orphan_result_body("strict-1"))
     assert (t.action, t.outcome) == ("respond", "refused")
     assert t.url is None and t.body is None
     assert t.local.status == 400
     err = json.loads(t.local.body)
     assert err["type"] == "error" and err["error"]["type"] == "invalid_request_error"
-    assert "gemini" in err["error"]["message"]
+    assert "Gemini" in err["error"]["message"]
     assert t.local.headers[REQUEST_ID_HEADER] == t.request_id
 
 
@@ -329,7 +352,7 @@ def test_count_tokens_to_openai_endpoint_is_answered_400(rules):
 
 
 def test_unreachable_endpoint_is_skipped(rules):
-    t = plan(rules, ant_body("gem-1"), reachable=lambda ep: ep.name != "local")
+    t = plan(rules, orphan_result_body("gem-1"), reachable=lambda ep: ep.name != "local")
     assert t.action == "pass"
     kinds = [k for k, _ in t.events]
     assert kinds == ["route_refused", "endpoint_unreachable", "routed"]
@@ -416,7 +439,8 @@ def test_replace_top_level_model_changes_only_the_model_value(before, after, old
     ("strict-1", 400, "application/json", "leave"),  # answered locally
 ])
 def test_response_mode_table(rules, model, status, ctype, mode):
-    assert response_mode(plan(rules, ant_body(model)), status, ctype) == mode
+    body = orphan_result_body(model) if model == "strict-1" else ant_body(model)
+    assert response_mode(plan(rules, body), status, ctype) == mode
 
 
 @pytest.mark.parametrize("protocol", ["openai", "openai-responses"])
@@ -462,8 +486,8 @@ def test_summary_without_drops_and_for_other_outcomes(rules):
     assert plan(rules, ant_body()).summary() == "easy-turns → local · anthropic→openai"
     assert plan(rules, ant_body("far-1")).summary() == "cross-retarget → remote-ant · retarget anthropic"
     assert plan(rules, ant_body("opus-x")).summary() == "pass-through (no route matched)"
-    s = plan(rules, ant_body("strict-1")).summary()
-    assert s.startswith("gemini-or-error → gem · refused: ") and "no translator from anthropic to gemini" in s
+    s = plan(rules, orphan_result_body("strict-1")).summary()
+    assert s.startswith("gemini-or-error → gem · refused: ") and ORPHAN_REFUSAL in s
 
 
 def test_summary_shortens_many_dropped_paths(rules):
@@ -476,7 +500,7 @@ def test_summary_of_a_pass_through_after_a_refusal_says_why(rules):
     rules_only_gemini = load_rules_text(
         "endpoints: {gem: {protocol: gemini, url: 'http://127.0.0.1:9/v1beta'}}\n"
         "routes: [{name: to-gemini, when: {client: anthropic}, to: gem}]\n")
-    t = plan(rules_only_gemini, ant_body())
+    t = plan(rules_only_gemini, orphan_result_body("claude-1"))
     assert t.action == "pass"
     assert "refused" in t.summary() and "no route matched" not in t.summary()
 
@@ -627,8 +651,8 @@ def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
     import tokunseba.turn as turn_mod
 
     calls = []
-    real = turn_mod.anthropic_to_chat
-    monkeypatch.setattr(turn_mod, "anthropic_to_chat", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = turn_mod.translate.request
+    monkeypatch.setattr(turn_mod.translate, "request", lambda *a, **k: calls.append(1) or real(*a, **k))
     t = _refusal_turn("anthropic", {"model": "first-m", "max_tokens": 5,
                                     "messages": [{"role": "user", "content": "hi"}]}, "oai", "anthropic")
     assert t.outcome == "translated" and len(calls) == 1
@@ -667,5 +691,5 @@ def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
 
 def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
     rules = "endpoints:\n  g:\n    protocol: gemini\n    url: http://127.0.0.1:9/v1beta\nroutes:\n  - name: h\n" \
-            "    when: {model: \"*haiku*\"}\n    to: g\n"
+            "    when: {client: [anthropic, gemini], model: \"*haiku*\"}\n    to: g\n"
     assert _ws(rules) is None

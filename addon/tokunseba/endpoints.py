@@ -15,8 +15,7 @@ from urllib.parse import urlsplit
 
 from .protocols import gemini, openai_responses
 from .protocols.detect import api_path
-from .translate import PROTOCOLS
-from .translate.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
+from .translate import MAX_TOKENS_FIELDS, PROTOCOLS, SYSTEM_ROLES
 
 # protocol -> (header name, value template) carrying the endpoint's key
 AUTH_HEADERS: dict[str, tuple[str, str]] = {

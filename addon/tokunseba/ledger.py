@@ -28,7 +28,7 @@ from urllib.parse import quote
 from . import jsonc
 from .private_files import create_private
 from .secrets import redact_text, scrub
-from .translate.usage import ANTHROPIC, OPENAI, Usage
+from .neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
 
@@ -147,7 +147,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
-USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI}
+USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI, GEMINI: GEMINI}
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).

@@ -22,7 +22,7 @@ from .errors import TranslationError
 from .ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .shadow import build_request, compare, reply_for_client
-from .translate.usage import Usage
+from .neutral.usage import Usage
 
 # client protocol -> the request kind a recorded turn of it was (count_tokens is not a turn)
 TURN_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}

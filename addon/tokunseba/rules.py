@@ -29,6 +29,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
 from .secrets import is_credential_header
+from .shadow_scope import shadow_refusal
 from .translate import PROTOCOLS, pair_refusal
 
 
@@ -619,7 +620,8 @@ def _warnings(rules: Rules) -> list[str]:
 def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
     """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
     ep = rules.endpoints[route.shadow]
-    why = [w for c in route.when.get("client") or PROTOCOLS if (w := pair_refusal(c, ep.protocol))]
+    why = [w for c in route.when.get("client") or PROTOCOLS
+           if (w := shadow_refusal(c, ep.protocol) or pair_refusal(c, ep.protocol))]
     if not why:
         return []
     return [f"{rules.source}:{route.line}: warning: route {route.name!r} shadow → {ep.name} ({ep.protocol}): "

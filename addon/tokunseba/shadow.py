@@ -23,16 +23,16 @@ from typing import Any
 
 from . import jsonc
 from .endpoints import Endpoint
-from .errors import TranslationError
+from .errors import Refused, TranslationError
 from .protocols import anthropic as p_anthropic
 from .reply_facts import Facts
+from .shadow_scope import SHADOW_KINDS, TARGET_KIND, shadow_refusal
+from . import translate
 from .translate import pair_refusal
 from .turn import _translate  # what a routed turn uses (endpoint stop strings included)
 
 # client request kinds that are turns worth shadowing (count_tokens, Gemini... are not)
-SHADOWABLE = {("anthropic", "messages"), ("openai", "chat"), ("openai-responses", "responses")}
-# target protocol -> the request kind to ask of it
-TARGET_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}
+SHADOWABLE = {(client, kind) for client, kind in SHADOW_KINDS.items()}
 
 
 def should_shadow(sample: float, draw: float) -> bool:
@@ -65,7 +65,7 @@ def translate_request(client: str, ep: Endpoint, req: dict, model: str | None) -
             body["model"] = model
         return body, [], []
     if why := pair_refusal(client, ep.protocol):
-        raise TranslationError(400, why, kind="refused")
+        raise Refused(400, why)
     tr = _translate(client, ep, req, model)
     return tr.body, list(tr.dropped), list(tr.plumbing)
 
@@ -75,12 +75,8 @@ def reply_for_client(target: str, client: str, status: int, body: bytes) -> tupl
     if target == client:
         return status, body
     if status >= 400:
-        from .translate.errors import translate_error
-
-        return translate_error(target, client, status, body)
-    from .translate.reply import translate_reply
-
-    return status, translate_reply(target, client, body).body
+        return translate.error(target, client, status, body)
+    return status, translate.reply(target, client, body).body
 
 
 # ---------------------------------------------------------------- the request
@@ -90,15 +86,15 @@ def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mappin
     """The request a shadow/replay sends to ``ep`` for a client request of ``client`` protocol."""
     if (client, kind) not in SHADOWABLE:
         what = f"{client} {kind} requests" if kind else f"{client} turns"
-        raise TranslationError(400, f"{what} are not shadowed or replayed", kind="refused")
-    if ep.protocol not in TARGET_KIND:
-        raise TranslationError(400, f"no translator from {client} to {ep.protocol}", kind="refused")
+        raise Refused(400, f"{what} are not shadowed or replayed")
+    if why := shadow_refusal(client, ep.protocol):
+        raise Refused(400, why)
     try:
         req = jsonc.loads(body)
     except (jsonc.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TranslationError(400, f"the recorded request is not valid JSON ({e})", kind="refused") from None
+        raise Refused(400, f"the recorded request is not valid JSON ({e})") from None
     if not isinstance(req, dict):
-        raise TranslationError(400, "the recorded request is not a JSON object", kind="refused")
+        raise Refused(400, "the recorded request is not a JSON object")
     plumbing = []
     if req.get("stream") is True:
         req = {k: v for k, v in req.items() if k not in ("stream", "stream_options")}

@@ -29,7 +29,7 @@ from .errors import TranslationError
 from .ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .shadow import build_request, compare
-from .translate.usage import Usage
+from .neutral.usage import Usage
 
 log = logging.getLogger("tokunseba.shadow")
 

@@ -24,23 +24,25 @@ from typing import Any
 
 from . import jsonc
 from .endpoints import Endpoint
-from .errors import TranslationError
+from .errors import Refused, TranslationError
 from .protocols import anthropic as p_anthropic
 from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
+from . import translate
 from .secrets import outgoing_headers, outgoing_query
-from .translate import pair_refusal
-from .translate.request import RequestTranslation, anthropic_to_chat, chat_to_anthropic, parse_body
-from .translate.responses_request import responses_to_chat
+from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
-# Request kind of a detected call -> the kind to ask of the target protocol.
-TARGET_KIND = {"anthropic": "messages", "openai": "chat"}
+# Request kind of a detected call -> the kind to ask of the target protocol (Gemini: by stream).
+TARGET_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}
+GEMINI_KIND = {True: "stream_generate", False: "generate"}
+# token-count requests: only an endpoint of the client's own protocol can count its tokens
+COUNT_KINDS = frozenset({"count_tokens", "count"})
 
 
 def new_request_id() -> str:
@@ -209,7 +211,7 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     key = (ep.name, model)
     if key not in prep.translations:
         try:
-            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model)
+            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model, prep.path)
         except TranslationError as e:
             prep.translations[key] = e
     got = prep.translations[key]
@@ -218,21 +220,12 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     return got
 
 
-def _translate(src: str, ep: Endpoint, req: dict, model: str | None) -> RequestTranslation:
-    dst = ep.protocol
-    if (src, dst) == ("anthropic", "openai"):
-        tr = anthropic_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
-                               max_tokens_cap=ep.max_tokens)
-    elif (src, dst) == ("openai", "anthropic"):
-        tr = chat_to_anthropic(req, model=model, default_max_tokens=ep.max_tokens)
-    elif (src, dst) == ("openai-responses", "openai"):
-        tr = responses_to_chat(req, model=model, system_role=ep.system_role, max_tokens_field=ep.max_tokens_field,
-                               max_tokens_cap=ep.max_tokens)
-    else:  # decide() only lets translatable pairs through
-        raise TranslationError(400, f"tokunseba: no translator from {src} to {dst}")
-    if ep.stop:
-        _add_endpoint_stops(tr, ep, "stop" if dst == "openai" else "stop_sequences")
-    return tr
+def _translate(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None) -> RequestTranslation:
+    if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
+        raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
+    return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
+                             max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
+                             endpoint=ep.name, path=path)
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool] | None = None) -> Decision:
@@ -242,12 +235,12 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
 
     def refusal(route: Route, ep: Endpoint) -> str | None:
         why = pair_refusal(prep.det.protocol, ep.protocol)
-        if why or prep.det.protocol == ep.protocol or prep.det.kind == "count_tokens":
+        if why or prep.det.protocol == ep.protocol or prep.det.kind in COUNT_KINDS:
             return why
         try:
             _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
         except TranslationError as e:
-            if e.kind == "refused":
+            if isinstance(e, Refused):
                 return e.message
         return None
 
@@ -297,10 +290,10 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
-    if det.kind == "count_tokens" and ep.protocol != "anthropic":
-        # only an Anthropic endpoint can count Anthropic tokens; an estimate would be invented
-        why = (f"route {decision.route.name} sends count_tokens to {ep.name} ({ep.protocol}), which cannot count "
-               f"Anthropic tokens; tokunseba does not estimate them")
+    if det.kind in COUNT_KINDS and ep.protocol != det.protocol:
+        # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
+        why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
+               f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
         turn.action, turn.outcome, turn.error = "respond", "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
@@ -398,12 +391,11 @@ def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, s
 
 def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prepared, env: Mapping[str, str]) -> None:
     src, dst = turn.client_protocol, ep.protocol
-    if dst == "anthropic":
-        turn.include_usage = tr.client_wants_usage
+    turn.include_usage = tr.client_wants_usage
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
-    turn.url = ep.request_url(TARGET_KIND[dst], turn.model_used)
+    turn.url = ep.request_url(TARGET_KIND.get(dst) or GEMINI_KIND[turn.stream], turn.model_used)
     _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)
     _leave_behind(turn, ep, prep, env, translated=True, query_withheld=query_withheld)
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
@@ -414,21 +406,6 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
-
-
-def _add_endpoint_stops(tr: RequestTranslation, ep: Endpoint, field: str) -> None:
-    """The endpoint's own stop strings (rules `stop:`), after the client's, at most 4 in all:
-    plumbing the server needs to end a turn, recorded as such."""
-    have = tr.body.get(field)
-    stops = [have] if isinstance(have, str) else list(have or [])
-    added = [s for s in ep.stop or () if s not in stops][: max(0, 4 - len(stops))]
-    if not added:
-        return
-    tr.body[field] = stops + added
-    tr.plumbing.append(f"{field} += {added!r} (endpoint {ep.name})")
-    skipped = [s for s in ep.stop or () if s not in stops and s not in added]
-    if skipped:
-        tr.warnings.append(f"endpoint {ep.name} stop strings {skipped!r} not added: 4 stop strings at most")
 
 
 def replace_top_level_model(body: bytes, model: str) -> bytes | None:
@@ -505,20 +482,15 @@ def response_mode(turn: Turn, status: int, content_type: str) -> str:
     return "translate-whole"
 
 
-def stream_translator(turn: Turn):
-    from .translate.stream import make_stream_translator
-
-    return make_stream_translator(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
-                                  created=int(turn.started_at))
+def stream_translator(turn: Turn) -> translate.StreamTranslator:
+    return translate.stream(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
+                            created=int(turn.started_at))
 
 
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
-    from .translate.errors import translate_error
-    from .translate.reply import translate_reply
-
     if status >= 400:
-        st, out = translate_error(turn.target_protocol, turn.client_protocol, status, body)
+        st, out = translate.error(turn.target_protocol, turn.client_protocol, status, body)
         return st, {"content-type": "application/json"}, out, None
-    rep = translate_reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
+    rep = translate.reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
     return status, {"content-type": "application/json"}, rep.body, rep

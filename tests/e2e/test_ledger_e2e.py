@@ -44,10 +44,12 @@ def test_ledger_and_cli_tell_the_story_of_three_turns(own_proxy, upstreams, monk
         translated_id = resp.headers["x-tokunseba-request-id"]
         for _ in resp.iter_lines():
             pass
-    # 2. refused (on_refused: error) -> never reaches the gemini endpoint
+    # 2. refused (on_refused: error) -> never reaches the gemini endpoint (a tool result with
+    #    no call in the history: Gemini needs the call's name)
     with pytest.raises(anthropic.BadRequestError) as ei:
         anthropic.Anthropic(api_key=CLIENT_KEY, max_retries=0).messages.with_raw_response.create(
-            model="error-model", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+            model="error-model", max_tokens=5,
+            messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "4"}]}])
     refused_id = ei.value.response.headers["x-tokunseba-request-id"]
     # 3. pass-through: no rule matches; the upstream reports no usage at all
     ant.script(Reply.json({"id": "msg_pt", "type": "message", "role": "assistant", "model": "m",

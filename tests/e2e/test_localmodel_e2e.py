@@ -15,7 +15,7 @@ import anthropic
 import httpx
 import pytest
 
-from tokunseba.translate.usage import Usage
+from tokunseba.neutral.usage import Usage
 
 from .conftest import BIN, CACHE, ROOT, Mitmdump
 from .test_claude_code_e2e import result_json, run_claude

@@ -280,27 +280,34 @@ def test_non_provider_path_untouched(client_env, upstreams):
     assert ant.requests[-1].headers["x-api-key"] == CLIENT_KEY
 
 
+# a tool whose name starts with a digit: valid for Anthropic, rejected by Gemini's
+# FunctionDeclaration.name, so a Gemini endpoint refuses the turn before anything is sent
+# (the other targets take it)
+GEMINI_REJECTED_TOOLS = [{"name": "7zip", "description": "pack files", "input_schema": {"type": "object", "properties": {}}}]
+HI = [{"role": "user", "content": "hi"}]
+GEMINI_REFUSAL = "Gemini rejects the function name"
+
+
 def test_refused_route_is_skipped_and_recorded(client_env, upstreams):
     gem, oai = upstreams["gem"], upstreams["oai"]
     gem.script(Reply.json({"never": "called"}))
     oai.script(Reply.json(chat_reply("chatcmpl-refused-fallback")))
-    raw = ant_client().messages.with_raw_response.create(model="refuse-model", max_tokens=10,
-                                                         messages=[{"role": "user", "content": "hi"}])
+    raw = ant_client().messages.with_raw_response.create(model="refuse-model", max_tokens=10, messages=HI, tools=GEMINI_REJECTED_TOOLS)
     rid = raw.headers["x-tokunseba-request-id"]
     assert gem.requests == []
     assert oai.requests  # the next matching rule served it
     ev = ledger_rows(client_env, "SELECT kind, data FROM events WHERE request_id = ? AND kind = 'route_refused'", rid)
-    assert ev and "gemini" in ev[0]["data"]
+    assert ev and GEMINI_REFUSAL in ev[0]["data"]
 
 
 def test_refused_with_on_refused_error(client_env, upstreams):
     gem = upstreams["gem"]
     gem.script(Reply.json({"never": "called"}))
     with pytest.raises(anthropic.BadRequestError) as ei:
-        ant_client().messages.create(model="error-model", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+        ant_client().messages.create(model="error-model", max_tokens=10, messages=HI, tools=GEMINI_REJECTED_TOOLS)
     assert ei.value.status_code == 400
     assert ei.value.body["type"] == "error" and ei.value.body["error"]["type"] == "invalid_request_error"
-    assert "gemini" in ei.value.body["error"]["message"]
+    assert GEMINI_REFUSAL in ei.value.body["error"]["message"]
     assert gem.requests == []
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from .. import jsonc
+from ..neutral.error import UpstreamError, is_context_overflow
 from ..sse import encode_event
 
 PROTOCOL = "anthropic"
@@ -39,6 +40,29 @@ TOOL_ID_RE = re.compile(r"[a-zA-Z0-9_-]+")  # use fullmatch: "$" would let a tra
 
 # Claude Code auto-compacts when the lower-cased error message contains one of these (A.7).
 PROMPT_TOO_LONG = "prompt is too long"
+
+
+# status changes from another protocol's error (everything else keeps its status)
+STATUS_FROM_OTHERS: dict[int, int] = {503: 529}  # Claude Code classifies 529 as overloaded
+
+
+def from_upstream_error(err: UpstreamError) -> tuple[int, str, str]:
+    """(status, Anthropic error type, message) for an error another protocol's upstream gave.
+    A context overflow becomes a 400 ``invalid_request_error`` saying "prompt is too long"
+    (the phrase Claude Code auto-compacts on), the upstream's text kept."""
+    if is_context_overflow(err):
+        msg = err.message
+        if PROMPT_TOO_LONG not in msg.lower():
+            msg = f"{PROMPT_TOO_LONG}: {msg}"
+        return 400, "invalid_request_error", msg
+    status = STATUS_FROM_OTHERS.get(err.status, err.status)
+    return status, error_type_for_status(status), err.message
+
+
+def error_reply(err: UpstreamError) -> tuple[int, bytes]:
+    """An upstream error of another protocol as (status, Anthropic error body)."""
+    status, etype, message = from_upstream_error(err)
+    return status, error_body(status, message, etype)
 
 
 def error_type_for_status(status: int) -> str:

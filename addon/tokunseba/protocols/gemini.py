@@ -1,13 +1,14 @@
-"""Google Gemini (generativelanguage API): paths, detection facts and the error envelope
-(protocols.md D).
+"""Google Gemini (generativelanguage API): the protocol's facts as data (protocols.md D,
+gemini.md): paths, auth, finishReason <-> neutral stop reasons, the error envelope and its
+status names, the SSE framing the clients' parsers accept.
 
-The translator to and from this protocol is future work; until then a pair involving it is
-refused (translate.pair_refusal) unless it is same-protocol (pass-through or retarget).
+The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``.
 """
 
 from __future__ import annotations
 
 from .. import jsonc
+from ..neutral.error import UpstreamError, is_context_overflow
 
 PROTOCOL = "gemini"
 HOSTS = ("generativelanguage.googleapis.com",)
@@ -35,9 +36,92 @@ ERROR_STATUS: dict[int, str] = {
     504: "DEADLINE_EXCEEDED",
 }
 UNKNOWN_STATUS = "UNKNOWN"
+STATUS_CODES: dict[str, int] = {name: code for code, name in ERROR_STATUS.items() if code != 502}  # UNAVAILABLE: 503
+
+# Gemini CLI's JS parser takes only `data: <one-line JSON>` + a blank line (gemini.md 2.6);
+# Google frames with CRLF.
+SSE_END = b"\r\n\r\n"
+
+# upstream finishReason -> neutral stop reason (gemini.md 5.3). Content filters are never a
+# clean stop; a turn with function calls ends in STOP too (the decoder makes it tool_use).
+FINISH_TO_STOP: dict[str, str] = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "refusal",
+    "RECITATION": "refusal",
+    "LANGUAGE": "refusal",  # the model declined a language it does not serve
+    "BLOCKLIST": "refusal",
+    "PROHIBITED_CONTENT": "refusal",
+    "SPII": "refusal",
+    "IMAGE_SAFETY": "refusal",
+    "IMAGE_PROHIBITED_CONTENT": "refusal",
+    "IMAGE_RECITATION": "refusal",
+    "MODEL_ARMOR": "refusal",
+}
+# finishReasons that say the model's output is broken: an error to the client, never a stop
+FINISH_ERRORS: frozenset[str] = frozenset({
+    "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "MISSING_THOUGHT_SIGNATURE",
+    "MALFORMED_RESPONSE",
+})
+# neutral stop reason -> finishReason (gemini.md 5.3; STOP also for tool_use)
+STOP_TO_FINISH: dict[str, str] = {
+    "end_turn": "STOP",
+    "tool_use": "STOP",
+    "stop_sequence": "STOP",  # lossy: the matched sequence has no field in Gemini
+    "pause_turn": "STOP",  # lossy
+    "max_tokens": "MAX_TOKENS",
+    "model_context_window_exceeded": "MAX_TOKENS",
+    "refusal": "SAFETY",
+}
+# a thought signature Gemini accepts on a function call whose real one is unknown (gemini.md 5.2.3)
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def error_envelope(status: int, message: str) -> dict:
+    return {"error": {"code": status, "message": message, "status": ERROR_STATUS.get(status, UNKNOWN_STATUS)}}
 
 
 def error_body(status: int, message: str) -> bytes:
     """A JSON error body: ``{"error":{"code":status,"message":…,"status":…}}``."""
-    return jsonc.dumpb({"error": {"code": status, "message": message,
-                                  "status": ERROR_STATUS.get(status, UNKNOWN_STATUS)}})
+    return jsonc.dumpb(error_envelope(status, message))
+
+
+# status changes from another protocol's error: Anthropic's 529 (overloaded) is 503 UNAVAILABLE,
+# which Gemini clients retry
+STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
+
+
+def from_upstream_error(err: UpstreamError) -> tuple[int, str]:
+    """(status, message) for an error another protocol's upstream gave: a context overflow is
+    400 INVALID_ARGUMENT (not retried, gemini.md 5.1.8); 429 stays RESOURCE_EXHAUSTED."""
+    if is_context_overflow(err):
+        return 400, err.message
+    return STATUS_FROM_OTHERS.get(err.status, err.status), err.message
+
+
+def error_reply(err: UpstreamError) -> tuple[int, bytes]:
+    """An upstream error of another protocol as (status, Google error envelope)."""
+    status, message = from_upstream_error(err)
+    return status, error_body(status, message)
+
+
+def sse_error(err: UpstreamError) -> bytes:
+    """A mid-stream error chunk: the Python SDK raises on it; Gemini CLI cannot see one
+    (gemini.md 2.6), which is why errors before the first byte go as a status instead."""
+    status, message = from_upstream_error(err)
+    return sse_event(error_envelope(status, message))
+
+
+def stream_error_status(doc: dict) -> int:
+    """The HTTP status of a mid-stream ``{"error": {...}}`` chunk: its ``code``, else its
+    ``status`` name, else 500."""
+    e = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    code = e.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    return STATUS_CODES.get(e.get("status") if isinstance(e.get("status"), str) else "", 500)
+
+
+def sse_event(obj: dict) -> bytes:
+    """One SSE event as Gemini frames it: ``data: <one-line JSON>\\r\\n\\r\\n``."""
+    return b"data: " + jsonc.dumpb(obj) + SSE_END

@@ -7,6 +7,7 @@ the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 from __future__ import annotations
 
 from .. import jsonc
+from ..neutral.error import UpstreamError, is_context_overflow
 from ..sse import encode_event
 
 PROTOCOL = "openai"
@@ -48,6 +49,27 @@ ERROR_TYPES: dict[int, str] = {
 # HTTP status -> error.code when nothing more specific is known
 ERROR_CODES: dict[int, str] = {429: "rate_limit_exceeded"}
 CONTEXT_LENGTH_CODE = "context_length_exceeded"
+
+
+# status changes from another protocol's error: no 529 in OpenAI; clients retry any >= 500
+STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
+
+
+def from_upstream_error(err: UpstreamError) -> tuple[int, str, str | None, str]:
+    """(status, OpenAI error type, code, message) for an error another protocol's upstream gave."""
+    status = STATUS_FROM_OTHERS.get(err.status, err.status)
+    if is_context_overflow(err):
+        return status, "invalid_request_error", CONTEXT_LENGTH_CODE, err.message
+    return status, error_type_for_status(status), ERROR_CODES.get(status), err.message
+
+
+def error_reply(err: UpstreamError) -> tuple[int, bytes]:
+    """An upstream error of another protocol as (status, OpenAI error body); an OpenAI-side
+    upstream's own code (insufficient_quota...) is kept: clients act on it."""
+    status, etype, code, message = from_upstream_error(err)
+    if code != CONTEXT_LENGTH_CODE and err.code:
+        code = err.code
+    return status, error_body(status, message, etype, code)
 
 
 def error_type_for_status(status: int) -> str:

@@ -1,24 +1,158 @@
-"""Translation between provider protocols: requests, whole replies and streams.
+"""Translation between provider protocols: the codec registry and the public API.
 
 Protocol names used everywhere: ``anthropic`` (Messages), ``openai`` (Chat Completions),
 ``openai-responses`` (Responses API), ``gemini``.
+
+Every protocol contributes one codec (``translate/<protocol>/``: request, reply and stream
+decoders and encoders over the neutral model in ``tokunseba.neutral``); any pair is the
+client's decoder + the target's encoder, so N protocols cost 2N parts and which pairs
+translate is derived from ``CODECS`` below. Registering a protocol's codec is one line.
+
+    from tokunseba import translate
+    translate.PROTOCOLS                  # ("anthropic", "openai", "openai-responses", "gemini")
+    translate.pairs()                    # {(client, target): None | "why refused"}
+    translate.request(client, target, body, **endpoint_options) -> RequestTranslation
+    translate.reply(upstream, client, body, *, created=None) -> ReplyTranslation
+    translate.stream(upstream, client, *, include_usage=True, created=None) -> StreamTranslator
+    translate.error(upstream, client, status, body) -> (status, bytes)
+
+``endpoint_options`` are an endpoint's rule keys: ``model``, ``max_tokens``,
+``max_tokens_field``, ``system_role``, ``stop`` (and ``endpoint``, its name, for the record).
 """
 
 from __future__ import annotations
 
+import time
+
+from ..errors import TranslationError
+from ..neutral.conversation import RequestTranslation
+from ..neutral.error import parse_error_body
+from ..neutral.message import Message
+from ..neutral.report import StreamReport
+from . import fieldtable as ft
+from .anthropic import CODEC as ANTHROPIC
+from .codec import Codec, ReplyTranslation
+from .gemini import CODEC as GEMINI
+from .openai_chat import CODEC as OPENAI_CHAT
+from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
+from .openai_responses import CODEC as OPENAI_RESPONSES
+from .streaming import StreamTranslator
+
+__all__ = ["PROTOCOLS", "CODECS", "pairs", "pair_refusal", "request", "reply", "stream", "error",
+           "RequestTranslation", "ReplyTranslation", "StreamTranslator", "TranslationError", "parse_body",
+           "MAX_TOKENS_FIELDS", "SYSTEM_ROLES"]
+
 PROTOCOLS = ("anthropic", "openai", "openai-responses", "gemini")
 
-# (client protocol, target protocol) pairs that have a translator. Same-protocol pairs
-# need none (pass-through or retarget). Everything else is refused before sending.
-TRANSLATABLE: frozenset[tuple[str, str]] = frozenset({
-    ("anthropic", "openai"),  # Claude Code -> a local or OpenAI-compatible server
-    ("openai", "anthropic"),  # Chat Completions tools -> an Anthropic endpoint
-    ("openai-responses", "openai"),  # Codex -> a Chat-only (local) server
-})
+# The registered codecs: a pair translates when both of its protocols have one.
+CODECS: dict[str, Codec] = {c.protocol: c for c in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)}
+
+
+parse_body = ft.parse_body
+
+
+def pairs() -> dict[tuple[str, str], str | None]:
+    """Every (client, target) pair of ``PROTOCOLS``: None when a turn can go (same protocol:
+    pass-through or retarget; else both codecs registered), else why not."""
+    out: dict[tuple[str, str], str | None] = {}
+    for c in PROTOCOLS:
+        for t in PROTOCOLS:
+            # a protocol without a registered codec is refused
+            both = c in CODECS and t in CODECS
+            out[(c, t)] = None if c == t or both else f"no translator from {c} to {t}"
+    return out
 
 
 def pair_refusal(client: str, target: str) -> str | None:
     """None when a turn of ``client`` protocol can go to a ``target`` endpoint, else why not."""
-    if client == target or (client, target) in TRANSLATABLE:
-        return None
-    return f"no translator from {client} to {target}"
+    return pairs().get((client, target), f"no translator from {client} to {target}")
+
+
+def _codecs(source: str, dest: str, what: str) -> tuple[Codec, Codec]:
+    if source == dest or source not in CODECS or dest not in CODECS:
+        raise ValueError(f"no {what} translator from {source!r} to {dest!r}"
+                         + (f": {pair_refusal(source, dest)}" if source != dest else " (same protocol)"))
+    return CODECS[source], CODECS[dest]
+
+
+def request(client: str, target: str, body: dict, *, model: str | None = None, max_tokens: int | None = None,
+            max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
+            stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
+            path: str | None = None) -> RequestTranslation:
+    """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
+    ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
+    Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
+    when the target cannot carry the turn without inventing. The input is never mutated.
+    ``path``: the client's request path, for a protocol whose model and stream flag travel in
+    the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
+    the URL)."""
+    dec, enc = _codecs(client, target, "request")
+    conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
+    try:
+        rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
+                                system_role=system_role)
+    except TranslationError as e:
+        raise type(e)(e.status, conv.client_message(e.message)) from None
+    rt.dropped = conv.dropped + [conv.client_path(p) for p in rt.dropped]
+    rt.plumbing = conv.plumbing + rt.plumbing
+    rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted]
+    rt.warnings = conv.warnings + [conv.client_message(w) for w in rt.warnings]
+    if not enc.url_carries_model:
+        rt.body = ft.finish_model(rt, rt.body, model)
+    if stop:
+        _add_endpoint_stops(rt, enc, list(stop), endpoint)
+    return rt
+
+
+def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], endpoint: str | None) -> None:
+    """The endpoint's own stop strings (rules ``stop:``), after the client's, at most 4 in
+    all: plumbing the server needs to end a turn, recorded as such."""
+    name = f"endpoint {endpoint}" if endpoint else "endpoint"
+    field = enc.stop_field
+    if field is None:
+        rt.warnings.append(f"{name} stop strings {stops!r} not added: {enc.protocol} has no stop sequences")
+        return
+    *parents, key = field.split(".")  # a dotted field lives in a sub-object (Gemini's generationConfig)
+    container = rt.body
+    for p in parents:
+        container = container.setdefault(p, {})
+    have = container.get(key)
+    current = [have] if isinstance(have, str) else list(have or [])
+    added = [s for s in stops if s not in current][: max(0, 4 - len(current))]
+    if not added:
+        return
+    container[key] = current + added
+    rt.plumbing.append(f"{field} += {added!r} ({name})")
+    skipped = [s for s in stops if s not in current and s not in added]
+    if skipped:
+        rt.warnings.append(f"{name} stop strings {skipped!r} not added: 4 stop strings at most")
+
+
+def reply(upstream: str, client: str, body: bytes, *, created: int | None = None) -> ReplyTranslation:
+    """A whole upstream reply (2xx) -> the client protocol's reply: decode -> ``Message`` ->
+    encode. ``created``: the Chat ``created`` / Responses ``created_at`` timestamp (now when
+    not given). Raises ``TranslationError`` (502) when the reply cannot be translated."""
+    dec, enc = _codecs(upstream, client, "reply")
+    created = int(time.time()) if created is None else created
+    report = StreamReport()
+    msg = Message.collect(dec.decode_reply(body, report))
+    out, client_usage = enc.encode_reply(msg, report, created)
+    return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings)
+
+
+def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None) -> StreamTranslator:
+    """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
+    ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
+    ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream)."""
+    dec, enc = _codecs(upstream, client, "stream")
+    report = StreamReport()
+    return StreamTranslator(dec.stream_decoder(report), enc.stream_encoder(report, include_usage, created), report)
+
+
+def error(upstream: str, client: str, status: int, body: bytes) -> tuple[int, bytes]:
+    """An upstream error reply (status >= 400, any body) -> (status, body) in the client's
+    protocol, keeping the upstream's message text. Same protocol: byte-identical."""
+    if upstream == client:
+        return status, body  # design.md rule 8
+    _, enc = _codecs(upstream, client, "error")
+    return enc.encode_error(parse_error_body(status, body))

@@ -1,5 +1,6 @@
 """Usage of replies tokunseba does not translate (pass-through and retargeted turns), read
-on the side without changing a byte, so the ledger can show what the upstream reported."""
+on the side without changing a byte by the protocol's own stream decoder (from the codec
+registry), so the ledger can show what the upstream reported."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import zlib
 from collections.abc import Callable
 
 from .. import jsonc
+from ..neutral.report import StreamReport
+from ..neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 from ..sse import SSEDecoder
-from .events import StreamReport
-from .stream import DECODERS
-from .usage import ANTHROPIC, OPENAI, Usage
+from . import CODECS
 
 # client protocol -> the Usage counting convention of its replies
-USAGE_PROTOCOL = {"anthropic": ANTHROPIC, "openai": OPENAI, "openai-responses": OPENAI}
+USAGE_PROTOCOL = {"anthropic": ANTHROPIC, "openai": OPENAI, "openai-responses": OPENAI, "gemini": GEMINI}
+# client protocol -> the key of a whole reply that holds its usage
+USAGE_KEY = {"gemini": "usageMetadata"}
 
 
 class UsageSniffer:
@@ -23,7 +26,8 @@ class UsageSniffer:
     __slots__ = ("_sse", "_dec", "_broken", "_inflate")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
-        factory = _SIDE_DECODERS.get(protocol) or DECODERS.get(protocol)
+        codec = CODECS.get(protocol)
+        factory = codec.stream_decoder if codec else None
         self._sse = SSEDecoder() if factory else None
         self._dec = factory(StreamReport()) if factory else None
         # a pass-through stream keeps the encoding the client asked for (pitfalls 27)
@@ -78,28 +82,6 @@ def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None | boo
     return False
 
 
-class _ResponsesUsage:
-    """Responses API streams: usage rides on the final response.completed / .incomplete /
-    .failed event's response snapshot."""
-
-    FINAL = ("response.completed", "response.incomplete", "response.failed")
-
-    def __init__(self, report: StreamReport) -> None:
-        self.usage: Usage | None = None
-
-    def on_event(self, ev) -> list:
-        if ev.data and "usage" in ev.data and (ev.event in self.FINAL or ev.event is None):
-            d = jsonc.loads(ev.data)
-            r = d.get("response") if isinstance(d, dict) and d.get("type") in self.FINAL else None
-            u = r.get("usage") if isinstance(r, dict) else None
-            if isinstance(u, dict):
-                self.usage = Usage(OPENAI, u)
-        return []
-
-
-_SIDE_DECODERS = {"openai-responses": _ResponsesUsage}
-
-
 def usage_from_json(protocol: str, body: bytes) -> Usage | None:
     """The `usage` object of a whole JSON reply, as reported (None when absent or unreadable)."""
     conv = USAGE_PROTOCOL.get(protocol)
@@ -109,5 +91,5 @@ def usage_from_json(protocol: str, body: bytes) -> Usage | None:
         obj = jsonc.loads(body)
     except Exception:
         return None
-    u = obj.get("usage") if isinstance(obj, dict) else None
-    return Usage(conv, u) if isinstance(u, dict) else None
+    u = obj.get(USAGE_KEY.get(protocol, "usage")) if isinstance(obj, dict) else None
+    return Usage(conv, u) if isinstance(u, dict) and (u or protocol not in USAGE_KEY) else None

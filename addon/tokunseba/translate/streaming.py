@@ -1,6 +1,6 @@
-"""Stream translation: SSE codec + decoder(upstream) + encoder(client), sans-IO (design.md §3).
+"""The stream translator: SSE codec + decoder(upstream) + encoder(client), sans-IO (design.md §3).
 
-``make_stream_translator(upstream, client)`` returns a ``StreamTranslator``: ``feed(bytes)``
+``translate.stream(upstream, client)`` returns a ``StreamTranslator``: ``feed(bytes)``
 returns every complete translated event at once (``b""`` when nothing is complete yet),
 whatever the split of the input; ``close()`` flushes at the end of the upstream body and, if
 the upstream never sent its terminal event, emits an error in the client's protocol;
@@ -9,25 +9,11 @@ the upstream never sent its terminal event, emits an error in the client's proto
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from ..neutral.events import StreamError
+from ..neutral.report import StreamReport
 from ..sse import SSEDecoder, SSEEvent
-from .anthropic_stream import AnthropicDecoder, AnthropicEncoder
-from .chat_stream import ChatDecoder, ChatEncoder
-from .events import StreamError, StreamReport
-from .responses_stream import ResponsesEncoder
 
-__all__ = ["StreamTranslator", "make_stream_translator", "DECODERS", "ENCODERS"]
-
-DECODERS: dict[str, Callable[[StreamReport], object]] = {
-    "anthropic": AnthropicDecoder,
-    "openai": ChatDecoder,
-}
-ENCODERS: dict[str, Callable[..., object]] = {
-    "anthropic": lambda report, include_usage, created: AnthropicEncoder(report),
-    "openai": lambda report, include_usage, created: ChatEncoder(report, include_usage=include_usage, created=created),
-    "openai-responses": lambda report, include_usage, created: ResponsesEncoder(report, created=created),
-}
+__all__ = ["StreamTranslator"]
 
 
 class StreamTranslator:
@@ -90,14 +76,3 @@ class StreamTranslator:
         self.started = True
         return b"".join(parts)
 
-
-def make_stream_translator(upstream: str, client: str, *, include_usage: bool = True,
-                           created: int | None = None) -> StreamTranslator:
-    """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
-    ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
-    ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream)."""
-    if upstream == client or upstream not in DECODERS or client not in ENCODERS:
-        raise ValueError(f"no stream translator from {upstream!r} to {client!r}")
-    report = StreamReport()
-    return StreamTranslator(DECODERS[upstream](report),
-                            ENCODERS[client](report, include_usage, created), report)

@@ -9,13 +9,17 @@ Both are sans-IO and keep per-event work to one JSON parse / one JSON dump.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
-from .. import jsonc
-from ..protocols import anthropic as pa
-from ..sse import SSEEvent, encode_event
-from .errors import UpstreamError, to_anthropic
-from .events import (
+from ... import jsonc
+from ...neutral.error import UpstreamError
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import ANTHROPIC, Usage
+from ...protocols import anthropic as pa
+from ...sse import SSEEvent, encode_event
+from ...neutral.events import (
+    EARLY_END,
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -24,12 +28,8 @@ from .events import (
     MessageStart,
     MessageStop,
     StreamError,
-    StreamReport,
     UsageUpdate,
 )
-from .usage import ANTHROPIC, Usage
-
-EARLY_END = "upstream ended the stream early"
 
 # content block type -> neutral block kind ("other" for server-tool blocks and the like)
 BLOCK_KINDS: dict[str, str] = {
@@ -51,11 +51,6 @@ OUT_BLOCKS: dict[str, tuple[dict, str, str]] = {
     "thinking": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
 }
 
-
-def note_once(items: list[str], item: str) -> None:
-    """Record a drop or warning once (reports list each kind once, not per event)."""
-    if item not in items:
-        items.append(item)
 
 
 class AnthropicDecoder:
@@ -96,7 +91,7 @@ class AnthropicDecoder:
     def _message_start(self, d: dict) -> list[Event]:
         m = d.get("message") or {}
         u = m.get("usage")
-        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) else None
+        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
         return [MessageStart(m.get("id"), m.get("model"), self.usage)]
 
     def _block_start(self, d: dict) -> list[Event]:
@@ -147,7 +142,7 @@ class AnthropicDecoder:
     def _message_delta(self, d: dict) -> list[Event]:
         delta = d.get("delta") or {}
         u = d.get("usage")
-        if isinstance(u, dict):  # cumulative: overwrite, never add (pitfalls 15)
+        if isinstance(u, dict) and u:  # cumulative: overwrite, never add (pitfalls 15)
             self.usage = self.usage.merged(u) if self.usage else Usage(ANTHROPIC, u)
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:
@@ -187,11 +182,18 @@ def _event(name: str, obj: dict) -> bytes:
     return encode_event(jsonc.dumpb(obj), name)
 
 
+def mint_message_id(created: int, report: StreamReport) -> str:
+    """The id of a reply whose upstream sent none: the Anthropic schema requires a string."""
+    note_once(report.warnings, "id_synthesized: id (the upstream sent no message id; Anthropic requires one)")
+    return f"msg_tk_{created}"
+
+
 class AnthropicEncoder:
     """Neutral events -> Anthropic SSE bytes for a client."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: StreamReport, *, created: int | None = None) -> None:
         self.report = report
+        self.created = int(time.time()) if created is None else created
         self.finished = False  # message_stop or an error was sent: nothing more goes out
         self.client_usage: dict | None = None
         self._out: dict[int, int] = {}  # neutral index -> output index (absent: dropped block)
@@ -212,7 +214,7 @@ class AnthropicEncoder:
             return b""
         self._started = True
         usage = ev.usage.to_anthropic() if ev.usage else {}  # {}: nothing measured yet, never zeros
-        msg = {"id": ev.id, "type": "message", "role": "assistant", "model": ev.model, "content": [],
+        msg = {"id": ev.id or mint_message_id(self.created, self.report), "type": "message", "role": "assistant", "model": ev.model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}
         return _event("message_start", {"type": "message_start", "message": msg})
 
@@ -285,7 +287,7 @@ class AnthropicEncoder:
                 + _event("message_stop", {"type": "message_stop"}))
 
     def _stream_error(self, ev: StreamError) -> bytes:
-        _, etype, message = to_anthropic(UpstreamError(ev.status, ev.message, ev.type, ev.code))
+        _, etype, message = pa.from_upstream_error(UpstreamError(ev.status, ev.message, ev.type, ev.code))
         self.finished = True
         self.report.errors.append(message)
         return pa.sse_error(etype, message)

@@ -1,22 +1,26 @@
-"""The neutral event model of a streamed reply (design.md §3).
+"""The neutral events of a reply (design.md §3): what every stream and whole-reply codec
+speaks.
 
-Each protocol has a decoder (wire SSE events -> these) and an encoder (these -> wire
-bytes). Any pair is decoder(source) + encoder(target).
+Each protocol has a stream decoder (wire SSE events -> these) and a stream encoder (these ->
+wire bytes); a whole reply is decoded to the same events and collected into a ``Message``
+(neutral.message). Any pair is decoder(source) + encoder(target).
 
 Vocabulary:
 - stop reasons use Anthropic's names (``end_turn``, ``max_tokens``, ``stop_sequence``,
   ``tool_use``, ``refusal``, ``pause_turn``, ``model_context_window_exceeded``); each
   protocol module maps its own to and from these.
-- usage travels as a ``Usage`` (tokunseba.translate.usage): the upstream's own object,
+- usage travels as a ``Usage`` (neutral.usage): the upstream's own object,
   exactly as reported, plus the protocol that reported it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Union
 
 from .usage import Usage
+
+EARLY_END = "upstream ended the stream early"  # the error when a stream ends before its end
 
 BlockKind = Literal["text", "tool_use", "thinking", "redacted_thinking", "other"]
 
@@ -80,15 +84,3 @@ class UsageUpdate:
 
 
 Event = Union[MessageStart, BlockStart, BlockDelta, BlockSignature, BlockStop, MessageStop, StreamError, UsageUpdate]
-
-
-@dataclass
-class StreamReport:
-    """What a stream translator exposes after close(), for the ledger."""
-
-    usage: Usage | None = None
-    stop_reason: str | None = None
-    dropped: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    completed: bool = False

@@ -1,4 +1,12 @@
-"""Neutral stream events -> an OpenAI Responses stream for a client (protocols.md C.3, E.5).
+"""OpenAI Responses streams <-> neutral events (protocols.md C.3, E.5).
+
+``ResponsesDecoder`` reads a Responses upstream's events: ``response.created`` starts the
+message, each output item is a block (``message`` -> text, ``function_call`` -> tool_use
+with ``call_id`` byte for byte, ``reasoning`` -> unsigned thinking, anything else -> other),
+text / refusal / argument deltas are block deltas (an item that arrives whole in
+``output_item.done`` gives its content there), ``response.completed`` / ``.incomplete``
+stop with the status mapped (protocols/openai_responses.py) and usage as reported,
+``response.failed`` and ``error`` are errors.
 
 ``ResponsesEncoder`` writes what Codex and the openai SDK's ``responses.stream()`` helper need
 (clients.md §3.5, §4): ``response.created`` + ``response.in_progress``, then per output item
@@ -34,13 +42,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import jsonc
-from ..protocols import openai_chat as po
-from ..sse import encode_event
-from .anthropic_stream import note_once
-from .chat_stream import _UNSAFE_ID
-from .errors import STATUS_TO_OPENAI, UpstreamError, is_context_overflow
-from .events import (
+from ... import jsonc
+from ...neutral.error import UpstreamError, is_context_overflow
+from ...neutral.ids import safe
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import OPENAI, Usage
+from ...protocols import anthropic as pa
+from ...protocols import openai_chat as po
+from ...protocols import openai_responses as pr
+from ...sse import SSEEvent
+from ...sse import encode_event
+from ...neutral.events import (
+    EARLY_END,
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -49,37 +62,22 @@ from .events import (
     MessageStart,
     MessageStop,
     StreamError,
-    StreamReport,
     UsageUpdate,
 )
-from .usage import OPENAI, Usage
 
-__all__ = ["ResponsesEncoder", "STOP_TO_STATUS", "CODEX_ERROR_CODES", "EMPTY_ARGUMENTS", "item_id", "message_item",
+__all__ = ["ResponsesEncoder", "ResponsesDecoder", "EMPTY_ARGUMENTS", "item_id", "message_item",
            "function_call_item", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
            "failed_code"]
 
-# neutral stop reason -> (response status, incomplete_details.reason) (E.3)
-STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
-    "end_turn": ("completed", None),
-    "stop_sequence": ("completed", None),  # which sequence matched has no field: dropped, recorded
-    "tool_use": ("completed", None),
-    "pause_turn": ("completed", None),  # lossy, as for Chat
-    "max_tokens": ("incomplete", "max_output_tokens"),
-    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
-    "refusal": ("incomplete", "content_filter"),
-}
-# error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
-CODEX_ERROR_CODES = frozenset({po.CONTEXT_LENGTH_CODE, "insufficient_quota", "usage_not_included",
-                               "rate_limit_exceeded"})
 ITEM_PREFIX = {"message": "msg", "function_call": "fc"}
 EMPTY_ARGUMENTS = "{}"
 
 
-# ---- the Responses shapes, shared with the whole-reply translation (responses_reply) ----
+# ---- the Responses shapes, shared with the whole-reply encoder (reply.py) ----
 
 def item_id(kind: str, message_id: str | None, output_index: int) -> str:
     """The deterministic id of output item ``output_index`` (protocol plumbing)."""
-    return f"{ITEM_PREFIX[kind]}_{_UNSAFE_ID.sub('_', message_id or 'tk')}_{output_index}"
+    return f"{ITEM_PREFIX[kind]}_{safe(message_id)}_{output_index}"
 
 
 def message_item(iid: str, text: str, status: str = "completed") -> dict:
@@ -132,7 +130,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
 
 def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict | None]:
     """(status, incomplete_details) for a neutral stop reason; unknown ones complete, warned."""
-    status, reason = STOP_TO_STATUS.get(stop or "", (None, None))
+    status, reason = pr.STOP_TO_STATUS.get(stop or "", (None, None))
     if status is None:
         note_once(warnings, f"unknown stop_reason {stop!r} sent as status 'completed'")
         return "completed", None
@@ -144,7 +142,7 @@ def failed_code(err: UpstreamError, status: int) -> str:
     ``server_error``."""
     if is_context_overflow(err):
         return po.CONTEXT_LENGTH_CODE
-    if err.code in CODEX_ERROR_CODES:
+    if err.code in pr.CODEX_ERROR_CODES:
         return err.code  # type: ignore[return-value]
     return po.ERROR_CODES.get(status) or "server_error"
 
@@ -303,7 +301,7 @@ class ResponsesEncoder:
     def _stream_error(self, ev: StreamError) -> bytes:
         head = b"" if self._started else self._start(None, None)
         err = UpstreamError(ev.status, ev.message, ev.type, ev.code)
-        status = STATUS_TO_OPENAI.get(ev.status, ev.status)
+        status = po.STATUS_FROM_OTHERS.get(ev.status, ev.status)
         snap = self._snapshot("failed", error={"code": failed_code(err, status), "message": ev.message})
         self.finished = True
         self.report.errors.append(ev.message)
@@ -321,4 +319,183 @@ class ResponsesEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _nothing,
+    }
+
+
+# ---- the decoder ----
+
+def stop_from_response(resp: dict, warnings: list[str]) -> str:
+    """Neutral stop reason of a finished response snapshot (a function call makes it tool_use
+    in every encoder)."""
+    status = resp.get("status")
+    if status == "incomplete":
+        details = resp.get("incomplete_details") if isinstance(resp.get("incomplete_details"), dict) else {}
+        stop = pr.INCOMPLETE_TO_STOP.get(details.get("reason") or "")
+        if stop is None:
+            note_once(warnings, f"unknown incomplete reason {details.get('reason')!r} taken as max_tokens")
+            return "max_tokens"
+        return stop
+    if status not in ("completed", None):
+        note_once(warnings, f"unknown response status {status!r} taken as end_turn")
+    return "end_turn"
+
+
+def item_text(item: dict, dropped: list[str]) -> str:
+    """A message item's text (output_text and refusal parts joined); annotations recorded."""
+    texts = []
+    for part in item.get("content") or ():
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "output_text":
+            texts.append(part.get("text") or "")
+            if part.get("annotations"):
+                note_once(dropped, "output[].content[].annotations")
+        elif part.get("type") == "refusal":
+            texts.append(part.get("refusal") or "")
+        else:
+            note_once(dropped, f"output[].content[].{part.get('type')}")
+    return "".join(texts)
+
+
+def item_block(n: int, item: dict) -> BlockStart:
+    """The neutral block an output item opens."""
+    itype = item.get("type")
+    if itype == "message":
+        return BlockStart(n, "text")
+    if itype == "function_call":
+        return BlockStart(n, "tool_use", id=item.get("call_id"), name=item.get("name"))
+    if itype == "reasoning":  # encrypted / summarised reasoning: bound to its provider
+        return BlockStart(n, "thinking", raw={"source": "output[].reasoning"})
+    return BlockStart(n, "other", raw={"type": itype, "source": f"output[].{itype}"})
+
+
+def item_content(item: dict, dropped: list[str]) -> str:
+    """The content of a whole output item: a message's text, a call's argument string."""
+    itype = item.get("type")
+    if itype == "message":
+        return item_text(item, dropped)
+    if itype == "function_call":
+        args = item.get("arguments")
+        return args if isinstance(args, str) else ""
+    return ""
+
+
+def response_error(resp_or_err: dict) -> StreamError:
+    """A ``response.failed`` snapshot's error, or an ``error`` event, as a neutral error."""
+    err = resp_or_err.get("error") if isinstance(resp_or_err.get("error"), dict) else resp_or_err
+    code = err.get("code") if isinstance(err.get("code"), str) else None
+    status = pr.CODE_STATUS.get(code or "", 500)
+    return StreamError(status, pa.error_type_for_status(status), err.get("message") or "upstream error", code)
+
+
+class ResponsesDecoder:
+    """Responses SSE events -> neutral events."""
+
+    def __init__(self, report: StreamReport) -> None:
+        self.report = report
+        self.usage: Usage | None = None
+        self._index: dict[object, int] = {}  # output_index -> neutral index
+        self._fed: set[int] = set()  # neutral blocks that received deltas
+        self._open: set[int] = set()
+        self._started = False
+        self._ended = False
+
+    def on_event(self, ev: SSEEvent) -> list[Event]:
+        if not ev.data or self._ended:
+            return []
+        try:
+            d = jsonc.loads(ev.data)
+        except jsonc.JSONDecodeError as e:
+            return self._end([StreamError(502, "api_error", f"upstream sent an event that is not valid JSON ({e})")])
+        if not isinstance(d, dict):
+            return self._end([StreamError(502, "api_error", "upstream sent an event that is not a JSON object")])
+        kind = d.get("type") or ev.event
+        handler = self._HANDLERS.get(kind)
+        if handler is None:
+            return []  # in_progress, content_part.*, *.done, reasoning summaries: nothing new
+        return handler(self, d)
+
+    def close(self) -> list[Event]:
+        if self._ended:
+            return []
+        return self._end([StreamError(500, "api_error", EARLY_END)])
+
+    def _end(self, out: list[Event]) -> list[Event]:
+        self._ended = True
+        return out
+
+    def _start(self, resp: dict) -> list[Event]:
+        if self._started:
+            return []
+        self._started = True
+        return [MessageStart(resp.get("id"), resp.get("model"))]
+
+    def _created(self, d: dict) -> list[Event]:
+        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+        return self._start(resp)
+
+    def _item_added(self, d: dict) -> list[Event]:
+        item = d.get("item") if isinstance(d.get("item"), dict) else {}
+        out = self._start({})
+        n = len(self._index)
+        self._index[d.get("output_index", n)] = n
+        self._open.add(n)
+        return out + [item_block(n, item)]
+
+    def _delta(self, d: dict) -> list[Event]:
+        n = self._index.get(d.get("output_index"))
+        text = d.get("delta")
+        if n is None or not isinstance(text, str) or not text:
+            return []
+        self._fed.add(n)
+        return [BlockDelta(n, text)]
+
+    def _item_done(self, d: dict) -> list[Event]:
+        item = d.get("item") if isinstance(d.get("item"), dict) else {}
+        out: list[Event] = []
+        n = self._index.get(d.get("output_index"))
+        if n is None:  # an item that never announced itself: whole, here
+            out += self._item_added(d)
+            n = self._index[d.get("output_index", len(self._index) - 1)]
+        if n not in self._open:
+            return out
+        if n not in self._fed and (text := item_content(item, self.report.dropped)):
+            out.append(BlockDelta(n, text))
+        elif item.get("type") == "message":
+            item_text(item, self.report.dropped)  # record annotations
+        self._open.discard(n)
+        return out + [BlockStop(n)]
+
+    def _completed(self, d: dict) -> list[Event]:
+        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+        out = self._start(resp)
+        out += [BlockStop(n) for n in sorted(self._open)]
+        self._open.clear()
+        u = resp.get("usage")
+        if isinstance(u, dict):
+            self.usage = Usage(OPENAI, u)
+        out.append(MessageStop(stop_from_response(resp, self.report.warnings), None, self.usage))
+        return self._end(out)
+
+    def _failed(self, d: dict) -> list[Event]:
+        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+        u = resp.get("usage")
+        if isinstance(u, dict):
+            self.usage = Usage(OPENAI, u)
+        return self._end([response_error(resp)])
+
+    def _error(self, d: dict) -> list[Event]:
+        return self._end([response_error(d)])
+
+    _HANDLERS: dict[str, Callable[["ResponsesDecoder", dict], list[Event]]] = {
+        "response.created": _created,
+        "response.output_item.added": _item_added,
+        "response.output_text.delta": _delta,
+        "response.refusal.delta": _delta,
+        "response.function_call_arguments.delta": _delta,
+        "response.output_item.done": _item_done,
+        "response.completed": _completed,
+        "response.incomplete": _completed,
+        "response.failed": _failed,
+        "error": _error,
     }

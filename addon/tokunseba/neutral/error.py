@@ -1,9 +1,10 @@
-"""Upstream errors -> errors in the client's protocol (protocols.md A.7, B.6, E.6).
+"""An upstream's error, read from any envelope, in neutral form (protocols.md A.7, B.6, E.6).
 
-Used for whole error replies (``translate_error``) and for mid-stream errors (the stream
-encoders call ``to_anthropic`` / ``to_openai``). The upstream's message text is kept; the
-status maps by table; a context overflow reaches an Anthropic client as a 400
-``invalid_request_error`` whose message contains "prompt is too long" (design.md rule 6).
+``parse_error_body`` reads a whole error reply of any shape; ``error_from_obj`` an error
+object already parsed (a mid-stream ``{"error":…}`` chunk). Each protocol module turns an
+``UpstreamError`` into its own envelope (protocols.*.from_upstream_error); the upstream's
+message text is always kept. ``is_context_overflow`` says whether the upstream meant "the
+prompt is too long", however it said it.
 """
 
 from __future__ import annotations
@@ -12,19 +13,14 @@ import re
 from dataclasses import dataclass
 
 from .. import jsonc
-from ..protocols import anthropic as pa
-from ..protocols import openai_chat as po
-
-# status changes between the protocols (everything else keeps its status)
-STATUS_TO_ANTHROPIC: dict[int, int] = {503: 529}  # Claude Code classifies 529 as overloaded
-STATUS_TO_OPENAI: dict[int, int] = {529: 503}  # no 529 in OpenAI; clients retry any >= 500
 
 # How an OpenAI-compatible upstream says "context overflow": code, type, or message text.
-CONTEXT_CODES = frozenset({po.CONTEXT_LENGTH_CODE})
+CONTEXT_CODES = frozenset({"context_length_exceeded"})  # OpenAI's code
 CONTEXT_TYPES = frozenset({"exceed_context_size_error"})  # llama.cpp llama-server
 CONTEXT_TEXT = re.compile(
     r"maximum context length|context length exceeded|exceeds? (?:the )?(?:available )?context"
-    r"|context window|prompt is too long|input length and `max_tokens` exceed context limit",
+    r"|context window|prompt is too long|input length and `max_tokens` exceed context limit"
+    r"|input token count .* exceeds the maximum number of tokens",  # Gemini
     re.IGNORECASE,
 )
 MAX_MESSAGE_CHARS = 4000  # a non-JSON body (an HTML error page...) is cut to this
@@ -98,41 +94,3 @@ def is_context_overflow(err: UpstreamError) -> bool:
     if err.code in CONTEXT_CODES or err.type in CONTEXT_TYPES:
         return True
     return (err.status < 500) and bool(CONTEXT_TEXT.search(err.message))
-
-
-def to_anthropic(err: UpstreamError) -> tuple[int, str, str]:
-    """(status, Anthropic error type, message) for an error an OpenAI-side upstream gave."""
-    if is_context_overflow(err):
-        msg = err.message
-        if pa.PROMPT_TOO_LONG not in msg.lower():
-            msg = f"{pa.PROMPT_TOO_LONG}: {msg}"
-        return 400, "invalid_request_error", msg
-    status = STATUS_TO_ANTHROPIC.get(err.status, err.status)
-    return status, pa.error_type_for_status(status), err.message
-
-
-def to_openai(err: UpstreamError) -> tuple[int, str, str | None, str]:
-    """(status, OpenAI error type, code, message) for an error an Anthropic upstream gave."""
-    status = STATUS_TO_OPENAI.get(err.status, err.status)
-    if is_context_overflow(err):
-        return status, "invalid_request_error", po.CONTEXT_LENGTH_CODE, err.message
-    return status, po.error_type_for_status(status), po.ERROR_CODES.get(status), err.message
-
-
-def translate_error(upstream: str, client: str, status: int, body: bytes) -> tuple[int, bytes]:
-    """An upstream error reply (status >= 400, any body) -> (status, body) in the client's
-    protocol, keeping the upstream's message text."""
-    if upstream == client:
-        return status, body  # same protocol: byte-identical (design.md rule 8)
-    err = parse_error_body(status, body)
-    if client == pa.PROTOCOL:
-        st, etype, msg = to_anthropic(err)
-        return st, pa.error_body(st, msg, etype)
-    if client == po.PROTOCOL:
-        st, etype, code, msg = to_openai(err)
-        return st, po.error_body(st, msg, etype, code)
-    if client == "openai-responses":
-        from .responses_reply import responses_error  # imports this module
-
-        return responses_error(status, body)
-    raise ValueError(f"no error translation from {upstream!r} to {client!r}")

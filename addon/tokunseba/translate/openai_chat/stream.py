@@ -10,17 +10,19 @@ finish chunk, the usage chunk when asked for, ``data: [DONE]``.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 
-from .. import jsonc
-from ..protocols import anthropic as pa
-from ..protocols import openai_chat as po
-from ..sse import SSEEvent, encode_event
-from .anthropic_stream import EARLY_END, note_once
-from .errors import UpstreamError, error_from_obj, is_context_overflow, to_openai
-from .events import (
+from ... import jsonc
+from ...neutral.error import UpstreamError, error_from_obj, is_context_overflow
+from ...neutral.ids import synth_tool_id
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import OPENAI, Usage
+from ...protocols import anthropic as pa
+from ...protocols import openai_chat as po
+from ...sse import SSEEvent, encode_event
+from ...neutral.events import (
+    EARLY_END,
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -29,15 +31,17 @@ from .events import (
     MessageStart,
     MessageStop,
     StreamError,
-    StreamReport,
     UsageUpdate,
 )
-from .usage import OPENAI, Usage
 
 NO_FINISH = "upstream ended the stream without a finish_reason"
 # delta keys that carry reasoning text, in order of preference (vLLM once sent both, equal)
 REASONING_KEYS = ("reasoning_content", "reasoning")
-_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+# delta keys the decoder reads; any other non-empty one is recorded as dropped
+DELTA_KEYS_READ = frozenset({"role", "content", "refusal", "tool_calls", "function_call", *REASONING_KEYS})
+# choice keys the decoder reads; any other non-empty one (logprobs...) is recorded as dropped
+CHOICE_KEYS_READ = frozenset({"index", "delta", "finish_reason", "stop_reason"})
+EMPTY = (None, "", [], {})
 
 
 def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
@@ -48,11 +52,6 @@ def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
         return "end_turn"
     return stop
 
-
-def synth_tool_id(message_id: str | None, n: int) -> str:
-    """A deterministic tool id for a call the upstream sent without one (design.md rule 2:
-    recorded as id_synthesized)."""
-    return f"call_{_UNSAFE_ID.sub('_', message_id or 'tk')}_{n}"
 
 
 class ChatDecoder:
@@ -108,6 +107,9 @@ class ChatDecoder:
             if not isinstance(ch, dict) or ch.get("index", 0) != 0:
                 note_once(self.report.warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
                 continue
+            for k, v in ch.items():  # logprobs, and whatever a server adds
+                if k not in CHOICE_KEYS_READ and v not in EMPTY:
+                    note_once(self.report.dropped, f"choices[0].{k}")
             delta = ch.get("delta")
             if delta and isinstance(delta, dict):
                 self._delta(delta, out)
@@ -132,6 +134,9 @@ class ChatDecoder:
 
     # ---- internals ----
     def _delta(self, delta: dict, out: list[Event]) -> None:
+        for k, v in delta.items():  # reasoning as an object, thinking_blocks, audio...
+            if v not in EMPTY and (k not in DELTA_KEYS_READ or (k in REASONING_KEYS and not isinstance(v, str))):
+                note_once(self.report.dropped, f"choices[0].delta.{k}")
         for key in REASONING_KEYS:
             r = delta.get(key)
             if r and isinstance(r, str):
@@ -181,6 +186,9 @@ class ChatDecoder:
         elif tid:  # no index (old Ollama): by id
             key = ("id", tid)
             n = self._tools.get(key)
+        elif fn.get("name"):  # neither, but a name of its own: a new call (Ollama-style)
+            key = None
+            n = None
         else:  # neither: a continuation of the latest call
             n = self._last_tool
         if n is None:
@@ -311,7 +319,7 @@ class ChatEncoder:
         return out + po.DONE
 
     def _stream_error(self, ev: StreamError) -> bytes:
-        _, etype, code, message = to_openai(UpstreamError(ev.status, ev.message, ev.type, ev.code))
+        _, etype, code, message = po.from_upstream_error(UpstreamError(ev.status, ev.message, ev.type, ev.code))
         self.finished = True
         self.report.errors.append(message)
         return po.sse_error(etype, message, code)

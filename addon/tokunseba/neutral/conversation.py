@@ -1,0 +1,106 @@
+"""A request in neutral form: a ``Conversation`` (design.md §3), and what a request
+translation returns (``RequestTranslation``).
+
+The neutral request is written in the vocabulary of Chat Completions, the common ground of
+the protocols here (system / user / assistant / tool turns; text, image and file parts;
+function tools; tool calls whose arguments are a JSON string kept verbatim):
+
+- ``model``: str;
+- ``messages``: ``{"role": "system" | "user" | "assistant" | "tool", ...}``: system text
+  (leading ones first), user content (a string or ``text`` / ``image_url`` / ``file``
+  parts), assistant text plus ``tool_calls`` (``{"id", "type": "function", "function":
+  {"name", "arguments"}}``, ids byte for byte), ``tool`` results (``tool_call_id``,
+  text content), each result directly after the assistant turn that called it;
+- ``tools`` (``{"type": "function", "function": {name, description?, parameters?}}``),
+  ``tool_choice`` (``auto`` / ``none`` / ``required`` / ``{"type": "function", ...}``),
+  ``parallel_tool_calls``;
+- options: ``max_completion_tokens``, ``temperature``, ``top_p``, ``stop`` (a list),
+  ``stream``.
+
+A decoder (``translate/<protocol>/request.py``) validates the client's body, writes the
+neutral one and records, in the client's own JSON paths, what it left behind (``dropped``),
+what it converted and its warnings; ``origin`` maps each neutral part's path (``messages[3]``,
+``messages[3].tool_calls[0]``, ``tools[1]``, ``max_completion_tokens`` ...) to the client's
+path it came from, so an encoder's own drops and refusals are recorded in the client's paths
+too (``client_path``). An encoder writes the target's body from the neutral one, applying
+the endpoint's options, and records what the target cannot carry.
+
+Why Chat-shaped and not a tree of new classes: it keeps the field tables proven by the
+existing tests, Chat and Responses are near-isomorphic, and everything Anthropic has beyond
+it (thinking, cache_control, server tools...) can go to no other protocol anyway. The cost:
+a part both ends could carry but Chat cannot (an image inside a tool result, Anthropic ->
+Responses) is dropped and recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_PATH_HEAD = re.compile(r"^[A-Za-z_][\w.\[\]]*")
+
+
+@dataclass
+class RequestTranslation:
+    """A translated request: the target's body and the report of what happened to the input."""
+
+    body: dict  # the translated request body
+    dropped: list[str] = field(default_factory=list)  # JSON paths (of the input) left behind
+    plumbing: list[str] = field(default_factory=list)  # paths (of the output) added as plumbing
+    converted: list[str] = field(default_factory=list)  # values converted or capped, with why
+    warnings: list[str] = field(default_factory=list)
+    # False only when a streaming Chat client did not ask stream_options.include_usage
+    # (the reply encoder then sends no usage chunk); non-streamed replies always carry usage.
+    client_wants_usage: bool = True
+
+
+@dataclass
+class Conversation(RequestTranslation):
+    """A decoded request: ``body`` is the neutral request (see the module docstring)."""
+
+    origin: dict[str, str] = field(default_factory=dict)  # neutral path -> client path
+    _sources: dict[int, tuple[dict, str]] = field(default_factory=dict, repr=False, compare=False)
+
+    def source(self, part: dict, path: str) -> dict:
+        """Remember the client path of a neutral part while decoding; ``finish_origin``
+        turns these into ``origin`` paths once the neutral body is complete."""
+        self._sources[id(part)] = (part, path)
+        return part
+
+    def source_path(self, part: dict) -> str | None:
+        got = self._sources.get(id(part))
+        return got[1] if got is not None and got[0] is part else None
+
+    def finish_origin(self) -> None:
+        src = self._sources
+
+        def path_of(part: dict) -> str | None:
+            got = src.get(id(part))
+            return got[1] if got is not None and got[0] is part else None
+
+        for i, m in enumerate(self.body.get("messages") or ()):
+            if (p := path_of(m)) is not None:
+                self.origin[f"messages[{i}]"] = p
+            for k, tc in enumerate(m.get("tool_calls") or ()):
+                if (p := path_of(tc)) is not None:
+                    self.origin[f"messages[{i}].tool_calls[{k}]"] = p
+        for i, t in enumerate(self.body.get("tools") or ()):
+            if (p := path_of(t)) is not None:
+                self.origin[f"tools[{i}]"] = p
+        self._sources = {}
+
+    def client_path(self, path: str) -> str:
+        """The client's JSON path for a neutral one: the longest recorded prefix replaced
+        (identity when the client's protocol is the neutral vocabulary itself)."""
+        best = ""
+        for p in self.origin:
+            if len(p) > len(best) and (path == p or path.startswith(p + ".") or path.startswith(p + "[")):
+                best = p
+        return self.origin[best] + path[len(best):] if best else path
+
+    def client_message(self, message: str) -> str:
+        """An encoder's message ``"<neutral path>: why"`` (or ``"<path> -> ..."``) in the client's path."""
+        m = _PATH_HEAD.match(message)
+        if m and message[m.end():m.end() + 1] in (":", " "):
+            return self.client_path(m.group(0)) + message[m.end():]
+        return message

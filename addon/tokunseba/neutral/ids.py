@@ -1,0 +1,22 @@
+"""Identifiers minted as protocol plumbing, deterministically (design.md rule 2).
+
+A tool id or message id the client's protocol requires and the upstream did not send is
+minted from what the upstream did send; the codec that mints one records it
+(``id_synthesized: <path>``). Ids that were sent are never touched.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def safe(text: str | None) -> str:
+    """``text`` reduced to ``[A-Za-z0-9_-]`` (``tk`` when absent), for minted ids."""
+    return UNSAFE_ID.sub("_", text or "tk")
+
+
+def synth_tool_id(message_id: str | None, n: int) -> str:
+    """The tool id of call ``n`` of a reply whose upstream sent none."""
+    return f"call_{safe(message_id)}_{n}"

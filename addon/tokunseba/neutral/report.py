@@ -1,0 +1,32 @@
+"""What a translation reports besides its output: drops, plumbing, conversions, warnings.
+
+Every codec records here, in the client's own JSON paths (design.md rule 1):
+- ``dropped``: input left behind (never faked);
+- ``plumbing``: output added only to carry what the client asked for;
+- ``warnings``: lossy but legal choices (a stop reason taken as another, an id minted...).
+A stream translator's ``StreamReport`` also carries what the ledger needs after close().
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .usage import Usage
+
+
+def note_once(items: list[str], item: str) -> None:
+    """Record a drop or warning once (reports list each kind once, not per event)."""
+    if item not in items:
+        items.append(item)
+
+
+@dataclass
+class StreamReport:
+    """What a stream translator (or a whole-reply translation) exposes for the ledger."""
+
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    dropped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    completed: bool = False

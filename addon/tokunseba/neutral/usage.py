@@ -1,0 +1,205 @@
+"""Usage exactly as reported, and its conversion between protocols (protocols.md E.4).
+
+Part of the neutral model: every codec reads and writes usage through it.
+
+A ``Usage`` holds the upstream's own usage object untouched plus the protocol that
+reported it. Conversions copy numbers and re-base only where definitions differ:
+OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not;
+Gemini ``promptTokenCount`` includes ``cachedContentTokenCount`` and ``candidatesTokenCount``
+excludes ``thoughtsTokenCount`` (billed as output), ``toolUsePromptTokenCount`` is input
+outside ``promptTokenCount`` (gemini.md 5.5).
+A field the upstream did not report stays absent: never zero-filled, never estimated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ANTHROPIC = "anthropic"
+OPENAI = "openai"  # Chat Completions semantics (Responses shares them)
+GEMINI = "gemini"  # usageMetadata semantics
+
+
+def _sum(*vals: int | None) -> int | None:
+    """The sum of the reported numbers; None when the first (the base) was not reported."""
+    if vals[0] is None:
+        return None
+    return sum(v or 0 for v in vals)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _first(*values: Any) -> int | None:
+    """The first integer among ``values`` (a field reported under one of several names)."""
+    return next((v for v in map(_int, values) if v is not None), None)
+
+
+def _obj(r: dict, key: str) -> dict:
+    v = r.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+@dataclass(frozen=True)
+class Usage:
+    protocol: str  # "anthropic", "openai" or "gemini"
+    reported: dict  # the upstream's usage object, as it came
+
+    # ---- the numbers as the upstream named and counted them (for the ledger) ----
+    def fields(self) -> dict[str, int | None]:
+        """input / output / cache read / cache write / reasoning, in the upstream's own
+        counting (OpenAI input includes cached tokens; Anthropic input does not)."""
+        r = self.reported
+        if self.protocol == GEMINI:
+            return {
+                "input": _int(r.get("promptTokenCount")),  # includes the cached tokens
+                "output": _int(r.get("candidatesTokenCount")),  # excludes the thoughts
+                "cache_read": _int(r.get("cachedContentTokenCount")),
+                "cache_write": None,
+                "reasoning": _int(r.get("thoughtsTokenCount")),
+            }
+        if self.protocol == ANTHROPIC:
+            otd = r.get("output_tokens_details") if isinstance(r.get("output_tokens_details"), dict) else {}
+            return {
+                "input": _int(r.get("input_tokens")),
+                "output": _int(r.get("output_tokens")),
+                "cache_read": _int(r.get("cache_read_input_tokens")),
+                "cache_write": _int(r.get("cache_creation_input_tokens")),
+                "reasoning": _int(otd.get("thinking_tokens")),
+            }
+        ptd, ctd = _obj(r, "prompt_tokens_details"), _obj(r, "completion_tokens_details")
+        # Responses API names (input_tokens/output_tokens, *_details) share Chat semantics;
+        # OpenAI-compatible servers for Anthropic-backed models (LiteLLM...) also report the cache
+        # under Anthropic's names at the top, counted inside prompt_tokens as OpenAI counts
+        itd, otd = _obj(r, "input_tokens_details"), _obj(r, "output_tokens_details")
+        inp = _first(r.get("prompt_tokens"), r.get("input_tokens"))
+        out = _first(r.get("completion_tokens"), r.get("output_tokens"))
+        cr = _first(ptd.get("cached_tokens"), itd.get("cached_tokens"), r.get("cache_read_input_tokens"))
+        cw = _first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"), r.get("cache_creation_input_tokens"))
+        rs = _first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens"))
+        return {"input": inp, "output": out, "cache_read": cr, "cache_write": cw, "reasoning": rs}
+
+    # ---- conversions ----
+    def to_anthropic(self) -> dict:
+        """The Anthropic usage object a client sees (only reported fields)."""
+        if self.protocol == ANTHROPIC:
+            return dict(self.reported)
+        if self.protocol == GEMINI:
+            return self._gemini_to_anthropic()
+        f = self.fields()
+        out: dict[str, Any] = {}
+        if f["input"] is not None:
+            uncached = f["input"] - (f["cache_read"] or 0) - (f["cache_write"] or 0)
+            out["input_tokens"] = max(uncached, 0)
+        if f["cache_write"] is not None:
+            out["cache_creation_input_tokens"] = f["cache_write"]
+        if f["cache_read"] is not None:
+            out["cache_read_input_tokens"] = f["cache_read"]
+        if f["output"] is not None:
+            out["output_tokens"] = f["output"]
+        if f["reasoning"] is not None:
+            out["output_tokens_details"] = {"thinking_tokens": f["reasoning"]}
+        return out
+
+    def to_openai(self) -> dict:
+        """The Chat Completions usage object a client sees (only reported fields): an OpenAI
+        upstream's own object as it came; a Responses one renamed (same definitions); an
+        Anthropic one re-based (its input excludes cached tokens)."""
+        r = self.reported
+        if self.protocol == OPENAI and ("prompt_tokens" in r or "completion_tokens" in r
+                                        or not ("input_tokens" in r or "output_tokens" in r)):
+            return dict(r)
+        if self.protocol == GEMINI:
+            return self._gemini_to_openai()
+        f = self.fields()
+        out: dict[str, Any] = {}
+        if f["input"] is not None:
+            cached = 0 if self.protocol == OPENAI else (f["cache_read"] or 0) + (f["cache_write"] or 0)
+            out["prompt_tokens"] = f["input"] + cached
+        if f["output"] is not None:
+            out["completion_tokens"] = f["output"]
+        if self.protocol == OPENAI and _int(r.get("total_tokens")) is not None:
+            out["total_tokens"] = r["total_tokens"]  # as reported
+        elif "prompt_tokens" in out and "completion_tokens" in out:
+            out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]  # arithmetic
+        ptd: dict[str, int] = {}
+        if f["cache_read"] is not None:
+            ptd["cached_tokens"] = f["cache_read"]
+        if f["cache_write"] is not None:
+            ptd["cache_write_tokens"] = f["cache_write"]
+        if ptd:
+            out["prompt_tokens_details"] = ptd
+        if f["reasoning"] is not None:
+            out["completion_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
+        return out
+
+    def to_gemini(self) -> dict:
+        """The Gemini usageMetadata a client sees (only reported fields; gemini.md 5.5):
+        promptTokenCount includes cached (and Anthropic's cache writes), the reasoning part of
+        the output goes to thoughtsTokenCount, totalTokenCount is the reported total or the
+        arithmetic sum of what was reported."""
+        if self.protocol == GEMINI:
+            return dict(self.reported)
+        f = self.fields()
+        out: dict[str, Any] = {}
+        prompt = f["input"]
+        if prompt is not None and self.protocol == ANTHROPIC:
+            prompt += (f["cache_read"] or 0) + (f["cache_write"] or 0)
+        if prompt is not None:
+            out["promptTokenCount"] = prompt
+        if f["output"] is not None:
+            out["candidatesTokenCount"] = f["output"] - (f["reasoning"] or 0)
+        if f["cache_read"] is not None:
+            out["cachedContentTokenCount"] = f["cache_read"]
+        if f["reasoning"] is not None:
+            out["thoughtsTokenCount"] = f["reasoning"]
+        total = _int(self.reported.get("total_tokens")) if self.protocol == OPENAI else None
+        if total is None and prompt is not None and f["output"] is not None:
+            total = prompt + f["output"]  # arithmetic on reported numbers
+        if total is not None:
+            out["totalTokenCount"] = total
+        return out
+
+    def _gemini_to_anthropic(self) -> dict:
+        r = self.reported
+        prompt, cached = _int(r.get("promptTokenCount")), _int(r.get("cachedContentTokenCount"))
+        tool, thoughts = _int(r.get("toolUsePromptTokenCount")), _int(r.get("thoughtsTokenCount"))
+        out: dict[str, Any] = {}
+        if prompt is not None:
+            out["input_tokens"] = max(prompt - (cached or 0), 0) + (tool or 0)
+        if cached is not None:
+            out["cache_read_input_tokens"] = cached
+        output = _sum(_int(r.get("candidatesTokenCount")), thoughts)
+        if output is not None:
+            out["output_tokens"] = output
+        return out
+
+    def _gemini_to_openai(self) -> dict:
+        r = self.reported
+        cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
+        out: dict[str, Any] = {}
+        prompt = _sum(_int(r.get("promptTokenCount")), _int(r.get("toolUsePromptTokenCount")))
+        if prompt is not None:
+            out["prompt_tokens"] = prompt
+        completion = _sum(_int(r.get("candidatesTokenCount")), thoughts)
+        if completion is not None:
+            out["completion_tokens"] = completion
+        total = _int(r.get("totalTokenCount"))
+        if total is not None:
+            out["total_tokens"] = total
+        if cached is not None:
+            out["prompt_tokens_details"] = {"cached_tokens": cached}
+        if thoughts is not None:
+            out["completion_tokens_details"] = {"reasoning_tokens": thoughts}
+        return out
+
+    def merged(self, newer: dict) -> "Usage":
+        """Anthropic's message_delta usage is cumulative: a non-null field overwrites the
+        running value, it is never added (pitfalls.md 15)."""
+        d = dict(self.reported)
+        for k, v in newer.items():
+            if v is not None:
+                d[k] = v
+        return Usage(self.protocol, d)

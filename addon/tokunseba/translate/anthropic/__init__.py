@@ -1,0 +1,20 @@
+"""The Anthropic Messages codec: request.py (decode + encode), reply.py, stream.py."""
+
+from __future__ import annotations
+
+from ...protocols import anthropic as pa
+from ..codec import Codec
+from . import reply, request
+from .stream import AnthropicDecoder, AnthropicEncoder
+
+CODEC = Codec(
+    protocol=pa.PROTOCOL,
+    decode_request=request.decode,
+    encode_request=request.encode,
+    decode_reply=reply.decode,
+    encode_reply=reply.encode,
+    stream_decoder=AnthropicDecoder,
+    stream_encoder=lambda report, include_usage, created: AnthropicEncoder(report, created=created),
+    encode_error=pa.error_reply,
+    stop_field="stop_sequences",
+)

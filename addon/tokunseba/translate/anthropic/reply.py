@@ -1,0 +1,108 @@
+"""Whole Anthropic Messages replies: the decoder (a ``message`` body -> neutral events) and
+the encoder (a neutral ``Message`` -> a ``message`` body) (protocols.md A.2, E.2-E.4).
+
+The decoder yields the events the stream decoder yields for the same reply. The encoder
+writes text and tool_use blocks (a tool call's argument string parsed into ``input``; ""
+means no arguments), keeps ids byte for byte (an id Anthropic would reject is a 502, never
+rewritten), drops and records unsigned thinking and blocks it cannot carry, and sends usage
+converted only where definitions differ (``{}`` when nothing was reported, never zeros). A
+reply without an id gets one minted (``msg_tk_<created>``), recorded as
+``id_synthesized: id``: the Anthropic schema requires a string.
+"""
+
+from __future__ import annotations
+
+from ... import jsonc
+from ...errors import UntranslatableReply
+from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
+from ...neutral.message import Message
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import ANTHROPIC, Usage
+from ...protocols import anthropic as pa
+from ..codec import parse_reply
+from .stream import BLOCK_KINDS, mint_message_id
+
+TOP_DROPPED = ("stop_details", "container")  # recorded when non-null
+
+
+def decode(body: bytes, report: StreamReport) -> list[Event]:
+    doc = parse_reply(body, "Anthropic")
+    if doc.get("type") == "error":
+        raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc.get('error'))}")
+    blocks = doc.get("content")
+    if not isinstance(blocks, list):
+        raise UntranslatableReply(502, "the upstream's Anthropic reply has no content list")
+    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
+    for n, b in enumerate(blocks):
+        b = b if isinstance(b, dict) else {}
+        kind = BLOCK_KINDS.get(b.get("type"), "other")
+        if kind == "text":
+            events.append(BlockStart(n, "text"))
+            text = b.get("text")
+            if b.get("citations"):
+                note_once(report.dropped, "content[].citations")
+        elif kind == "tool_use":
+            events.append(BlockStart(n, "tool_use", id=b.get("id"), name=b.get("name")))
+            text = jsonc.dumps(b["input"]) if b.get("input") else None
+        elif kind == "thinking":
+            events.append(BlockStart(n, "thinking", signature=b.get("signature") or "", raw=b))
+            text = b.get("thinking")
+        else:
+            events.append(BlockStart(n, kind, id=b.get("id"), name=b.get("name"), raw=b))  # type: ignore[arg-type]
+            text = None
+        if text:
+            events.append(BlockDelta(n, text))
+        events.append(BlockStop(n))
+    for k in TOP_DROPPED:
+        if doc.get(k) is not None:
+            note_once(report.dropped, k)
+    u = doc.get("usage")
+    usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None
+    events.append(MessageStop(doc.get("stop_reason"), doc.get("stop_sequence"), usage))
+    return events
+
+
+def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict:
+    """A tool call's argument string -> Anthropic ``input`` (an object); "" means {}."""
+    if not args:
+        return {}
+    try:
+        value = jsonc.loads(args)
+    except jsonc.JSONDecodeError as e:
+        raise UntranslatableReply(
+            502, f"the upstream's tool call {tc_id!r} ({name}) has arguments that are not valid JSON ({e}); "
+            f"an Anthropic tool_use needs an object input") from None
+    if not isinstance(value, dict):
+        raise UntranslatableReply(
+            502, f"the upstream's tool call {tc_id!r} ({name}) has arguments that are not a JSON object; "
+            f"an Anthropic tool_use needs an object input")
+    return value
+
+
+def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+    content: list[dict] = []
+    for b in msg.blocks:
+        if b.kind == "text":
+            if b.text:
+                content.append({"type": "text", "text": b.text})
+        elif b.kind == "tool_use":
+            problem = pa.tool_id_problem(b.id)
+            if problem:
+                raise UntranslatableReply(502, problem)
+            content.append({"type": "tool_use", "id": b.id, "name": b.name or "",
+                            "input": _tool_input(b.id, b.name, b.text)})
+        elif b.kind == "thinking" and b.signature is not None:  # signed: an Anthropic upstream's own
+            content.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
+        else:  # unsigned thinking (pitfalls 17, 18), blocks with no counterpart here
+            raw = b.raw or {}
+            note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
+    stop = msg.stop_reason
+    if stop in ("end_turn", None) and any(c["type"] == "tool_use" for c in content):
+        stop = "tool_use"  # derived from what is there (pitfalls 7)
+    client_usage = msg.usage.to_anthropic() if msg.usage else None
+    mid = msg.id or mint_message_id(created, report)
+    out = {"id": mid, "type": "message", "role": "assistant", "model": msg.model, "content": content,
+           "stop_reason": stop, "stop_sequence": msg.stop_sequence, "usage": client_usage or {}}
+    report.stop_reason, report.completed = stop, True
+    return jsonc.dumpb(out), client_usage
+

@@ -1,0 +1,744 @@
+"""Anthropic Messages requests: the decoder (Anthropic -> neutral) and the encoder (neutral
+-> Anthropic) (protocols.md A.1-A.5, E.1, E.2).
+
+Sans-IO: dict in, ``Conversation`` / ``RequestTranslation`` out. Every top-level field
+decision lives in one table per direction, ``DECODE_FIELDS`` and ``ENCODE_FIELDS`` (field ->
+(action, handler-or-target, note), action in mapped / converted / dropped); content blocks,
+message roles and content parts have their own tables below. Rules kept throughout
+(design.md §2):
+
+- drop, never invent: whatever cannot travel is left behind and its JSON path recorded; the
+  only additions are protocol plumbing, recorded in ``plumbing``;
+- tool-call ids travel byte for byte; an id Anthropic would reject refuses the turn;
+- bad input raises ``TranslationError(400, "<json path>: ...")`` and nothing else, before
+  any body exists (never a half-translated body); the input is never mutated.
+
+Decoder flag: the Claude Code billing-header system block (it changes on every request and
+would defeat a local server's prefix cache: pitfalls 25, clients.md §2.3) is dropped and
+recorded. Encoder checks: tool ids Anthropic rejects refuse the turn; temperature above 1 is
+dropped (never clamped); ``max_tokens`` is required (the endpoint's default as plumbing).
+
+The translated body is a new dict, but it may share unchanged leaves of the input by
+reference (tool schemas): treat both as read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ... import jsonc
+from ...errors import Refused
+from ...neutral.conversation import Conversation, RequestTranslation
+from ...protocols.anthropic import TOOL_ID_RE
+from .. import fieldtable as ft
+
+BILLING_PREFIX = "x-anthropic-billing-header:"
+JOIN = ft.JOIN
+DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a document, never as an image
+
+
+def _anthropic_id(v: Any, path: str) -> str:
+    """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (design.md rule 2)."""
+    ft.string(v, path)
+    if not TOOL_ID_RE.fullmatch(v):
+        raise Refused(
+            400,
+            f"{path}: tool call id {ft.show(v)} does not match ^[a-zA-Z0-9_-]+$, which Anthropic requires; "
+            "ids are never rewritten, so this turn cannot go to an Anthropic endpoint")
+    return v
+
+
+
+# ---------------------------------------------------------------------------------------
+# decode: Anthropic -> neutral
+# ---------------------------------------------------------------------------------------
+
+_TEXT_KEYS = frozenset({"type", "text"})
+_SOURCE_KEYS = {  # keys of each Anthropic source type
+    "base64": frozenset({"type", "media_type", "data"}),
+    "url": frozenset({"type", "url"}),
+    "text": frozenset({"type", "media_type", "data"}),
+    "content": frozenset({"type", "content"}),
+}
+
+
+def _a2c_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = False) -> str:
+    """A system string or text-block list as one string (blocks joined); with ``billing``
+    the Claude Code billing-header block is dropped and recorded."""
+    if isinstance(value, str):
+        return value
+    texts = []
+    for i, b in enumerate(ft.arr(value, path)):
+        bp = f"{path}[{i}]"
+        ft.obj(b, bp)
+        ft.choice(b.get("type"), ("text",), f"{bp}.type", "block type")
+        text = ft.req(b, "text", bp, ft.string)
+        if billing and text.startswith(BILLING_PREFIX):
+            rt.dropped.append(bp)
+            continue
+        ft.extras(rt, b, _TEXT_KEYS, bp)
+        texts.append(text)
+    return JOIN.join(texts)
+
+
+def _a2c_system(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    n_dropped = len(rt.dropped)
+    text = _a2c_text_of(rt, value, "system", billing=True)
+    if text:
+        out["messages"] = [rt.source({"role": "system", "content": text}, "system")]
+    elif len(rt.dropped) == n_dropped:  # empty, and not already explained block by block
+        rt.dropped.append("system")
+
+
+def _a2c_text(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+    parts.append({"type": "text", "text": ft.req(b, "text", bp, ft.string)})
+    ft.extras(rt, b, _TEXT_KEYS, bp)
+
+
+def _source(b: dict, bp: str) -> tuple[dict, str, Any]:
+    src = ft.req(b, "source", bp, ft.obj)
+    return src, f"{bp}.source", src.get("type")
+
+
+def _a2c_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+    src, sp, stype = _source(b, bp)
+    kind = ft.choice(stype, ("base64", "url", "file"), f"{sp}.type", "image source type")
+    if kind == "file":  # a file_id has no Chat counterpart
+        rt.dropped.append(bp)
+        return
+    if kind == "base64":
+        url = f"data:{ft.req(src, 'media_type', sp, ft.string)};base64,{ft.req(src, 'data', sp, ft.string)}"
+    else:
+        url = ft.req(src, "url", sp, ft.string)
+    ft.extras(rt, b, frozenset({"type", "source"}), bp)
+    ft.extras(rt, src, _SOURCE_KEYS[kind], sp)
+    parts.append({"type": "image_url", "image_url": {"url": url}})
+
+
+def _a2c_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+    src, sp, stype = _source(b, bp)
+    ft.choice(stype, ("base64", "text", "content", "url", "file"), f"{sp}.type", "document source type")
+    title = ft.opt(b, "title", bp, ft.string)
+    known = frozenset({"type", "source"})  # a text part has no title
+    if stype in ("url", "file"):  # Chat takes PDFs only inline (no URL form, no file ids here)
+        rt.dropped.append(bp)
+        return
+    if stype == "base64":
+        file = {"file_data": f"data:{ft.req(src, 'media_type', sp, ft.string)};base64,{ft.req(src, 'data', sp, ft.string)}"}
+        if title is not None:  # the only filename is the client's own title: never a made-up one
+            file["filename"] = title
+        part: dict = {"type": "file", "file": file}
+        known |= {"title"}
+    elif stype == "text":
+        part = {"type": "text", "text": ft.req(src, "data", sp, ft.string)}
+    else:  # "content": a string, or text/image blocks
+        content, cp = ft.req(src, "content", sp, ft.anything), f"{sp}.content"
+        if not isinstance(content, str):
+            kinds = [ft.choice(ft.obj(x, f"{cp}[{k}]").get("type"), ("text", "image"), f"{cp}[{k}].type", "block type")
+                     for k, x in enumerate(ft.arr(content, cp))]
+            if "image" in kinds:  # no text-part form for it
+                rt.dropped.append(bp)
+                return
+            content = _a2c_text_of(rt, content, cp)
+        part = {"type": "text", "text": content}
+    ft.extras(rt, b, known, bp)
+    ft.extras(rt, src, _SOURCE_KEYS[stype], sp)
+    parts.append(part)
+
+
+_TOOL_RESULT_PARTS = {"text": True, "image": False, "document": False, "search_result": False}
+
+
+def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs: list) -> None:
+    tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # pitfalls 10: no id, no tool message
+    content, cp = b.get("content"), f"{bp}.content"
+    if content is None or isinstance(content, str):
+        text = content or ""
+    else:  # Chat tool messages are text only: images and documents are left behind
+        texts = []
+        for k, x in enumerate(ft.arr(content, cp)):
+            xp = f"{cp}[{k}]"
+            if ft.pick(_TOOL_RESULT_PARTS, ft.obj(x, xp).get("type"), f"{xp}.type", "tool_result block type"):
+                texts.append(ft.req(x, "text", xp, ft.string))
+                ft.extras(rt, x, _TEXT_KEYS, xp)
+            else:
+                rt.dropped.append(xp)
+        text = JOIN.join(texts)
+    ft.extras(rt, b, frozenset({"type", "tool_use_id", "content"}), bp)  # is_error, cache_control
+    tool_msgs.append(rt.source({"role": "tool", "tool_call_id": tool_id, "content": text}, bp))
+
+
+def _a2c_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) -> None:
+    tool_input = ft.req(b, "input", bp, ft.obj)
+    try:
+        arguments = jsonc.dumps(tool_input)
+    except (TypeError, ValueError) as e:
+        raise ft.bad(f"{bp}.input", f"cannot be serialised as JSON ({e})") from None
+    calls.append(rt.source({
+        "id": ft.req(b, "id", bp, ft.string),
+        "type": "function",
+        "function": {"name": ft.req(b, "name", bp, ft.string), "arguments": arguments},
+    }, bp))
+    ft.extras(rt, b, frozenset({"type", "id", "name", "input"}), bp)
+
+
+def _drop_block(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+    rt.dropped.append(bp)
+
+
+BlockHandler = Callable[[RequestTranslation, dict, str, list, list], None]
+
+# Anthropic content blocks by role. Thinking never leaves for a non-Anthropic endpoint
+# (its signature is bound to the model that made it); server-tool blocks have no Chat form.
+A2C_USER_BLOCKS: dict[str, BlockHandler] = {
+    "text": _a2c_text,
+    "image": _a2c_image,
+    "document": _a2c_document,
+    "tool_result": _a2c_tool_result,
+    "search_result": _drop_block,
+    "thinking": _drop_block,
+    "redacted_thinking": _drop_block,
+}
+A2C_ASSISTANT_BLOCKS: dict[str, BlockHandler] = {
+    "text": _a2c_text,
+    "tool_use": _a2c_tool_use,
+    "thinking": _drop_block,
+    "redacted_thinking": _drop_block,
+    "server_tool_use": _drop_block,
+    "mcp_tool_use": _drop_block,
+    "mcp_tool_result": _drop_block,
+    "container_upload": _drop_block,
+    "web_search_tool_result": _drop_block,
+    "web_fetch_tool_result": _drop_block,
+    "code_execution_tool_result": _drop_block,
+    "bash_code_execution_tool_result": _drop_block,
+    "text_editor_code_execution_tool_result": _drop_block,
+    "tool_search_tool_result": _drop_block,
+}
+SERVER_BLOCK_SUFFIXES = ("_tool_use", "_tool_result")  # server-tool block types not listed above
+
+
+def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
+    parts: list = []
+    extra: list = []
+    for j, b in enumerate(ft.arr(content, f"{p}.content")):
+        bp = f"{p}.content[{j}]"
+        btype = ft.obj(b, bp).get("type")
+        if table is A2C_ASSISTANT_BLOCKS and isinstance(btype, str) and btype.endswith(SERVER_BLOCK_SUFFIXES):
+            handler: BlockHandler = table.get(btype, _drop_block)  # newer server-tool blocks: dropped too
+        else:
+            handler = ft.pick(table, btype, f"{bp}.type", "content block type")
+        handler(rt, b, bp, parts, extra)
+    return parts, extra
+
+
+def _a2c_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+    if isinstance(content, str):
+        msgs.append(rt.source({"role": "user", "content": content}, p))
+        return
+    parts, tool_msgs = _a2c_blocks(rt, content, p, A2C_USER_BLOCKS)
+    msgs.extend(tool_msgs)  # tool messages first: they must follow the assistant's tool_calls
+    if parts:
+        texts = [x["text"] for x in parts if x["type"] == "text"]
+        msgs.append(rt.source({"role": "user", "content": JOIN.join(texts) if len(texts) == len(parts) else parts}, p))
+    elif not tool_msgs:
+        rt.dropped.append(p)  # nothing of this message can travel
+
+
+def _a2c_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+    if isinstance(content, str):
+        msgs.append(rt.source({"role": "assistant", "content": content}, p))
+        return
+    parts, calls = _a2c_blocks(rt, content, p, A2C_ASSISTANT_BLOCKS)
+    # "" rather than null when there is no text: llama_cpp.server answers null with a 500
+    msg: dict = {"role": "assistant", "content": JOIN.join(x["text"] for x in parts)}
+    if calls:
+        msg["tool_calls"] = calls
+    msgs.append(rt.source(msg, p))
+
+
+def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+    text = _a2c_text_of(rt, content, f"{p}.content")
+    if not text:
+        rt.dropped.append(p)
+        return
+    msgs.append(rt.source({"role": "system", "content": text}, p))
+    rt.warnings.append(f"{p}: system message kept in place; strict chat templates reject a system message after the first")
+
+
+A2C_ROLES = {"user": _a2c_user, "assistant": _a2c_assistant, "system": _a2c_system_message}
+
+
+def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    msgs = out.setdefault("messages", [])
+    for i, m in enumerate(ft.arr(value, "messages")):
+        p = f"messages[{i}]"
+        ft.obj(m, p)
+        handler = ft.pick(A2C_ROLES, m.get("role"), f"{p}.role", "role")
+        content = m.get("content")
+        if content is None:
+            raise ft.bad(f"{p}.content", "required")
+        ft.extras(rt, m, frozenset({"role", "content"}), p)
+        handler(rt, content, p, msgs, o)
+
+
+_A2C_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
+
+
+def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    tools = []
+    for i, t in enumerate(ft.arr(value, "tools")):
+        tp = f"tools[{i}]"
+        ttype = ft.obj(t, tp).get("type")
+        if ttype not in (None, "custom"):  # server tools (web_search_20250305, bash_...)
+            ft.string(ttype, f"{tp}.type")
+            rt.dropped.append(tp)
+            continue
+        fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
+        if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
+            fn["description"] = desc
+        fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
+        ft.extras(rt, t, _A2C_TOOL_KEYS, tp)  # cache_control, strict, defer_loading, ...
+        tools.append(rt.source({"type": "function", "function": fn}, tp))
+    if tools:
+        out["tools"] = tools
+    elif not value:
+        rt.dropped.append("tools")  # an empty list: OpenAI rejects tools: []
+
+
+# Anthropic tool_choice.type -> Chat tool_choice (None: the named form)
+A2C_TOOL_CHOICE: dict[str, str | None] = {"auto": "auto", "any": "required", "none": "none", "tool": None}
+
+
+def _a2c_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    ft.obj(value, key)
+    ttype = value.get("type")
+    choice: Any = ft.pick(A2C_TOOL_CHOICE, ttype, "tool_choice.type", "tool_choice type")
+    known = {"type", "disable_parallel_tool_use"}
+    if choice is None:
+        choice = {"type": "function", "function": {"name": ft.req(value, "name", key, ft.string)}}
+        known.add("name")
+    disable = ft.opt(value, "disable_parallel_tool_use", key, ft.boolean)
+    if "tools" not in out:  # Chat rejects tool_choice (and parallel_tool_calls) without tools
+        rt.dropped.append(key)
+        return
+    ft.extras(rt, value, frozenset(known), key)
+    out["tool_choice"] = choice
+    if disable is not None:
+        out["parallel_tool_calls"] = not disable
+
+
+def _a2c_max_tokens(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    out["max_completion_tokens"] = ft.integer(value, key)
+    rt.origin["max_completion_tokens"] = key
+
+
+def _a2c_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    seqs = ft.arr(value, key)
+    for i, s in enumerate(seqs):
+        ft.string(s, f"{key}[{i}]")
+    if not seqs:
+        rt.dropped.append(key)
+        return
+    out["stop"] = seqs
+    rt.origin["stop"] = key
+
+
+DECODE_FIELDS: ft.FieldTable = {
+    "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
+    "system": ("converted", _a2c_system, "one leading system/developer message; blocks joined; billing-header block dropped"),
+    "messages": ("converted", _a2c_messages, "content blocks -> Chat messages (E.2)"),
+    "tools": ("converted", _a2c_tools, "custom tools -> functions; server tools dropped"),
+    "tool_choice": ("converted", _a2c_tool_choice, "auto/any/none/tool -> auto/required/none/function; disable_parallel_tool_use -> parallel_tool_calls"),
+    "max_tokens": ("converted", _a2c_max_tokens, "-> max_completion_tokens"),
+    "temperature": ("mapped", "temperature", "Anthropic's 0-1 fits Chat's 0-2"),
+    "top_p": ("mapped", "top_p", "exact"),
+    "stop_sequences": ("converted", _a2c_stop, "-> stop"),
+    "stream": ("mapped", "stream", "exact"),
+    "top_k": ("dropped", None, "no Chat counterpart"),
+    "thinking": ("dropped", None, "no faithful Chat counterpart"),
+    "metadata": ("dropped", ft.drop_keys, "user_id is opaque to Chat"),
+    "service_tier": ("dropped", None, "Anthropic-only"),
+    "context_management": ("dropped", None, "Anthropic beta"),
+    "output_config": ("dropped", None, "effort/format have no exact Chat counterpart"),
+    "container": ("dropped", None, "Anthropic-only"),
+    "cache_control": ("dropped", None, "prompt caching is Anthropic's"),
+    "inference_geo": ("dropped", None, "Anthropic-only"),
+    "speed": ("dropped", None, "Anthropic-only"),
+    "diagnostics": ("dropped", None, "Anthropic-only"),
+    "mcp_servers": ("dropped", None, "Anthropic beta"),
+}
+
+def decode(body: dict) -> Conversation:
+    """An Anthropic Messages request body as a neutral conversation."""
+    ft.check_body(body, "Anthropic")
+    conv = Conversation(body={})
+    conv.body = ft.run(DECODE_FIELDS, ft.CHECKS, body, conv, ft.Options())
+    conv.finish_origin()
+    return conv
+
+
+# ---------------------------------------------------------------------------------------
+# encode: neutral -> Anthropic (the neutral vocabulary is Chat's: a Chat client's body is
+# encoded as it came, so every Chat field has its row)
+# ---------------------------------------------------------------------------------------
+
+def _c2a_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
+    """The non-empty texts of a string or text-part content (empty parts dropped, recorded)."""
+    if isinstance(content, str):
+        return [content] if content else []
+    texts = []
+    for k, x in enumerate(ft.arr(content, path)):
+        xp = f"{path}[{k}]"
+        ft.choice(ft.obj(x, xp).get("type"), ("text",), f"{xp}.type", "content part type")
+        text = ft.req(x, "text", xp, ft.string)
+        ft.extras(rt, x, _TEXT_KEYS, xp)
+        if text:
+            texts.append(text)
+        else:
+            rt.dropped.append(xp)
+    return texts
+
+
+def _c2a_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+    text = ft.req(x, "text", xp, ft.string)
+    ft.extras(rt, x, _TEXT_KEYS, xp)
+    if not text:  # Anthropic rejects empty text blocks
+        rt.dropped.append(xp)
+        return None
+    return {"type": "text", "text": text}
+
+
+def _c2a_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
+    ip = f"{xp}.image_url"
+    image = ft.req(x, "image_url", xp, ft.obj)
+    url = ft.req(image, "url", ip, ft.string)
+    block_type = "image"
+    if url.startswith("data:"):
+        media_type, data = ft.data_url(url, f"{ip}.url")
+        source = {"type": "base64", "media_type": media_type, "data": data}
+        if media_type in DOCUMENT_MEDIA_TYPES:  # a PDF sent as an "image": Anthropic reads it as a document
+            block_type = "document"
+            rt.converted.append(f"{xp} -> document ({media_type} is no image)")
+    else:
+        source = {"type": "url", "url": url}
+    ft.extras(rt, x, frozenset({"type", "image_url"}), xp)
+    ft.extras(rt, image, frozenset({"url"}), ip)  # detail
+    return {"type": block_type, "source": source}
+
+
+def _c2a_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+    fp = f"{xp}.file"
+    file = ft.req(x, "file", xp, ft.obj)
+    file_data = ft.opt(file, "file_data", fp, ft.string)
+    title = ft.opt(file, "filename", fp, ft.string)
+    ft.extras(rt, x, frozenset({"type", "file"}), xp)
+    if file_data is None:  # a file_id only: nothing Anthropic can read
+        rt.dropped.append(xp)
+        return None
+    media_type, data = ft.data_url(file_data, f"{fp}.file_data")
+    doc: dict = {"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    if title is not None:
+        doc["title"] = title
+    ft.extras(rt, file, frozenset({"file_data", "filename"}), fp)
+    return doc
+
+
+def _drop_part(rt: RequestTranslation, x: dict, xp: str) -> None:
+    rt.dropped.append(xp)
+
+
+# Chat user content parts -> Anthropic blocks (None: dropped)
+C2A_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]] = {
+    "text": _c2a_text_part,
+    "image_url": _c2a_image,
+    "file": _c2a_file,
+    "input_audio": _drop_part,
+}
+
+
+def _c2a_tool_call(rt: RequestTranslation, tc: Any, tp: str) -> dict:
+    ft.obj(tc, tp)
+    ft.choice(tc.get("type", "function"), ("function",), f"{tp}.type", "tool call type")
+    tool_id = _anthropic_id(ft.req(tc, "id", tp, ft.string), f"{tp}.id")
+    fp = f"{tp}.function"
+    fn = ft.req(tc, "function", tp, ft.obj)
+    name = ft.req(fn, "name", fp, ft.string)
+    arguments = ft.opt(fn, "arguments", fp, ft.string) or ""
+    try:
+        tool_input = jsonc.loads(arguments) if arguments else {}  # "" means no arguments
+    except jsonc.JSONDecodeError:
+        raise ft.bad(f"{fp}.arguments", f"not valid JSON: {ft.show(arguments)}") from None
+    if not isinstance(tool_input, dict):
+        raise ft.bad(f"{fp}.arguments", f"must encode a JSON object, got {ft.jtype(tool_input)}")
+    ft.extras(rt, tc, frozenset({"id", "type", "function"}), tp)
+    ft.extras(rt, fn, frozenset({"name", "arguments"}), fp)
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+
+@dataclass(slots=True)
+class _Turns:
+    """State of the Chat -> Anthropic message walk."""
+
+    system: list[str] = field(default_factory=list)
+    msgs: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)  # tool_result blocks waiting for a user turn
+    leading: bool = True
+
+    def flush(self) -> None:
+        if self.results:
+            self.msgs.append({"role": "user", "content": self.results})
+            self.results = []
+
+
+def _c2a_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+    text = JOIN.join(_c2a_texts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content"))
+    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    if not text:
+        rt.dropped.append(p)
+    elif st.leading:
+        st.system.append(text)
+    else:
+        st.flush()
+        st.msgs.append({"role": "system", "content": text})
+        rt.warnings.append(f"{p}: system message kept in place (needs an Anthropic API that accepts system messages inside messages)")
+
+
+def _c2a_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+    st.leading = False
+    content = ft.req(m, "content", p, ft.anything)
+    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    if isinstance(content, str):
+        blocks = [{"type": "text", "text": content}] if content else []
+    else:
+        blocks = ft.each_part(rt, content, f"{p}.content", C2A_USER_PARTS)
+    if not blocks:
+        rt.dropped.append(p)  # Anthropic rejects empty messages
+    if st.results:  # a run of tool messages and this user message make ONE user turn
+        st.results.extend(blocks)
+        st.flush()
+    elif blocks:
+        st.msgs.append({"role": "user", "content": content if isinstance(content, str) else blocks})
+
+
+def _c2a_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+    st.leading = False
+    st.flush()
+    content, cp = m.get("content"), f"{p}.content"
+    blocks: list[dict] = []
+    if isinstance(content, str) or content is None:
+        if content:
+            blocks.append({"type": "text", "text": content})
+    else:
+        for k, x in enumerate(ft.arr(content, cp)):
+            xp = f"{cp}[{k}]"
+            kind = ft.choice(ft.obj(x, xp).get("type"), ("text", "refusal"), f"{xp}.type", "content part type")
+            text = ft.req(x, kind, xp, ft.string)
+            ft.extras(rt, x, frozenset({"type", kind}), xp)
+            if not text:
+                rt.dropped.append(xp)
+                continue
+            blocks.append({"type": "text", "text": text})
+            if kind == "refusal":
+                rt.converted.append(f"{xp} -> text block (refusal)")
+    if refusal := ft.opt(m, "refusal", p, ft.string):
+        blocks.append({"type": "text", "text": refusal})
+        rt.converted.append(f"{p}.refusal -> text block")
+    calls = ft.opt(m, "tool_calls", p, ft.arr) or []
+    blocks.extend(_c2a_tool_call(rt, tc, f"{p}.tool_calls[{k}]") for k, tc in enumerate(calls))
+    ft.extras(rt, m, frozenset({"role", "content", "tool_calls", "refusal"}), p)  # name, audio, ...
+    if not blocks:
+        rt.dropped.append(p)  # Anthropic rejects empty messages
+    elif isinstance(content, str) and content and not calls and not refusal:  # plain text stays a string
+        st.msgs.append({"role": "assistant", "content": content})
+    else:
+        st.msgs.append({"role": "assistant", "content": blocks})
+
+
+def _c2a_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+    st.leading = False
+    tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # pitfalls 10
+    content = ft.req(m, "content", p, ft.anything)
+    texts = _c2a_texts(rt, content, f"{p}.content")
+    block: dict = {"type": "tool_result", "tool_use_id": tool_id}
+    if not texts:
+        rt.dropped.append(f"{p}.content")  # empty: Anthropic takes a tool_result without content
+    elif isinstance(content, str):
+        block["content"] = content
+    else:
+        block["content"] = [{"type": "text", "text": t} for t in texts]
+    ft.extras(rt, m, frozenset({"role", "tool_call_id", "content"}), p)
+    st.results.append(block)
+
+
+C2A_ROLES = {"system": _c2a_system, "developer": _c2a_system, "user": _c2a_user, "assistant": _c2a_assistant, "tool": _c2a_tool}
+
+
+def _c2a_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    st = _Turns()
+    for i, m in enumerate(ft.arr(value, key)):
+        p = f"messages[{i}]"
+        ft.pick(C2A_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role")(rt, m, p, st)
+    st.flush()
+    out["messages"] = st.msgs
+    if st.system:
+        out["system"] = JOIN.join(st.system)
+
+
+def _c2a_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    tools = []
+    for i, t in enumerate(ft.arr(value, key)):
+        tp = f"tools[{i}]"
+        ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
+        if ttype == "custom":  # free-form grammar tools have no Anthropic counterpart
+            rt.dropped.append(tp)
+            continue
+        fp = f"{tp}.function"
+        fn = ft.req(t, "function", tp, ft.obj)
+        tool: dict = {"name": ft.req(fn, "name", fp, ft.string)}
+        if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
+            tool["description"] = desc
+        if (params := ft.opt(fn, "parameters", fp, ft.obj)) is not None:
+            tool["input_schema"] = params
+        else:  # Chat: no parameters = no arguments; Anthropic requires a schema saying so
+            tool["input_schema"] = {"type": "object"}
+            rt.plumbing.append(f"tools[{len(tools)}].input_schema")
+        ft.extras(rt, t, frozenset({"type", "function"}), tp)
+        ft.extras(rt, fn, frozenset({"name", "description", "parameters"}), fp)  # strict
+        tools.append(tool)
+    out["tools"] = tools
+
+
+# Chat string tool_choice -> Anthropic tool_choice.type
+C2A_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
+_C2A_TOOL_CHOICE_OBJECTS = {"function": True, "allowed_tools": False, "custom": False}
+
+
+def _c2a_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    if isinstance(value, str):
+        choice = {"type": ft.pick(C2A_TOOL_CHOICE, value, key, "tool_choice")}
+    elif not ft.pick(_C2A_TOOL_CHOICE_OBJECTS, ft.obj(value, key).get("type"), f"{key}.type", "tool_choice type"):
+        rt.dropped.append(key)  # allowed_tools / custom: no Anthropic counterpart
+        rt.warnings.append(f"tool_choice {value['type']!r} has no Anthropic counterpart: dropped")
+        return
+    else:
+        fn = ft.req(value, "function", key, ft.obj)
+        choice = {"type": "tool", "name": ft.req(fn, "name", f"{key}.function", ft.string)}
+        ft.extras(rt, value, frozenset({"type", "function"}), key)
+        ft.extras(rt, fn, frozenset({"name"}), f"{key}.function")
+    if not out.get("tools"):  # Anthropic takes tool_choice only with tools
+        rt.dropped.append(key)
+        return
+    out["tool_choice"] = choice
+
+
+def _c2a_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    ft.boolean(value, key)
+    choice = out.get("tool_choice")
+    if not out.get("tools") or (choice and choice["type"] == "none") or (choice is None and value):
+        rt.dropped.append(key)  # nothing to ride on, or Anthropic's default already
+        return
+    if choice is None:  # disable_parallel_tool_use needs a tool_choice object
+        choice = out["tool_choice"] = {"type": "auto"}
+        rt.plumbing.append("tool_choice")
+    choice["disable_parallel_tool_use"] = not value
+
+
+def _c2a_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    n = ft.integer(value, key)
+    if "max_tokens" in out:  # max_completion_tokens came first and wins
+        rt.dropped.append(key)
+    else:
+        out["max_tokens"] = n
+
+
+def _c2a_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    if ft.number(value, key) > 1:  # Anthropic's range is 0-1: drop, never clamp
+        rt.dropped.append(key)
+        rt.warnings.append(f"temperature {value} is above Anthropic's maximum of 1: dropped, not clamped")
+    else:
+        out["temperature"] = value
+
+
+def _c2a_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    seqs = [value] if isinstance(value, str) else ft.arr(value, key)
+    for i, s in enumerate(seqs):
+        ft.string(s, f"{key}[{i}]")
+    if seqs:
+        out["stop_sequences"] = list(seqs)
+    else:
+        rt.dropped.append(key)
+
+
+def _c2a_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    """Consumed here: it tells the reply encoder whether the client wants a usage chunk."""
+    o.include_usage = bool(ft.opt(ft.obj(value, key), "include_usage", key, ft.boolean))
+    ft.extras(rt, value, frozenset({"include_usage"}), key)
+
+
+def _c2a_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    if ft.integer(value, key) != 1:
+        raise ft.bad(key, f"{value} choices requested; Anthropic returns exactly one")
+    rt.dropped.append(key)
+
+
+# neutral (Chat) field -> (action, Anthropic field or handler, note). Processed in this order.
+ENCODE_FIELDS: ft.FieldTable = {
+    "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
+    "messages": ("converted", _c2a_messages, "leading system/developer -> system; tool runs + user -> one user turn (E.2)"),
+    "tools": ("converted", _c2a_tools, "functions -> custom tools; custom (grammar) tools dropped"),
+    "tool_choice": ("converted", _c2a_tool_choice, "auto/required/none/function -> auto/any/none/tool"),
+    "parallel_tool_calls": ("converted", _c2a_parallel, "false -> tool_choice.disable_parallel_tool_use"),
+    "max_completion_tokens": ("converted", _c2a_max_tokens, "-> max_tokens (required; endpoint default when absent)"),
+    "max_tokens": ("converted", _c2a_max_tokens, "-> max_tokens"),
+    "temperature": ("converted", _c2a_temperature, "above 1 dropped, never clamped"),
+    "top_p": ("mapped", "top_p", "exact"),
+    "stop": ("converted", _c2a_stop, "-> stop_sequences"),
+    "stream": ("mapped", "stream", "exact"),
+    "stream_options": ("converted", _c2a_stream_options, "consumed: include_usage decides the usage chunk; not forwarded"),
+    "n": ("converted", _c2a_n, "1 is Anthropic's only answer; more is a 400"),
+    "user": ("dropped", None, "no Anthropic counterpart (metadata.user_id is opaque)"),
+    "safety_identifier": ("dropped", None, "no Anthropic counterpart"),
+    "prompt_cache_key": ("dropped", None, "OpenAI-only"),
+    "prompt_cache_retention": ("dropped", None, "OpenAI-only"),
+    "response_format": ("dropped", None, "no exact Anthropic counterpart"),
+    "reasoning_effort": ("dropped", None, "no exact Anthropic counterpart"),
+    "seed": ("dropped", None, "no Anthropic counterpart"),
+    "logprobs": ("dropped", None, "no Anthropic counterpart"),
+    "top_logprobs": ("dropped", None, "no Anthropic counterpart"),
+    "logit_bias": ("dropped", None, "no Anthropic counterpart"),
+    "presence_penalty": ("dropped", None, "no Anthropic counterpart"),
+    "frequency_penalty": ("dropped", None, "no Anthropic counterpart"),
+    "metadata": ("dropped", None, "OpenAI stored-completion tags"),
+    "store": ("dropped", None, "OpenAI-only"),
+    "service_tier": ("dropped", None, "tiers differ"),
+    "modalities": ("dropped", None, "no Anthropic counterpart"),
+    "audio": ("dropped", None, "no Anthropic counterpart"),
+    "prediction": ("dropped", None, "no Anthropic counterpart"),
+    "web_search_options": ("dropped", None, "no Anthropic counterpart"),
+    "verbosity": ("dropped", None, "no Anthropic counterpart"),
+    "functions": ("dropped", None, "deprecated; no counterpart"),
+    "function_call": ("dropped", None, "deprecated; no counterpart"),
+}
+
+
+def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
+    """A neutral conversation as an Anthropic Messages request body. ``max_tokens``: the
+    endpoint's default when the request sets none (Anthropic requires one)."""
+    body = ft.check_body(conv.body, "Chat")
+    rt = RequestTranslation(body={})
+    o = ft.Options()
+    out = ft.run(ENCODE_FIELDS, ft.CHECKS, body, rt, o)
+    if "max_tokens" not in out:
+        if max_tokens is None:
+            raise ft.bad(
+                "max_tokens",
+                "Anthropic requires max_tokens; the request sets none and the endpoint configures no default",
+            )
+        out["max_tokens"] = max_tokens
+        rt.plumbing.append("max_tokens")
+    rt.client_wants_usage = o.include_usage or not out.get("stream")
+    rt.body = out
+    return rt

@@ -1,0 +1,71 @@
+"""What a codec is: the parts one protocol contributes to every pair (design.md §3).
+
+A codec package (``translate/<protocol>/``) builds one ``Codec`` from its own modules:
+request.py (decode + encode), reply.py (decode + encode), stream.py (decoder + encoder),
+and its error encoder. The registry (``translate/__init__.py``) pairs any decoder with any
+encoder. No codec imports another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import jsonc
+from ..errors import TranslationError, UntranslatableReply
+from ..neutral.conversation import Conversation, RequestTranslation
+from ..neutral.error import UpstreamError
+from ..neutral.events import Event
+from ..neutral.message import Message
+from ..neutral.report import StreamReport
+from ..neutral.usage import Usage
+
+
+@dataclass
+class ReplyTranslation:
+    """A translated whole reply, and what the ledger needs of it."""
+
+    body: bytes
+    usage: Usage | None  # the upstream's usage as reported (None: none)
+    client_usage: dict | None  # the usage object the client was sent (None: none reported)
+    stop_reason: str | None  # neutral (Anthropic-named) stop reason
+    dropped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def stop(self) -> str | None:
+        return self.stop_reason
+
+
+@dataclass(frozen=True)
+class Codec:
+    protocol: str
+    # requests: client body -> neutral; neutral -> target body (endpoint options as keywords)
+    decode_request: Callable[[dict], Conversation]
+    encode_request: Callable[..., RequestTranslation]
+    # whole replies: upstream body -> neutral events (TranslationError 502 when unreadable);
+    # a Message -> (client body, client usage object), recording into the report
+    decode_reply: Callable[[bytes, StreamReport], list[Event]]
+    encode_reply: Callable[[Message, StreamReport, int], tuple[bytes, dict | None]]
+    # streams: decoder(report) with on_event / close / usage; encoder(report, include_usage,
+    # created) with encode / finished / client_usage
+    stream_decoder: Callable[[StreamReport], object]
+    stream_encoder: Callable[[StreamReport, bool, int | None], object]
+    # an upstream error of another protocol -> (status, body) in this protocol
+    encode_error: Callable[[UpstreamError], tuple[int, bytes]]
+    # the request field that carries stop strings, dotted when nested (None: the protocol has none)
+    stop_field: str | None = None
+    # the model and the stream flag travel in the URL, not the body (Gemini): the request
+    # decoder takes the client's ``path`` too, and an encoded body names no model
+    url_carries_model: bool = False
+
+
+def parse_reply(body: bytes, what: str) -> dict:
+    """A whole upstream reply as a JSON object; a 502 ``TranslationError`` otherwise."""
+    try:
+        doc = jsonc.loads(body)
+    except jsonc.JSONDecodeError as e:
+        raise UntranslatableReply(502, f"the upstream's {what} reply is not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise UntranslatableReply(502, f"the upstream's {what} reply is not a JSON object")
+    return doc

@@ -1,0 +1,226 @@
+"""The field-table runner and the JSON-path validators every request codec uses.
+
+A request codec keeps its field decisions in tables: ``FieldTable`` maps a top-level field to
+(action, handler-or-target, note), action in mapped / converted / dropped / refused, and
+``run`` applies one (known fields in table order, every unknown field recorded as dropped).
+The validators check one value each and raise ``TranslationError(400, "<json path>: ...")``:
+bad input is named by its path, before any body exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import jsonc
+from ..errors import InvalidRequest, Refused, TranslationError
+from ..neutral.conversation import RequestTranslation
+
+JOIN = "\n\n"  # how text blocks become one string (local servers drop array content)
+
+
+@dataclass(slots=True)
+class Options:
+    """Endpoint options for the handlers, and what they learn on the way."""
+
+    system_role: str = "system"
+    max_tokens_field: str = "max_completion_tokens"
+    max_tokens_cap: int | None = None
+    include_usage: bool = False  # a Chat client's stream_options.include_usage
+
+
+Handler = Callable[[RequestTranslation, str, Any, dict, Options], None]
+FieldTable = dict[str, tuple[str, Handler | str | None, str]]
+
+# ---------------------------------------------------------------------------------------
+# input checks: every failure names the JSON path
+# ---------------------------------------------------------------------------------------
+
+JSON_TYPES = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+
+
+def jtype(v: Any) -> str:
+    if v is None:
+        return "null"
+    return next((name for t, name in JSON_TYPES if isinstance(v, t)), type(v).__name__)
+
+
+def show(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def bad(path: str, msg: str) -> TranslationError:
+    return InvalidRequest(400, f"{path}: {msg}")
+
+
+def at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def obj(v: Any, path: str) -> dict:
+    if not isinstance(v, dict):
+        raise bad(path, f"expected an object, got {jtype(v)}")
+    return v
+
+
+def arr(v: Any, path: str) -> list:
+    if not isinstance(v, list):
+        raise bad(path, f"expected an array, got {jtype(v)}")
+    return v
+
+
+def string(v: Any, path: str) -> str:
+    if not isinstance(v, str):
+        raise bad(path, f"expected a string, got {jtype(v)}")
+    return v
+
+
+def boolean(v: Any, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise bad(path, f"expected a boolean, got {jtype(v)}")
+    return v
+
+
+def integer(v: Any, path: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise bad(path, f"expected an integer, got {jtype(v)}")
+    return v
+
+
+def number(v: Any, path: str) -> int | float:
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise bad(path, f"expected a number, got {jtype(v)}")
+    return v
+
+
+def req(obj: dict, key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
+    """``obj[key]``, which must be present (not null) and pass ``check``."""
+    v = obj.get(key)
+    if v is None:
+        raise bad(at(path, key), "required")
+    return check(v, at(path, key))
+
+
+def opt(obj: dict, key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
+    v = obj.get(key)
+    return None if v is None else check(v, at(path, key))
+
+
+def anything(v: Any, path: str) -> Any:
+    return v
+
+
+def pick(table: dict, v: Any, path: str, what: str) -> Any:
+    """``table[v]`` for a string ``v``; anything else is a 400 naming the known values."""
+    if not isinstance(v, str) or v not in table:
+        raise bad(path, f"unknown {what} {show(v)} (expected one of {', '.join(map(repr, table))})")
+    return table[v]
+
+
+def choice(v: Any, names: tuple[str, ...], path: str, what: str) -> str:
+    """``v`` when it is one of ``names``; anything else is a 400."""
+    if not isinstance(v, str) or v not in names:
+        raise bad(path, f"unknown {what} {show(v)} (expected one of {', '.join(map(repr, names))})")
+    return v
+
+
+def extras(rt: RequestTranslation, obj: dict, known: frozenset[str], path: str) -> None:
+    """Record every key of ``obj`` outside ``known`` as dropped."""
+    for k in obj:
+        if k not in known:
+            rt.dropped.append(at(path, k))
+
+
+
+def each_part(rt: RequestTranslation, content: list, path: str, table: dict, what: str = "content part type") -> list:
+    """Each part of a content list through its handler in ``table`` (by ``type``; an unknown
+    type is a 400 naming its path); the handlers' results, those that are not None."""
+    out = []
+    for k, x in enumerate(arr(content, path)):
+        xp = f"{path}[{k}]"
+        got = pick(table, obj(x, xp).get("type"), f"{xp}.type", what)(rt, x, xp)
+        if got is not None:
+            out.append(got)
+    return out
+
+
+def name_within(name: str, path: str, limit: int, target: str) -> str:
+    """A tool name the target accepts, untouched; a longer one refuses the turn (renaming it
+    would invent a tool: pitfalls 20)."""
+    if len(name) > limit:
+        raise Refused(
+            400, f"{path}: tool name {show(name)} has {len(name)} characters; {target} accepts at most {limit}, "
+                 "and renaming it would invent a tool")
+    return name
+
+
+def data_url(url: str, path: str) -> tuple[str, str]:
+    """``data:<media type>[;params];base64,<data>`` -> (media type, data)."""
+    head, comma, data = url.partition(",")
+    if not (comma and head.startswith("data:") and head.endswith(";base64")):
+        raise bad(path, "expected a URL or a base64 data: URL")
+    media_type = head[5:-7].split(";", 1)[0]
+    if not media_type:
+        raise bad(path, "data: URL without a media type")
+    return media_type, data
+
+
+def check_body(body: Any, who: str) -> dict:
+    if not isinstance(body, dict):
+        raise InvalidRequest(400, f"{who} request body must be a JSON object, got {jtype(body)}")
+    if body.get("messages") is None:
+        raise bad("messages", "required")
+    return body
+
+
+def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: dict, rt: RequestTranslation, o: Options) -> dict:
+    """Apply a field table: known fields in table order (later handlers may read what earlier
+    ones wrote: tool_choice needs tools), then every unknown field recorded as dropped."""
+    out: dict = {}
+    for key, (action, how, _note) in table.items():
+        value = body.get(key)
+        if value is None:  # absent or null: nothing to carry
+            continue
+        if action == "mapped":
+            out[how] = checks[key](value, key)  # type: ignore[index]
+        elif how is None:  # dropped, recorded by name
+            rt.dropped.append(key)
+        else:  # converted, or dropped with its own record (metadata.user_id)
+            how(rt, key, value, out, o)  # type: ignore[operator]
+    rt.dropped.extend(k for k in body if k not in table)
+    return out
+
+
+def finish_model(rt: RequestTranslation, out: dict, model: str | None) -> dict:
+    if model is not None:
+        asked = out.get("model")
+        if asked != model:
+            rt.converted.append(f"model -> {model!r} (route/endpoint model; client asked {asked!r})")
+            out = {"model": model, **{k: v for k, v in out.items() if k != "model"}}
+    if "model" not in out:
+        raise bad("model", "required")
+    return out
+
+
+def drop_keys(rt: RequestTranslation, key: str, value: Any, out: dict, o: Options) -> None:
+    """A dropped object recorded key by key (``metadata.user_id``)."""
+    if isinstance(value, dict) and value:
+        rt.dropped.extend(f"{key}.{k}" for k in value)
+    else:
+        rt.dropped.append(key)
+
+
+CHECKS: dict[str, Callable[[Any, str], Any]] = {"model": string, "temperature": number, "top_p": number, "stream": boolean}
+
+
+def parse_body(raw: bytes) -> dict:
+    """A request body as a dict; 400 when it is not JSON or not a JSON object."""
+    try:
+        doc = jsonc.loads(raw)
+    except jsonc.JSONDecodeError as e:
+        raise InvalidRequest(400, f"request body is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest(400, f"request body must be a JSON object, got {jtype(doc)}")
+    return doc

@@ -1,0 +1,25 @@
+"""The Gemini codec (generativelanguage ``generateContent`` / ``streamGenerateContent``):
+request.py (decode + encode), reply.py, stream.py, over the neutral model (design.md §3,
+issue 11). The model and the stream flag travel in the URL, so the request decoder reads
+the client's path and an encoded body names no model (the caller puts it in the URL).
+"""
+
+from __future__ import annotations
+
+from ...protocols import gemini as pg
+from ..codec import Codec
+from . import reply, request
+from .stream import GeminiDecoder, GeminiEncoder
+
+CODEC = Codec(
+    protocol=pg.PROTOCOL,
+    decode_request=request.decode,
+    encode_request=request.encode,
+    decode_reply=reply.decode,
+    encode_reply=reply.encode,
+    stream_decoder=GeminiDecoder,
+    stream_encoder=lambda report, include_usage, created: GeminiEncoder(report),
+    encode_error=pg.error_reply,
+    stop_field="generationConfig.stopSequences",
+    url_carries_model=True,
+)

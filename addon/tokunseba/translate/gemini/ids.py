@@ -1,0 +1,20 @@
+"""Function-call ids minted deterministically where Gemini sent none (design.md rule 2,
+recorded as ``id_synthesized``).
+
+Gemini may send ``functionCall`` without an ``id``; the client's protocol needs one. The id
+is made from what the upstream did send (its ``responseId``) and the call's position, so the
+same reply always gives the same ids, and it matches ``^[a-zA-Z0-9_-]+$`` (every protocol's
+id grammar). Ids Gemini does send are never touched.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def synth_call_id(response_id: str | None, n: int) -> str:
+    """The id of function call ``n`` (0-based, in reply order) of a reply that sent none."""
+    return f"call_{_UNSAFE.sub('_', response_id or 'gemini')}_{n}"
+

@@ -1,0 +1,150 @@
+"""Whole Chat Completions replies: the decoder (a ``chat.completion`` body -> neutral events)
+and the encoder (a neutral ``Message`` -> a ``chat.completion`` body) (protocols.md B.2, E.2-E.4).
+
+The decoder yields the events the stream decoder yields for the same reply, so a whole
+reply and the same reply streamed end in the same object. Whatever a client protocol
+cannot carry is recorded by its JSON path: choice and message keys not read (reasoning,
+audio, logprobs...), content parts that are not text, a deprecated ``function_call``.
+The encoder writes the message's text as one string, tool calls with their ids and
+argument strings verbatim, the finish reason mapped (E.3) and usage converted only where
+definitions differ (E.4); reasoning, thinking and other blocks are dropped and recorded.
+"""
+
+from __future__ import annotations
+
+from ... import jsonc
+from ...errors import UntranslatableReply
+from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
+from ...neutral.message import Message
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import OPENAI, Usage
+from ...protocols import openai_chat as po
+from ..codec import parse_reply
+from .stream import REASONING_KEYS, stop_from_finish, synth_tool_id
+
+# what becomes of each key of choices[0].message: "read" keys are decoded below; any other
+# key with a non-empty value is dropped (recorded)
+MESSAGE_KEYS_READ = frozenset({"role", "content", "tool_calls", "refusal"})
+# nothing to carry; "function_call" is llama_cpp.server's legacy duplicate of tool_calls
+MESSAGE_KEYS_IGNORED = frozenset({"name", "function_call"})
+CHOICE_KEYS_READ = frozenset({"index", "message", "finish_reason", "stop_reason"})
+EMPTY = (None, "", [], {})
+
+
+def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dict, dict]:
+    """The first choice of a whole Chat reply and its message, recording what no client
+    protocol carries; a reply with no choices is a 502 (with the upstream's error if any)."""
+    choices = doc.get("choices")
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        if doc.get("error"):
+            raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc['error'])}")
+        raise UntranslatableReply(502, "the upstream's Chat reply has no choices")
+    if len(choices) > 1:
+        note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
+    choice = choices[0]
+    for k, v in choice.items():
+        if k not in CHOICE_KEYS_READ and v not in EMPTY:
+            note_once(dropped, f"choices[0].{k}")
+    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    for k, v in msg.items():
+        if k not in MESSAGE_KEYS_READ and k not in MESSAGE_KEYS_IGNORED and v not in EMPTY:
+            note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
+    if msg.get("function_call") and not msg.get("tool_calls"):
+        note_once(dropped, "choices[0].message.function_call")  # deprecated, no tool id to carry
+    return choice, msg
+
+
+def _text(msg: dict, dropped: list[str]) -> str:
+    """The message's text: a string, or the text of its text parts; every other part is
+    recorded as dropped (an image, an unknown part type)."""
+    content = msg.get("content")
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                note_once(dropped, f"choices[0].message.content[{i}]")
+        content = "".join(texts)
+    text = content if isinstance(content, str) else ""
+    refusal = msg.get("refusal")  # a refusal is text to the other side (E.2, lossy), as in a stream
+    return text + (refusal if isinstance(refusal, str) else "")
+
+
+def decode(body: bytes, report: StreamReport) -> list[Event]:
+    doc = parse_reply(body, "Chat")
+    choice, msg = chat_choice(doc, report.dropped, report.warnings)
+    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
+    n = 0
+    for key in REASONING_KEYS:  # recorded as dropped above; an unsigned thinking block here
+        r = msg.get(key)
+        if r and isinstance(r, str):
+            events += [BlockStart(n, "thinking", raw={"source": f"choices[0].message.{key}"}), BlockDelta(n, r),
+                       BlockStop(n)]
+            n += 1
+            break
+    if text := _text(msg, report.dropped):
+        events += [BlockStart(n, "text"), BlockDelta(n, text), BlockStop(n)]
+        n += 1
+    for pos, tc in enumerate(msg.get("tool_calls") or ()):
+        if not isinstance(tc, dict):
+            note_once(report.dropped, f"choices[0].message.tool_calls[{pos}]")
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        tid = tc.get("id")
+        if not tid:
+            tid = synth_tool_id(doc.get("id"), pos)
+            note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
+        name = fn.get("name")
+        if not name:
+            note_once(report.warnings, "a tool call arrived without a function name")
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, str):  # some servers send the object itself
+            args = jsonc.dumps(args)
+        events.append(BlockStart(n, "tool_use", id=tid, name=name or ""))
+        if args:
+            events.append(BlockDelta(n, args))
+        events.append(BlockStop(n))
+        n += 1
+    finish = choice.get("finish_reason")
+    stop = stop_from_finish(finish, report.warnings)
+    seq = choice.get("stop_reason") if finish == "stop" and isinstance(choice.get("stop_reason"), str) else None
+    if seq:
+        stop = "stop_sequence"  # vLLM names the matched stop string
+    u = doc.get("usage")
+    events.append(MessageStop(stop, seq or None, Usage(OPENAI, u) if isinstance(u, dict) else None))
+    return events
+
+
+def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+    texts: list[str] = []
+    calls: list[dict] = []
+    for b in msg.blocks:
+        if b.kind == "text":
+            texts.append(b.text)
+        elif b.kind == "tool_use":
+            calls.append({"id": b.id, "type": "function",
+                          "function": {"name": b.name or "", "arguments": b.text or "{}"}})
+        else:  # thinking, server tools...: no Chat counterpart
+            raw = b.raw or {}
+            note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
+    stop = msg.stop_reason
+    if calls and stop in ("end_turn", None):
+        stop = "tool_use"  # derived from what is there (pitfalls 7)
+    finish = po.STOP_TO_FINISH.get(stop or "")
+    if finish is None:
+        note_once(report.warnings, f"unknown stop_reason {stop!r} sent as finish_reason 'stop'")
+        finish = "stop"
+    if msg.stop_sequence:
+        note_once(report.dropped, "stop_sequence")
+    message: dict = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if calls:
+        message["tool_calls"] = calls
+    client_usage = msg.usage.to_openai() if msg.usage else None
+    out: dict = {"id": msg.id, "object": "chat.completion", "created": created, "model": msg.model,
+                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
+    if client_usage is not None:
+        out["usage"] = client_usage
+    report.stop_reason, report.completed = stop, True
+    return jsonc.dumpb(out), client_usage
+

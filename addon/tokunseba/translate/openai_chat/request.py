@@ -1,0 +1,95 @@
+"""OpenAI Chat Completions requests: the decoder (Chat -> neutral) and the encoder (neutral ->
+Chat) (protocols.md B.1-B.4, E.1).
+
+The neutral request speaks Chat's vocabulary (neutral.conversation), so decoding a Chat
+body is taking it as it came (each target's encoder has a row for every Chat field), and
+encoding applies what the endpoint asks of a Chat request, one table row each
+(``ENCODE_STEPS``): the system role it takes, the name of its max-tokens field and its cap,
+``stream_options.include_usage`` as plumbing (without it an OpenAI upstream streams no usage
+at all: pitfalls 13), at most four stop strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...neutral.conversation import Conversation, RequestTranslation
+from .. import fieldtable as ft
+
+SYSTEM_ROLES = ("system", "developer")
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
+OPENAI_MAX_STOP = 4
+OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
+
+
+def check_options(system_role: str, max_tokens_field: str) -> None:
+    """Endpoint settings for a Chat target; a wrong one is a configuration mistake (ValueError)."""
+    if system_role not in SYSTEM_ROLES:
+        raise ValueError(f"system_role must be one of {SYSTEM_ROLES}, not {system_role!r}")
+    if max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, not {max_tokens_field!r}")
+
+
+def decode(body: dict) -> Conversation:
+    """A Chat Completions request body is already neutral: taken as it came (not copied:
+    encoders never mutate their input)."""
+    ft.check_body(body, "Chat")
+    return Conversation(body=body)
+
+
+def _system_role(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    if o.system_role != "system" and any(m.get("role") == "system" for m in out.get("messages") or ()):
+        out["messages"] = [{**m, "role": o.system_role} if m.get("role") == "system" else m for m in out["messages"]]
+
+
+def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    n = out.pop("max_completion_tokens", None)
+    if n is None:
+        return
+    if o.max_tokens_cap is not None and n > o.max_tokens_cap:
+        n = o.max_tokens_cap
+        rt.converted.append(f"{conv.client_path('max_completion_tokens')} -> {o.max_tokens_field} (capped at {n})")
+    out[o.max_tokens_field] = n
+
+
+def _stream_options(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    if out.get("stream"):
+        out["stream_options"] = {"include_usage": True}
+        rt.plumbing.append("stream_options.include_usage")
+
+
+def _stop(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    stop = out.get("stop")
+    if isinstance(stop, list) and len(stop) > OPENAI_MAX_STOP:
+        out["stop"] = stop[:OPENAI_MAX_STOP]
+        rt.dropped.extend(conv.client_path(f"stop[{i}]") for i in range(OPENAI_MAX_STOP, len(stop)))
+
+
+def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    for i, t in enumerate(out.get("tools") or ()):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            ft.name_within(fn["name"], f"tools[{i}].name", OPENAI_TOOL_NAME_MAX, "Chat Completions")
+
+
+# what the endpoint asks of a neutral request, in order -> why
+ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict, ft.Options], None], str] = {
+    _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
+    _system_role: "system messages take the endpoint's system_role (system or developer)",
+    _max_tokens: "max_completion_tokens -> the endpoint's max_tokens_field, capped by its max_tokens",
+    _stream_options: "+ stream_options.include_usage (plumbing) when streaming",
+    _stop: "Chat takes at most 4 stop strings: the rest dropped",
+}
+
+
+def encode(conv: Conversation, *, system_role: str = "system", max_tokens_field: str = "max_completion_tokens",
+           max_tokens: int | None = None, **_: object) -> RequestTranslation:
+    """A neutral conversation as a Chat Completions request body."""
+    check_options(system_role, max_tokens_field)
+    rt = RequestTranslation(body={})
+    o = ft.Options(system_role=system_role, max_tokens_field=max_tokens_field, max_tokens_cap=max_tokens)
+    out = dict(conv.body)
+    for step in ENCODE_STEPS:
+        step(conv, rt, out, o)
+    rt.body = out
+    return rt

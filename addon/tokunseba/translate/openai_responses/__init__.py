@@ -1,0 +1,21 @@
+"""The OpenAI Responses codec: request.py (decode + encode), reply.py, stream.py."""
+
+from __future__ import annotations
+
+from ...protocols import openai_chat as po
+from ...protocols import openai_responses as pr
+from ..codec import Codec
+from . import reply, request
+from .stream import ResponsesDecoder, ResponsesEncoder
+
+CODEC = Codec(
+    protocol=pr.PROTOCOL,
+    decode_request=request.decode,
+    encode_request=request.encode,
+    decode_reply=reply.decode,
+    encode_reply=reply.encode,
+    stream_decoder=ResponsesDecoder,
+    stream_encoder=lambda report, include_usage, created: ResponsesEncoder(report, created=created),
+    encode_error=po.error_reply,  # Responses errors use the OpenAI envelope
+    stop_field=None,  # Responses has no stop sequences
+)

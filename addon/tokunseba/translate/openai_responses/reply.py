@@ -1,0 +1,84 @@
+"""Whole Responses replies: the decoder (a ``response`` body -> neutral events), the encoder
+(a neutral ``Message`` -> a ``response`` body) and the error encoder (protocols.md C.2,
+E.2-E.4, E.6).
+
+The encoder is built from the same functions as the stream encoder (stream.py): the same
+item ids, output items, status and usage, so a streamed reply and the same reply whole end
+in the same object. Text becomes a ``message`` item, each tool call a ``function_call``
+item whose ``call_id`` is the tool id byte for byte and whose ``arguments`` are the
+upstream's string verbatim (empty: ``"{}"``); reasoning, thinking and server-tool blocks
+are dropped and recorded. An upstream error becomes the OpenAI error envelope, its status
+mapped as for Chat clients, the upstream's message and (OpenAI) code kept, a context
+overflow coded ``context_length_exceeded``.
+"""
+
+from __future__ import annotations
+
+from ... import jsonc
+from ...errors import UntranslatableReply
+from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, MessageStop
+from ...neutral.message import Message
+from ...neutral.report import StreamReport, note_once
+from ...neutral.usage import OPENAI, Usage
+from ...protocols import openai_chat as po
+from ..codec import parse_reply
+from .stream import (
+    EMPTY_ARGUMENTS,
+    function_call_item,
+    item_block,
+    item_content,
+    item_id,
+    message_item,
+    response_error,
+    response_id,
+    response_snapshot,
+    responses_usage,
+    status_for_stop,
+    stop_from_response,
+)
+
+
+def decode(body: bytes, report: StreamReport) -> list[Event]:
+    doc = parse_reply(body, "Responses")
+    if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
+        err = response_error(doc)
+        raise UntranslatableReply(502, f"upstream error: {err.message}")
+    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
+    for n, item in enumerate(doc.get("output") or ()):
+        item = item if isinstance(item, dict) else {}
+        events.append(item_block(n, item))
+        if text := item_content(item, report.dropped):
+            events.append(BlockDelta(n, text))
+        events.append(BlockStop(n))
+    u = doc.get("usage")
+    usage = Usage(OPENAI, u) if isinstance(u, dict) else None
+    events.append(MessageStop(stop_from_response(doc, report.warnings), None, usage))
+    return events
+
+
+def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+    items: list[dict] = []
+    for b in msg.blocks:
+        if b.kind == "text":
+            items.append(message_item(item_id("message", msg.id, len(items)), b.text))
+        elif b.kind == "tool_use":
+            if not b.id:  # a blank call_id hangs Codex after the call (pitfalls 9)
+                raise UntranslatableReply(502, "the upstream's tool call has no id")
+            iid = item_id("function_call", msg.id, len(items))
+            items.append(function_call_item(iid, b.id, b.name or "", b.text or EMPTY_ARGUMENTS))
+        else:  # thinking, reasoning, server tools...
+            raw = b.raw or {}
+            note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
+    stop = msg.stop_reason
+    if stop in ("end_turn", None) and any(i["type"] == "function_call" for i in items):
+        stop = "tool_use"  # derived from what is there (pitfalls 7)
+    status, incomplete = status_for_stop(stop, report.warnings)
+    if msg.stop_sequence:
+        note_once(report.dropped, "stop_sequence")  # which sequence matched has no field
+    client_usage = responses_usage(msg.usage, report.warnings)
+    extra: dict = {"incomplete_details": incomplete} if incomplete else {}
+    rid = response_id(msg.id, created, report.warnings)
+    body = response_snapshot(rid, created, status, msg.model, items, **extra, usage=client_usage)
+    report.stop_reason, report.completed = stop, True
+    return jsonc.dumpb(body), client_usage
+
