@@ -1,5 +1,5 @@
-"""The README's benchmark command runs and prints its side-by-side ratios (a smoke test:
-it asserts the figures exist, never their values)."""
+"""The README's benchmark commands run and print their side-by-side ratios (smoke tests:
+they assert the figures exist, never their values)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_translate_prints_ratios():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--repeat", "1"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "2",
+                        "--sample-ms", "2", "--seed", "1"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     out = p.stdout
+    assert "interleaved: 2 rounds" in out and "shuffle seed 1" in out
     assert "floor: json.loads + json.dumps" in out and "x stdlib" in out
     assert "A->Chat request path: bytes -> bytes" in out and "Chat -> Anthropic stream translation" in out
+
+
+def test_bench_translate_rejects_bad_counts():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--rounds" in p.stderr and "Traceback" not in p.stderr
