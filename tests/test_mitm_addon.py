@@ -446,7 +446,8 @@ async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     out = [c for i in range(0, len(ant), 17) for c in pump(ant[i:i + 17])]
     assert b"".join(out) == ant and b"" not in out
     assert pump(b"") == []
-    assert pump.sniffer.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+    assert pump.watch.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+    assert pump.watch.verdict() is None  # its terminal event came: a clean stream
 
 
 # ---------------------------------------------------------------- hooks through to the ledger
@@ -457,7 +458,13 @@ CHAT_REPLY = {"id": "chatcmpl-w", "object": "chat.completion", "created": 1, "mo
               "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
 
 
-def _ledger_turn(tmp_path, rid: str) -> tuple[dict, list[str]]:
+async def _ledger_turn(addon, tmp_path, rid: str) -> tuple[dict, list[str]]:
+    """The turn's row and event kinds once recorded: a completion waits for mitmproxy to have
+    written the reply (these test flows stay live, so until mitm._after_sent gives up) and
+    the ledger's writer thread commits it."""
+    for _ in range(mitm.AFTER_SENT_MAX_TURNS + 5):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
         (row,) = [t for t in led.turns() if t["request_id"] == rid]
         return row, [e["kind"] for e in led.events(rid)]
@@ -477,7 +484,7 @@ async def test_whole_reply_is_translated_and_recorded(addon, tmp_path):
     assert msg["usage"] == {"input_tokens": 9, "output_tokens": 1}
     assert f.response.headers[REQUEST_ID_HEADER] == rid
     assert f.id not in addon.turns and f.id not in addon.bridged  # per-flow state released
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert (row["outcome"], row["status"], row["rule"], row["endpoint"]) == ("translated", 200, "easy-turns", "oai")
     assert (row["client_protocol"], row["target_protocol"]) == ("anthropic", "openai")
     assert row["usage_reported"] == CHAT_REPLY["usage"] and row["usage_input"] == 9 and row["usage_output"] == 1
@@ -502,7 +509,7 @@ async def test_streamed_reply_goes_through_the_pump_and_is_recorded(addon, tmp_p
     out = [c for i in range(0, len(CHAT_SSE), 50) for c in pump(CHAT_SSE[i:i + 50])] + pump(b"")
     assert [e for e, _ in _events(out)][-1] == "message_stop"
     addon.response(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "translated" and row["status"] == 200 and row["stream"] is True
     assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
     assert row["usage_client"] == {"input_tokens": 11, "output_tokens": 2}
@@ -521,7 +528,7 @@ async def test_upstream_error_reaches_the_client_in_its_protocol_and_ledger(addo
     assert f.response.status_code == 429
     err = anthropic_error(f)
     assert err["type"] == "rate_limit_error" and "slow down" in err["message"]
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["status"] == 429 and "upstream_error" in kinds
 
 
@@ -531,8 +538,9 @@ async def test_connection_error_is_recorded(addon, tmp_path):
     rid = f.metadata["tokunseba.request_id"]
     f.error = tflow.terr("[Errno 104] Connection reset by peer")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
-    assert row["outcome"] == "error" and row["status"] is None and row["error"] == "[Errno 104] Connection reset by peer"
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert row["outcome"] == "error" and row["status"] is None
+    assert row["error"] == "upstream connection broke: [Errno 104] Connection reset by peer"
     assert kinds[-2:] == ["upstream_error", "completed"]
     assert f.id not in addon.turns and f.id not in addon.bridged
 
@@ -543,7 +551,7 @@ async def test_client_cancel_is_recorded_as_cancelled_not_as_an_upstream_error(a
     rid = f.metadata["tokunseba.request_id"]
     f.error = tflow.terr("Client disconnected.")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "cancelled" and row["error"] == "Client disconnected."
     assert kinds[-2:] == ["client_cancelled", "completed"] and "upstream_error" not in kinds
 
@@ -560,7 +568,7 @@ async def test_client_hanging_up_after_the_terminal_event_is_a_completed_turn(ad
     pump(CHAT_SSE)  # everything up to [DONE]; the stream's clean end never comes
     f.error = tflow.terr("stream reset by client (CANCEL)")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "translated" and row["status"] == 200
     assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
     assert kinds[-2:] == ["client_closed", "completed"]
@@ -575,5 +583,29 @@ async def test_client_hanging_up_mid_stream_is_cancelled(addon, tmp_path):
     f.response.stream(CHAT_SSE[:120])
     f.error = tflow.terr("stream reset by client (CANCEL)")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "cancelled" and kinds[-2:] == ["client_cancelled", "completed"]
+
+
+async def test_completion_is_recorded_only_after_mitmproxy_wrote_the_reply(addon, tmp_path):
+    """The response hook comes before mitmproxy writes the reply's last bytes; the turn is
+    recorded complete only once the flow is no longer live (the bytes were handed over)."""
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="application/json"), content=None)
+    addon.responseheaders(f)
+    f.response.content = json.dumps(CHAT_REPLY).encode()
+    addon.response(f)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        assert led.get_turn(rid)["outcome"] is None  # still open: the client has not got it all
+    f.live = False  # what mitmproxy's flow_done does right after writing the end of the reply
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        row = led.get_turn(rid)
+    assert (row["outcome"], row["status"]) == ("translated", 200)

@@ -124,11 +124,13 @@ class Bridge:
             elif isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
                 return req, b"".join(chunks)
 
-    async def _reply_error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, msg: str) -> None:
+    async def _reply_error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, msg: str,
+                           mark: bytes = b"error") -> None:
+        """A relay-made reply, marked (``connect-failed`` / ``upstream-broke`` / ``error``)."""
         body = msg.encode()
         writer.write(conn.send(h11.Response(status_code=status, headers=[
             (b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode()),
-            (MARK.encode(), b"connect-failed" if status == 502 else b"error"), (b"connection", b"close")])))
+            (MARK.encode(), mark), (b"connection", b"close")])))
         writer.write(conn.send(h11.Data(data=body)))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
@@ -143,7 +145,7 @@ class Bridge:
                 self.connect_timeout)
         except Exception as e:
             target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
-            await self._reply_error(down, writer, 502, target.broken)
+            await self._reply_error(down, writer, 502, target.broken, b"connect-failed")
             return
         up = h11.Connection(h11.CLIENT)
         started = False
@@ -179,7 +181,7 @@ class Bridge:
         except Exception as e:
             target.broken = f"upstream connection broke: {e or type(e).__name__}"
             if not started:
-                await self._reply_error(down, writer, 502, target.broken)
+                await self._reply_error(down, writer, 502, target.broken, b"upstream-broke")
                 return
         finally:
             uw.close()

@@ -21,11 +21,13 @@ from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .endpoints import Endpoint
 from .errors import TranslationError
-from .ledger import Ledger
+from .ledger import Ledger, instance_id
+from .ledger_writer import LedgerWriter
 from .rules import Rules, RulesError, load_rules
 from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
-from .translate.sniff import UsageSniffer, usage_from_json
+from .stream_watch import USAGE_PROTOCOL, StreamWatch, whole_verdict
+from .translate.usage import Usage
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
                    websocket_refusal)
@@ -56,7 +58,8 @@ class Pump:
         self.addon, self.turn, self.t = addon, turn, translator
         self.failed = False
         self.first_byte: float | None = None
-        self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
+        # raw pass-through / retarget: usage and completeness read on the side
+        self.watch = StreamWatch(turn.client_protocol, content_encoding) if translator is None else None
         self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
 
     def __call__(self, data: bytes):
@@ -91,19 +94,19 @@ class Pump:
         try:  # the side channel must never cost the client a byte
             if data:
                 self._mark_first_byte()
-                self.sniffer.feed(data)
+                self.watch.feed(data)
                 self._keep(data)
             else:
-                self.sniffer.close()
+                self.watch.close()
         except Exception:
-            log.exception("tokunseba: usage sniffing failed")
+            log.exception("tokunseba: stream watch failed")
         return [data] if data else []
 
 
 class Tokunseba:
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)
-        self.ledger: Ledger | None = None
+        self.ledger: LedgerWriter | None = None
         self.turns: dict[str, Turn] = {}
         self.modes: dict[str, str] = {}
         self.pumps: dict[str, Pump] = {}
@@ -139,13 +142,21 @@ class Tokunseba:
                 hosts[name.lower()] = proto
             self.provider_hosts = hosts
         if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
-            if self.ledger is not None:
-                self.ledger.close()
-            try:
-                self.ledger = Ledger(ctx.options.tokunseba_ledger or None,
-                                     store_bodies=ctx.options.tokunseba_ledger_bodies)
-            except Exception as e:
-                raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+            self._open_ledger()
+
+    def _open_ledger(self) -> None:
+        """Open the ledger behind its writer thread, as a new owner of turns; turns left open
+        by proxies that no longer run become interrupted."""
+        if self.ledger is not None:
+            self.ledger.close()
+            self.ledger = None
+        try:
+            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=ctx.options.tokunseba_ledger_bodies)
+        except Exception as e:
+            raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+        led.owner = instance_id()
+        self.ledger = LedgerWriter(led)
+        self.ledger.recover_interrupted()
 
     def _load_rules(self) -> None:
         path = ctx.options.tokunseba_rules or None
@@ -185,11 +196,15 @@ class Tokunseba:
     def done(self) -> None:
         self.bridge.stop()
         if self.ledger is not None:
+            self.ledger.interrupt_own()  # turns still open now will never complete
             self.ledger.close()
+            self.ledger = None
 
     @command.command("tokunseba.status")
     def status(self) -> str:
-        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}"
+        led = self.ledger
+        ledger = f" ledger-pending={led.pending} ledger-dropped={led.dropped}" if led is not None else ""
+        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}{ledger}"
 
     # ---- hooks ----
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -256,11 +271,16 @@ class Tokunseba:
             return
         mode = self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
-        self._bridge_done(flow, turn)
+        broken = self._bridge_done(flow, turn)
         try:
             r = flow.response
             rep = None
-            if mode == "translate-whole" and r.headers.get(BRIDGE_MARK) == "connect-failed":
+            if mode == "translate-whole" and broken and r.headers.get(BRIDGE_MARK) != "connect-failed":
+                # reset or truncated before the reply was whole: said as such, never "not valid JSON"
+                self._respond(flow, turn.client_error(502, f"tokunseba: {broken}", "api_error"))
+                r = flow.response
+                turn.outcome = "error"
+            elif mode == "translate-whole" and r.headers.get(BRIDGE_MARK) == "connect-failed":
                 msg = r.get_text(strict=False) or "connection failed"
                 ep = turn.endpoint.name if turn.endpoint else "?"
                 self._event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
@@ -286,7 +306,7 @@ class Tokunseba:
                 r.content = body
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
-            self._complete(flow, turn, r.status_code, rep=rep, pump=pump)
+            self._complete(flow, turn, r.status_code, rep=rep, pump=pump, defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
             if not isinstance(cause, TranslationError):
@@ -295,7 +315,8 @@ class Tokunseba:
             err = turn.client_error(502, msg, "api_error")
             self._respond(flow, err)
             turn.outcome, turn.error = "error", msg
-            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None)
+            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None,
+                           defer=True)
 
     def error(self, flow: http.HTTPFlow) -> None:
         turn = self.turns.pop(flow.id, None)
@@ -303,7 +324,7 @@ class Tokunseba:
             return
         self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
-        self._bridge_done(flow, turn)
+        broken = self._bridge_done(flow, turn)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
             t = pump.t if pump is not None else None
@@ -316,9 +337,10 @@ class Tokunseba:
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self._event(turn, "client_cancelled", {"message": msg})
                 turn.outcome = "cancelled"
+                turn.error = msg
             else:
-                self._event(turn, "upstream_error", {"status": None, "message": msg})
-            turn.error = msg
+                turn.error = broken or _upstream_failure(msg)
+                self._event(turn, "upstream_error", {"status": None, "message": turn.error})
             self._complete(flow, turn, None, pump=pump, failed=turn.outcome != "cancelled")
         except Exception:
             log.exception("tokunseba: error hook failed")
@@ -398,12 +420,15 @@ class Tokunseba:
         if turn.body is not None:
             req.content = turn.body
 
-    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> str | None:
+        """Release the flow's relay target; why the upstream broke (not a refused connect), if it did."""
         token = self.bridged.pop(flow.id, None)
         target = self.bridge.finish(token) if token else None
         if target is not None and target.broken and not target.broken.startswith("cannot connect"):
             turn.error = target.broken
             self._event(turn, "upstream_error", {"status": None, "message": target.broken})
+            return target.broken
+        return None
 
     def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
@@ -414,10 +439,11 @@ class Tokunseba:
         self.ledger.start_turn(turn.request_id, started_at=turn.started_at, client_protocol=turn.client_protocol,
                                host=turn.host, path=turn.path, requested_model=turn.requested_model, stream=turn.stream)
         d = turn.decision
+        # the outcome stays NULL (open) until the turn ends: _complete writes it
         self.ledger.update_turn(
             turn.request_id, rule=d.route.name if d and d.route else None,
             endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
-            model_used=turn.model_used or turn.requested_model, outcome=turn.outcome,
+            model_used=turn.model_used or turn.requested_model,
             trace=d.trace if d else [], error=turn.error,
             **({"request_body": turn.original_body} if self.ledger_bodies else {}),
         )
@@ -436,28 +462,45 @@ class Tokunseba:
             self.ledger.event(turn.request_id, kind, data)
 
     def _complete(self, flow: http.HTTPFlow, turn: Turn, status: int | None, *, rep=None, pump: Pump | None = None,
-                  failed: bool = False, usage=None) -> None:
+                  failed: bool = False, usage=None, defer: bool = False) -> None:
+        """Record how the turn ended: its outcome, status, timings and usage as reported.
+
+        A reply that is not what a clean turn would have sent (a translated stream without
+        its terminal event, an upstream error event, a cut or reset; a passed-on stream the
+        watch judged broken; a 2xx whole reply that is not JSON) is recorded as an error
+        with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
+        mitmproxy calls before it writes the reply's last bytes) the record is made once
+        mitmproxy has handed those bytes to the client's connection (``_after_sent``)."""
         now = time.time()
         fb = pump.first_byte if pump is not None else None
         client_usage = None
         extra: dict = {}
+        problem: str | None = None  # why the reply is not clean, though it got an answer
         t = pump.t if pump is not None else None
         if t is not None:
             rpt = t.report
             usage, client_usage = rpt.usage, t.client_usage
             extra = {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
                      "errors": rpt.errors, "completed": rpt.completed}
-            if rpt.errors and turn.outcome == "translated":
-                turn.error = "; ".join(rpt.errors)
+            if rpt.errors or not rpt.completed:
+                problem = turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
         elif rep is not None:
             usage, client_usage = rep.usage, rep.client_usage
             extra = {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings}
-        elif pump is not None and pump.sniffer is not None:  # pass-through / retargeted stream
-            usage = pump.sniffer.usage
+        elif pump is not None and pump.watch is not None:  # pass-through / retargeted stream
+            usage = pump.watch.usage
             client_usage = usage.reported if usage else None
+            if status is not None and status < 400:
+                problem = pump.watch.verdict()
         elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
-            usage = usage_from_json(turn.client_protocol, flow.response.get_content(strict=False) or b"")
+            obj, problem = whole_verdict(flow.response.headers.get("content-type"),
+                                         flow.response.get_content(strict=False) or b"")
+            usage = _usage_of(turn.client_protocol, obj)
             client_usage = usage.reported if usage else None
+        if problem and not failed and turn.outcome not in ("cancelled", "refused"):
+            failed = True
+            turn.error = problem
+            extra["problem"] = problem
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         latency = (now - turn.started_at) * 1000
@@ -474,10 +517,63 @@ class Tokunseba:
                 fields["response_body"] = bytes(pump.kept)
             elif flow.response is not None and flow.response.raw_content is not None:
                 fields["response_body"] = flow.response.get_content(strict=False)[:MAX_STORED_BODY]
-        self.ledger.update_turn(turn.request_id, **fields)
-        self.ledger.event(turn.request_id, "completed", {
-            "status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
-            "usage": usage.reported if usage else None, "usage_client": client_usage, **extra})
+        done = {"status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
+                "usage": usage.reported if usage else None, "usage_client": client_usage, **extra}
+        ledger, rid = self.ledger, turn.request_id
+
+        def record() -> None:
+            ledger.update_turn(rid, **fields)
+            ledger.event(rid, "completed", done)
+
+        if defer:
+            _after_sent(flow, record)
+        else:
+            record()
+
+
+AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow
+
+
+def _after_sent(flow: http.HTTPFlow, fn, turns: int = AFTER_SENT_MAX_TURNS) -> None:
+    """Run ``fn`` once mitmproxy has handed the reply's last bytes to the client connection.
+
+    mitmproxy calls the ``response`` hook before it writes a whole reply, and before the end
+    of a streamed one (the chunked terminator); no hook comes later. Right after writing, in
+    the same synchronous step, it sets ``flow.live = False`` (``HttpStream.flow_done``). So
+    this waits, a loop turn at a time, for ``flow.live`` to drop (at most ``turns`` turns,
+    then records anyway). What the kernel does with those bytes afterwards is not visible
+    here: a client that vanishes in that instant is not seen."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        fn()
+        return
+
+    def step(left: int) -> None:
+        if flow.live and left > 0:
+            loop.call_soon(step, left - 1)
+            return
+        try:
+            fn()
+        except Exception:
+            log.exception("tokunseba: recording a completed turn failed")
+
+    loop.call_soon(step, turns)
+
+
+def _usage_of(protocol: str, obj) -> Usage | None:
+    """The ``usage`` object of a whole JSON reply, as reported (None when absent)."""
+    conv = USAGE_PROTOCOL.get(protocol)
+    u = obj.get("usage") if isinstance(obj, dict) else None
+    return Usage(conv, u) if conv and isinstance(u, dict) else None
+
+
+def _upstream_failure(msg: str) -> str:
+    """mitmproxy's error text for a flow whose upstream failed, said as what happened."""
+    low = msg.lower()
+    if "peer closed" in low or "reset" in low or "incomplete" in low or "broken pipe" in low:
+        return f"upstream connection broke: {msg}"
+    return msg
 
 
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
