@@ -65,15 +65,20 @@ class _ResponsesWatch:
 
 
 SIDE_DECODERS = {**DECODERS, "openai-responses": _ResponsesWatch}
+# protocol -> the SSE event name that ends a complete stream, where the protocol has one
+# beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
+# message_delta; the stream is complete only with message_stop)
+TERMINAL_EVENTS = {"anthropic": "message_stop"}
 
 
 class StreamWatch:
-    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "completed", "error", "cut")
+    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         factory = SIDE_DECODERS.get(protocol)
         self._sse = SSEDecoder()
         self._dec = factory(StreamReport()) if factory else None
+        self._terminal = TERMINAL_EVENTS.get(protocol)
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -97,21 +102,26 @@ class StreamWatch:
         try:
             if self._inflate is not None:
                 data = self._inflate.feed(data)
-            for ev in self._sse.feed(data):
-                self._note(self._dec.on_event(ev))
+            self._events(self._sse.feed(data))
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
+
+    def _events(self, events: list[SSEEvent], whole: bool = True) -> None:
+        """``whole``: events that ended with their blank line (a terminal event cut before it
+        is not a terminal event)."""
+        for ev in events:
+            if whole and self._terminal is not None and ev.event == self._terminal:
+                self.completed = True
+            self._note(self._dec.on_event(ev))
 
     def close(self) -> None:
         if self._dec is None or self._problem:
             return
         try:
             if self._inflate is not None:
-                for ev in self._sse.feed(self._inflate.close()):
-                    self._note(self._dec.on_event(ev))
+                self._events(self._sse.feed(self._inflate.close()))
             self.cut = self._sse.pending
-            for ev in self._sse.close():
-                self._note(self._dec.on_event(ev))
+            self._events(self._sse.close(), whole=not self.cut)
             if not self.completed and not self.error:
                 # the decoder's own end: a held-back stop (Chat waits for usage), or its
                 # early-end error, which says no more than `completed` stays False
@@ -121,7 +131,7 @@ class StreamWatch:
 
     def _note(self, events: list) -> None:
         for e in events:
-            if isinstance(e, MessageStop):
+            if isinstance(e, MessageStop) and self._terminal is None:
                 self.completed = True
             elif isinstance(e, StreamError) and self.error is None:
                 self.error = e.message
