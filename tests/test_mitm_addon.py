@@ -609,3 +609,30 @@ async def test_completion_is_recorded_only_after_mitmproxy_wrote_the_reply(addon
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
         row = led.get_turn(rid)
     assert (row["outcome"], row["status"]) == ("translated", 200)
+
+
+async def test_an_upstream_event_past_the_cap_ends_the_turn_with_an_error_in_the_clients_protocol(addon, tmp_path):
+    from tokunseba import sse
+
+    addon.tctx.configure(addon, tokunseba_max_event_bytes=4096)
+    try:
+        f = make_flow({**ANT_BODY, "stream": True})
+        await addon.request(f)
+        rid = f.metadata["tokunseba.request_id"]
+        f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+        addon.responseheaders(f)
+        pump = f.response.stream
+        out = pump(CHAT_SSE[:150])
+        huge = b"data: " + b"x" * 65536  # no line end, ever
+        for i in range(0, len(huge), 1000):
+            out += pump(huge[i:i + 1000])
+        out += pump(b"more") + pump(b"")
+        kinds = [e for e, _ in _events(out)]
+        assert kinds[-1] == "error" and "larger than 4096 bytes" in _events(out)[-1][1]["error"]["message"]
+        addon.response(f)
+        row, _ = await _ledger_turn(addon, tmp_path, rid)
+        assert row["outcome"] == "error" and "larger than 4096 bytes" in row["error"]
+    finally:
+        addon.tctx.configure(addon, tokunseba_max_event_bytes=sse.DEFAULT_MAX_EVENT_BYTES)
+    with pytest.raises(exceptions.OptionsError, match="tokunseba_max_event_bytes"):
+        addon.tctx.configure(addon, tokunseba_max_event_bytes=0)

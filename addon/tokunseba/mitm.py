@@ -26,6 +26,7 @@ from .ledger_writer import LedgerWriter
 from .rules import Rules, RulesError, load_rules
 from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSETooLarge, set_max_event_bytes
 from .stream_watch import USAGE_PROTOCOL, StreamWatch, whole_verdict
 from .translate.usage import Usage
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
@@ -70,10 +71,15 @@ class Pump:
                 return self._raw(data)
             out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
-            log.exception("tokunseba: stream translation failed")
+            if isinstance(e, SSETooLarge):
+                log.warning("tokunseba: %s: turn %s ended", e, self.turn.request_id)
+                why = f"tokunseba: {e}"
+            else:
+                log.exception("tokunseba: stream translation failed")
+                why = f"tokunseba: stream translation failed: {e}"
             self.failed = True
             try:
-                out = self.t.fail(f"tokunseba: stream translation failed: {e}")
+                out = self.t.fail(why)
             except Exception:
                 out = b""
         if out:
@@ -123,6 +129,9 @@ class Tokunseba:
         loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
+                          "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
+                          "with an error in the client's protocol.")
         loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
@@ -132,6 +141,11 @@ class Tokunseba:
                 self._load_rules()
             except RulesError as e:
                 raise exceptions.OptionsError(str(e)) from None
+        if "tokunseba_max_event_bytes" in updated:
+            try:
+                set_max_event_bytes(ctx.options.tokunseba_max_event_bytes)
+            except ValueError as e:
+                raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
