@@ -20,6 +20,7 @@ from mitmproxy import command, contentviews, ctx, exceptions, http
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .endpoints import Endpoint
+from .encoding import Decoding, is_identity
 from .errors import TranslationError
 from .ledger import Ledger, instance_id
 from .ledger_writer import LedgerWriter
@@ -53,7 +54,9 @@ class _Probe:
 
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
-    b"" mid-stream, and turns any exception into an error event in the client's protocol."""
+    b"" mid-stream, and turns any exception into an error event in the client's protocol.
+    A translated stream is decoded from its content-encoding before the translator sees it
+    (the client gets it identity-encoded); a raw one goes on as it came."""
 
     def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None) -> None:
         self.addon, self.turn, self.t = addon, turn, translator
@@ -61,6 +64,9 @@ class Pump:
         self.first_byte: float | None = None
         # raw pass-through / retarget: usage and completeness read on the side
         self.watch = StreamWatch(turn.client_protocol, content_encoding) if translator is None else None
+        # translated: undo the upstream's content-encoding first (raises UnsupportedEncoding)
+        self.inflate = Decoding(content_encoding) if translator is not None and not is_identity(content_encoding) \
+            else None
         self.kept: bytearray | None = bytearray() if addon.ledger_bodies else None  # --ledger-bodies
 
     def __call__(self, data: bytes):
@@ -69,7 +75,10 @@ class Pump:
                 return []
             if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
                 return self._raw(data)
-            out = self.t.feed(data) if data else self.t.close()
+            if self.inflate is not None:
+                out = self.t.feed(self.inflate.feed(data)) if data else self.t.feed(self.inflate.close()) + self.t.close()
+            else:
+                out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
             if isinstance(e, SSETooLarge):
                 log.warning("tokunseba: %s: turn %s ended", e, self.turn.request_id)
@@ -262,7 +271,7 @@ class Tokunseba:
             if mode == "raw-stream":
                 pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"))
             elif mode == "translate-stream":
-                pump = Pump(self, turn, stream_translator(turn))
+                pump = Pump(self, turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"))
                 _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
             else:
                 return
