@@ -172,3 +172,70 @@ async def test_https_endpoint_verified_with_the_given_context(tmp_path):
         trusted.stop()
         default.stop()
         server.close()
+
+
+async def _ask_keepalive_server(n_replies: int, accepted: list, close_after_first: bool = False):
+    async def upstream(reader, writer):
+        accepted.append(1)
+        for i in range(n_replies):
+            try:
+                await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{\"n\": %d}"
+                         % i)
+            await writer.drain()
+            if close_after_first:
+                break
+        writer.close()
+
+    return await _serve(upstream)
+
+
+async def test_endpoint_connections_are_kept_alive_and_reused():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        for i in range(3):
+            conn = await bridge.connect(f"http://127.0.0.1:{port}/v1")  # what the request hook does
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions", conn)
+            _, body = _dechunk(await _ask(url))
+            assert body == b'{"n": %d}' % i and bridge.finish(token).broken is None
+        assert len(accepted) == 1 and bridge.pool.opened == 1 and bridge.pool.reused == 2
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_a_pooled_connection_the_endpoint_closed_is_replaced_once():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted, close_after_first=True)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        for _ in range(3):
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions")
+            head, body = _dechunk(await _ask(url))
+            assert head.startswith(b"HTTP/1.1 200") and body == b'{"n": 0}'
+            assert bridge.finish(token).broken is None
+        assert len(accepted) == 3
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_an_unused_connection_goes_back_to_the_pool():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        conn = await bridge.connect(f"http://127.0.0.1:{port}/v1")
+        token, _ = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions", conn)
+        bridge.finish(token)  # the flow never reached the relay (answered locally, or failed)
+        assert await bridge.connect(f"http://127.0.0.1:{port}/v1") is conn
+    finally:
+        bridge.stop()
+        server.close()

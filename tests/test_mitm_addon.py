@@ -195,8 +195,12 @@ async def test_same_protocol_retarget(addon, endpoint_port):
     f = make_flow({**ANT_BODY, "model": "retarget-me"})
     before = f.request.content
     await addon.request(f)
-    assert f.request.url == f"http://127.0.0.1:{endpoint_port}/v1/messages"
-    assert f.id not in addon.bridged  # only translated flows use the relay
+    # every routed turn goes through the relay, which holds the endpoint's real URL
+    target = addon.bridge.targets[addon.bridged[f.id]]
+    assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{addon.bridged[f.id]}"
+    assert (target.scheme, target.host, target.port, target.path) == ("http", "127.0.0.1", endpoint_port,
+                                                                      "/v1/messages")
+    assert target.conn is not None  # opened before the turn was committed to the route
     assert f.request.content == before.replace(b'"retarget-me"', b'"other-model"')
     assert f.request.headers["x-api-key"] == EP_KEY  # another host: the endpoint's key
     assert f.request.headers["anthropic-version"] == "2023-06-01"
@@ -214,15 +218,21 @@ async def test_unmatched_provider_call_passes_byte_identical(addon):
     assert ORIGINAL_KEY not in f.metadata
 
 
-async def test_unreachable_endpoint_is_probed_and_skipped(addon, endpoint_port):
-    warm = make_flow(ANT_BODY)  # the fallback endpoint gets probed (and cached) first
-    await addon.request(warm)
-    assert addon.probes[("127.0.0.1", endpoint_port)].ok
+async def test_unreachable_endpoint_is_marked_down_and_skipped(addon, endpoint_port):
+    """Passive health: the turn's own connect fails, the endpoint is down for a back-off and
+    the turn goes to the next route; later turns skip it without trying."""
+    down = addon.rules.endpoints["down"]
+    oai = addon.rules.endpoints["oai"]
     f = make_flow({**ANT_BODY, "model": "claude-down-1"})
     await addon.request(f)
     assert f.response is None
     assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
-    assert sorted(p.ok for p in addon.probes.values()) == [False, True]
+    assert not addon.health.reachable(down) and addon.health.reachable(oai)
+    opened = addon.bridge.pool.opened
+    g = make_flow({**ANT_BODY, "model": "claude-down-2"})
+    await addon.request(g)
+    assert g.comment.startswith("easy-turns → oai")
+    assert addon.bridge.pool.opened == opened + 1  # only the connection g itself needed: nothing probed
 
 
 async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):

@@ -19,7 +19,8 @@ from mitmproxy import command, contentviews, ctx, exceptions, http
 
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
-from .endpoints import Endpoint
+from .bridge import UpstreamConn
+from .endpoints import EndpointHealth
 from .encoding import Decoding, is_identity
 from .errors import TranslationError
 from .ledger import Ledger, instance_id
@@ -28,7 +29,8 @@ from .rules import Rules, RulesError, load_rules
 from .protocols.detect import PROVIDER_HOSTS
 from .translate import PROTOCOLS
 from .sse import DEFAULT_MAX_EVENT_BYTES, SSETooLarge, set_max_event_bytes
-from .stream_watch import USAGE_PROTOCOL, StreamWatch, whole_verdict
+from .stream_watch import USAGE_PROTOCOL, StreamWatch, error_event, last_event_end, whole_verdict
+from .translate.sniff import usage_from_json
 from .translate.usage import Usage
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
@@ -40,26 +42,25 @@ MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "trans
          "refused": ":no_entry:", "error": ":x:"}
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
-PROBE_TTL_OK_S = 10.0  # a reachable endpoint is re-probed after this (the relay covers the gap)
-PROBE_TTL_FAIL_S = 2.0  # an unreachable one sooner, so it comes back quickly
 RULES_POLL_S = 1.0
 MAX_STORED_BODY = 4 * 1024 * 1024
-
-
-@dataclass
-class _Probe:
-    ok: bool
-    at: float
 
 
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
     b"" mid-stream, and turns any exception into an error event in the client's protocol.
     A translated stream is decoded from its content-encoding before the translator sees it
-    (the client gets it identity-encoded); a raw one goes on as it came."""
+    (the client gets it identity-encoded); a raw one goes on as it came. A retargeted (raw,
+    relayed) stream goes on whole events at a time: when its upstream breaks or it ends
+    without its terminal event, the unfinished event is dropped and an error event in the
+    client's protocol ends it."""
 
-    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None) -> None:
+    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None,
+                 target=None) -> None:
         self.addon, self.turn, self.t = addon, turn, translator
+        self.target = target  # the relay's record of this flow's upstream (bridge.Target), if relayed
+        # relayed raw stream: bytes after the last complete event wait for the event's end
+        self.hold: bytearray | None = bytearray() if target is not None and translator is None else None
         self.failed = False
         self.first_byte: float | None = None
         # raw pass-through / retarget: usage and completeness read on the side
@@ -110,12 +111,36 @@ class Pump:
             if data:
                 self._mark_first_byte()
                 self.watch.feed(data)
-                self._keep(data)
             else:
                 self.watch.close()
         except Exception:
             log.exception("tokunseba: stream watch failed")
-        return [data] if data else []
+        out = self._whole_events(data) if self.hold is not None else data
+        if out:
+            self._keep(out)
+        return [out] if out else []
+
+    def _whole_events(self, data: bytes) -> bytes:
+        """Relayed raw stream: the complete events so far; at the end, the rest, or (the
+        upstream broke, or ended without its terminal event) an error event instead."""
+        hold = self.hold
+        if data:
+            hold += data
+            end = last_event_end(hold)
+            out = bytes(hold[:end])
+            del hold[:end]
+            return out
+        why = self.target.broken if self.target is not None else None
+        verdict = self.watch.verdict() if self.watch is not None else None
+        if why is None and verdict is not None and self.watch.error is None:
+            why = verdict  # an upstream error event already reached the client as it came
+        if why is None:
+            out = bytes(hold)
+        else:
+            self.failed = True
+            out = error_event(self.turn.client_protocol, f"tokunseba: {why}")
+        hold.clear()
+        return out
 
 
 class Tokunseba:
@@ -125,7 +150,7 @@ class Tokunseba:
         self.turns: dict[str, Turn] = {}
         self.modes: dict[str, str] = {}
         self.pumps: dict[str, Pump] = {}
-        self.probes: dict[tuple[str, int], _Probe] = {}
+        self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
         self.rules_stamp: tuple | None = None
@@ -137,7 +162,9 @@ class Tokunseba:
         loader.add_option("tokunseba_rules", str, "", "Rules YAML file (empty: no routes, everything passes through).")
         loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
-        loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
+                          "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
+                          "committed to its route; one that fails marks the endpoint down for a back-off).")
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
@@ -189,7 +216,7 @@ class Tokunseba:
         self.rules_stamp = before if _stamp(path) == before else None
         for w in self.rules.warnings:
             log.warning(w)
-        self.probes.clear()
+        self.health = EndpointHealth()
 
     def _maybe_reload_rules(self) -> None:
         """The rules file changed on disk: reload it (at most one stat a second). A broken
@@ -213,7 +240,7 @@ class Tokunseba:
             ctx.options.update(connection_strategy="lazy")
         self.bridge.set_ssl_context(_upstream_ssl_context())
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
-            log.warning("tokunseba: translated turns reach their endpoints directly, not through the upstream proxy")
+            log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
 
     def done(self) -> None:
@@ -244,9 +271,10 @@ class Tokunseba:
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
                 return
             self._maybe_reload_rules()
-            turn = await self._plan(flow)
-            if turn is not None:
-                self._apply(flow, turn)
+            planned = await self._plan(flow)
+            if planned is not None:
+                turn, conn = planned
+                self._apply(flow, turn, conn)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             if turn is not None or flow.id in self.turns:
@@ -269,7 +297,8 @@ class Tokunseba:
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
             self.modes[flow.id] = mode
             if mode == "raw-stream":
-                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"))
+                target = self.bridge.targets.get(self.bridged.get(flow.id, ""))
+                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"), target=target)
             elif mode == "translate-stream":
                 pump = Pump(self, turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"))
                 _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
@@ -298,12 +327,14 @@ class Tokunseba:
         try:
             r = flow.response
             rep = None
-            if mode == "translate-whole" and broken and r.headers.get(BRIDGE_MARK) != "connect-failed":
+            mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") else None  # relay-made
+            if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
                 # reset or truncated before the reply was whole: said as such, never "not valid JSON"
-                self._respond(flow, turn.client_error(502, f"tokunseba: {broken}", "api_error"))
+                why = broken or r.get_text(strict=False) or "upstream connection broke"
+                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                 r = flow.response
-                turn.outcome = "error"
-            elif mode == "translate-whole" and r.headers.get(BRIDGE_MARK) == "connect-failed":
+                turn.outcome, turn.error = "error", why
+            elif mark == "connect-failed":
                 msg = r.get_text(strict=False) or "connection failed"
                 ep = turn.endpoint.name if turn.endpoint else "?"
                 self._event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
@@ -327,6 +358,13 @@ class Tokunseba:
                 for k, v in headers.items():
                     r.headers[k] = v
                 r.content = body
+            elif mode == "leave" and turn.action == "retarget" and r.status_code < 400:
+                _, why = whole_verdict(r.headers.get("content-type"), r.get_content(strict=False) or b"")
+                if why is not None:  # HTML or cut JSON where the client's JSON was due
+                    self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
+                    self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+                    r = flow.response
+                    turn.outcome, turn.error = "error", why
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             self._complete(flow, turn, r.status_code, rep=rep, pump=pump, defer=True)
@@ -369,7 +407,11 @@ class Tokunseba:
             log.exception("tokunseba: error hook failed")
 
     # ---- internals ----
-    async def _plan(self, flow: http.HTTPFlow) -> Turn | None:
+    async def _plan(self, flow: http.HTTPFlow) -> tuple[Turn, UpstreamConn | None] | None:
+        """Detect, decide and build the turn. A routed turn's upstream connection is opened
+        (or taken from the relay's pool) here, before the turn is committed to its route: a
+        connect that fails marks the endpoint down and the turn is decided again without it
+        (passive health: no probe, and the healthy path pays no extra round trip)."""
         req = flow.request
         if req.method != "POST":
             return None
@@ -378,26 +420,23 @@ class Tokunseba:
                                extra_hosts=self._extra_for(req.pretty_host, req.port))
         if prep is None:
             return None
-        decision = None
+        decision, conn = None, None
         if prep.req is not None:
-            # decide; probe the endpoints the decision asked about that have no fresh probe;
-            # decide again. Each round probes at least one more endpoint, so this ends.
-            stale: list[Endpoint] = []
-
-            def reachable(ep: Endpoint) -> bool:
-                p = self.probes.get((ep.host, ep.port))
-                if p is not None and time.monotonic() - p.at < (PROBE_TTL_OK_S if p.ok else PROBE_TTL_FAIL_S):
-                    return p.ok
-                stale.append(ep)
-                return True
-
-            for _ in range(len(self.rules.endpoints) + 1):
-                stale.clear()
-                decision = decide_request(self.rules, prep, reachable)
-                if not stale:
+            for _ in range(len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
+                decision = decide_request(self.rules, prep, self.health.reachable)
+                ep = decision.endpoint if decision.action == "route" else None
+                if ep is None:
                     break
-                await asyncio.gather(*(self._probe(ep) for ep in stale))
-        return build_turn(self.rules, prep, decision, env=os.environ)
+                try:
+                    conn = await self.bridge.connect(ep.url, ctx.options.tokunseba_probe_timeout_ms / 1000)
+                except Exception as e:
+                    wait = self.health.failed(ep, f"{type(e).__name__}: {e}")
+                    log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
+                                f"({e or type(e).__name__}); skipped for {wait:g} s")
+                    continue
+                self.health.ok(ep)
+                break
+        return build_turn(self.rules, prep, decision, env=os.environ), conn
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
@@ -406,17 +445,7 @@ class Tokunseba:
         proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
         return {host: proto} if proto else None
 
-    async def _probe(self, ep: Endpoint) -> None:
-        ok = True
-        try:
-            _, w = await asyncio.wait_for(asyncio.open_connection(ep.host, ep.port),
-                                          ctx.options.tokunseba_probe_timeout_ms / 1000)
-            w.close()
-        except Exception:
-            ok = False
-        self.probes[(ep.host, ep.port)] = _Probe(ok, time.monotonic())
-
-    def _apply(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None) -> None:
         self.turns[flow.id] = turn
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
@@ -425,13 +454,15 @@ class Tokunseba:
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is not None:
+            if conn is not None:
+                self.bridge.pool.put(conn)
             self._respond(flow, turn.local)
             return
         req = flow.request
-        if turn.action == "translate" and turn.url:
+        if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
-            token, url = self.bridge.register(turn.url)
+            token, url = self.bridge.register(turn.url, conn)
             self.bridged[flow.id] = token
             req.url = url
         elif turn.url:
@@ -447,6 +478,8 @@ class Tokunseba:
         """Release the flow's relay target; why the upstream broke (not a refused connect), if it did."""
         token = self.bridged.pop(flow.id, None)
         target = self.bridge.finish(token) if token else None
+        if target is not None and target.broken and target.broken.startswith("cannot connect") and turn.endpoint:
+            self.health.failed(turn.endpoint, target.broken)
         if target is not None and target.broken and not target.broken.startswith("cannot connect"):
             turn.error = target.broken
             self._event(turn, "upstream_error", {"status": None, "message": target.broken})
@@ -522,7 +555,7 @@ class Tokunseba:
             client_usage = usage.reported if usage else None
         if problem and not failed and turn.outcome not in ("cancelled", "refused"):
             failed = True
-            turn.error = problem
+            turn.error = turn.error or problem  # a reset the relay saw says more than its symptom
             extra["problem"] = problem
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from . import jsonc
 from .encoding import Decoding, EncodingError
-from .sse import SSEDecoder, SSEEvent
+from .protocols import anthropic as p_anthropic
+from .protocols import gemini as p_gemini
+from .protocols import openai_chat as p_openai
+from .sse import SSEDecoder, SSEEvent, encode_event
 from .translate.events import MessageStop, StreamError, StreamReport
 from .translate.stream import DECODERS
 from .translate.usage import OPENAI, Usage
 
-__all__ = ["StreamWatch", "whole_verdict", "USAGE_PROTOCOL"]
+__all__ = ["StreamWatch", "whole_verdict", "error_event", "last_event_end", "USAGE_PROTOCOL"]
 
 # client protocol -> the usage counting convention of its replies
 USAGE_PROTOCOL = {"anthropic": "anthropic", "openai": OPENAI, "openai-responses": OPENAI}
@@ -163,3 +166,28 @@ def whole_verdict(content_type: str | None, body: bytes) -> tuple[object | None,
     if not isinstance(obj, dict):
         return None, "upstream reply is not a JSON object"
     return obj, None
+
+
+def error_event(protocol: str, message: str) -> bytes:
+    """One SSE event that ends a passed-on stream with an error the client's SDK raises on:
+    Anthropic ``event: error``, Chat ``data: {"error":…}``, Responses ``event: error``,
+    Gemini ``data: {"error":…}`` (502 semantics: the upstream failed)."""
+    if protocol == "anthropic":
+        return p_anthropic.sse_error("api_error", message)
+    if protocol == "openai":
+        return p_openai.sse_error("server_error", message)
+    if protocol == "openai-responses":
+        return encode_event(jsonc.dumpb({"type": "error", "code": "server_error", "message": message,
+                                         "param": None}), "error")
+    return encode_event(p_gemini.error_body(502, message))
+
+
+def last_event_end(buf: bytes | bytearray) -> int:
+    """The offset just after the last complete SSE event in ``buf`` (its blank line), 0 when
+    there is none: bytes up to there can go on without splitting an event."""
+    end = 0
+    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
+        i = buf.rfind(sep)
+        if i >= 0:
+            end = max(end, i + len(sep))
+    return end

@@ -31,36 +31,45 @@ def finished_row(proxy, rid: str, timeout: float = 20.0) -> dict:
 
 def stream_through(model: str) -> str:
     """A streamed turn read to the end of its bytes; its request id."""
+    return stream_bytes(model)[0]
+
+
+def stream_bytes(model: str) -> tuple[str, bytes]:
     with ant_client().messages.with_streaming_response.create(
             model=model, max_tokens=10, stream=True, messages=[{"role": "user", "content": "hi"}]) as resp:
-        rid = resp.headers["x-tokunseba-request-id"]
-        for _ in resp.iter_bytes():
-            pass
-    return rid
+        return resp.headers["x-tokunseba-request-id"], resp.read()
 
 
-def whole_through(model: str) -> tuple[str, int, bytes]:
-    with ant_client().messages.with_streaming_response.create(
-            model=model, max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as resp:
-        return resp.headers["x-tokunseba-request-id"], resp.status_code, resp.read()
+def failed_whole(model: str) -> anthropic.APIStatusError:
+    """A whole turn the SDK must fail with its own error class (never a parse error)."""
+    with pytest.raises(anthropic.APIStatusError) as ei:
+        ant_client().messages.create(model=model, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    return ei.value
 
 
-def test_a_retargeted_html_or_cut_json_200_is_not_a_clean_turn(client_env, upstreams):
+def test_a_retargeted_html_or_cut_json_200_is_an_error_in_the_clients_protocol(client_env, upstreams):
     ant = upstreams["ant"]
     ant.script(Reply(200, {"content-type": "text/html"}, [b"<html><body>Bad Gateway</body></html>"]))
-    rid, _, _ = whole_through("retarget-html")
-    row = finished_row(client_env, rid)
+    err = failed_whole("retarget-html")
+    assert err.status_code == 502 and err.body["error"] == {
+        "type": "api_error", "message": "tokunseba: upstream reply is not valid JSON (text/html, 37 bytes)"}
+    row = finished_row(client_env, err.response.headers["x-tokunseba-request-id"])
     assert row["outcome"] == "error" and row["error"] == "upstream reply is not valid JSON (text/html, 37 bytes)"
     ant.script(Reply(200, {"content-type": "application/json"}, [b'{"id":"msg_cut","type":"mess']))
-    rid, _, _ = whole_through("retarget-cut-json")
-    row = finished_row(client_env, rid)
+    err = failed_whole("retarget-cut-json")
+    assert err.status_code == 502 and "not valid JSON" in err.body["error"]["message"]
+    row = finished_row(client_env, err.response.headers["x-tokunseba-request-id"])
     assert row["outcome"] == "error" and row["error"].startswith("upstream reply is not valid JSON (application/json")
 
 
 def test_a_retargeted_stream_without_message_stop_or_with_an_error_event_is_not_clean(client_env, upstreams):
     ant = upstreams["ant"]
     ant.script(Reply.sse(ant_text_stream(3)[:-1]))  # everything but message_stop
-    row = finished_row(client_env, stream_through("retarget-no-stop"))
+    rid, body = stream_bytes("retarget-no-stop")
+    assert body.startswith(b"".join(ant_text_stream(3)[:-1]))  # every event the upstream sent, as it sent it
+    assert body.endswith(b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"tokunseba: '
+                         b'upstream stream ended without its terminal event"}}\n\n')
+    row = finished_row(client_env, rid)
     assert (row["outcome"], row["status"]) == ("error", 200)
     assert row["error"] == "upstream stream ended without its terminal event"
     ant.script(Reply.sse(ANT_HEAD + [b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
@@ -107,3 +116,25 @@ def test_a_locked_database_delays_records_never_turns(client_env, upstreams):
     for rid in ids:
         row = finished_row(client_env, rid)
         assert (row["outcome"], row["status"]) == ("translated", 200)
+
+
+def test_a_retargeted_stream_reset_mid_event_ends_with_an_error_event(client_env, upstreams):
+    """The endpoint resets the connection in the middle of an event: the client gets the
+    whole events before it, never the torn one, then an `event: error` its SDK raises on;
+    the ledger says the connection broke; the next turn works."""
+    ant = upstreams["ant"]
+    events = ant_text_stream(6)
+    torn = events[4][:25]
+    ant.script(Reply.sse(events[:4] + [torn, events[4][25:]] + events[5:], delay=0.02, die_after=5))
+    with pytest.raises(anthropic.APIStatusError) as ei:
+        with ant_client().messages.stream(model="retarget-reset", max_tokens=10,
+                                          messages=[{"role": "user", "content": "hi"}]) as s:
+            rid = s.response.headers["x-tokunseba-request-id"]
+            s.get_final_message()
+    assert "upstream connection broke" in str(ei.value)
+    row = finished_row(client_env, rid)
+    assert row["outcome"] == "error" and row["error"].startswith("upstream connection broke")
+    ant.script(Reply.sse(ant_text_stream(2)))
+    with ant_client().messages.stream(model="retarget-after-reset", max_tokens=10,
+                                      messages=[{"role": "user", "content": "hi"}]) as s:
+        assert s.get_final_message().stop_reason == "end_turn"
