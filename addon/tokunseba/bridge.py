@@ -194,15 +194,19 @@ class Bridge:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         down = h11.Connection(h11.SERVER)
         try:
-            req, body = await self._read_request(down, reader)
-            if req is None:
-                return
-            token = req.target.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
-            target = self.targets.get(token)
-            if target is None:
-                await self._reply_error(down, writer, 404, "unknown relay token")
-                return
-            await self._relay(down, writer, req, body, target)
+            while True:  # mitmproxy keeps its connection to the relay alive between turns
+                req, body = await self._read_request(down, reader)
+                if req is None:
+                    return
+                token = req.target.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
+                target = self.targets.get(token)
+                if target is None:
+                    await self._reply_error(down, writer, 404, "unknown relay token")
+                    return
+                await self._relay(down, writer, req, body, target)
+                if down.our_state is not h11.DONE or down.their_state is not h11.DONE:
+                    return  # a relay-made reply (connection: close) or a broken exchange
+                down.start_next_cycle()
         except Exception as e:  # never let the relay crash the proxy's loop
             log.debug("bridge: %s", e)
         finally:
@@ -290,7 +294,7 @@ class Bridge:
                     continue
                 if isinstance(ev, h11.Response):
                     out = [(k, v) for k, v in ev.headers if k not in HOP_BY_HOP]
-                    out += [(b"transfer-encoding", b"chunked"), (b"connection", b"close")]
+                    out.append((b"transfer-encoding", b"chunked"))
                     writer.write(down.send(h11.Response(status_code=ev.status_code, headers=out, reason=ev.reason)))
                     started = True
                 elif isinstance(ev, h11.InformationalResponse):
