@@ -295,6 +295,8 @@ class Tokunseba:
             if r.raw_content is not None:  # answered locally, or already buffered
                 return
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
+            if _shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
+                mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
             self.modes[flow.id] = mode
             if mode == "raw-stream":
                 target = self.bridge.targets.get(self.bridged.get(flow.id, ""))
@@ -358,6 +360,12 @@ class Tokunseba:
                 for k, v in headers.items():
                     r.headers[k] = v
                 r.content = body
+            elif mode == "shape-error":
+                why = _shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
+                self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
+                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+                r = flow.response
+                turn.outcome, turn.error = "error", why
             elif mode == "leave" and turn.action == "retarget" and r.status_code < 400:
                 _, why = whole_verdict(r.headers.get("content-type"), r.get_content(strict=False) or b"")
                 if why is not None:  # HTML or cut JSON where the client's JSON was due
@@ -630,6 +638,19 @@ def _upstream_failure(msg: str) -> str:
     if "peer closed" in low or "reset" in low or "incomplete" in low or "broken pipe" in low:
         return f"upstream connection broke: {msg}"
     return msg
+
+
+def _shape_problem(turn: Turn, status: int, content_type: str) -> str | None:
+    """A routed turn's 2xx reply in the other shape than the client asked for (a stream for
+    a whole request, or the reverse): what the client would choke on, said as such."""
+    if turn.action not in ("translate", "retarget") or status >= 400 or turn.detected.kind in ("count_tokens", "count"):
+        return None
+    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
+    if turn.stream and not is_sse:
+        return f"upstream sent a whole reply ({content_type or 'no content-type'}) where a stream was due"
+    if not turn.stream and is_sse:
+        return "upstream sent a stream where a whole reply was due"
+    return None
 
 
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
