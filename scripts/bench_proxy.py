@@ -22,8 +22,14 @@ over bare mitmdump (difference of medians and of p95s) and the ratio to bare; fo
 also the first-byte delay (request sent -> first body byte). Every reply is checked (status
 200 and its terminal event or JSON), and failures are counted, never timed.
 
+With ``--concurrent N`` it then also runs, for every proxied setup in shuffled order,
+N streams at once (each on its own new connection, ``--concurrent-rounds`` times) and
+prints each setup's median and p95 stream latency, its p95 as a ratio to bare mitmdump's,
+and how many streams were lost (failed or incomplete).
+
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
+                                              [--concurrent N] [--concurrent-rounds N]
 """
 
 from __future__ import annotations
@@ -154,10 +160,14 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class UpstreamServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the concurrent phase connects many at once
+
+
 def serve_upstream(events: int) -> None:
     UpstreamHandler.events = events
-    server = ThreadingHTTPServer(("127.0.0.1", 0), UpstreamHandler)
-    server.daemon_threads = True
+    server = UpstreamServer(("127.0.0.1", 0), UpstreamHandler)
     print(f"upstream listening at 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
 
@@ -299,6 +309,59 @@ def run(clients: dict[str, Client], rounds: int, warmup: int, prompt_bytes: int,
     return res
 
 
+def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rounds: int, prompt_bytes: int,
+                   rng: random.Random) -> Results:
+    """``n`` streams at once per setup and round, each on a new connection; setups shuffled."""
+    res = Results()
+    setups = [s for s in SETUPS if s != "direct"]
+    for _ in range(rounds):
+        rng.shuffle(setups)
+        for setup in setups:
+            body = request_body(MODELS[setup], True, prompt_bytes)
+            start = threading.Barrier(n)
+            out: list[tuple[Sample | None, str | None]] = [(None, None)] * n
+
+            def one(i: int, setup: str = setup, body: bytes = body, start: threading.Barrier = start) -> None:
+                c = Client(upstream_port, ports[setup])
+                start.wait()
+                try:
+                    sample, data, status = c.turn(body, True)
+                    out[i] = (sample, check(data, status, True))
+                except (OSError, http.client.HTTPException) as e:
+                    out[i] = (None, f"{type(e).__name__}: {e}")
+                finally:
+                    c.conn.close()
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for sample, why in out:
+                if why is None and sample is not None:
+                    res.samples.setdefault((setup, "stream"), []).append(sample)
+                else:
+                    res.failures.setdefault((setup, "stream"), []).append(why or "no reply")
+    return res
+
+
+def report_concurrent(res: Results, n: int) -> None:
+    bare = [x.total for x in res.samples.get(("bare", "stream"), [])]
+    print(f"{n} concurrent streams (ms): median, p95, p95 as a ratio to bare mitmdump's p95, streams lost")
+    print(f"  {'setup':<14} {'n':>5} {'median':>8} {'p95':>8} {'p95 x bare':>11} {'lost':>5}")
+    for setup in SETUPS[1:]:
+        xs = [x.total for x in res.samples.get((setup, "stream"), [])]
+        lost = len(res.failures.get((setup, "stream"), []))
+        if not xs:
+            print(f"  {setup:<14} {0:>5} {'-':>8} {'-':>8} {'-':>11} {lost:>5}")
+            continue
+        ratio = f"{p95(xs) / p95(bare):>11.2f}" if bare else f"{'-':>11}"
+        print(f"  {setup:<14} {len(xs):>5} {statistics.median(xs) * 1e3:>8.2f} {p95(xs) * 1e3:>8.2f} {ratio} {lost:>5}")
+    for setup, whys in sorted(res.failures.items()):
+        print(f"  lost in {setup[0]}: {len(whys)} (first: {whys[0]})")
+    print()
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -342,10 +405,15 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=60, help="text events per streamed reply (default 60)")
     ap.add_argument("--prompt-bytes", type=int, default=2000, help="size of the user message (default 2000)")
     ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
+    ap.add_argument("--concurrent", type=int, default=0, metavar="N",
+                    help="also run N streams at once per setup (default 0: not run)")
+    ap.add_argument("--concurrent-rounds", type=int, default=5, help="rounds of the concurrent phase (default 5)")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
         ap.error("--rounds, --events and --prompt-bytes must be at least 1, --warmup at least 0")
+    if args.concurrent < 0 or args.concurrent_rounds < 1:
+        ap.error("--concurrent must be at least 0 and --concurrent-rounds at least 1")
     if args.serve_upstream:
         serve_upstream(args.events)
         return
@@ -371,11 +439,19 @@ def main() -> None:
             print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
                   f" {args.prompt_bytes}-byte prompt; cpus={os.cpu_count()}")
-            res = run(clients, args.rounds, args.warmup, args.prompt_bytes, random.Random(seed))
+            rng = random.Random(seed)
+            res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
+            conc = None
+            if args.concurrent:
+                ports = {"bare": bare.port, "pass-through": tk.port, "retarget": tk.port, "translated": tk.port}
+                conc = run_concurrent(ports, up.port, args.concurrent, args.concurrent_rounds, args.prompt_bytes, rng)
         finally:
             for c in reversed(children):
                 c.stop()
     report(res)
+    if conc is not None:
+        print()
+        report_concurrent(conc, args.concurrent)
 
 
 if __name__ == "__main__":

@@ -30,16 +30,19 @@ def test_bench_proxy_measures_every_setup():
     """Real upstream, bare mitmdump and tokunseba, a few rounds: every setup and shape is
     measured, every reply checked good, and the processes it started are gone."""
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--rounds", "2", "--warmup", "1",
-                        "--events", "3", "--seed", "1"], capture_output=True, text=True, timeout=300)
+                        "--events", "3", "--seed", "1", "--concurrent", "3", "--concurrent-rounds", "1"],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
     for title in ("whole turns, turn (ms)", "stream turns, turn (ms)", "stream turns, first byte (ms)"):
         assert title in out
     for setup in ("direct", "bare", "pass-through", "retarget", "translated"):
         rows = [line.split() for line in out.splitlines() if line.split()[:1] == [setup]]
-        assert len(rows) == 3 and all(r[1] == "2" for r in rows), out  # n = 2 good turns per table
+        assert len(rows) == 3 + (setup != "direct") and all(r[1] == "2" for r in rows[:3]), out  # n = 2 per table
+        if setup != "direct":
+            assert rows[3][1] == "3" and rows[3][-1] == "0", out  # 3 concurrent streams, none lost
     assert "+median" in out and "x bare" in out
-    assert "failed turns: 0" in out
+    assert "failed turns: 0" in out and "3 concurrent streams (ms)" in out
 
 
 def test_bench_proxy_rejects_bad_counts():

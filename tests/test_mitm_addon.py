@@ -646,3 +646,23 @@ async def test_an_upstream_event_past_the_cap_ends_the_turn_with_an_error_in_the
         addon.tctx.configure(addon, tokunseba_max_event_bytes=sse.DEFAULT_MAX_EVENT_BYTES)
     with pytest.raises(exceptions.OptionsError, match="tokunseba_max_event_bytes"):
         addon.tctx.configure(addon, tokunseba_max_event_bytes=0)
+
+
+async def test_client_hanging_up_after_a_retargeted_streams_terminal_event_is_a_completed_turn(addon, tmp_path):
+    """The same for a stream passed on unchanged: its watch saw the terminal event."""
+    f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+    addon.responseheaders(f)
+    ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
+           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert b"".join(f.response.stream(ant)) == ant  # whole events go on at once
+    f.error = tflow.terr("stream reset by client (CANCEL)")
+    addon.error(f)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert (row["outcome"], row["status"], row["usage_output"]) == ("retargeted", 200, 3)
+    assert kinds[-2:] == ["client_closed", "completed"]

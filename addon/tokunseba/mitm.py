@@ -252,9 +252,7 @@ class Tokunseba:
 
     @command.command("tokunseba.status")
     def status(self) -> str:
-        led = self.ledger
-        ledger = f" ledger-pending={led.pending} ledger-dropped={led.dropped}" if led is not None else ""
-        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}{ledger}"
+        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}"
 
     # ---- hooks ----
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -396,8 +394,7 @@ class Tokunseba:
         broken = self._bridge_done(flow, turn)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
-            t = pump.t if pump is not None else None
-            if _client_went_away(msg) and t is not None and t.report.completed and flow.response is not None:
+            if _client_went_away(msg) and _reply_completed(pump) and flow.response is not None:
                 # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
                 # as soon as it has response.completed): the turn is complete
                 self._event(turn, "client_closed", {"message": msg, "after": "completion"})
@@ -638,6 +635,15 @@ def _upstream_failure(msg: str) -> str:
     if "peer closed" in low or "reset" in low or "incomplete" in low or "broken pipe" in low:
         return f"upstream connection broke: {msg}"
     return msg
+
+
+def _reply_completed(pump: Pump | None) -> bool:
+    """Whether the client already had the reply's terminal event (translated or passed on)."""
+    if pump is None:
+        return False
+    if pump.t is not None:
+        return pump.t.report.completed
+    return pump.watch is not None and pump.watch.completed and pump.watch.error is None
 
 
 def _shape_problem(turn: Turn, status: int, content_type: str) -> str | None:
