@@ -115,7 +115,7 @@ class StreamWatch:
         for ev in events:
             if whole and self._terminal is not None and ev.event == self._terminal:
                 self.completed = True
-            self._note(self._dec.on_event(ev))
+            self._note(self._dec.on_event(ev), upstream_error=_is_error_event(ev))
 
     def close(self) -> None:
         if self._dec is None or self._problem:
@@ -132,11 +132,14 @@ class StreamWatch:
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
 
-    def _note(self, events: list) -> None:
+    def _note(self, events: list, upstream_error: bool = True) -> None:
+        """What the decoder made of an event: a stop, or an error the upstream itself sent
+        (the decoder's own complaints about a stream's grammar are not the upstream's error
+        event; what matters of those, a missing end, ``verdict`` says)."""
         for e in events:
             if isinstance(e, MessageStop) and self._terminal is None:
                 self.completed = True
-            elif isinstance(e, StreamError) and self.error is None:
+            elif isinstance(e, StreamError) and upstream_error and self.error is None:
                 self.error = e.message
 
     def verdict(self) -> str | None:
@@ -150,6 +153,20 @@ class StreamWatch:
         if not self.completed:
             return CUT_MID_EVENT if self.cut else NO_TERMINAL
         return None
+
+
+def _is_error_event(ev: SSEEvent) -> bool:
+    """An error the upstream sent as an event: ``event: error`` (Anthropic, Responses), or a
+    data object with a top-level ``error`` (Chat, Gemini)."""
+    if ev.event in ("error", "response.failed"):
+        return True
+    if '"error"' not in ev.data:
+        return False
+    try:
+        d = jsonc.loads(ev.data)
+    except Exception:
+        return False
+    return isinstance(d, dict) and (bool(d.get("error")) or d.get("object") == "error" or d.get("type") == "error")
 
 
 def whole_verdict(content_type: str | None, body: bytes) -> tuple[object | None, str | None]:
