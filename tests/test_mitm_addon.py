@@ -443,16 +443,19 @@ async def test_pump_survives_a_failing_fail(addon):
     assert pump(CHAT_SSE) == [] and pump(b"") == []
 
 
+ANT_SSE = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
+           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+
+
 async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
     await addon.request(f)
     turn = addon.turns[f.id]
     pump = Pump(addon, turn)
-    ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
-           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
-           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
-           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
-           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    ant = ANT_SSE
     out = [c for i in range(0, len(ant), 17) for c in pump(ant[i:i + 17])]
     assert b"".join(out) == ant and b"" not in out
     assert pump(b"") == []
@@ -655,11 +658,7 @@ async def test_client_hanging_up_after_a_retargeted_streams_terminal_event_is_a_
     rid = f.metadata["tokunseba.request_id"]
     f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
     addon.responseheaders(f)
-    ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
-           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
-           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
-           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
-           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    ant = ANT_SSE
     assert b"".join(f.response.stream(ant)) == ant  # whole events go on at once
     f.error = tflow.terr("stream reset by client (CANCEL)")
     addon.error(f)

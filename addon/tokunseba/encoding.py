@@ -63,12 +63,13 @@ class _Zlib:
         return out
 
 
-class _Brotli:
-    def __init__(self) -> None:
-        import brotli  # a mitmproxy dependency
+class _Framed:
+    """A decompressor with an end marker: ``process`` undoes bytes, ``finished`` says the
+    marker was seen; a body that ends before it is an error."""
 
-        self._brotli = brotli
-        self._d = brotli.Decompressor()
+    name = ""
+
+    def __init__(self) -> None:
         self._any = False
 
     def feed(self, data: bytes) -> bytes:
@@ -76,44 +77,50 @@ class _Brotli:
             return b""
         self._any = True
         try:
-            return self._d.process(data)
-        except self._brotli.error as e:
-            raise EncodingError(f"invalid br data: {e}") from None
+            return self.process(data)
+        except Exception as e:
+            raise EncodingError(f"invalid {self.name} data: {e}") from None
 
     def close(self) -> bytes:
-        if self._any and not self._d.is_finished():
-            raise EncodingError("the br body ended before its end marker")
+        if self._any and not self.finished():
+            raise EncodingError(f"the {self.name} body ended before its end marker")
         return b""
 
 
-class _Zstd:
+class _Brotli(_Framed):
+    name = "br"
+
     def __init__(self) -> None:
+        super().__init__()
+        import brotli  # a mitmproxy dependency
+
+        self._d = brotli.Decompressor()
+        self.process = self._d.process
+        self.finished = self._d.is_finished
+
+
+class _Zstd(_Framed):
+    name = "zstd"
+
+    def __init__(self) -> None:
+        super().__init__()
         try:
             from compression import zstd  # Python 3.14
         except ImportError:
             from backports import zstd  # a mitmproxy dependency before 3.14
-        self._zstd = zstd
-        self._d = zstd.ZstdDecompressor()
-        self._any = False
+        self._new = zstd.ZstdDecompressor
+        self._d = self._new()
 
-    def feed(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        self._any = True
-        try:
-            out = self._d.decompress(data)
-            while self._d.eof and self._d.unused_data:  # concatenated frames
-                rest = self._d.unused_data
-                self._d = self._zstd.ZstdDecompressor()
-                out += self._d.decompress(rest)
-            return out
-        except self._zstd.ZstdError as e:
-            raise EncodingError(f"invalid zstd data: {e}") from None
+    def process(self, data: bytes) -> bytes:
+        out = self._d.decompress(data)
+        while self._d.eof and self._d.unused_data:  # concatenated frames
+            rest = self._d.unused_data
+            self._d = self._new()
+            out += self._d.decompress(rest)
+        return out
 
-    def close(self) -> bytes:
-        if self._any and not self._d.eof:
-            raise EncodingError("the zstd body ended before its end marker")
-        return b""
+    def finished(self) -> bool:
+        return self._d.eof
 
 
 # content-coding token -> decoder factory
