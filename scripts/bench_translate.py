@@ -8,16 +8,24 @@ Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini cli
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
 
-Timings are the minimum over repeats (timeit style). Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_translate.py [--repeat N]
+The variants of each table are interleaved inside one run: every round runs each variant once
+(a sample of a fixed number of calls, calibrated once to about --sample-ms), in a fresh shuffled
+order; the table reports each variant's median over the rounds, and its ratios are the medians
+of the per-round ratios (variant / floor measured in the same round), so a machine that gets
+busier or quieter during the run moves the floor and the variant together.
+Not a test: it prints, it asserts nothing.
+Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import sys
-import timeit
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -37,14 +45,39 @@ def fixture_bytes() -> bytes:
     sys.exit(f"bench_translate: fixture {FIXTURE} not found")
 
 
-def best(fn, repeat: int) -> float:
-    """Seconds per call: min over ``repeat`` runs of an auto-ranged loop."""
-    timer = timeit.Timer(fn)
-    number, _ = timer.autorange()
-    return min(timer.repeat(repeat=repeat, number=number)) / number
+Variant = tuple[str, "Callable[[], object]", int]  # name, one call, input units per call
 
 
-def bench_request(repeat: int) -> list[tuple[str, float]]:
+def calibrate(fn, sample_s: float) -> int:
+    """How many calls of ``fn`` take about ``sample_s`` seconds (at least one)."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        took = time.perf_counter() - t0
+        if took >= sample_s / 4 or n >= 1 << 20:
+            return max(1, round(n * sample_s / max(took, 1e-9)))
+        n *= 4
+
+
+def interleave(variants: list[Variant], rounds: int, sample_s: float, rng: random.Random) -> list[list[float]]:
+    """Seconds per unit of each variant, one sample per round, variants shuffled every round."""
+    loops = [calibrate(fn, sample_s) for _, fn, _ in variants]
+    samples: list[list[float]] = [[] for _ in variants]
+    order = list(range(len(variants)))
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for i in order:
+            fn, units, n = variants[i][1], variants[i][2], loops[i]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[i].append((time.perf_counter() - t0) / (n * units))
+    return samples
+
+
+def request_variants() -> list[Variant]:
     raw = fixture_bytes()
     body = parse_body(raw)
     chat_body = translate.request("anthropic", "openai", body).body
@@ -60,13 +93,13 @@ def bench_request(repeat: int) -> list[tuple[str, float]]:
 
     print(f"request: {FIXTURE}, {len(raw):,} bytes (json codec in the core: {jsonc.CODEC})")
     return [
-        ("floor: json.loads + json.dumps (stdlib)", best(lambda: json.dumps(json.loads(raw)), repeat)),
-        ("floor: orjson.loads + orjson.dumps", best(lambda: orjson.dumps(orjson.loads(raw)), repeat)),
-        ("anthropic_to_chat only (dict -> dict)", best(lambda: a2c(body), repeat)),
-        ("A->Chat request path: bytes -> bytes", best(full_path, repeat)),
-        ("Chat->A (translated body) dict -> bytes", best(reverse_path, repeat)),
+        ("floor: json.loads + json.dumps (stdlib)", lambda: json.dumps(json.loads(raw)), 1),
+        ("floor: orjson.loads + orjson.dumps", lambda: orjson.dumps(orjson.loads(raw)), 1),
+        ("anthropic_to_chat only (dict -> dict)", lambda: a2c(body), 1),
+        ("A->Chat request path: bytes -> bytes", full_path, 1),
+        ("Chat->A (translated body) dict -> bytes", reverse_path, 1),
         ("A->Gemini request path: bytes -> bytes",
-         best(lambda: jsonc.dumpb(translate.request("anthropic", "gemini", parse_body(raw)).body), repeat)),
+         lambda: jsonc.dumpb(translate.request("anthropic", "gemini", parse_body(raw)).body), 1),
     ]
 
 
@@ -93,7 +126,7 @@ def chat_stream_events(n: int = 2000) -> list[bytes]:
     return events
 
 
-def bench_stream(repeat: int) -> list[tuple[str, float]]:
+def stream_variants() -> list[Variant]:
     events = chat_stream_events()
     payloads = [e[6:-2] for e in events if e != b"data: [DONE]\n\n"]
     n = len(events)
@@ -121,27 +154,40 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
     print(f"stream: {n:,} Chat events ({sum(map(len, events)):,} bytes) -> {out.count(b'event: '):,} Anthropic events "
           f"({len(out):,} bytes), one feed() per event; figures per input event")
     return [
-        ("floor: json.loads + json.dumps (stdlib)", best(floor_stdlib, repeat) / n),
-        ("floor: orjson.loads + orjson.dumps", best(floor_orjson, repeat) / n),
-        ("Chat -> Anthropic stream translation", best(translated, repeat) / n),
-        ("Chat -> Gemini stream translation", best(to_gemini, repeat) / n),
+        ("floor: json.loads + json.dumps (stdlib)", floor_stdlib, n),
+        ("floor: orjson.loads + orjson.dumps", floor_orjson, n),
+        ("Chat -> Anthropic stream translation", translated, n),
+        ("Chat -> Gemini stream translation", to_gemini, n),
     ]
 
 
-def table(rows: list[tuple[str, float]]) -> None:
-    stdlib, orj = rows[0][1], rows[1][1]
-    print(f"  {'case':<42} {'µs':>9} {'x stdlib':>9} {'x orjson':>9}")
-    for name, sec in rows:
-        print(f"  {name:<42} {sec * 1e6:>9.1f} {sec / stdlib:>9.2f} {sec / orj:>9.2f}")
+def table(variants: list[Variant], samples: list[list[float]]) -> None:
+    """Median µs per unit, p95, and the median per-round ratio to each floor (rows 0 and 1)."""
+    stdlib, orj = samples[0], samples[1]
+    print(f"  {'case':<42} {'µs med':>9} {'µs p95':>9} {'x stdlib':>9} {'x orjson':>9}   ({len(stdlib)} rounds)")
+    for (name, _, _), xs in zip(variants, samples):
+        p95 = sorted(xs)[max(0, -(-95 * len(xs) // 100) - 1)]
+        r_std = statistics.median(a / b for a, b in zip(xs, stdlib))
+        r_orj = statistics.median(a / b for a, b in zip(xs, orj))
+        print(f"  {name:<42} {statistics.median(xs) * 1e6:>9.1f} {p95 * 1e6:>9.1f} {r_std:>9.2f} {r_orj:>9.2f}")
     print()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=7, help="timeit repeats; the minimum is reported (default 7)")
+    ap.add_argument("--rounds", type=int, default=41, help="interleaved rounds; medians are reported (default 41)")
+    ap.add_argument("--sample-ms", type=float, default=20.0,
+                    help="about how long one sample of one variant runs, in ms (default 20)")
+    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
     args = ap.parse_args()
-    table(bench_request(args.repeat))
-    table(bench_stream(args.repeat))
+    if args.rounds < 1 or args.sample_ms <= 0:
+        ap.error("--rounds must be at least 1 and --sample-ms positive")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    print(f"interleaved: {args.rounds} rounds, ~{args.sample_ms:g} ms per sample, shuffle seed {seed}")
+    for make in (request_variants, stream_variants):
+        variants = make()
+        table(variants, interleave(variants, args.rounds, args.sample_ms / 1000, rng))
 
 
 if __name__ == "__main__":

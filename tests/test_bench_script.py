@@ -1,5 +1,5 @@
-"""The README's benchmark command runs and prints its side-by-side ratios (a smoke test:
-it asserts the figures exist, never their values)."""
+"""The README's benchmark commands run and print their side-by-side ratios (smoke tests:
+they assert the figures exist, never their values)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,41 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_translate_prints_ratios():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--repeat", "1"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "2",
+                        "--sample-ms", "2", "--seed", "1"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     out = p.stdout
+    assert "interleaved: 2 rounds" in out and "shuffle seed 1" in out
     assert "floor: json.loads + json.dumps" in out and "x stdlib" in out
     assert "A->Chat request path: bytes -> bytes" in out and "Chat -> Anthropic stream translation" in out
+
+
+def test_bench_translate_rejects_bad_counts():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--rounds" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_proxy_measures_every_setup():
+    """Real upstream, bare mitmdump and tokunseba, a few rounds: every setup and shape is
+    measured, every reply checked good, and the processes it started are gone."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--rounds", "2", "--warmup", "1",
+                        "--events", "3", "--seed", "1", "--concurrent", "3", "--concurrent-rounds", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    for title in ("whole turns, turn (ms)", "stream turns, turn (ms)", "stream turns, first byte (ms)"):
+        assert title in out
+    for setup in ("direct", "bare", "pass-through", "retarget", "translated"):
+        rows = [line.split() for line in out.splitlines() if line.split()[:1] == [setup]]
+        assert len(rows) == 3 + (setup != "direct") and all(r[1] == "2" for r in rows[:3]), out  # n = 2 per table
+        if setup != "direct":
+            assert rows[3][1] == "3" and rows[3][-1] == "0", out  # 3 concurrent streams, none lost
+    assert "+median" in out and "x bare" in out
+    assert "failed turns: 0" in out and "3 concurrent streams (ms)" in out
+
+
+def test_bench_proxy_rejects_bad_counts():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--events", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--events" in p.stderr and "Traceback" not in p.stderr

@@ -32,8 +32,8 @@ async def _ask(bridge_url: str, body: bytes = b'{"x":1}') -> bytes:
     port = int(bridge_url.split(":")[2].split("/")[0])
     path = bridge_url.split(str(port), 1)[1]
     r, w = await asyncio.open_connection("127.0.0.1", port)
-    w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-            % (path.encode(), len(body), body))
+    w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
     await w.drain()
     data = await asyncio.wait_for(r.read(), 10)
     w.close()
@@ -171,4 +171,95 @@ async def test_https_endpoint_verified_with_the_given_context(tmp_path):
     finally:
         trusted.stop()
         default.stop()
+        server.close()
+
+
+async def _ask_keepalive_server(n_replies: int, accepted: list, close_after_first: bool = False):
+    async def upstream(reader, writer):
+        accepted.append(1)
+        for i in range(n_replies):
+            try:
+                await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{\"n\": %d}"
+                         % i)
+            await writer.drain()
+            if close_after_first:
+                break
+        writer.close()
+
+    return await _serve(upstream)
+
+
+async def test_endpoint_connections_are_kept_alive_and_reused():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        for i in range(3):
+            conn = await bridge.connect(f"http://127.0.0.1:{port}/v1")  # what the request hook does
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions", conn)
+            _, body = _dechunk(await _ask(url))
+            assert body == b'{"n": %d}' % i and bridge.finish(token).broken is None
+        assert len(accepted) == 1 and bridge.pool.opened == 1 and bridge.pool.reused == 2
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_a_pooled_connection_the_endpoint_closed_is_replaced_once():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted, close_after_first=True)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        for _ in range(3):
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions")
+            head, body = _dechunk(await _ask(url))
+            assert head.startswith(b"HTTP/1.1 200") and body == b'{"n": 0}'
+            assert bridge.finish(token).broken is None
+        assert len(accepted) == 3
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_an_unused_connection_goes_back_to_the_pool():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        conn = await bridge.connect(f"http://127.0.0.1:{port}/v1")
+        token, _ = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions", conn)
+        bridge.finish(token)  # the flow never reached the relay (answered locally, or failed)
+        assert await bridge.connect(f"http://127.0.0.1:{port}/v1") is conn
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_mitmproxy_keeps_its_connection_to_the_relay_between_turns():
+    accepted: list = []
+    server, port = await _ask_keepalive_server(5, accepted)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", bridge.port)
+        for i in range(3):  # three turns, one connection to the relay (as mitmproxy pools it)
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions")
+            path = url.split(str(bridge.port), 1)[1]
+            w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\n\r\n{}" % path.encode())
+            await w.drain()
+            head = await r.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()
+            body = await r.readuntil(b"0\r\n\r\n")
+            assert b'{"n": %d}' % i in body
+            bridge.finish(token)
+        w.close()
+        assert len(accepted) == 1  # and one connection to the endpoint
+    finally:
+        bridge.stop()
         server.close()

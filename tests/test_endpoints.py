@@ -119,3 +119,20 @@ def test_validation(kwargs, fragment):
 def test_url_problem_accepts_plain_bases():
     for url in ("http://127.0.0.1:8000/v1", "https://api.anthropic.com/v1", "http://localhost", "http://[::1]:1/v1"):
         assert url_problem(url) is None, url
+
+
+def test_passive_health_backs_off_and_comes_back():
+    from tokunseba.endpoints import EndpointHealth
+
+    now = [100.0]
+    h = EndpointHealth(backoff_s=2.0, max_backoff_s=5.0, clock=lambda: now[0])
+    ep = Endpoint("local", "openai", "http://127.0.0.1:9/v1")
+    same_host_port = Endpoint("other", "anthropic", "http://127.0.0.1:9/v1")
+    assert h.reachable(ep)  # never tried: assumed up, no probe
+    assert h.failed(ep, "refused") == 2.0
+    assert not h.reachable(ep) and not h.reachable(same_host_port) and h.down() == {"127.0.0.1:9": "refused"}
+    now[0] += 2.0
+    assert h.reachable(ep)  # back-off over: the next turn tries it
+    assert h.failed(ep) == 4.0 and h.failed(ep) == 5.0  # doubling, capped
+    h.ok(ep)
+    assert h.reachable(ep) and h.down() == {} and h.failed(ep) == 2.0  # a success resets the count

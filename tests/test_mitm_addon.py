@@ -204,8 +204,12 @@ async def test_same_protocol_retarget(addon, endpoint_port):
     f = make_flow({**ANT_BODY, "model": "retarget-me"})
     before = f.request.content
     await addon.request(f)
-    assert f.request.url == f"http://127.0.0.1:{endpoint_port}/v1/messages"
-    assert f.id not in addon.bridged  # only translated flows use the relay
+    # every routed turn goes through the relay, which holds the endpoint's real URL
+    target = addon.bridge.targets[addon.bridged[f.id]]
+    assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{addon.bridged[f.id]}"
+    assert (target.scheme, target.host, target.port, target.path) == ("http", "127.0.0.1", endpoint_port,
+                                                                      "/v1/messages")
+    assert target.conn is not None  # opened before the turn was committed to the route
     assert f.request.content == before.replace(b'"retarget-me"', b'"other-model"')
     assert f.request.headers["x-api-key"] == EP_KEY  # another host: the endpoint's key
     assert f.request.headers["anthropic-version"] == "2023-06-01"
@@ -223,15 +227,21 @@ async def test_unmatched_provider_call_passes_byte_identical(addon):
     assert ORIGINAL_KEY not in f.metadata
 
 
-async def test_unreachable_endpoint_is_probed_and_skipped(addon, endpoint_port):
-    warm = make_flow(ANT_BODY)  # the fallback endpoint gets probed (and cached) first
-    await addon.request(warm)
-    assert addon.probes[("127.0.0.1", endpoint_port)].ok
+async def test_unreachable_endpoint_is_marked_down_and_skipped(addon, endpoint_port):
+    """Passive health: the turn's own connect fails, the endpoint is down for a back-off and
+    the turn goes to the next route; later turns skip it without trying."""
+    down = addon.rules.endpoints["down"]
+    oai = addon.rules.endpoints["oai"]
     f = make_flow({**ANT_BODY, "model": "claude-down-1"})
     await addon.request(f)
     assert f.response is None
     assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
-    assert sorted(p.ok for p in addon.probes.values()) == [False, True]
+    assert not addon.health.reachable(down) and addon.health.reachable(oai)
+    opened = addon.bridge.pool.opened
+    g = make_flow({**ANT_BODY, "model": "claude-down-2"})
+    await addon.request(g)
+    assert g.comment.startswith("easy-turns → oai")
+    assert addon.bridge.pool.opened == opened + 1  # only the connection g itself needed: nothing probed
 
 
 async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):
@@ -444,20 +454,24 @@ async def test_pump_survives_a_failing_fail(addon):
     assert pump(CHAT_SSE) == [] and pump(b"") == []
 
 
+ANT_SSE = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
+           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+
+
 async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
     await addon.request(f)
     turn = addon.turns[f.id]
     pump = Pump(addon, turn)
-    ant = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
-           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
-           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\nevent: message_delta\ndata: {"type":"message_delta",'
-           b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}\n\n'
-           b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    ant = ANT_SSE
     out = [c for i in range(0, len(ant), 17) for c in pump(ant[i:i + 17])]
     assert b"".join(out) == ant and b"" not in out
     assert pump(b"") == []
-    assert pump.sniffer.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+    assert pump.watch.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+    assert pump.watch.verdict() is None  # its terminal event came: a clean stream
 
 
 # ---------------------------------------------------------------- hooks through to the ledger
@@ -468,7 +482,13 @@ CHAT_REPLY = {"id": "chatcmpl-w", "object": "chat.completion", "created": 1, "mo
               "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
 
 
-def _ledger_turn(tmp_path, rid: str) -> tuple[dict, list[str]]:
+async def _ledger_turn(addon, tmp_path, rid: str) -> tuple[dict, list[str]]:
+    """The turn's row and event kinds once recorded: a completion waits for mitmproxy to have
+    written the reply (these test flows stay live, so until mitm._after_sent gives up) and
+    the ledger's writer thread commits it."""
+    for _ in range(mitm.AFTER_SENT_MAX_TURNS + 5):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
         (row,) = [t for t in led.turns() if t["request_id"] == rid]
         return row, [e["kind"] for e in led.events(rid)]
@@ -488,7 +508,7 @@ async def test_whole_reply_is_translated_and_recorded(addon, tmp_path):
     assert msg["usage"] == {"input_tokens": 9, "output_tokens": 1}
     assert f.response.headers[REQUEST_ID_HEADER] == rid
     assert f.id not in addon.turns and f.id not in addon.bridged  # per-flow state released
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert (row["outcome"], row["status"], row["rule"], row["endpoint"]) == ("translated", 200, "easy-turns", "oai")
     assert (row["client_protocol"], row["target_protocol"]) == ("anthropic", "openai")
     assert row["usage_reported"] == CHAT_REPLY["usage"] and row["usage_input"] == 9 and row["usage_output"] == 1
@@ -513,7 +533,7 @@ async def test_streamed_reply_goes_through_the_pump_and_is_recorded(addon, tmp_p
     out = [c for i in range(0, len(CHAT_SSE), 50) for c in pump(CHAT_SSE[i:i + 50])] + pump(b"")
     assert [e for e, _ in _events(out)][-1] == "message_stop"
     addon.response(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "translated" and row["status"] == 200 and row["stream"] is True
     assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
     assert row["usage_client"] == {"input_tokens": 11, "output_tokens": 2}
@@ -532,7 +552,7 @@ async def test_upstream_error_reaches_the_client_in_its_protocol_and_ledger(addo
     assert f.response.status_code == 429
     err = anthropic_error(f)
     assert err["type"] == "rate_limit_error" and "slow down" in err["message"]
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["status"] == 429 and "upstream_error" in kinds
 
 
@@ -542,8 +562,9 @@ async def test_connection_error_is_recorded(addon, tmp_path):
     rid = f.metadata["tokunseba.request_id"]
     f.error = tflow.terr("[Errno 104] Connection reset by peer")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
-    assert row["outcome"] == "error" and row["status"] is None and row["error"] == "[Errno 104] Connection reset by peer"
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert row["outcome"] == "error" and row["status"] is None
+    assert row["error"] == "upstream connection broke: [Errno 104] Connection reset by peer"
     assert kinds[-2:] == ["upstream_error", "completed"]
     assert f.id not in addon.turns and f.id not in addon.bridged
 
@@ -554,7 +575,7 @@ async def test_client_cancel_is_recorded_as_cancelled_not_as_an_upstream_error(a
     rid = f.metadata["tokunseba.request_id"]
     f.error = tflow.terr("Client disconnected.")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "cancelled" and row["error"] == "Client disconnected."
     assert kinds[-2:] == ["client_cancelled", "completed"] and "upstream_error" not in kinds
 
@@ -571,7 +592,7 @@ async def test_client_hanging_up_after_the_terminal_event_is_a_completed_turn(ad
     pump(CHAT_SSE)  # everything up to [DONE]; the stream's clean end never comes
     f.error = tflow.terr("stream reset by client (CANCEL)")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "translated" and row["status"] == 200
     assert row["usage_reported"] == {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
     assert kinds[-2:] == ["client_closed", "completed"]
@@ -586,5 +607,72 @@ async def test_client_hanging_up_mid_stream_is_cancelled(addon, tmp_path):
     f.response.stream(CHAT_SSE[:120])
     f.error = tflow.terr("stream reset by client (CANCEL)")
     addon.error(f)
-    row, kinds = _ledger_turn(tmp_path, rid)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "cancelled" and kinds[-2:] == ["client_cancelled", "completed"]
+
+
+async def test_completion_is_recorded_only_after_mitmproxy_wrote_the_reply(addon, tmp_path):
+    """The response hook comes before mitmproxy writes the reply's last bytes; the turn is
+    recorded complete only once the flow is no longer live (the bytes were handed over)."""
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="application/json"), content=None)
+    addon.responseheaders(f)
+    f.response.content = json.dumps(CHAT_REPLY).encode()
+    addon.response(f)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        assert led.get_turn(rid)["outcome"] is None  # still open: the client has not got it all
+    f.live = False  # what mitmproxy's flow_done does right after writing the end of the reply
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert addon.ledger.flush(10)
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        row = led.get_turn(rid)
+    assert (row["outcome"], row["status"]) == ("translated", 200)
+
+
+async def test_an_upstream_event_past_the_cap_ends_the_turn_with_an_error_in_the_clients_protocol(addon, tmp_path):
+    from tokunseba import sse
+
+    addon.tctx.configure(addon, tokunseba_max_event_bytes=4096)
+    try:
+        f = make_flow({**ANT_BODY, "stream": True})
+        await addon.request(f)
+        rid = f.metadata["tokunseba.request_id"]
+        f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+        addon.responseheaders(f)
+        pump = f.response.stream
+        out = pump(CHAT_SSE[:150])
+        huge = b"data: " + b"x" * 65536  # no line end, ever
+        for i in range(0, len(huge), 1000):
+            out += pump(huge[i:i + 1000])
+        out += pump(b"more") + pump(b"")
+        kinds = [e for e, _ in _events(out)]
+        assert kinds[-1] == "error" and "larger than 4096 bytes" in _events(out)[-1][1]["error"]["message"]
+        addon.response(f)
+        row, _ = await _ledger_turn(addon, tmp_path, rid)
+        assert row["outcome"] == "error" and "larger than 4096 bytes" in row["error"]
+    finally:
+        addon.tctx.configure(addon, tokunseba_max_event_bytes=sse.DEFAULT_MAX_EVENT_BYTES)
+    with pytest.raises(exceptions.OptionsError, match="tokunseba_max_event_bytes"):
+        addon.tctx.configure(addon, tokunseba_max_event_bytes=0)
+
+
+async def test_client_hanging_up_after_a_retargeted_streams_terminal_event_is_a_completed_turn(addon, tmp_path):
+    """The same for a stream passed on unchanged: its watch saw the terminal event."""
+    f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+    addon.responseheaders(f)
+    ant = ANT_SSE
+    assert b"".join(f.response.stream(ant)) == ant  # whole events go on at once
+    f.error = tflow.terr("stream reset by client (CANCEL)")
+    addon.error(f)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert (row["outcome"], row["status"], row["usage_output"]) == ("retargeted", 200, 3)
+    assert kinds[-2:] == ["client_closed", "completed"]

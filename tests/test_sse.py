@@ -108,3 +108,31 @@ def test_encode_event_round_trips():
     raw = encode_event('{"type":"ping"}', "ping") + encode_event(b'{"x":"\xc3\xa9"}')
     assert raw == b'event: ping\ndata: {"type":"ping"}\n\ndata: {"x":"\xc3\xa9"}\n\n'
     assert decode(raw) == [SSEEvent("ping", '{"type":"ping"}'), SSEEvent(None, '{"x":"é"}')]
+
+
+@pytest.fixture
+def small_cap():
+    from tokunseba import sse
+
+    sse.set_max_event_bytes(1000)
+    yield 1000
+    sse.set_max_event_bytes(sse.DEFAULT_MAX_EVENT_BYTES)
+
+
+def test_an_event_or_line_past_the_cap_raises_and_frees_its_buffer(small_cap):
+    from tokunseba.sse import SSETooLarge
+
+    ok = b"data: " + b"x" * 900 + b"\n\n"
+    assert decode(ok * 3) == [SSEEvent(None, "x" * 900)] * 3  # each event under the cap: fine
+    for raw in (b"data: " + b"y" * 5000,  # one line that never ends
+                b"".join(b"data: " + b"z" * 100 + b"\n" for _ in range(20))):  # many lines, no blank line
+        for step in (1, 64, 4096, len(raw)):
+            d = SSEDecoder()
+            with pytest.raises(SSETooLarge, match=r"larger than 1000 bytes \(the cap; option tokunseba_max_event_bytes\)"):
+                for i in range(0, len(raw), step):
+                    d.feed(raw[i:i + step])
+            assert not d.pending  # what was buffered is gone
+    with pytest.raises(ValueError):
+        from tokunseba.sse import set_max_event_bytes
+
+        set_max_event_bytes(0)

@@ -1,14 +1,25 @@
-"""A loopback relay between mitmproxy and the endpoint of a translated turn.
+"""A loopback relay between mitmproxy and the endpoint of a routed turn.
 
 Why: when an upstream dies in the middle of a chunked stream, mitmproxy fires `error` and
 can write nothing more to the client (mitmproxy.md §4), so the client would see a torn
-connection instead of an error in its own protocol. Translated flows therefore go
+connection instead of an error in its own protocol. Routed flows therefore go
 mitmproxy → this relay → endpoint. The relay re-frames the endpoint's reply as a chunked
 response that always ends cleanly; when the endpoint breaks, it ends the relayed body
-early and notes why, so the stream translator's close() emits the client-protocol error
-event (``event: error`` / a Chat error chunk). An endpoint that refuses the connection
-becomes a 502 marked with ``x-tokunseba-bridge``, which the adapter turns into an error in
-the client's protocol instead of mitmproxy's HTML page.
+early and notes why (``Target.broken``), so the adapter can end the turn with an error in
+the client's protocol. An endpoint that refuses the connection becomes a 502 marked
+``x-tokunseba-bridge: connect-failed`` (``upstream-broke`` when it broke before its reply
+headers), which the adapter turns into an error in the client's protocol instead of
+mitmproxy's HTML page.
+
+Connections: the relay owns the connections to endpoints, a pool of keep-alive (and TLS)
+connections per (scheme, host, port), each idle at most ``pool_idle_s``. ``connect(url)``
+— called from the request hook — takes an idle one or opens one: the connect the turn
+needs anyway, done early, so a refused connect is known before the turn is committed to
+its route (passive health, endpoints.EndpointHealth) and the healthy path pays no extra
+round trip. ``register(url, conn)`` hands that connection to the turn. A reused connection
+that fails before any reply byte (the endpoint closed it while idle) is replaced by a fresh
+one once. A reply that ends cleanly, with both sides willing, returns its connection to the
+pool.
 
 Runs in mitmproxy's event loop (asyncio + h11, both already mitmproxy dependencies).
 """
@@ -19,7 +30,8 @@ import asyncio
 import logging
 import secrets
 import ssl
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import h11
@@ -33,6 +45,69 @@ HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-leng
 READ = 65536
 
 
+Key = tuple[str, str, int]  # scheme, host, port
+
+
+@dataclass(eq=False)
+class UpstreamConn:
+    """One connection to an endpoint, owned by the relay (idle in the pool, or lent to a turn)."""
+
+    key: Key
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    uses: int = 0  # replies it has carried
+    idle_since: float = field(default_factory=time.monotonic)
+
+    def alive(self) -> bool:
+        return not self.writer.is_closing() and not self.reader.at_eof() and self.reader.exception() is None
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+class Pool:
+    """Idle keep-alive connections per endpoint: newest first, dropped when dead or idle too long."""
+
+    def __init__(self, idle_s: float = 30.0, max_idle_per_key: int = 16) -> None:
+        self.idle_s, self.max_idle_per_key = idle_s, max_idle_per_key
+        self.idle: dict[Key, list[UpstreamConn]] = {}
+        self.reused = 0
+        self.opened = 0
+
+    def take(self, key: Key) -> UpstreamConn | None:
+        conns = self.idle.get(key)
+        now = time.monotonic()
+        while conns:
+            c = conns.pop()
+            if c.alive() and now - c.idle_since < self.idle_s:
+                self.reused += 1
+                return c
+            c.close()
+        return None
+
+    def put(self, conn: UpstreamConn) -> None:
+        conns = self.idle.setdefault(conn.key, [])
+        if not conn.alive() or len(conns) >= self.max_idle_per_key:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        conns.append(conn)
+
+    def close_all(self) -> None:
+        for conns in self.idle.values():
+            for c in conns:
+                c.close()
+        self.idle.clear()
+
+
+def target_key(url: str) -> Key:
+    u = urlsplit(url)
+    return (u.scheme, u.hostname or "", u.port or (443 if u.scheme == "https" else 80))
+
+
 @dataclass
 class Target:
     scheme: str
@@ -40,12 +115,18 @@ class Target:
     port: int
     path: str  # with query
     broken: str | None = None  # why the upstream reply was cut short, if it was
+    conn: UpstreamConn | None = None  # opened for this turn by the request hook, not yet used
+
+    @property
+    def key(self) -> Key:
+        return (self.scheme, self.host, self.port)
 
 
 class Bridge:
     def __init__(self, connect_timeout: float = 10.0, idle_timeout: float = 600.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, pool_idle_s: float = 30.0) -> None:
         self.targets: dict[str, Target] = {}
+        self.pool = Pool(pool_idle_s)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self.connect_timeout = connect_timeout
@@ -61,17 +142,40 @@ class Bridge:
         if self.server is not None:
             self.server.close()
             self.server = None
+        self.pool.close_all()
 
-    def register(self, url: str) -> tuple[str, str]:
-        """Register a real target URL; returns (token, the URL mitmproxy should use)."""
+    async def connect(self, url: str, timeout: float | None = None) -> UpstreamConn:
+        """A connection to ``url``'s endpoint: an idle pooled one, else a new one (TCP, and
+        TLS for https). Raises OSError / TimeoutError / ssl.SSLError when it cannot connect."""
+        key = target_key(url)
+        return self.pool.take(key) or await self._open(key, timeout)
+
+    async def _open(self, key: Key, timeout: float | None = None) -> UpstreamConn:
+        scheme, host, port = key
+        tls = scheme == "https"
+        r, w = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=self._ssl_context() if tls else None,
+                                    server_hostname=host if tls else None),
+            self.connect_timeout if timeout is None else timeout)
+        self.pool.opened += 1
+        return UpstreamConn(key, r, w)
+
+    def register(self, url: str, conn: UpstreamConn | None = None) -> tuple[str, str]:
+        """Register a real target URL (and the connection opened for it, if any); returns
+        (token, the URL mitmproxy should use)."""
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         token = secrets.token_hex(12)
-        self.targets[token] = Target(u.scheme, u.hostname or "", port, (u.path or "/") + (f"?{u.query}" if u.query else ""))
+        self.targets[token] = Target(u.scheme, u.hostname or "", port,
+                                     (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn)
         return token, f"http://127.0.0.1:{self.port}{PREFIX}{token}"
 
     def finish(self, token: str) -> Target | None:
-        return self.targets.pop(token, None)
+        target = self.targets.pop(token, None)
+        if target is not None and target.conn is not None:  # the flow never reached the relay
+            self.pool.put(target.conn)
+            target.conn = None
+        return target
 
     def set_ssl_context(self, context: ssl.SSLContext | None) -> None:
         self._ssl = context
@@ -90,15 +194,19 @@ class Bridge:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         down = h11.Connection(h11.SERVER)
         try:
-            req, body = await self._read_request(down, reader)
-            if req is None:
-                return
-            token = req.target.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
-            target = self.targets.get(token)
-            if target is None:
-                await self._reply_error(down, writer, 404, "unknown relay token")
-                return
-            await self._relay(down, writer, req, body, target)
+            while True:  # mitmproxy keeps its connection to the relay alive between turns
+                req, body = await self._read_request(down, reader)
+                if req is None:
+                    return
+                token = req.target.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
+                target = self.targets.get(token)
+                if target is None:
+                    await self._reply_error(down, writer, 404, "unknown relay token")
+                    return
+                await self._relay(down, writer, req, body, target)
+                if down.our_state is not h11.DONE or down.their_state is not h11.DONE:
+                    return  # a relay-made reply (connection: close) or a broken exchange
+                down.start_next_cycle()
         except Exception as e:  # never let the relay crash the proxy's loop
             log.debug("bridge: %s", e)
         finally:
@@ -124,34 +232,53 @@ class Bridge:
             elif isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
                 return req, b"".join(chunks)
 
-    async def _reply_error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, msg: str) -> None:
+    async def _reply_error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, msg: str,
+                           mark: bytes = b"error") -> None:
+        """A relay-made reply, marked (``connect-failed`` / ``upstream-broke`` / ``error``)."""
         body = msg.encode()
         writer.write(conn.send(h11.Response(status_code=status, headers=[
             (b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode()),
-            (MARK.encode(), b"connect-failed" if status == 502 else b"error"), (b"connection", b"close")])))
+            (MARK.encode(), mark), (b"connection", b"close")])))
         writer.write(conn.send(h11.Data(data=body)))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
 
     async def _relay(self, down: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request, body: bytes,
                      target: Target) -> None:
-        try:
-            ur, uw = await asyncio.wait_for(
-                asyncio.open_connection(target.host, target.port,
-                                        ssl=self._ssl_context() if target.scheme == "https" else None,
-                                        server_hostname=target.host if target.scheme == "https" else None),
-                self.connect_timeout)
-        except Exception as e:
-            target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
-            await self._reply_error(down, writer, 502, target.broken)
-            return
+        conn, target.conn = target.conn, None
+        for attempt in range(2):
+            if conn is None:
+                try:
+                    conn = self.pool.take(target.key) if attempt == 0 else None
+                    conn = conn or await self._open(target.key)
+                except Exception as e:
+                    target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
+                    await self._reply_error(down, writer, 502, target.broken, b"connect-failed")
+                    return
+            outcome = await self._exchange(down, writer, req, body, target, conn)
+            if outcome == "keep":
+                conn.uses += 1
+                self.pool.put(conn)
+                return
+            conn.close()
+            if outcome != "stale":
+                return
+            conn = None  # a reused connection the endpoint had closed: once more on a fresh one
+        target.broken = target.broken or "upstream connection broke: the endpoint closed the connection"
+        await self._reply_error(down, writer, 502, target.broken, b"upstream-broke")
+
+    async def _exchange(self, down: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request, body: bytes,
+                        target: Target, conn: UpstreamConn) -> str:
+        """One request/reply on ``conn``: "keep" (clean, reusable), "close" (done, or broken
+        and said so), "stale" (a reused connection failed before any reply byte)."""
         up = h11.Connection(h11.CLIENT)
         started = False
+        got_bytes = False
         default_port = 443 if target.scheme == "https" else 80
         host = target.host if target.port == default_port else f"{target.host}:{target.port}"
         headers = [(k, v) for k, v in req.headers if k not in HOP_BY_HOP and k != b"host"]
-        headers = [(b"host", host.encode())] + headers + [(b"content-length", str(len(body)).encode()),
-                                                           (b"connection", b"close")]
+        headers = [(b"host", host.encode())] + headers + [(b"content-length", str(len(body)).encode())]
+        ur, uw = conn.reader, conn.writer
         try:
             uw.write(up.send(h11.Request(method=req.method, target=target.path.encode(), headers=headers)))
             if body:
@@ -162,11 +289,12 @@ class Bridge:
                 ev = up.next_event()
                 if ev is h11.NEED_DATA:
                     data = await asyncio.wait_for(ur.read(READ), self.idle_timeout)
+                    got_bytes = got_bytes or bool(data)
                     up.receive_data(data)  # b"" = EOF; h11 raises if the body was incomplete
                     continue
                 if isinstance(ev, h11.Response):
                     out = [(k, v) for k, v in ev.headers if k not in HOP_BY_HOP]
-                    out += [(b"transfer-encoding", b"chunked"), (b"connection", b"close")]
+                    out.append((b"transfer-encoding", b"chunked"))
                     writer.write(down.send(h11.Response(status_code=ev.status_code, headers=out, reason=ev.reason)))
                     started = True
                 elif isinstance(ev, h11.InformationalResponse):
@@ -174,15 +302,22 @@ class Bridge:
                 elif isinstance(ev, h11.Data):
                     writer.write(down.send(h11.Data(data=bytes(ev.data))))
                     await writer.drain()
-                elif isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
+                elif isinstance(ev, h11.EndOfMessage):
+                    break
+                elif isinstance(ev, h11.ConnectionClosed):
+                    if not started:
+                        raise ConnectionResetError("the endpoint closed the connection before replying")
                     break
         except Exception as e:
+            if not got_bytes and conn.uses > 0 and not isinstance(e, asyncio.TimeoutError):
+                return "stale"
             target.broken = f"upstream connection broke: {e or type(e).__name__}"
             if not started:
-                await self._reply_error(down, writer, 502, target.broken)
-                return
-        finally:
-            uw.close()
+                await self._reply_error(down, writer, 502, target.broken, b"upstream-broke")
+                return "close"
         if down.our_state is h11.SEND_BODY:
             writer.write(down.send(h11.EndOfMessage()))
         await writer.drain()
+        reusable = (target.broken is None and up.our_state is h11.DONE and up.their_state is h11.DONE
+                    and up.trailing_data == (b"", False))
+        return "keep" if reusable else "close"

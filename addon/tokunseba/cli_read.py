@@ -308,6 +308,11 @@ USAGE_LABELS = {"input": "INPUT", "output": "OUTPUT", "cache_read": "CACHE READ"
                 "reasoning": "REASONING"}
 
 
+# turns that were not served, shown when there are any: in flight or left open (unfinished),
+# open when their proxy stopped (interrupted), given up by the client (cancelled)
+UNSERVED_LABELS = (("cancelled", "cancelled"), ("interrupted", "interrupted"), ("unfinished", "unfinished"))
+
+
 def render_stats(st: dict, since_text: str | None = None) -> str:
     window = f"since {fmt_time(st['since'])}" + (f" ({since_text})" if since_text else "") if st["since"] else "all time"
     out = [f"window: {window}"]
@@ -317,7 +322,7 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     out.append(
         f"turns {st['turns']}  ·  translated {st['translated']}  ·  refused {st['refused']}  ·  errors {st['errors']}"
         f"  ·  pass-through {st['pass_through']}  ·  retargeted {st['retargeted']}"
-        + (f"  ·  unfinished {st['unfinished']}" if st["unfinished"] else "")
+        + "".join(f"  ·  {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
     )
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),

@@ -3,11 +3,16 @@
 An endpoint's ``url`` is its API base including the version segment
 (``http://127.0.0.1:8000/v1``); request paths come from protocols.detect's table. The key is
 never stored: ``key_env`` names the environment variable that holds it.
+
+Health is passive (``EndpointHealth``): nothing probes an endpoint. A failed connect marks
+it down for a back-off (2 s, doubling per failure in a row, at most 30 s); once that has
+passed, the next turn tries it again, and a connect that works marks it up.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -136,3 +141,32 @@ BUILTIN_ENDPOINTS: dict[str, Endpoint] = {
                  gemini.KEY_ENV, builtin=True),
     )
 }
+
+
+class EndpointHealth:
+    """Which endpoints (by host and port) are down, from connects that failed; no probes."""
+
+    def __init__(self, backoff_s: float = 2.0, max_backoff_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.backoff_s, self.max_backoff_s, self.clock = backoff_s, max_backoff_s, clock
+        self._down: dict[tuple[str, int], tuple[float, int, str]] = {}  # -> (until, failures in a row, why)
+
+    def reachable(self, ep: Endpoint) -> bool:
+        """False while ``ep`` is in its back-off after a failed connect."""
+        state = self._down.get((ep.host, ep.port))
+        return state is None or self.clock() >= state[0]
+
+    def failed(self, ep: Endpoint, why: str = "") -> float:
+        """A connect to ``ep`` failed: down for the next back-off (returned, in seconds)."""
+        n = self._down.get((ep.host, ep.port), (0.0, 0, ""))[1] + 1
+        wait = min(self.backoff_s * 2 ** (n - 1), self.max_backoff_s)
+        self._down[(ep.host, ep.port)] = (self.clock() + wait, n, why)
+        return wait
+
+    def ok(self, ep: Endpoint) -> None:
+        self._down.pop((ep.host, ep.port), None)
+
+    def down(self) -> dict[str, str]:
+        """``host:port`` -> why, for the endpoints in their back-off now."""
+        now = self.clock()
+        return {f"{h}:{p}": why for (h, p), (until, _, why) in self._down.items() if now < until}

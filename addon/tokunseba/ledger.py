@@ -1,8 +1,13 @@
 """The SQLite ledger: one row per provider turn plus the events of its story.
 
 - One database file (default ``$TOKUNSEBA_HOME/ledger.db``), WAL mode so the CLI reads
-  while the proxy writes; ``synchronous=NORMAL``; every write is committed at once, so a
-  killed proxy loses nothing it reported as written.
+  while the proxy writes; ``synchronous=NORMAL``. The proxy never writes here from its
+  event loop: ``ledger_writer.LedgerWriter`` queues records and one thread commits them in
+  batches (``write_batch``: one transaction, one savepoint per record).
+- A turn's ``outcome`` is NULL while it is open; it is written when known. A turn is owned
+  by the proxy instance that started it (``owner``, see ``instance_id``); on start-up
+  ``recover_interrupted`` marks the open turns of instances that no longer run
+  ``interrupted``.
 - Append-only named migrations (``MIGRATIONS``): a newer tokunseba opens an older ledger.
 - Usage is stored exactly as the upstream reported it (the raw object plus its fields as
   the upstream counted them, ``Usage.fields()``); NULL where nothing was reported.
@@ -17,6 +22,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
+import platform
+import secrets
 import sqlite3
 import threading
 import time
@@ -144,7 +152,20 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX shadows_started_at ON shadows(started_at)",
         ),
     ),
+    (
+        # the proxy instance that holds a turn open (host/pid/nonce): a crash leaves its open
+        # turns behind, and the next start marks them interrupted
+        "0004_turn_owner",
+        (
+            "ALTER TABLE turns ADD COLUMN owner TEXT",
+            "CREATE INDEX turns_open ON turns(owner) WHERE outcome IS NULL",
+        ),
+    ),
 )
+
+# Outcomes written when a turn ends (NULL while it is open).
+INTERRUPTED = "interrupted"
+INTERRUPTED_ERROR = "the proxy stopped before the turn completed"
 
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI, GEMINI: GEMINI}
@@ -218,7 +239,8 @@ class Ledger:
         self.path = Path(path).expanduser() if path is not None else default_ledger_path()
         self.store_bodies = store_bodies
         self.readonly = readonly
-        self._lock = threading.Lock()
+        self.owner: str | None = None  # this proxy instance (instance_id()); written on start_turn
+        self._lock = threading.RLock()  # RLock: a batch builds its statements while holding it
         self._conn: sqlite3.Connection | None = None
         if readonly and not self.path.exists():
             raise LedgerMissing(self.path)
@@ -289,6 +311,50 @@ class Ledger:
             except Exception as e:  # sqlite3.Error, encoding errors, anything: the turn goes on
                 log.warning("ledger %s failed: %s", what, e)
 
+    def write_batch(self, records: list[tuple[str, Callable[[], list[tuple[str, tuple]]]]]) -> bool:
+        """Write ``records`` (what, build) in ONE immediate transaction, each in its own
+        savepoint: ``build()`` runs inside it (so it reads what earlier records wrote) and a
+        record that fails is logged and rolled back alone. Returns False, having written
+        nothing, when the database is busy or locked (the caller retries later); True once
+        committed (or when the ledger is closed)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return True
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if _busy(e):
+                    return False
+                log.warning("ledger batch of %d failed: %s", len(records), e)
+                return True
+            try:
+                for what, build in records:
+                    conn.execute("SAVEPOINT rec")
+                    try:
+                        for sql, params in build():
+                            conn.execute(sql, params)
+                        conn.execute("RELEASE rec")
+                    except Exception as e:  # one bad record never costs the others
+                        conn.execute("ROLLBACK TO rec")
+                        conn.execute("RELEASE rec")
+                        if isinstance(e, sqlite3.OperationalError) and _busy(e):
+                            raise
+                        log.warning("ledger %s failed: %s", what, e)
+                conn.execute("COMMIT")
+                return True
+            except BaseException as e:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(e, sqlite3.OperationalError) and _busy(e):
+                    return False
+                if not isinstance(e, Exception):
+                    raise
+                log.warning("ledger batch of %d failed: %s", len(records), e)
+                return True
+
     def start_turn(
         self,
         request_id: str,
@@ -300,39 +366,35 @@ class Ledger:
         requested_model: str | None,
         stream: bool | None,
     ) -> None:
-        values = (
-            request_id,
-            started_at,
-            client_protocol,
-            host,
-            scrub(path),
-            requested_model,
-            None if stream is None else int(bool(stream)),
-        )
-        self._write(
-            "start_turn",
-            [
-                (
-                    "INSERT INTO turns (request_id, started_at, client_protocol, host, path,"
-                    " requested_model, stream) VALUES (?,?,?,?,?,?,?)"
-                    " ON CONFLICT(request_id) DO UPDATE SET started_at=excluded.started_at,"
-                    " client_protocol=excluded.client_protocol, host=excluded.host,"
-                    " path=excluded.path, requested_model=excluded.requested_model,"
-                    " stream=excluded.stream",
-                    values,
-                )
-            ],
-        )
+        values = (request_id, started_at, client_protocol, host, path, requested_model,
+                  None if stream is None else int(bool(stream)))
+        self._write("start_turn", self.start_statements(*values))
+
+    def start_statements(self, request_id: str, started_at: float, client_protocol: str, host: str, path: str,
+                         requested_model: str | None, stream: int | None) -> list[tuple[str, tuple]]:
+        """The statements recording a turn's start (owned by this instance, outcome NULL)."""
+        values = (request_id, started_at, client_protocol, host, scrub(path), requested_model, stream, self.owner)
+        return [
+            (
+                "INSERT INTO turns (request_id, started_at, client_protocol, host, path,"
+                " requested_model, stream, owner) VALUES (?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(request_id) DO UPDATE SET started_at=excluded.started_at,"
+                " client_protocol=excluded.client_protocol, host=excluded.host,"
+                " path=excluded.path, requested_model=excluded.requested_model,"
+                " stream=excluded.stream, owner=excluded.owner",
+                values,
+            )
+        ]
 
     def update_turn(self, request_id: str, **fields: Any) -> None:
         try:
-            statements = self._update_statements(request_id, fields)
+            statements = self.update_statements(request_id, fields)
         except Exception as e:
             log.warning("ledger update_turn failed: %s", e)
             return
         self._write("update_turn", statements)
 
-    def _update_statements(self, request_id: str, fields: dict[str, Any]) -> list[tuple[str, tuple]]:
+    def update_statements(self, request_id: str, fields: dict[str, Any]) -> list[tuple[str, tuple]]:
         cols: dict[str, Any] = {}
         bodies: dict[str, bytes] = {}
         for name, value in fields.items():
@@ -396,49 +458,78 @@ class Ledger:
 
     def event(self, request_id: str, kind: str, data: dict | None = None, *, ts: float | None = None) -> None:
         try:
-            payload = None if data is None else jsonc.dumps(scrub(data))
+            statements = self.event_statements(request_id, kind, data, ts=ts)
         except Exception as e:
             log.warning("ledger event %s failed: %s", kind, e)
             return
-        self._write(
-            f"event {kind}",
-            [
-                (
-                    "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)",
-                    (request_id, time.time() if ts is None else ts, kind, payload),
-                )
-            ],
-        )
+        self._write(f"event {kind}", statements)
+
+    @staticmethod
+    def event_statements(request_id: str, kind: str, data: dict | None = None, *,
+                         ts: float | None = None) -> list[tuple[str, tuple]]:
+        payload = None if data is None else jsonc.dumps(scrub(data))
+        return [("INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)",
+                 (request_id, time.time() if ts is None else ts, kind, payload))]
+
+    def interrupt_statements(self, alive: Callable[[str], bool], *, only_owner: str | None = None,
+                             reason: str = INTERRUPTED_ERROR) -> list[tuple[str, tuple]]:
+        """Statements marking open turns ``interrupted``: those of ``only_owner``, or else of
+        every owner for which ``alive(owner)`` is false (a proxy that crashed or was killed).
+        Each gets an ``interrupted`` event. Turns without an owner (written before owners
+        existed) are left alone."""
+        with self._lock:
+            if self._conn is None:
+                return []
+            owners = [only_owner] if only_owner is not None else [
+                r[0] for r in self._conn.execute("SELECT DISTINCT owner FROM turns WHERE outcome IS NULL"
+                                                 " AND owner IS NOT NULL")]
+            dead = [o for o in owners if only_owner is not None or not alive(o)]
+            rows = [] if not dead else self._conn.execute(
+                f"SELECT request_id, owner FROM turns WHERE outcome IS NULL AND owner IN ({','.join('?' * len(dead))})",
+                dead).fetchall()
+        now = time.time()
+        out: list[tuple[str, tuple]] = []
+        for rid, owner in rows:
+            out.append(("UPDATE turns SET outcome=?, error=coalesce(error, ?) WHERE request_id=? AND outcome IS NULL",
+                        (INTERRUPTED, reason, rid)))
+            out += self.event_statements(rid, INTERRUPTED, {"reason": reason, "owner": owner}, ts=now)
+        return out
 
     def add_shadow(self, request_id: str, kind: str, *, started_at: float, usage: Usage | None = None,
                    **fields: Any) -> None:
         """One shadow / shadow_skipped / replay row linked to the primary turn ``request_id``;
         usage exactly as the shadow's endpoint reported it (NULL when it reported none)."""
         try:
-            cols: dict[str, Any] = {"request_id": request_id, "kind": kind, "started_at": started_at}
-            for name, value in fields.items():
-                how = SHADOW_FIELDS[name]
-                if value is None:
-                    cols[name] = None
-                elif how == "plain":
-                    cols[name] = value
-                elif how == "text":
-                    cols[name] = scrub(str(value))
-                elif how == "json":
-                    cols[name] = jsonc.dumps(scrub(value))
-                else:  # body: key-like text redacted, as everywhere else
-                    text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
-                    cols[name] = redact_text(text).encode()
-            cols["usage_protocol"] = usage.protocol if usage else None
-            cols["usage_reported"] = jsonc.dumps(scrub(usage.reported)) if usage else None
-            counted = Usage(USAGE_PROTOCOLS[usage.protocol], usage.reported).fields() if usage else {}
-            for name in USAGE_FIELDS:
-                cols[f"usage_{name}"] = counted.get(name)
+            statements = self.shadow_statements(request_id, kind, started_at=started_at, usage=usage, **fields)
         except Exception as e:
             log.warning("ledger add_shadow failed: %s", e)
             return
-        sql = f"INSERT INTO shadows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        self._write(f"shadow {kind}", [(sql, tuple(cols.values()))])
+        self._write(f"shadow {kind}", statements)
+
+    @staticmethod
+    def shadow_statements(request_id: str, kind: str, *, started_at: float, usage: Usage | None = None,
+                          **fields: Any) -> list[tuple[str, tuple]]:
+        cols: dict[str, Any] = {"request_id": request_id, "kind": kind, "started_at": started_at}
+        for name, value in fields.items():
+            how = SHADOW_FIELDS[name]
+            if value is None:
+                cols[name] = None
+            elif how == "plain":
+                cols[name] = value
+            elif how == "text":
+                cols[name] = scrub(str(value))
+            elif how == "json":
+                cols[name] = jsonc.dumps(scrub(value))
+            else:  # body: key-like text redacted, as everywhere else
+                text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+                cols[name] = redact_text(text).encode()
+        cols["usage_protocol"] = usage.protocol if usage else None
+        cols["usage_reported"] = jsonc.dumps(scrub(usage.reported)) if usage else None
+        counted = Usage(USAGE_PROTOCOLS[usage.protocol], usage.reported).fields() if usage else {}
+        for name in USAGE_FIELDS:
+            cols[f"usage_{name}"] = counted.get(name)
+        return [(f"INSERT INTO shadows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                 tuple(cols.values()))]
 
     # ---- reads (raise on failure)
 
@@ -561,6 +652,32 @@ class Ledger:
         return compute_stats(rows, since)
 
 
+def _busy(e: sqlite3.OperationalError) -> bool:
+    m = str(e).lower()
+    return "locked" in m or "busy" in m
+
+
+def instance_id() -> str:
+    """Who owns the turns this process opens: ``host/pid/nonce``."""
+    return f"{platform.node()}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the proxy instance ``owner`` may still be running: False only when it ran on
+    this host and its process is gone. Another host's instance cannot be checked: alive."""
+    host, _, rest = owner.partition("/")
+    pid_text = rest.partition("/")[0]
+    if host != platform.node() or not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
 def _retry_busy(step: Callable[[], Any], tries: int = 50) -> Any:
     """Run a one-time opening step, again while another process holds the lock: switching to
     WAL can report "locked" without waiting for the busy timeout."""
@@ -606,15 +723,21 @@ def percentile(values: list[float], p: float) -> float | None:
     return s[max(math.ceil(p / 100 * len(s)) - 1, 0)]
 
 
+# outcomes that are not a served turn, each counted on its own
+NOT_SERVED = ("refused", "unfinished", "interrupted", "cancelled")
+
+
 def _kind(row: dict) -> str:
-    """refused / error / unfinished / the outcome: one class per turn, for counting."""
-    if row["outcome"] == "refused":
-        return "refused"
+    """refused / cancelled / interrupted / error / unfinished / the outcome: one class per
+    turn, for counting. An open turn (outcome NULL) is unfinished: in flight, or left by a
+    proxy that has not restarted since it stopped."""
+    if row["outcome"] in ("refused", "cancelled", INTERRUPTED):
+        return row["outcome"]
     if row["outcome"] == "error" or (row["status"] or 0) >= 400 or row["error"]:
         return "error"
-    if row["outcome"] is None and row["status"] is None:
+    if row["outcome"] is None:
         return "unfinished"
-    return row["outcome"] or "unknown"
+    return row["outcome"]
 
 
 # stats group -> a turn's group key (None = no route / model unknown). A turn passed
@@ -628,7 +751,7 @@ GROUPS: dict[str, Any] = {
 
 def compute_stats(rows: list[dict], since: float | None) -> dict:
     kinds = [_kind(r) for r in rows]
-    served_total = sum(1 for k in kinds if k not in ("refused", "unfinished"))
+    served_total = sum(1 for k in kinds if k not in NOT_SERVED)
     totals = {
         "turns": len(rows),
         "translated": sum(1 for r in rows if r["outcome"] == "translated"),
@@ -637,6 +760,8 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         "pass_through": sum(1 for r in rows if r["outcome"] == "pass_through"),
         "retargeted": sum(1 for r in rows if r["outcome"] == "retargeted"),
         "unfinished": kinds.count("unfinished"),
+        "interrupted": kinds.count(INTERRUPTED),
+        "cancelled": kinds.count("cancelled"),
     }
     groups: dict[str, list[dict]] = {}
     for gname, key in GROUPS.items():
@@ -647,7 +772,7 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
             g["translated"] += r["outcome"] == "translated"
             g["refused"] += k == "refused"
             g["errors"] += k == "error"
-            g["served"] += k not in ("refused", "unfinished")
+            g["served"] += k not in NOT_SERVED
         groups[gname] = [
             {gname: name, **g, "share": round(g["served"] / served_total, 4) if served_total else None}
             for name, g in sorted(acc.items(), key=lambda kv: (-kv[1]["turns"], kv[0] is None, str(kv[0])))

@@ -23,16 +23,22 @@ from mitmproxy.hooks import UpdateHook
 from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
-from .endpoints import Endpoint
+from .bridge import UpstreamConn
+from .endpoints import EndpointHealth
+from .encoding import Decoding, is_identity
 from .errors import TranslationError
-from .ledger import Ledger
+from .ledger import Ledger, instance_id
+from .ledger_writer import LedgerWriter
 from .rules import Rules, RulesError, load_rules
 from .shadow import SHADOWABLE, should_shadow
 from .shadow_sender import ShadowJob, ShadowSender
 from .protocols.detect import PROVIDER_HOSTS
 from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
-from .translate.sniff import UsageSniffer, usage_from_json
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSETooLarge, set_max_event_bytes
+from .stream_watch import USAGE_PROTOCOL, StreamWatch, error_event, last_event_end, whole_verdict
+from .translate.sniff import usage_from_json
+from .neutral.usage import Usage
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
                    websocket_refusal)
@@ -46,8 +52,6 @@ for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("t
 
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
-PROBE_TTL_OK_S = 10.0  # a reachable endpoint is re-probed after this (the relay covers the gap)
-PROBE_TTL_FAIL_S = 2.0  # an unreachable one sooner, so it comes back quickly
 RULES_POLL_S = 1.0
 MAX_STORED_BODY = 4 * 1024 * 1024
 MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
@@ -63,21 +67,28 @@ class _Shown:
     added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 
 
-@dataclass
-class _Probe:
-    ok: bool
-    at: float
-
-
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
-    b"" mid-stream, and turns any exception into an error event in the client's protocol."""
+    b"" mid-stream, and turns any exception into an error event in the client's protocol.
+    A translated stream is decoded from its content-encoding before the translator sees it
+    (the client gets it identity-encoded); a raw one goes on as it came. A retargeted (raw,
+    relayed) stream goes on whole events at a time: when its upstream breaks or it ends
+    without its terminal event, the unfinished event is dropped and an error event in the
+    client's protocol ends it."""
 
-    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None) -> None:
+    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None,
+                 target=None) -> None:
         self.addon, self.turn, self.t = addon, turn, translator
+        self.target = target  # the relay's record of this flow's upstream (bridge.Target), if relayed
+        # relayed raw stream: bytes after the last complete event wait for the event's end
+        self.hold: bytearray | None = bytearray() if target is not None and translator is None else None
         self.failed = False
         self.first_byte: float | None = None
-        self.sniffer = UsageSniffer(turn.client_protocol, content_encoding) if translator is None else None
+        # raw pass-through / retarget: usage and completeness read on the side
+        self.watch = StreamWatch(turn.client_protocol, content_encoding) if translator is None else None
+        # translated: undo the upstream's content-encoding first (raises UnsupportedEncoding)
+        self.inflate = Decoding(content_encoding) if translator is not None and not is_identity(content_encoding) \
+            else None
         # --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
         self.kept: bytearray | None = bytearray() if addon.ledger_bodies or turn.request_id in addon.shadowed else None
         # an endpoint key the upstream echoes back is redacted by value (secrets.py)
@@ -92,12 +103,20 @@ class Pump:
                 for c in chunks:
                     self._keep(c)  # what the client got
                 return chunks
-            out = self.t.feed(data) if data else self.t.close()
+            if self.inflate is not None:
+                out = self.t.feed(self.inflate.feed(data)) if data else self.t.feed(self.inflate.close()) + self.t.close()
+            else:
+                out = self.t.feed(data) if data else self.t.close()
         except Exception as e:  # mitmproxy would drop the chunk silently
-            log.exception("tokunseba: stream translation failed")
+            if isinstance(e, SSETooLarge):
+                log.warning("tokunseba: %s: turn %s ended", e, self.turn.request_id)
+                why = f"tokunseba: {e}"
+            else:
+                log.exception("tokunseba: stream translation failed")
+                why = f"tokunseba: stream translation failed: {e}"
             self.failed = True
             try:
-                out = self.t.fail(f"tokunseba: stream translation failed: {e}")
+                out = self.t.fail(why)
             except Exception:
                 out = b""
         out = b"".join(self._redacted([out] if out else [], final=not data or self.failed))
@@ -125,22 +144,45 @@ class Pump:
         try:  # the side channel must never cost the client a byte
             if data:
                 self._mark_first_byte()
-                self.sniffer.feed(data)
+                self.watch.feed(data)
             else:
-                self.sniffer.close()
+                self.watch.close()
         except Exception:
-            log.exception("tokunseba: usage sniffing failed")
-        return [data] if data else []
+            log.exception("tokunseba: stream watch failed")
+        out = self._whole_events(data) if self.hold is not None else data
+        return [out] if out else []
+
+    def _whole_events(self, data: bytes) -> bytes:
+        """Relayed raw stream: the complete events so far; at the end, the rest, or (the
+        upstream broke, or ended without its terminal event) an error event instead."""
+        hold = self.hold
+        if data:
+            hold += data
+            end = last_event_end(hold)
+            out = bytes(hold[:end])
+            del hold[:end]
+            return out
+        why = self.target.broken if self.target is not None else None
+        verdict = self.watch.verdict() if self.watch is not None else None
+        if why is None and verdict is not None and self.watch.error is None:
+            why = verdict  # an upstream error event already reached the client as it came
+        if why is None:
+            out = bytes(hold)
+        else:
+            self.failed = True
+            out = error_event(self.turn.client_protocol, f"tokunseba: {why}")
+        hold.clear()
+        return out
 
 
 class Tokunseba:
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)
-        self.ledger: Ledger | None = None
+        self.ledger: LedgerWriter | None = None
         self.turns: dict[str, Turn] = {}
         self.modes: dict[str, str] = {}
         self.pumps: dict[str, Pump] = {}
-        self.probes: dict[tuple[str, int], _Probe] = {}
+        self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
         self.rules_stamp: tuple | None = None
@@ -158,7 +200,12 @@ class Tokunseba:
         loader.add_option("tokunseba_rules", str, "", "Rules YAML file (empty: no routes, everything passes through).")
         loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
-        loader.add_option("tokunseba_probe_timeout_ms", int, 1500, "Connect-probe timeout for endpoints, in ms.")
+        loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
+                          "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
+                          "committed to its route; one that fails marks the endpoint down for a back-off).")
+        loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
+                          "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
+                          "with an error in the client's protocol.")
         loader.add_option("tokunseba_allow_remote_clients", bool, False,
                           "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
                           "without proxyauth. Off: such turns get an error in the client's protocol.")
@@ -176,6 +223,11 @@ class Tokunseba:
                 raise exceptions.OptionsError(str(e)) from None
         if {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"} & updated:
             self._configure_shadows()
+        if "tokunseba_max_event_bytes" in updated:
+            try:
+                set_max_event_bytes(ctx.options.tokunseba_max_event_bytes)
+            except ValueError as e:
+                raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -186,13 +238,21 @@ class Tokunseba:
                 hosts[name.lower()] = proto
             self.provider_hosts = hosts
         if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
-            if self.ledger is not None:
-                self.ledger.close()
-            try:
-                self.ledger = Ledger(ctx.options.tokunseba_ledger or None,
-                                     store_bodies=ctx.options.tokunseba_ledger_bodies)
-            except Exception as e:
-                raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+            self._open_ledger()
+
+    def _open_ledger(self) -> None:
+        """Open the ledger behind its writer thread, as a new owner of turns; turns left open
+        by proxies that no longer run become interrupted."""
+        if self.ledger is not None:
+            self.ledger.close()
+            self.ledger = None
+        try:
+            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=ctx.options.tokunseba_ledger_bodies)
+        except Exception as e:
+            raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+        led.owner = instance_id()
+        self.ledger = LedgerWriter(led)
+        self.ledger.recover_interrupted()
 
     def _configure_shadows(self) -> None:
         o = ctx.options
@@ -211,7 +271,7 @@ class Tokunseba:
         self.rules_stamp = before if _stamp(path) == before else None
         for w in self.rules.warnings:
             log.warning(w)
-        self.probes.clear()
+        self.health = EndpointHealth()
 
     def _maybe_reload_rules(self) -> None:
         """The rules file changed on disk: reload it (at most one stat a second). A broken
@@ -235,7 +295,7 @@ class Tokunseba:
             ctx.options.update(connection_strategy="lazy")
         self.bridge.set_ssl_context(_upstream_ssl_context())
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
-            log.warning("tokunseba: translated turns reach their endpoints directly, not through the upstream proxy")
+            log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
         self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
@@ -247,7 +307,9 @@ class Tokunseba:
             for t in list(self.shadows.tasks):
                 t.cancel()
         if self.ledger is not None:
+            self.ledger.interrupt_own()  # turns still open now will never complete
             self.ledger.close()
+            self.ledger = None
 
     @command.command("tokunseba.status")
     def status(self) -> str:
@@ -270,10 +332,11 @@ class Tokunseba:
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
                 return
             self._maybe_reload_rules()
-            turn = await self._plan(flow)
-            if turn is not None:
+            planned = await self._plan(flow)
+            if planned is not None:
+                turn, conn = planned
                 origin = (flow.request.pretty_host, flow.request.port)  # before _apply retargets it
-                self._apply(flow, turn)
+                self._apply(flow, turn, conn)
                 self._maybe_shadow(turn, origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
@@ -296,11 +359,14 @@ class Tokunseba:
             if r.raw_content is not None:  # answered locally, or already buffered
                 return
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
+            if _shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
+                mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
             self.modes[flow.id] = mode
             if mode == "raw-stream":
-                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"))
+                target = self.bridge.targets.get(self.bridged.get(flow.id, ""))
+                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"), target=target)
             elif mode == "translate-stream":
-                pump = Pump(self, turn, stream_translator(turn))
+                pump = Pump(self, turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"))
                 _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
             else:
                 return
@@ -323,12 +389,19 @@ class Tokunseba:
             return
         mode = self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
-        self._bridge_done(flow, turn)
+        broken = self._bridge_done(flow, turn)
         self._show_client_url(flow)
         try:
             r = flow.response
             rep = None
-            if mode == "translate-whole" and r.headers.get(BRIDGE_MARK) == "connect-failed":
+            mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") else None  # relay-made
+            if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
+                # reset or truncated before the reply was whole: said as such, never "not valid JSON"
+                why = broken or r.get_text(strict=False) or "upstream connection broke"
+                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+                r = flow.response
+                turn.outcome, turn.error = "error", why
+            elif mark == "connect-failed":
                 msg = r.get_text(strict=False) or "connection failed"
                 ep = turn.endpoint.name if turn.endpoint else "?"
                 self._event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
@@ -352,10 +425,23 @@ class Tokunseba:
                 for k, v in headers.items():
                     r.headers[k] = v
                 r.content = body
+            elif mode == "shape-error":
+                why = _shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
+                self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
+                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+                r = flow.response
+                turn.outcome, turn.error = "error", why
+            elif mode == "leave" and turn.action == "retarget" and r.status_code < 400:
+                _, why = whole_verdict(r.headers.get("content-type"), r.get_content(strict=False) or b"")
+                if why is not None:  # HTML or cut JSON where the client's JSON was due
+                    self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
+                    self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+                    r = flow.response
+                    turn.outcome, turn.error = "error", why
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
-            self._complete(flow, turn, r.status_code, rep=rep, pump=pump)
+            self._complete(flow, turn, r.status_code, rep=rep, pump=pump, defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
             if not isinstance(cause, TranslationError):
@@ -364,7 +450,8 @@ class Tokunseba:
             err = turn.client_error(502, msg, "api_error")
             self._respond(flow, err)
             turn.outcome, turn.error = "error", msg
-            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None)
+            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None,
+                           defer=True)
 
     def error(self, flow: http.HTTPFlow) -> None:
         turn = self.turns.pop(flow.id, None)
@@ -372,12 +459,11 @@ class Tokunseba:
             return
         self.modes.pop(flow.id, None)
         pump = self.pumps.pop(flow.id, None)
-        self._bridge_done(flow, turn)
+        broken = self._bridge_done(flow, turn)
         self._show_client_url(flow)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
-            t = pump.t if pump is not None else None
-            if _client_went_away(msg) and t is not None and t.report.completed and flow.response is not None:
+            if _client_went_away(msg) and _reply_completed(pump) and flow.response is not None:
                 # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
                 # as soon as it has response.completed): the turn is complete
                 self._event(turn, "client_closed", {"message": msg, "after": "completion"})
@@ -386,15 +472,20 @@ class Tokunseba:
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self._event(turn, "client_cancelled", {"message": msg})
                 turn.outcome = "cancelled"
+                turn.error = msg
             else:
-                self._event(turn, "upstream_error", {"status": None, "message": msg})
-            turn.error = msg
+                turn.error = broken or _upstream_failure(msg)
+                self._event(turn, "upstream_error", {"status": None, "message": turn.error})
             self._complete(flow, turn, None, pump=pump, failed=turn.outcome != "cancelled")
         except Exception:
             log.exception("tokunseba: error hook failed")
 
     # ---- internals ----
-    async def _plan(self, flow: http.HTTPFlow) -> Turn | None:
+    async def _plan(self, flow: http.HTTPFlow) -> tuple[Turn, UpstreamConn | None] | None:
+        """Detect, decide and build the turn. A routed turn's upstream connection is opened
+        (or taken from the relay's pool) here, before the turn is committed to its route: a
+        connect that fails marks the endpoint down and the turn is decided again without it
+        (passive health: no probe, and the healthy path pays no extra round trip)."""
         req = flow.request
         if req.method != "POST":
             return None
@@ -403,31 +494,28 @@ class Tokunseba:
                                extra_hosts=self._extra_for(req.pretty_host, req.port))
         if prep is None:
             return None
-        decision = None
+        decision, conn = None, None
         if prep.req is not None:
-            # decide; probe the endpoints the decision asked about that have no fresh probe;
-            # decide again. Each round probes at least one more endpoint, so this ends.
-            stale: list[Endpoint] = []
-
-            def reachable(ep: Endpoint) -> bool:
-                p = self.probes.get((ep.host, ep.port))
-                if p is not None and time.monotonic() - p.at < (PROBE_TTL_OK_S if p.ok else PROBE_TTL_FAIL_S):
-                    return p.ok
-                stale.append(ep)
-                return True
-
-            for _ in range(len(self.rules.endpoints) + 1):
-                stale.clear()
-                decision = decide_request(self.rules, prep, reachable)
-                if not stale:
+            for _ in range(len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
+                decision = decide_request(self.rules, prep, self.health.reachable)
+                ep = decision.endpoint if decision.action == "route" else None
+                if ep is None:
                     break
-                await asyncio.gather(*(self._probe(ep) for ep in stale))
+                try:
+                    conn = await self.bridge.connect(ep.url, ctx.options.tokunseba_probe_timeout_ms / 1000)
+                except Exception as e:
+                    wait = self.health.failed(ep, f"{type(e).__name__}: {e}")
+                    log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
+                                f"({e or type(e).__name__}); skipped for {wait:g} s")
+                    continue
+                self.health.ok(ep)
+                break
         turn = build_turn(self.rules, prep, decision, env=os.environ)
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
         proxyauth, allow_remote = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
-        return turn
+        return turn, conn
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
@@ -436,17 +524,7 @@ class Tokunseba:
         proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
         return {host: proto} if proto else None
 
-    async def _probe(self, ep: Endpoint) -> None:
-        ok = True
-        try:
-            _, w = await asyncio.wait_for(asyncio.open_connection(ep.host, ep.port),
-                                          ctx.options.tokunseba_probe_timeout_ms / 1000)
-            w.close()
-        except Exception:
-            ok = False
-        self.probes[(ep.host, ep.port)] = _Probe(ok, time.monotonic())
-
-    def _apply(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None) -> None:
         self.turns[flow.id] = turn
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
@@ -458,17 +536,19 @@ class Tokunseba:
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
-            self._rewrite(flow, turn)
+            self._rewrite(flow, turn, conn)
         else:
+            if conn is not None:
+                self.bridge.pool.put(conn)
             self._respond(flow, turn.local)
         self._record_original(flow, turn, client_url, client_headers)
 
-    def _rewrite(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _rewrite(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None) -> None:
         req = flow.request
-        if turn.action == "translate" and turn.url:
+        if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
-            token, url = self.bridge.register(turn.url)
+            token, url = self.bridge.register(turn.url, conn)
             self.bridged[flow.id] = token
             req.url = url
         elif turn.url:
@@ -596,12 +676,17 @@ class Tokunseba:
             flow.request.content = original.encode("utf-8")
         return True
 
-    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> str | None:
+        """Release the flow's relay target; why the upstream broke (not a refused connect), if it did."""
         token = self.bridged.pop(flow.id, None)
         target = self.bridge.finish(token) if token else None
+        if target is not None and target.broken and target.broken.startswith("cannot connect") and turn.endpoint:
+            self.health.failed(turn.endpoint, target.broken)
         if target is not None and target.broken and not target.broken.startswith("cannot connect"):
             turn.error = target.broken
             self._event(turn, "upstream_error", {"status": None, "message": target.broken})
+            return target.broken
+        return None
 
     def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
@@ -612,10 +697,11 @@ class Tokunseba:
         self.ledger.start_turn(turn.request_id, started_at=turn.started_at, client_protocol=turn.client_protocol,
                                host=turn.host, path=turn.path, requested_model=turn.requested_model, stream=turn.stream)
         d = turn.decision
+        # the outcome stays NULL (open) until the turn ends: _complete writes it
         self.ledger.update_turn(
             turn.request_id, rule=d.route.name if d and d.route else None,
             endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
-            model_used=turn.model_used or turn.requested_model, outcome=turn.outcome,
+            model_used=turn.model_used or turn.requested_model,
             trace=d.trace if d else [], error=turn.error,
             **({"request_body": turn.original_body} if self.ledger_bodies else {}),
         )
@@ -634,28 +720,45 @@ class Tokunseba:
             self.ledger.event(turn.request_id, kind, data)
 
     def _complete(self, flow: http.HTTPFlow, turn: Turn, status: int | None, *, rep=None, pump: Pump | None = None,
-                  failed: bool = False, usage=None) -> None:
+                  failed: bool = False, usage=None, defer: bool = False) -> None:
+        """Record how the turn ended: its outcome, status, timings and usage as reported.
+
+        A reply that is not what a clean turn would have sent (a translated stream without
+        its terminal event, an upstream error event, a cut or reset; a passed-on stream the
+        watch judged broken; a 2xx whole reply that is not JSON) is recorded as an error
+        with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
+        mitmproxy calls before it writes the reply's last bytes) the record is made once
+        mitmproxy has handed those bytes to the client's connection (``_after_sent``)."""
         now = time.time()
         fb = pump.first_byte if pump is not None else None
         client_usage = None
         extra: dict = {}
+        problem: str | None = None  # why the reply is not clean, though it got an answer
         t = pump.t if pump is not None else None
         if t is not None:
             rpt = t.report
             usage, client_usage = rpt.usage, t.client_usage
             extra = {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
                      "errors": rpt.errors, "completed": rpt.completed}
-            if rpt.errors and turn.outcome == "translated":
-                turn.error = "; ".join(rpt.errors)
+            if rpt.errors or not rpt.completed:
+                problem = turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
         elif rep is not None:
             usage, client_usage = rep.usage, rep.client_usage
             extra = {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings}
-        elif pump is not None and pump.sniffer is not None:  # pass-through / retargeted stream
-            usage = pump.sniffer.usage
+        elif pump is not None and pump.watch is not None:  # pass-through / retargeted stream
+            usage = pump.watch.usage
             client_usage = usage.reported if usage else None
+            if status is not None and status < 400:
+                problem = pump.watch.verdict()
         elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
-            usage = usage_from_json(turn.client_protocol, flow.response.get_content(strict=False) or b"")
+            obj, problem = whole_verdict(flow.response.headers.get("content-type"),
+                                         flow.response.get_content(strict=False) or b"")
+            usage = _usage_of(turn.client_protocol, obj)
             client_usage = usage.reported if usage else None
+        if problem and not failed and turn.outcome not in ("cancelled", "refused"):
+            failed = True
+            turn.error = turn.error or problem  # a reset the relay saw says more than its symptom
+            extra["problem"] = problem
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         latency = (now - turn.started_at) * 1000
@@ -675,10 +778,85 @@ class Tokunseba:
                 fields["response_body"] = bytes(pump.kept)
             elif flow.response is not None and flow.response.raw_content is not None:
                 fields["response_body"] = flow.response.get_content(strict=False)[:MAX_STORED_BODY]
-        self.ledger.update_turn(turn.request_id, **fields)
-        self.ledger.event(turn.request_id, "completed", {
-            "status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
-            "usage": usage.reported if usage else None, "usage_client": client_usage, **extra})
+        done = {"status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
+                "usage": usage.reported if usage else None, "usage_client": client_usage, **extra}
+        ledger, rid = self.ledger, turn.request_id
+
+        def record() -> None:
+            ledger.update_turn(rid, **fields)
+            ledger.event(rid, "completed", done)
+
+        if defer:
+            _after_sent(flow, record)
+        else:
+            record()
+
+
+AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow
+
+
+def _after_sent(flow: http.HTTPFlow, fn, turns: int = AFTER_SENT_MAX_TURNS) -> None:
+    """Run ``fn`` once mitmproxy has handed the reply's last bytes to the client connection.
+
+    mitmproxy calls the ``response`` hook before it writes a whole reply, and before the end
+    of a streamed one (the chunked terminator); no hook comes later. Right after writing, in
+    the same synchronous step, it sets ``flow.live = False`` (``HttpStream.flow_done``). So
+    this waits, a loop turn at a time, for ``flow.live`` to drop (at most ``turns`` turns,
+    then records anyway). What the kernel does with those bytes afterwards is not visible
+    here: a client that vanishes in that instant is not seen."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        fn()
+        return
+
+    def step(left: int) -> None:
+        if flow.live and left > 0:
+            loop.call_soon(step, left - 1)
+            return
+        try:
+            fn()
+        except Exception:
+            log.exception("tokunseba: recording a completed turn failed")
+
+    loop.call_soon(step, turns)
+
+
+def _usage_of(protocol: str, obj) -> Usage | None:
+    """The ``usage`` object of a whole JSON reply, as reported (None when absent)."""
+    conv = USAGE_PROTOCOL.get(protocol)
+    u = obj.get("usage") if isinstance(obj, dict) else None
+    return Usage(conv, u) if conv and isinstance(u, dict) else None
+
+
+def _upstream_failure(msg: str) -> str:
+    """mitmproxy's error text for a flow whose upstream failed, said as what happened."""
+    low = msg.lower()
+    if "peer closed" in low or "reset" in low or "incomplete" in low or "broken pipe" in low:
+        return f"upstream connection broke: {msg}"
+    return msg
+
+
+def _reply_completed(pump: Pump | None) -> bool:
+    """Whether the client already had the reply's terminal event (translated or passed on)."""
+    if pump is None:
+        return False
+    if pump.t is not None:
+        return pump.t.report.completed
+    return pump.watch is not None and pump.watch.completed and pump.watch.error is None
+
+
+def _shape_problem(turn: Turn, status: int, content_type: str) -> str | None:
+    """A routed turn's 2xx reply in the other shape than the client asked for (a stream for
+    a whole request, or the reverse): what the client would choke on, said as such."""
+    if turn.action not in ("translate", "retarget") or status >= 400 or turn.detected.kind in ("count_tokens", "count"):
+        return None
+    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
+    if turn.stream and not is_sse:
+        return f"upstream sent a whole reply ({content_type or 'no content-type'}) where a stream was due"
+    if not turn.stream and is_sse:
+        return "upstream sent a stream where a whole reply was due"
+    return None
 
 
 def _option(name: str, default):

@@ -5,13 +5,40 @@ character, between ``\\r`` and ``\\n``) and returns the complete events seen so 
 ``close()`` returns a final event that lacked its trailing blank line. Line ends may be
 ``\\n``, ``\\r\\n`` or ``\\r``; comments (``:``) are ignored; multi-line ``data:`` is joined
 with ``\\n`` as the WHATWG spec says. The output never depends on how input was split.
+
+Bounded: an event (its lines, or one line without its end) larger than
+``SSEDecoder.max_event_bytes`` (default 16 MiB; ``set_max_event_bytes`` changes it for
+every decoder, running or not) raises ``SSETooLarge`` from ``feed`` and drops what was
+buffered, so a peer that never ends a line cannot grow the proxy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SSEEvent", "SSEDecoder", "encode_event"]
+__all__ = ["SSEEvent", "SSEDecoder", "SSETooLarge", "encode_event", "set_max_event_bytes", "DEFAULT_MAX_EVENT_BYTES"]
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class SSETooLarge(ValueError):
+    """An SSE event (or line) grew past the cap."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"upstream sent an SSE event larger than {_size(limit)} (the cap; option "
+                         f"tokunseba_max_event_bytes)")
+        self.limit = limit
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def set_max_event_bytes(n: int) -> None:
+    """The cap on one SSE event for every decoder (``n`` >= 1)."""
+    if n < 1:
+        raise ValueError("the SSE event cap must be at least 1 byte")
+    SSEDecoder.max_event_bytes = n
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +49,8 @@ class SSEEvent:
 
 
 class SSEDecoder:
-    __slots__ = ("_buf", "_pending_cr", "_event", "_data", "_has_data", "_id", "_saw_field")
+    __slots__ = ("_buf", "_pending_cr", "_event", "_data", "_has_data", "_id", "_saw_field", "_size")
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # class-wide cap (set_max_event_bytes)
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -35,6 +63,7 @@ class SSEDecoder:
         self._has_data = False
         self._id: str | None = None
         self._saw_field = False
+        self._size = 0  # bytes of the lines of the event being read
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         out: list[SSEEvent] = []
@@ -66,7 +95,15 @@ class SSEDecoder:
             self._line(bytes(buf[start:end]), out)
             start = nxt
         del buf[:start]
+        if self._size + len(buf) > self.max_event_bytes:
+            self._overflow()
         return out
+
+    def _overflow(self) -> None:
+        self._buf = bytearray()  # release it now: the caller ends the stream
+        self._pending_cr = False
+        self._reset()
+        raise SSETooLarge(self.max_event_bytes)
 
     def close(self) -> list[SSEEvent]:
         """Flush: a last line without a line end, and an event without its blank line."""
@@ -87,6 +124,9 @@ class SSEDecoder:
         if not raw:
             self._dispatch(out)
             return
+        self._size += len(raw) + 1
+        if self._size > self.max_event_bytes:
+            self._overflow()
         line = raw.decode("utf-8", errors="replace")
         if line[0] == ":":
             return  # comment

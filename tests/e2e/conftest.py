@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -101,6 +102,25 @@ class Mitmdump:
 
     def log(self) -> str:
         return "".join(self.lines)
+
+
+def ledger_settled(ledger: Path, timeout: float = 20.0) -> None:
+    """Wait until no turn in ``ledger`` is open. A turn's end is recorded just after its
+    client got the last byte, by the ledger's writer thread: a test that reads the ledger
+    right after its client finished waits for that here."""
+    deadline = time.monotonic() + timeout
+    while True:
+        con = sqlite3.connect(ledger)
+        try:
+            open_turns = con.execute("SELECT count(*) FROM turns WHERE outcome IS NULL").fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            open_turns = 1
+        finally:
+            con.close()
+        if open_turns == 0:
+            return
+        assert time.monotonic() < deadline, f"{open_turns} turns still open in {ledger}"
+        time.sleep(0.05)
 
 
 RULES = """\

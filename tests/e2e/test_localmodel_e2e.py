@@ -17,7 +17,7 @@ import pytest
 
 from tokunseba.neutral.usage import Usage
 
-from .conftest import BIN, CACHE, ROOT, Mitmdump
+from .conftest import BIN, CACHE, ROOT, Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
 from .upstream import Reply, Upstream, closed_port
 
@@ -125,6 +125,7 @@ def sdk(local_proxy, monkeypatch):
 
 
 def ledger_turn(proxy: Mitmdump, request_id: str) -> dict:
+    ledger_settled(proxy.ledger)
     con = sqlite3.connect(proxy.ledger)
     con.row_factory = sqlite3.Row
     try:
@@ -217,6 +218,7 @@ def test_claude_code_turn_served_by_the_local_model(local_proxy, tmp_path):
     p = run_claude(local_proxy, tmp_path, "say hi", timeout=400)
     res = result_json(p)
     assert p.returncode == 0 and res["is_error"] is False, (res.get("result"), p.stderr[-2000:])
+    ledger_settled(local_proxy.ledger)
     log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(local_proxy.ledger), "--json",
                                      "--limit", "1"], capture_output=True, text=True).stdout)
     assert log[0]["endpoint"] == "llama-cc" and log[0]["outcome"] == "translated" and log[0]["status"] == 200

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import KEYS
+from .conftest import KEYS, ledger_settled
 from .upstream import Reply
 
 pytestmark = pytest.mark.e2e
@@ -82,6 +82,7 @@ def assert_no_client_key(upstream):
 
 
 def ledger_rows(proxy, sql: str, *args):
+    ledger_settled(proxy.ledger)  # records are written by the ledger's thread, just after the reply
     con = sqlite3.connect(proxy.ledger)
     con.row_factory = sqlite3.Row
     try:

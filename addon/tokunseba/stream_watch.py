@@ -1,0 +1,214 @@
+"""Watch a reply that tokunseba passes on unchanged (pass-through and retargeted turns), on
+the side, so the ledger can tell a clean reply from a broken one without touching a byte.
+
+``StreamWatch(protocol, content_encoding)`` is fed the raw body chunks (``feed`` / ``close``)
+and afterwards knows the usage the upstream reported and ``verdict()``: None for a clean
+stream (its terminal event seen, no error event) or when the protocol cannot be judged
+(Gemini streams have no terminal event), else why it is not clean — an upstream error
+event, a stream cut in the middle of an event, a stream that ended without its terminal
+event, bytes that are not the declared encoding. ``whole_verdict`` does the same for a
+whole reply that should be JSON. Neither ever raises.
+
+The protocol codecs' stream decoders (``translate.CODECS``) read the SSE (the same work usage sniffing did);
+Responses streams, which have no decoder there, are judged by their final event name.
+"""
+
+from __future__ import annotations
+
+from . import jsonc
+from .encoding import Decoding, EncodingError
+from .protocols import anthropic as p_anthropic
+from .protocols import gemini as p_gemini
+from .protocols import openai_chat as p_openai
+from .sse import SSEDecoder, SSEEvent, encode_event
+from .neutral.events import MessageStop, StreamError
+from .neutral.report import StreamReport
+from .neutral.usage import OPENAI, Usage
+from .translate import CODECS
+
+__all__ = ["StreamWatch", "whole_verdict", "error_event", "last_event_end", "USAGE_PROTOCOL"]
+
+# client protocol -> the usage counting convention of its replies
+USAGE_PROTOCOL = {"anthropic": "anthropic", "openai": OPENAI, "openai-responses": OPENAI}
+NO_TERMINAL = "upstream stream ended without its terminal event"
+CUT_MID_EVENT = "upstream stream was cut in the middle of an event"
+
+
+class _ResponsesWatch:
+    """Responses API streams: the final event names how the response ended; usage rides on
+    its response snapshot."""
+
+    DONE = ("response.completed", "response.incomplete")
+    FAILED = ("response.failed", "error")
+
+    def __init__(self, report: StreamReport) -> None:
+        self.usage: Usage | None = None
+        self._ended = False
+
+    def on_event(self, ev: SSEEvent) -> list:
+        name = ev.event
+        if name is None and ev.data[:1] == "{":  # the type travels in the data too
+            name = (jsonc.loads(ev.data) or {}).get("type")
+        if name in self.DONE or name in self.FAILED:
+            d = jsonc.loads(ev.data) if ev.data else {}
+            r = d.get("response") if isinstance(d, dict) else None
+            u = r.get("usage") if isinstance(r, dict) else None
+            if isinstance(u, dict):
+                self.usage = Usage(OPENAI, u)
+            self._ended = True
+            if name in self.DONE:
+                return [MessageStop(None, usage=self.usage)]
+            err = (r or {}).get("error") if isinstance(r, dict) else None
+            err = err or (d.get("error") if isinstance(d, dict) else None) or d
+            msg = err.get("message") if isinstance(err, dict) else None
+            return [StreamError(500, "api_error", str(msg or name))]
+        return []
+
+    def close(self) -> list:
+        return [] if self._ended else [StreamError(500, "api_error", NO_TERMINAL)]
+
+
+# the codecs' own stream decoders read Anthropic and Chat streams; Gemini streams are not
+# judged (no terminal event)
+SIDE_DECODERS = {"anthropic": CODECS["anthropic"].stream_decoder, "openai": CODECS["openai"].stream_decoder,
+                 "openai-responses": _ResponsesWatch}
+# protocol -> the SSE event name that ends a complete stream, where the protocol has one
+# beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
+# message_delta; the stream is complete only with message_stop)
+TERMINAL_EVENTS = {"anthropic": "message_stop"}
+
+
+class StreamWatch:
+    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut")
+
+    def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
+        factory = SIDE_DECODERS.get(protocol)
+        self._sse = SSEDecoder()
+        self._dec = factory(StreamReport()) if factory else None
+        self._terminal = TERMINAL_EVENTS.get(protocol)
+        self._problem: str | None = None  # unreadable: why
+        self.completed = False
+        self.error: str | None = None  # the first error the stream carried
+        self.cut = False
+        try:
+            self._inflate: Decoding | None = Decoding(content_encoding)
+        except EncodingError as e:
+            self._inflate, self._problem = None, str(e)
+
+    @property
+    def judged(self) -> bool:
+        return self._dec is not None
+
+    @property
+    def usage(self) -> Usage | None:
+        return getattr(self._dec, "usage", None)
+
+    def feed(self, data: bytes) -> None:
+        if self._dec is None or self._problem or not data:
+            return
+        try:
+            if self._inflate is not None:
+                data = self._inflate.feed(data)
+            self._events(self._sse.feed(data))
+        except Exception as e:
+            self._problem = f"unreadable upstream stream: {e}"
+
+    def _events(self, events: list[SSEEvent], whole: bool = True) -> None:
+        """``whole``: events that ended with their blank line (a terminal event cut before it
+        is not a terminal event)."""
+        for ev in events:
+            if whole and self._terminal is not None and ev.event == self._terminal:
+                self.completed = True
+            self._note(self._dec.on_event(ev), upstream_error=_is_error_event(ev))
+
+    def close(self) -> None:
+        if self._dec is None or self._problem:
+            return
+        try:
+            if self._inflate is not None:
+                self._events(self._sse.feed(self._inflate.close()))
+            self.cut = self._sse.pending
+            self._events(self._sse.close(), whole=not self.cut)
+            if not self.completed and not self.error:
+                # the decoder's own end: a held-back stop (Chat waits for usage), or its
+                # early-end error, which says no more than `completed` stays False
+                self._note([e for e in self._dec.close() if isinstance(e, MessageStop)])
+        except Exception as e:
+            self._problem = f"unreadable upstream stream: {e}"
+
+    def _note(self, events: list, upstream_error: bool = True) -> None:
+        """What the decoder made of an event: a stop, or an error the upstream itself sent
+        (the decoder's own complaints about a stream's grammar are not the upstream's error
+        event; what matters of those, a missing end, ``verdict`` says)."""
+        for e in events:
+            if isinstance(e, MessageStop) and self._terminal is None:
+                self.completed = True
+            elif isinstance(e, StreamError) and upstream_error and self.error is None:
+                self.error = e.message
+
+    def verdict(self) -> str | None:
+        """Why the stream is not a clean, complete reply; None when it is (or cannot be judged)."""
+        if self._dec is None:
+            return None
+        if self._problem:
+            return self._problem
+        if self.error:
+            return f"upstream stream carried an error: {self.error}"
+        if not self.completed:
+            return CUT_MID_EVENT if self.cut else NO_TERMINAL
+        return None
+
+
+def _is_error_event(ev: SSEEvent) -> bool:
+    """An error the upstream sent as an event: ``event: error`` (Anthropic, Responses), or a
+    data object with a top-level ``error`` (Chat, Gemini)."""
+    if ev.event in ("error", "response.failed"):
+        return True
+    if '"error"' not in ev.data:
+        return False
+    try:
+        d = jsonc.loads(ev.data)
+    except Exception:
+        return False
+    return isinstance(d, dict) and (bool(d.get("error")) or d.get("object") == "error" or d.get("type") == "error")
+
+
+def whole_verdict(content_type: str | None, body: bytes) -> tuple[object | None, str | None]:
+    """A whole 2xx reply that should be a JSON object: (the parsed object, None), or
+    (None, why it is not one)."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype == "text/event-stream":
+        return None, "upstream sent a stream where a whole JSON reply was due"
+    try:
+        obj = jsonc.loads(body)
+    except Exception:
+        shown = ctype or "no content-type"
+        return None, f"upstream reply is not valid JSON ({shown}, {len(body)} bytes)"
+    if not isinstance(obj, dict):
+        return None, "upstream reply is not a JSON object"
+    return obj, None
+
+
+def error_event(protocol: str, message: str) -> bytes:
+    """One SSE event that ends a passed-on stream with an error the client's SDK raises on:
+    Anthropic ``event: error``, Chat ``data: {"error":…}``, Responses ``event: error``,
+    Gemini ``data: {"error":…}`` (502 semantics: the upstream failed)."""
+    if protocol == "anthropic":
+        return p_anthropic.sse_error("api_error", message)
+    if protocol == "openai":
+        return p_openai.sse_error("server_error", message)
+    if protocol == "openai-responses":
+        return encode_event(jsonc.dumpb({"type": "error", "code": "server_error", "message": message,
+                                         "param": None}), "error")
+    return encode_event(p_gemini.error_body(502, message))
+
+
+def last_event_end(buf: bytes | bytearray) -> int:
+    """The offset just after the last complete SSE event in ``buf`` (its blank line), 0 when
+    there is none: bytes up to there can go on without splitting an event."""
+    end = 0
+    for sep in (b"\n\n", b"\r\n\r\n", b"\r\r"):
+        i = buf.rfind(sep)
+        if i >= 0:
+            end = max(end, i + len(sep))
+    return end

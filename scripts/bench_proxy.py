@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Benchmark: what the proxy adds to a turn, measured side by side in one run.
+
+Starts, all on loopback with free ports: a scripted upstream (a child process serving
+Anthropic Messages and OpenAI Chat Completions, whole and streamed, HTTP/1.1 keep-alive),
+a bare ``mitmdump`` (no addon; ``stream_large_bodies=1`` so that it streams replies as they
+come, as the addon does for SSE: otherwise its "first byte" is its last) and ``mitmdump -s addon/tokunseba_addon.py`` (tokunseba,
+with a throw-away ledger and rules). An Anthropic-shaped client (plain HTTP over a
+keep-alive connection per setup, absolute-form requests to the proxy) then sends turns in
+five setups:
+
+  direct        client -> upstream
+  bare          client -> bare mitmdump -> upstream
+  pass-through  client -> tokunseba (no route matches) -> upstream
+  retarget      client -> tokunseba (same-protocol route, model rewritten) -> upstream
+  translated    client -> tokunseba (Anthropic -> Chat -> Anthropic) -> upstream
+
+each whole and streamed (``--events`` SSE events). Every round runs each (setup, shape)
+once in a fresh shuffled order, so noise from the other tenants of the machine falls on all
+setups alike. It prints, per shape, each setup's median and p95 turn latency, the time added
+over bare mitmdump (difference of medians and of p95s) and the ratio to bare; for streams
+also the first-byte delay (request sent -> first body byte). Every reply is checked (status
+200 and its terminal event or JSON), and failures are counted, never timed.
+
+With ``--concurrent N`` it then also runs, for every proxied setup in shuffled order,
+N streams at once (each on its own new connection, ``--concurrent-rounds`` times) and
+prints each setup's median and p95 stream latency, its p95 as a ratio to bare mitmdump's,
+and how many streams were lost (failed or incomplete).
+
+Not a test: it prints, it asserts nothing.
+Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
+                                              [--concurrent N] [--concurrent-rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ADDON = ROOT / "addon" / "tokunseba_addon.py"
+BIN = Path(sys.executable).parent
+SETUPS = ("direct", "bare", "pass-through", "retarget", "translated")
+SHAPES = ("whole", "stream")
+MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
+          "retarget": "retarget-bench", "translated": "translate-bench"}
+
+RULES = """\
+endpoints:
+  ant:
+    protocol: anthropic
+    url: http://127.0.0.1:{port}/v1
+  oai:
+    protocol: openai
+    url: http://127.0.0.1:{port}/v1
+    max_tokens_field: max_tokens
+routes:
+  - name: retarget
+    when: {{client: anthropic, model: "retarget-*"}}
+    to: ant
+    model: bench-retargeted
+  - name: translate
+    when: {{client: anthropic, model: "translate-*"}}
+    to: oai
+    model: bench-local
+"""
+
+# ---------------------------------------------------------------- the scripted upstream
+
+
+def _sse(event: str | None, obj: dict) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return (head + "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n").encode()
+
+
+def anthropic_stream(n: int, model: str) -> list[bytes]:
+    usage = {"input_tokens": 25, "output_tokens": 1}
+    out = [_sse("message_start", {"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+        _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "text", "text": ""}})]
+    out += [_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": f"word{i} "}}) for i in range(n)]
+    out += [_sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                   "usage": {"output_tokens": n}}),
+            _sse("message_stop", {"type": "message_stop"})]
+    return out
+
+
+def chat_stream(n: int, model: str) -> list[bytes]:
+    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1767225600, "model": model}
+
+    def chunk(delta: dict, finish: str | None = None) -> bytes:
+        return _sse(None, head | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": f"word{i} "}) for i in range(n)]
+    out += [chunk({}, "stop"), _sse(None, head | {"choices": [], "usage": {
+        "prompt_tokens": 25, "completion_tokens": n, "total_tokens": 25 + n}}), b"data: [DONE]\n\n"]
+    return out
+
+
+def anthropic_whole(n: int, model: str) -> dict:
+    return {"id": "msg_bench", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": "".join(f"word{i} " for i in range(n))}],
+            "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 25, "output_tokens": n}}
+
+
+def chat_whole(n: int, model: str) -> dict:
+    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1767225600, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(f"word{i} " for i in range(n))},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 25, "completion_tokens": n, "total_tokens": 25 + n}}
+
+
+class UpstreamHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stalls
+    events = 60
+
+    def log_message(self, *a) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        model, n = body.get("model") or "bench", self.events
+        chat = self.path.endswith("/chat/completions")
+        if body.get("stream"):
+            pieces = chat_stream(n, model) if chat else anthropic_stream(n, model)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for p in pieces:  # one chunk per event, as a model server writes them
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(p), p))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
+        data = json.dumps(chat_whole(n, model) if chat else anthropic_whole(n, model)).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class UpstreamServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the concurrent phase connects many at once
+
+
+def serve_upstream(events: int) -> None:
+    UpstreamHandler.events = events
+    server = UpstreamServer(("127.0.0.1", 0), UpstreamHandler)
+    print(f"upstream listening at 127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+# ---------------------------------------------------------------- processes
+
+
+class Child:
+    """A child process whose first matching output line names its port; output drained."""
+
+    def __init__(self, cmd: list[str], pattern: str, env: dict | None = None, cwd: Path | None = None) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})}, cwd=cwd)
+        deadline = time.time() + 60
+        self.port = 0
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    sys.exit(f"bench_proxy: {cmd[0]} exited:\n" + "".join(self.lines))
+                continue
+            self.lines.append(line)
+            if m := re.search(pattern, line):
+                self.port = int(m.group(1))
+                break
+        else:
+            self.stop()
+            sys.exit(f"bench_proxy: {cmd[0]} did not start:\n" + "".join(self.lines))
+        threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stdout], daemon=True).start()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def mitmdump(work: Path, *extra: str) -> Child:
+    work.mkdir(parents=True, exist_ok=True)
+    return Child([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={work / 'conf'}",
+                  "--set", "connection_strategy=lazy", *extra], r"proxy listening at .*:(\d+)", cwd=work)
+
+
+# ---------------------------------------------------------------- the client
+
+
+@dataclass
+class Sample:
+    total: float
+    first_byte: float
+
+
+@dataclass
+class Results:
+    samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
+    failures: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+class Client:
+    """One keep-alive connection per setup; absolute-form URIs when talking to a proxy."""
+
+    def __init__(self, upstream_port: int, proxy_port: int | None) -> None:
+        self.upstream = f"http://127.0.0.1:{upstream_port}"
+        self.via = proxy_port
+        self.conn = self._connect()
+        self.upstream_port = upstream_port
+
+    def _connect(self) -> http.client.HTTPConnection:
+        port = self.via if self.via else int(self.upstream.rsplit(":", 1)[1])
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def turn(self, body: bytes, stream: bool) -> tuple[Sample, bytes, int]:
+        target = (self.upstream if self.via else "") + "/v1/messages"
+        headers = {"content-type": "application/json", "x-api-key": "sk-bench-not-a-key",
+                   "anthropic-version": "2023-06-01", "host": f"127.0.0.1:{self.upstream_port}"}
+        t0 = time.perf_counter()
+        try:
+            self.conn.request("POST", target, body=body, headers=headers)
+            resp = self.conn.getresponse()
+            parts = []
+            first = None
+            while chunk := resp.read1(65536):
+                if first is None:
+                    first = time.perf_counter()
+                parts.append(chunk)
+            end = time.perf_counter()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = self._connect()
+            raise
+        if resp.will_close:
+            self.conn.close()
+            self.conn = self._connect()
+        data = b"".join(parts)
+        return Sample(end - t0, (first or end) - t0), data, resp.status
+
+
+def request_body(model: str, stream: bool, prompt_bytes: int) -> bytes:
+    text = ("Summarise this line of benchmark text. " * (prompt_bytes // 39 + 1))[:prompt_bytes]
+    return json.dumps({"model": model, "max_tokens": 256, "stream": stream,
+                       "messages": [{"role": "user", "content": text}]}).encode()
+
+
+def check(data: bytes, status: int, stream: bool) -> str | None:
+    """Why a reply is not a complete, good Anthropic reply (None when it is)."""
+    if status != 200:
+        return f"status {status}: {data[:200]!r}"
+    if stream:
+        return None if b"event: message_stop" in data and b"event: error" not in data else f"stream: {data[-200:]!r}"
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return f"not JSON: {data[:200]!r}"
+    return None if obj.get("type") == "message" and obj.get("content") else f"not a message: {data[:200]!r}"
+
+
+def run(clients: dict[str, Client], rounds: int, warmup: int, prompt_bytes: int, rng: random.Random) -> Results:
+    res = Results()
+    cases = [(s, shape) for s in SETUPS for shape in SHAPES]
+    bodies = {c: request_body(MODELS[c[0]], c[1] == "stream", prompt_bytes) for c in cases}
+    for r in range(warmup + rounds):
+        rng.shuffle(cases)
+        for case in cases:
+            try:
+                sample, data, status = clients[case[0]].turn(bodies[case], case[1] == "stream")
+                why = check(data, status, case[1] == "stream")
+            except (OSError, http.client.HTTPException) as e:
+                why = f"{type(e).__name__}: {e}"
+            if r < warmup:
+                continue
+            if why is None:
+                res.samples.setdefault(case, []).append(sample)
+            else:
+                res.failures.setdefault(case, []).append(why)
+    return res
+
+
+def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rounds: int, prompt_bytes: int,
+                   rng: random.Random) -> Results:
+    """``n`` streams at once per setup and round, each on a new connection; setups shuffled."""
+    res = Results()
+    setups = [s for s in SETUPS if s != "direct"]
+    for _ in range(rounds):
+        rng.shuffle(setups)
+        for setup in setups:
+            body = request_body(MODELS[setup], True, prompt_bytes)
+            start = threading.Barrier(n)
+            out: list[tuple[Sample | None, str | None]] = [(None, None)] * n
+
+            def one(i: int, setup: str = setup, body: bytes = body, start: threading.Barrier = start) -> None:
+                c = Client(upstream_port, ports[setup])
+                start.wait()
+                try:
+                    sample, data, status = c.turn(body, True)
+                    out[i] = (sample, check(data, status, True))
+                except (OSError, http.client.HTTPException) as e:
+                    out[i] = (None, f"{type(e).__name__}: {e}")
+                finally:
+                    c.conn.close()
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for sample, why in out:
+                if why is None and sample is not None:
+                    res.samples.setdefault((setup, "stream"), []).append(sample)
+                else:
+                    res.failures.setdefault((setup, "stream"), []).append(why or "no reply")
+    return res
+
+
+def report_concurrent(res: Results, n: int) -> None:
+    bare = [x.total for x in res.samples.get(("bare", "stream"), [])]
+    print(f"{n} concurrent streams (ms): median, p95, p95 as a ratio to bare mitmdump's p95, streams lost")
+    print(f"  {'setup':<14} {'n':>5} {'median':>8} {'p95':>8} {'p95 x bare':>11} {'lost':>5}")
+    for setup in SETUPS[1:]:
+        xs = [x.total for x in res.samples.get((setup, "stream"), [])]
+        lost = len(res.failures.get((setup, "stream"), []))
+        if not xs:
+            print(f"  {setup:<14} {0:>5} {'-':>8} {'-':>8} {'-':>11} {lost:>5}")
+            continue
+        ratio = f"{p95(xs) / p95(bare):>11.2f}" if bare else f"{'-':>11}"
+        print(f"  {setup:<14} {len(xs):>5} {statistics.median(xs) * 1e3:>8.2f} {p95(xs) * 1e3:>8.2f} {ratio} {lost:>5}")
+    for setup, whys in sorted(res.failures.items()):
+        print(f"  lost in {setup[0]}: {len(whys)} (first: {whys[0]})")
+    print()
+
+
+# ---------------------------------------------------------------- report
+
+
+def p95(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[max(0, -(-95 * len(s) // 100) - 1)]
+
+
+def report(res: Results) -> None:
+    for shape in SHAPES:
+        metrics = [("turn", lambda x: x.total)] + ([("first byte", lambda x: x.first_byte)] if shape == "stream" else [])
+        for label, get in metrics:
+            bare = [get(x) for x in res.samples.get(("bare", shape), [])]
+            print(f"{shape} turns, {label} (ms): median, p95; added over bare mitmdump (difference of medians, of p95s);"
+                  f" ratio of medians to bare")
+            print(f"  {'setup':<14} {'n':>5} {'median':>8} {'p95':>8} {'+median':>9} {'+p95':>9} {'x bare':>7}")
+            for setup in SETUPS:
+                xs = [get(x) for x in res.samples.get((setup, shape), [])]
+                if not xs:
+                    print(f"  {setup:<14} {0:>5} {'-':>8}")
+                    continue
+                med, hi = statistics.median(xs) * 1e3, p95(xs) * 1e3
+                if bare:
+                    bmed, bhi = statistics.median(bare) * 1e3, p95(bare) * 1e3
+                    extra = f"{med - bmed:>+9.2f} {hi - bhi:>+9.2f} {med / bmed:>7.2f}"
+                else:
+                    extra = ""
+                print(f"  {setup:<14} {len(xs):>5} {med:>8.2f} {hi:>8.2f} {extra}")
+            print()
+    fails = sum(len(v) for v in res.failures.values())
+    print(f"failed turns: {fails}")
+    for (setup, shape), whys in sorted(res.failures.items()):
+        print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Prints medians, p95s and ratios; "
+                                 "everything it starts listens on 127.0.0.1 and is stopped at the end.")
+    ap.add_argument("--rounds", type=int, default=200, help="measured rounds (default 200)")
+    ap.add_argument("--warmup", type=int, default=10, help="rounds run first and not counted (default 10)")
+    ap.add_argument("--events", type=int, default=60, help="text events per streamed reply (default 60)")
+    ap.add_argument("--prompt-bytes", type=int, default=2000, help="size of the user message (default 2000)")
+    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
+    ap.add_argument("--concurrent", type=int, default=0, metavar="N",
+                    help="also run N streams at once per setup (default 0: not run)")
+    ap.add_argument("--concurrent-rounds", type=int, default=5, help="rounds of the concurrent phase (default 5)")
+    ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
+        ap.error("--rounds, --events and --prompt-bytes must be at least 1, --warmup at least 0")
+    if args.concurrent < 0 or args.concurrent_rounds < 1:
+        ap.error("--concurrent must be at least 0 and --concurrent-rounds at least 1")
+    if args.serve_upstream:
+        serve_upstream(args.events)
+        return
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    children: list[Child] = []
+    with tempfile.TemporaryDirectory(prefix="tk-bench-proxy-") as tmp:
+        work = Path(tmp)
+        try:
+            up = Child([sys.executable, __file__, "--serve-upstream", "--events", str(args.events)],
+                       r"upstream listening at 127\.0\.0\.1:(\d+)")
+            children.append(up)
+            bare = mitmdump(work / "bare", "--set", "stream_large_bodies=1")
+            children.append(bare)
+            rules = work / "rules.yaml"
+            rules.write_text(RULES.format(port=up.port))
+            tk = mitmdump(work / "tokunseba", "-s", str(ADDON), "--set", f"tokunseba_rules={rules}",
+                          "--set", f"tokunseba_ledger={work / 'ledger.db'}",
+                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
+            children.append(tk)
+            clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port)}
+            for s in ("pass-through", "retarget", "translated"):
+                clients[s] = Client(up.port, tk.port)
+            print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
+                  f" shuffled each round (seed {seed}); {args.events} events per stream;"
+                  f" {args.prompt_bytes}-byte prompt; cpus={os.cpu_count()}")
+            rng = random.Random(seed)
+            res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
+            conc = None
+            if args.concurrent:
+                ports = {"bare": bare.port, "pass-through": tk.port, "retarget": tk.port, "translated": tk.port}
+                conc = run_concurrent(ports, up.port, args.concurrent, args.concurrent_rounds, args.prompt_bytes, rng)
+        finally:
+            for c in reversed(children):
+                c.stop()
+    report(res)
+    if conc is not None:
+        print()
+        report_concurrent(conc, args.concurrent)
+
+
+if __name__ == "__main__":
+    main()

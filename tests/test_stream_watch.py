@@ -1,0 +1,114 @@
+"""The side watch of replies passed on unchanged: usage as reported and a verdict — clean,
+an upstream error event, cut mid-event, no terminal event, not the declared encoding — that
+does not depend on how the bytes were split; and the whole-reply JSON check."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import brotli
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokunseba.stream_watch import CUT_MID_EVENT, NO_TERMINAL, StreamWatch, whole_verdict
+
+ANT = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+       b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+       b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
+       b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+       b'event: ping\ndata: {"type":"ping"}\n\n'
+       b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+       b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+       b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},'
+       b'"usage":{"output_tokens":3}}\n\n')
+ANT_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+ANT_ERROR = b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+
+
+def chat(*chunks: dict) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+
+
+CHAT_OK = chat({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": None}]},
+               {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+               {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}) + \
+    b"data: [DONE]\n\n"
+RESPONSES_OK = (b'event: response.created\ndata: {"type":"response.created","response":{"id":"r1"}}\n\n'
+                b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r1",'
+                b'"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6}}}\n\n')
+RESPONSES_FAILED = (b'event: response.created\ndata: {"type":"response.created","response":{"id":"r1"}}\n\n'
+                    b'event: response.failed\ndata: {"type":"response.failed","response":{"id":"r1",'
+                    b'"error":{"code":"server_error","message":"boom"}}}\n\n')
+
+CASES = [
+    ("anthropic", ANT + ANT_STOP, None),
+    ("anthropic", ANT, NO_TERMINAL),
+    ("anthropic", ANT + ANT_STOP[:20], CUT_MID_EVENT),
+    ("anthropic", ANT + ANT_ERROR, "upstream stream carried an error: Overloaded"),
+    ("openai", CHAT_OK, None),
+    ("openai", CHAT_OK.split(b'data: {"choices": [{"index": 0, "delta": {}')[0], NO_TERMINAL),
+    ("openai", chat({"error": {"message": "quota", "type": "insufficient_quota"}}),
+     "upstream stream carried an error: quota"),
+    ("openai-responses", RESPONSES_OK, None),
+    ("openai-responses", RESPONSES_OK[:60], CUT_MID_EVENT),
+    ("openai-responses", RESPONSES_FAILED, "upstream stream carried an error: boom"),
+]
+
+
+def watch(protocol: str, data: bytes, cuts: list[int], encoding: str | None = None) -> StreamWatch:
+    w = StreamWatch(protocol, encoding)
+    prev = 0
+    for c in sorted(set(cuts)) + [len(data)]:
+        w.feed(data[prev:c])
+        prev = c
+    w.close()
+    return w
+
+
+@pytest.mark.parametrize(("protocol", "data", "verdict"), CASES)
+def test_verdict_at_every_split_point(protocol, data, verdict):
+    for i in range(len(data) + 1):
+        assert watch(protocol, data, [i]).verdict() == verdict, i
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, len(ANT + ANT_STOP)), max_size=12))
+def test_usage_and_verdict_do_not_depend_on_the_split(cuts):
+    w = watch("anthropic", ANT + ANT_STOP, cuts)
+    assert w.verdict() is None and w.usage.reported == {"input_tokens": 7, "output_tokens": 3}
+
+
+def test_usage_as_reported_per_protocol():
+    assert watch("openai", CHAT_OK, []).usage.reported == {"prompt_tokens": 5, "completion_tokens": 1,
+                                                           "total_tokens": 6}
+    assert watch("openai-responses", RESPONSES_OK, []).usage.reported == {"input_tokens": 4, "output_tokens": 2,
+                                                                          "total_tokens": 6}
+
+
+@pytest.mark.parametrize("encoding,pack", [("gzip", gzip.compress), ("br", brotli.compress)])
+def test_compressed_streams_are_judged_on_their_decoded_bytes(encoding, pack):
+    packed = pack(ANT + ANT_STOP)
+    for i in range(0, len(packed) + 1, 7):
+        w = watch("anthropic", packed, [i], encoding)
+        assert w.verdict() is None and w.usage is not None
+    assert watch("anthropic", pack(ANT), [], encoding).verdict() == NO_TERMINAL
+    assert watch("anthropic", packed[:-8], [], encoding).verdict().startswith("unreadable upstream stream")
+
+
+def test_what_cannot_be_judged_is_not_called_broken():
+    assert watch("gemini", b'data: {"candidates": []}\n\n', []).verdict() is None
+    assert StreamWatch("anthropic", "compress").verdict() == "unsupported content-encoding 'compress'"
+
+
+def test_whole_reply_must_be_a_json_object():
+    obj, why = whole_verdict("application/json", b'{"type":"message"}')
+    assert obj == {"type": "message"} and why is None
+    assert whole_verdict("text/html", b"<html>502 Bad Gateway</html>") == (
+        None, "upstream reply is not valid JSON (text/html, 28 bytes)")
+    assert whole_verdict("application/json", b'{"type":"mess') == (
+        None, "upstream reply is not valid JSON (application/json, 13 bytes)")
+    assert whole_verdict("application/json", b"[1]") == (None, "upstream reply is not a JSON object")
+    assert whole_verdict("text/event-stream", b"data: {}\n\n")[1] == \
+        "upstream sent a stream where a whole JSON reply was due"
