@@ -57,6 +57,14 @@ def bench_request(repeat: int) -> list[tuple[str, float]]:
     def reverse_path() -> bytes:
         return jsonc.dumpb(translate.request("openai", "anthropic", chat_body).body)
 
+    def a2r_path() -> bytes:
+        return jsonc.dumpb(translate.request("anthropic", "openai-responses", parse_body(raw), max_tokens=4096).body)
+
+    resp_body = translate.request("anthropic", "openai-responses", body).body
+
+    def r2a_path() -> bytes:
+        return jsonc.dumpb(translate.request("openai-responses", "anthropic", resp_body).body)
+
     print(f"request: {FIXTURE}, {len(raw):,} bytes (json codec in the core: {jsonc.CODEC})")
     return [
         ("floor: json.loads + json.dumps (stdlib)", best(lambda: json.dumps(json.loads(raw)), repeat)),
@@ -64,6 +72,8 @@ def bench_request(repeat: int) -> list[tuple[str, float]]:
         ("anthropic_to_chat only (dict -> dict)", best(lambda: a2c(body), repeat)),
         ("A->Chat request path: bytes -> bytes", best(full_path, repeat)),
         ("Chat->A (translated body) dict -> bytes", best(reverse_path, repeat)),
+        ("A->Responses request path: bytes -> bytes", best(a2r_path, repeat)),
+        ("Responses->A (translated body) dict -> bytes", best(r2a_path, repeat)),
     ]
 
 
@@ -112,10 +122,27 @@ def bench_stream(repeat: int) -> list[tuple[str, float]]:
     out = b"".join([t.feed(e) for e in events] + [t.close()])
     print(f"stream: {n:,} Chat events ({sum(map(len, events)):,} bytes) -> {out.count(b'event: '):,} Anthropic events "
           f"({len(out):,} bytes), one feed() per event; figures per input event")
+    # the same reply as a Responses upstream streams it (the Chat stream translated for a
+    # Responses client), for the new pairs
+    r = translate.stream("openai", "openai-responses", created=1767225600)
+    resp = b"".join([r.feed(e) for e in events] + [r.close()])
+    resp_events = [e + b"\n\n" for e in resp.split(b"\n\n") if e]
+
+    def per_event(upstream: str, client: str, evs: list[bytes]):
+        def run() -> None:
+            t = translate.stream(upstream, client)
+            for e in evs:
+                t.feed(e)
+            t.close()
+        return run
+
     return [
         ("floor: json.loads + json.dumps (stdlib)", best(floor_stdlib, repeat) / n),
         ("floor: orjson.loads + orjson.dumps", best(floor_orjson, repeat) / n),
         ("Chat -> Anthropic stream translation", best(translated, repeat) / n),
+        ("Chat -> Responses stream translation", best(per_event("openai", "openai-responses", events), repeat) / n),
+        (f"Responses -> Anthropic ({len(resp_events):,} events)",
+         best(per_event("openai-responses", "anthropic", resp_events), repeat) / len(resp_events)),
     ]
 
 
