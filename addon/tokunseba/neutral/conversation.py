@@ -111,6 +111,8 @@ class Conversation(RequestTranslation):
 
     def client_message(self, message: str) -> str:
         """An encoder's message ``"<neutral path>: why"`` (or ``"<path> -> ..."``) in the client's path."""
+        if not self.origin and not self._sources:
+            return message  # the client speaks the neutral vocabulary: its paths are these
         m = _PATH_HEAD.match(message)
         if m and message[m.end():m.end() + 1] in (":", " "):
             return self.client_path(m.group(0)) + message[m.end():]

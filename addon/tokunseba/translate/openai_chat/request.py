@@ -86,10 +86,9 @@ def encode(conv: Conversation, *, system_role: str = "system", max_tokens_field:
            max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral conversation as a Chat Completions request body."""
     check_options(system_role, max_tokens_field)
-    rt = RequestTranslation(body={})
-    o = ft.Options(system_role=system_role, max_tokens_field=max_tokens_field, max_tokens_cap=max_tokens)
     out = dict(conv.body)
+    rt = RequestTranslation(body=out)
+    o = ft.Options(system_role, max_tokens_field, max_tokens)
     for step in ENCODE_STEPS:
         step(conv, rt, out, o)
-    rt.body = out
     return rt
