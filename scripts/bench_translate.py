@@ -91,6 +91,14 @@ def request_variants() -> list[Variant]:
     def reverse_path() -> bytes:
         return jsonc.dumpb(translate.request("openai", "anthropic", chat_body).body)
 
+    def a2r_path() -> bytes:
+        return jsonc.dumpb(translate.request("anthropic", "openai-responses", parse_body(raw), max_tokens=4096).body)
+
+    resp_body = translate.request("anthropic", "openai-responses", body).body
+
+    def r2a_path() -> bytes:
+        return jsonc.dumpb(translate.request("openai-responses", "anthropic", resp_body).body)
+
     print(f"request: {FIXTURE}, {len(raw):,} bytes (json codec in the core: {jsonc.CODEC})")
     return [
         ("floor: json.loads + json.dumps (stdlib)", lambda: json.dumps(json.loads(raw)), 1),
@@ -100,6 +108,8 @@ def request_variants() -> list[Variant]:
         ("Chat->A (translated body) dict -> bytes", reverse_path, 1),
         ("A->Gemini request path: bytes -> bytes",
          lambda: jsonc.dumpb(translate.request("anthropic", "gemini", parse_body(raw)).body), 1),
+        ("A->Responses request path: bytes -> bytes", a2r_path, 1),
+        ("Responses->A (translated body) dict -> bytes", r2a_path, 1),
     ]
 
 
@@ -153,11 +163,28 @@ def stream_variants() -> list[Variant]:
     out = b"".join([t.feed(e) for e in events] + [t.close()])
     print(f"stream: {n:,} Chat events ({sum(map(len, events)):,} bytes) -> {out.count(b'event: '):,} Anthropic events "
           f"({len(out):,} bytes), one feed() per event; figures per input event")
+    # the same reply as a Responses upstream streams it (the Chat stream translated for a
+    # Responses client), for the new pairs
+    r = translate.stream("openai", "openai-responses", created=1767225600)
+    resp = b"".join([r.feed(e) for e in events] + [r.close()])
+    resp_events = [e + b"\n\n" for e in resp.split(b"\n\n") if e]
+
+    def per_event(upstream: str, client: str, evs: list[bytes]):
+        def run() -> None:
+            t = translate.stream(upstream, client)
+            for e in evs:
+                t.feed(e)
+            t.close()
+        return run
+
     return [
         ("floor: json.loads + json.dumps (stdlib)", floor_stdlib, n),
         ("floor: orjson.loads + orjson.dumps", floor_orjson, n),
         ("Chat -> Anthropic stream translation", translated, n),
         ("Chat -> Gemini stream translation", to_gemini, n),
+        ("Chat -> Responses stream translation", per_event("openai", "openai-responses", events), n),
+        (f"Responses -> Anthropic ({len(resp_events):,} events)", per_event("openai-responses", "anthropic", resp_events),
+         len(resp_events)),
     ]
 
 

@@ -59,20 +59,26 @@ class Conversation(RequestTranslation):
     """A decoded request: ``body`` is the neutral request (see the module docstring)."""
 
     origin: dict[str, str] = field(default_factory=dict)  # neutral path -> client path
-    _sources: dict[int, tuple[dict, str]] = field(default_factory=dict, repr=False, compare=False)
+    _sources: list[tuple[dict, str]] = field(default_factory=list, repr=False, compare=False)
+    _final: bool = field(default=False, repr=False, compare=False)
 
     def source(self, part: dict, path: str) -> dict:
         """Remember the client path of a neutral part while decoding; ``finish_origin``
         turns these into ``origin`` paths once the neutral body is complete."""
-        self._sources[id(part)] = (part, path)
+        self._sources.append((part, path))
         return part
 
     def source_path(self, part: dict) -> str | None:
-        got = self._sources.get(id(part))
-        return got[1] if got is not None and got[0] is part else None
+        return next((path for p, path in self._sources if p is part), None)
 
     def finish_origin(self) -> None:
-        src = self._sources
+        """The decoder is done: the neutral body is final. The paths of its parts are
+        worked out only if an encoder ever names one (most translations never do)."""
+        self._final = True
+
+    def _expand(self) -> None:
+        src = {id(p): (p, path) for p, path in self._sources}
+        self._sources = []
 
         def path_of(part: dict) -> str | None:
             got = src.get(id(part))
@@ -87,19 +93,26 @@ class Conversation(RequestTranslation):
         for i, t in enumerate(self.body.get("tools") or ()):
             if (p := path_of(t)) is not None:
                 self.origin[f"tools[{i}]"] = p
-        self._sources = {}
 
     def client_path(self, path: str) -> str:
         """The client's JSON path for a neutral one: the longest recorded prefix replaced
         (identity when the client's protocol is the neutral vocabulary itself)."""
-        best = ""
-        for p in self.origin:
-            if len(p) > len(best) and (path == p or path.startswith(p + ".") or path.startswith(p + "[")):
-                best = p
-        return self.origin[best] + path[len(best):] if best else path
+        if self._sources and self._final and "[" in path:
+            self._expand()
+        origin = self.origin
+        if not origin:
+            return path
+        if path in origin:
+            return origin[path]
+        for i in range(len(path) - 1, 0, -1):
+            if path[i] in ".[" and path[:i] in origin:
+                return origin[path[:i]] + path[i:]
+        return path
 
     def client_message(self, message: str) -> str:
         """An encoder's message ``"<neutral path>: why"`` (or ``"<path> -> ..."``) in the client's path."""
+        if not self.origin and not self._sources:
+            return message  # the client speaks the neutral vocabulary: its paths are these
         m = _PATH_HEAD.match(message)
         if m and message[m.end():m.end() + 1] in (":", " "):
             return self.client_path(m.group(0)) + message[m.end():]

@@ -54,18 +54,15 @@ parse_body = ft.parse_body
 def pairs() -> dict[tuple[str, str], str | None]:
     """Every (client, target) pair of ``PROTOCOLS``: None when a turn can go (same protocol:
     pass-through or retarget; else both codecs registered), else why not."""
-    out: dict[tuple[str, str], str | None] = {}
-    for c in PROTOCOLS:
-        for t in PROTOCOLS:
-            # a protocol without a registered codec is refused
-            both = c in CODECS and t in CODECS
-            out[(c, t)] = None if c == t or both else f"no translator from {c} to {t}"
-    return out
+    return {(c, t): pair_refusal(c, t) for c in PROTOCOLS for t in PROTOCOLS}
 
 
 def pair_refusal(client: str, target: str) -> str | None:
-    """None when a turn of ``client`` protocol can go to a ``target`` endpoint, else why not."""
-    return pairs().get((client, target), f"no translator from {client} to {target}")
+    """None when a turn of ``client`` protocol can go to a ``target`` endpoint, else why not:
+    a protocol without a registered codec is refused."""
+    if client == target or (client in CODECS and target in CODECS):
+        return None
+    return f"no translator from {client} to {target}"
 
 
 def _codecs(source: str, dest: str, what: str) -> tuple[Codec, Codec]:
@@ -93,10 +90,11 @@ def request(client: str, target: str, body: dict, *, model: str | None = None, m
                                 system_role=system_role)
     except TranslationError as e:
         raise type(e)(e.status, conv.client_message(e.message)) from None
-    rt.dropped = conv.dropped + [conv.client_path(p) for p in rt.dropped]
-    rt.plumbing = conv.plumbing + rt.plumbing
-    rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted]
-    rt.warnings = conv.warnings + [conv.client_message(w) for w in rt.warnings]
+    # the decoder's records (client paths already), then the encoder's (named in the client's paths)
+    rt.dropped = conv.dropped + [conv.client_path(p) for p in rt.dropped] if rt.dropped else conv.dropped
+    rt.plumbing = conv.plumbing + rt.plumbing if rt.plumbing else conv.plumbing
+    rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted] if rt.converted else conv.converted
+    rt.warnings = conv.warnings + [conv.client_message(w) for w in rt.warnings] if rt.warnings else conv.warnings
     if not enc.url_carries_model:
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:

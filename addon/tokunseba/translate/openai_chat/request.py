@@ -66,10 +66,10 @@ def _stop(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) 
 
 
 def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    # the neutral body is a decoder's output: every tool is {"type": "function", "function": {"name": str, ...}}
     for i, t in enumerate(out.get("tools") or ()):
-        fn = t.get("function") if isinstance(t, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            ft.name_within(fn["name"], f"tools[{i}].name", OPENAI_TOOL_NAME_MAX, "Chat Completions")
+        if len(name := t["function"]["name"]) > OPENAI_TOOL_NAME_MAX:
+            ft.name_within(name, f"tools[{i}].name", OPENAI_TOOL_NAME_MAX, "Chat Completions")
 
 
 # what the endpoint asks of a neutral request, in order -> why
@@ -86,10 +86,9 @@ def encode(conv: Conversation, *, system_role: str = "system", max_tokens_field:
            max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral conversation as a Chat Completions request body."""
     check_options(system_role, max_tokens_field)
-    rt = RequestTranslation(body={})
-    o = ft.Options(system_role=system_role, max_tokens_field=max_tokens_field, max_tokens_cap=max_tokens)
     out = dict(conv.body)
+    rt = RequestTranslation(body=out)
+    o = ft.Options(system_role, max_tokens_field, max_tokens)
     for step in ENCODE_STEPS:
         step(conv, rt, out, o)
-    rt.body = out
     return rt

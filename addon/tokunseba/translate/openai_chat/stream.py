@@ -41,6 +41,7 @@ REASONING_KEYS = ("reasoning_content", "reasoning")
 DELTA_KEYS_READ = frozenset({"role", "content", "refusal", "tool_calls", "function_call", *REASONING_KEYS})
 # choice keys the decoder reads; any other non-empty one (logprobs...) is recorded as dropped
 CHOICE_KEYS_READ = frozenset({"index", "delta", "finish_reason", "stop_reason"})
+CHOICE_KEYS_SEEN = CHOICE_KEYS_READ | {"logprobs"}  # logprobs: null on every real OpenAI chunk
 EMPTY = (None, "", [], {})
 
 
@@ -107,9 +108,8 @@ class ChatDecoder:
             if not isinstance(ch, dict) or ch.get("index", 0) != 0:
                 note_once(self.report.warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
                 continue
-            for k, v in ch.items():  # logprobs, and whatever a server adds
-                if k not in CHOICE_KEYS_READ and v not in EMPTY:
-                    note_once(self.report.dropped, f"choices[0].{k}")
+            if not ch.keys() <= CHOICE_KEYS_SEEN or ch.get("logprobs"):  # fast path: nothing left behind
+                self._left_behind(ch, CHOICE_KEYS_READ, "choices[0]")
             delta = ch.get("delta")
             if delta and isinstance(delta, dict):
                 self._delta(delta, out)
@@ -134,14 +134,10 @@ class ChatDecoder:
 
     # ---- internals ----
     def _delta(self, delta: dict, out: list[Event]) -> None:
-        for k, v in delta.items():  # reasoning as an object, thinking_blocks, audio...
-            if v not in EMPTY and (k not in DELTA_KEYS_READ or (k in REASONING_KEYS and not isinstance(v, str))):
-                note_once(self.report.dropped, f"choices[0].delta.{k}")
-        for key in REASONING_KEYS:
-            r = delta.get(key)
-            if r and isinstance(r, str):
-                self._text("thinking", r, out, f"choices[0].delta.{key}")
-                break
+        if not delta.keys() <= DELTA_KEYS_READ:  # thinking_blocks, audio...
+            self._left_behind(delta, DELTA_KEYS_READ, "choices[0].delta")
+        if "reasoning_content" in delta or "reasoning" in delta:  # REASONING_KEYS, tested the fast way
+            self._reasoning(delta, out)
         c = delta.get("content")
         if c:
             if isinstance(c, str):
@@ -158,6 +154,21 @@ class ChatDecoder:
                     self._tool(tc, pos, out)
         elif delta.get("function_call"):  # deprecated, alone (llama_cpp.server sends it beside tool_calls)
             note_once(self.report.dropped, "choices[0].delta.function_call")
+
+    def _reasoning(self, delta: dict, out: list[Event]) -> None:
+        for key in REASONING_KEYS:
+            r = delta.get(key)
+            if r and isinstance(r, str):
+                self._text("thinking", r, out, f"choices[0].delta.{key}")
+                return
+            if r:  # reasoning as an object ({"text": ...} / {"signature": ...}): not carried
+                note_once(self.report.dropped, f"choices[0].delta.{key}")
+
+    def _left_behind(self, obj: dict, read: frozenset[str], path: str) -> None:
+        """Record every non-empty key of ``obj`` the decoder does not read."""
+        for k, v in obj.items():
+            if k not in read and v not in EMPTY:
+                note_once(self.report.dropped, f"{path}.{k}")
 
     def _close(self, out: list[Event]) -> None:
         if self._open is not None:

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Benchmark this tree's translators against another checkout's, interleaved in one run.
+
+Each round runs one subprocess per tree (which one goes first alternates) measuring, in CPU time
+(``time.process_time``, so a loaded machine disturbs it less), the Claude Code main turn's
+request path (bytes -> Chat request bytes) and a 2,000-event Chat stream translated to
+Anthropic, each as a ratio to orjson loads + dumps of the same data. Prints every round and
+the median per tree. Works with trees from before the codec registry (make_stream_translator /
+anthropic_to_chat) and after (translate.stream / translate.request).
+
+Usage: .venv/bin/python scripts/bench_against.py OTHER_ADDON_DIR [--rounds N]
+e.g.   git archive main | tar -x -C /tmp/main && .venv/bin/python scripts/bench_against.py /tmp/main/addon
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent / "addon"
+
+MEASURE = r'''
+import sys, time, timeit
+sys.path.insert(0, sys.argv[1])
+import orjson
+from tokunseba import jsonc, translate
+sys.path.insert(0, sys.argv[1] + "/../scripts")
+import bench_translate as B
+events, raw = B.chat_stream_events(), B.fixture_bytes()
+if callable(getattr(translate, "stream", None)):
+    mk = translate.stream
+    req = lambda: jsonc.dumpb(translate.request("anthropic", "openai", translate.parse_body(raw), max_tokens=4096).body)
+else:
+    from tokunseba.translate.stream import make_stream_translator as mk
+    from tokunseba.translate.request import anthropic_to_chat, parse_body
+    req = lambda: jsonc.dumpb(anthropic_to_chat(parse_body(raw), max_tokens_cap=4096).body)
+def stream():
+    t = mk("openai", "anthropic")
+    for e in events:
+        t.feed(e)
+    t.close()
+payloads = [e[6:-2] for e in events if e != b"data: [DONE]\n\n"]
+def floor_stream():
+    for p in payloads:
+        orjson.dumps(orjson.loads(p))
+def best(fn):
+    t = timeit.Timer(fn, timer=time.process_time)
+    n, _ = t.autorange()
+    return min(t.repeat(7, n)) / n
+print(best(req) / best(lambda: orjson.dumps(orjson.loads(raw))), best(stream) / best(floor_stream))
+'''
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("other", type=Path, help="the other checkout's addon/ directory")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    args = ap.parse_args()
+    trees = {"this tree": HERE, "other": args.other.resolve()}
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+    print(f"{'round':<6} {'tree':<10} {'request x orjson':>17} {'stream x orjson':>16}")
+    for r in range(args.rounds):
+        order = list(trees.items())
+        for name, path in order if r % 2 == 0 else order[::-1]:  # who goes first alternates
+            out = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True)
+            req, stream = map(float, out.stdout.split())
+            got[name].append((req, stream))
+            print(f"{r + 1:<6} {name:<10} {req:>17.2f} {stream:>16.2f}")
+    for name, rows in got.items():
+        print(f"median {name:<10} {statistics.median(x for x, _ in rows):>10.2f} "
+              f"{statistics.median(y for _, y in rows):>16.2f}")
+
+
+if __name__ == "__main__":
+    main()
