@@ -576,11 +576,29 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         gemini            local         translated
         gemini            claude-proxy  translated
 
+        A translated turn is still refused, before anything is sent, when it carries what the target cannot take without inventing (`explain` names the JSON path):
+          turns of openai-responses clients, to another protocol: freeform (custom) tools and their calls, tool namespaces, built-in tool calls (shell, apply_patch, web search, MCP, ...), items or state stored by the provider (previous_response_id, item_reference, encrypted compaction)
+          turns of gemini clients, to another protocol: cachedContent (content stored at Google); candidateCount above 1; a functionResponse that answers no call in the history; streamGenerateContent without alt=sse
+          turns translated to anthropic endpoints: tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)
+          turns translated to openai endpoints: tool names longer than 64 characters (renaming would invent a tool)
+          turns translated to openai-responses endpoints: tool names longer than 64 characters (renaming would invent a tool)
+          turns translated to gemini endpoints: function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63}); a tool result that answers no call in the history (Gemini needs the function's name); function-call arguments that are not a JSON object; n above 1
+
         ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT  IF UNREACHABLE
         easy-turns        11  local   qwen3-0.6b   anthropic                                    ok      next route
         codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     ok      error to the client
         all-to-gemini     23  gemini  -            anthropic, openai, openai-responses, gemini  ok      next route
     """)
+
+
+def test_models_json_lists_what_each_translated_pair_still_refuses_per_turn(capsys):
+    rc, out, _ = run(capsys, "models", "--json")
+    rep = jsonc.loads(out)
+    by = {(p["client"], p["endpoint"]): p for p in rep["pairs"]}
+    assert by[("anthropic", "anthropic")]["refused_per_turn"] == []  # a retarget carries everything
+    gem = by[("openai-responses", "gemini")]["refused_per_turn"]
+    assert any("freeform" in r for r in gem) and any("function names Gemini rejects" in r for r in gem)
+    assert rep["refused_per_turn"]["anthropic"]["arriving"] and rep["refused_per_turn"]["anthropic"]["leaving"] == []
 
 
 def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_path, monkeypatch):

@@ -520,7 +520,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from .rules import RulesError, load_rules
-    from .translate import PROTOCOLS, pair_refusal
+    from .translate import CODECS, PROTOCOLS, pair_refusal
 
     try:
         timeout = timeout_option(args.timeout)
@@ -564,9 +564,13 @@ def cmd_models(args: argparse.Namespace) -> int:
             for n, ep in endpoints.items()
         ],
         "pairs": [
-            {"client": c, "endpoint": n, "target_protocol": ep.protocol, "result": res, "reason": why}
+            {"client": c, "endpoint": n, "target_protocol": ep.protocol, "result": res, "reason": why,
+             "refused_per_turn": per_turn_refusals(c, ep.protocol) if res == "translated" else []}
             for c in PROTOCOLS for n, ep in endpoints.items() for res, why in [result(c, ep.protocol)]
         ],
+        "refused_per_turn": {
+            p: {"leaving": list(CODECS[p].refused_leaving), "arriving": list(CODECS[p].refused_arriving)}
+            for p in PROTOCOLS if p in CODECS},
         "routes": [],
     }
     for r in rules.routes:
@@ -589,6 +593,13 @@ def cmd_models(args: argparse.Namespace) -> int:
     else:
         print(render_models(report))
     return 1 if any(not e["probe"]["ok"] for e in report["endpoints"] if "probe" in e) else 0
+
+
+def per_turn_refusals(client: str, target: str) -> list[str]:
+    from .translate import CODECS
+
+    """What a translated ``client`` → ``target`` turn is still refused for (the codecs' own lists)."""
+    return list(CODECS[client].refused_leaving) + list(CODECS[target].refused_arriving)
 
 
 def _route_clients(route: Any) -> list[str]:
@@ -614,6 +625,14 @@ def render_models(rep: dict) -> str:
     rows = [[p["client"], p["endpoint"], p["result"] + (f": {p['reason']}" if p["reason"] else "")]
             for p in rep["pairs"]]
     out.append(table(["CLIENT", "ENDPOINT", "RESULT"], rows))
+    notes = [(f"turns of {p} clients, to another protocol", r["leaving"]) for p, r in rep["refused_per_turn"].items()
+             if r["leaving"]]
+    notes += [(f"turns translated to {p} endpoints", r["arriving"]) for p, r in rep["refused_per_turn"].items()
+              if r["arriving"]]
+    if notes:
+        out += ["", "A translated turn is still refused, before anything is sent, when it carries what the target "
+                    "cannot take without inventing (`explain` names the JSON path):"]
+        out += [f"  {who}: {'; '.join(what)}" for who, what in notes]
     if rep["routes"]:
         rows = []
         for r in rep["routes"]:

@@ -58,6 +58,11 @@ class Codec:
     # the model and the stream flag travel in the URL, not the body (Gemini): the request
     # decoder takes the client's ``path`` too, and an encoded body names no model
     url_carries_model: bool = False
+    # what a translated turn is still refused for, before sending (design.md rule 4), as
+    # ``tokunseba models`` lists it: as a client's turn leaving this protocol, and at this
+    # protocol's endpoints. Each decoder/encoder raises ``Refused`` with the turn's own path.
+    refused_leaving: tuple[str, ...] = ()
+    refused_arriving: tuple[str, ...] = ()
 
 
 def parse_reply(body: bytes, what: str) -> dict:

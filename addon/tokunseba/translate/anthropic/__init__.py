@@ -17,4 +17,6 @@ CODEC = Codec(
     stream_encoder=lambda report, include_usage, created: AnthropicEncoder(report, created=created),
     encode_error=pa.error_reply,
     stop_field="stop_sequences",
+    refused_leaving=(),
+    refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),
 )

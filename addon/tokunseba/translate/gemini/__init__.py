@@ -22,4 +22,10 @@ CODEC = Codec(
     encode_error=pg.error_reply,
     stop_field="generationConfig.stopSequences",
     url_carries_model=True,
+    refused_leaving=("cachedContent (content stored at Google)", "candidateCount above 1",
+                     "a functionResponse that answers no call in the history",
+                     "streamGenerateContent without alt=sse"),
+    refused_arriving=("function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63})",
+                      "a tool result that answers no call in the history (Gemini needs the function's name)",
+                      "function-call arguments that are not a JSON object", "n above 1"),
 )

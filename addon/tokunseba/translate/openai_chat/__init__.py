@@ -18,4 +18,6 @@ CODEC = Codec(
                                                                       created=created),
     encode_error=po.error_reply,
     stop_field="stop",
+    refused_leaving=(),
+    refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )

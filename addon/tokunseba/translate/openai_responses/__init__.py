@@ -18,4 +18,8 @@ CODEC = Codec(
     stream_encoder=lambda report, include_usage, created: ResponsesEncoder(report, created=created),
     encode_error=po.error_reply,  # Responses errors use the OpenAI envelope
     stop_field=None,  # Responses has no stop sequences
+    refused_leaving=("freeform (custom) tools and their calls, tool namespaces, built-in tool calls "
+                     "(shell, apply_patch, web search, MCP, ...), items or state stored by the provider "
+                     "(previous_response_id, item_reference, encrypted compaction)",),
+    refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )
