@@ -13,7 +13,7 @@ import subprocess
 import openai
 import pytest
 
-from .conftest import BIN, Mitmdump, need_npm_tool
+from .conftest import BIN, Mitmdump, ledger_settled, need_npm_tool
 from .upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -110,6 +110,7 @@ def sdk_env(resp_proxy, monkeypatch):
 
 
 def ledger(m: Mitmdump) -> list[dict]:
+    ledger_settled(m.ledger)  # turns are recorded just after their client got the last byte
     return json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
                                      capture_output=True, text=True, check=True).stdout)
 
