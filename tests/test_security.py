@@ -313,7 +313,7 @@ async def test_non_loopback_client_gets_no_endpoint_key(addon):
     body = json.loads(f.response.content)
     assert body["error"]["type"] == "permission_error" and "not on loopback" in body["error"]["message"]
     assert EP_KEY not in repr(list(f.request.headers.items())) and f.request.host == "api.anthropic.com"
-    assert f.id not in addon.bridged
+    assert addon.flows[f.id].relay_token is None
 
 
 async def test_non_loopback_client_is_routed_after_opting_in(addon):
