@@ -22,8 +22,10 @@ from tokunseba.private_files import readable_by_others
 from tokunseba.rules import RulesError, load_rules, load_rules_text
 from tokunseba.secrets import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
-from tokunseba.turn import apply_header_changes, plan_request
+from tokunseba.turn import apply_header_changes
 from tokunseba.validate import CHECKS, first_problem
+
+from tests.planning import plan_request
 
 from .test_mitm_addon import EP_KEY, addon, endpoint_port, make_flow, rules_file  # noqa: F401 - fixtures
 
