@@ -139,6 +139,22 @@ def test_credential_names():
         assert not is_credential_header(name), name
 
 
+def test_every_endpoint_key_header_is_a_credential_in_the_one_list():
+    """The header carrying an endpoint's key (endpoints.AUTH_HEADERS, one per protocol) is
+    named by secrets.py's list itself, not only by a name pattern: the allow-list keeps it
+    from other hosts, and the ledger, logs and mitmweb redact it."""
+    from tokunseba.endpoints import AUTH_HEADERS
+    from tokunseba.secrets import ALLOWED_HEADERS, CREDENTIAL_NAMES, PROTOCOL_HEADERS
+    from tokunseba.translate import PROTOCOLS
+
+    assert set(AUTH_HEADERS) == set(PROTOCOLS)
+    for protocol, (name, _) in AUTH_HEADERS.items():
+        assert name in CREDENTIAL_NAMES and is_credential_header(name), protocol
+        assert scrub({"headers": {name: CANARY}}) == {"headers": {name: REDACTED}}
+    allowed = set(ALLOWED_HEADERS).union(*PROTOCOL_HEADERS.values())
+    assert not {n for n in allowed if is_credential_header(n)}  # no credential is allow-listed
+
+
 # ---------------------------------------------------------------- item 3: redaction by value
 
 
