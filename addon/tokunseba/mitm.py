@@ -783,14 +783,13 @@ class Tokunseba:
                        failed: bool = False) -> Outcome:
         """The outcome of the reply the client got, from the path that made it: a stream
         (its pump), a translated whole reply (``rep``), a whole reply passed on in the
-        client's own protocol (judged under a status below 400), or a local answer."""
+        client's own protocol (judged under a status below 400), or a local answer. A
+        stream's pump and a whole reply's ``rep`` never meet: the mode decides one or the other."""
         turn, pump = state.turn, state.pump
-        if pump is not None and pump.t is not None:
+        if pump is not None:
             out = pump.outcome(status)
         elif rep is not None:
             out = Outcome.of_reply(status, rep)
-        elif pump is not None:
-            out = pump.outcome(status)
         elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
             out = Outcome.of_whole(turn.client_protocol, status, flow.response.headers.get("content-type"),
                                    flow.response.get_content(strict=False) or b"")
@@ -818,7 +817,7 @@ class Tokunseba:
         fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
-        body = _client_body(flow, out)
+        body = _client_body(flow, out) if state.shadowed or self.ledger_bodies else None  # read only when kept
         self._shadow_primary_done(state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
         self._present(flow, state, outcome, status)
