@@ -25,7 +25,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from .conftest import Mitmdump, need_npm_tool
+from .conftest import Mitmdump, ledger_settled, need_npm_tool
 from .upstream import Reply, Upstream
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
@@ -79,6 +79,7 @@ def ledger(proxy: Mitmdump, sql: str, *args) -> list[dict]:
 
 
 def turn_row(proxy: Mitmdump, request_id: str) -> dict:
+    ledger_settled(proxy.ledger)  # a turn's end is recorded just after its client got the last byte
     rows = ledger(proxy, "SELECT * FROM turns WHERE request_id = ?", request_id)
     assert rows, proxy.log()[-3000:]
     return rows[0]
