@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
+from tests.planning import plan_request
 from tokunseba import translate
 from tokunseba.errors import Refused, TranslationError
 from tokunseba.rules import load_rules_text
 from tokunseba.translate.gemini import request as gr
-from tokunseba.turn import plan_request
 
 TARGETS = ("anthropic", "openai", "openai-responses")
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"

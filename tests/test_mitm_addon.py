@@ -156,7 +156,7 @@ async def test_translated_flow_goes_to_the_relay(addon, endpoint_port):
     original = f.request.content
     await addon.request(f)
     assert f.response is None
-    token = addon.bridged[f.id]
+    token = addon.flows[f.id].relay_token
     assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{token}"
     assert f.request.headers["host"] == f"127.0.0.1:{addon.bridge.port}"
     target = addon.bridge.targets[token]
@@ -205,8 +205,8 @@ async def test_same_protocol_retarget(addon, endpoint_port):
     before = f.request.content
     await addon.request(f)
     # every routed turn goes through the relay, which holds the endpoint's real URL
-    target = addon.bridge.targets[addon.bridged[f.id]]
-    assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{addon.bridged[f.id]}"
+    target = addon.bridge.targets[addon.flows[f.id].relay_token]
+    assert f.request.url == f"http://127.0.0.1:{addon.bridge.port}{PREFIX}{addon.flows[f.id].relay_token}"
     assert (target.scheme, target.host, target.port, target.path) == ("http", "127.0.0.1", endpoint_port,
                                                                       "/v1/messages")
     assert target.conn is not None  # opened before the turn was committed to the route
@@ -280,7 +280,7 @@ async def test_non_provider_flows_are_untouched(addon, make):
     await addon.request(f)
     assert f.request.get_state() == before
     assert f.response is None and f.comment == "" and not f.marked and f.metadata == {}
-    assert f.id not in addon.turns
+    assert f.id not in addon.flows
 
 
 async def test_flow_with_a_response_already_is_left_alone(addon):
@@ -374,7 +374,7 @@ CHAT_SSE = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in [
 async def _translated_turn(addon):
     f = make_flow({**ANT_BODY, "stream": True})
     await addon.request(f)
-    return f, addon.turns[f.id]
+    return f, addon.flows[f.id].turn
 
 
 def _events(chunks: list[bytes]) -> list[tuple[str, dict]]:
@@ -385,7 +385,7 @@ def _events(chunks: list[bytes]) -> list[tuple[str, dict]]:
 
 async def test_pump_joins_output_and_never_returns_empty_bytes(addon):
     f, turn = await _translated_turn(addon)
-    pump = Pump(addon, turn, stream_translator(turn))
+    pump = Pump(turn, stream_translator(turn))
     out: list[bytes] = []
     # one call carrying all upstream events -> exactly one joined chunk
     head, rest = CHAT_SSE[:CHAT_SSE.index(b"\n\n", 200) + 2], CHAT_SSE[CHAT_SSE.index(b"\n\n", 200) + 2:]
@@ -436,7 +436,7 @@ class _Exploding:
 async def test_pump_turns_a_translator_exception_into_an_error_event(addon):
     f, turn = await _translated_turn(addon)
     t = _Exploding(stream_translator(turn), ok=1)
-    pump = Pump(addon, turn, t)
+    pump = Pump(turn, t)
     first = pump(CHAT_SSE[:CHAT_SSE.index(b"\n\n") + 2])
     assert len(first) == 1 and b"message_start" in first[0]
     err = pump(CHAT_SSE[CHAT_SSE.index(b"\n\n") + 2:])
@@ -450,7 +450,7 @@ async def test_pump_turns_a_translator_exception_into_an_error_event(addon):
 
 async def test_pump_survives_a_failing_fail(addon):
     f, turn = await _translated_turn(addon)
-    pump = Pump(addon, turn, _Exploding(stream_translator(turn), ok=0, fail_raises=True))
+    pump = Pump(turn, _Exploding(stream_translator(turn), ok=0, fail_raises=True))
     assert pump(CHAT_SSE) == [] and pump(b"") == []
 
 
@@ -464,8 +464,8 @@ ANT_SSE = (b'event: message_start\ndata: {"type":"message_start","message":{"id"
 async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
     await addon.request(f)
-    turn = addon.turns[f.id]
-    pump = Pump(addon, turn)
+    turn = addon.flows[f.id].turn
+    pump = Pump(turn)
     ant = ANT_SSE
     out = [c for i in range(0, len(ant), 17) for c in pump(ant[i:i + 17])]
     assert b"".join(out) == ant and b"" not in out
@@ -500,14 +500,14 @@ async def test_whole_reply_is_translated_and_recorded(addon, tmp_path):
     rid = f.metadata["tokunseba.request_id"]
     f.response = tutils.tresp(headers=http.Headers(content_type="application/json"), content=None)
     addon.responseheaders(f)
-    assert f.response.stream is False and addon.modes[f.id] == "translate-whole"
+    assert f.response.stream is False and addon.flows[f.id].mode == "translate-whole"
     f.response.content = json.dumps(CHAT_REPLY).encode()
     addon.response(f)
     msg = json.loads(f.response.content)
     assert msg["type"] == "message" and msg["content"] == [{"type": "text", "text": "Hi"}]
     assert msg["usage"] == {"input_tokens": 9, "output_tokens": 1}
     assert f.response.headers[REQUEST_ID_HEADER] == rid
-    assert f.id not in addon.turns and f.id not in addon.bridged  # per-flow state released
+    assert f.id not in addon.flows  # per-flow state released
     row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert (row["outcome"], row["status"], row["rule"], row["endpoint"]) == ("translated", 200, "easy-turns", "oai")
     assert (row["client_protocol"], row["target_protocol"]) == ("anthropic", "openai")
@@ -566,7 +566,7 @@ async def test_connection_error_is_recorded(addon, tmp_path):
     assert row["outcome"] == "error" and row["status"] is None
     assert row["error"] == "upstream connection broke: [Errno 104] Connection reset by peer"
     assert kinds[-2:] == ["upstream_error", "completed"]
-    assert f.id not in addon.turns and f.id not in addon.bridged
+    assert f.id not in addon.flows
 
 
 async def test_client_cancel_is_recorded_as_cancelled_not_as_an_upstream_error(addon, tmp_path):

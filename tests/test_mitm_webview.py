@@ -124,7 +124,7 @@ def _for_replay(f: http.HTTPFlow) -> None:
 async def test_replay_of_a_translated_flow_goes_through_the_rules_again(addon, endpoint_port):
     f = make_flow(ANT_BODY)
     await addon.request(f)
-    first_token, first_rid = addon.bridged[f.id], f.metadata["tokunseba.request_id"]
+    first_token, first_rid = addon.flows[f.id].relay_token, f.metadata["tokunseba.request_id"]
     first_sent = f.request.content
     await _whole_reply(addon, f, 200, json.dumps({
         "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
@@ -134,7 +134,7 @@ async def test_replay_of_a_translated_flow_goes_through_the_rules_again(addon, e
     _for_replay(f)
     await addon.request(f)
     assert f.response is None  # not refused: translated again, through a fresh relay token
-    token = addon.bridged[f.id]
+    token = addon.flows[f.id].relay_token
     assert token != first_token and f.request.path == PREFIX + token
     assert f.metadata["tokunseba.request_id"] != first_rid
     assert f.request.content == first_sent and f.request.headers["authorization"] == f"Bearer {EP_KEY}"
@@ -151,7 +151,7 @@ async def test_replay_of_a_retargeted_flow_never_sends_the_endpoint_key_elsewher
     await addon.request(f)
     # the client's own request went through the rules again: retargeted again (through the
     # relay, like every routed turn), with the endpoint's key
-    assert f.request.path == PREFIX + addon.bridged[f.id]
+    assert f.request.path == PREFIX + addon.flows[f.id].relay_token
     assert f.request.headers["x-api-key"] == EP_KEY and b'"other-model"' in f.request.content
 
 

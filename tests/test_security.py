@@ -22,8 +22,10 @@ from tokunseba.private_files import readable_by_others
 from tokunseba.rules import RulesError, load_rules, load_rules_text
 from tokunseba.secrets import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
-from tokunseba.turn import apply_header_changes, plan_request
+from tokunseba.turn import apply_header_changes
 from tokunseba.validate import CHECKS, first_problem
+
+from tests.planning import plan_request
 
 from .test_mitm_addon import EP_KEY, addon, endpoint_port, make_flow, rules_file  # noqa: F401 - fixtures
 
@@ -135,6 +137,22 @@ def test_credential_names():
         assert is_credential_header(name), name
     for name in ("content-type", "accept", "user-agent", "anthropic-version", "host"):
         assert not is_credential_header(name), name
+
+
+def test_every_endpoint_key_header_is_a_credential_in_the_one_list():
+    """The header carrying an endpoint's key (endpoints.AUTH_HEADERS, one per protocol) is
+    named by secrets.py's list itself, not only by a name pattern: the allow-list keeps it
+    from other hosts, and the ledger, logs and mitmweb redact it."""
+    from tokunseba.endpoints import AUTH_HEADERS
+    from tokunseba.secrets import ALLOWED_HEADERS, CREDENTIAL_NAMES, PROTOCOL_HEADERS
+    from tokunseba.translate import PROTOCOLS
+
+    assert set(AUTH_HEADERS) == set(PROTOCOLS)
+    for protocol, (name, _) in AUTH_HEADERS.items():
+        assert name in CREDENTIAL_NAMES and is_credential_header(name), protocol
+        assert scrub({"headers": {name: CANARY}}) == {"headers": {name: REDACTED}}
+    allowed = set(ALLOWED_HEADERS).union(*PROTOCOL_HEADERS.values())
+    assert not {n for n in allowed if is_credential_header(n)}  # no credential is allow-listed
 
 
 # ---------------------------------------------------------------- item 3: redaction by value
@@ -313,7 +331,7 @@ async def test_non_loopback_client_gets_no_endpoint_key(addon):
     body = json.loads(f.response.content)
     assert body["error"]["type"] == "permission_error" and "not on loopback" in body["error"]["message"]
     assert EP_KEY not in repr(list(f.request.headers.items())) and f.request.host == "api.anthropic.com"
-    assert f.id not in addon.bridged
+    assert addon.flows[f.id].relay_token is None
 
 
 async def test_non_loopback_client_is_routed_after_opting_in(addon):

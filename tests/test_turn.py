@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from tokunseba.rules import load_rules_text
 from tokunseba.secrets import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
-from tokunseba.turn import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, plan_request,
-                            replace_top_level_model, response_mode)
+from tokunseba.turn import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model,
+                            response_mode)
+
+from tests.planning import plan_request
 
 CLIENT_KEY = "sk-ant-client-SECRET-0001"
 LOCAL_KEY = "sk-local-endpoint-SECRET-0002"
@@ -523,7 +525,6 @@ def _stop_turn(body: dict):
     import json as _json
 
     from tokunseba.rules import load_rules_text
-    from tokunseba.turn import plan_request
 
     return plan_request(load_rules_text(STOP_RULES), method="POST", host="api.anthropic.com", port=443,
                         path="/v1/messages", headers=[], body=_json.dumps(body).encode(), env={})
@@ -610,7 +611,6 @@ def _refusal_turn(client: str, body: dict, first: str, second: str, on_refused: 
     import json as _json
 
     from tokunseba.rules import load_rules_text
-    from tokunseba.turn import plan_request
 
     rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
     host, path = ("api.anthropic.com", "/v1/messages") if client == "anthropic" else ("api.openai.com",
@@ -677,7 +677,6 @@ def test_outgoing_query_keeps_the_endpoints_and_only_protocol_params_across_host
 
 def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
     from tokunseba.rules import load_rules_text
-    from tokunseba.turn import plan_request
 
     rules = load_rules_text("endpoints:\n  g2:\n    protocol: gemini\n    url: https://gemini-proxy.example/v1beta\n"
                             "    key_env: G2_KEY\nroutes:\n  - name: g\n    to: g2\n    model: gemini-other\n")

@@ -44,7 +44,7 @@ from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, app
                    websocket_refusal)
 from .webview import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, original_record, original_view_text,
                       secrets_of, web_outcome)
-from .web_redact import is_credential_header, redact_header_value, redact_text
+from .web_redact import redact_header_value, redact_text
 
 log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.bridge")):
@@ -67,6 +67,35 @@ class _Shown:
     added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 
 
+@dataclass
+class Outcome:
+    """How one turn's reply ended, as the path that made it saw it (a stream's pump, a
+    translated whole reply, a passed-on whole reply, a local or error answer): what
+    ``Tokunseba._complete`` records in the ledger and shows in mitmweb."""
+
+    status: int | None  # the status the client got; None: no reply reached it
+    usage: Usage | None = None  # as the upstream reported it
+    client_usage: dict | None = None  # as the client was told it
+    details: dict = field(default_factory=dict)  # stop_reason, dropped, warnings (and a stream's errors, completed)
+    problem: str | None = None  # why the reply is not clean, though it got an answer
+    failed: bool = False  # the turn failed whatever its reply (the upstream broke, ...)
+    first_byte: float | None = None  # when the first byte of a stream left; None: a whole reply
+    kept: bytes | None = None  # the stream the client got, when kept (--ledger-bodies, a shadowed turn)
+
+    @classmethod
+    def of_reply(cls, status: int, rep) -> "Outcome":
+        """A translated whole reply (translate_whole's report)."""
+        return cls(status, rep.usage, rep.client_usage,
+                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings})
+
+    @classmethod
+    def of_whole(cls, protocol: str, status: int, content_type: str | None, body: bytes) -> "Outcome":
+        """A whole reply passed on in the client's own protocol (pass-through, retarget)."""
+        obj, problem = whole_verdict(content_type, body)
+        usage = _usage_of(protocol, obj)
+        return cls(status, usage, usage.reported if usage else None, problem=problem)
+
+
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
     b"" mid-stream, and turns any exception into an error event in the client's protocol.
@@ -76,9 +105,9 @@ class Pump:
     without its terminal event, the unfinished event is dropped and an error event in the
     client's protocol ends it."""
 
-    def __init__(self, addon: "Tokunseba", turn: Turn, translator=None, content_encoding: str | None = None,
-                 target=None) -> None:
-        self.addon, self.turn, self.t = addon, turn, translator
+    def __init__(self, turn: Turn, translator=None, content_encoding: str | None = None, target=None, *,
+                 keep: bool = False) -> None:
+        self.turn, self.t = turn, translator
         self.target = target  # the relay's record of this flow's upstream (bridge.Target), if relayed
         # relayed raw stream: bytes after the last complete event wait for the event's end
         self.hold: bytearray | None = bytearray() if target is not None and translator is None else None
@@ -89,8 +118,8 @@ class Pump:
         # translated: undo the upstream's content-encoding first (raises UnsupportedEncoding)
         self.inflate = Decoding(content_encoding) if translator is not None and not is_identity(content_encoding) \
             else None
-        # --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
-        self.kept: bytearray | None = bytearray() if addon.ledger_bodies or turn.request_id in addon.shadowed else None
+        # keep: --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
+        self.kept: bytearray | None = bytearray() if keep else None
         # an endpoint key the upstream echoes back is redacted by value (secrets.py)
         self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
 
@@ -125,6 +154,25 @@ class Pump:
             self._keep(out)
             return [out]
         return []
+
+    def outcome(self, status: int | None) -> Outcome:
+        """How the stream ended: a translated one by its translator's report (not clean
+        without its terminal event, or with errors); a passed-on one by its watch (judged
+        only under a status below 400)."""
+        kept = bytes(self.kept) if self.kept is not None else None
+        if self.t is not None:
+            rpt = self.t.report
+            problem = None
+            if rpt.errors or not rpt.completed:
+                problem = self.turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
+            return Outcome(status, rpt.usage, self.t.client_usage,
+                           {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
+                            "errors": rpt.errors, "completed": rpt.completed},
+                           problem=problem, first_byte=self.first_byte, kept=kept)
+        usage = self.watch.usage
+        return Outcome(status, usage, usage.reported if usage else None,
+                       problem=self.watch.verdict() if status is not None and status < 400 else None,
+                       first_byte=self.first_byte, kept=kept)
 
     def _redacted(self, chunks: list[bytes], *, final: bool) -> list[bytes]:
         if self.redactor is None:
@@ -175,24 +223,37 @@ class Pump:
         return out
 
 
+@dataclass
+class FlowState:
+    """All tokunseba holds for one in-flight flow, from the request hook that plans its turn
+    to the ``response`` / ``error`` hook that ends it (one entry of ``Tokunseba.flows``).
+
+    Kept in a dict keyed by flow id, not in ``flow.metadata``: mitmproxy deep-copies a
+    flow's metadata into saved flows and into the copy a replay sends, and this holds live
+    objects (the stream callable, the relay's token) that belong to this flow only."""
+
+    turn: Turn
+    shown: _Shown | None = None  # mitmweb presentation; None once the outcome was presented
+    relay_token: str | None = None  # the relay's target of a routed turn (bridge.py)
+    shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
+    mode: str | None = None  # how the reply is handled (turn.response_mode), from responseheaders
+    pump: Pump | None = None  # the stream callable of a streamed reply
+
+
 class Tokunseba:
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)
         self.ledger: LedgerWriter | None = None
-        self.turns: dict[str, Turn] = {}
-        self.modes: dict[str, str] = {}
-        self.pumps: dict[str, Pump] = {}
+        self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
-        self.bridged: dict[str, str] = {}  # flow id -> relay token
         self.shadows: ShadowSender | None = None
-        self.shadowed: set[str] = set()  # request ids of turns being shadowed
-        self.shown: dict[str, _Shown] = {}  # flow id -> mitmweb presentation state (in flight)
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
-        # flow, so mitmweb's Replay can send the client's turn through the rules again
+        # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
+        # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
         self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
 
     # ---- options ----
@@ -313,11 +374,11 @@ class Tokunseba:
 
     @command.command("tokunseba.status")
     def status(self) -> str:
-        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.turns)}"
+        return f"rules={self.rules.source} routes={len(self.rules.routes)} in-flight={len(self.flows)}"
 
     # ---- hooks ----
     async def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is not None or flow.id in self.turns:
+        if flow.response is not None or flow.id in self.flows:
             return
         turn = None
         try:
@@ -336,23 +397,24 @@ class Tokunseba:
             if planned is not None:
                 turn, conn = planned
                 origin = (flow.request.pretty_host, flow.request.port)  # before _apply retargets it
-                self._apply(flow, turn, conn)
-                self._maybe_shadow(turn, origin)
+                self._maybe_shadow(self._apply(flow, turn, conn), origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
-            if turn is not None or flow.id in self.turns:
-                t = turn or self.turns[flow.id]
+            state = self.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
+            if state is not None:
+                t = state.turn
                 t.action, t.outcome, t.error = "respond", "error", str(e)
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
-                self._show_client_url(flow)
-                self._present(flow, t, "error", 500)
+                self._show_client_url(flow, state)
+                self._present(flow, state, "error", 500)
             elif _looks_like_provider_call(flow, self.provider_hosts):  # never let a half-handled provider call leak out
                 self._respond(flow, client_error(_guess_protocol(flow), 500, f"tokunseba internal error: {e}", "api_error"))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        turn = self.turns.get(flow.id)
-        if turn is None or flow.response is None:
+        state = self.flows.get(flow.id)
+        if state is None or flow.response is None:
             return
+        turn = state.turn
         try:
             r = flow.response
             r.headers[REQUEST_ID_HEADER] = turn.request_id
@@ -361,21 +423,23 @@ class Tokunseba:
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
             if _shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
                 mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
-            self.modes[flow.id] = mode
+            state.mode = mode
+            keep = self.ledger_bodies or state.shadowed
             if mode == "raw-stream":
-                target = self.bridge.targets.get(self.bridged.get(flow.id, ""))
-                pump = Pump(self, turn, content_encoding=r.headers.get("content-encoding"), target=target)
+                target = self.bridge.targets.get(state.relay_token or "")
+                pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
             elif mode == "translate-stream":
-                pump = Pump(self, turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"))
+                pump = Pump(turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"),
+                            keep=keep)
                 _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
             else:
                 return
-            self.pumps[flow.id] = pump
+            state.pump = pump
             r.stream = pump
         except Exception as e:
             log.exception("tokunseba: responseheaders hook failed")
             if turn.action == "translate":
-                self.modes[flow.id] = "failed"
+                state.mode = "failed"
                 turn.outcome, turn.error = "error", str(e)
                 msg = client_error(turn.client_protocol, 502, f"tokunseba internal error: {e}", "api_error").body
                 flow.response.status_code = 502
@@ -384,13 +448,12 @@ class Tokunseba:
                 flow.response.stream = lambda b: [] if sent else (sent.append(1) or [msg])
 
     def response(self, flow: http.HTTPFlow) -> None:
-        turn = self.turns.pop(flow.id, None)
-        if turn is None:
+        state = self.flows.pop(flow.id, None)
+        if state is None:
             return
-        mode = self.modes.pop(flow.id, None)
-        pump = self.pumps.pop(flow.id, None)
-        broken = self._bridge_done(flow, turn)
-        self._show_client_url(flow)
+        turn, mode = state.turn, state.mode
+        broken = self._bridge_done(state)
+        self._show_client_url(flow, state)
         try:
             r = flow.response
             rep = None
@@ -441,7 +504,7 @@ class Tokunseba:
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
-            self._complete(flow, turn, r.status_code, rep=rep, pump=pump, defer=True)
+            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep), defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
             if not isinstance(cause, TranslationError):
@@ -450,24 +513,23 @@ class Tokunseba:
             err = turn.client_error(502, msg, "api_error")
             self._respond(flow, err)
             turn.outcome, turn.error = "error", msg
-            self._complete(flow, turn, err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None,
+            self._complete(flow, state, Outcome(err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None),
                            defer=True)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        turn = self.turns.pop(flow.id, None)
-        if turn is None:
+        state = self.flows.pop(flow.id, None)
+        if state is None:
             return
-        self.modes.pop(flow.id, None)
-        pump = self.pumps.pop(flow.id, None)
-        broken = self._bridge_done(flow, turn)
-        self._show_client_url(flow)
+        turn = state.turn
+        broken = self._bridge_done(state)
+        self._show_client_url(flow, state)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
-            if _client_went_away(msg) and _reply_completed(pump) and flow.response is not None:
+            if _client_went_away(msg) and _reply_completed(state.pump) and flow.response is not None:
                 # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
                 # as soon as it has response.completed): the turn is complete
                 self._event(turn, "client_closed", {"message": msg, "after": "completion"})
-                self._complete(flow, turn, flow.response.status_code, pump=pump)
+                self._complete(flow, state, self._reply_outcome(flow, state, flow.response.status_code))
                 return
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self._event(turn, "client_cancelled", {"message": msg})
@@ -476,7 +538,7 @@ class Tokunseba:
             else:
                 turn.error = broken or _upstream_failure(msg)
                 self._event(turn, "upstream_error", {"status": None, "message": turn.error})
-            self._complete(flow, turn, None, pump=pump, failed=turn.outcome != "cancelled")
+            self._complete(flow, state, self._reply_outcome(flow, state, None, failed=turn.outcome != "cancelled"))
         except Exception:
             log.exception("tokunseba: error hook failed")
 
@@ -524,32 +586,33 @@ class Tokunseba:
         proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
         return {host: proto} if proto else None
 
-    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None) -> None:
-        self.turns[flow.id] = turn
+    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None) -> FlowState:
+        state = self.flows[flow.id] = FlowState(turn)
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self._ledger_start(turn)
         req = flow.request
         client_url, client_headers = req.url, req.headers.copy()
-        self.shown[flow.id] = _Shown(client_url)
+        state.shown = _Shown(client_url)
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
-            self._rewrite(flow, turn, conn)
+            self._rewrite(flow, state, conn)
         else:
             if conn is not None:
                 self.bridge.pool.put(conn)
             self._respond(flow, turn.local)
-        self._record_original(flow, turn, client_url, client_headers)
+        self._record_original(flow, state, client_url, client_headers)
+        return state
 
-    def _rewrite(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None) -> None:
-        req = flow.request
+    def _rewrite(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None) -> None:
+        req, turn = flow.request, state.turn
         if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
             token, url = self.bridge.register(turn.url, conn)
-            self.bridged[flow.id] = token
+            state.relay_token = token
             req.url = url
         elif turn.url:
             req.url = turn.url
@@ -560,10 +623,11 @@ class Tokunseba:
         if turn.body is not None:
             req.content = turn.body
 
-    def _maybe_shadow(self, turn: Turn, origin: tuple[str, int]) -> None:
+    def _maybe_shadow(self, state: FlowState, origin: tuple[str, int]) -> None:
         """A route with `shadow:` also sends this turn to its shadow endpoint, in the
         background: scheduled here, it never delays the client's turn (shadow_sender.py). A
         failure here is logged and costs the client nothing."""
+        turn = state.turn
         route = turn.decision.route if turn.decision else None
         if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
                 or not turn.may_shadow  # a shadow spends the shadow endpoint's key: loopback or opt-in only
@@ -574,29 +638,25 @@ class Tokunseba:
             job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
                             turn.detected.kind, turn.original_body, *origin)
             if self.shadows.submit(job):
-                self.shadowed.add(turn.request_id)
+                state.shadowed = True
         except Exception:
             log.exception("tokunseba: could not schedule the shadow of %s", turn.request_id)
 
-    def _shadow_primary_done(self, flow: http.HTTPFlow, turn: Turn, status: int | None, pump: Pump | None) -> None:
-        """Hand the reply the client got to the shadow waiting to compare with it."""
-        if turn.request_id not in self.shadowed:
+    def _shadow_primary_done(self, state: FlowState, status: int | None, body: bytes | None) -> None:
+        """Hand the reply the client got to the shadow waiting to compare with it (once)."""
+        if not state.shadowed:
             return
-        self.shadowed.discard(turn.request_id)
-        if pump is not None and pump.kept is not None:
-            body = bytes(pump.kept)
-        elif flow.response is not None and flow.response.raw_content is not None:
-            body = flow.response.get_content(strict=False) or b""
-        else:
-            body = b""
+        state.shadowed = False
+        turn = state.turn
         error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
-        self.shadows.primary_done(turn.request_id, status, body, error)
+        self.shadows.primary_done(turn.request_id, status, body or b"", error)
 
     # ---- mitmweb: what a user sees of the turn ----
-    def _record_original(self, flow: http.HTTPFlow, turn: Turn, client_url: str, client_headers: http.Headers) -> None:
+    def _record_original(self, flow: http.HTTPFlow, state: FlowState, client_url: str,
+                         client_headers: http.Headers) -> None:
         """Keep the client's request line and headers (redacted) in the flow's metadata, the
         real ones in memory for a replay, and the key values the comment must not show."""
-        req = flow.request
+        req, turn = flow.request, state.turn
         body_changed = turn.body is not None
         rewritten = turn.local is None and (req.url != client_url or req.headers != client_headers or body_changed)
         exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
@@ -605,7 +665,7 @@ class Tokunseba:
                               rewritten=rewritten, endpoint=turn.endpoint.name if turn.endpoint else None,
                               endpoint_url=turn.url, target_protocol=turn.target_protocol),
             "client_protocol": turn.client_protocol, "body_changed": body_changed, "body_exact": exact}
-        shown = self.shown[flow.id]
+        shown = state.shown
         shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
                                    [client_url, turn.url])
         shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
@@ -615,11 +675,11 @@ class Tokunseba:
             while len(self.replayable) > MAX_REPLAYABLE:
                 self.replayable.popitem(last=False)
 
-    def _show_client_url(self, flow: http.HTTPFlow) -> None:
+    def _show_client_url(self, flow: http.HTTPFlow, state: FlowState) -> None:
         """Once the request has left: the flow shows the URL the client asked for (the comment
         and the tokunseba-original view name the endpoint the turn really went to), and the
         endpoint key tokunseba added is redacted in the flow (mitmweb, saved flow files)."""
-        shown = self.shown.get(flow.id)
+        shown = state.shown
         try:
             if shown is None:
                 return
@@ -631,9 +691,9 @@ class Tokunseba:
         except Exception:
             log.exception("tokunseba: could not restore the client's URL on the flow")
 
-    def _present(self, flow: http.HTTPFlow, turn: Turn, ledger_outcome: str | None, status: int | None) -> None:
+    def _present(self, flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None) -> None:
         """The turn has ended: its mark and comment state the outcome as the ledger counts it."""
-        shown = self.shown.pop(flow.id, None)
+        turn, shown, state.shown = state.turn, state.shown, None
         try:
             error = turn.error
             if error is None and status is not None and status >= 400 and flow.response is not None \
@@ -676,9 +736,9 @@ class Tokunseba:
             flow.request.content = original.encode("utf-8")
         return True
 
-    def _bridge_done(self, flow: http.HTTPFlow, turn: Turn) -> str | None:
+    def _bridge_done(self, state: FlowState) -> str | None:
         """Release the flow's relay target; why the upstream broke (not a refused connect), if it did."""
-        token = self.bridged.pop(flow.id, None)
+        turn, token, state.relay_token = state.turn, state.relay_token, None
         target = self.bridge.finish(token) if token else None
         if target is not None and target.broken and target.broken.startswith("cannot connect") and turn.endpoint:
             self.health.failed(turn.endpoint, target.broken)
@@ -719,8 +779,26 @@ class Tokunseba:
         if self.ledger is not None:
             self.ledger.event(turn.request_id, kind, data)
 
-    def _complete(self, flow: http.HTTPFlow, turn: Turn, status: int | None, *, rep=None, pump: Pump | None = None,
-                  failed: bool = False, usage=None, defer: bool = False) -> None:
+    def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None, *,
+                       failed: bool = False) -> Outcome:
+        """The outcome of the reply the client got, from the path that made it: a stream
+        (its pump), a translated whole reply (``rep``), a whole reply passed on in the
+        client's own protocol (judged under a status below 400), or a local answer. A
+        stream's pump and a whole reply's ``rep`` never meet: the mode decides one or the other."""
+        turn, pump = state.turn, state.pump
+        if pump is not None:
+            out = pump.outcome(status)
+        elif rep is not None:
+            out = Outcome.of_reply(status, rep)
+        elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
+            out = Outcome.of_whole(turn.client_protocol, status, flow.response.headers.get("content-type"),
+                                   flow.response.get_content(strict=False) or b"")
+        else:
+            out = Outcome(status)
+        out.failed = failed
+        return out
+
+    def _complete(self, flow: http.HTTPFlow, state: FlowState, out: Outcome, *, defer: bool = False) -> None:
         """Record how the turn ended: its outcome, status, timings and usage as reported.
 
         A reply that is not what a clean turn would have sent (a translated stream without
@@ -729,57 +807,33 @@ class Tokunseba:
         with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
         mitmproxy calls before it writes the reply's last bytes) the record is made once
         mitmproxy has handed those bytes to the client's connection (``_after_sent``)."""
+        turn, status, usage = state.turn, out.status, out.usage
         now = time.time()
-        fb = pump.first_byte if pump is not None else None
-        client_usage = None
-        extra: dict = {}
-        problem: str | None = None  # why the reply is not clean, though it got an answer
-        t = pump.t if pump is not None else None
-        if t is not None:
-            rpt = t.report
-            usage, client_usage = rpt.usage, t.client_usage
-            extra = {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
-                     "errors": rpt.errors, "completed": rpt.completed}
-            if rpt.errors or not rpt.completed:
-                problem = turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
-        elif rep is not None:
-            usage, client_usage = rep.usage, rep.client_usage
-            extra = {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings}
-        elif pump is not None and pump.watch is not None:  # pass-through / retargeted stream
-            usage = pump.watch.usage
-            client_usage = usage.reported if usage else None
-            if status is not None and status < 400:
-                problem = pump.watch.verdict()
-        elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
-            obj, problem = whole_verdict(flow.response.headers.get("content-type"),
-                                         flow.response.get_content(strict=False) or b"")
-            usage = _usage_of(turn.client_protocol, obj)
-            client_usage = usage.reported if usage else None
-        if problem and not failed and turn.outcome not in ("cancelled", "refused"):
+        details, failed = dict(out.details), out.failed
+        if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
             failed = True
-            turn.error = turn.error or problem  # a reset the relay saw says more than its symptom
-            extra["problem"] = problem
+            turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
+            details["problem"] = out.problem
+        fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
-        latency = (now - turn.started_at) * 1000
-        ttfb = (fb - turn.started_at) * 1000 if fb else None
-        self._shadow_primary_done(flow, turn, status, pump)
+        body = _client_body(flow, out) if state.shadowed or self.ledger_bodies else None  # read only when kept
+        self._shadow_primary_done(state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
-        self._present(flow, turn, outcome, status)
+        self._present(flow, state, outcome, status)
         if self.ledger is None:
             return
-        fields = dict(status=status, latency_ms=round(latency, 3), ttfb_ms=round(ttfb, 3) if ttfb is not None else None,
+        latency = round((now - turn.started_at) * 1000, 3)
+        ttfb = round((fb - turn.started_at) * 1000, 3) if fb else None
+        fields = dict(status=status, latency_ms=latency, ttfb_ms=ttfb,
                       usage_reported=usage.reported if usage else None, usage_protocol=usage.protocol if usage else None,
-                      usage_client=client_usage, outcome=outcome)
+                      usage_client=out.client_usage, outcome=outcome)
         if turn.error:
             fields["error"] = turn.error
-        if self.ledger_bodies:
-            if pump is not None and pump.kept is not None:
-                fields["response_body"] = bytes(pump.kept)
-            elif flow.response is not None and flow.response.raw_content is not None:
-                fields["response_body"] = flow.response.get_content(strict=False)[:MAX_STORED_BODY]
-        done = {"status": status, "latency_ms": fields["latency_ms"], "ttfb_ms": fields["ttfb_ms"],
-                "usage": usage.reported if usage else None, "usage_client": client_usage, **extra}
+        if self.ledger_bodies and body is not None:
+            fields["response_body"] = body[:MAX_STORED_BODY]
+        done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,
+                "usage": usage.reported if usage else None, "usage_client": out.client_usage, **details}
         ledger, rid = self.ledger, turn.request_id
 
         def record() -> None:
@@ -790,6 +844,15 @@ class Tokunseba:
             _after_sent(flow, record)
         else:
             record()
+
+
+def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
+    """The reply the client got: the stream as kept, or the whole reply; None when neither."""
+    if out.kept is not None:
+        return out.kept
+    if flow.response is not None and flow.response.raw_content is not None:
+        return flow.response.get_content(strict=False)
+    return None
 
 
 AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow

@@ -1,7 +1,9 @@
 """One provider turn, from intercepted request to the reply the client gets (pure, no I/O).
 
-The mitmproxy adapter (mitm.py) calls ``plan_request`` with the request it intercepted and
-applies the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
+The mitmproxy adapter (mitm.py) plans a turn in three steps: ``prepare_request`` (detect and
+parse the intercepted request), ``decide_request`` (the rules' decision, repeated when an
+endpoint turns out unreachable as the adapter connects to it) and ``build_turn``; it applies
+the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
 on the reply it asks the same ``Turn`` how to treat the response headers
 (``response_mode``), for a stream translator (``stream_translator``) or for the translated
 whole body (``translate_whole``). Everything here is testable without mitmproxy.
@@ -317,29 +319,6 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
-
-
-def plan_request(
-    rules: Rules,
-    *,
-    method: str,
-    host: str,
-    port: int,
-    path: str,
-    headers: Iterable[tuple[str, str]],
-    body: bytes,
-    env: Mapping[str, str],
-    reachable: Callable[[Endpoint], bool] | None = None,
-    extra_hosts: Mapping[str, str] | None = None,
-    now: float | None = None,
-) -> Turn | None:
-    """prepare + decide + build in one call. None: not a provider call (leave it untouched)."""
-    prep = prepare_request(method=method, host=host, port=port, path=path, headers=headers, body=body,
-                           extra_hosts=extra_hosts)
-    if prep is None:
-        return None
-    decision = decide_request(rules, prep, reachable) if prep.req is not None else None
-    return build_turn(rules, prep, decision, env=env, now=now)
 
 
 def _route_target(rules: Rules, name: str) -> str | None:

@@ -80,6 +80,7 @@ def ledger(proxy: Mitmdump, sql: str, *args) -> list[dict]:
 
 
 def turn_row(proxy: Mitmdump, request_id: str) -> dict:
+    ledger_settled(proxy.ledger)  # a turn's end is recorded just after its client got the last byte
     rows = ledger(proxy, "SELECT * FROM turns WHERE request_id = ?", request_id)
     assert rows, proxy.log()[-3000:]
     return rows[0]
