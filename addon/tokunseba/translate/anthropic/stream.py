@@ -20,11 +20,13 @@ from ...protocols import anthropic as pa
 from ...sse import SSEEvent, encode_event
 from ...neutral.events import (
     EARLY_END,
+    KEEPALIVE,
     BlockDelta,
     BlockSignature,
     BlockStart,
     BlockStop,
     Event,
+    KeepAlive,
     MessageStart,
     MessageStop,
     StreamError,
@@ -66,7 +68,9 @@ class AnthropicDecoder:
         self._ended = False  # message_stop or error seen
 
     def on_event(self, ev: SSEEvent) -> list[Event]:
-        if ev.event == "ping" or not ev.data:
+        if ev.event == "ping":
+            return [KEEPALIVE]
+        if not ev.data:
             return []
         try:
             d = jsonc.loads(ev.data)
@@ -174,7 +178,7 @@ class AnthropicDecoder:
         "message_delta": _message_delta,
         "message_stop": _message_stop,
         "error": _error_event,
-        "ping": lambda self, d: [],
+        "ping": lambda self, d: [KEEPALIVE],
     }
 
 
@@ -295,6 +299,9 @@ class AnthropicEncoder:
     def _usage_update(self, ev: UsageUpdate) -> bytes:
         return b""  # after message_delta nothing more can carry it; the report has it
 
+    def _keep_alive(self, ev: KeepAlive) -> bytes:
+        return pa.SSE_PING  # the SDKs skip a ping anywhere in the stream (protocols.md A.6)
+
     _HANDLERS: dict[type, Callable[["AnthropicEncoder", Event], bytes]] = {
         MessageStart: _message_start,
         BlockStart: _block_start,
@@ -304,4 +311,5 @@ class AnthropicEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _usage_update,
+        KeepAlive: _keep_alive,
     }
