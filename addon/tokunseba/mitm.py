@@ -206,6 +206,9 @@ class Tokunseba:
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
+        loader.add_option("tokunseba_keepalive_s", float, 10.0,
+                          "Seconds an upstream SSE reply may be silent before tokunseba sends the client a "
+                          "keep-alive (again every as many seconds), so its read timeout does not fire; 0: never.")
         loader.add_option("tokunseba_allow_remote_clients", bool, False,
                           "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
                           "without proxyauth. Off: such turns get an error in the client's protocol.")
@@ -228,6 +231,10 @@ class Tokunseba:
                 set_max_event_bytes(ctx.options.tokunseba_max_event_bytes)
             except ValueError as e:
                 raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
+        if "tokunseba_keepalive_s" in updated:
+            if ctx.options.tokunseba_keepalive_s < 0:
+                raise exceptions.OptionsError("tokunseba_keepalive_s must be 0 (no keep-alives) or more seconds")
+            self.bridge.keepalive_s = ctx.options.tokunseba_keepalive_s
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -548,7 +555,9 @@ class Tokunseba:
         if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
-            token, url = self.bridge.register(turn.url, conn)
+            # a Gemini client reads a comment line as JSON: its unchanged stream gets no keep-alive
+            keepalive = turn.action == "translate" or turn.client_protocol != "gemini"
+            token, url = self.bridge.register(turn.url, conn, keepalive=keepalive)
             self.bridged[flow.id] = token
             req.url = url
         elif turn.url:

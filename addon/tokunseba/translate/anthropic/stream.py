@@ -17,7 +17,7 @@ from ...neutral.error import UpstreamError
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
-from ...sse import SSEEvent, encode_event
+from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
     EARLY_END,
     KEEPALIVE,
@@ -300,7 +300,9 @@ class AnthropicEncoder:
         return b""  # after message_delta nothing more can carry it; the report has it
 
     def _keep_alive(self, ev: KeepAlive) -> bytes:
-        return pa.SSE_PING  # the SDKs skip a ping anywhere in the stream (protocols.md A.6)
+        # a ping, as the API sends it, once message_start is out (the SDKs skip it); before
+        # that an SSE comment, so a client that wants message_start first still gets it first
+        return pa.SSE_PING if self._started else KEEPALIVE_COMMENT
 
     _HANDLERS: dict[type, Callable[["AnthropicEncoder", Event], bytes]] = {
         MessageStart: _message_start,
