@@ -67,6 +67,18 @@ class _Shown:
     added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 
 
+def _keepalive_seconds(value: str) -> float:
+    """The tokunseba_keepalive_s option as seconds (0: no keep-alives), or a one-line error."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise exceptions.OptionsError(f"tokunseba_keepalive_s: {value!r} is not a number of seconds (0 or more; "
+                                      "0: no keep-alives)")
+    return seconds
+
+
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
     b"" mid-stream, and turns any exception into an error event in the client's protocol.
@@ -206,9 +218,11 @@ class Tokunseba:
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
-        loader.add_option("tokunseba_keepalive_s", float, 10.0,
-                          "Seconds an upstream SSE reply may be silent before tokunseba sends the client a "
-                          "keep-alive (again every as many seconds), so its read timeout does not fire; 0: never.")
+        # a str: mitmproxy's --set cannot parse a float option
+        loader.add_option("tokunseba_keepalive_s", str, "10",
+                          "Seconds (decimals allowed) an upstream SSE reply may be silent before tokunseba sends "
+                          "the client a keep-alive (again every as many seconds), so its read timeout does not "
+                          "fire; 0: never.")
         loader.add_option("tokunseba_allow_remote_clients", bool, False,
                           "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
                           "without proxyauth. Off: such turns get an error in the client's protocol.")
@@ -232,9 +246,7 @@ class Tokunseba:
             except ValueError as e:
                 raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
         if "tokunseba_keepalive_s" in updated:
-            if ctx.options.tokunseba_keepalive_s < 0:
-                raise exceptions.OptionsError("tokunseba_keepalive_s must be 0 (no keep-alives) or more seconds")
-            self.bridge.keepalive_s = ctx.options.tokunseba_keepalive_s
+            self.bridge.keepalive_s = _keepalive_seconds(ctx.options.tokunseba_keepalive_s)
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
