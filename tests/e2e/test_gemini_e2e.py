@@ -25,7 +25,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from .conftest import Mitmdump, need_npm_tool
+from .conftest import Mitmdump, ledger_settled, need_npm_tool
 from .upstream import Reply, Upstream
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
@@ -73,6 +73,7 @@ def sdk(gem_proxy, monkeypatch):
 
 
 def ledger(proxy: Mitmdump, sql: str, *args) -> list[dict]:
+    ledger_settled(proxy.ledger)  # a turn's end is recorded by the ledger's thread, just after the reply
     with sqlite3.connect(proxy.ledger) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute(sql, args)]
