@@ -676,3 +676,14 @@ async def test_client_hanging_up_after_a_retargeted_streams_terminal_event_is_a_
     row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert (row["outcome"], row["status"], row["usage_output"]) == ("retargeted", 200, 3)
     assert kinds[-2:] == ["client_closed", "completed"]
+
+
+async def test_keepalive_option_reaches_the_relay_and_bad_values_are_one_line_errors(addon):
+    assert addon.bridge.keepalive_s == 10.0  # the default
+    addon.tctx.configure(addon, tokunseba_keepalive_s="0.5")
+    assert addon.bridge.keepalive_s == 0.5
+    for bad in ("-1", "soon", "inf", "nan"):
+        with pytest.raises(exceptions.OptionsError, match="tokunseba_keepalive_s"):
+            addon.tctx.configure(addon, tokunseba_keepalive_s=bad)
+    addon.tctx.configure(addon, tokunseba_keepalive_s="0")
+    assert addon.bridge.keepalive_s == 0

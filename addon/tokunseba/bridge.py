@@ -21,6 +21,16 @@ that fails before any reply byte (the endpoint closed it while idle) is replaced
 one once. A reply that ends cleanly, with both sides willing, returns its connection to the
 pool.
 
+Keep-alives: when an SSE reply (``text/event-stream``, identity-encoded) has been silent
+for ``keepalive_s`` seconds (0: never), the relay writes ``KEEPALIVE`` (an SSE comment) into
+the relayed body — only at an event boundary (``sse.EventBoundary``), never inside an
+unfinished event — and again after each further ``keepalive_s`` of silence, so a client's
+read timeout does not fire while the endpoint is alive but slow. A translated turn's
+decoder turns it into the client's keep-alive; a passed-on stream carries it as a comment.
+``register(..., keepalive=False)`` turns it off for a turn whose client cannot skip a comment
+(a Gemini client getting the stream unchanged). Silence longer than ``idle_timeout`` still
+ends the turn.
+
 Runs in mitmproxy's event loop (asyncio + h11, both already mitmproxy dependencies).
 """
 
@@ -36,6 +46,8 @@ from urllib.parse import urlsplit
 
 import h11
 
+from .sse import EventBoundary
+
 log = logging.getLogger("tokunseba.bridge")
 
 MARK = "x-tokunseba-bridge"
@@ -43,6 +55,7 @@ PREFIX = "/__tokunseba_bridge/"
 HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade",
               b"proxy-connection", b"te", b"trailer"}
 READ = 65536
+KEEPALIVE = b": tokunseba keep-alive\n\n"  # the relay's own keep-alive for a stalled SSE reply
 
 
 Key = tuple[str, str, int]  # scheme, host, port
@@ -116,6 +129,8 @@ class Target:
     path: str  # with query
     broken: str | None = None  # why the upstream reply was cut short, if it was
     conn: UpstreamConn | None = None  # opened for this turn by the request hook, not yet used
+    keepalive: bool = True  # the relay may add its own keep-alive to a stalled SSE reply
+    keepalives: int = 0  # how many it added
 
     @property
     def key(self) -> Key:
@@ -124,13 +139,15 @@ class Target:
 
 class Bridge:
     def __init__(self, connect_timeout: float = 10.0, idle_timeout: float = 600.0,
-                 ssl_context: ssl.SSLContext | None = None, pool_idle_s: float = 30.0) -> None:
+                 ssl_context: ssl.SSLContext | None = None, pool_idle_s: float = 30.0,
+                 keepalive_s: float = 10.0) -> None:
         self.targets: dict[str, Target] = {}
         self.pool = Pool(pool_idle_s)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
+        self.keepalive_s = keepalive_s  # silence before the relay's own keep-alive (0: never)
         self._ssl: ssl.SSLContext | None = ssl_context  # None: system-independent default (certifi)
 
     async def start(self) -> None:
@@ -160,14 +177,16 @@ class Bridge:
         self.pool.opened += 1
         return UpstreamConn(key, r, w)
 
-    def register(self, url: str, conn: UpstreamConn | None = None) -> tuple[str, str]:
-        """Register a real target URL (and the connection opened for it, if any); returns
-        (token, the URL mitmproxy should use)."""
+    def register(self, url: str, conn: UpstreamConn | None = None, keepalive: bool = True) -> tuple[str, str]:
+        """Register a real target URL (and the connection opened for it, if any; ``keepalive``:
+        whether the relay may add its keep-alive to a stalled SSE reply); returns (token, the
+        URL mitmproxy should use)."""
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         token = secrets.token_hex(12)
         self.targets[token] = Target(u.scheme, u.hostname or "", port,
-                                     (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn)
+                                     (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn,
+                                     keepalive=keepalive)
         return token, f"http://127.0.0.1:{self.port}{PREFIX}{token}"
 
     def finish(self, token: str) -> Target | None:
@@ -279,6 +298,7 @@ class Bridge:
         headers = [(k, v) for k, v in req.headers if k not in HOP_BY_HOP and k != b"host"]
         headers = [(b"host", host.encode())] + headers + [(b"content-length", str(len(body)).encode())]
         ur, uw = conn.reader, conn.writer
+        beat: EventBoundary | None = None  # an SSE reply the relay may keep alive: where its events end
         try:
             uw.write(up.send(h11.Request(method=req.method, target=target.path.encode(), headers=headers)))
             if body:
@@ -288,7 +308,7 @@ class Bridge:
             while True:
                 ev = up.next_event()
                 if ev is h11.NEED_DATA:
-                    data = await asyncio.wait_for(ur.read(READ), self.idle_timeout)
+                    data = await self._read_up(ur, beat, target, down, writer)
                     got_bytes = got_bytes or bool(data)
                     up.receive_data(data)  # b"" = EOF; h11 raises if the body was incomplete
                     continue
@@ -297,10 +317,15 @@ class Bridge:
                     out.append((b"transfer-encoding", b"chunked"))
                     writer.write(down.send(h11.Response(status_code=ev.status_code, headers=out, reason=ev.reason)))
                     started = True
+                    if target.keepalive and self.keepalive_s > 0 and _keepable(ev.headers):
+                        beat = EventBoundary()
                 elif isinstance(ev, h11.InformationalResponse):
                     continue
                 elif isinstance(ev, h11.Data):
-                    writer.write(down.send(h11.Data(data=bytes(ev.data))))
+                    chunk = bytes(ev.data)
+                    if beat is not None:
+                        beat.feed(chunk)
+                    writer.write(down.send(h11.Data(data=chunk)))
                     await writer.drain()
                 elif isinstance(ev, h11.EndOfMessage):
                     break
@@ -321,3 +346,36 @@ class Bridge:
         reusable = (target.broken is None and up.our_state is h11.DONE and up.their_state is h11.DONE
                     and up.trailing_data == (b"", False))
         return "keep" if reusable else "close"
+
+    async def _read_up(self, ur: asyncio.StreamReader, beat: EventBoundary | None, target: Target,
+                       down: h11.Connection, writer: asyncio.StreamWriter) -> bytes:
+        """The next bytes from the endpoint. While an SSE reply (``beat``) is silent, a
+        keep-alive goes to mitmproxy every ``keepalive_s`` when the body stands at an event
+        boundary; ``idle_timeout`` of silence raises TimeoutError."""
+        if beat is None:
+            return await asyncio.wait_for(ur.read(READ), self.idle_timeout)
+        deadline = time.monotonic() + self.idle_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise asyncio.TimeoutError()
+            try:  # a cancelled StreamReader.read loses no bytes
+                return await asyncio.wait_for(ur.read(READ), min(left, self.keepalive_s))
+            except asyncio.TimeoutError:
+                if deadline - time.monotonic() <= 0:
+                    raise
+            if beat.at_boundary:
+                writer.write(down.send(h11.Data(data=KEEPALIVE)))
+                await writer.drain()
+                target.keepalives += 1
+
+
+def _keepable(headers) -> bool:
+    """An SSE reply the relay can add a comment to: event-stream, not content-encoded."""
+    ctype = enc = b""
+    for k, v in headers:
+        if k == b"content-type":
+            ctype = v.lower()
+        elif k == b"content-encoding":
+            enc = v.strip().lower()
+    return ctype.startswith(b"text/event-stream") and enc in (b"", b"identity")

@@ -96,6 +96,18 @@ class Outcome:
         return cls(status, usage, usage.reported if usage else None, problem=problem)
 
 
+def _keepalive_seconds(value: str) -> float:
+    """The tokunseba_keepalive_s option as seconds (0: no keep-alives), or a one-line error."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise exceptions.OptionsError(f"tokunseba_keepalive_s: {value!r} is not a number of seconds (0 or more; "
+                                      "0: no keep-alives)")
+    return seconds
+
+
 class Pump:
     """The per-flow stream callable: joins output into one chunk per call, never returns
     b"" mid-stream, and turns any exception into an error event in the client's protocol.
@@ -267,6 +279,11 @@ class Tokunseba:
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
+        # a str: mitmproxy's --set cannot parse a float option
+        loader.add_option("tokunseba_keepalive_s", str, "10",
+                          "Seconds (decimals allowed) an upstream SSE reply may be silent before tokunseba sends "
+                          "the client a keep-alive (again every as many seconds), so its read timeout does not "
+                          "fire; 0: never.")
         loader.add_option("tokunseba_allow_remote_clients", bool, False,
                           "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
                           "without proxyauth. Off: such turns get an error in the client's protocol.")
@@ -289,6 +306,8 @@ class Tokunseba:
                 set_max_event_bytes(ctx.options.tokunseba_max_event_bytes)
             except ValueError as e:
                 raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
+        if "tokunseba_keepalive_s" in updated:
+            self.bridge.keepalive_s = _keepalive_seconds(ctx.options.tokunseba_keepalive_s)
         if "tokunseba_provider_hosts" in updated:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
@@ -611,7 +630,9 @@ class Tokunseba:
         if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
-            token, url = self.bridge.register(turn.url, conn)
+            # a Gemini client reads a comment line as JSON: its unchanged stream gets no keep-alive
+            keepalive = turn.action == "translate" or turn.client_protocol != "gemini"
+            token, url = self.bridge.register(turn.url, conn, keepalive=keepalive)
             state.relay_token = token
             req.url = url
         elif turn.url:

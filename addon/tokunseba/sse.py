@@ -3,8 +3,14 @@
 ``SSEDecoder.feed(bytes)`` accepts bytes split anywhere (inside a multi-byte UTF-8
 character, between ``\\r`` and ``\\n``) and returns the complete events seen so far;
 ``close()`` returns a final event that lacked its trailing blank line. Line ends may be
-``\\n``, ``\\r\\n`` or ``\\r``; comments (``:``) are ignored; multi-line ``data:`` is joined
-with ``\\n`` as the WHATWG spec says. The output never depends on how input was split.
+``\\n``, ``\\r\\n`` or ``\\r``; comments (``:``) are ignored — or, with ``SSEDecoder(comments=True)``, each comment
+line becomes an ``SSEEvent`` with ``comment=True`` (a keep-alive), in its place among the
+events; multi-line ``data:`` is joined with ``\\n`` as the WHATWG spec says. The output never
+depends on how input was split.
+
+``EventBoundary`` follows bytes going by and says whether they stop at an event boundary
+(nothing yet, or a blank line just ended an event), where something may be inserted
+(``KEEPALIVE_COMMENT``) without entering an unfinished event.
 
 Bounded: an event (its lines, or one line without its end) larger than
 ``SSEDecoder.max_event_bytes`` (default 16 MiB; ``set_max_event_bytes`` changes it for
@@ -16,9 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SSEEvent", "SSEDecoder", "SSETooLarge", "encode_event", "set_max_event_bytes", "DEFAULT_MAX_EVENT_BYTES"]
+__all__ = ["SSEEvent", "SSEDecoder", "SSETooLarge", "EventBoundary", "encode_event", "set_max_event_bytes",
+           "DEFAULT_MAX_EVENT_BYTES", "KEEPALIVE_COMMENT"]
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a keep-alive every conforming SSE parser skips
 
 
 class SSETooLarge(ValueError):
@@ -46,13 +54,15 @@ class SSEEvent:
     event: str | None  # the `event:` name, None when the event had no `event:` line
     data: str
     id: str | None = None
+    comment: bool = False  # a comment line (``data`` is its text), only with SSEDecoder(comments=True)
 
 
 class SSEDecoder:
-    __slots__ = ("_buf", "_pending_cr", "_event", "_data", "_has_data", "_id", "_saw_field", "_size")
+    __slots__ = ("_buf", "_pending_cr", "_event", "_data", "_has_data", "_id", "_saw_field", "_size", "_comments")
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # class-wide cap (set_max_event_bytes)
 
-    def __init__(self) -> None:
+    def __init__(self, comments: bool = False) -> None:
+        self._comments = comments  # report comment lines (keep-alives) instead of skipping them
         self._buf = bytearray()
         self._pending_cr = False  # last byte seen was \r: a following \n belongs to it
         self._reset()
@@ -129,7 +139,9 @@ class SSEDecoder:
             self._overflow()
         line = raw.decode("utf-8", errors="replace")
         if line[0] == ":":
-            return  # comment
+            if self._comments:
+                out.append(SSEEvent(None, line[1:].lstrip(" "), None, True))
+            return
         name, sep, value = line.partition(":")
         if sep and value[:1] == " ":
             value = value[1:]
@@ -151,6 +163,37 @@ class SSEDecoder:
             # An `event:` with no data line: the spec drops it; Anthropic never sends one.
             out.append(SSEEvent(self._event, "", self._id))
         self._reset()
+
+
+class EventBoundary:
+    """Follows the bytes of an SSE body as they go by (sans-IO): ``at_boundary`` is True when
+    they stop where an event ended (or before any byte), so a comment inserted there cannot
+    land inside an unfinished event. A lone ``\\r`` that ended a blank line counts: a ``\\n``
+    after it would only be one more blank line."""
+
+    __slots__ = ("_tail", "_any")
+
+    def __init__(self) -> None:
+        self._tail = b""  # the last few bytes seen
+        self._any = False
+
+    def feed(self, data: bytes) -> None:
+        if data:
+            self._tail = (self._tail + data[-4:])[-4:]
+            self._any = True
+
+    @property
+    def at_boundary(self) -> bool:
+        if not self._any:
+            return True
+        t = self._tail
+        if t.endswith(b"\r\n"):
+            rest = t[:-2]
+        elif t.endswith((b"\n", b"\r")):
+            rest = t[:-1]
+        else:
+            return False  # inside a line
+        return not rest or rest.endswith((b"\n", b"\r"))  # the line just ended was empty: an event ended
 
 
 def encode_event(data: str | bytes, event: str | None = None) -> bytes:

@@ -83,4 +83,14 @@ class UsageUpdate:
     usage: Usage
 
 
-Event = Union[MessageStart, BlockStart, BlockDelta, BlockSignature, BlockStop, MessageStop, StreamError, UsageUpdate]
+@dataclass(slots=True)
+class KeepAlive:
+    """The upstream (or the relay, for a stalled upstream) said it is still there: an SSE
+    comment line, an Anthropic ``ping``. Never content: no block, no usage; an encoder writes
+    its client protocol's keep-alive, or nothing where the client's parser has none."""
+
+
+KEEPALIVE = KeepAlive()
+
+Event = Union[MessageStart, BlockStart, BlockDelta, BlockSignature, BlockStop, MessageStop, StreamError, UsageUpdate,
+              KeepAlive]

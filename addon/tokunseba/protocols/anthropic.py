@@ -16,6 +16,7 @@ PROTOCOL = "anthropic"
 # The anthropic-version tokunseba sends to an Anthropic endpoint when the client sent none
 # (a translated OpenAI client; a models probe).
 ANTHROPIC_VERSION = "2023-06-01"
+SSE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'  # the stream's keep-alive, as the API sends it
 
 # A.7, plus E.6's 503 -> overloaded_error. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
 ERROR_TYPES: dict[int, str] = {

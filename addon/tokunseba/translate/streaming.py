@@ -5,11 +5,16 @@ returns every complete translated event at once (``b""`` when nothing is complet
 whatever the split of the input; ``close()`` flushes at the end of the upstream body and, if
 the upstream never sent its terminal event, emits an error in the client's protocol;
 ``fail(message)`` is the error event for a broken upstream connection.
+
+Keep-alives cross: an SSE comment line from the upstream (or from the relay, for a stalled
+upstream) becomes a neutral ``KeepAlive`` here, for every protocol alike, and a protocol's
+own keep-alive event (Anthropic ``ping``) becomes one in its decoder; the client's encoder
+writes its own keep-alive for it.
 """
 
 from __future__ import annotations
 
-from ..neutral.events import StreamError
+from ..neutral.events import KEEPALIVE, StreamError
 from ..neutral.report import StreamReport
 from ..sse import SSEDecoder, SSEEvent
 
@@ -26,7 +31,7 @@ class StreamTranslator:
     def __init__(self, decoder, encoder, report: StreamReport) -> None:
         self.report = report
         self.started = False
-        self._sse = SSEDecoder()
+        self._sse = SSEDecoder(comments=True)  # comments are keep-alives
         self._dec = decoder
         self._enc = encoder
         self._closed = False
@@ -61,6 +66,11 @@ class StreamTranslator:
         dec, enc = self._dec, self._enc
         parts: list[bytes] = []
         for sse in events:
+            if sse.comment:
+                b = enc.encode(KEEPALIVE)
+                if b:
+                    parts.append(b)
+                continue
             for ev in dec.on_event(sse):
                 b = enc.encode(ev)
                 if b:

@@ -17,14 +17,16 @@ from ...neutral.error import UpstreamError
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
-from ...sse import SSEEvent, encode_event
+from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
     EARLY_END,
+    KEEPALIVE,
     BlockDelta,
     BlockSignature,
     BlockStart,
     BlockStop,
     Event,
+    KeepAlive,
     MessageStart,
     MessageStop,
     StreamError,
@@ -72,7 +74,9 @@ class AnthropicDecoder:
         self._ended = False  # message_stop or error seen
 
     def on_event(self, ev: SSEEvent) -> list[Event]:
-        if ev.event == "ping" or not ev.data:
+        if ev.event == "ping":
+            return [KEEPALIVE]
+        if not ev.data:
             return []
         try:
             d = jsonc.loads(ev.data)
@@ -180,7 +184,7 @@ class AnthropicDecoder:
         "message_delta": _message_delta,
         "message_stop": _message_stop,
         "error": _error_event,
-        "ping": lambda self, d: [],
+        "ping": lambda self, d: [KEEPALIVE],
     }
 
 
@@ -302,6 +306,11 @@ class AnthropicEncoder:
     def _usage_update(self, ev: UsageUpdate) -> bytes:
         return b""  # after message_delta nothing more can carry it; the report has it
 
+    def _keep_alive(self, ev: KeepAlive) -> bytes:
+        # a ping, as the API sends it, once message_start is out (the SDKs skip it); before
+        # that an SSE comment, so a client that wants message_start first still gets it first
+        return pa.SSE_PING if self._started else KEEPALIVE_COMMENT
+
     _HANDLERS: dict[type, Callable[["AnthropicEncoder", Event], bytes]] = {
         MessageStart: _message_start,
         BlockStart: _block_start,
@@ -311,4 +320,5 @@ class AnthropicEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _usage_update,
+        KeepAlive: _keep_alive,
     }

@@ -29,6 +29,7 @@ from ...neutral.events import (
     BlockStart,
     BlockStop,
     Event,
+    KeepAlive,
     MessageStart,
     MessageStop,
     StreamError,
@@ -383,4 +384,5 @@ class GeminiEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _nothing,
+        KeepAlive: _nothing,  # google-genai reads a comment line as a JSON chunk and fails: no keep-alive
     }

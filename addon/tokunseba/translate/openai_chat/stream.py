@@ -20,7 +20,7 @@ from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import anthropic as pa
 from ...protocols import openai_chat as po
-from ...sse import SSEEvent, encode_event
+from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
     EARLY_END,
     BlockDelta,
@@ -28,6 +28,7 @@ from ...neutral.events import (
     BlockStart,
     BlockStop,
     Event,
+    KeepAlive,
     MessageStart,
     MessageStop,
     StreamError,
@@ -344,4 +345,5 @@ class ChatEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _nothing,
+        KeepAlive: lambda self, ev: KEEPALIVE_COMMENT,  # an SSE comment: the SDKs' parsers skip it
     }

@@ -50,7 +50,7 @@ from ...neutral.usage import OPENAI, Usage
 from ...protocols import anthropic as pa
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
-from ...sse import SSEEvent
+from ...sse import KEEPALIVE_COMMENT, SSEEvent
 from ...sse import encode_event
 from ...neutral.events import (
     EARLY_END,
@@ -59,6 +59,7 @@ from ...neutral.events import (
     BlockStart,
     BlockStop,
     Event,
+    KeepAlive,
     MessageStart,
     MessageStop,
     StreamError,
@@ -319,6 +320,7 @@ class ResponsesEncoder:
         MessageStop: _message_stop,
         StreamError: _stream_error,
         UsageUpdate: _nothing,
+        KeepAlive: lambda self, ev: KEEPALIVE_COMMENT,  # an SSE comment: the SDKs' parsers skip it
     }
 
 
