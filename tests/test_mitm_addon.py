@@ -15,7 +15,8 @@ from mitmproxy.test import taddons, tflow, tutils
 import tokunseba.mitm as mitm
 from tokunseba.bridge import PREFIX
 from tokunseba.ledger import Ledger
-from tokunseba.mitm import MARKS, ORIGINAL_KEY, Pump, Tokunseba
+from tokunseba.mitm import MARKS, ORIGINAL_KEY, Tokunseba
+from tokunseba.pump import Pump
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
 

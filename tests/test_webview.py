@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokunseba.web_redact import (REDACTED, credential_values, redact_header_value, redact_headers, redact_text,
+from tokunseba.web_redact import (REDACTED, credential_values, redact_header_value, redact_headers, redact_values,
                                   redact_url)
 from tokunseba.webview import (MARKS, NOT_REWRITTEN, RESPONSE_SIDE, error_message, final_comment, final_mark,
                                original_record, original_view_text, pretty_json, web_outcome)
@@ -48,12 +48,12 @@ def test_known_values_are_found_and_replaced_in_free_text():
     found = credential_values([("authorization", f"Bearer {KEY}"), ("x-api-key", "short"), ("accept", "x" * 40)],
                               ["https://h/v1?key=AIzaSECRETVALUE"])
     assert found == {KEY, "AIzaSECRETVALUE"}  # too-short values and non-credential headers are not searched
-    assert redact_text(f"bad key {KEY} and AIzaSECRETVALUE", found) == f"bad key {REDACTED} and {REDACTED}"
+    assert redact_values(f"bad key {KEY} and AIzaSECRETVALUE", found) == f"bad key {REDACTED} and {REDACTED}"
 
 
 @given(st.text(), st.sets(st.text(min_size=8, max_size=20), max_size=3))
 def test_no_known_secret_survives(text, secrets):
-    out = redact_text(text + "".join(secrets), secrets)
+    out = redact_values(text + "".join(secrets), secrets)
     assert all(s not in out or s in REDACTED for s in secrets)
 
 

@@ -15,7 +15,6 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
@@ -25,26 +24,27 @@ from .bridge import MARK as BRIDGE_MARK
 from .bridge import Bridge
 from .bridge import UpstreamConn
 from .endpoints import EndpointHealth
-from .encoding import Decoding, is_identity
 from .errors import TranslationError
 from .ledger import Ledger, instance_id
+from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
+from .outcome import Outcome, shape_problem, upstream_failure
+from .pump import MAX_STORED_BODY, Pump, reply_completed
 from .rules import Rules, RulesError, load_rules
 from .shadow import SHADOWABLE, should_shadow
 from .shadow_sender import ShadowJob, ShadowSender
 from .protocols.detect import PROVIDER_HOSTS
-from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, endpoint_keys, is_credential_header, redact_query
+from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
-from .sse import DEFAULT_MAX_EVENT_BYTES, SSETooLarge, set_max_event_bytes
-from .stream_watch import USAGE_PROTOCOL, StreamWatch, error_event, last_event_end, whole_verdict
+from .sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
+from .stream_watch import whole_verdict
 from .translate.sniff import usage_from_json
-from .neutral.usage import Usage
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
                    websocket_refusal)
 from .webview import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, original_record, original_view_text,
                       secrets_of, web_outcome)
-from .web_redact import redact_header_value, redact_text
+from .web_redact import redact_header_value, redact_values
 
 log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.bridge")):
@@ -53,47 +53,7 @@ for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("t
 ORIGINAL_KEY = "tokunseba.original_request"
 MAX_ORIGINAL = 4 * 1024 * 1024
 RULES_POLL_S = 1.0
-MAX_STORED_BODY = 4 * 1024 * 1024
 MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
-
-
-@dataclass
-class _Shown:
-    """What mitmweb shows of one in-flight turn: the URL the client asked for (restored on the
-    flow once the request has left) and the key values to keep out of its comment."""
-
-    client_url: str | None
-    secrets: set[str] = field(default_factory=set)
-    added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
-
-
-@dataclass
-class Outcome:
-    """How one turn's reply ended, as the path that made it saw it (a stream's pump, a
-    translated whole reply, a passed-on whole reply, a local or error answer): what
-    ``Tokunseba._complete`` records in the ledger and shows in mitmweb."""
-
-    status: int | None  # the status the client got; None: no reply reached it
-    usage: Usage | None = None  # as the upstream reported it
-    client_usage: dict | None = None  # as the client was told it
-    details: dict = field(default_factory=dict)  # stop_reason, dropped, warnings (and a stream's errors, completed)
-    problem: str | None = None  # why the reply is not clean, though it got an answer
-    failed: bool = False  # the turn failed whatever its reply (the upstream broke, ...)
-    first_byte: float | None = None  # when the first byte of a stream left; None: a whole reply
-    kept: bytes | None = None  # the stream the client got, when kept (--ledger-bodies, a shadowed turn)
-
-    @classmethod
-    def of_reply(cls, status: int, rep) -> "Outcome":
-        """A translated whole reply (translate_whole's report)."""
-        return cls(status, rep.usage, rep.client_usage,
-                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings})
-
-    @classmethod
-    def of_whole(cls, protocol: str, status: int, content_type: str | None, body: bytes) -> "Outcome":
-        """A whole reply passed on in the client's own protocol (pass-through, retarget)."""
-        obj, problem = whole_verdict(content_type, body)
-        usage = _usage_of(protocol, obj)
-        return cls(status, usage, usage.reported if usage else None, problem=problem)
 
 
 def _keepalive_seconds(value: str) -> float:
@@ -106,150 +66,6 @@ def _keepalive_seconds(value: str) -> float:
         raise exceptions.OptionsError(f"tokunseba_keepalive_s: {value!r} is not a number of seconds (0 or more; "
                                       "0: no keep-alives)")
     return seconds
-
-
-class Pump:
-    """The per-flow stream callable: joins output into one chunk per call, never returns
-    b"" mid-stream, and turns any exception into an error event in the client's protocol.
-    A translated stream is decoded from its content-encoding before the translator sees it
-    (the client gets it identity-encoded); a raw one goes on as it came. A retargeted (raw,
-    relayed) stream goes on whole events at a time: when its upstream breaks or it ends
-    without its terminal event, the unfinished event is dropped and an error event in the
-    client's protocol ends it."""
-
-    def __init__(self, turn: Turn, translator=None, content_encoding: str | None = None, target=None, *,
-                 keep: bool = False) -> None:
-        self.turn, self.t = turn, translator
-        self.target = target  # the relay's record of this flow's upstream (bridge.Target), if relayed
-        # relayed raw stream: bytes after the last complete event wait for the event's end
-        self.hold: bytearray | None = bytearray() if target is not None and translator is None else None
-        self.failed = False
-        self.first_byte: float | None = None
-        # raw pass-through / retarget: usage and completeness read on the side
-        self.watch = StreamWatch(turn.client_protocol, content_encoding) if translator is None else None
-        # translated: undo the upstream's content-encoding first (raises UnsupportedEncoding)
-        self.inflate = Decoding(content_encoding) if translator is not None and not is_identity(content_encoding) \
-            else None
-        # keep: --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
-        self.kept: bytearray | None = bytearray() if keep else None
-        # an endpoint key the upstream echoes back is redacted by value (secrets.py)
-        self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
-
-    def __call__(self, data: bytes):
-        try:
-            if self.failed:
-                return []
-            if self.t is None:  # raw pass-through: bytes unchanged; timestamps and usage read on the side
-                chunks = self._redacted(self._raw(data), final=not data)
-                for c in chunks:
-                    self._keep(c)  # what the client got
-                return chunks
-            if self.inflate is not None:
-                out = self.t.feed(self.inflate.feed(data)) if data else self.t.feed(self.inflate.close()) + self.t.close()
-            else:
-                out = self.t.feed(data) if data else self.t.close()
-        except Exception as e:  # mitmproxy would drop the chunk silently
-            if isinstance(e, SSETooLarge):
-                log.warning("tokunseba: %s: turn %s ended", e, self.turn.request_id)
-                why = f"tokunseba: {e}"
-            else:
-                log.exception("tokunseba: stream translation failed")
-                why = f"tokunseba: stream translation failed: {e}"
-            self.failed = True
-            try:
-                out = self.t.fail(why)
-            except Exception:
-                out = b""
-        out = b"".join(self._redacted([out] if out else [], final=not data or self.failed))
-        if out:
-            self._mark_first_byte()
-            self._keep(out)
-            return [out]
-        return []
-
-    def outcome(self, status: int | None) -> Outcome:
-        """How the stream ended: a translated one by its translator's report (not clean
-        without its terminal event, or with errors); a passed-on one by its watch (judged
-        only under a status below 400)."""
-        kept = bytes(self.kept) if self.kept is not None else None
-        if self.t is not None:
-            rpt = self.t.report
-            problem = None
-            if rpt.errors or not rpt.completed:
-                problem = self.turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
-            return Outcome(status, rpt.usage, self.t.client_usage,
-                           {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
-                            "errors": rpt.errors, "completed": rpt.completed},
-                           problem=problem, first_byte=self.first_byte, kept=kept)
-        usage = self.watch.usage
-        return Outcome(status, usage, usage.reported if usage else None,
-                       problem=self.watch.verdict() if status is not None and status < 400 else None,
-                       first_byte=self.first_byte, kept=kept)
-
-    def _redacted(self, chunks: list[bytes], *, final: bool) -> list[bytes]:
-        if self.redactor is None:
-            return chunks
-        out = b"".join(self.redactor.feed(c) for c in chunks) + (self.redactor.close() if final else b"")
-        return [out] if out else []
-
-    def _mark_first_byte(self) -> None:
-        if self.first_byte is None:
-            self.first_byte = time.time()
-
-    def _keep(self, out: bytes) -> None:
-        if self.kept is not None and len(self.kept) < MAX_STORED_BODY:
-            self.kept += out[: MAX_STORED_BODY - len(self.kept)]
-
-    def _raw(self, data: bytes) -> list[bytes]:
-        try:  # the side channel must never cost the client a byte
-            if data:
-                self._mark_first_byte()
-                self.watch.feed(data)
-            else:
-                self.watch.close()
-        except Exception:
-            log.exception("tokunseba: stream watch failed")
-        out = self._whole_events(data) if self.hold is not None else data
-        return [out] if out else []
-
-    def _whole_events(self, data: bytes) -> bytes:
-        """Relayed raw stream: the complete events so far; at the end, the rest, or (the
-        upstream broke, or ended without its terminal event) an error event instead."""
-        hold = self.hold
-        if data:
-            hold += data
-            end = last_event_end(hold)
-            out = bytes(hold[:end])
-            del hold[:end]
-            return out
-        why = self.target.broken if self.target is not None else None
-        verdict = self.watch.verdict() if self.watch is not None else None
-        if why is None and verdict is not None and self.watch.error is None:
-            why = verdict  # an upstream error event already reached the client as it came
-        if why is None:
-            out = bytes(hold)
-        else:
-            self.failed = True
-            out = error_event(self.turn.client_protocol, f"tokunseba: {why}")
-        hold.clear()
-        return out
-
-
-@dataclass
-class FlowState:
-    """All tokunseba holds for one in-flight flow, from the request hook that plans its turn
-    to the ``response`` / ``error`` hook that ends it (one entry of ``Tokunseba.flows``).
-
-    Kept in a dict keyed by flow id, not in ``flow.metadata``: mitmproxy deep-copies a
-    flow's metadata into saved flows and into the copy a replay sends, and this holds live
-    objects (the stream callable, the relay's token) that belong to this flow only."""
-
-    turn: Turn
-    shown: _Shown | None = None  # mitmweb presentation; None once the outcome was presented
-    relay_token: str | None = None  # the relay's target of a routed turn (bridge.py)
-    shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
-    mode: str | None = None  # how the reply is handled (turn.response_mode), from responseheaders
-    pump: Pump | None = None  # the stream callable of a streamed reply
 
 
 class Tokunseba:
@@ -440,7 +256,7 @@ class Tokunseba:
             if r.raw_content is not None:  # answered locally, or already buffered
                 return
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
-            if _shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
+            if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
                 mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
             state.mode = mode
             keep = self.ledger_bodies or state.shadowed
@@ -508,7 +324,7 @@ class Tokunseba:
                     r.headers[k] = v
                 r.content = body
             elif mode == "shape-error":
-                why = _shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
+                why = shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
                 self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                 r = flow.response
@@ -544,7 +360,7 @@ class Tokunseba:
         self._show_client_url(flow, state)
         try:
             msg = flow.error.msg if flow.error else "unknown error"
-            if _client_went_away(msg) and _reply_completed(state.pump) and flow.response is not None:
+            if _client_went_away(msg) and reply_completed(state.pump) and flow.response is not None:
                 # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
                 # as soon as it has response.completed): the turn is complete
                 self._event(turn, "client_closed", {"message": msg, "after": "completion"})
@@ -555,7 +371,7 @@ class Tokunseba:
                 turn.outcome = "cancelled"
                 turn.error = msg
             else:
-                turn.error = broken or _upstream_failure(msg)
+                turn.error = broken or upstream_failure(msg)
                 self._event(turn, "upstream_error", {"status": None, "message": turn.error})
             self._complete(flow, state, self._reply_outcome(flow, state, None, failed=turn.outcome != "cancelled"))
         except Exception:
@@ -613,7 +429,7 @@ class Tokunseba:
         self._ledger_start(turn)
         req = flow.request
         client_url, client_headers = req.url, req.headers.copy()
-        state.shown = _Shown(client_url)
+        state.shown = Shown(client_url)
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
@@ -690,7 +506,7 @@ class Tokunseba:
         shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
                                    [client_url, turn.url])
         shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
-        flow.comment = redact_text(flow.comment, shown.secrets)
+        flow.comment = redact_values(flow.comment, shown.secrets)
         if rewritten:
             self.replayable[flow.id] = (client_url, client_headers)
             while len(self.replayable) > MAX_REPLAYABLE:
@@ -904,43 +720,6 @@ def _after_sent(flow: http.HTTPFlow, fn, turns: int = AFTER_SENT_MAX_TURNS) -> N
             log.exception("tokunseba: recording a completed turn failed")
 
     loop.call_soon(step, turns)
-
-
-def _usage_of(protocol: str, obj) -> Usage | None:
-    """The ``usage`` object of a whole JSON reply, as reported (None when absent)."""
-    conv = USAGE_PROTOCOL.get(protocol)
-    u = obj.get("usage") if isinstance(obj, dict) else None
-    return Usage(conv, u) if conv and isinstance(u, dict) else None
-
-
-def _upstream_failure(msg: str) -> str:
-    """mitmproxy's error text for a flow whose upstream failed, said as what happened."""
-    low = msg.lower()
-    if "peer closed" in low or "reset" in low or "incomplete" in low or "broken pipe" in low:
-        return f"upstream connection broke: {msg}"
-    return msg
-
-
-def _reply_completed(pump: Pump | None) -> bool:
-    """Whether the client already had the reply's terminal event (translated or passed on)."""
-    if pump is None:
-        return False
-    if pump.t is not None:
-        return pump.t.report.completed
-    return pump.watch is not None and pump.watch.completed and pump.watch.error is None
-
-
-def _shape_problem(turn: Turn, status: int, content_type: str) -> str | None:
-    """A routed turn's 2xx reply in the other shape than the client asked for (a stream for
-    a whole request, or the reverse): what the client would choke on, said as such."""
-    if turn.action not in ("translate", "retarget") or status >= 400 or turn.detected.kind in ("count_tokens", "count"):
-        return None
-    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
-    if turn.stream and not is_sse:
-        return f"upstream sent a whole reply ({content_type or 'no content-type'}) where a stream was due"
-    if not turn.stream and is_sse:
-        return "upstream sent a stream where a whole reply was due"
-    return None
 
 
 def _option(name: str, default):

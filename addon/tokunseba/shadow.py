@@ -23,13 +23,13 @@ from typing import Any
 
 from . import jsonc
 from .endpoints import Endpoint
-from .errors import Refused, TranslationError
+from .errors import Refused
 from .protocols import anthropic as p_anthropic
 from .reply_facts import Facts
 from .shadow_scope import SHADOW_KINDS, TARGET_KIND, shadow_refusal
 from . import translate
 from .translate import pair_refusal
-from .turn import _translate  # what a routed turn uses (endpoint stop strings included)
+from .turn import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)
 
 # client request kinds that are turns worth shadowing (count_tokens, Gemini... are not)
 SHADOWABLE = {(client, kind) for client, kind in SHADOW_KINDS.items()}
@@ -66,7 +66,7 @@ def translate_request(client: str, ep: Endpoint, req: dict, model: str | None) -
         return body, [], []
     if why := pair_refusal(client, ep.protocol):
         raise Refused(400, why)
-    tr = _translate(client, ep, req, model)
+    tr = translate_for_endpoint(client, ep, req, model)
     return tr.body, list(tr.dropped), list(tr.plumbing)
 
 

@@ -213,7 +213,7 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     key = (ep.name, model)
     if key not in prep.translations:
         try:
-            prep.translations[key] = _translate(prep.det.protocol, ep, prep.req, model, prep.path)
+            prep.translations[key] = translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path)
         except TranslationError as e:
             prep.translations[key] = e
     got = prep.translations[key]
@@ -222,7 +222,10 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     return got
 
 
-def _translate(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None) -> RequestTranslation:
+def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None) -> RequestTranslation:
+    """``req`` (in protocol ``src``) translated for endpoint ``ep``, with the endpoint's rule keys
+    (max_tokens, system_role, stop strings, …): what a routed turn, a shadow and a replay send.
+    Raises TranslationError (a pair with no translator, or a turn the translation refuses)."""
     if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
     return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,

@@ -72,7 +72,7 @@ def credential_values(headers: Iterable[tuple[str, str]], urls: Iterable[str] = 
     return {s for s in found if len(s) >= MIN_SECRET_LEN}
 
 
-def redact_text(text: str, secrets: Iterable[str]) -> str:
+def redact_values(text: str, secrets: Iterable[str]) -> str:
     """Free text with every occurrence of the given secret values replaced (longest first)."""
     for s in sorted(secrets, key=len, reverse=True):
         if s and s in text:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from .web_redact import credential_values, redact_headers, redact_text, redact_url
+from .web_redact import credential_values, redact_headers, redact_url, redact_values
 
 # outcome -> mitmweb marker (emoji shortcode; mitmweb shows the emoji)
 MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
@@ -82,7 +82,7 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
         if len(text) > MAX_COMMENT_ERROR:
             text = text[:MAX_COMMENT_ERROR] + "…"
         parts.insert(0, f"{what}: {text}")
-    return redact_text(" · ".join(parts), secrets)
+    return redact_values(" · ".join(parts), secrets)
 
 
 def error_message(body: bytes | None) -> str | None:
