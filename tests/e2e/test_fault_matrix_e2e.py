@@ -134,7 +134,7 @@ def _whole_body(target: str) -> bytes:
 HTML = Reply(200, {"content-type": "text/html"}, [b"<html><body>Bad Gateway</body></html>"])
 FAULTS: dict[str, tuple] = {
     # nothing listens: the route's on_unreachable: error answers
-    "refused": (lambda t: None, lambda t: None, r"cannot connect|unreachable|refused"),
+    "refused": (lambda t: None, lambda t: None, r"^route \S+-down: endpoint down-\S+ is unreachable"),
     "reset-before-headers": (lambda t: Reply.reset(), lambda t: Reply.reset(), r"^upstream connection broke"),
     # whole: the connection dies after part of the body; stream: after two events
     "reset-mid-body": (lambda t: Reply.sse(STREAM[t], die_after=2),
@@ -150,7 +150,7 @@ FAULTS: dict[str, tuple] = {
                       r"^upstream stream was cut in the middle of an event|^upstream ended the stream early"
                       r"|not valid JSON \(unexpected end of data"),
     # status 200 with HTML where JSON (or a stream) was due
-    "html": (lambda t: HTML, lambda t: HTML, r"not valid JSON|where a stream was due|not an event stream"),
+    "html": (lambda t: HTML, lambda t: HTML, r"reply is not valid JSON|upstream sent a whole reply \(text/html\) where a stream was due"),
     # whole: cut JSON, cleanly framed; stream: an event whose data is not JSON
     "invalid-json": (lambda t: Reply.sse(STREAM[t][:2] + [_bad_json_event(t)] + STREAM[t][2:]),
                      lambda t: Reply(200, {"content-type": "application/json"}, [_whole_body(t)[:25]]),
