@@ -172,19 +172,11 @@ CELLS = [pytest.param(fault, client, route, kind, id=f"{fault}-{client}-{route}-
          for kind, make in (("stream", stream), ("whole", whole)) if make is not None]
 
 # cells that fail today: (fault, client, route, kind) -> the defect
-_RAW_BAD_EVENT = ("a retargeted stream passes an event whose data is not JSON on to the client unchanged (pump.py "
-                  "relays whole events without judging them): the SDK raises json.JSONDecodeError, and the "
-                  "ledger records a clean retargeted 200 (Chat: 'ended without its terminal event')")
-_RAW_BIG_EVENT = ("a retargeted stream passes an event larger than tokunseba_max_event_bytes on to the client, "
-                  "and the rest of the stream after it (a clean terminal event), then appends an error event "
-                  "(pump.py: only the side watch applies the cap; the held bytes are not bounded either)")
 XFAIL: dict[tuple[str, str, str, str], str] = {
     ("no-terminal-event", "openai", "translated", "stream"): (
         "an Anthropic stream without message_stop, translated for a Chat client, ends with a clean finish "
         "chunk and [DONE] and is recorded translated/200: the Anthropic decoder "
         "(translate/anthropic/stream.py) emits MessageStop at message_delta and never misses message_stop"),
-    **{("invalid-json", c, "retargeted", "stream"): _RAW_BAD_EVENT for c in CLIENTS},
-    **{("event-too-large", c, "retargeted", "stream"): _RAW_BIG_EVENT for c in CLIENTS},
 }
 
 
