@@ -171,13 +171,9 @@ CELLS = [pytest.param(fault, client, route, kind, id=f"{fault}-{client}-{route}-
          for client in CLIENTS for route in ("translated", "retargeted")
          for kind, make in (("stream", stream), ("whole", whole)) if make is not None]
 
-# cells that fail today: (fault, client, route, kind) -> the defect
-XFAIL: dict[tuple[str, str, str, str], str] = {
-    ("no-terminal-event", "openai", "translated", "stream"): (
-        "an Anthropic stream without message_stop, translated for a Chat client, ends with a clean finish "
-        "chunk and [DONE] and is recorded translated/200: the Anthropic decoder "
-        "(translate/anthropic/stream.py) emits MessageStop at message_delta and never misses message_stop"),
-}
+# cells that fail: (fault, client, route, kind) -> the defect (none today; a cell that regresses
+# and cannot be fixed at once goes here, xfail(strict=True), never skipped)
+XFAIL: dict[tuple[str, str, str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
