@@ -30,7 +30,7 @@ import anthropic
 import openai
 import pytest
 
-from .conftest import Mitmdump, ledger_settled
+from .conftest import Mitmdump, ledger_settled, point_clients_at
 from .test_codex_e2e import responses_stream
 from .test_crash_e2e import ANT_HEAD, ant_text_stream
 from .test_proxy_e2e import chat_chunk, chat_reply, chat_text_stream, ant_client, oai_client
@@ -195,11 +195,7 @@ def fault_proxy(fault_upstream, tmp_path_factory):
 
 @pytest.fixture
 def fault_env(fault_proxy, monkeypatch):
-    for k, v in fault_proxy.client_env().items():
-        monkeypatch.setenv(k, v)
-    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
-        monkeypatch.delenv(k, raising=False)
-    return fault_proxy
+    return point_clients_at(fault_proxy, monkeypatch)
 
 
 # ------------------------------------------------------------------ one turn through each SDK
