@@ -121,7 +121,8 @@ RESPONSES_BAD_JSON = b'event: response.output_text.delta\ndata: {"type":"respons
 @pytest.mark.parametrize(("protocol", "data"), [
     ("anthropic", ANT[:ANT.index(b"event: content_block_stop")] + ANT_BAD_JSON + ANT_STOP),
     ("openai", CHAT_OK.replace(b'"content": "Hi"}', b'"content": "Hi', 1)),
-    ("openai-responses", RESPONSES_OK.replace(b"event: response.completed", RESPONSES_BAD_JSON + b"event: response.completed")),
+    ("openai-responses", RESPONSES_OK.replace(b"event: response.completed",
+                                              RESPONSES_BAD_JSON + b"event: response.completed")),
 ])
 def test_an_event_that_is_not_json_is_fatal_at_every_split_point(protocol, data):
     """The client's SDK would raise a parse error on it: the stream cannot go on from there."""

@@ -144,13 +144,18 @@ FAULTS: dict[str, tuple] = {
     # whole: content-length longer than the body (then the connection closes); a stream has no
     # content-length, its truncations are the next two
     "truncated": (None, lambda t: Reply.truncated(WHOLE[t]), r"^upstream connection broke"),
+    # a stream cut before its end: Anthropic without message_stop (even after message_delta),
+    # Responses without response.completed, Chat before its finish chunk (its stop; [DONE] is optional)
     "no-terminal-event": (lambda t: Reply.sse(STREAM[t][:-3] if t == "openai" else STREAM[t][:-1]), None,
                           r"^upstream stream ended without its terminal event|^upstream ended the stream early"),
+    # ends cleanly (chunked terminator) in the middle of an event; translated, the decoder reads
+    # the torn event at the close: the Chat decoder says "not valid JSON (unexpected end of data"
     "cut-mid-event": (lambda t: Reply.sse(STREAM[t][:3] + [STREAM[t][3][:20]]), None,
                       r"^upstream stream was cut in the middle of an event|^upstream ended the stream early"
                       r"|not valid JSON \(unexpected end of data"),
     # status 200 with HTML where JSON (or a stream) was due
-    "html": (lambda t: HTML, lambda t: HTML, r"reply is not valid JSON|upstream sent a whole reply \(text/html\) where a stream was due"),
+    "html": (lambda t: HTML, lambda t: HTML,
+             r"reply is not valid JSON|upstream sent a whole reply \(text/html\) where a stream was due"),
     # whole: cut JSON, cleanly framed; stream: an event whose data is not JSON
     "invalid-json": (lambda t: Reply.sse(STREAM[t][:2] + [_bad_json_event(t)] + STREAM[t][2:]),
                      lambda t: Reply(200, {"content-type": "application/json"}, [_whole_body(t)[:25]]),
@@ -228,6 +233,10 @@ def turn(client: str, kind: str, model: str) -> tuple[Exception | None, list[str
             if kind == "stream":
                 for ev in oai_client().responses.create(model=model, input="hi", stream=True):
                     seen.append(ev.type)
+                    if ev.type == "error":  # its SDK raises on neither: the event must say what failed
+                        assert ev.message, ev
+                    elif ev.type == "response.failed":
+                        assert ev.response.status == "failed" and ev.response.error.message, ev
             else:
                 seen.append(oai_client().responses.create(model=model, input="hi").status)
     except SDK_ERRORS as e:
