@@ -13,10 +13,11 @@ from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow, tutils
 
 import tokunseba.mitm as mitm
-from tokunseba.bridge import PREFIX
+from tokunseba import sse
+from tokunseba.bridge import PREFIX, Target
 from tokunseba.ledger import Ledger
 from tokunseba.mitm import MARKS, ORIGINAL_KEY, Tokunseba
-from tokunseba.pump import Pump
+from tokunseba.pump import Pump, reply_completed
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
 
@@ -473,6 +474,33 @@ async def test_raw_pump_passes_bytes_unchanged_and_sniffs_usage(addon):
     assert pump(b"") == []
     assert pump.watch.usage.reported == {"input_tokens": 7, "output_tokens": 3}
     assert pump.watch.verdict() is None  # its terminal event came: a clean stream
+
+
+async def test_relayed_raw_pump_ends_at_an_event_its_client_could_not_read(addon):
+    """A retargeted (relayed, unchanged) stream: the events before a bad one go on as they
+    came; an event that is not JSON, or one larger than the SSE cap, never reaches the
+    client: an error event in its protocol ends the stream there, and the outcome says why."""
+    f = make_flow({**ANT_BODY, "model": "retarget-me", "stream": True})
+    await addon.request(f)
+    turn = addon.flows[f.id].turn
+    head = ANT_SSE[:ANT_SSE.index(b"event: message_delta")]
+    bad = b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end\n\n'
+    big = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":' \
+          b'"text_delta","text":"' + b"x" * 5000 + b'"}}\n\n'
+    for upstream, why in ((bad, "upstream sent an event that is not valid JSON"),
+                          (big, "upstream sent an SSE event larger than 4096 bytes"),
+                          (big.replace(b"\n\n", b""), "upstream sent an SSE event larger than 4096 bytes")):
+        sse.set_max_event_bytes(4096)
+        try:
+            pump = Pump(turn, target=Target("http", "127.0.0.1", 1, "/v1/messages"))
+            out = pump(head) + pump(upstream) + pump(ANT_SSE[len(head):]) + pump(b"")
+        finally:
+            sse.set_max_event_bytes(sse.DEFAULT_MAX_EVENT_BYTES)
+        events = _events(out)
+        assert b"".join(out).startswith(head) and [e for e, _ in events][-1] == "error", events
+        assert why in events[-1][1]["error"]["message"] and "message_stop" not in [e for e, _ in events]
+        outcome = pump.outcome(200)
+        assert outcome.problem.startswith(why) and not reply_completed(pump)
 
 
 # ---------------------------------------------------------------- hooks through to the ledger

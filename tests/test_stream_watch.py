@@ -112,3 +112,39 @@ def test_whole_reply_must_be_a_json_object():
     assert whole_verdict("application/json", b"[1]") == (None, "upstream reply is not a JSON object")
     assert whole_verdict("text/event-stream", b"data: {}\n\n")[1] == \
         "upstream sent a stream where a whole JSON reply was due"
+
+
+ANT_BAD_JSON = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"text":"w\n\n'
+RESPONSES_BAD_JSON = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"w\n\n'
+
+
+@pytest.mark.parametrize(("protocol", "data"), [
+    ("anthropic", ANT[:ANT.index(b"event: content_block_stop")] + ANT_BAD_JSON + ANT_STOP),
+    ("openai", CHAT_OK.replace(b'"content": "Hi"}', b'"content": "Hi', 1)),
+    ("openai-responses", RESPONSES_OK.replace(b"event: response.completed",
+                                              RESPONSES_BAD_JSON + b"event: response.completed")),
+])
+def test_an_event_that_is_not_json_is_fatal_at_every_split_point(protocol, data):
+    """The client's SDK would raise a parse error on it: the stream cannot go on from there."""
+    for i in range(len(data) + 1):
+        w = watch(protocol, data, [i])
+        assert w.fatal and "not valid JSON" in w.fatal and w.verdict() == w.fatal and not w.completed, i
+
+
+def test_an_event_larger_than_the_cap_is_fatal():
+    from tokunseba import sse
+    sse.set_max_event_bytes(256)
+    try:
+        big = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":' \
+              b'"text_delta","text":"' + b"x" * 300 + b'"}}\n\n'
+        for i in range(0, len(ANT) + len(big) + 1, 13):
+            w = watch("anthropic", ANT + big + ANT_STOP, [i])
+            assert w.fatal == "upstream sent an SSE event larger than 256 bytes (the cap; option " \
+                              "tokunseba_max_event_bytes)" and w.verdict() == w.fatal, i
+    finally:
+        sse.set_max_event_bytes(sse.DEFAULT_MAX_EVENT_BYTES)
+
+
+def test_a_cut_or_clean_stream_is_not_fatal():
+    assert watch("anthropic", ANT + ANT_STOP[:20], []).fatal is None  # cut: its verdict says so
+    assert watch("openai", CHAT_OK, []).fatal is None and watch("openai-responses", RESPONSES_OK, []).fatal is None

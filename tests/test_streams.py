@@ -492,6 +492,20 @@ def test_anthropic_error_event_becomes_chat_error_chunk():
     assert t.report.errors == ["Overloaded"] and not t.report.completed
 
 
+@pytest.mark.parametrize("client", ["openai", "openai-responses"])
+def test_anthropic_stream_cut_after_message_delta_is_not_complete(client):
+    """message_delta carries the stop reason, but the stream is complete only at message_stop:
+    cut between them, the client gets an error, never a clean end ([DONE] / response.completed)."""
+    head = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","model":"c",'
+            b'"usage":{"input_tokens":3}}}\n\nevent: message_delta\ndata: {"type":"message_delta","delta":'
+            b'{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}\n\n')
+    out, t = translate(head, "anthropic", client)
+    assert b"[DONE]" not in out and b"response.completed" not in out and b"upstream ended the stream early" in out
+    assert not t.report.completed and t.report.errors == ["upstream ended the stream early"]
+    out, t = translate(head + b'event: message_stop\ndata: {"type":"message_stop"}\n\n', "anthropic", client)
+    assert t.report.completed and not t.report.errors and (b"[DONE]" in out or b"response.completed" in out)
+
+
 def test_truncated_anthropic_stream_ends_in_error_not_done():
     out, t = translate("anthropic_truncated.sse")
     chunks = chat_chunks(out)

@@ -13,7 +13,7 @@ import time
 from .encoding import Decoding, is_identity
 from .outcome import Outcome
 from .secrets import KNOWN_SECRETS, StreamRedactor
-from .sse import SSETooLarge
+from .sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
 from .turn import Turn
 
@@ -29,7 +29,8 @@ class Pump:
     (the client gets it identity-encoded); a raw one goes on as it came. A retargeted (raw,
     relayed) stream goes on whole events at a time: when its upstream breaks or it ends
     without its terminal event, the unfinished event is dropped and an error event in the
-    client's protocol ends it."""
+    client's protocol ends it; an event its client could not read (not JSON) or one larger
+    than the SSE cap ends it at once the same way, and is never passed on."""
 
     def __init__(self, turn: Turn, translator=None, content_encoding: str | None = None, target=None, *,
                  keep: bool = False) -> None:
@@ -38,6 +39,7 @@ class Pump:
         # relayed raw stream: bytes after the last complete event wait for the event's end
         self.hold: bytearray | None = bytearray() if target is not None and translator is None else None
         self.failed = False
+        self.cut_short: str | None = None  # why a relayed raw stream was ended early (an unreadable event)
         self.first_byte: float | None = None
         # raw pass-through / retarget: usage and completeness read on the side
         self.watch = StreamWatch(turn.client_protocol, content_encoding) if translator is None else None
@@ -96,8 +98,8 @@ class Pump:
                             "errors": rpt.errors, "completed": rpt.completed},
                            problem=problem, first_byte=self.first_byte, kept=kept)
         usage = self.watch.usage
-        return Outcome(status, usage, usage.reported if usage else None,
-                       problem=self.watch.verdict() if status is not None and status < 400 else None,
+        problem = self.cut_short or (self.watch.verdict() if status is not None and status < 400 else None)
+        return Outcome(status, usage, usage.reported if usage else None, problem=problem,
                        first_byte=self.first_byte, kept=kept)
 
     def _redacted(self, chunks: list[bytes], *, final: bool) -> list[bytes]:
@@ -133,9 +135,18 @@ class Pump:
         if data:
             hold += data
             end = last_event_end(hold)
-            out = bytes(hold[:end])
-            del hold[:end]
-            return out
+            # an event the client could not read, or one past the cap, ends the stream here: the
+            # complete events of this chunk go with it (which came before the bad one is not known)
+            why = self.watch.fatal if self.watch is not None else None
+            if why is None and len(hold) - end > SSEDecoder.max_event_bytes:  # unjudged streams too
+                why = str(SSETooLarge(SSEDecoder.max_event_bytes))
+            if why is None:
+                out = bytes(hold[:end])
+                del hold[:end]
+                return out
+            self.failed, self.cut_short = True, why
+            hold.clear()
+            return error_event(self.turn.client_protocol, f"tokunseba: {why}")
         why = self.target.broken if self.target is not None else None
         verdict = self.watch.verdict() if self.watch is not None else None
         if why is None and verdict is not None and self.watch.error is None:

@@ -6,7 +6,8 @@ and afterwards knows the usage the upstream reported and ``verdict()``: None for
 stream (its terminal event seen, no error event) or when the protocol cannot be judged
 (Gemini streams have no terminal event), else why it is not clean — an upstream error
 event, a stream cut in the middle of an event, a stream that ended without its terminal
-event, bytes that are not the declared encoding. ``whole_verdict`` does the same for a
+event, an event larger than the SSE cap or whose data is not JSON (``fatal``: the stream
+cannot go on from there), bytes that are not the declared encoding. ``whole_verdict`` does the same for a
 whole reply that should be JSON. Neither ever raises.
 
 The protocol codecs' stream decoders (``translate.CODECS``) read the SSE (the same work usage sniffing did);
@@ -20,7 +21,7 @@ from .encoding import Decoding, EncodingError
 from .protocols import anthropic as p_anthropic
 from .protocols import gemini as p_gemini
 from .protocols import openai_chat as p_openai
-from .sse import SSEDecoder, SSEEvent, encode_event
+from .sse import SSEDecoder, SSEEvent, SSETooLarge, encode_event
 from .neutral.events import MessageStop, StreamError
 from .neutral.report import StreamReport
 from .neutral.usage import OPENAI, Usage
@@ -46,11 +47,14 @@ class _ResponsesWatch:
         self._ended = False
 
     def on_event(self, ev: SSEEvent) -> list:
-        name = ev.event
-        if name is None and ev.data[:1] == "{":  # the type travels in the data too
-            name = (jsonc.loads(ev.data) or {}).get("type")
-        if name in self.DONE or name in self.FAILED:
+        try:  # every event is read: one the client's SDK could not parse is a broken stream
             d = jsonc.loads(ev.data) if ev.data else {}
+        except jsonc.JSONDecodeError as e:
+            return [StreamError(502, "api_error", f"upstream sent an event that is not valid JSON ({e})")]
+        name = ev.event
+        if name is None and isinstance(d, dict):  # the type travels in the data too
+            name = d.get("type")
+        if name in self.DONE or name in self.FAILED:
             r = d.get("response") if isinstance(d, dict) else None
             u = r.get("usage") if isinstance(r, dict) else None
             if isinstance(u, dict):
@@ -79,7 +83,11 @@ TERMINAL_EVENTS = {"anthropic": "message_stop"}
 
 
 class StreamWatch:
-    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut")
+    """``fatal``: why the stream cannot go on to the client from here — an event larger than
+    the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
+    — set by the ``feed`` that met it; a relayed stream ends there (pump.py)."""
+
+    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut", "fatal")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         factory = SIDE_DECODERS.get(protocol)
@@ -90,6 +98,7 @@ class StreamWatch:
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
         self.cut = False
+        self.fatal: str | None = None
         try:
             self._inflate: Decoding | None = Decoding(content_encoding)
         except EncodingError as e:
@@ -110,6 +119,8 @@ class StreamWatch:
             if self._inflate is not None:
                 data = self._inflate.feed(data)
             self._events(self._sse.feed(data))
+        except SSETooLarge as e:
+            self._problem = self.fatal = str(e)
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
 
@@ -119,7 +130,11 @@ class StreamWatch:
         for ev in events:
             if whole and self._terminal is not None and ev.event == self._terminal:
                 self.completed = True
-            self._note(self._dec.on_event(ev), upstream_error=_is_error_event(ev))
+            out, upstream_error = self._dec.on_event(ev), _is_error_event(ev)
+            if whole and not upstream_error and (why := _not_json(ev, out)):  # a cut event: `cut` says it
+                self._problem = self.fatal = why
+                return
+            self._note(out, upstream_error=upstream_error)
 
     def close(self) -> None:
         if self._dec is None or self._problem:
@@ -157,6 +172,19 @@ class StreamWatch:
         if not self.completed:
             return CUT_MID_EVENT if self.cut else NO_TERMINAL
         return None
+
+
+def _not_json(ev: SSEEvent, decoded: list) -> str | None:
+    """The decoder's complaint when it was that ``ev``'s data is not JSON (checked only
+    when the decoder complained: the healthy path parses nothing twice)."""
+    for e in decoded:
+        if isinstance(e, StreamError):
+            try:
+                jsonc.loads(ev.data)
+            except jsonc.JSONDecodeError:
+                return e.message
+            return None
+    return None
 
 
 def _is_error_event(ev: SSEEvent) -> bool:

@@ -190,10 +190,16 @@ def proxy(upstreams, tmp_path_factory):
     m.stop()
 
 
-@pytest.fixture
-def client_env(proxy, monkeypatch):
+def point_clients_at(proxy: Mitmdump, monkeypatch) -> Mitmdump:
+    """The SDKs made in this test go through ``proxy`` (HTTPS_PROXY and its CA), with no
+    key or base URL from the environment."""
     for k, v in proxy.client_env().items():
         monkeypatch.setenv(k, v)
     for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(k, raising=False)
     return proxy
+
+
+@pytest.fixture
+def client_env(proxy, monkeypatch):
+    return point_clients_at(proxy, monkeypatch)

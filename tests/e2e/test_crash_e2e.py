@@ -1,4 +1,4 @@
-"""Issue 10's crash proof: `kill -9` of a real mitmdump while translated and retargeted
+"""Issue 10's crash proof: `kill -9` of a real mitmdump while 100 translated and retargeted
 streams are in flight. Every turn a client completed before the kill has its row, recorded
 complete; no turn whose client got a torn read is recorded as a clean 200; and after a
 restart on the same ledger every turn left open is `interrupted`, which `stats` says."""
@@ -22,9 +22,10 @@ from .upstream import Reply
 pytestmark = pytest.mark.e2e
 
 COMPLETED_FIRST = 6  # streams that end before the kill (per kind)
-KILLED = 20  # streams in flight at the kill (per kind)
-PIECES = 40
-DELAY = 0.1  # seconds between upstream events: a stream lasts about PIECES * DELAY
+KILLED = 50  # streams in flight at the kill (per kind): 100 in all
+PIECES = 40  # the streams that complete: about PIECES * DELAY seconds
+KILLED_PIECES = 300  # the streams the kill cuts: long enough that every one is still in flight at the kill
+DELAY = 0.05  # seconds between upstream events
 
 ANT_HEAD = [
     b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_crash","type":"message","role":'
@@ -101,9 +102,12 @@ def stats(path) -> dict:
 
 def test_kill_9_during_concurrent_streams(upstreams, tmp_path):
     oai, ant = upstreams["oai"], upstreams["ant"]
-    text = tuple(f"w{i} " for i in range(PIECES))
-    oai.script(Reply.sse(chat_text_stream("chatcmpl-crash", text), delay=DELAY))
-    ant.script(Reply.sse(ant_text_stream(PIECES), delay=DELAY))
+
+    def script(pieces: int) -> None:
+        oai.script(Reply.sse(chat_text_stream("chatcmpl-crash", tuple(f"w{i} " for i in range(pieces))), delay=DELAY))
+        ant.script(Reply.sse(ant_text_stream(pieces), delay=DELAY))
+
+    script(PIECES)
     proxy = start_test_proxy(upstreams, tmp_path)
     try:
         # 1. streams the clients read to their end, before anything goes wrong
@@ -112,6 +116,7 @@ def test_kill_9_during_concurrent_streams(upstreams, tmp_path):
             c.join(60)
         assert all(c.completed for c in done_first), [c.failure for c in done_first]
         # 2. streams in flight: every one has its first text, then mitmdump is killed
+        script(KILLED_PIECES)
         killed = run_streams(proxy, ["claude-crash-cut", "retarget-crash-cut"] * KILLED)
         for c in killed:
             assert c.first.wait(60)
@@ -122,10 +127,11 @@ def test_kill_9_during_concurrent_streams(upstreams, tmp_path):
     finally:
         proxy.stop()
     torn = [c for c in killed if not c.completed]
-    assert torn, "the kill came after every stream had ended: nothing was tested"
+    assert len(torn) == len(killed), "a stream ended before the kill: it was not in flight"
     assert all(c.failure for c in torn)
 
     rows = ledger_turns(proxy.ledger)
+    assert len(rows) == len(done_first) + len(killed)  # one row per turn, none lost, none doubled
     for c in done_first:  # every turn a client completed has its row, recorded complete
         r = rows[c.request_id]
         assert (r["status"], r["outcome"]) == (200, "translated" if "claude" in r["requested_model"] else "retargeted")
@@ -139,10 +145,12 @@ def test_kill_9_during_concurrent_streams(upstreams, tmp_path):
     again = start_test_proxy(upstreams, tmp_path)
     try:
         deadline = time.monotonic() + 30
-        while any(ledger_turns(again.ledger)[rid]["outcome"] is None for rid in ids_torn):
+        while True:
+            rows = ledger_turns(again.ledger)
+            if all(rows[rid]["outcome"] is not None for rid in ids_torn):
+                break
             assert time.monotonic() < deadline, "open turns were not marked interrupted after the restart"
             time.sleep(0.2)
-        rows = ledger_turns(again.ledger)
         assert {rows[rid]["outcome"] for rid in ids_torn} == {"interrupted"}
         for c in done_first:
             assert rows[c.request_id]["status"] == 200  # untouched by the recovery

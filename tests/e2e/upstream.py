@@ -2,7 +2,8 @@
 
 Each request pops the next scripted reply (or repeats the last one): status, headers and a
 list of body pieces written with delays between them, chunked (HTTP/1.1) or
-close-delimited, or cut off mid-stream. Every request is recorded (method, path, headers,
+close-delimited, or cut off mid-stream; or a reset before any reply byte, or a body shorter
+than its content-length. Every request is recorded (method, path, headers,
 body), and the time each piece was written is kept so tests can prove streaming.
 """
 
@@ -24,6 +25,18 @@ class Reply:
     delay: float = 0.0  # seconds between pieces
     framing: str = "length"  # length | chunked | close
     die_after: int | None = None  # close the socket abruptly after this many pieces
+    short_by: int = 0  # "length" framing: declare this many bytes more than sent, then close
+
+    @classmethod
+    def reset(cls) -> "Reply":
+        """Read the request, then reset the connection before any reply byte."""
+        return cls(framing="reset")
+
+    @classmethod
+    def truncated(cls, obj, missing: int = 10) -> "Reply":
+        """A JSON reply whose content-length promises ``missing`` bytes more than it sends
+        before the connection closes."""
+        return cls(200, {"content-type": "application/json"}, [json.dumps(obj).encode()], short_by=missing)
 
     @classmethod
     def json(cls, obj, status: int = 200) -> "Reply":
@@ -83,15 +96,21 @@ class Upstream:
                 self._send(reply, rec)
 
             def _send(self, reply: Reply, rec: Recorded):
+                if reply.framing == "reset":
+                    self._die()
+                    return
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
                 if reply.framing == "length":
                     body = b"".join(reply.pieces)
-                    self.send_header("content-length", str(len(body)))
+                    self.send_header("content-length", str(len(body) + reply.short_by))
                     self.end_headers()
                     self.wfile.write(body)
+                    self.wfile.flush()
                     rec.piece_times.append(time.time())
+                    if reply.short_by:
+                        self.close_connection = True
                     return
                 if reply.framing == "chunked":
                     self.send_header("transfer-encoding", "chunked")

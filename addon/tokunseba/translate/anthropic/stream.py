@@ -70,7 +70,8 @@ class AnthropicDecoder:
         self.usage: Usage | None = None  # the usage as reported so far (merged)
         self._index: dict[object, int] = {}  # upstream block index -> neutral index
         self._next = 0
-        self._stopped = False  # message_delta seen (carries the stop reason)
+        self._stop: MessageStop | None = None  # message_delta's stop, sent at message_stop: only then is
+        # the stream complete (a stream cut after message_delta must not end cleanly for the client)
         self._ended = False  # message_stop or error seen
 
     def on_event(self, ev: SSEEvent) -> list[Event]:
@@ -92,7 +93,7 @@ class AnthropicDecoder:
         return handler(self, d)
 
     def close(self) -> list[Event]:
-        if self._stopped or self._ended:
+        if self._ended:
             return []
         self._ended = True
         return [StreamError(500, "api_error", EARLY_END)]
@@ -157,13 +158,15 @@ class AnthropicDecoder:
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:
                 note_once(self.report.dropped, key)  # named by their place in a whole message
-        self._stopped = True
-        return [MessageStop(delta.get("stop_reason"), delta.get("stop_sequence"), self.usage)]
+        self._stop = MessageStop(delta.get("stop_reason"), delta.get("stop_sequence"), self.usage)
+        return []
 
     def _message_stop(self, d: dict) -> list[Event]:
-        if self._stopped or self._ended:
-            self._ended = True
+        if self._ended:
             return []
+        if self._stop is not None:
+            self._ended = True
+            return [self._stop]
         return self._error("upstream sent message_stop without a message_delta (no stop reason)")
 
     def _error_event(self, d: dict) -> list[Event]:
