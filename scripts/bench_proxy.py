@@ -299,7 +299,7 @@ def check(data: bytes, status: int, stream: bool) -> str | None:
 
 def run(clients: dict[str, Client], rounds: int, warmup: int, prompt_bytes: int, rng: random.Random) -> Results:
     res = Results()
-    cases = [(s, shape) for s in SETUPS for shape in SHAPES]
+    cases = [(s, shape) for s in SETUPS for shape in SHAPES if s in ONLY or not ONLY]
     bodies = {c: request_body(model_of(c[0]), c[1] == "stream", prompt_bytes) for c in cases}
     for r in range(warmup + rounds):
         rng.shuffle(cases)
@@ -322,7 +322,7 @@ def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rou
                    rng: random.Random) -> Results:
     """``n`` streams at once per setup and round, each on a new connection; setups shuffled."""
     res = Results()
-    setups = [s for s in SETUPS if s != "direct"]
+    setups = [s for s in SETUPS if s != "direct" and (s in ONLY or not ONLY)]
     for _ in range(rounds):
         rng.shuffle(setups)
         for setup in setups:
@@ -374,6 +374,7 @@ def report_concurrent(res: Results, n: int) -> None:
 # ---------------------------------------------------------------- report
 
 
+ONLY: set[str] = set()  # --only: run just these setups (to profile one setup's load)
 W = 14  # width of the setup column (wider with --against)
 
 
@@ -423,6 +424,8 @@ def main() -> None:
     ap.add_argument("--against", type=Path, default=None, metavar="OTHER_ADDON",
                     help="also run another tree's tokunseba (its addon/tokunseba_addon.py) in the same rounds")
     ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
+    ap.add_argument("--only", default="", metavar="SETUP,...",
+                    help="run only these setups (e.g. retarget, to profile its load alone); default: all")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
@@ -431,6 +434,7 @@ def main() -> None:
         ap.error("--concurrent must be at least 0 and --concurrent-rounds at least 1")
     if args.against is not None and not args.against.is_file():
         ap.error(f"--against: {args.against} is not a file (give another tree's addon/tokunseba_addon.py)")
+    ONLY.update(x.strip() for x in args.only.split(",") if x.strip())
     if args.serve_upstream:
         serve_upstream(args.events)
         return

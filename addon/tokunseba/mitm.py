@@ -291,7 +291,7 @@ class Tokunseba:
         self._show_client_url(flow, state)
         try:
             r = flow.response
-            rep = None
+            rep = whole = None
             mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") else None  # relay-made
             if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
                 # reset or truncated before the reply was whole: said as such, never "not valid JSON"
@@ -329,17 +329,21 @@ class Tokunseba:
                 self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                 r = flow.response
                 turn.outcome, turn.error = "error", why
-            elif mode == "leave" and turn.action == "retarget" and r.status_code < 400:
-                _, why = whole_verdict(r.headers.get("content-type"), r.get_content(strict=False) or b"")
-                if why is not None:  # HTML or cut JSON where the client's JSON was due
+            elif state.pump is None and turn.action in ("pass", "retarget") and r.status_code < 400:
+                # a whole reply passed on: judged (parsed) once, here, for its usage and shape
+                whole = Outcome.of_whole(turn.client_protocol, r.status_code, r.headers.get("content-type"),
+                                         r.get_content(strict=False) or b"")
+                if mode == "leave" and turn.action == "retarget" and whole.problem is not None:
+                    why = whole.problem  # HTML or cut JSON where the client's JSON was due
                     self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
                     self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                     r = flow.response
                     turn.outcome, turn.error = "error", why
+                    whole = None
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
-            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep), defer=True)
+            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
             if not isinstance(cause, TranslationError):
@@ -616,17 +620,20 @@ class Tokunseba:
         if self.ledger is not None:
             self.ledger.event(turn.request_id, kind, data)
 
-    def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None, *,
-                       failed: bool = False) -> Outcome:
+    def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None,
+                       whole: Outcome | None = None, *, failed: bool = False) -> Outcome:
         """The outcome of the reply the client got, from the path that made it: a stream
         (its pump), a translated whole reply (``rep``), a whole reply passed on in the
-        client's own protocol (judged under a status below 400), or a local answer. A
-        stream's pump and a whole reply's ``rep`` never meet: the mode decides one or the other."""
+        client's own protocol (``whole``, as the response hook judged it; else judged here
+        under a status below 400), or a local answer. A stream's pump and a whole reply's
+        ``rep`` never meet: the mode decides one or the other."""
         turn, pump = state.turn, state.pump
         if pump is not None:
             out = pump.outcome(status)
         elif rep is not None:
             out = Outcome.of_reply(status, rep)
+        elif whole is not None:
+            out = whole
         elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
             out = Outcome.of_whole(turn.client_protocol, status, flow.response.headers.get("content-type"),
                                    flow.response.get_content(strict=False) or b"")
