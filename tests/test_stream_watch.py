@@ -112,3 +112,30 @@ def test_whole_reply_must_be_a_json_object():
     assert whole_verdict("application/json", b"[1]") == (None, "upstream reply is not a JSON object")
     assert whole_verdict("text/event-stream", b"data: {}\n\n")[1] == \
         "upstream sent a stream where a whole JSON reply was due"
+
+
+def test_anthropic_text_deltas_are_not_parsed(monkeypatch):
+    """The watch skips an Anthropic stream's text deltas (no usage, end or error rides on
+    them): a delta whose text mentions an error is not one, usage and the end still read."""
+    seen = []
+
+    def ev(name, obj):
+        return f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode()
+
+    body = (ev("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}})
+            + ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}})
+            + ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": '{"error": "not really"}'}})
+            + ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+            + ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                   "usage": {"output_tokens": 7}})
+            + ev("message_stop", {"type": "message_stop"}))
+    w = StreamWatch("anthropic")
+    orig = w._dec.on_event
+    w._dec.on_event = lambda e: seen.append(e.event) or orig(e)
+    w.feed(body)
+    w.close()
+    assert "content_block_delta" not in seen and "message_delta" in seen
+    assert w.verdict() is None and w.error is None
+    assert w.usage.reported["output_tokens"] == 7

@@ -546,7 +546,8 @@ class Tokunseba:
             flow.comment = final_comment(turn.summary(), outcome=outcome, status=status, error=error,
                                          plumbing=plumbing, endpoint_url=turn.url,
                                          secrets=shown.secrets if shown else ())
-            ctx.master.addons.trigger(UpdateHook([flow]))  # mitmweb pushes the change to open pages
+            if ctx.master.addons.get("view") is not None:  # mitmweb pushes the change to open pages
+                ctx.master.addons.trigger(UpdateHook([flow]))  # (mitmdump has no view: nothing to update)
         except Exception:
             log.exception("tokunseba: could not update the flow's mark and comment")
 

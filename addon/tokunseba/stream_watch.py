@@ -76,16 +76,20 @@ SIDE_DECODERS = {"anthropic": CODECS["anthropic"].stream_decoder, "openai": CODE
 # beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
 # message_delta; the stream is complete only with message_stop)
 TERMINAL_EVENTS = {"anthropic": "message_stop"}
+# protocol -> SSE event names that carry neither usage, nor an end, nor an error: the watch
+# does not parse them (most of a stream's events: its text deltas)
+SKIPPED_EVENTS = {"anthropic": frozenset({"content_block_delta"})}
 
 
 class StreamWatch:
-    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut")
+    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         factory = SIDE_DECODERS.get(protocol)
         self._sse = SSEDecoder()
         self._dec = factory(StreamReport()) if factory else None
         self._terminal = TERMINAL_EVENTS.get(protocol)
+        self._skip = SKIPPED_EVENTS.get(protocol, frozenset())
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -116,7 +120,10 @@ class StreamWatch:
     def _events(self, events: list[SSEEvent], whole: bool = True) -> None:
         """``whole``: events that ended with their blank line (a terminal event cut before it
         is not a terminal event)."""
+        skip = self._skip
         for ev in events:
+            if ev.event in skip:
+                continue
             if whole and self._terminal is not None and ev.event == self._terminal:
                 self.completed = True
             self._note(self._dec.on_event(ev), upstream_error=_is_error_event(ev))
