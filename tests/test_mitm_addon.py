@@ -714,3 +714,22 @@ async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, mo
     assert parses.count(len(reply)) == 1
     row, _ = await _ledger_turn(addon, tmp_path, rid)
     assert row["status"] == 200 and row["usage_input"] == 3 and row["usage_output"] == 4
+
+
+@pytest.mark.parametrize("authority", [b"", b"api.anthropic.com"])
+def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(authority):
+    """mitm._point_at makes what ``req.url = relay URL`` makes (fields, Host header,
+    authority); mitm._set_target puts the client's request back exactly."""
+    def req():
+        r = make_flow(ANT_BODY).request
+        r.data.authority = authority
+        return r
+
+    fast, slow = req(), req()
+    before = fast.get_state()
+    target = mitm._target_of(fast)
+    mitm._point_at(fast, "http", "127.0.0.1", 4321, PREFIX + "tok")
+    slow.url = f"http://127.0.0.1:4321{PREFIX}tok"
+    assert fast.get_state() == slow.get_state() and fast.url == slow.url
+    mitm._set_target(fast, target)
+    assert fast.get_state() == before

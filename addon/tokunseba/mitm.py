@@ -21,6 +21,7 @@ from mitmproxy.hooks import UpdateHook
 
 from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
+from .bridge import PREFIX as BRIDGE_PREFIX
 from .bridge import Bridge
 from .bridge import UpstreamConn
 from .endpoints import EndpointHealth
@@ -433,7 +434,7 @@ class Tokunseba:
         self._ledger_start(turn)
         req = flow.request
         client_url, client_headers = req.url, req.headers.copy()
-        state.shown = Shown(client_url)
+        state.shown = Shown(client_url, client_target=_target_of(req))
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
@@ -452,9 +453,9 @@ class Tokunseba:
                 raise RuntimeError("the tokunseba relay is not running")
             # a Gemini client reads a comment line as JSON: its unchanged stream gets no keep-alive
             keepalive = turn.action == "translate" or turn.client_protocol != "gemini"
-            token, url = self.bridge.register(turn.url, conn, keepalive=keepalive)
+            token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive)
             state.relay_token = token
-            req.url = url
+            _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
         elif turn.url:
             req.url = turn.url
         for name in apply_header_changes(req.headers, turn):
@@ -524,7 +525,9 @@ class Tokunseba:
         try:
             if shown is None:
                 return
-            if shown.client_url and flow.request.url != shown.client_url:
+            if shown.client_target is not None:
+                _set_target(flow.request, shown.client_target)
+            elif shown.client_url and flow.request.url != shown.client_url:
                 flow.request.url = shown.client_url
             for name in shown.added_keys:
                 if name in flow.request.headers:
@@ -689,6 +692,37 @@ class Tokunseba:
             _after_sent(flow, record)
         else:
             record()
+
+
+def _target_of(req: http.Request) -> tuple:
+    """Where a request goes, as mitmproxy holds it: scheme, host, port, path, authority and
+    the Host header (``_set_target`` puts it back exactly)."""
+    d = req.data
+    return d.scheme, d.host, d.port, d.path, d.authority, d.headers.get("host")
+
+
+def _set_target(req: http.Request, target: tuple) -> None:
+    """Put back what ``_target_of`` read, without mitmproxy's URL parse (per turn, the
+    ``url`` setter parses and rewrites the Host header twice)."""
+    d = req.data
+    d.scheme, d.host, d.port, d.path, d.authority, host = target
+    if host is not None:
+        d.headers["host"] = host
+    elif "host" in d.headers:
+        del d.headers["host"]
+
+
+def _point_at(req: http.Request, scheme: str, host: str, port: int, path: str) -> None:
+    """``req.url = scheme://host:port/path`` for a loopback host (the relay) without
+    mitmproxy's URL parse: the same fields, Host header and authority as the setter makes."""
+    d = req.data
+    default = port == (443 if scheme == "https" else 80)
+    hostport = host if default else f"{host}:{port}"
+    d.scheme, d.host, d.port, d.path = scheme.encode(), host, port, path.encode()
+    if "host" in d.headers:
+        d.headers["host"] = hostport
+    if d.authority:
+        d.authority = hostport.encode()
 
 
 def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
