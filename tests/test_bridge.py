@@ -263,3 +263,36 @@ async def test_mitmproxy_keeps_its_connection_to_the_relay_between_turns():
     finally:
         bridge.stop()
         server.close()
+
+
+async def test_a_reply_without_a_body_gets_no_chunked_framing():
+    """A 204 has no body (RFC 9112 §6.3): relayed without transfer-encoding or a last chunk,
+    so the next reply on mitmproxy's connection to the relay is read from its first byte."""
+    accepted: list = []
+
+    async def upstream(reader, writer):
+        accepted.append(1)
+        for _ in range(2):
+            await _read_request(reader)
+            writer.write(b"HTTP/1.1 204 No Content\r\nx-a: 1\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    server, port = await _serve(upstream)
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", bridge.port)
+        for _ in range(2):
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/x")
+            path = url.split(str(bridge.port), 1)[1]
+            w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\n\r\n{}" % path.encode())
+            await w.drain()
+            head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 204") and b"x-a: 1" in head and b"transfer-encoding" not in head.lower()
+            assert bridge.finish(token).broken is None
+        w.close()
+        assert len(accepted) == 1
+    finally:
+        bridge.stop()
+        server.close()

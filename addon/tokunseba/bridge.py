@@ -333,6 +333,7 @@ class _Exchange:
         self.mark = self.last  # the last keep-alive tick
         self.timer: asyncio.TimerHandle | None = None
         self.paused = False
+        self.bodyless = False  # a reply that has no body (HEAD, 204, 304): no chunked framing either
 
     async def run(self, request: bytes) -> str:
         self.conn.proto.sink = self
@@ -359,30 +360,38 @@ class _Exchange:
             return
         self.got_bytes = True
         self.last = self.loop.time()
+        out = b""  # what goes to mitmproxy for these bytes: one write (one send, one read there)
         try:
             if self.body is None:
                 self.buf += data
-                if not self._head():
+                out = self._head()
+                if out is None:
                     return
                 data, self.buf = bytes(self.buf), bytearray()
             piece = self.body.feed(data) if data else b""
             if piece:
                 if self.beat is not None:
                     self.beat.feed(piece)
-                self.down.write(http1.chunk(piece))
+                out += http1.chunk(piece)
             if self.body.done:
-                self._finish("keep" if self.reusable and not self.body.trailing else "done")
-            elif self.down.get_write_buffer_size() > HIGH_WATER:
+                self._finish("keep" if self.reusable and not self.body.trailing else "done", out)
+                return
+            if out:
+                self.down.write(out)
+            if self.down.get_write_buffer_size() > HIGH_WATER:
                 self._pause()
         except Exception as e:
+            if out:
+                self._write(out)
             self._broke(e)
 
-    def _head(self) -> bool:
-        """Read the reply's head once complete; False while it is not (1xx heads skipped)."""
+    def _head(self) -> bytes | None:
+        """Read the reply's head once complete: the head to send mitmproxy; None while it is
+        not complete (1xx heads skipped)."""
         while True:
             head = http1.split_head(self.buf)
             if head is None:
-                return False
+                return None
             line, headers, at = head
             parts = line.split(b" ", 2)
             if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
@@ -397,12 +406,12 @@ class _Exchange:
             reason = parts[2] if len(parts) > 2 else b""
             out = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
             out += [b"%s: %s\r\n" % (k, v) for k, v in headers if k not in HOP_BY_HOP]
-            out.append(b"transfer-encoding: chunked\r\n\r\n")
-            self.down.write(b"".join(out))
+            self.bodyless = self.method == b"HEAD" or status in (204, 304)  # no body, no framing (RFC 9112 §6.3)
+            out.append(b"\r\n" if self.bodyless else b"transfer-encoding: chunked\r\n\r\n")
             if self.target.keepalive and self.bridge.keepalive_s > 0 and _keepable(headers):
                 self.beat = EventBoundary()
                 self._schedule()
-            return True
+            return b"".join(out)
 
     def ended(self, exc: Exception | None) -> None:
         """The endpoint's connection ended (``exc``: how, None for a clean close)."""
@@ -423,9 +432,9 @@ class _Exchange:
         self._broke(exc or ConnectionResetError("the endpoint closed the connection before replying"))
 
     # ---- ends
-    def _finish(self, outcome: str) -> None:
+    def _finish(self, outcome: str, before: bytes = b"") -> None:
         if not self.done.done():
-            self._write(http1.LAST_CHUNK)
+            self._write(before if self.bodyless else before + http1.LAST_CHUNK)
             self.done.set_result(outcome)
 
     def _write(self, data: bytes) -> None:
