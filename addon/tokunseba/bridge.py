@@ -353,7 +353,8 @@ class _Exchange:
 
     # ---- what the endpoint sends
     def data(self, data: bytes) -> None:
-        if self.done.done():
+        if self.done.done():  # bytes after the reply: the connection is not reusable
+            self.conn.proto.dead = True
             return
         if self.down.is_closing():  # mitmproxy (its client) went away: stop reading the endpoint
             self._broke(ConnectionResetError("the connection from mitmproxy closed"))
