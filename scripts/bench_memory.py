@@ -7,18 +7,22 @@ says ``big``, a bare ``mitmdump`` (an addon-less baseline) and a ``mitmdump`` wi
 tree's tokunseba (and, with ``--against OTHER_ADDON``, one with another tree's). For each
 setup (bare; tokunseba pass-through, retarget, translated) a fresh proxy process gets three
 small warm-up turns, then one big turn, and the script reads the process's ``VmRSS`` before
-and its peak ``VmHWM`` and ``VmRSS`` after (``/proc/PID/status``, Linux only).
+and its peak ``VmHWM`` and ``VmRSS`` after (``/proc/PID/status``, Linux only); ``--repeat``
+times per setup, in shuffled order (the allocator's luck moves one run by ±15 MB).
 
-It prints, per setup, the reply size, RSS before, the peak growth during the big turn (and
-that growth as a multiple of the reply's size) and the RSS left after. Every reply is
+It prints, per setup, the reply size, RSS before, the median peak growth during the big
+turn (and that growth as a multiple of the reply's size), its range, and the RSS left after. Every reply is
 checked (status 200, JSON). Not a test: it asserts nothing.
-Usage: .venv/bin/python scripts/bench_memory.py [--mb N] [--against OTHER_ADDON [--against-label L]]
+Usage: .venv/bin/python scripts/bench_memory.py [--mb N] [--repeat N] [--seed S]
+                                               [--against OTHER_ADDON [--against-label L]]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -103,12 +107,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="Prints MB figures; everything it starts listens on 127.0.0.1 and is stopped.")
     ap.add_argument("--mb", type=float, default=20.0, help="size of the big reply's text in MB (default 20)")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per setup (default 3)")
+    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
     ap.add_argument("--against", type=Path, default=None, metavar="OTHER_ADDON",
                     help="also measure another tree's tokunseba (its addon/tokunseba_addon.py)")
     ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
     args = ap.parse_args()
-    if args.mb <= 0:
-        ap.error("--mb must be more than 0")
+    if args.mb <= 0 or args.repeat < 1:
+        ap.error("--mb must be more than 0 and --repeat at least 1")
     if args.against is not None and not args.against.is_file():
         ap.error(f"--against: {args.against} is not a file (give another tree's addon/tokunseba_addon.py)")
     if not Path("/proc/self/status").exists():
@@ -121,15 +127,24 @@ def main() -> None:
     for label, addon in [("", bp.ADDON)] + ([(f"@{args.against_label}", args.against.resolve())] if args.against else []):
         runs += [(f"{setup}{label}", model, addon) for setup, model in SETUPS.items()]
     width = max(len(r[0]) for r in runs)
-    print(f"bench_memory: one {args.mb:g} MB whole reply per fresh proxy process (MB)")
-    print(f"  {'setup':<{width}} {'reply':>6} {'before':>7} {'peak +':>7} {'x reply':>8} {'after':>7}")
+    order = [r for r in runs for _ in range(args.repeat)]
+    random.Random(args.seed).shuffle(order)
+    got: dict[str, list[tuple[float, dict, dict]]] = {}
+    print(f"bench_memory: one {args.mb:g} MB whole reply per fresh proxy process, {args.repeat} per setup,"
+          f" shuffled (MB; peak + is the median, its range after it)")
+    print(f"  {'setup':<{width}} {'reply':>6} {'before':>7} {'peak +':>7} {'x reply':>8} {'range':>11} {'after':>7}")
     try:
         with tempfile.TemporaryDirectory(prefix="tk-bench-mem-") as tmp:
-            for i, (name, model, addon) in enumerate(runs):
-                mb, before, after = measure(Path(tmp) / str(i), port, model, addon)
-                grow = after["VmHWM"] - before["VmRSS"]
-                print(f"  {name:<{width}} {mb:>6.1f} {before['VmRSS']:>7.0f} {grow:>+7.0f} {grow / mb:>8.1f}"
-                      f" {after['VmRSS']:>7.0f}")
+            for i, (name, model, addon) in enumerate(order):
+                got.setdefault(name, []).append(measure(Path(tmp) / str(i), port, model, addon))
+        for name, _, _ in runs:
+            mb = got[name][0][0]
+            grows = [after["VmHWM"] - before["VmRSS"] for _, before, after in got[name]]
+            grow = statistics.median(grows)
+            before = statistics.median(b["VmRSS"] for _, b, _ in got[name])
+            after = statistics.median(a["VmRSS"] for _, _, a in got[name])
+            span = f"{min(grows):.0f}..{max(grows):.0f}"
+            print(f"  {name:<{width}} {mb:>6.1f} {before:>7.0f} {grow:>+7.0f} {grow / mb:>8.1f} {span:>11} {after:>7.0f}")
     finally:
         server.shutdown()
 

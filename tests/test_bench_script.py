@@ -54,7 +54,7 @@ def test_bench_proxy_rejects_bad_counts():
 def test_bench_memory_prints_every_setup():
     """A 1 MB reply through bare mitmdump and each tokunseba setup: a row per setup, the
     processes it started gone (a smoke test: figures are printed, never judged)."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "1"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "1", "--repeat", "1"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()[2:] if line.strip()}
