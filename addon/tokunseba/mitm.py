@@ -38,7 +38,6 @@ from .protocols.detect import PROVIDER_HOSTS
 from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
 from .sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
-from .stream_watch import whole_verdict
 from .translate.sniff import usage_from_json
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
