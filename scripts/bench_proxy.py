@@ -15,7 +15,10 @@ five setups:
   retarget      client -> tokunseba (same-protocol route, model rewritten) -> upstream
   translated    client -> tokunseba (Anthropic -> Chat -> Anthropic) -> upstream
 
-each whole and streamed (``--events`` SSE events). Every round runs each (setup, shape)
+each whole and streamed (``--events`` SSE events). With ``--against OTHER_ADDON`` (another
+tree's ``addon/tokunseba_addon.py``, e.g. a clean checkout of main) that tree's tokunseba
+runs too, as the extra setups ``pass-through@LABEL``, ``retarget@LABEL`` and
+``translated@LABEL`` in the same interleaved rounds, so one run compares two versions. Every round runs each (setup, shape)
 once in a fresh shuffled order, so noise from the other tenants of the machine falls on all
 setups alike. It prints, per shape, each setup's median and p95 turn latency, the time added
 over bare mitmdump (difference of medians and of p95s) and the ratio to bare; for streams
@@ -30,6 +33,7 @@ and how many streams were lost (failed or incomplete).
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
                                               [--concurrent N] [--concurrent-rounds N]
+                                              [--against OTHER_ADDON [--against-label LABEL]]
 """
 
 from __future__ import annotations
@@ -53,10 +57,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
-SETUPS = ("direct", "bare", "pass-through", "retarget", "translated")
+SETUPS = ["direct", "bare", "pass-through", "retarget", "translated"]  # + the --against tree's, when given
+ROUTED = ("pass-through", "retarget", "translated")  # the setups that run through a tokunseba
 SHAPES = ("whole", "stream")
 MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
           "retarget": "retarget-bench", "translated": "translate-bench"}
+
+
+def model_of(setup: str) -> str:
+    return MODELS[setup.split("@", 1)[0]]
 
 RULES = """\
 endpoints:
@@ -290,8 +299,8 @@ def check(data: bytes, status: int, stream: bool) -> str | None:
 
 def run(clients: dict[str, Client], rounds: int, warmup: int, prompt_bytes: int, rng: random.Random) -> Results:
     res = Results()
-    cases = [(s, shape) for s in SETUPS for shape in SHAPES]
-    bodies = {c: request_body(MODELS[c[0]], c[1] == "stream", prompt_bytes) for c in cases}
+    cases = [(s, shape) for s in SETUPS for shape in SHAPES if s in ONLY or not ONLY]
+    bodies = {c: request_body(model_of(c[0]), c[1] == "stream", prompt_bytes) for c in cases}
     for r in range(warmup + rounds):
         rng.shuffle(cases)
         for case in cases:
@@ -313,11 +322,11 @@ def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rou
                    rng: random.Random) -> Results:
     """``n`` streams at once per setup and round, each on a new connection; setups shuffled."""
     res = Results()
-    setups = [s for s in SETUPS if s != "direct"]
+    setups = [s for s in SETUPS if s != "direct" and (s in ONLY or not ONLY)]
     for _ in range(rounds):
         rng.shuffle(setups)
         for setup in setups:
-            body = request_body(MODELS[setup], True, prompt_bytes)
+            body = request_body(model_of(setup), True, prompt_bytes)
             start = threading.Barrier(n)
             out: list[tuple[Sample | None, str | None]] = [(None, None)] * n
 
@@ -348,21 +357,25 @@ def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rou
 def report_concurrent(res: Results, n: int) -> None:
     bare = [x.total for x in res.samples.get(("bare", "stream"), [])]
     print(f"{n} concurrent streams (ms): median, p95, p95 as a ratio to bare mitmdump's p95, streams lost")
-    print(f"  {'setup':<14} {'n':>5} {'median':>8} {'p95':>8} {'p95 x bare':>11} {'lost':>5}")
+    print(f"  {'setup':<{W}} {'n':>5} {'median':>8} {'p95':>8} {'p95 x bare':>11} {'lost':>5}")
     for setup in SETUPS[1:]:
         xs = [x.total for x in res.samples.get((setup, "stream"), [])]
         lost = len(res.failures.get((setup, "stream"), []))
         if not xs:
-            print(f"  {setup:<14} {0:>5} {'-':>8} {'-':>8} {'-':>11} {lost:>5}")
+            print(f"  {setup:<{W}} {0:>5} {'-':>8} {'-':>8} {'-':>11} {lost:>5}")
             continue
         ratio = f"{p95(xs) / p95(bare):>11.2f}" if bare else f"{'-':>11}"
-        print(f"  {setup:<14} {len(xs):>5} {statistics.median(xs) * 1e3:>8.2f} {p95(xs) * 1e3:>8.2f} {ratio} {lost:>5}")
+        print(f"  {setup:<{W}} {len(xs):>5} {statistics.median(xs) * 1e3:>8.2f} {p95(xs) * 1e3:>8.2f} {ratio} {lost:>5}")
     for setup, whys in sorted(res.failures.items()):
         print(f"  lost in {setup[0]}: {len(whys)} (first: {whys[0]})")
     print()
 
 
 # ---------------------------------------------------------------- report
+
+
+ONLY: set[str] = set()  # --only: run just these setups (to profile one setup's load)
+W = 14  # width of the setup column (wider with --against)
 
 
 def p95(xs: list[float]) -> float:
@@ -377,11 +390,11 @@ def report(res: Results) -> None:
             bare = [get(x) for x in res.samples.get(("bare", shape), [])]
             print(f"{shape} turns, {label} (ms): median, p95; added over bare mitmdump (difference of medians, of p95s);"
                   f" ratio of medians to bare")
-            print(f"  {'setup':<14} {'n':>5} {'median':>8} {'p95':>8} {'+median':>9} {'+p95':>9} {'x bare':>7}")
+            print(f"  {'setup':<{W}} {'n':>5} {'median':>8} {'p95':>8} {'+median':>9} {'+p95':>9} {'x bare':>7}")
             for setup in SETUPS:
                 xs = [get(x) for x in res.samples.get((setup, shape), [])]
                 if not xs:
-                    print(f"  {setup:<14} {0:>5} {'-':>8}")
+                    print(f"  {setup:<{W}} {0:>5} {'-':>8}")
                     continue
                 med, hi = statistics.median(xs) * 1e3, p95(xs) * 1e3
                 if bare:
@@ -389,7 +402,7 @@ def report(res: Results) -> None:
                     extra = f"{med - bmed:>+9.2f} {hi - bhi:>+9.2f} {med / bmed:>7.2f}"
                 else:
                     extra = ""
-                print(f"  {setup:<14} {len(xs):>5} {med:>8.2f} {hi:>8.2f} {extra}")
+                print(f"  {setup:<{W}} {len(xs):>5} {med:>8.2f} {hi:>8.2f} {extra}")
             print()
     fails = sum(len(v) for v in res.failures.values())
     print(f"failed turns: {fails}")
@@ -408,12 +421,20 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, default=0, metavar="N",
                     help="also run N streams at once per setup (default 0: not run)")
     ap.add_argument("--concurrent-rounds", type=int, default=5, help="rounds of the concurrent phase (default 5)")
+    ap.add_argument("--against", type=Path, default=None, metavar="OTHER_ADDON",
+                    help="also run another tree's tokunseba (its addon/tokunseba_addon.py) in the same rounds")
+    ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
+    ap.add_argument("--only", default="", metavar="SETUP,...",
+                    help="run only these setups (e.g. retarget, to profile its load alone); default: all")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
         ap.error("--rounds, --events and --prompt-bytes must be at least 1, --warmup at least 0")
     if args.concurrent < 0 or args.concurrent_rounds < 1:
         ap.error("--concurrent must be at least 0 and --concurrent-rounds at least 1")
+    if args.against is not None and not args.against.is_file():
+        ap.error(f"--against: {args.against} is not a file (give another tree's addon/tokunseba_addon.py)")
+    ONLY.update(x.strip() for x in args.only.split(",") if x.strip())
     if args.serve_upstream:
         serve_upstream(args.events)
         return
@@ -434,8 +455,20 @@ def main() -> None:
                           "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
             children.append(tk)
             clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port)}
-            for s in ("pass-through", "retarget", "translated"):
-                clients[s] = Client(up.port, tk.port)
+            ports = {"bare": bare.port}
+            for s in ROUTED:
+                clients[s], ports[s] = Client(up.port, tk.port), tk.port
+            if args.against is not None:
+                global W
+                other = mitmdump(work / "against", "-s", str(args.against.resolve()), "--set", f"tokunseba_rules={rules}",
+                                 "--set", f"tokunseba_ledger={work / 'ledger-against.db'}",
+                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
+                children.append(other)
+                for s in ROUTED:
+                    name = f"{s}@{args.against_label}"
+                    SETUPS.append(name)
+                    clients[name], ports[name] = Client(up.port, other.port), other.port
+                W = max(W, max(len(s) for s in SETUPS))
             print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
                   f" {args.prompt_bytes}-byte prompt; cpus={os.cpu_count()}")
@@ -443,7 +476,6 @@ def main() -> None:
             res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
             conc = None
             if args.concurrent:
-                ports = {"bare": bare.port, "pass-through": tk.port, "retarget": tk.port, "translated": tk.port}
                 conc = run_concurrent(ports, up.port, args.concurrent, args.concurrent_rounds, args.prompt_bytes, rng)
         finally:
             for c in reversed(children):

@@ -49,3 +49,20 @@ def test_bench_proxy_rejects_bad_counts():
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--events", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--events" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_memory_prints_every_setup():
+    """A 1 MB reply through bare mitmdump and each tokunseba setup: a row per setup, the
+    processes it started gone (a smoke test: figures are printed, never judged)."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "1", "--repeat", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()[2:] if line.strip()}
+    assert set(rows) == {"bare", "pass-through", "retarget", "translated"}, p.stdout
+    assert all(r[1] == "1.0" for r in rows.values()), p.stdout  # the reply's size, as received
+
+
+def test_bench_memory_rejects_bad_sizes():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--mb" in p.stderr and "Traceback" not in p.stderr

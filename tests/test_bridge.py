@@ -174,7 +174,10 @@ async def test_https_endpoint_verified_with_the_given_context(tmp_path):
         server.close()
 
 
-async def _ask_keepalive_server(n_replies: int, accepted: list, close_after_first: bool = False):
+async def _ask_keepalive_server(n_replies: int, accepted: list, close_after_first: bool = False,
+                                reply: bytes | None = None):
+    """An endpoint answering up to ``n_replies`` requests on each connection: ``reply``, or
+    a small JSON object numbering the reply."""
     async def upstream(reader, writer):
         accepted.append(1)
         for i in range(n_replies):
@@ -182,8 +185,8 @@ async def _ask_keepalive_server(n_replies: int, accepted: list, close_after_firs
                 await _read_request(reader)
             except (asyncio.IncompleteReadError, ConnectionError):
                 break
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{\"n\": %d}"
-                         % i)
+            writer.write(reply or b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n"
+                         b"{\"n\": %d}" % i)
             await writer.drain()
             if close_after_first:
                 break
@@ -260,6 +263,30 @@ async def test_mitmproxy_keeps_its_connection_to_the_relay_between_turns():
             bridge.finish(token)
         w.close()
         assert len(accepted) == 1  # and one connection to the endpoint
+    finally:
+        bridge.stop()
+        server.close()
+
+
+async def test_a_reply_without_a_body_gets_no_chunked_framing():
+    """A 204 has no body (RFC 9112 §6.3): relayed without transfer-encoding or a last chunk,
+    so the next reply on mitmproxy's connection to the relay is read from its first byte."""
+    accepted: list = []
+    server, port = await _ask_keepalive_server(2, accepted, reply=b"HTTP/1.1 204 No Content\r\nx-a: 1\r\n\r\n")
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        r, w = await asyncio.open_connection("127.0.0.1", bridge.port)
+        for _ in range(2):
+            token, url = bridge.register(f"http://127.0.0.1:{port}/v1/x")
+            path = url.split(str(bridge.port), 1)[1]
+            w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\n\r\n{}" % path.encode())
+            await w.drain()
+            head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 204") and b"x-a: 1" in head and b"transfer-encoding" not in head.lower()
+            assert bridge.finish(token).broken is None
+        w.close()
+        assert len(accepted) == 1
     finally:
         bridge.stop()
         server.close()

@@ -716,3 +716,48 @@ async def test_keepalive_option_reaches_the_relay_and_bad_values_are_one_line_er
             addon.tctx.configure(addon, tokunseba_keepalive_s=bad)
     addon.tctx.configure(addon, tokunseba_keepalive_s="0")
     assert addon.bridge.keepalive_s == 0
+
+
+@pytest.mark.parametrize("model", ["retarget-me", "opus-unrouted"])
+async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, monkeypatch):
+    """Issue 10 item 5: the response hook judges a whole reply passed on (retarget,
+    pass-through) by parsing it once — its shape and its usage from the same parse —
+    instead of parsing it twice while the first parse was still held. Usage still recorded."""
+    import tokunseba.stream_watch as sw
+
+    parses = []
+    real = sw.jsonc.loads
+    monkeypatch.setattr(sw.jsonc, "loads", lambda data: parses.append(len(data)) or real(data))
+    f = make_flow({**ANT_BODY, "model": model})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="application/json"), content=None)
+    addon.responseheaders(f)
+    reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+                        "content": [{"type": "text", "text": "w" * 100_000}],
+                        "usage": {"input_tokens": 3, "output_tokens": 4}}).encode()
+    f.response.content = reply
+    addon.response(f)
+    assert f.response.content == reply  # passed on unchanged
+    assert parses.count(len(reply)) == 1
+    row, _ = await _ledger_turn(addon, tmp_path, rid)
+    assert row["status"] == 200 and row["usage_input"] == 3 and row["usage_output"] == 4
+
+
+@pytest.mark.parametrize("authority", [b"", b"api.anthropic.com"])
+def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(authority):
+    """mitm._point_at makes what ``req.url = relay URL`` makes (fields, Host header,
+    authority); mitm._set_target puts the client's request back exactly."""
+    def req():
+        r = make_flow(ANT_BODY).request
+        r.data.authority = authority
+        return r
+
+    fast, slow = req(), req()
+    before = fast.get_state()
+    target = mitm._target_of(fast)
+    mitm._point_at(fast, "http", "127.0.0.1", 4321, PREFIX + "tok")
+    slow.url = f"http://127.0.0.1:4321{PREFIX}tok"
+    assert fast.get_state() == slow.get_state() and fast.url == slow.url
+    mitm._set_target(fast, target)
+    assert fast.get_state() == before

@@ -136,3 +136,24 @@ def test_an_event_or_line_past_the_cap_raises_and_frees_its_buffer(small_cap):
         from tokunseba.sse import set_max_event_bytes
 
         set_max_event_bytes(0)
+
+
+FAST_AND_NOT = [  # shapes the block-at-a-time fast path takes, and shapes it must leave to the line path
+    b"event: a\ndata: 1\n\n", b"data: 2\n\n", b"event:  sp\ndata:  two spaces\n\n", b"event: x:y\ndata: {\"a\":1}\n\n",
+    b"data: \xe6\x97\xa5\n\n", b"data: bad \xff utf8\n\n", b"event: only-name\n\n", b": comment\n\n", b"data:nospace\n\n",
+    b"data: a\ndata: b\n\n", b"event: e\ndata: d\nid: 7\n\n", b"id: 1\ndata: x\n\n", b"retry: 5\ndata: r\n\n",
+    b"\n\n", b"\n\n\ndata: after blank lines\n\n", b"event: a\r\ndata: cr\r\n\r\n", b"data: z\n\n",
+]
+
+
+@pytest.mark.parametrize("comments", [False, True])
+def test_the_fast_path_makes_the_events_the_line_path_makes(comments):
+    """Fed whole, complete simple events take the fast path; fed byte by byte, every byte
+    goes through the line-by-line path: both give the same events, in any mix and order."""
+    rng = random.Random(7)
+    for _ in range(300):
+        raw = b"".join(rng.choices(FAST_AND_NOT, k=rng.randint(1, 8)))
+        whole, slow = SSEDecoder(comments=comments), SSEDecoder(comments=comments)
+        got = whole.feed(raw) + whole.close()
+        want = [e for i in range(len(raw)) for e in slow.feed(raw[i:i + 1])] + slow.close()
+        assert got == want, raw

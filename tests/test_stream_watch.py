@@ -148,3 +148,30 @@ def test_an_event_larger_than_the_cap_is_fatal():
 def test_a_cut_or_clean_stream_is_not_fatal():
     assert watch("anthropic", ANT + ANT_STOP[:20], []).fatal is None  # cut: its verdict says so
     assert watch("openai", CHAT_OK, []).fatal is None and watch("openai-responses", RESPONSES_OK, []).fatal is None
+
+
+def test_anthropic_text_deltas_are_not_parsed(monkeypatch):
+    """The watch skips an Anthropic stream's text deltas (no usage, end or error rides on
+    them): a delta whose text mentions an error is not one, usage and the end still read."""
+    seen = []
+
+    def ev(name, obj):
+        return f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode()
+
+    body = (ev("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}})
+            + ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}})
+            + ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": '{"error": "not really"}'}})
+            + ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+            + ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                   "usage": {"output_tokens": 7}})
+            + ev("message_stop", {"type": "message_stop"}))
+    w = StreamWatch("anthropic")
+    orig = w._dec.on_event
+    w._dec.on_event = lambda e: seen.append(e.event) or orig(e)
+    w.feed(body)
+    w.close()
+    assert "content_block_delta" not in seen and "message_delta" in seen
+    assert w.verdict() is None and w.error is None
+    assert w.usage.reported["output_tokens"] == 7

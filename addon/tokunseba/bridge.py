@@ -31,7 +31,12 @@ decoder turns it into the client's keep-alive; a passed-on stream carries it as 
 (a Gemini client getting the stream unchanged). Silence longer than ``idle_timeout`` still
 ends the turn.
 
-Runs in mitmproxy's event loop (asyncio + h11, both already mitmproxy dependencies).
+Runs in mitmproxy's event loop. Cheap per chunk: the endpoint's side is an asyncio
+``Protocol`` whose ``data_received`` frames the bytes for mitmproxy and writes them at once
+(no task wake-up, no HTTP library per chunk: ``http1.py`` does the framing), writes wait
+for mitmproxy only when its connection's buffer is above its high-water mark (the
+endpoint's reading pauses meanwhile), and one timer per reply watches for silence (keep-
+alives, ``idle_timeout``) instead of a timeout per read.
 """
 
 from __future__ import annotations
@@ -44,8 +49,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import h11
-
+from . import http1
 from .sse import EventBoundary
 
 log = logging.getLogger("tokunseba.bridge")
@@ -55,10 +59,43 @@ PREFIX = "/__tokunseba_bridge/"
 HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade",
               b"proxy-connection", b"te", b"trailer"}
 READ = 65536
+HIGH_WATER = 256 * 1024  # bytes waiting toward mitmproxy before the endpoint's reading pauses
 KEEPALIVE = b": tokunseba keep-alive\n\n"  # the relay's own keep-alive for a stalled SSE reply
+_KEEPALIVE_CHUNK = http1.chunk(KEEPALIVE)
 
 
 Key = tuple[str, str, int]  # scheme, host, port
+
+
+class _Upstream(asyncio.Protocol):
+    """The endpoint's side of one connection: hands what comes to the exchange using it
+    (``sink``); while idle in the pool, any byte or end marks it dead."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.sink: _Exchange | None = None
+        self.dead = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport  # asyncio sets TCP_NODELAY on its TCP transports itself
+
+    def data_received(self, data: bytes) -> None:
+        if self.sink is not None:
+            self.sink.data(data)
+        else:  # an idle connection has nothing to say: not reusable
+            self.dead = True
+            self.transport.close()
+
+    def eof_received(self) -> bool:
+        self.dead = True
+        if self.sink is not None:
+            self.sink.ended(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.dead = True
+        if self.sink is not None:
+            self.sink.ended(exc)
 
 
 @dataclass(eq=False)
@@ -66,17 +103,17 @@ class UpstreamConn:
     """One connection to an endpoint, owned by the relay (idle in the pool, or lent to a turn)."""
 
     key: Key
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    transport: asyncio.Transport
+    proto: _Upstream
     uses: int = 0  # replies it has carried
     idle_since: float = field(default_factory=time.monotonic)
 
     def alive(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof() and self.reader.exception() is None
+        return not self.proto.dead and not self.transport.is_closing()
 
     def close(self) -> None:
         try:
-            self.writer.close()
+            self.transport.close()
         except Exception:  # pragma: no cover
             pass
 
@@ -142,6 +179,7 @@ class Bridge:
                  ssl_context: ssl.SSLContext | None = None, pool_idle_s: float = 30.0,
                  keepalive_s: float = 10.0) -> None:
         self.targets: dict[str, Target] = {}
+        self._random = b""  # random bytes for the next tokens (_token)
         self.pool = Pool(pool_idle_s)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
@@ -170,12 +208,13 @@ class Bridge:
     async def _open(self, key: Key, timeout: float | None = None) -> UpstreamConn:
         scheme, host, port = key
         tls = scheme == "https"
-        r, w = await asyncio.wait_for(
-            asyncio.open_connection(host, port, ssl=self._ssl_context() if tls else None,
-                                    server_hostname=host if tls else None),
+        transport, proto = await asyncio.wait_for(
+            asyncio.get_running_loop().create_connection(_Upstream, host, port,
+                                                         ssl=self._ssl_context() if tls else None,
+                                                         server_hostname=host if tls else None),
             self.connect_timeout if timeout is None else timeout)
         self.pool.opened += 1
-        return UpstreamConn(key, r, w)
+        return UpstreamConn(key, transport, proto)
 
     def register(self, url: str, conn: UpstreamConn | None = None, keepalive: bool = True) -> tuple[str, str]:
         """Register a real target URL (and the connection opened for it, if any; ``keepalive``:
@@ -183,11 +222,20 @@ class Bridge:
         URL mitmproxy should use)."""
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
-        token = secrets.token_hex(12)
+        token = self._token()
         self.targets[token] = Target(u.scheme, u.hostname or "", port,
                                      (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn,
                                      keepalive=keepalive)
         return token, f"http://127.0.0.1:{self.port}{PREFIX}{token}"
+
+    def _token(self) -> str:
+        """An unguessable relay token (12 random bytes, hex): cut from random bytes fetched
+        64 tokens at a time, so a turn costs no system call (which, releasing the GIL on
+        mitmproxy's loop, may have to wait for another thread to give it back)."""
+        if len(self._random) < 12:
+            self._random = secrets.token_bytes(12 * 64)
+        raw, self._random = self._random[:12], self._random[12:]
+        return raw.hex()
 
     def finish(self, token: str) -> Target | None:
         target = self.targets.pop(token, None)
@@ -211,21 +259,21 @@ class Bridge:
 
     # ------------------------------------------------------------------ relay
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        down = h11.Connection(h11.SERVER)
         try:
             while True:  # mitmproxy keeps its connection to the relay alive between turns
-                req, body = await self._read_request(down, reader)
+                req = await _read_request(reader)
                 if req is None:
                     return
-                token = req.target.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
+                method, target_path, headers, body = req
+                token = target_path.decode("ascii", "replace").removeprefix(PREFIX).split("/", 1)[0].split("?", 1)[0]
                 target = self.targets.get(token)
                 if target is None:
-                    await self._reply_error(down, writer, 404, "unknown relay token")
+                    await _reply_error(writer, 404, "unknown relay token")
                     return
-                await self._relay(down, writer, req, body, target)
-                if down.our_state is not h11.DONE or down.their_state is not h11.DONE:
+                if not await self._relay(writer, method, headers, body, target):
                     return  # a relay-made reply (connection: close) or a broken exchange
-                down.start_next_cycle()
+                if (http1.header(headers, b"connection") or b"").lower() == b"close":
+                    return
         except Exception as e:  # never let the relay crash the proxy's loop
             log.debug("bridge: %s", e)
         finally:
@@ -234,36 +282,9 @@ class Bridge:
             except Exception:
                 pass
 
-    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader):
-        req, chunks = None, []
-        while True:
-            ev = conn.next_event()
-            if ev is h11.NEED_DATA:
-                data = await reader.read(READ)
-                conn.receive_data(data)
-                if not data and req is None:
-                    return None, b""
-                continue
-            if isinstance(ev, h11.Request):
-                req = ev
-            elif isinstance(ev, h11.Data):
-                chunks.append(bytes(ev.data))
-            elif isinstance(ev, (h11.EndOfMessage, h11.ConnectionClosed)):
-                return req, b"".join(chunks)
-
-    async def _reply_error(self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, msg: str,
-                           mark: bytes = b"error") -> None:
-        """A relay-made reply, marked (``connect-failed`` / ``upstream-broke`` / ``error``)."""
-        body = msg.encode()
-        writer.write(conn.send(h11.Response(status_code=status, headers=[
-            (b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode()),
-            (MARK.encode(), mark), (b"connection", b"close")])))
-        writer.write(conn.send(h11.Data(data=body)))
-        writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
-
-    async def _relay(self, down: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request, body: bytes,
-                     target: Target) -> None:
+    async def _relay(self, writer: asyncio.StreamWriter, method: bytes, headers: list, body: bytes,
+                     target: Target) -> bool:
+        """One turn through the relay; whether the connection to mitmproxy may carry another."""
         conn, target.conn = target.conn, None
         for attempt in range(2):
             if conn is None:
@@ -272,102 +293,277 @@ class Bridge:
                     conn = conn or await self._open(target.key)
                 except Exception as e:
                     target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
-                    await self._reply_error(down, writer, 502, target.broken, b"connect-failed")
-                    return
-            outcome = await self._exchange(down, writer, req, body, target, conn)
+                    await _reply_error(writer, 502, target.broken, b"connect-failed")
+                    return False
+            ex = _Exchange(self, writer, target, conn, method)
+            outcome = await ex.run(_request_bytes(target, method, headers, body))
             if outcome == "keep":
                 conn.uses += 1
                 self.pool.put(conn)
-                return
+                return True
             conn.close()
             if outcome != "stale":
-                return
+                return outcome == "done"
             conn = None  # a reused connection the endpoint had closed: once more on a fresh one
         target.broken = target.broken or "upstream connection broke: the endpoint closed the connection"
-        await self._reply_error(down, writer, 502, target.broken, b"upstream-broke")
+        await _reply_error(writer, 502, target.broken, b"upstream-broke")
+        return False
 
-    async def _exchange(self, down: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request, body: bytes,
-                        target: Target, conn: UpstreamConn) -> str:
-        """One request/reply on ``conn``: "keep" (clean, reusable), "close" (done, or broken
-        and said so), "stale" (a reused connection failed before any reply byte)."""
-        up = h11.Connection(h11.CLIENT)
-        started = False
-        got_bytes = False
-        default_port = 443 if target.scheme == "https" else 80
-        host = target.host if target.port == default_port else f"{target.host}:{target.port}"
-        headers = [(k, v) for k, v in req.headers if k not in HOP_BY_HOP and k != b"host"]
-        headers = [(b"host", host.encode())] + headers + [(b"content-length", str(len(body)).encode())]
-        ur, uw = conn.reader, conn.writer
-        beat: EventBoundary | None = None  # an SSE reply the relay may keep alive: where its events end
+
+class _Exchange:
+    """One request/reply on an endpoint connection, driven by its ``_Upstream`` protocol:
+    each piece of the reply is framed and written to mitmproxy as it comes. ``run`` ends
+    with "keep" (clean, the endpoint's connection reusable), "done" (the relayed reply
+    ended cleanly toward mitmproxy — if the endpoint broke, ``Target.broken`` says why —
+    and the endpoint's connection is not reusable), "failed" (a marked 502 made by the
+    relay, ``connection: close``), "stale" (a reused connection failed before any reply byte)."""
+
+    def __init__(self, bridge: Bridge, writer: asyncio.StreamWriter, target: Target, conn: UpstreamConn,
+                 method: bytes) -> None:
+        self.bridge, self.writer, self.target, self.conn, self.method = bridge, writer, target, conn, method
+        self.down = writer.transport
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[str] = self.loop.create_future()
+        self.buf = bytearray()  # the reply's head, until complete
+        self.body: http1.Body | None = None  # once the head is in
+        self.reusable = True  # the endpoint's reply allows another on its connection
+        self.got_bytes = False
+        self.beat: EventBoundary | None = None  # an SSE reply the relay may keep alive: where its events end
+        self.last = self.loop.time()  # when the endpoint's last bytes came
+        self.mark = self.last  # the last keep-alive tick
+        self.timer: asyncio.TimerHandle | None = None
+        self.paused = False
+        self.bodyless = False  # a reply that has no body (HEAD, 204, 304): no chunked framing either
+
+    async def run(self, request: bytes) -> str:
+        self.conn.proto.sink = self
         try:
-            uw.write(up.send(h11.Request(method=req.method, target=target.path.encode(), headers=headers)))
-            if body:
-                uw.write(up.send(h11.Data(data=body)))
-            uw.write(up.send(h11.EndOfMessage()))
-            await uw.drain()
-            while True:
-                ev = up.next_event()
-                if ev is h11.NEED_DATA:
-                    data = await self._read_up(ur, beat, target, down, writer)
-                    got_bytes = got_bytes or bool(data)
-                    up.receive_data(data)  # b"" = EOF; h11 raises if the body was incomplete
-                    continue
-                if isinstance(ev, h11.Response):
-                    out = [(k, v) for k, v in ev.headers if k not in HOP_BY_HOP]
-                    out.append((b"transfer-encoding", b"chunked"))
-                    writer.write(down.send(h11.Response(status_code=ev.status_code, headers=out, reason=ev.reason)))
-                    started = True
-                    if target.keepalive and self.keepalive_s > 0 and _keepable(ev.headers):
-                        beat = EventBoundary()
-                elif isinstance(ev, h11.InformationalResponse):
-                    continue
-                elif isinstance(ev, h11.Data):
-                    chunk = bytes(ev.data)
-                    if beat is not None:
-                        beat.feed(chunk)
-                    writer.write(down.send(h11.Data(data=chunk)))
-                    await writer.drain()
-                elif isinstance(ev, h11.EndOfMessage):
-                    break
-                elif isinstance(ev, h11.ConnectionClosed):
-                    if not started:
-                        raise ConnectionResetError("the endpoint closed the connection before replying")
-                    break
-        except Exception as e:
-            if not got_bytes and conn.uses > 0 and not isinstance(e, asyncio.TimeoutError):
-                return "stale"
-            target.broken = f"upstream connection broke: {e or type(e).__name__}"
-            if not started:
-                await self._reply_error(down, writer, 502, target.broken, b"upstream-broke")
-                return "close"
-        if down.our_state is h11.SEND_BODY:
-            writer.write(down.send(h11.EndOfMessage()))
-        await writer.drain()
-        reusable = (target.broken is None and up.our_state is h11.DONE and up.their_state is h11.DONE
-                    and up.trailing_data == (b"", False))
-        return "keep" if reusable else "close"
+            if not self.conn.alive():
+                self.ended(None)
+            else:
+                self.conn.transport.write(request)
+                self._schedule()
+            return await self.done
+        finally:
+            self.conn.proto.sink = None
+            if self.timer is not None:
+                self.timer.cancel()
+            if self.paused:
+                self._resume()
 
-    async def _read_up(self, ur: asyncio.StreamReader, beat: EventBoundary | None, target: Target,
-                       down: h11.Connection, writer: asyncio.StreamWriter) -> bytes:
-        """The next bytes from the endpoint. While an SSE reply (``beat``) is silent, a
-        keep-alive goes to mitmproxy every ``keepalive_s`` when the body stands at an event
-        boundary; ``idle_timeout`` of silence raises TimeoutError."""
-        if beat is None:
-            return await asyncio.wait_for(ur.read(READ), self.idle_timeout)
-        deadline = time.monotonic() + self.idle_timeout
+    # ---- what the endpoint sends
+    def data(self, data: bytes) -> None:
+        if self.done.done():  # bytes after the reply: the connection is not reusable
+            self.conn.proto.dead = True
+            return
+        if self.down.is_closing():  # mitmproxy (its client) went away: stop reading the endpoint
+            self._broke(ConnectionResetError("the connection from mitmproxy closed"))
+            return
+        self.got_bytes = True
+        self.last = self.loop.time()
+        out = b""  # what goes to mitmproxy for these bytes: one write (one send, one read there)
+        try:
+            if self.body is None:
+                self.buf += data
+                out = self._head()
+                if out is None:
+                    return
+                data, self.buf = bytes(self.buf), bytearray()
+            piece = self.body.feed(data) if data else b""
+            if piece:
+                if self.beat is not None:
+                    self.beat.feed(piece)
+                out += http1.chunk(piece)
+            if self.body.done:
+                self._finish("keep" if self.reusable and not self.body.trailing else "done", out)
+                return
+            if out:
+                self.down.write(out)
+            if self.down.get_write_buffer_size() > HIGH_WATER:
+                self._pause()
+        except Exception as e:
+            if out:
+                self._write(out)
+            self._broke(e)
+
+    def _head(self) -> bytes | None:
+        """Read the reply's head once complete: the head to send mitmproxy; None while it is
+        not complete (1xx heads skipped)."""
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise asyncio.TimeoutError()
-            try:  # a cancelled StreamReader.read loses no bytes
-                return await asyncio.wait_for(ur.read(READ), min(left, self.keepalive_s))
-            except asyncio.TimeoutError:
-                if deadline - time.monotonic() <= 0:
-                    raise
-            if beat.at_boundary:
-                writer.write(down.send(h11.Data(data=KEEPALIVE)))
-                await writer.drain()
-                target.keepalives += 1
+            head = http1.split_head(self.buf)
+            if head is None:
+                return None
+            line, headers, at = head
+            parts = line.split(b" ", 2)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                raise http1.BadMessage(f"not an HTTP/1.x reply: {line[:80]!r}")
+            status = int(parts[1])
+            del self.buf[:at]
+            if 100 <= status < 200:
+                continue  # an interim reply (100 Continue): the real one follows
+            self.body = http1.body_for_reply(status, headers, self.method)
+            conn_hdr = (http1.header(headers, b"connection") or b"").lower()
+            self.reusable = parts[0] == b"HTTP/1.1" and b"close" not in conn_hdr
+            reason = parts[2] if len(parts) > 2 else b""
+            out = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
+            out += [b"%s: %s\r\n" % (k, v) for k, v in headers if k not in HOP_BY_HOP]
+            self.bodyless = self.method == b"HEAD" or status in (204, 304)  # no body, no framing (RFC 9112 §6.3)
+            out.append(b"\r\n" if self.bodyless else b"transfer-encoding: chunked\r\n\r\n")
+            if self.target.keepalive and self.bridge.keepalive_s > 0 and _keepable(headers):
+                self.beat = EventBoundary()
+                self._schedule()
+            return b"".join(out)
+
+    def ended(self, exc: Exception | None) -> None:
+        """The endpoint's connection ended (``exc``: how, None for a clean close)."""
+        if self.done.done():
+            return
+        self.reusable = False
+        if self.body is not None:
+            try:
+                self.body.eof()
+            except http1.Incomplete as e:
+                self._broke(exc or e)
+                return
+            self._finish("done")
+            return
+        if not self.got_bytes and self.conn.uses > 0:
+            self.done.set_result("stale")
+            return
+        self._broke(exc or ConnectionResetError("the endpoint closed the connection before replying"))
+
+    # ---- ends
+    def _finish(self, outcome: str, before: bytes = b"") -> None:
+        if not self.done.done():
+            self._write(before if self.bodyless else before + http1.LAST_CHUNK)
+            self.done.set_result(outcome)
+
+    def _write(self, data: bytes) -> None:
+        if not self.down.is_closing():
+            self.down.write(data)
+
+    def _broke(self, e: BaseException) -> None:
+        """The reply broke: a relayed body ends cleanly (the adapter says why); before any
+        head, a marked 502."""
+        if self.done.done():
+            return
+        if not self.got_bytes and self.conn.uses > 0 and not isinstance(e, TimeoutError):
+            self.done.set_result("stale")
+            return
+        self.target.broken = f"upstream connection broke: {e or type(e).__name__}"
+        if self.body is None:
+            self._write(_error_bytes(502, self.target.broken, b"upstream-broke"))
+            self.done.set_result("failed")
+            return
+        self._write(http1.LAST_CHUNK)
+        self.done.set_result("done")
+
+    # ---- silence: keep-alives and the idle timeout, one timer per reply (not one per read)
+    def _schedule(self) -> None:
+        """Wake at the next moment silence matters: the idle timeout, or (an SSE reply the
+        relay keeps alive) ``keepalive_s`` after the endpoint's last bytes or the last tick.
+        Bytes coming meanwhile only move ``last``: the tick finds it and sleeps again."""
+        if self.timer is not None:
+            self.timer.cancel()
+        due = self.last + self.bridge.idle_timeout
+        ka = self.bridge.keepalive_s
+        if self.beat is not None and ka > 0:
+            due = min(due, max(self.last, self.mark) + ka)
+        self.timer = self.loop.call_at(due, self._tick)
+
+    def _tick(self) -> None:
+        self.timer = None
+        if self.done.done():
+            return
+        now = self.loop.time()
+        if self.down.is_closing():  # mitmproxy (its client) went away
+            self._broke(ConnectionResetError("the connection from mitmproxy closed"))
+            return
+        if now >= self.last + self.bridge.idle_timeout - 1e-3:
+            self._broke(TimeoutError(f"no bytes from the endpoint for {self.bridge.idle_timeout:g} s"))
+            return
+        ka = self.bridge.keepalive_s
+        if self.beat is not None and ka > 0 and now >= max(self.last, self.mark) + ka - 1e-3:
+            if self.beat.at_boundary and not self.paused:
+                self.down.write(_KEEPALIVE_CHUNK)
+                self.target.keepalives += 1
+            self.mark = now
+        self._schedule()
+
+    # ---- flow control toward mitmproxy
+    def _pause(self) -> None:
+        self.paused = True
+        self.conn.transport.pause_reading()
+        self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            await self.writer.drain()
+        except Exception as e:  # mitmproxy's connection went away
+            self._broke(e)
+        finally:
+            self._resume()
+
+    def _resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            try:
+                self.conn.transport.resume_reading()
+            except Exception:  # pragma: no cover - a closed transport
+                pass
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, list, bytes] | None:
+    """The next request mitmproxy sends on its connection to the relay: (method, target,
+    headers, body); None when it closed the connection."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    except asyncio.LimitOverrunError:
+        raise http1.HeadTooLarge() from None
+    line, headers, _ = http1.split_head(head)
+    parts = line.split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        raise http1.BadMessage(f"not an HTTP/1.x request: {line[:80]!r}")
+    framing = http1.Body.of(headers, request=True)
+    if framing.done:
+        return parts[0], parts[1], headers, b""
+    cl = http1.header(headers, b"content-length")
+    if cl is not None:
+        return parts[0], parts[1], headers, await reader.readexactly(int(cl))
+    pieces = []
+    while not framing.done:  # a chunked request body
+        data = await reader.read(READ)
+        if not data:
+            raise http1.Incomplete("mitmproxy closed the connection inside a request body")
+        pieces.append(framing.feed(data))
+    if framing.trailing:
+        raise http1.BadMessage("bytes after a request (pipelining is not used by mitmproxy)")
+    return parts[0], parts[1], headers, b"".join(pieces)
+
+
+def _request_bytes(target: Target, method: bytes, headers: list, body: bytes) -> bytes:
+    default_port = 443 if target.scheme == "https" else 80
+    host = target.host if target.port == default_port else f"{target.host}:{target.port}"
+    out = [b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method, target.path.encode(), host.encode())]
+    out += [b"%s: %s\r\n" % (k, v) for k, v in headers if k not in HOP_BY_HOP and k != b"host"]
+    out.append(b"content-length: %d\r\n\r\n" % len(body))
+    out.append(body)
+    return b"".join(out)
+
+
+def _error_bytes(status: int, msg: str, mark: bytes) -> bytes:
+    body = msg.encode()
+    reason = {404: b"Not Found", 502: b"Bad Gateway"}.get(status, b"Error")
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s: %s\r\nconnection: close\r\n\r\n%s"
+            % (status, reason, len(body), MARK.encode(), mark, body))
+
+
+async def _reply_error(writer: asyncio.StreamWriter, status: int, msg: str, mark: bytes = b"error") -> None:
+    """A relay-made reply, marked (``connect-failed`` / ``upstream-broke`` / ``error``)."""
+    writer.write(_error_bytes(status, msg, mark))
+    await writer.drain()
 
 
 def _keepable(headers) -> bool:

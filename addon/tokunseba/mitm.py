@@ -21,6 +21,7 @@ from mitmproxy.hooks import UpdateHook
 
 from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
+from .bridge import PREFIX as BRIDGE_PREFIX
 from .bridge import Bridge
 from .bridge import UpstreamConn
 from .endpoints import EndpointHealth
@@ -37,7 +38,6 @@ from .protocols.detect import PROVIDER_HOSTS
 from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
 from .translate import PROTOCOLS
 from .sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
-from .stream_watch import whole_verdict
 from .translate.sniff import usage_from_json
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
@@ -291,7 +291,7 @@ class Tokunseba:
         self._show_client_url(flow, state)
         try:
             r = flow.response
-            rep = None
+            rep = whole = None
             mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") else None  # relay-made
             if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
                 # reset or truncated before the reply was whole: said as such, never "not valid JSON"
@@ -329,17 +329,21 @@ class Tokunseba:
                 self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                 r = flow.response
                 turn.outcome, turn.error = "error", why
-            elif mode == "leave" and turn.action == "retarget" and r.status_code < 400:
-                _, why = whole_verdict(r.headers.get("content-type"), r.get_content(strict=False) or b"")
-                if why is not None:  # HTML or cut JSON where the client's JSON was due
+            elif state.pump is None and turn.action in ("pass", "retarget") and r.status_code < 400:
+                # a whole reply passed on: judged (parsed) once, here, for its usage and shape
+                whole = Outcome.of_whole(turn.client_protocol, r.status_code, r.headers.get("content-type"),
+                                         r.get_content(strict=False) or b"")
+                if mode == "leave" and turn.action == "retarget" and whole.problem is not None:
+                    why = whole.problem  # HTML or cut JSON where the client's JSON was due
                     self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
                     self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
                     r = flow.response
                     turn.outcome, turn.error = "error", why
+                    whole = None
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
-            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep), defer=True)
+            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
             if not isinstance(cause, TranslationError):
@@ -429,7 +433,7 @@ class Tokunseba:
         self._ledger_start(turn)
         req = flow.request
         client_url, client_headers = req.url, req.headers.copy()
-        state.shown = Shown(client_url)
+        state.shown = Shown(client_url, client_target=_target_of(req))
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
@@ -448,9 +452,9 @@ class Tokunseba:
                 raise RuntimeError("the tokunseba relay is not running")
             # a Gemini client reads a comment line as JSON: its unchanged stream gets no keep-alive
             keepalive = turn.action == "translate" or turn.client_protocol != "gemini"
-            token, url = self.bridge.register(turn.url, conn, keepalive=keepalive)
+            token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive)
             state.relay_token = token
-            req.url = url
+            _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
         elif turn.url:
             req.url = turn.url
         for name in apply_header_changes(req.headers, turn):
@@ -520,7 +524,9 @@ class Tokunseba:
         try:
             if shown is None:
                 return
-            if shown.client_url and flow.request.url != shown.client_url:
+            if shown.client_target is not None:
+                _set_target(flow.request, shown.client_target)
+            elif shown.client_url and flow.request.url != shown.client_url:
                 flow.request.url = shown.client_url
             for name in shown.added_keys:
                 if name in flow.request.headers:
@@ -542,7 +548,8 @@ class Tokunseba:
             flow.comment = final_comment(turn.summary(), outcome=outcome, status=status, error=error,
                                          plumbing=plumbing, endpoint_url=turn.url,
                                          secrets=shown.secrets if shown else ())
-            ctx.master.addons.trigger(UpdateHook([flow]))  # mitmweb pushes the change to open pages
+            if ctx.master.addons.get("view") is not None:  # mitmweb pushes the change to open pages
+                ctx.master.addons.trigger(UpdateHook([flow]))  # (mitmdump has no view: nothing to update)
         except Exception:
             log.exception("tokunseba: could not update the flow's mark and comment")
 
@@ -616,17 +623,20 @@ class Tokunseba:
         if self.ledger is not None:
             self.ledger.event(turn.request_id, kind, data)
 
-    def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None, *,
-                       failed: bool = False) -> Outcome:
+    def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None,
+                       whole: Outcome | None = None, *, failed: bool = False) -> Outcome:
         """The outcome of the reply the client got, from the path that made it: a stream
         (its pump), a translated whole reply (``rep``), a whole reply passed on in the
-        client's own protocol (judged under a status below 400), or a local answer. A
-        stream's pump and a whole reply's ``rep`` never meet: the mode decides one or the other."""
+        client's own protocol (``whole``, as the response hook judged it; else judged here
+        under a status below 400), or a local answer. A stream's pump and a whole reply's
+        ``rep`` never meet: the mode decides one or the other."""
         turn, pump = state.turn, state.pump
         if pump is not None:
             out = pump.outcome(status)
         elif rep is not None:
             out = Outcome.of_reply(status, rep)
+        elif whole is not None:
+            out = whole
         elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
             out = Outcome.of_whole(turn.client_protocol, status, flow.response.headers.get("content-type"),
                                    flow.response.get_content(strict=False) or b"")
@@ -681,6 +691,37 @@ class Tokunseba:
             _after_sent(flow, record)
         else:
             record()
+
+
+def _target_of(req: http.Request) -> tuple:
+    """Where a request goes, as mitmproxy holds it: scheme, host, port, path, authority and
+    the Host header (``_set_target`` puts it back exactly)."""
+    d = req.data
+    return d.scheme, d.host, d.port, d.path, d.authority, d.headers.get("host")
+
+
+def _set_target(req: http.Request, target: tuple) -> None:
+    """Put back what ``_target_of`` read, without mitmproxy's URL parse (per turn, the
+    ``url`` setter parses and rewrites the Host header twice)."""
+    d = req.data
+    d.scheme, d.host, d.port, d.path, d.authority, host = target
+    if host is not None:
+        d.headers["host"] = host
+    elif "host" in d.headers:
+        del d.headers["host"]
+
+
+def _point_at(req: http.Request, scheme: str, host: str, port: int, path: str) -> None:
+    """``req.url = scheme://host:port/path`` for a loopback host (the relay) without
+    mitmproxy's URL parse: the same fields, Host header and authority as the setter makes."""
+    d = req.data
+    default = port == (443 if scheme == "https" else 80)
+    hostport = host if default else f"{host}:{port}"
+    d.scheme, d.host, d.port, d.path = scheme.encode(), host, port, path.encode()
+    if "host" in d.headers:
+        d.headers["host"] = hostport
+    if d.authority:
+        d.authority = hostport.encode()
 
 
 def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:

@@ -16,6 +16,7 @@ host, and redaction (design.md §2 rule 7). The one list every module uses.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -68,6 +69,7 @@ def _norm(name: str) -> str:
     return str(name).lower().replace("_", "-")
 
 
+@functools.lru_cache(maxsize=4096)  # the same few header names come with every turn
 def is_credential_header(name: str) -> bool:
     """Whether a header (or JSON key) named ``name`` carries a credential."""
     n = _norm(name)

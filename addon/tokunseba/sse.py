@@ -83,6 +83,12 @@ class SSEDecoder:
             self._pending_cr = False
             if data[:1] == b"\n":
                 data = data[1:]
+        elif not self._buf and not self._saw_field:
+            done = self._whole_events(data, out)
+            if done:
+                data = data[done:]
+                if not data:
+                    return out
         buf = self._buf
         buf += data
         start = 0
@@ -108,6 +114,34 @@ class SSEDecoder:
         if self._size + len(buf) > self.max_event_bytes:
             self._overflow()
         return out
+
+    def _whole_events(self, data: bytes, out: list[SSEEvent]) -> int:
+        """The fast path, from a clean state (nothing buffered, no event begun): the complete
+        events at the start of ``data`` in the shape nearly every stream has — an optional
+        ``event: NAME`` line and one ``data: VALUE`` line, ``\\n`` line ends — parsed a
+        block at a time. Returns the bytes consumed; anything else (comments, ids, multi-line
+        data, ``\\r``, an event near the cap, an unfinished event) is left to the line-by-line
+        path, which would make the same events of these bytes."""
+        pos = 0
+        cap = self.max_event_bytes
+        while True:
+            end = data.find(b"\n\n", pos)
+            if end <= pos or end - pos + 2 > cap:
+                return pos
+            block = data[pos:end]
+            if b"\r" in block:
+                return pos
+            first, sep, second = block.partition(b"\n")
+            if not sep:
+                name, value = None, first
+            elif first.startswith(b"event: ") and b"\n" not in second:
+                name, value = first[7:].decode("utf-8", errors="replace"), second
+            else:
+                return pos
+            if not value.startswith(b"data: "):
+                return pos
+            out.append(SSEEvent(name, value[6:].decode("utf-8", errors="replace")))
+            pos = end + 2
 
     def _overflow(self) -> None:
         self._buf = bytearray()  # release it now: the caller ends the stream

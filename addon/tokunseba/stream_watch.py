@@ -80,6 +80,9 @@ SIDE_DECODERS = {"anthropic": CODECS["anthropic"].stream_decoder, "openai": CODE
 # beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
 # message_delta; the stream is complete only with message_stop)
 TERMINAL_EVENTS = {"anthropic": "message_stop"}
+# protocol -> SSE event names that carry neither usage, nor an end, nor an error: the watch
+# does not parse them (most of a stream's events: its text deltas)
+SKIPPED_EVENTS = {"anthropic": frozenset({"content_block_delta"})}
 
 
 class StreamWatch:
@@ -87,13 +90,14 @@ class StreamWatch:
     the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
     — set by the ``feed`` that met it; a relayed stream ends there (pump.py)."""
 
-    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "completed", "error", "cut", "fatal")
+    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut", "fatal")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         factory = SIDE_DECODERS.get(protocol)
         self._sse = SSEDecoder()
         self._dec = factory(StreamReport()) if factory else None
         self._terminal = TERMINAL_EVENTS.get(protocol)
+        self._skip = SKIPPED_EVENTS.get(protocol, frozenset())
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -127,7 +131,13 @@ class StreamWatch:
     def _events(self, events: list[SSEEvent], whole: bool = True) -> None:
         """``whole``: events that ended with their blank line (a terminal event cut before it
         is not a terminal event)."""
+        skip = self._skip
         for ev in events:
+            if ev.event in skip:  # not decoded; its client must still be able to read it
+                if whole and (why := _unreadable(ev)):
+                    self._problem = self.fatal = why
+                    return
+                continue
             if whole and self._terminal is not None and ev.event == self._terminal:
                 self.completed = True
             out, upstream_error = self._dec.on_event(ev), _is_error_event(ev)
@@ -172,6 +182,15 @@ class StreamWatch:
         if not self.completed:
             return CUT_MID_EVENT if self.cut else NO_TERMINAL
         return None
+
+
+def _unreadable(ev: SSEEvent) -> str | None:
+    """Why a skipped (not decoded) event's data is not JSON; None when it is."""
+    try:
+        jsonc.loads(ev.data)
+    except jsonc.JSONDecodeError as e:
+        return f"upstream sent an event that is not valid JSON ({e})"
+    return None
 
 
 def _not_json(ev: SSEEvent, decoded: list) -> str | None:
