@@ -13,11 +13,13 @@ the client's own credentials only and are left to mitmproxy's own access rules.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 from .turn import Turn
 
 
+@functools.lru_cache(maxsize=1024)  # per turn, and clients are few: parsed once per address
 def is_loopback(host: str | None) -> bool:
     """Whether a peer address is this machine's loopback (IPv4-mapped IPv6 included)."""
     if not host:

@@ -14,7 +14,7 @@ import random
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
@@ -83,6 +83,8 @@ class Tokunseba:
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
         self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
+        # request id -> the records of its start, until queued in the loop's next step (_ledger_start)
+        self.unstarted: dict[str, Callable[[], None]] = {}
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -140,6 +142,7 @@ class Tokunseba:
         """Open the ledger behind its writer thread, as a new owner of turns; turns left open
         by proxies that no longer run become interrupted."""
         if self.ledger is not None:
+            self._start_all()
             self.ledger.close()
             self.ledger = None
         try:
@@ -203,6 +206,7 @@ class Tokunseba:
             for t in list(self.shadows.tasks):
                 t.cancel()
         if self.ledger is not None:
+            self._start_all()
             self.ledger.interrupt_own()  # turns still open now will never complete
             self.ledger.close()
             self.ledger = None
@@ -596,21 +600,44 @@ class Tokunseba:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
 
     def _ledger_start(self, turn: Turn) -> None:
-        if self.ledger is None:
+        """Record the turn's start, decision and first events, as known now, once the request
+        hook has returned (``_soon``): mitmproxy sends the request on in the same step, so the
+        writer is handed these records while the upstream works, not before the request left.
+        Nothing of this turn is recorded before them (FIFO: every later record of the turn
+        comes from a later loop step)."""
+        ledger = self.ledger
+        if ledger is None:
             return
-        self.ledger.start_turn(turn.request_id, started_at=turn.started_at, client_protocol=turn.client_protocol,
-                               host=turn.host, path=turn.path, requested_model=turn.requested_model, stream=turn.stream)
         d = turn.decision
+        rid, started_at = turn.request_id, turn.started_at
+        start = dict(started_at=started_at, client_protocol=turn.client_protocol, host=turn.host, path=turn.path,
+                     requested_model=turn.requested_model, stream=turn.stream)
         # the outcome stays NULL (open) until the turn ends: _complete writes it
-        self.ledger.update_turn(
-            turn.request_id, rule=d.route.name if d and d.route else None,
-            endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
-            model_used=turn.model_used or turn.requested_model,
-            trace=d.trace if d else [], error=turn.error,
-            **({"request_body": turn.original_body} if self.ledger_bodies else {}),
-        )
-        for kind, data in turn.events:
-            self.ledger.event(turn.request_id, kind, data, ts=turn.started_at)
+        decided = dict(rule=d.route.name if d and d.route else None,
+                       endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
+                       model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
+                       error=turn.error, **({"request_body": turn.original_body} if self.ledger_bodies else {}))
+        events = list(turn.events)
+
+        def record() -> None:
+            ledger.start_turn(rid, **start)
+            ledger.update_turn(rid, **decided)
+            for kind, data in events:
+                ledger.event(rid, kind, data, ts=started_at)
+
+        self.unstarted[rid] = record
+        _soon(lambda: self._started(rid))
+
+    def _start_all(self) -> None:
+        for rid in list(self.unstarted):
+            self._started(rid)
+
+    def _started(self, request_id: str) -> None:
+        """Queue the turn's start records now if they still wait (``_ledger_start``): every
+        other record of a turn goes through here first, so none can precede its start."""
+        record = self.unstarted.pop(request_id, None)
+        if record is not None:
+            record()
 
     @property
     def ledger_bodies(self) -> bool:
@@ -621,6 +648,7 @@ class Tokunseba:
 
     def _event(self, turn: Turn, kind: str, data: dict) -> None:
         if self.ledger is not None:
+            self._started(turn.request_id)
             self.ledger.event(turn.request_id, kind, data)
 
     def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None,
@@ -684,6 +712,7 @@ class Tokunseba:
         ledger, rid = self.ledger, turn.request_id
 
         def record() -> None:
+            self._started(rid)
             ledger.update_turn(rid, **fields)
             ledger.event(rid, "completed", done)
 
@@ -731,6 +760,21 @@ def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
     if flow.response is not None and flow.response.raw_content is not None:
         return flow.response.get_content(strict=False)
     return None
+
+
+def _soon(fn) -> None:
+    """Run ``fn`` in the event loop's next step (at once outside a running loop); a failure
+    is logged, never raised into mitmproxy."""
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            log.exception("tokunseba: recording a turn's start failed")
+
+    try:
+        asyncio.get_running_loop().call_soon(run)
+    except RuntimeError:
+        run()
 
 
 AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow
