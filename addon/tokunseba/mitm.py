@@ -394,9 +394,10 @@ class Tokunseba:
         req = flow.request
         if req.method != "POST":
             return None
-        prep = prepare_request(method=req.method, host=req.pretty_host, port=req.port, path=req.path,
+        host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
+        prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
                                headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
-                               extra_hosts=self._extra_for(req.pretty_host, req.port))
+                               extra_hosts=self._extra_for(host, port))
         if prep is None:
             return None
         decision, conn = None, None
@@ -461,8 +462,11 @@ class Tokunseba:
             _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
         elif turn.url:
             req.url = turn.url
-        for name in apply_header_changes(req.headers, turn):
-            req.headers.pop(name, None)
+        if turn.keep_headers is not None:  # one pass over the raw fields (a name lookup scans them all)
+            gone = apply_header_changes(_header_names(req.headers), turn)
+            if gone:  # as ``headers.pop(name)``: every field of that name, in any case
+                raw = {n.encode("utf-8", "surrogateescape").lower() for n in gone}
+                req.headers.fields = tuple(f for f in req.headers.fields if f[0].lower() not in raw)
         for k, v in turn.set_headers.items():
             req.headers[k] = v
         if turn.body is not None:
@@ -843,14 +847,29 @@ class DisplayRedaction:
             req = flow.request
             if "tokunseba.request_id" not in flow.metadata and not _is_provider_host(req, self.main.provider_hosts):
                 return
-            for name in {k for k in req.headers.keys() if is_credential_header(k)}:
-                req.headers[name] = REDACTED
+            fields = req.headers.fields
+            if any(is_credential_header(_field_name(k)) for k, _ in fields):  # one pass over the raw fields
+                req.headers.fields = tuple((k, REDACTED_BYTES) if is_credential_header(_field_name(k)) else (k, v)
+                                           for k, v in fields)
             if "?" in req.path:
                 req.path = redact_query(req.path)
             elif KNOWN_SECRETS:
                 req.path = KNOWN_SECRETS.redact_text(req.path)
         except Exception:
             log.exception("tokunseba: redacting the flow for display failed")
+
+
+REDACTED_BYTES = REDACTED.encode()
+
+
+def _field_name(raw: bytes) -> str:
+    """A raw header field's name as mitmproxy's ``Headers`` gives it (``keys()``, ``pop``)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _header_names(headers: http.Headers) -> dict[str, None]:
+    """The header names, each once, in order: ``headers.keys()`` without its lookup per name."""
+    return dict.fromkeys(_field_name(k) for k, _ in headers.fields)
 
 
 def _is_provider_host(req: http.Request, extra_hosts: dict[str, str]) -> bool:
