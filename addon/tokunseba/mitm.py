@@ -235,7 +235,7 @@ class Tokunseba:
             planned = await self._plan(flow)
             if planned is not None:
                 turn, conn = planned
-                origin = (flow.request.pretty_host, flow.request.port)  # before _apply retargets it
+                origin = (turn.host, flow.request.port)  # the client's (pretty) host, before _apply retargets it
                 self._maybe_shadow(self._apply(flow, turn, conn), origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
