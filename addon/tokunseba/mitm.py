@@ -72,6 +72,7 @@ class Tokunseba:
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)
         self.ledger: LedgerWriter | None = None
+        self.store_bodies = False  # tokunseba_ledger_bodies (_open_ledger)
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
@@ -145,8 +146,9 @@ class Tokunseba:
             self._start_all()
             self.ledger.close()
             self.ledger = None
+        self.store_bodies = bool(ctx.options.tokunseba_ledger_bodies)
         try:
-            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=ctx.options.tokunseba_ledger_bodies)
+            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=self.store_bodies)
         except Exception as e:
             raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
         led.owner = instance_id()
@@ -645,10 +647,9 @@ class Tokunseba:
 
     @property
     def ledger_bodies(self) -> bool:
-        try:
-            return bool(ctx.options.tokunseba_ledger_bodies)
-        except Exception:
-            return False
+        """The tokunseba_ledger_bodies option, as the ledger was opened with it (read per turn:
+        not through mitmproxy's options)."""
+        return self.store_bodies
 
     def _event(self, turn: Turn, kind: str, data: dict) -> None:
         if self.ledger is not None:
