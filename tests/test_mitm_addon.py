@@ -585,6 +585,51 @@ async def test_upstream_error_reaches_the_client_in_its_protocol_and_ledger(addo
     assert row["status"] == 429 and "upstream_error" in kinds
 
 
+async def test_headers_left_behind_go_in_every_spelling_and_display_redaction_covers_every_field(addon):
+    body = json.dumps(ANT_BODY).encode()
+    f = make_flow(body, headers=[("host", "api.anthropic.com"), ("x-api-key", CLIENT_KEY), ("X-API-KEY", CLIENT_KEY),
+                                 ("anthropic-version", "2023-06-01"), ("content-type", "application/json"),
+                                 ("content-length", str(len(body)))])
+    await addon.request(f)
+    names = [k.lower() for k, _ in f.request.headers.fields]
+    assert b"x-api-key" not in names and f.request.headers["authorization"] == f"Bearer {EP_KEY}"
+    assert [n for n in names if n == b"content-type"] == [b"content-type"]  # what stays is left as it was
+    g = make_flow(body, host="api.openai.com", path="/v1/models", method="GET",
+                  headers=[("host", "api.openai.com"), ("Authorization", f"Bearer {CLIENT_KEY}"),
+                           ("authorization", f"Bearer {CLIENT_KEY}"), ("accept", "application/json")])
+    mitm.DisplayRedaction(addon).response(g)  # a provider host, not a turn: redacted for display all the same
+    assert [(k, v) for k, v in g.request.headers.fields if k.lower() == b"authorization"] == \
+        [(b"Authorization", mitm.REDACTED_BYTES), (b"authorization", mitm.REDACTED_BYTES)]
+    assert g.request.headers["accept"] == "application/json"
+
+
+async def test_a_turns_start_is_recorded_after_the_request_hook_and_before_the_reply(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    assert rid in addon.unstarted  # mitmproxy sends the request on first, in this same step
+    await asyncio.sleep(0)  # the loop's next step: the start goes to the writer
+    assert rid not in addon.unstarted
+    assert addon.ledger.flush(10)
+    with Ledger(tmp_path / "ledger.db", readonly=True) as led:
+        (row,) = [t for t in led.turns() if t["request_id"] == rid]
+        kinds = [e["kind"] for e in led.events(rid)]
+    assert row["outcome"] is None and row["rule"] == "easy-turns" and row["endpoint"] == "oai"  # open, decided
+    assert "routed" in kinds and "completed" not in kinds
+
+
+async def test_a_record_of_the_turn_in_the_same_step_queues_its_start_first(addon, tmp_path):
+    f = make_flow(ANT_BODY)
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.error = tflow.terr("[Errno 111] Connection refused")
+    addon.error(f)  # before the loop's next step
+    assert rid not in addon.unstarted
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert row["rule"] == "easy-turns" and row["outcome"] == "error" and row["client_protocol"] == "anthropic"
+    assert kinds[0] == "routed" and kinds[-1] == "completed"
+
+
 async def test_connection_error_is_recorded(addon, tmp_path):
     f = make_flow(ANT_BODY)
     await addon.request(f)
