@@ -73,6 +73,7 @@ class Tokunseba:
         self.rules: Rules = load_rules(None)
         self.ledger: LedgerWriter | None = None
         self.store_bodies = False  # tokunseba_ledger_bodies (_open_ledger)
+        self.access: tuple[bool, bool] | None = None  # (proxyauth set, tokunseba_allow_remote_clients), as _plan read them
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
@@ -113,6 +114,8 @@ class Tokunseba:
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
     def configure(self, updated: set[str]) -> None:
+        if {"proxyauth", "tokunseba_allow_remote_clients"} & updated:
+            self.access = None  # read again at the next turn
         if "tokunseba_rules" in updated:
             try:
                 self._load_rules()
@@ -420,7 +423,9 @@ class Tokunseba:
                 break
         turn = build_turn(self.rules, prep, decision, env=os.environ)
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
-        proxyauth, allow_remote = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))
+        if self.access is None:  # read once per change (configure), not twice a turn
+            self.access = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))
+        proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         return turn, conn
