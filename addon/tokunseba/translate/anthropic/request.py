@@ -92,7 +92,7 @@ def _a2c_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = Fal
         if billing and text.startswith(BILLING_PREFIX):
             rt.dropped.append(f"{path}[{i}]")
             continue
-        if not b.keys() <= _TEXT_KEYS:
+        if len(b) != 2:  # keys other than type and text
             ft.extras(rt, b, _TEXT_KEYS, f"{path}[{i}]")
         texts.append(text)
     return JOIN.join(texts)
@@ -176,7 +176,7 @@ def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
     else:  # Chat tool messages are text only: images and documents are left behind
         texts = []
         for k, x in enumerate(ft.arr(content, cp)):
-            if (text := _plain_text(x)) is not None and x.keys() <= _TEXT_KEYS:  # the usual block
+            if (text := _plain_text(x)) is not None and len(x) == 2:  # the usual block, nothing else
                 texts.append(text)
                 continue
             xp = f"{cp}[{k}]"
@@ -248,7 +248,7 @@ def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHa
     for j, b in enumerate(ft.arr(content, f"{p}.content")):
         if (text := _plain_text(b)) is not None:  # the usual block: as _a2c_text, without a path
             parts.append({"type": "text", "text": text})
-            if not b.keys() <= _TEXT_KEYS:
+            if len(b) != 2:  # keys other than type and text
                 ft.extras(rt, b, _TEXT_KEYS, f"{p}.content[{j}]")
             continue
         bp = f"{p}.content[{j}]"
@@ -303,9 +303,10 @@ def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
     msgs = out.setdefault("messages", [])
     for i, m in enumerate(ft.arr(value, "messages")):
         p = f"messages[{i}]"
-        # the usual message (a known role, content, nothing else) decided without a validator call
+        # the usual message decided without a validator call: a known role and content, the
+        # only two keys
         if (type(m) is dict and type(role := m.get("role")) is str and (handler := A2C_ROLES.get(role)) is not None
-                and (content := m.get("content")) is not None and m.keys() <= _MESSAGE_KEYS):
+                and (content := m.get("content")) is not None and len(m) == 2):
             handler(rt, content, p, msgs, o)
             continue
         ft.obj(m, p)
@@ -318,7 +319,6 @@ def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
 
 
 _A2C_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
-_PLAIN_TOOL_KEYS = frozenset({"name", "description", "input_schema"})
 
 
 def _a2c_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
@@ -339,9 +339,10 @@ def _a2c_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
 def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     tools = []
     for i, t in enumerate(ft.arr(value, "tools")):
-        # the usual tool (name, description, input_schema, nothing else) decided in one
-        # expression, as _a2c_tool would; anything else goes through it
-        if (type(t) is dict and t.keys() <= _PLAIN_TOOL_KEYS and type(name := t.get("name")) is str
+        # the usual tool decided in one expression, as _a2c_tool would: three keys, and
+        # name, input_schema and description among them (so nothing else); anything else
+        # goes through _a2c_tool
+        if (type(t) is dict and len(t) == 3 and type(name := t.get("name")) is str
                 and type(schema := t.get("input_schema")) is dict and type(desc := t.get("description")) is str):
             tool: dict | None = {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
         elif (tool := _a2c_tool(rt, t, f"tools[{i}]")) is None:
