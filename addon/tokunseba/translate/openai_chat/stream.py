@@ -135,11 +135,17 @@ class ChatDecoder:
 
     # ---- internals ----
     def _delta(self, delta: dict, out: list[Event]) -> None:
+        c = delta.get("content")
+        if len(delta) == 1 and c and type(c) is str:  # the usual chunk: a piece of text, nothing else
+            if self._open_kind == "text":
+                out.append(BlockDelta(self._open, c))  # type: ignore[arg-type]
+            else:
+                self._text("text", c, out)
+            return
         if not delta.keys() <= DELTA_KEYS_READ:  # thinking_blocks, audio...
             self._left_behind(delta, DELTA_KEYS_READ, "choices[0].delta")
         if "reasoning_content" in delta or "reasoning" in delta:  # REASONING_KEYS, tested the fast way
             self._reasoning(delta, out)
-        c = delta.get("content")
         if c:
             if isinstance(c, str):
                 self._text("text", c, out)
