@@ -68,6 +68,8 @@ def _plain_text(b: Any) -> str | None:
         if type(text) is str:
             return text
     return None
+
+
 _SOURCE_KEYS = {  # keys of each Anthropic source type
     "base64": frozenset({"type", "media_type", "data"}),
     "url": frozenset({"type", "url"}),

@@ -136,12 +136,19 @@ class ChatDecoder:
     # ---- internals ----
     def _delta(self, delta: dict, out: list[Event]) -> None:
         c = delta.get("content")
-        if len(delta) == 1 and c and type(c) is str:  # the usual chunk: a piece of text, nothing else
-            if self._open_kind == "text":
-                out.append(BlockDelta(self._open, c))  # type: ignore[arg-type]
-            else:
-                self._text("text", c, out)
-            return
+        if len(delta) == 1:  # the usual chunks: a piece of text, or tool-call fragments, alone
+            if c and type(c) is str:
+                if self._open_kind == "text":
+                    out.append(BlockDelta(self._open, c))  # type: ignore[arg-type]
+                else:
+                    self._text("text", c, out)
+                return
+            tcs = delta.get("tool_calls")
+            if tcs and type(tcs) is list:
+                for pos, tc in enumerate(tcs):
+                    if isinstance(tc, dict):
+                        self._tool(tc, pos, out)
+                return
         if not delta.keys() <= DELTA_KEYS_READ:  # thinking_blocks, audio...
             self._left_behind(delta, DELTA_KEYS_READ, "choices[0].delta")
         if "reasoning_content" in delta or "reasoning" in delta:  # REASONING_KEYS, tested the fast way
