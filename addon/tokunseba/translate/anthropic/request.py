@@ -247,7 +247,7 @@ SERVER_BLOCK_SUFFIXES = ("_tool_use", "_tool_result")  # server-tool block types
 def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
     parts: list = []
     extra: list = []
-    for j, b in enumerate(ft.arr(content, f"{p}.content")):
+    for j, b in enumerate(content if type(content) is list else ft.arr(content, f"{p}.content")):
         if (text := _plain_text(b)) is not None:  # the usual block: as _a2c_text, without a path
             parts.append({"type": "text", "text": text})
             if len(b) != 2:  # keys other than type and text
@@ -289,7 +289,7 @@ def _a2c_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Opt
 
 
 def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
-    text = _a2c_text_of(rt, content, f"{p}.content")
+    text = content if type(content) is str else _a2c_text_of(rt, content, f"{p}.content")
     if not text:
         rt.dropped.append(p)
         return
