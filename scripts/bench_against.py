@@ -82,6 +82,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=9,
                     help="samples per ratio inside a round, each next to a floor sample (default 9)")
     args = ap.parse_args()
+    if args.rounds < 1 or args.samples < 1:
+        ap.error("--rounds and --samples must be at least 1")
+    if not (args.other / "tokunseba" / "translate").is_dir():
+        ap.error(f"{args.other} is no addon/ directory (no tokunseba/translate inside)")
     trees = {"this tree": HERE, "other": args.other.resolve()}
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
     print(f"{'round':<6} {'tree':<10} {'request x orjson':>17} {'stream x orjson':>16}")
