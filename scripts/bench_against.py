@@ -4,11 +4,14 @@
 Each round runs one subprocess per tree (which one goes first alternates) measuring, in CPU time
 (``time.process_time``, so a loaded machine disturbs it less), the Claude Code main turn's
 request path (bytes -> Chat request bytes) and a 2,000-event Chat stream translated to
-Anthropic, each as a ratio to orjson loads + dumps of the same data. Prints every round and
-the median per tree. Works with trees from before the codec registry (make_stream_translator /
-anthropic_to_chat) and after (translate.stream / translate.request).
+Anthropic, each as a ratio to orjson loads + dumps of the same data: inside a round, each
+ratio is the median of ``--samples`` pairs (variant sample, floor sample, back to back, order
+alternating), so a moment when the shared machine gets busier moves both sides of a pair
+together. Prints every round and the median per tree. Works with trees from before the codec
+registry (make_stream_translator / anthropic_to_chat) and after (translate.stream /
+translate.request).
 
-Usage: .venv/bin/python scripts/bench_against.py OTHER_ADDON_DIR [--rounds N]
+Usage: .venv/bin/python scripts/bench_against.py OTHER_ADDON_DIR [--rounds N] [--samples N]
 e.g.   git archive main | tar -x -C /tmp/main && .venv/bin/python scripts/bench_against.py /tmp/main/addon
 """
 
@@ -23,7 +26,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent / "addon"
 
 MEASURE = r'''
-import sys, time, timeit
+import statistics, sys, time, timeit
+SAMPLES = int(sys.argv[2])
 sys.path.insert(0, sys.argv[1])
 import orjson
 from tokunseba import jsonc, translate
@@ -46,11 +50,28 @@ payloads = [e[6:-2] for e in events if e != b"data: [DONE]\n\n"]
 def floor_stream():
     for p in payloads:
         orjson.dumps(orjson.loads(p))
-def best(fn):
-    t = timeit.Timer(fn, timer=time.process_time)
-    n, _ = t.autorange()
-    return min(t.repeat(7, n)) / n
-print(best(req) / best(lambda: orjson.dumps(orjson.loads(raw))), best(stream) / best(floor_stream))
+floor_req = lambda: orjson.dumps(orjson.loads(raw))
+def sample(fn, n):
+    t0 = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t0) / n
+def ratio(fn, floor):
+    """Median over samples of (fn / floor), each pair measured back to back (order alternating),
+    so a busy moment of the machine moves both sides of a ratio together."""
+    nf, _ = timeit.Timer(fn, timer=time.process_time).autorange()
+    nb, _ = timeit.Timer(floor, timer=time.process_time).autorange()
+    rs = []
+    for i in range(SAMPLES):
+        if i % 2:
+            b = sample(floor, nb)
+            a = sample(fn, nf)
+        else:
+            a = sample(fn, nf)
+            b = sample(floor, nb)
+        rs.append(a / b)
+    return statistics.median(rs)
+print(ratio(req, floor_req), ratio(stream, floor_stream))
 '''
 
 
@@ -58,14 +79,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("other", type=Path, help="the other checkout's addon/ directory")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--samples", type=int, default=9,
+                    help="samples per ratio inside a round, each next to a floor sample (default 9)")
     args = ap.parse_args()
+    if args.rounds < 1 or args.samples < 1:
+        ap.error("--rounds and --samples must be at least 1")
+    if not (args.other / "tokunseba" / "translate").is_dir():
+        ap.error(f"{args.other} is no addon/ directory (no tokunseba/translate inside)")
     trees = {"this tree": HERE, "other": args.other.resolve()}
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
     print(f"{'round':<6} {'tree':<10} {'request x orjson':>17} {'stream x orjson':>16}")
     for r in range(args.rounds):
         order = list(trees.items())
         for name, path in order if r % 2 == 0 else order[::-1]:  # who goes first alternates
-            out = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True)
+            out = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(args.samples)],
+                                 capture_output=True, text=True, check=True)
             req, stream = map(float, out.stdout.split())
             got[name].append((req, stream))
             print(f"{r + 1:<6} {name:<10} {req:>17.2f} {stream:>16.2f}")

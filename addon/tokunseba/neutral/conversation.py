@@ -77,22 +77,20 @@ class Conversation(RequestTranslation):
         self._final = True
 
     def _expand(self) -> None:
-        src = {id(p): (p, path) for p, path in self._sources}
-        self._sources = []
-
-        def path_of(part: dict) -> str | None:
-            got = src.get(id(part))
-            return got[1] if got is not None and got[0] is part else None
-
+        sources, self._sources = self._sources, []  # held until the end: their ids stay unique
+        src = {id(p): path for p, path in sources}
+        origin = self.origin
         for i, m in enumerate(self.body.get("messages") or ()):
-            if (p := path_of(m)) is not None:
-                self.origin[f"messages[{i}]"] = p
+            if not src:
+                return  # every recorded part placed
+            if (path := src.pop(id(m), None)) is not None:
+                origin[f"messages[{i}]"] = path
             for k, tc in enumerate(m.get("tool_calls") or ()):
-                if (p := path_of(tc)) is not None:
-                    self.origin[f"messages[{i}].tool_calls[{k}]"] = p
-        for i, t in enumerate(self.body.get("tools") or ()):
-            if (p := path_of(t)) is not None:
-                self.origin[f"tools[{i}]"] = p
+                if (path := src.pop(id(tc), None)) is not None:
+                    origin[f"messages[{i}].tool_calls[{k}]"] = path
+        for i, t in enumerate(self.body.get("tools") or () if src else ()):
+            if (path := src.pop(id(t), None)) is not None:
+                origin[f"tools[{i}]"] = path
 
     def client_path(self, path: str) -> str:
         """The client's JSON path for a neutral one: the longest recorded prefix replaced

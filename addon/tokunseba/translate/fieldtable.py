@@ -191,8 +191,10 @@ def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: d
     ones wrote: tool_choice needs tools), then every unknown field recorded as dropped."""
     out: dict = {}
     for key, (action, how, _note) in table.items():
-        value = body.get(key)
-        if value is None:  # absent or null: nothing to carry
+        if key not in body:  # most rows: decided without a method call
+            continue
+        value = body[key]
+        if value is None:  # null: nothing to carry
             continue
         if action == "mapped":
             out[how] = checks[key](value, key)  # type: ignore[index]
@@ -200,7 +202,8 @@ def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: d
             rt.dropped.append(key)
         else:  # converted, or dropped with its own record (metadata.user_id)
             how(rt, key, value, out, o)  # type: ignore[operator]
-    rt.dropped.extend(k for k in body if k not in table)
+    if not body.keys() <= table.keys():
+        rt.dropped.extend([k for k in body if k not in table])
     return out
 
 

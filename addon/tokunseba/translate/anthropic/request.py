@@ -56,6 +56,20 @@ def _anthropic_id(v: Any, path: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 _TEXT_KEYS = frozenset({"type", "text"})
+
+
+def _plain_text(b: Any) -> str | None:
+    """The text of a well-formed text block (``{"type": "text", "text": str, ...}``), else
+    None. The hot paths ask this first: the usual block is then decided without building a
+    JSON path or calling a validator; anything else takes the validating path, which names
+    what is wrong."""
+    if type(b) is dict and b.get("type") == "text":
+        text = b.get("text")
+        if type(text) is str:
+            return text
+    return None
+
+
 _SOURCE_KEYS = {  # keys of each Anthropic source type
     "base64": frozenset({"type", "media_type", "data"}),
     "url": frozenset({"type", "url"}),
@@ -71,14 +85,17 @@ def _a2c_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = Fal
         return value
     texts = []
     for i, b in enumerate(ft.arr(value, path)):
-        bp = f"{path}[{i}]"
-        ft.obj(b, bp)
-        ft.choice(b.get("type"), ("text",), f"{bp}.type", "block type")
-        text = ft.req(b, "text", bp, ft.string)
+        text = _plain_text(b)
+        if text is None:  # not the usual block: validated field by field, the failure named
+            bp = f"{path}[{i}]"
+            ft.obj(b, bp)
+            ft.choice(b.get("type"), ("text",), f"{bp}.type", "block type")
+            text = ft.req(b, "text", bp, ft.string)
         if billing and text.startswith(BILLING_PREFIX):
-            rt.dropped.append(bp)
+            rt.dropped.append(f"{path}[{i}]")
             continue
-        ft.extras(rt, b, _TEXT_KEYS, bp)
+        if len(b) != 2:  # keys other than type and text
+            ft.extras(rt, b, _TEXT_KEYS, f"{path}[{i}]")
         texts.append(text)
     return JOIN.join(texts)
 
@@ -149,6 +166,8 @@ def _a2c_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) 
 
 
 _TOOL_RESULT_PARTS = {"text": True, "image": False, "document": False, "search_result": False}
+_TOOL_RESULT_KEYS = frozenset({"type", "tool_use_id", "content"})
+_TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 
 
 def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs: list) -> None:
@@ -159,6 +178,9 @@ def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
     else:  # Chat tool messages are text only: images and documents are left behind
         texts = []
         for k, x in enumerate(ft.arr(content, cp)):
+            if (text := _plain_text(x)) is not None and len(x) == 2:  # the usual block, nothing else
+                texts.append(text)
+                continue
             xp = f"{cp}[{k}]"
             if ft.pick(_TOOL_RESULT_PARTS, ft.obj(x, xp).get("type"), f"{xp}.type", "tool_result block type"):
                 texts.append(ft.req(x, "text", xp, ft.string))
@@ -166,7 +188,8 @@ def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
             else:
                 rt.dropped.append(xp)
         text = JOIN.join(texts)
-    ft.extras(rt, b, frozenset({"type", "tool_use_id", "content"}), bp)  # is_error, cache_control
+    if not b.keys() <= _TOOL_RESULT_KEYS:
+        ft.extras(rt, b, _TOOL_RESULT_KEYS, bp)  # is_error, cache_control
     tool_msgs.append(rt.source({"role": "tool", "tool_call_id": tool_id, "content": text}, bp))
 
 
@@ -181,7 +204,8 @@ def _a2c_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) 
         "type": "function",
         "function": {"name": ft.req(b, "name", bp, ft.string), "arguments": arguments},
     }, bp))
-    ft.extras(rt, b, frozenset({"type", "id", "name", "input"}), bp)
+    if not b.keys() <= _TOOL_USE_KEYS:
+        ft.extras(rt, b, _TOOL_USE_KEYS, bp)
 
 
 def _drop_block(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
@@ -223,7 +247,12 @@ SERVER_BLOCK_SUFFIXES = ("_tool_use", "_tool_result")  # server-tool block types
 def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
     parts: list = []
     extra: list = []
-    for j, b in enumerate(ft.arr(content, f"{p}.content")):
+    for j, b in enumerate(content if type(content) is list else ft.arr(content, f"{p}.content")):
+        if (text := _plain_text(b)) is not None:  # the usual block: as _a2c_text, without a path
+            parts.append({"type": "text", "text": text})
+            if len(b) != 2:  # keys other than type and text
+                ft.extras(rt, b, _TEXT_KEYS, f"{p}.content[{j}]")
+            continue
         bp = f"{p}.content[{j}]"
         btype = ft.obj(b, bp).get("type")
         if table is A2C_ASSISTANT_BLOCKS and isinstance(btype, str) and btype.endswith(SERVER_BLOCK_SUFFIXES):
@@ -260,7 +289,7 @@ def _a2c_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Opt
 
 
 def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
-    text = _a2c_text_of(rt, content, f"{p}.content")
+    text = content if type(content) is str else _a2c_text_of(rt, content, f"{p}.content")
     if not text:
         rt.dropped.append(p)
         return
@@ -269,39 +298,60 @@ def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: f
 
 
 A2C_ROLES = {"user": _a2c_user, "assistant": _a2c_assistant, "system": _a2c_system_message}
+_MESSAGE_KEYS = frozenset({"role", "content"})
 
 
 def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     msgs = out.setdefault("messages", [])
     for i, m in enumerate(ft.arr(value, "messages")):
         p = f"messages[{i}]"
+        # the usual message decided without a validator call: a known role and content, the
+        # only two keys
+        if (type(m) is dict and type(role := m.get("role")) is str and (handler := A2C_ROLES.get(role)) is not None
+                and (content := m.get("content")) is not None and len(m) == 2):
+            handler(rt, content, p, msgs, o)
+            continue
         ft.obj(m, p)
         handler = ft.pick(A2C_ROLES, m.get("role"), f"{p}.role", "role")
         content = m.get("content")
         if content is None:
             raise ft.bad(f"{p}.content", "required")
-        ft.extras(rt, m, frozenset({"role", "content"}), p)
+        ft.extras(rt, m, _MESSAGE_KEYS, p)
         handler(rt, content, p, msgs, o)
 
 
 _A2C_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
 
 
+def _a2c_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
+    """One Anthropic tool as a Chat function tool (None: a server tool, dropped)."""
+    ttype = ft.obj(t, tp).get("type")
+    if ttype not in (None, "custom"):  # server tools (web_search_20250305, bash_...)
+        ft.string(ttype, f"{tp}.type")
+        rt.dropped.append(tp)
+        return None
+    fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
+    if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
+        fn["description"] = desc
+    fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
+    ft.extras(rt, t, _A2C_TOOL_KEYS, tp)  # cache_control, strict, defer_loading, ...
+    return {"type": "function", "function": fn}
+
+
 def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     tools = []
     for i, t in enumerate(ft.arr(value, "tools")):
-        tp = f"tools[{i}]"
-        ttype = ft.obj(t, tp).get("type")
-        if ttype not in (None, "custom"):  # server tools (web_search_20250305, bash_...)
-            ft.string(ttype, f"{tp}.type")
-            rt.dropped.append(tp)
+        # the usual tool decided in one expression, as _a2c_tool would: three keys, and
+        # name, input_schema and description among them (so nothing else); anything else
+        # goes through _a2c_tool
+        if (type(t) is dict and len(t) == 3 and type(name := t.get("name")) is str
+                and type(schema := t.get("input_schema")) is dict and type(desc := t.get("description")) is str):
+            tool: dict | None = {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
+        elif (tool := _a2c_tool(rt, t, f"tools[{i}]")) is None:
             continue
-        fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
-        if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
-            fn["description"] = desc
-        fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
-        ft.extras(rt, t, _A2C_TOOL_KEYS, tp)  # cache_control, strict, defer_loading, ...
-        tools.append(rt.source({"type": "function", "function": fn}, tp))
+        if len(tools) != i:  # an earlier tool was dropped: say where this one came from
+            rt.origin[f"tools[{len(tools)}]"] = f"tools[{i}]"
+        tools.append(tool)
     if tools:
         out["tools"] = tools
     elif not value:

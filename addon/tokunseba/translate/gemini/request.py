@@ -643,24 +643,24 @@ FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,63}")
 def _enc_tools(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
     decls = []
     for i, t in enumerate(_arr(value, key)):
-        tp = f"{key}[{i}]"
-        t = _obj(t, tp)
-        if t.get("type") != "function" or not isinstance(t.get("function"), dict):
-            e.drop(tp)
+        if type(t) is not dict:
+            _obj(t, f"{key}[{i}]")  # a 400 naming the path (a path is built only for a failure or a record)
+        fn = t.get("function")
+        if t.get("type") != "function" or not isinstance(fn, dict):
+            e.drop(f"{key}[{i}]")
             continue
-        fn = t["function"]
         name = fn.get("name")
         if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
-            raise _bad(f"{tp}.function.name", f"Gemini rejects the function name {name!r}: it must start with a "
-                                              "letter or an underscore and hold at most 64 of a-z, A-Z, 0-9, "
-                                              "_ . : -", refused=True)
+            raise _bad(f"{key}[{i}].function.name", f"Gemini rejects the function name {name!r}: it must start "
+                                                    "with a letter or an underscore and hold at most 64 of a-z, "
+                                                    "A-Z, 0-9, _ . : -", refused=True)
         fd: dict = {"name": name}
-        if fn.get("description"):
-            fd["description"] = fn["description"]
-        if fn.get("parameters") is not None:
-            fd["parametersJsonSchema"] = fn["parameters"]
+        if desc := fn.get("description"):
+            fd["description"] = desc
+        if (params := fn.get("parameters")) is not None:
+            fd["parametersJsonSchema"] = params
         if fn.get("strict") is not None:
-            e.drop(f"{tp}.function.strict")
+            e.drop(f"{key}[{i}].function.strict")
         decls.append(fd)
     if decls:
         out["tools"] = [{"functionDeclarations": decls}]

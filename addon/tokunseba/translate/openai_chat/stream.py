@@ -135,11 +135,24 @@ class ChatDecoder:
 
     # ---- internals ----
     def _delta(self, delta: dict, out: list[Event]) -> None:
+        c = delta.get("content")
+        if len(delta) == 1:  # the usual chunks: a piece of text, or tool-call fragments, alone
+            if c and type(c) is str:
+                if self._open_kind == "text":
+                    out.append(BlockDelta(self._open, c))  # type: ignore[arg-type]
+                else:
+                    self._text("text", c, out)
+                return
+            tcs = delta.get("tool_calls")
+            if tcs and type(tcs) is list:
+                for pos, tc in enumerate(tcs):
+                    if isinstance(tc, dict):
+                        self._tool(tc, pos, out)
+                return
         if not delta.keys() <= DELTA_KEYS_READ:  # thinking_blocks, audio...
             self._left_behind(delta, DELTA_KEYS_READ, "choices[0].delta")
         if "reasoning_content" in delta or "reasoning" in delta:  # REASONING_KEYS, tested the fast way
             self._reasoning(delta, out)
-        c = delta.get("content")
         if c:
             if isinstance(c, str):
                 self._text("text", c, out)

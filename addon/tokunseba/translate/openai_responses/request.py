@@ -154,6 +154,9 @@ def _item_extras(rt: Conversation, item: dict, known: frozenset[str], st: _Walk)
 
 
 _MESSAGE_KEYS = frozenset({"type", "role", "content"})
+_FUNCTION_CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "arguments"})
+_CALL_OUTPUT_ITEM_KEYS = frozenset({"type", "call_id", "output"})
+_FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters"})
 
 
 def _system_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
@@ -210,7 +213,7 @@ def _function_call(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Option
         "type": "function",
         "function": {"name": ft.req(item, "name", p, ft.string), "arguments": ft.req(item, "arguments", p, ft.string)},
     }, p)
-    _item_extras(rt, item, frozenset({"type", "call_id", "name", "arguments"}), st)  # id, status, namespace
+    _item_extras(rt, item, _FUNCTION_CALL_ITEM_KEYS, st)  # id, status, namespace
     st.leading = False
     if st.assistant is None:  # "" rather than null: llama_cpp.server answers null with a 500
         st.assistant = rt.source({"role": "assistant", "content": ""}, p)
@@ -232,7 +235,7 @@ def _function_call_output(rt: Conversation, item: dict, p: str, st: _Walk, o: ft
             else:
                 rt.dropped.append(xp)
         text = JOIN.join(texts)
-    _item_extras(rt, item, frozenset({"type", "call_id", "output"}), st)
+    _item_extras(rt, item, _CALL_OUTPUT_ITEM_KEYS, st)
     st.leading, st.assistant = False, None
     st.msgs.append(rt.source({"role": "tool", "tool_call_id": call_id, "content": text}, p))
 
@@ -324,7 +327,7 @@ def _tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> 
             fn["description"] = desc
         if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
             fn["parameters"] = params
-        ft.extras(rt, t, frozenset({"type", "name", "description", "parameters"}), tp)  # strict, ...
+        ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
         tools.append(rt.source({"type": "function", "function": fn}, tp))
     if tools:
         out["tools"] = tools
@@ -502,13 +505,20 @@ ENC_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]
 }
 
 
+_ROLE_CONTENT_KEYS = frozenset({"role", "content"})
+_TOOL_MESSAGE_KEYS = frozenset({"role", "tool_call_id", "content"})
+_ASSISTANT_KEYS = frozenset({"role", "content", "tool_calls", "refusal"})
+_TOOL_CALL_KEYS = frozenset({"id", "type", "function"})
+_CALL_FUNCTION_KEYS = frozenset({"name", "arguments"})
+
+
 def _enc_message(rt: RequestTranslation, role: str, parts: list[dict]) -> dict:
     return {"type": "message", "role": role, "content": parts}
 
 
 def _enc_system(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
     parts = _enc_text_parts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content", "input_text")
-    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    ft.extras(rt, m, _ROLE_CONTENT_KEYS, p)  # name
     if not parts:
         rt.dropped.append(p)
     elif not items and "instructions" not in top:  # the leading system text: instructions
@@ -521,7 +531,7 @@ def _enc_system(rt: RequestTranslation, m: dict, p: str, items: list, top: dict)
 
 def _enc_user(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
     content = ft.req(m, "content", p, ft.anything)
-    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    ft.extras(rt, m, _ROLE_CONTENT_KEYS, p)  # name
     if isinstance(content, str):
         parts = [{"type": "input_text", "text": content}] if content else []
     else:
@@ -548,9 +558,9 @@ def _enc_assistant(rt: RequestTranslation, m: dict, p: str, items: list, top: di
         items.append({"type": "function_call", "call_id": ft.req(tc, "id", tp, ft.string),
                       "name": ft.req(fn, "name", fp, ft.string),
                       "arguments": ft.opt(fn, "arguments", fp, ft.string) or ""})
-        ft.extras(rt, tc, frozenset({"id", "type", "function"}), tp)
-        ft.extras(rt, fn, frozenset({"name", "arguments"}), fp)
-    ft.extras(rt, m, frozenset({"role", "content", "tool_calls", "refusal"}), p)  # name, audio, ...
+        ft.extras(rt, tc, _TOOL_CALL_KEYS, tp)
+        ft.extras(rt, fn, _CALL_FUNCTION_KEYS, fp)
+    ft.extras(rt, m, _ASSISTANT_KEYS, p)  # name, audio, ...
     if not parts and not m.get("tool_calls"):
         rt.dropped.append(p)
 
@@ -561,7 +571,7 @@ def _enc_tool(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -
     output: str | list = content if isinstance(content, str) else parts
     items.append({"type": "function_call_output", "call_id": ft.req(m, "tool_call_id", p, ft.string),
                   "output": output})
-    ft.extras(rt, m, frozenset({"role", "tool_call_id", "content"}), p)
+    ft.extras(rt, m, _TOOL_MESSAGE_KEYS, p)
 
 
 ENC_ROLES = {"system": _enc_system, "developer": _enc_system, "user": _enc_user, "assistant": _enc_assistant,
@@ -576,28 +586,46 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft
     out["input"] = items
 
 
+def _enc_tool(rt: RequestTranslation, t: Any, tp: str, n: int) -> dict | None:
+    """One neutral tool as the ``n``-th Responses tool (None: a custom tool, dropped)."""
+    ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
+    if ttype == "custom":  # a Chat custom tool's shape differs; not carried here
+        rt.dropped.append(tp)
+        return None
+    fp = f"{tp}.function"
+    fn = ft.req(t, "function", tp, ft.obj)
+    name = ft.name_within(ft.req(fn, "name", fp, ft.string), f"{tp}.name", OPENAI_TOOL_NAME_MAX, "Responses")
+    tool: dict = {"type": "function", "name": name}
+    if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
+        tool["description"] = desc
+    tool["parameters"] = ft.opt(fn, "parameters", fp, ft.obj)
+    strict = ft.opt(fn, "strict", fp, ft.boolean)
+    if strict is None:  # Responses defaults to strict schemas, Chat to loose ones: say what the client meant
+        strict = False
+        rt.plumbing.append(f"tools[{n}].strict")
+    tool["strict"] = strict
+    ft.extras(rt, t, _TOOL_KEYS, tp)
+    ft.extras(rt, fn, _FUNCTION_KEYS, fp)
+    return tool
+
+
+_TOOL_KEYS = frozenset({"type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
 def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     tools = []
     for i, t in enumerate(ft.arr(value, key)):
-        tp = f"{key}[{i}]"
-        ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
-        if ttype == "custom":  # a Chat custom tool's shape differs; not carried here
-            rt.dropped.append(tp)
+        # the usual tool decided in one expression, as _enc_tool would: {"type": "function",
+        # "function": {name (64 characters at most), description, parameters}} and nothing else
+        if (type(t) is dict and len(t) == 2 and t.get("type") == "function" and type(fn := t.get("function")) is dict
+                and len(fn) == 3 and type(name := fn.get("name")) is str and len(name) <= OPENAI_TOOL_NAME_MAX
+                and type(desc := fn.get("description")) is str and type(params := fn.get("parameters")) is dict):
+            tool: dict | None = {"type": "function", "name": name, "description": desc, "parameters": params,
+                                 "strict": False}
+            rt.plumbing.append(f"tools[{len(tools)}].strict")  # Responses defaults to strict: see _enc_tool
+        elif (tool := _enc_tool(rt, t, f"{key}[{i}]", len(tools))) is None:
             continue
-        fp = f"{tp}.function"
-        fn = ft.req(t, "function", tp, ft.obj)
-        name = ft.name_within(ft.req(fn, "name", fp, ft.string), f"{tp}.name", OPENAI_TOOL_NAME_MAX, "Responses")
-        tool: dict = {"type": "function", "name": name}
-        if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
-            tool["description"] = desc
-        tool["parameters"] = ft.opt(fn, "parameters", fp, ft.obj)
-        strict = ft.opt(fn, "strict", fp, ft.boolean)
-        if strict is None:  # Responses defaults to strict schemas, Chat to loose ones: say what the client meant
-            strict = False
-            rt.plumbing.append(f"tools[{len(tools)}].strict")
-        tool["strict"] = strict
-        ft.extras(rt, t, frozenset({"type", "function"}), tp)
-        ft.extras(rt, fn, frozenset({"name", "description", "parameters", "strict"}), fp)
         tools.append(tool)
     if tools:
         out["tools"] = tools

@@ -159,6 +159,21 @@ class _Item:
     name: str = ""
     parts: list[str] = field(default_factory=list)  # text / argument fragments
     done: bool = False
+    delta_fields: bytes = b""  # the bytes of a delta event between its sequence number and its text
+
+
+# the hot path of every stream: a delta event's bytes, as _ev would write
+# {"type": t, "sequence_number": n, "item_id": ..., "output_index": ..., ["content_index": 0,]
+#  "delta": text[, "logprobs": []]}, written directly from these pieces (same bytes)
+_DELTA_TYPE = {"message": "response.output_text.delta", "function_call": "response.function_call_arguments.delta"}
+_DELTA_HEAD = {kind: b'event: %s\ndata: {"type":"%s","sequence_number":' % (t.encode(), t.encode())
+               for kind, t in _DELTA_TYPE.items()}
+_DELTA_TAIL = {"message": b',"logprobs":[]}\n\n', "function_call": b"}\n\n"}
+
+
+def _delta_fields(it: _Item) -> bytes:
+    head = b',"item_id":' + jsonc.dumpb(it.id) + b',"output_index":' + str(it.out).encode()
+    return head + (b',"content_index":0,"delta":' if it.kind == "message" else b',"delta":')
 
 
 class ResponsesEncoder:
@@ -241,10 +256,12 @@ class ResponsesEncoder:
             return self._stream_error(StreamError(
                 502, "api_error", f"the upstream sent content for output item {it.id} after it was completed"))
         it.parts.append(ev.text)
-        if it.kind == "message":
-            return self._ev("response.output_text.delta", item_id=it.id, output_index=it.out, content_index=0,
-                            delta=ev.text, logprobs=[])
-        return self._ev("response.function_call_arguments.delta", item_id=it.id, output_index=it.out, delta=ev.text)
+        if not it.delta_fields:
+            it.delta_fields = _delta_fields(it)
+        seq = self._seq
+        self._seq = seq + 1
+        return b"".join((_DELTA_HEAD[it.kind], str(seq).encode(), it.delta_fields, jsonc.dumpb(ev.text),
+                         _DELTA_TAIL[it.kind]))
 
     def _block_stop(self, ev: BlockStop) -> bytes:
         it = self._items.get(ev.index)
