@@ -19,7 +19,8 @@ Two arrival patterns:
 and per sample it measures, in CPU time per turn: the writer thread (its own thread clock:
 SQL building, scrubbing, JSON, SQLite, commits, wake-ups) and the producer (the
 ``start_turn`` / ``update_turn`` / ``event`` calls, what the event loop pays), plus the
-transactions per turn. Every round runs each (pattern, variant) once in a fresh shuffled
+transactions per turn and (paced) the lag: how late the producer comes back from its
+pauses, 99th percentile, as the event loop is late when the writer holds the GIL. Every round runs each (pattern, variant) once in a fresh shuffled
 order; the tables give each variant's median over the rounds and, as ratios, the median of
 the per-round ratios to the first variant (measured in the same round), so a machine that
 gets busier during the run moves all variants together. Every sample's ledger is checked
@@ -28,7 +29,7 @@ Not a test: it prints, it asserts nothing beyond that check.
 
 Usage: .venv/bin/python scripts/bench_ledger.py [--turns N] [--rounds N] [--gap-ms MS] [--seed S]
            [--variant NAME=JSON ...] [--against ADDON_DIR]
-e.g. --variant 'linger 0=\"{\\"linger_s\\": 0}\"' (LedgerWriter keyword arguments as JSON);
+e.g. --variant 'no linger={"linger_s": 0}' (LedgerWriter keyword arguments as JSON);
      git archive main | tar -x -C /tmp/main && ... --against /tmp/main/addon
 """
 
@@ -85,13 +86,16 @@ def turn_start(w, rid: str, now: float) -> None:
         w.event(rid, kind, data, ts=now)
 
 
-def turn_end(w, rid: str, started: float) -> None:
-    """``Tokunseba._complete``'s record for the same turn, ended cleanly."""
+def turn_end(w, rid: str, started: float, i: int) -> None:
+    """``Tokunseba._complete``'s record for the same turn (the ``i``-th), ended cleanly:
+    timings and usage differ from turn to turn, as they do."""
     latency = round((time.time() - started) * 1000, 3)
-    w.update_turn(rid, status=200, latency_ms=latency, ttfb_ms=round(latency / 3, 3), usage_reported=REPORTED,
-                  usage_protocol="openai", usage_client=CLIENT_USAGE, outcome="translated")
+    reported = REPORTED | {"completion_tokens": 58 + i, "total_tokens": 2668 + i}
+    client = CLIENT_USAGE | {"output_tokens": 58 + i}
+    w.update_turn(rid, status=200, latency_ms=latency, ttfb_ms=round(latency / 3, 3), usage_reported=reported,
+                  usage_protocol="openai", usage_client=client, outcome="translated")
     w.event(rid, "completed", {"status": 200, "latency_ms": latency, "ttfb_ms": round(latency / 3, 3),
-                               "usage": REPORTED, "usage_client": CLIENT_USAGE})
+                               "usage": reported, "usage_client": client})
 
 
 # ---------------------------------------------------------------- the worker (one per variant)
@@ -116,24 +120,31 @@ def sample(pattern: str, turns: int, gap_s: float, writer_kw: dict) -> dict:
         w.flush(10)
         w0, b0 = thread_cpu(wname), getattr(w, "batches", 0)
         produce = 0.0
+        lags: list[float] = []
+
+        def pause() -> None:  # the loop waiting for I/O; back late if the writer holds the GIL (or the CPU)
+            t = time.perf_counter()
+            time.sleep(gap_s)
+            lags.append(time.perf_counter() - t - gap_s)
+
         ids = [f"tk-{i:024x}" for i in range(turns)]
         if pattern == "paced":
-            for rid in ids:
+            for i, rid in enumerate(ids):
                 now = time.time()
                 c = time.thread_time()
                 turn_start(w, rid, now)
                 produce += time.thread_time() - c
-                time.sleep(gap_s)
+                pause()
                 c = time.thread_time()
-                turn_end(w, rid, now)
+                turn_end(w, rid, now, i)
                 produce += time.thread_time() - c
-                time.sleep(gap_s)
+                pause()
         else:
             c = time.thread_time()
-            for rid in ids:
+            for i, rid in enumerate(ids):
                 now = time.time()
                 turn_start(w, rid, now)
-                turn_end(w, rid, now)
+                turn_end(w, rid, now, i)
             produce = time.thread_time() - c
         if not w.flush(120):
             raise RuntimeError("the writer did not settle in 120 s")
@@ -147,7 +158,10 @@ def sample(pattern: str, turns: int, gap_s: float, writer_kw: dict) -> dict:
         con.close()
     if dropped or done != turns or events != turns * EVENTS_PER_TURN:
         raise RuntimeError(f"ledger incomplete: {done}/{turns} turns, {events} events, {dropped} dropped")
-    return {"writer_us": writer_cpu / turns * 1e6, "producer_us": produce / turns * 1e6, "tx": batches / turns}
+    lags.sort()
+    lag99 = lags[int(len(lags) * 0.99)] * 1e6 if lags else 0.0
+    return {"writer_us": writer_cpu / turns * 1e6, "producer_us": produce / turns * 1e6, "tx": batches / turns,
+            "lag99_us": lag99}
 
 
 def worker(addon: str) -> None:
@@ -254,14 +268,14 @@ def main() -> None:
         print(f"\n{pattern}: CPU µs per turn (median of {args.rounds}), transactions per turn; "
               f"ratios = median of per-round ratios to {ref!r}")
         print(f"  {'variant':<{width}} {'writer µs':>10} {'producer µs':>12} {'tx/turn':>8} {'writer x':>9} "
-              f"{'producer x':>11}")
+              f"{'producer x':>11}" + (f" {'lag p99 µs':>11}" if pattern == "paced" else ""))
         for name, _, _ in variants:
             rows, base = got[(pattern, name)], got[(pattern, ref)]
-            med = {k: statistics.median(r[k] for r in rows) for k in ("writer_us", "producer_us", "tx")}
+            med = {k: statistics.median(r[k] for r in rows) for k in ("writer_us", "producer_us", "tx", "lag99_us")}
             rw = statistics.median(r["writer_us"] / b["writer_us"] for r, b in zip(rows, base))
             rp = statistics.median(r["producer_us"] / b["producer_us"] for r, b in zip(rows, base))
             print(f"  {name:<{width}} {med['writer_us']:>10.1f} {med['producer_us']:>12.1f} {med['tx']:>8.3f} "
-                  f"{rw:>9.2f} {rp:>11.2f}")
+                  f"{rw:>9.2f} {rp:>11.2f}" + (f" {med['lag99_us']:>11.0f}" if pattern == "paced" else ""))
 
 
 if __name__ == "__main__":

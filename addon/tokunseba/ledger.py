@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
+from .ledger_scrub import scrubbed_json
 from .ledger_batch import Record, record_name, statements_of, write_folded
 from .private_files import create_private
 from .secrets import redact_text, scrub
@@ -332,13 +333,14 @@ class Ledger:
             except Exception as e:  # sqlite3.Error, encoding errors, anything: the turn goes on
                 log.warning("ledger %s failed: %s", what, e)
 
-    def write_batch(self, records: list[Record]) -> bool:
+    def write_batch(self, records: list[Record], between: Callable[[], object] | None = None) -> bool:
         """Write ``records`` (``ledger_batch``'s tuples, in queue order) in ONE immediate
         transaction: folded into few statements (``write_folded``); should any statement
         fail, the transaction is rolled back and the batch written again with one savepoint
         per record, so a record that fails is logged and rolled back alone. Returns False,
         having written nothing, when the database is busy or locked (the caller retries
-        later); True once committed (or when the ledger is closed)."""
+        later); True once committed (or when the ledger is closed). ``between()`` runs between
+        records (``write_folded``)."""
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -348,7 +350,7 @@ class Ledger:
                 return began
             try:
                 left_out = write_folded(conn, self, records, turn_columns=TURN_COLUMNS, upsert_sql=upsert_turn_sql,
-                                        event_sql=EVENT_SQL)
+                                        event_sql=EVENT_SQL, between=between)
                 conn.execute("COMMIT")
             except BaseException as e:
                 self._rollback(conn)
@@ -474,7 +476,7 @@ class Ledger:
             elif kind == "text":
                 cols[name] = None if value is None else scrub(str(value))
             elif kind == "json":
-                cols[name] = None if value is None else jsonc.dumps(scrub(value))
+                cols[name] = None if value is None else scrubbed_json(value)
             elif kind == "body" and self.store_bodies and value is not None:
                 bodies[name] = value.encode() if isinstance(value, str) else bytes(value)
         if "usage_reported" in fields:
@@ -506,7 +508,7 @@ class Ledger:
         cols: dict[str, Any] = {"usage_protocol": protocol}
         counted = USAGE_PROTOCOLS.get(protocol or "")
         if isinstance(reported, dict):
-            cols["usage_reported"] = jsonc.dumps(scrub(reported))
+            cols["usage_reported"] = scrubbed_json(reported)
             if counted is None:
                 log.warning("ledger: usage of turn %s has no known protocol (%r); fields left NULL", request_id, protocol)
             f = Usage(counted, reported).fields() if counted else {}
@@ -528,7 +530,7 @@ class Ledger:
     @staticmethod
     def event_row(request_id: str, kind: str, data: dict | None = None, ts: float | None = None) -> tuple:
         """The values of one ``events`` row (``EVENT_SQL``)."""
-        payload = None if data is None else jsonc.dumps(scrub(data))
+        payload = None if data is None else scrubbed_json(data)
         return (request_id, time.time() if ts is None else ts, kind, payload)
 
     @classmethod
