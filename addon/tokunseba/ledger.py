@@ -333,14 +333,13 @@ class Ledger:
             except Exception as e:  # sqlite3.Error, encoding errors, anything: the turn goes on
                 log.warning("ledger %s failed: %s", what, e)
 
-    def write_batch(self, records: list[Record], between: Callable[[], object] | None = None) -> bool:
+    def write_batch(self, records: list[Record]) -> bool:
         """Write ``records`` (``ledger_batch``'s tuples, in queue order) in ONE immediate
         transaction: folded into few statements (``write_folded``); should any statement
         fail, the transaction is rolled back and the batch written again with one savepoint
         per record, so a record that fails is logged and rolled back alone. Returns False,
         having written nothing, when the database is busy or locked (the caller retries
-        later); True once committed (or when the ledger is closed). ``between()`` runs between
-        records (``write_folded``)."""
+        later); True once committed (or when the ledger is closed)."""
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -350,7 +349,7 @@ class Ledger:
                 return began
             try:
                 left_out = write_folded(conn, self, records, turn_columns=TURN_COLUMNS, upsert_sql=upsert_turn_sql,
-                                        event_sql=EVENT_SQL, between=between)
+                                        event_sql=EVENT_SQL)
                 conn.execute("COMMIT")
             except BaseException as e:
                 self._rollback(conn)

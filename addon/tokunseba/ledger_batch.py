@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 START, UPDATE, EVENT, BUILD = "start", "update", "event", "build"
@@ -132,16 +132,12 @@ class _Fold:
 
 
 def write_folded(conn: sqlite3.Connection, ledger: Writes, records: Iterable[Record], *,
-                 turn_columns: tuple[str, ...], upsert_sql, event_sql: str,
-                 between: Callable[[], object] | None = None) -> list[tuple[str, Exception]]:
+                 turn_columns: tuple[str, ...], upsert_sql, event_sql: str) -> list[tuple[str, Exception]]:
     """Write ``records`` folded, inside the caller's transaction; return the records left
-    out as (name, error). SQL errors raise (the caller rolls back). ``between()`` runs
-    after each record is folded (the writer thread lets the event loop have the GIL)."""
+    out as (name, error). SQL errors raise (the caller rolls back)."""
     fold = _Fold(conn, ledger, turn_columns, upsert_sql, event_sql)
     left_out: list[tuple[str, Exception]] = []
     for record in records:
-        if between is not None:
-            between()
         if record[0] != BUILD:
             try:
                 fold.add(record)

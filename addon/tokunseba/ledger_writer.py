@@ -12,9 +12,7 @@ Contract:
 - Woken by a record, the thread first lingers ``linger_s`` (default ``DEFAULT_LINGER_S``,
   sleeping, without the GIL) so that the records queued meanwhile (the rest of a turn's,
   other turns') land in the same transaction: a record is committed about ``linger_s``
-  after it was queued, unless the database is busy. Between the records of a batch it
-  gives the GIL away once it has held it ``yield_every_s`` (default 200 µs), so the event
-  loop need not wait out the interpreter's 5 ms switch interval while a batch is written.
+  after it was queued, unless the database is busy.
 - A busy database (another process holding the write lock) delays records, never flows:
   the batch is retried with a growing pause (up to ``MAX_BACKOFF_S``) while new records
   queue up. When the queue is full a record is dropped: every drop is counted (``dropped``)
@@ -27,7 +25,6 @@ Contract:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -41,18 +38,14 @@ log = logging.getLogger("tokunseba.ledger")
 DEFAULT_MAX_QUEUE = 20_000  # records (a turn makes about 7)
 DEFAULT_MAX_BATCH = 1_000
 DEFAULT_LINGER_S = 0.005
-DEFAULT_YIELD_EVERY_S = 0.0002
 MAX_BACKOFF_S = 0.5
 DROP_LOG_EVERY_S = 5.0
 
 
 class LedgerWriter:
     def __init__(self, ledger: Ledger, *, max_queue: int = DEFAULT_MAX_QUEUE, max_batch: int = DEFAULT_MAX_BATCH,
-                 linger_s: float = DEFAULT_LINGER_S, yield_every_s: float | None = DEFAULT_YIELD_EVERY_S) -> None:
+                 linger_s: float = DEFAULT_LINGER_S) -> None:
         self.ledger = ledger
-        self.yield_every_s = yield_every_s
-        self._slice_start = 0.0
-        self.between = None if yield_every_s is None else self._between
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.linger_s = linger_s
@@ -178,17 +171,7 @@ class LedgerWriter:
             if self.linger_s > 0 and not self._hurry.is_set():
                 self._hurry.wait(self.linger_s)  # let the records queued meanwhile join this batch
             batch = [self._q.popleft() for _ in range(min(self.max_batch, len(self._q)))]
-            self._slice_start = time.perf_counter()
             self._commit(batch)
-
-    def _between(self) -> None:
-        """Between two records of a batch: when this thread has held the GIL for
-        ``yield_every_s``, give a thread waiting for it (the event loop) its turn now rather
-        than after the interpreter's switch interval (5 ms)."""
-        now = time.perf_counter()
-        if now - self._slice_start >= self.yield_every_s:
-            os.sched_yield()  # without the GIL: a thread waiting for it takes it
-            self._slice_start = time.perf_counter()
 
     def _settle_left_over(self) -> None:
         """close() timed out, or records raced it: count what is left as dropped."""
@@ -206,7 +189,7 @@ class LedgerWriter:
         pause = 0.01
         while True:
             try:
-                ok = self.ledger.write_batch(batch, between=self.between)
+                ok = self.ledger.write_batch(batch)
             except Exception as e:  # never let the thread die: the records are lost, and said so
                 log.warning("ledger: batch of %d records failed: %s", len(batch), e)
                 ok = True
