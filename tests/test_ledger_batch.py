@@ -178,17 +178,34 @@ def test_no_secret_reaches_the_ledger_through_the_writer(tmp_path):
 # ---------------------------------------------------------------- the writer's linger
 
 
-def test_a_turns_records_queued_apart_share_one_transaction(tmp_path):
-    w = LedgerWriter(Ledger(tmp_path / "l.db"), linger_s=30.0)  # nothing commits before a flush
+def test_turn_ends_queued_apart_share_one_transaction(tmp_path):
+    w = LedgerWriter(Ledger(tmp_path / "l.db"), linger_s=30.0)  # nothing but a start commits before a flush
     for i in range(20):
         w.start_turn(f"tk-{i}", started_at=1000.0, client_protocol="anthropic", host="h", path="/v1/messages",
                      requested_model="m", stream=False)
-        time.sleep(0.001)  # the writer wakes and lingers
+    assert w.flush(20)
+    written, batches = w.written, w.batches
+    for i in range(20):
         w.update_turn(f"tk-{i}", outcome="pass_through", status=200)
+        time.sleep(0.001)  # the writer wakes and lingers
         w.event(f"tk-{i}", "completed", {"status": 200})
-    assert w.written == 0
+    assert w.written == written
     assert w.flush(20)  # hurries the linger: it would otherwise time out
-    assert w.written == 60 and w.batches == 1
+    assert (w.written - written, w.batches - batches) == (40, 1)
+    w.close()
+
+
+def test_a_turns_start_is_not_held_back(tmp_path):
+    """A linger of ten minutes: the start is committed anyway, so a reader finds the turn
+    open, never missing, while its end may wait."""
+    w = LedgerWriter(Ledger(tmp_path / "l.db"), linger_s=600.0)
+    w.update_turn("tk-0", outcome="pass_through")  # an end that lingers...
+    w.start_turn("tk-1", started_at=1000.0, client_protocol="anthropic", host="h", path="/", requested_model="m",
+                 stream=False)  # ...cut short by a start
+    deadline = time.monotonic() + 30
+    while w.written < 2:
+        assert time.monotonic() < deadline, "the start waited for the linger"
+        time.sleep(0.01)
     w.close()
 
 

@@ -10,9 +10,11 @@ Contract:
   A record's SQL is built in that thread (scrubbing and JSON encoding leave the event loop
   too, and a record reads what the records before it wrote).
 - Woken by a record, the thread first lingers ``linger_s`` (default ``DEFAULT_LINGER_S``,
-  sleeping, without the GIL) so that the records queued meanwhile (the rest of a turn's,
-  other turns') land in the same transaction: a record is committed about ``linger_s``
-  after it was queued, unless the database is busy.
+  sleeping, without the GIL) so that the records queued meanwhile (a turn's end with the
+  next turns' records) land in the same transaction: a record is committed at most about
+  ``linger_s`` after it was queued, unless the database is busy. A turn's start is not
+  held back: a START record ends the linger, so a turn's row shows it open (outcome NULL)
+  as soon as the thread gets to it; only what comes after may wait.
 - A busy database (another process holding the write lock) delays records, never flows:
   the batch is retried with a growing pause (up to ``MAX_BACKOFF_S``) while new records
   queue up. When the queue is full a record is dropped: every drop is counted (``dropped``)
@@ -57,7 +59,8 @@ class LedgerWriter:
         self._put_lock = threading.Lock()  # the queue's bound and count, for producers on any thread
         self._wake = threading.Event()  # a record waits: set by the first record the sleeping writer misses
         self._sleeping = False
-        self._hurry = threading.Event()  # flush() / close(): commit without lingering
+        self._hurry = threading.Event()  # flush() / close(): commit without lingering until idle
+        self._cut = threading.Event()  # ends the current linger: a turn's start, flush(), close()
         self._closing = False
         self._stop_now = False  # close() ran out of time: stop retrying a busy database
         self._last_drop_log = 0.0
@@ -111,7 +114,10 @@ class LedgerWriter:
                 self._queued += 1
         if full:
             self._drop(record, f"{self.max_queue} records waiting: the database is busy or slow")
-        elif self._sleeping:
+            return
+        if record[0] == START:
+            self._cut.set()  # a turn's start is not held back: its row shows the turn open at once
+        if self._sleeping:
             self._sleeping = False
             self._wake.set()
 
@@ -135,6 +141,7 @@ class LedgerWriter:
             if self._settled >= target:
                 return True
             self._hurry.set()
+            self._cut.set()
             self._wake.set()
             return self._done.wait_for(lambda: self._settled >= target, timeout)
 
@@ -143,6 +150,7 @@ class LedgerWriter:
             return
         self._closing = True
         self._hurry.set()
+        self._cut.set()
         self._wake.set()
         self._thread.join(timeout)
         if self._thread.is_alive():  # still busy after `timeout`: what waits is dropped (and counted)
@@ -169,7 +177,8 @@ class LedgerWriter:
                 self._settle_left_over()
                 return
             if self.linger_s > 0 and not self._hurry.is_set():
-                self._hurry.wait(self.linger_s)  # let the records queued meanwhile join this batch
+                self._cut.wait(self.linger_s)  # let the records queued meanwhile join this batch
+            self._cut.clear()  # a start queued from now on cuts the next linger
             batch = [self._q.popleft() for _ in range(min(self.max_batch, len(self._q)))]
             self._commit(batch)
 
