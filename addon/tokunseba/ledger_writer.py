@@ -44,6 +44,30 @@ MAX_BACKOFF_S = 0.5
 DROP_LOG_EVERY_S = 5.0
 
 
+class _Signal:
+    """Wakes one waiting thread. ``set`` (any thread) costs one lock release, where
+    ``threading.Event.set`` runs Python code under a Condition: producers call it on the
+    event loop. ``wait`` consumes the signal; ``clear`` drops one that is pending."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()  # held = not signalled
+
+    def set(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # already signalled
+            pass
+
+    def wait(self, timeout: float = -1) -> bool:
+        return self._lock.acquire(timeout=timeout)
+
+    def clear(self) -> None:
+        self._lock.acquire(blocking=False)
+
+
 class LedgerWriter:
     def __init__(self, ledger: Ledger, *, max_queue: int = DEFAULT_MAX_QUEUE, max_batch: int = DEFAULT_MAX_BATCH,
                  linger_s: float = DEFAULT_LINGER_S) -> None:
@@ -57,10 +81,12 @@ class LedgerWriter:
         self.busy_retries = 0
         self._q: deque[Record] = deque()
         self._put_lock = threading.Lock()  # the queue's bound and count, for producers on any thread
-        self._wake = threading.Event()  # a record waits: set by the first record the sleeping writer misses
+        self._wake = _Signal()  # a record waits: set by the first record the sleeping writer misses
         self._sleeping = False
-        self._hurry = threading.Event()  # flush() / close(): commit without lingering until idle
-        self._cut = threading.Event()  # ends the current linger: a turn's start, flush(), close()
+        self._hurry = False  # flush() / close(): commit without lingering until idle
+        self._cut = _Signal()  # ends the current linger: a turn's start, flush(), close()
+        self._lingering = False
+        self._start_waiting = False  # a START was queued since the last batch was taken
         self._closing = False
         self._stop_now = False  # close() ran out of time: stop retrying a busy database
         self._last_drop_log = 0.0
@@ -115,8 +141,10 @@ class LedgerWriter:
         if full:
             self._drop(record, f"{self.max_queue} records waiting: the database is busy or slow")
             return
-        if record[0] == START:
-            self._cut.set()  # a turn's start is not held back: its row shows the turn open at once
+        if record[0] == START:  # a turn's start is not held back: its row shows the turn open at once
+            self._start_waiting = True
+            if self._lingering:
+                self._cut.set()
         if self._sleeping:
             self._sleeping = False
             self._wake.set()
@@ -140,7 +168,7 @@ class LedgerWriter:
             target = self._queued
             if self._settled >= target:
                 return True
-            self._hurry.set()
+            self._hurry = True
             self._cut.set()
             self._wake.set()
             return self._done.wait_for(lambda: self._settled >= target, timeout)
@@ -149,7 +177,7 @@ class LedgerWriter:
         if self._closing:
             return
         self._closing = True
-        self._hurry.set()
+        self._hurry = True
         self._cut.set()
         self._wake.set()
         self._thread.join(timeout)
@@ -166,7 +194,7 @@ class LedgerWriter:
             if not self._q:
                 if self._closing:
                     return
-                self._hurry.clear()  # every record queued before a flush() is settled
+                self._hurry = False  # every record queued before a flush() is settled
                 self._wake.clear()
                 self._sleeping = True
                 if not self._q and not self._closing:
@@ -176,9 +204,13 @@ class LedgerWriter:
             if self._stop_now:
                 self._settle_left_over()
                 return
-            if self.linger_s > 0 and not self._hurry.is_set():
-                self._cut.wait(self.linger_s)  # let the records queued meanwhile join this batch
-            self._cut.clear()  # a start queued from now on cuts the next linger
+            if self.linger_s > 0 and not self._hurry and not self._start_waiting:
+                self._lingering = True
+                if not self._start_waiting:  # checked again once producers can see it lingers
+                    self._cut.wait(self.linger_s)  # let the records queued meanwhile join this batch
+                self._lingering = False
+            self._cut.clear()
+            self._start_waiting = False  # a start queued from now on cuts the next linger
             batch = [self._q.popleft() for _ in range(min(self.max_batch, len(self._q)))]
             self._commit(batch)
 
