@@ -66,3 +66,28 @@ def test_bench_memory_rejects_bad_sizes():
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--mb" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bench_ledger_measures_every_variant_and_pattern():
+    """A few turns per sample: each pattern's table has every variant (this tree's default,
+    a --variant, an --against checkout) with CPU per turn and ratios; the worker checked
+    every sample's ledger (a wrong count would have failed the run)."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), "--turns", "20", "--rounds", "2",
+                        "--seed", "1", "--variant", 'small batches={"max_batch": 3}', "--against", str(ROOT / "addon")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    assert "2 rounds interleaved, shuffle seed 1" in out and "7 records per turn" in out
+    for pattern in ("paced", "burst"):
+        assert f"{pattern}: CPU µs per turn" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("  this tree ")]
+    assert len(rows) == 2 and all(r[5:7] == ["1.00", "1.00"] for r in rows), out  # the reference
+    assert sum(line.startswith("  small batches ") for line in out.splitlines()) == 2
+    assert sum(line.startswith("  against ") for line in out.splitlines()) == 2
+
+
+def test_bench_ledger_rejects_bad_arguments():
+    for bad in (["--turns", "0"], ["--variant", "x=[1]"], ["--against", "/nonexistent"]):
+        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), *bad],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, (bad, p.stderr)

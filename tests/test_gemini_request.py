@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tests.conftest import load_fixture
 from tests.planning import plan_request
 from tokunseba import translate
-from tokunseba.errors import Refused, TranslationError
+from tokunseba.errors import InvalidRequest, Refused, TranslationError
 from tokunseba.rules import load_rules_text
 from tokunseba.translate.gemini import request as gr
 
@@ -399,3 +399,33 @@ def test_a_gemini_call_id_anthropic_would_reject_is_refused_in_the_clients_path(
     assert e.value.message.startswith("contents[1].parts[0].functionCall.id: ") and "srv.tool_1796_0" in e.value.message
     assert to("openai", body).body["messages"][-1]["tool_call_id"] == "srv.tool_1796_0"
     assert to("openai-responses", body).body["input"][-1]["call_id"] == "srv.tool_1796_0"
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+HI = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(("messages", "path"), [
+    ([HI, {"role": "assistant", "content": "a", "tool_calls": True}], "messages[1].tool_calls"),
+    ([HI, {"role": "assistant", "tool_calls": [{**CALL, "id": {"x": 1}}]}], "messages[1].tool_calls[0].id"),
+    ([HI, {"role": "assistant", "tool_calls": [{**CALL, "function": {"name": ["f"], "arguments": "{}"}}]}],
+     "messages[1].tool_calls[0].function.name"),
+    ([HI, {"role": "assistant", "tool_calls": [CALL]}, {"role": "tool", "tool_call_id": "c1", "content": 1.5}],
+     "messages[2].content"),
+    ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ["x"]}}]}],
+     "messages[0].content[0].image_url.url"),
+    ([{"role": "user", "content": [{"type": "file", "file": "data:application/pdf;base64,AA=="}]}],
+     "messages[0].content[0].file"),
+    ([{"role": "user", "content": [{"type": "file", "file": {"file_data": 2.0}}]}],
+     "messages[0].content[0].file.file_data"),
+    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": 3.0}]}],
+     "messages[0].content[0].input_audio"),
+])
+def test_a_malformed_chat_body_to_gemini_is_a_400_naming_its_path(messages, path):
+    """A Chat client's body goes to the Gemini encoder as it came: a field of the wrong type is
+    the client's error, named by its JSON path, never a Python error (found by a corpus of
+    generated and mutated bodies run through every pair)."""
+    with pytest.raises(InvalidRequest) as e:
+        translate.request("openai", "gemini", {"model": "m", "messages": messages},
+                          path="/v1beta/models/g:generateContent")
+    assert e.value.status == 400 and e.value.message.startswith(f"{path}: ")

@@ -3,7 +3,8 @@
 - One database file (default ``$TOKUNSEBA_HOME/ledger.db``), WAL mode so the CLI reads
   while the proxy writes; ``synchronous=NORMAL``. The proxy never writes here from its
   event loop: ``ledger_writer.LedgerWriter`` queues records and one thread commits them in
-  batches (``write_batch``: one transaction, one savepoint per record).
+  batches (``write_batch``: one transaction; the records folded into few statements
+  (``ledger_batch``), or, should one fail, one savepoint per record).
 - A turn's ``outcome`` is NULL while it is open; it is written when known. A turn is owned
   by the proxy instance that started it (``owner``, see ``instance_id``); on start-up
   ``recover_interrupted`` marks the open turns of instances that no longer run
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -34,6 +36,8 @@ from typing import Any
 from urllib.parse import quote
 
 from . import jsonc
+from .ledger_scrub import scrubbed_json
+from .ledger_batch import Record, record_name, statements_of, write_folded
 from .private_files import create_private
 from .secrets import redact_text, scrub
 from .neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
@@ -191,6 +195,24 @@ TURN_FIELDS: dict[str, str] = {
 }
 JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
 
+# the turns table's columns, in table order (a folded write names them in this order)
+TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "rule",
+                "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
+                "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
+                "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner")
+START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner")
+EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
+
+
+@functools.lru_cache(maxsize=256)
+def upsert_turn_sql(columns: tuple[str, ...], started: bool) -> str:
+    """One statement writing ``columns`` (``request_id`` first) of a turn's row: inserted when
+    missing, else those columns set. ``started_at`` is set only when ``started`` (the turn's
+    start is among what is written); otherwise it is the default of a row never started."""
+    assign = [f"{c}=excluded.{c}" for c in columns[1:] if started or c != "started_at"]
+    return (f"INSERT INTO turns ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            " ON CONFLICT(request_id) DO " + ("UPDATE SET " + ", ".join(assign) if assign else "NOTHING"))
+
 # add_shadow(**fields): field -> how it is stored (as TURN_FIELDS; "body" columns are kept
 # for every shadow and replay: the user asked for the comparison by writing `shadow:`)
 SHADOW_FIELDS: dict[str, str] = {
@@ -311,49 +333,83 @@ class Ledger:
             except Exception as e:  # sqlite3.Error, encoding errors, anything: the turn goes on
                 log.warning("ledger %s failed: %s", what, e)
 
-    def write_batch(self, records: list[tuple[str, Callable[[], list[tuple[str, tuple]]]]]) -> bool:
-        """Write ``records`` (what, build) in ONE immediate transaction, each in its own
-        savepoint: ``build()`` runs inside it (so it reads what earlier records wrote) and a
-        record that fails is logged and rolled back alone. Returns False, having written
-        nothing, when the database is busy or locked (the caller retries later); True once
-        committed (or when the ledger is closed)."""
+    def write_batch(self, records: list[Record]) -> bool:
+        """Write ``records`` (``ledger_batch``'s tuples, in queue order) in ONE immediate
+        transaction: folded into few statements (``write_folded``); should any statement
+        fail, the transaction is rolled back and the batch written again with one savepoint
+        per record, so a record that fails is logged and rolled back alone. Returns False,
+        having written nothing, when the database is busy or locked (the caller retries
+        later); True once committed (or when the ledger is closed)."""
         with self._lock:
             conn = self._conn
             if conn is None:
                 return True
+            began = self._begin(conn, len(records))
+            if began is not None:
+                return began
             try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as e:
-                if _busy(e):
-                    return False
-                log.warning("ledger batch of %d failed: %s", len(records), e)
-                return True
-            try:
-                for what, build in records:
-                    conn.execute("SAVEPOINT rec")
-                    try:
-                        for sql, params in build():
-                            conn.execute(sql, params)
-                        conn.execute("RELEASE rec")
-                    except Exception as e:  # one bad record never costs the others
-                        conn.execute("ROLLBACK TO rec")
-                        conn.execute("RELEASE rec")
-                        if isinstance(e, sqlite3.OperationalError) and _busy(e):
-                            raise
-                        log.warning("ledger %s failed: %s", what, e)
+                left_out = write_folded(conn, self, records, turn_columns=TURN_COLUMNS, upsert_sql=upsert_turn_sql,
+                                        event_sql=EVENT_SQL)
                 conn.execute("COMMIT")
-                return True
             except BaseException as e:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+                self._rollback(conn)
                 if isinstance(e, sqlite3.OperationalError) and _busy(e):
                     return False
                 if not isinstance(e, Exception):
                     raise
-                log.warning("ledger batch of %d failed: %s", len(records), e)
+            else:
+                for what, e in left_out:
+                    log.warning("ledger %s failed: %s", what, e)
                 return True
+            return self._write_one_by_one(conn, records)
+
+    @staticmethod
+    def _begin(conn: sqlite3.Connection, n: int) -> bool | None:
+        """BEGIN IMMEDIATE: None once begun, else what ``write_batch`` returns (False: busy)."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return None
+        except sqlite3.OperationalError as e:
+            if _busy(e):
+                return False
+            log.warning("ledger batch of %d failed: %s", n, e)
+            return True
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _write_one_by_one(self, conn: sqlite3.Connection, records: list[Record]) -> bool:
+        """``write_batch`` again, each record's statements in its own savepoint."""
+        began = self._begin(conn, len(records))
+        if began is not None:
+            return began
+        try:
+            for record in records:
+                conn.execute("SAVEPOINT rec")
+                try:
+                    for sql, params in statements_of(self, record):
+                        conn.execute(sql, params)
+                    conn.execute("RELEASE rec")
+                except Exception as e:  # one bad record never costs the others
+                    conn.execute("ROLLBACK TO rec")
+                    conn.execute("RELEASE rec")
+                    if isinstance(e, sqlite3.OperationalError) and _busy(e):
+                        raise
+                    log.warning("ledger %s failed: %s", record_name(record), e)
+            conn.execute("COMMIT")
+            return True
+        except BaseException as e:
+            self._rollback(conn)
+            if isinstance(e, sqlite3.OperationalError) and _busy(e):
+                return False
+            if not isinstance(e, Exception):
+                raise
+            log.warning("ledger batch of %d failed: %s", len(records), e)
+            return True
 
     def start_turn(
         self,
@@ -370,21 +426,17 @@ class Ledger:
                   None if stream is None else int(bool(stream)))
         self._write("start_turn", self.start_statements(*values))
 
+    def start_columns(self, request_id: str, started_at: float, client_protocol: str, host: str, path: str,
+                      requested_model: str | None, stream: int | None) -> dict[str, Any]:
+        """The columns recording a turn's start (owned by this instance, outcome NULL)."""
+        return dict(zip(START_COLUMNS, (request_id, started_at, client_protocol, host, scrub(path), requested_model,
+                                        stream, self.owner)))
+
     def start_statements(self, request_id: str, started_at: float, client_protocol: str, host: str, path: str,
                          requested_model: str | None, stream: int | None) -> list[tuple[str, tuple]]:
         """The statements recording a turn's start (owned by this instance, outcome NULL)."""
-        values = (request_id, started_at, client_protocol, host, scrub(path), requested_model, stream, self.owner)
-        return [
-            (
-                "INSERT INTO turns (request_id, started_at, client_protocol, host, path,"
-                " requested_model, stream, owner) VALUES (?,?,?,?,?,?,?,?)"
-                " ON CONFLICT(request_id) DO UPDATE SET started_at=excluded.started_at,"
-                " client_protocol=excluded.client_protocol, host=excluded.host,"
-                " path=excluded.path, requested_model=excluded.requested_model,"
-                " stream=excluded.stream, owner=excluded.owner",
-                values,
-            )
-        ]
+        cols = self.start_columns(request_id, started_at, client_protocol, host, path, requested_model, stream)
+        return [(upsert_turn_sql(START_COLUMNS, True), tuple(cols.values()))]
 
     def update_turn(self, request_id: str, **fields: Any) -> None:
         try:
@@ -395,6 +447,23 @@ class Ledger:
         self._write("update_turn", statements)
 
     def update_statements(self, request_id: str, fields: dict[str, Any]) -> list[tuple[str, tuple]]:
+        cols, bodies = self.update_columns(request_id, fields)
+        statements: list[tuple[str, tuple]] = [
+            # a turn whose start was never recorded still gets its row
+            ("INSERT OR IGNORE INTO turns (request_id, started_at) VALUES (?, ?)", (request_id, time.time()))
+        ]
+        if cols:
+            assign = ", ".join(f"{c}=?" for c in cols)
+            statements.append((f"UPDATE turns SET {assign} WHERE request_id=?", (*cols.values(), request_id)))
+        if bodies:
+            statements.append(self.bodies_statement(request_id, bodies))
+        return statements
+
+    def update_columns(self, request_id: str, fields: dict[str, Any],
+                       protocol_of: Callable[[], str | None] | None = None) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """``update_turn(**fields)`` as turn columns and (opted-in) bodies. Usage reported
+        without its protocol is counted by the turn's ``usage_protocol``: ``protocol_of()``
+        when given, else the one already in the ledger."""
         cols: dict[str, Any] = {}
         bodies: dict[str, bytes] = {}
         for name, value in fields.items():
@@ -406,37 +475,30 @@ class Ledger:
             elif kind == "text":
                 cols[name] = None if value is None else scrub(str(value))
             elif kind == "json":
-                cols[name] = None if value is None else jsonc.dumps(scrub(value))
+                cols[name] = None if value is None else scrubbed_json(value)
             elif kind == "body" and self.store_bodies and value is not None:
                 bodies[name] = value.encode() if isinstance(value, str) else bytes(value)
         if "usage_reported" in fields:
-            cols.update(self._usage_columns(request_id, fields))
+            cols.update(self._usage_columns(request_id, fields, protocol_of))
         elif "usage_protocol" in fields:
             cols["usage_protocol"] = fields["usage_protocol"]
-        statements: list[tuple[str, tuple]] = [
-            # a turn whose start was never recorded still gets its row
-            ("INSERT OR IGNORE INTO turns (request_id, started_at) VALUES (?, ?)", (request_id, time.time()))
-        ]
-        if cols:
-            assign = ", ".join(f"{c}=?" for c in cols)
-            statements.append((f"UPDATE turns SET {assign} WHERE request_id=?", (*cols.values(), request_id)))
-        if bodies:
-            names = list(bodies)
-            statements.append(
-                (
-                    f"INSERT INTO bodies (request_id, {', '.join(names)}) VALUES (?{', ?' * len(names)})"
-                    f" ON CONFLICT(request_id) DO UPDATE SET "
-                    + ", ".join(f"{n}=excluded.{n}" for n in names),
-                    (request_id, *bodies.values()),
-                )
-            )
-        return statements
+        return cols, bodies
 
-    def _usage_columns(self, request_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def bodies_statement(request_id: str, bodies: dict[str, bytes]) -> tuple[str, tuple]:
+        names = list(bodies)
+        return (f"INSERT INTO bodies (request_id, {', '.join(names)}) VALUES (?{', ?' * len(names)})"
+                " ON CONFLICT(request_id) DO UPDATE SET " + ", ".join(f"{n}=excluded.{n}" for n in names),
+                (request_id, *bodies.values()))
+
+    def _usage_columns(self, request_id: str, fields: dict[str, Any],
+                       protocol_of: Callable[[], str | None] | None = None) -> dict[str, Any]:
         """The raw usage object and its per-field columns; NULL where not reported."""
         reported = fields["usage_reported"]
         protocol = fields.get("usage_protocol")
-        if protocol is None and self._conn is not None:
+        if protocol is None and protocol_of is not None:
+            protocol = protocol_of()
+        elif protocol is None and self._conn is not None:
             with self._lock:
                 row = self._conn.execute(
                     "SELECT usage_protocol FROM turns WHERE request_id=?", (request_id,)
@@ -445,7 +507,7 @@ class Ledger:
         cols: dict[str, Any] = {"usage_protocol": protocol}
         counted = USAGE_PROTOCOLS.get(protocol or "")
         if isinstance(reported, dict):
-            cols["usage_reported"] = jsonc.dumps(scrub(reported))
+            cols["usage_reported"] = scrubbed_json(reported)
             if counted is None:
                 log.warning("ledger: usage of turn %s has no known protocol (%r); fields left NULL", request_id, protocol)
             f = Usage(counted, reported).fields() if counted else {}
@@ -465,11 +527,15 @@ class Ledger:
         self._write(f"event {kind}", statements)
 
     @staticmethod
-    def event_statements(request_id: str, kind: str, data: dict | None = None, *,
+    def event_row(request_id: str, kind: str, data: dict | None = None, ts: float | None = None) -> tuple:
+        """The values of one ``events`` row (``EVENT_SQL``)."""
+        payload = None if data is None else scrubbed_json(data)
+        return (request_id, time.time() if ts is None else ts, kind, payload)
+
+    @classmethod
+    def event_statements(cls, request_id: str, kind: str, data: dict | None = None, *,
                          ts: float | None = None) -> list[tuple[str, tuple]]:
-        payload = None if data is None else jsonc.dumps(scrub(data))
-        return [("INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)",
-                 (request_id, time.time() if ts is None else ts, kind, payload))]
+        return [(EVENT_SQL, cls.event_row(request_id, kind, data, ts))]
 
     def interrupt_statements(self, alive: Callable[[str], bool], *, only_owner: str | None = None,
                              reason: str = INTERRUPTED_ERROR) -> list[tuple[str, tuple]]:

@@ -78,6 +78,13 @@ def _arr(v: Any, path: str) -> list:
     return v
 
 
+def _opt_str(v: Any, path: str) -> str | None:
+    """A field that is a string when present (a Chat client's body is read as it came)."""
+    if v is not None and not isinstance(v, str):
+        raise _bad(path, "must be a string")
+    return v
+
+
 # ======================================================================================
 # decode: Gemini -> neutral
 # ======================================================================================
@@ -529,6 +536,7 @@ def _texts(e: _Encode, content: Any, path: str) -> list[dict]:
             parts.append({"text": p.get("text") or ""})
         elif t == "image_url":
             url = (p.get("image_url") or {}).get("url") if isinstance(p.get("image_url"), dict) else p.get("image_url")
+            url = _opt_str(url, f"{pp}.image_url.url")
             m = DATA_URL.match(url or "")
             if m:
                 parts.append({"inlineData": {"mimeType": m.group(1), "data": m.group(2)}})
@@ -539,14 +547,14 @@ def _texts(e: _Encode, content: Any, path: str) -> list[dict]:
             if isinstance(p.get("image_url"), dict) and p["image_url"].get("detail"):
                 e.drop(f"{pp}.image_url.detail")
         elif t == "file":
-            f = p.get("file") or {}
-            m = DATA_URL.match(f.get("file_data") or "")
+            f = _obj(p.get("file") or {}, f"{pp}.file")
+            m = DATA_URL.match(_opt_str(f.get("file_data"), f"{pp}.file.file_data") or "")
             if m:
                 parts.append({"inlineData": {"mimeType": m.group(1), "data": m.group(2)}})
             else:
                 e.drop(pp)  # a file id stored at the client's provider
         elif t == "input_audio":
-            a = p.get("input_audio") or {}
+            a = _obj(p.get("input_audio") or {}, f"{pp}.input_audio")
             fmt = a.get("format")
             if isinstance(a.get("data"), str) and fmt in ("wav", "mp3"):
                 parts.append({"inlineData": {"mimeType": f"audio/{fmt}", "data": a["data"]}})
@@ -579,9 +587,11 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
             _add(e, "user", _texts(e, m.get("content"), f"{mp}.content"))
         elif role == "assistant":
             parts = _texts(e, m.get("content"), f"{mp}.content")
-            for j, tc in enumerate(m.get("tool_calls") or ()):
+            for j, tc in enumerate(_arr(m.get("tool_calls") or [], f"{mp}.tool_calls")):
                 tp = f"{mp}.tool_calls[{j}]"
                 fn = _obj(_obj(tc, tp).get("function"), f"{tp}.function")
+                _opt_str(tc.get("id"), f"{tp}.id")
+                _opt_str(fn.get("name"), f"{tp}.function.name")
                 raw = fn.get("arguments")
                 try:
                     args = jsonc.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
@@ -606,7 +616,8 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
                                                  "needs the function's name", refused=True)
             content = m.get("content")
             text = content if isinstance(content, str) else "".join(
-                p.get("text") or "" for p in content or () if isinstance(p, dict) and p.get("type") == "text")
+                p.get("text") or "" for p in _arr(content or [], f"{mp}.content")
+                if isinstance(p, dict) and p.get("type") == "text")
             results.append({"functionResponse": {"id": cid, "name": name, "response": {"output": text}}})
             note_once(e.rt.plumbing, "contents[].parts[].functionResponse.response.output (the result text in the "
                                      "object Gemini requires)")
