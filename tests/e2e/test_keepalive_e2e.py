@@ -113,19 +113,21 @@ def no_relay_ka_proxy(ka_upstream, tmp_path_factory):
     m.stop()
 
 
-def _stalling(events: list[bytes], beats: list[bytes]) -> Reply:
-    """The first two events, then silence (or ``beats``), then the rest."""
+def _stalling(events: list[bytes], beats: list[bytes], silence: float = SILENCE) -> Reply:
+    """The first two events, then silence (or ``beats``), then the rest (the upstream waits
+    ``delay`` between pieces: one silence, not two)."""
+    head, rest = b"".join(events[:2]), b"".join(events[2:])
     if beats:
-        return Reply.sse(events[:2] + beats + [b"".join(events[2:])], delay=UPSTREAM_BEAT)
-    return Reply.sse(events[:2] + [b"".join(events[2:])], delay=SILENCE)
+        return Reply.sse([head] + beats + [rest], delay=UPSTREAM_BEAT)
+    return Reply.sse([head, rest], delay=silence)
 
 
-def _turn(client: str, model: str, proxy: Mitmdump, monkeypatch) -> str:
+def _turn(client: str, model: str, proxy: Mitmdump, monkeypatch, read_timeout: float = READ_TIMEOUT) -> str:
     for k, v in proxy.client_env().items():
         monkeypatch.setenv(k, v)
     for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(k, raising=False)
-    timeout = httpx2.Timeout(10.0, read=READ_TIMEOUT)
+    timeout = httpx2.Timeout(10.0, read=read_timeout)
     msgs = [{"role": "user", "content": "hi"}]
     if client == "anthropic":
         with ant_client(timeout=timeout).messages.stream(model=model, max_tokens=50, messages=msgs) as s:
@@ -172,3 +174,20 @@ def test_without_keep_alives_the_client_times_out(no_relay_ka_proxy, ka_upstream
     ka_upstream.script(_stalling(STREAMS["openai"][0], []))
     with pytest.raises((anthropic.APITimeoutError, httpx2.ReadTimeout)):  # mid-stream: the transport's own
         _turn("anthropic", "claude-ka", no_relay_ka_proxy, monkeypatch)
+
+
+def test_at_full_scale_with_the_default_keep_alive(ka_upstream, tmp_path_factory, monkeypatch):
+    """The issue's own figures, once, with no option set: an upstream silent for 45 s, a
+    client whose read timeout is 20 s, the relay's default keep-alive (10 s). Claude Code's
+    case: an Anthropic client translated to a Chat upstream. (The tests above prove every
+    client and route with the times scaled down; this one proves the default.)"""
+    work = tmp_path_factory.mktemp("ka-default")
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(url=ka_upstream.url))
+    proxy = Mitmdump(work, rules, env=KEYS)
+    try:
+        ka_upstream.script(_stalling(STREAMS["openai"][0], [], silence=45.0))
+        assert _turn("anthropic", "claude-ka", proxy, monkeypatch, read_timeout=20.0) == TEXT["openai"]
+        assert _last_turn(proxy) == ("translated", 200, None)
+    finally:
+        proxy.stop()
