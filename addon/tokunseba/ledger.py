@@ -24,7 +24,6 @@ import functools
 import logging
 import math
 import os
-import re
 import platform
 import secrets
 import sqlite3

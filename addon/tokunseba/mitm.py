@@ -268,7 +268,7 @@ class Tokunseba:
             if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
                 mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
             state.mode = mode
-            keep = self.ledger_bodies or state.shadowed
+            keep = self.store_bodies or state.shadowed
             if mode == "raw-stream":
                 target = self.bridge.targets.get(state.relay_token or "")
                 pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
@@ -627,7 +627,7 @@ class Tokunseba:
         decided = dict(rule=d.route.name if d and d.route else None,
                        endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
                        model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
-                       error=turn.error, **({"request_body": turn.original_body} if self.ledger_bodies else {}))
+                       error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}))
         events = list(turn.events)
 
         def record() -> None:
@@ -649,12 +649,6 @@ class Tokunseba:
         record = self.unstarted.pop(request_id, None)
         if record is not None:
             record()
-
-    @property
-    def ledger_bodies(self) -> bool:
-        """The tokunseba_ledger_bodies option, as the ledger was opened with it (read per turn:
-        not through mitmproxy's options)."""
-        return self.store_bodies
 
     def _event(self, turn: Turn, kind: str, data: dict) -> None:
         if self.ledger is not None:
@@ -702,7 +696,7 @@ class Tokunseba:
         fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
-        body = _client_body(flow, out) if state.shadowed or self.ledger_bodies else None  # read only when kept
+        body = _client_body(flow, out) if state.shadowed or self.store_bodies else None  # read only when kept
         self._shadow_primary_done(state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
         self._present(flow, state, outcome, status)
@@ -715,7 +709,7 @@ class Tokunseba:
                       usage_client=out.client_usage, outcome=outcome)
         if turn.error:
             fields["error"] = turn.error
-        if self.ledger_bodies and body is not None:
+        if self.store_bodies and body is not None:
             fields["response_body"] = body[:MAX_STORED_BODY]
         done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,
                 "usage": usage.reported if usage else None, "usage_client": out.client_usage, **details}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import jsonc
-from ..errors import TranslationError, UntranslatableReply
+from ..errors import UntranslatableReply
 from ..neutral.conversation import Conversation, RequestTranslation
 from ..neutral.error import UpstreamError
 from ..neutral.events import Event

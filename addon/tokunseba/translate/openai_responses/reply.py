@@ -20,7 +20,6 @@ from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, Messag
 from ...neutral.message import Message
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import OPENAI, Usage
-from ...protocols import openai_chat as po
 from ..codec import parse_reply
 from .stream import (
     EMPTY_ARGUMENTS,
