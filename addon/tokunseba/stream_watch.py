@@ -10,8 +10,10 @@ event, an event larger than the SSE cap or whose data is not JSON (``fatal``: th
 cannot go on from there), bytes that are not the declared encoding. ``whole_verdict`` does the same for a
 whole reply that should be JSON. Neither ever raises.
 
-The protocol codecs' stream decoders (``translate.CODECS``) read the SSE (the same work usage sniffing did);
-Responses streams, which have no decoder there, are judged by their final event name.
+The protocol codecs' own stream decoders (``translate.CODECS``) read the SSE: the watch is
+not a second parser of any protocol. Events that carry neither usage, nor an end, nor an
+error (text and argument deltas: most of a stream) are not decoded, only checked to be
+JSON their client can read.
 """
 
 from __future__ import annotations
@@ -35,54 +37,18 @@ NO_TERMINAL = "upstream stream ended without its terminal event"
 CUT_MID_EVENT = "upstream stream was cut in the middle of an event"
 
 
-class _ResponsesWatch:
-    """Responses API streams: the final event names how the response ended; usage rides on
-    its response snapshot."""
-
-    DONE = ("response.completed", "response.incomplete")
-    FAILED = ("response.failed", "error")
-
-    def __init__(self, report: StreamReport) -> None:
-        self.usage: Usage | None = None
-        self._ended = False
-
-    def on_event(self, ev: SSEEvent) -> list:
-        try:  # every event is read: one the client's SDK could not parse is a broken stream
-            d = jsonc.loads(ev.data) if ev.data else {}
-        except jsonc.JSONDecodeError as e:
-            return [StreamError(502, "api_error", f"upstream sent an event that is not valid JSON ({e})")]
-        name = ev.event
-        if name is None and isinstance(d, dict):  # the type travels in the data too
-            name = d.get("type")
-        if name in self.DONE or name in self.FAILED:
-            r = d.get("response") if isinstance(d, dict) else None
-            u = r.get("usage") if isinstance(r, dict) else None
-            if isinstance(u, dict):
-                self.usage = Usage(OPENAI, u)
-            self._ended = True
-            if name in self.DONE:
-                return [MessageStop(None, usage=self.usage)]
-            err = (r or {}).get("error") if isinstance(r, dict) else None
-            err = err or (d.get("error") if isinstance(d, dict) else None) or d
-            msg = err.get("message") if isinstance(err, dict) else None
-            return [StreamError(500, "api_error", str(msg or name))]
-        return []
-
-    def close(self) -> list:
-        return [] if self._ended else [StreamError(500, "api_error", NO_TERMINAL)]
-
-
-# the codecs' own stream decoders read Anthropic and Chat streams; Gemini streams are not
-# judged (no terminal event)
-SIDE_DECODERS = {"anthropic": CODECS["anthropic"].stream_decoder, "openai": CODECS["openai"].stream_decoder,
-                 "openai-responses": _ResponsesWatch}
+# the codecs' own stream decoders read Anthropic, Chat and Responses streams; Gemini streams
+# are not judged (no terminal event)
+SIDE_DECODERS = {p: CODECS[p].stream_decoder for p in ("anthropic", "openai", "openai-responses")}
 # protocol -> the SSE event name that ends a complete stream, where the protocol has one
 # beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
 # message_delta; the stream is complete only with message_stop)
 TERMINAL_EVENTS = {"anthropic": "message_stop"}
 # protocol -> SSE event names that carry neither usage, nor an end, nor an error: the watch
 # does not parse them (most of a stream's events: its text deltas)
-SKIPPED_EVENTS = {"anthropic": frozenset({"content_block_delta"})}
+SKIPPED_EVENTS = {"anthropic": frozenset({"content_block_delta"}),
+                  "openai-responses": frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
+                                                 "response.reasoning_summary_text.delta"})}
 
 
 class StreamWatch:
