@@ -41,6 +41,10 @@ RESPONSES_OK = (b'event: response.created\ndata: {"type":"response.created","res
 RESPONSES_FAILED = (b'event: response.created\ndata: {"type":"response.created","response":{"id":"r1"}}\n\n'
                     b'event: response.failed\ndata: {"type":"response.failed","response":{"id":"r1",'
                     b'"error":{"code":"server_error","message":"boom"}}}\n\n')
+RESPONSES_DELTAS = (b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","output_index":0,'
+                    b'"content_index":0,"item_id":"m1","delta":"Hi"}\n\n'
+                    b'event: response.function_call_arguments.delta\ndata: {"type":'
+                    b'"response.function_call_arguments.delta","output_index":1,"item_id":"fc1","delta":"{\\"a\\""}\n\n')
 
 CASES = [
     ("anthropic", ANT + ANT_STOP, None),
@@ -54,6 +58,17 @@ CASES = [
     ("openai-responses", RESPONSES_OK, None),
     ("openai-responses", RESPONSES_OK[:60], CUT_MID_EVENT),
     ("openai-responses", RESPONSES_FAILED, "upstream stream carried an error: boom"),
+    # read by the Responses codec's decoder: its deltas skipped, incomplete is an end, an
+    # `error` event is the upstream's, a type carried only in the data still counts
+    ("openai-responses", RESPONSES_OK.replace(b"event: response.completed", RESPONSES_DELTAS + b"event: response.completed"),
+     None),
+    ("openai-responses", RESPONSES_OK.replace(b"response.completed", b"response.incomplete"), None),
+    ("openai-responses", RESPONSES_OK.split(b"event: response.completed")[0] + RESPONSES_DELTAS, NO_TERMINAL),
+    ("openai-responses", RESPONSES_OK.split(b"event: response.completed")[0]
+     + b'event: error\ndata: {"type":"error","code":"x","message":"Overloaded"}\n\n',
+     "upstream stream carried an error: Overloaded"),
+    ("openai-responses", RESPONSES_OK.replace(b"event: response.created\n", b"").replace(b"event: response.completed\n", b""),
+     None),
 ]
 
 
