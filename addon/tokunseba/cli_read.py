@@ -20,7 +20,6 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from . import jsonc
@@ -76,8 +75,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser, ledger_help: str | None = None) -> None:
     p.add_argument(
-        "--ledger", metavar="PATH", type=Path,
-        help=ledger_help or "ledger database (default: $TOKUNSEBA_HOME/ledger.db)",
+        "--ledger", metavar="PATH",
+        help=ledger_help or "ledger database: a SQLite file (default: $TOKUNSEBA_HOME/ledger.db)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 

@@ -140,7 +140,7 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     if args.rules:
         cmd += ["--set", f"tokunseba_rules={os.path.abspath(args.rules)}"]
     if args.ledger:
-        cmd += ["--set", f"tokunseba_ledger={os.path.abspath(args.ledger)}"]
+        cmd += ["--set", f"tokunseba_ledger={ledger_option(args.ledger)}"]
     if args.ledger_bodies:
         cmd += ["--set", "tokunseba_ledger_bodies=true"]
     if args.confdir:
@@ -182,11 +182,33 @@ def exposure_problem(host: str, extra: list[str]) -> str | None:
             f"(or use --host {DEFAULT_HOST})")
 
 
+def ledger_option(ledger: str) -> str:
+    """The ledger as the addon is given it: a file path made absolute; a URL as it is."""
+    from .ledger import url_scheme
+
+    return ledger if url_scheme(ledger) else os.path.abspath(ledger)
+
+
+def ledger_problem(ledger: str | None) -> str | None:
+    """The error line when ``ledger`` is a URL tokunseba cannot open (never taken for a file)."""
+    from .ledger import Ledger, LedgerError, url_scheme
+
+    if ledger is None or url_scheme(ledger) is None:
+        return None
+    try:
+        Ledger.check_target(ledger)
+    except LedgerError as e:
+        return f"error: {e}"
+    return None
+
+
 def ledger_warning(ledger: str | None) -> str | None:
     """A warning line when an existing ledger (or its -wal/-shm) is readable by others."""
-    from .ledger import default_ledger_path
+    from .ledger import default_ledger_path, url_scheme
     from .private_files import readable_by_others
 
+    if ledger and url_scheme(ledger):
+        return None
     path = Path(ledger).expanduser() if ledger else default_ledger_path()
     loose = readable_by_others(path)
     if not loose:
@@ -200,6 +222,9 @@ def cmd_run(args) -> int:
         print(err, file=sys.stderr)
         return 2
     if err := exposure_problem(args.host, args.extra or []):
+        print(err, file=sys.stderr)
+        return 2
+    if err := ledger_problem(args.ledger):
         print(err, file=sys.stderr)
         return 2
     token, hashed = web_login() if args.web else (None, None)

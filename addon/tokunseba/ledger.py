@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import platform
+import re
 import secrets
 import sqlite3
 import threading
@@ -38,7 +39,7 @@ from . import jsonc
 from .ledger_scrub import scrubbed_json
 from .ledger_batch import Record, record_name, statements_of, write_folded
 from .private_files import create_private
-from .secrets import redact_text, scrub
+from .secrets import redact_text, redact_url, scrub
 from .neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
 
 log = logging.getLogger("tokunseba.ledger")
@@ -60,6 +61,18 @@ def tokunseba_home() -> Path:
 
 def default_ledger_path() -> Path:
     return tokunseba_home() / "ledger.db"
+
+
+# a URL (scheme://...), as opposed to a file path: never taken for a file name
+URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//|$)")
+
+
+def url_scheme(target: str | os.PathLike | None) -> str | None:
+    """The scheme of a ledger given as a URL (``postgresql://…``), lowercased; None for a path."""
+    if target is None or isinstance(target, Path):
+        return None
+    m = URL_SCHEME.match(os.fspath(target))
+    return m.group(1).lower() if m else None
 
 
 # ---------------------------------------------------------------- schema
@@ -257,6 +270,7 @@ class Ledger:
         store_bodies: bool = False,
         readonly: bool = False,
     ):
+        self.check_target(path)
         self.path = Path(path).expanduser() if path is not None else default_ledger_path()
         self.store_bodies = store_bodies
         self.readonly = readonly
@@ -269,6 +283,14 @@ class Ledger:
             self._conn = self._open()
         except (sqlite3.Error, OSError) as e:
             raise LedgerError(f"cannot open the ledger {self.path}: {e}") from None
+
+    @staticmethod
+    def check_target(target: str | os.PathLike | None) -> None:
+        """Raise ``LedgerError`` for a ledger given as a URL this tokunseba cannot open: a URL
+        is never taken for a file name."""
+        if (scheme := url_scheme(target)) is not None:
+            raise LedgerError(f"cannot open the ledger {redact_url(os.fspath(target))}: a {scheme}: URL is not "
+                              "a ledger tokunseba can open (give a SQLite file path)")
 
     def _open(self) -> sqlite3.Connection:
         if self.readonly:

@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
@@ -196,6 +196,8 @@ SECRET_TEXT = re.compile(
     r"|\bsk-ant-[A-Za-z0-9_\-]{8,}"
     r"|\bsk-[A-Za-z0-9_\-]{16,}"
     r"|\bAIza[0-9A-Za-z_\-]{20,}"
+    r"|(://[^\s:/@\"'?#]*:)[^\s@/\"'?#]+(?=@)"  # a connection URL's user:PASSWORD@
+    r"|(\bpassword\s*=\s*)[^\s\"',;&#]+"  # libpq's key=value password
 )
 
 
@@ -203,6 +205,30 @@ def redact_text(s: str) -> str:
     """Key-shaped text and known endpoint keys in ``s`` replaced by ``<redacted>``."""
     s = SECRET_TEXT.sub(lambda m: next((g for g in m.groups() if g), "") + REDACTED, s)
     return KNOWN_SECRETS.redact_text(s)
+
+
+def split_url_password(url: str) -> tuple[str, str | None]:
+    """A connection URL (``postgresql://user:pw@host/db?password=…``) without its password,
+    and the password (percent-decoded; None when it holds none)."""
+    parts = urlsplit(url)
+    password = None
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        user, _, pw = userinfo.partition(":")
+        password, netloc = unquote(pw), f"{user}@{hostport}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if k != "password"]
+    if len(kept) != len(pairs):
+        password = next(v for k, v in pairs if k == "password")
+    query = urlencode(kept) if len(kept) != len(pairs) else parts.query
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)), password
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: its password (if any) replaced by ``<redacted>``."""
+    clean, password = split_url_password(url)
+    return clean if password is None else redact_text(url)
 
 
 def redact_query(url: str) -> str:
