@@ -242,7 +242,7 @@ def test_check_file_ok(tmp_path):
     assert check_file(path) == (True, [
         "OK: 4 endpoints, 1 routes",
         "unmatched: pass (turns no route takes, unparseable ones included: pass through to the host the client asked for)",
-        "on_unreachable: skip for every route (an unreachable endpoint: the next route is tried)"])
+        "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)"])
 
 
 # ---------------------------------------------------------------------------------------------

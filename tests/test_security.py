@@ -407,7 +407,7 @@ def test_check_shows_the_fail_closed_keys(tmp_path, capsys):
     p.write_text(textwrap.dedent(REFUSE))
     assert cli.main(["check", str(p)]) == 0
     out = capsys.readouterr().out
-    assert "unmatched: refuse" in out and "on_unreachable: error for to-local; skip for the others" in out
+    assert "unmatched: refuse" in out and "on_failure: error for to-local; next for the others" in out
 
 
 def test_explain_shows_what_was_left_behind(tmp_path, capsys):

@@ -71,6 +71,16 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "stop": lambda v: None if v is None or (0 < len(v) <= 4 and all(isinstance(x, str) and x for x in v)) else (
         "stop must be a list of 1 to 4 non-empty strings"
     ),
+    "first_byte_timeout_s": lambda v: None if v is None or 0 < v < float("inf") else (
+        f"first_byte_timeout_s must be a number of seconds above 0 (leave it out: no limit), got {v}"
+    ),
+    "cooldown_max_s": lambda v: None if 0 <= v < float("inf") else (
+        f"cooldown_max_s must be a number of seconds, 0 or more (0: retry-after is not heeded), got {v}"
+    ),
+    "max_concurrency": lambda v: None if v is None or v >= 1 else (
+        f"max_concurrency must be an integer of 1 or more (leave it out: no limit), got {v}"
+    ),
+    "queue_s": lambda v: None if 0 <= v < float("inf") else f"queue_s must be a number of seconds, 0 or more, got {v}",
 }
 
 
@@ -87,6 +97,14 @@ class Endpoint:
     # stop strings the server needs to end a turn (e.g. a chat template's end marker that a base
     # model prints as text); added to translated requests and recorded as plumbing
     stop: tuple[str, ...] | None = None
+    # failover and capacity (failover.py, capacity.py): no status line within this many
+    # seconds is a failure (None: no limit); retry-after / rate-limit reset hints keep the
+    # endpoint out of later turns for at most cooldown_max_s; at max_concurrency turns in
+    # flight a new turn goes to the next route, after waiting up to queue_s for a slot
+    first_byte_timeout_s: float | None = None
+    cooldown_max_s: float = 60.0
+    max_concurrency: int | None = None
+    queue_s: float = 0.0
     builtin: bool = False
 
     def __post_init__(self) -> None:

@@ -5,9 +5,11 @@ The file format is design.md §4. Every mistake is reported at load time as one 
 warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
 evaluation simply goes on with the next route (design.md §2 rule 4).
 
-Failing closed is the user's choice: a route with ``on_unreachable: error`` answers with an
-error when its endpoint is down (``decide`` returns an "error" decision) instead of trying
-the next route, and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
+Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
+``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
+full (``decide`` returns an "error" decision), and when it fails (failover.py), instead of
+trying the next route (``on_failure: next``, the default; ``decide(after=...)`` finds
+it), and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
 turn.py) answers every provider turn no route takes instead of passing it through.
 
 This is the only module that imports yaml, with prices.py (which reads the price table
@@ -50,9 +52,16 @@ class Route:
     model: str | None = None
     on_refused: str = "skip"  # "skip" | "error"
     line: int = 0
-    on_unreachable: str = "skip"  # "skip" (try the next route) | "error" (answer the client with an error)
+    on_unreachable: str = "skip"  # on_failure as stored: "skip" (= next) | "error" (answer the client with an error)
     shadow: str | None = None  # endpoint that also gets the turn, in the background (shadow.py)
     shadow_sample: float = 1.0  # fraction of matching turns to shadow
+
+    @property
+    def on_failure(self) -> str:
+        """``next`` (a failed, unreachable, cooling or full endpoint: the next route whose
+        ``when`` matches, then what ``unmatched`` says) | ``error`` (an error to the client).
+        ``on_unreachable`` is its older name (``skip`` = ``next``)."""
+        return "error" if self.on_unreachable == "error" else "next"
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Rules:
     source: str
     warnings: list[str] = field(default_factory=list)
     unmatched: str = "pass"  # a provider turn no route takes: "pass" (to its original host) | "refuse"
+    aliased: list[str] = field(default_factory=list)  # routes that say on_unreachable (on_failure's older name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,16 +314,25 @@ def decide(
     facts: TurnFacts,
     *,
     refusal: Callable[[Route, Endpoint], str | None] | None = None,
-    reachable: Callable[[Endpoint], bool] | None = None,
+    reachable: Callable[[Endpoint], bool | str | None] | None = None,
+    after: str | None = None,
 ) -> Decision:
     """First route whose conditions hold, whose pair is translatable and whose endpoint is
-    reachable wins; no such route = pass through. A refused route with ``on_refused: error``
-    or an unreachable one with ``on_unreachable: error`` ends the search with an "error"."""
+    available wins; no such route = pass through. A refused route with ``on_refused: error``
+    or an unavailable one with ``on_failure: error`` ends the search with an "error".
+
+    ``reachable(ep)``: True/None when ``ep`` may take the turn, else False (unreachable) or
+    why not (cooling down, full). ``after``: only the routes after the route of that name
+    are looked at (failover: the next route once that one's endpoint failed)."""
     if refusal is None:
         refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
     trace: list[dict] = []
     skipped: list[str] = []
-    for route in rules.routes:
+    routes = rules.routes
+    if after is not None:
+        names = [r.name for r in routes]
+        routes = routes[names.index(after) + 1:] if after in names else []
+    for route in routes:
         results = [CHECKS[k](v, facts) for k, v in route.when.items()]
         entry = {
             "route": route.name,
@@ -334,12 +353,16 @@ def decide(
                 return Decision("error", route, ep, None, trace, f"route {route.name} refused: {why}")
             skipped.append(f"{route.name} refused ({why})")
             continue
-        if reachable is not None and not reachable(ep):
+        ok = True if reachable is None else reachable(ep)
+        if ok is not True and ok is not None:
+            why = "unreachable" if ok is False else str(ok)
             entry["unreachable"] = True
-            if route.on_unreachable == "error":
+            if ok is not False:
+                entry["unavailable"] = why
+            if route.on_failure == "error":
                 return Decision("error", route, ep, None, trace,
-                                f"route {route.name}: endpoint {ep.name} is unreachable (on_unreachable: error)")
-            skipped.append(f"{route.name}: endpoint {ep.name} unreachable")
+                                f"route {route.name}: endpoint {ep.name} is {why} (on_failure: error)")
+            skipped.append(f"{route.name}: endpoint {ep.name} {why}")
             continue
         return Decision("route", route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
     reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
@@ -350,9 +373,10 @@ def decide(
 # Loading and validation
 
 TOP_KEYS = ("endpoints", "routes", "unmatched")
-ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_unreachable", "shadow", "shadow_sample")
+ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample")
 ON_REFUSED = ("skip", "error")
-ON_UNREACHABLE = ("skip", "error")
+ON_FAILURE = ("next", "error")
+ON_UNREACHABLE = ("skip", "error")  # on_failure's older name: skip = next
 UNMATCHED = ("pass", "refuse")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
@@ -364,6 +388,10 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "system_role": ("text", False),
     "max_tokens_field": ("text", False),
     "stop": ("texts", False),
+    "first_byte_timeout_s": ("number", False),
+    "cooldown_max_s": ("number", False),
+    "max_concurrency": ("int", False),
+    "queue_s": ("number", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -374,6 +402,7 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
         self.problems: list[tuple[int, str]] = []
+        self.aliased: list[str] = []  # routes that say on_unreachable
         self._con = SafeConstructor()
 
     def line(self, node: Node) -> int:
@@ -417,7 +446,7 @@ class _Reader:
         return out
 
     def value(self, node: Node, kind: str, what: str) -> Any:
-        """A scalar of ``kind`` ("text" | "int" | "bool" | "texts"), or None after an error."""
+        """A scalar of ``kind`` ("text" | "int" | "number" | "bool" | "texts"), or None after an error."""
         if kind == "texts" and isinstance(node, SequenceNode):
             items = [self.value(n, "text", what) for n in node.value]
             if not items:
@@ -427,14 +456,15 @@ class _Reader:
             "text": node.tag not in (_NULL, _BOOL) and node.value != "",
             "texts": node.tag not in (_NULL, _BOOL) and node.value != "",
             "int": node.tag == _INT,
+            "number": node.tag in (_INT, _FLOAT),
             "bool": node.tag == _BOOL,
         }[kind]
         if not ok:
             wanted = {"text": "a string", "texts": "a string or a list of strings", "int": "an integer",
-                      "bool": "true or false"}[kind]
+                      "number": "a number", "bool": "true or false"}[kind]
             self.error(node, f"{what} must be {wanted}, got {self._got(node)}")
             return None
-        if kind in ("int", "bool"):
+        if kind in ("int", "bool", "number"):
             return self._con.construct_object(node)
         return [node.value] if kind == "texts" else node.value
 
@@ -506,9 +536,14 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
             if not required and isinstance(kv, ScalarNode) and kv.tag == _NULL:
                 continue  # `model:` left empty = not set
             v = r.value(kv, kind, f"{where}: {key}")
+            if kind == "number" and v is not None:
+                v = float(v)
             if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
                 r.error(kv, f"{where}: {problem}")
             kwargs[key] = tuple(v) if key == "stop" and v is not None else v
+        if "queue_s" in m and "max_concurrency" not in m:
+            r.error(m["queue_s"][0], f"{where}: queue_s without max_concurrency (queue_s is how long a turn "
+                                     "waits for one of the endpoint's max_concurrency slots)")
         if len(r.problems) == before:
             out[name] = Endpoint(name=name, **kwargs)
     return out, declared
@@ -552,7 +587,7 @@ def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: se
         if "model" in m and m["model"][1].tag != _NULL:
             model = r.value(m["model"][1], "text", f"{where}: model")
         on_refused = _choice(r, m, "on_refused", ON_REFUSED, where)
-        on_unreachable = _choice(r, m, "on_unreachable", ON_UNREACHABLE, where)
+        on_unreachable = _on_failure(r, m, where)
         when: dict[str, Any] = {}
         if "when" in m and m["when"][1].tag != _NULL:
             for key, (kn, vn) in (r.mapping(m["when"][1], f"{where}: when", tuple(CHECKS)) or {}).items():
@@ -586,6 +621,21 @@ def _shadow_keys(r: _Reader, m: dict, where: str, endpoints: dict[str, Endpoint]
         if "shadow" not in m:
             r.error(m["shadow_sample"][0], f"{where}: shadow_sample without 'shadow' (the endpoint to shadow to)")
     return shadow, sample
+
+
+def _on_failure(r: _Reader, m: dict[str, tuple[Node, Node]], where: str) -> str:
+    """``on_failure: next|error``, or its older name ``on_unreachable: skip|error``; stored as
+    ``Route.on_unreachable`` ("skip" | "error"). Both keys on one route must agree."""
+    failure = _choice(r, m, "on_failure", ON_FAILURE, where) if "on_failure" in m else None
+    older = _choice(r, m, "on_unreachable", ON_UNREACHABLE, where) if "on_unreachable" in m else None
+    if failure is not None and older is not None and (failure == "error") != (older == "error"):
+        r.error(m["on_unreachable"][1], f"{where}: on_unreachable: {older} contradicts on_failure: {failure} "
+                                        "(on_unreachable is the older name of on_failure; keep one)")
+    if older is not None:
+        r.aliased.append(str(m["name"][1].value) if "name" in m else where)
+    if failure is not None:
+        return "error" if failure == "error" else "skip"
+    return older or "skip"
 
 
 def _choice(r: _Reader, m: dict[str, tuple[Node, Node]], key: str, allowed: tuple[str, ...], where: str) -> str:
@@ -659,7 +709,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source, unmatched=unmatched)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched, aliased=r.aliased)
     rules.warnings = _warnings(rules)
     return rules
 
@@ -692,11 +742,16 @@ def policy_lines(rules: Rules) -> list[str]:
     (shown by `tokunseba check`; `tokunseba models` shows the same per route)."""
     unmatched = {"pass": "pass through to the host the client asked for",
                  "refuse": "answered with an error in the client's protocol, never sent on"}[rules.unmatched]
-    erring = [r.name for r in rules.routes if r.on_unreachable == "error"]
+    erring = [r.name for r in rules.routes if r.on_failure == "error"]
+    what = "an endpoint unreachable, cooling down, full, or failing before the reply's first byte"
     if not erring:
-        unreachable = "skip for every route (an unreachable endpoint: the next route is tried)"
+        failure = f"next for every route ({what}: the next route whose when matches, then unmatched)"
     else:
-        rest = "; skip for the others" if len(erring) < len(rules.routes) else ""
-        unreachable = f"error for {', '.join(erring)}{rest} (an unreachable endpoint: an error to the client)"
-    return [f"unmatched: {rules.unmatched} (turns no route takes, unparseable ones included: {unmatched})",
-            f"on_unreachable: {unreachable}"]
+        rest = "; next for the others" if len(erring) < len(rules.routes) else ""
+        failure = f"error for {', '.join(erring)}{rest} ({what}: an error to the client)"
+    lines = [f"unmatched: {rules.unmatched} (turns no route takes, unparseable ones included: {unmatched})",
+             f"on_failure: {failure}"]
+    if rules.aliased:
+        lines.append(f"note: on_unreachable (route {', '.join(rules.aliased)}) is the older name of on_failure "
+                     "(skip = next); both mean the same")
+    return lines

@@ -1,0 +1,50 @@
+"""What endpoints answer when they cannot take a turn now (facts for failover.py, capacity.py).
+
+Each row says why it is there. A reply with one of ``FAILOVER_STATUSES`` means "not now,
+not here": the turn itself may be fine, another endpoint can take it. A context-window
+error is told apart from the other 4xx by its body (``neutral.error.is_context_overflow``:
+OpenAI's ``context_length_exceeded``, llama-server's ``exceed_context_size_error``, vLLM's
+and Anthropic's and Gemini's wordings); ``CONTEXT_STATUSES`` are the statuses it comes with.
+Any other 4xx is the request's own fault and is answered, never failed over.
+"""
+
+from __future__ import annotations
+
+# status -> why a reply with it is a failure of the endpoint, not of the request
+FAILOVER_STATUSES: dict[int, str] = {
+    408: "request timeout: the server gave up waiting (nothing of the turn was served)",
+    429: "rate limited (Anthropic rate_limit_error, OpenAI rate_limit_exceeded, Gemini RESOURCE_EXHAUSTED)",
+    500: "server error (Anthropic api_error, OpenAI server_error, Gemini INTERNAL)",
+    502: "bad gateway: a proxy in front of the endpoint could not reach it",
+    503: "unavailable: llama-server loading its model or with no free slot, Gemini UNAVAILABLE, OpenAI overloaded",
+    504: "gateway timeout (Gemini DEADLINE_EXCEEDED)",
+    529: "Anthropic overloaded_error",
+}
+
+# statuses a context-window error comes with (the body says whether it is one)
+CONTEXT_STATUSES: dict[int, str] = {
+    400: "OpenAI context_length_exceeded, llama-server exceed_context_size_error, vLLM, Anthropic "
+         "'prompt is too long', Gemini INVALID_ARGUMENT 'input token count ... exceeds'",
+    413: "a server that says the prompt is too large for its context with 413 (LM Studio, some gateways)",
+    422: "OpenAI-compatible servers built on FastAPI that reject an over-long prompt as unprocessable",
+}
+
+# header (lower-case) -> how its value says when the endpoint will take turns again
+#   "seconds-or-date": RFC 9110 Retry-After: delay-seconds or an HTTP-date
+#   "ms": milliseconds
+#   "duration": OpenAI's Go-style duration ("1s", "6m0s", "250ms", "1h2m3.5s")
+#   "rfc3339": an RFC 3339 time
+RETRY_HEADERS: dict[str, str] = {
+    "retry-after": "seconds-or-date",  # RFC 9110 §10.2.3; Anthropic, OpenAI, Gemini, llama-server
+    "retry-after-ms": "ms",  # OpenAI (its SDKs read it before retry-after)
+}
+# rate-limit reset headers, read when no retry-after came: the limit that is used up
+# (its "remaining" header is 0) says when it refills
+RESET_HEADERS: dict[str, tuple[str, str]] = {  # reset header -> (its "remaining" header, format)
+    "x-ratelimit-reset-requests": ("x-ratelimit-remaining-requests", "duration"),  # OpenAI
+    "x-ratelimit-reset-tokens": ("x-ratelimit-remaining-tokens", "duration"),  # OpenAI
+    "anthropic-ratelimit-requests-reset": ("anthropic-ratelimit-requests-remaining", "rfc3339"),
+    "anthropic-ratelimit-tokens-reset": ("anthropic-ratelimit-tokens-remaining", "rfc3339"),
+    "anthropic-ratelimit-input-tokens-reset": ("anthropic-ratelimit-input-tokens-remaining", "rfc3339"),
+    "anthropic-ratelimit-output-tokens-reset": ("anthropic-ratelimit-output-tokens-remaining", "rfc3339"),
+}

@@ -1,0 +1,219 @@
+"""failover.classify / retry_hint, capacity.Capacity, and the rules keys of issue 19
+(on_failure with its alias on_unreachable, first_byte_timeout_s, cooldown_max_s,
+max_concurrency, queue_s, decide(after=...))."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import textwrap
+
+import pytest
+
+from tokunseba.capacity import Capacity
+from tokunseba.endpoints import Endpoint
+from tokunseba.failover import HOLD_MAX, classify, needs_body, retry_hint
+from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
+from tokunseba.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
+
+
+def _oai(message, code=None, etype="invalid_request_error") -> bytes:
+    return json.dumps({"error": {"message": message, "type": etype, "param": None, "code": code}}).encode()
+
+
+@pytest.mark.parametrize("status", sorted(FAILOVER_STATUSES))
+def test_every_failover_status_is_a_failure_whatever_the_body(status):
+    f = classify(status, b"<html>busy</html>")
+    assert f is not None and f.kind == "status" and f.status == status and f.short() == str(status)
+    assert needs_body(status)
+
+
+@pytest.mark.parametrize("status,body", [
+    (400, _oai("This model's maximum context length is 4096 tokens. However, you requested 9000 tokens.",
+               "context_length_exceeded")),  # OpenAI / vLLM
+    (400, json.dumps({"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                                "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5000,
+                                "n_ctx": 4096}}).encode()),  # llama-server
+    (400, json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                 "message": "prompt is too long: 208310 tokens > 200000 maximum"}}).encode()),
+    (400, json.dumps({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                "The input token count (1200000) exceeds the maximum number of tokens allowed "
+                                "(1048576)."}}).encode()),  # Gemini
+    (413, b"context window exceeded"),
+])
+def test_context_window_errors_are_failures(status, body):
+    f = classify(status, body)
+    assert f is not None and f.kind == "context_window" and "context-window" in f.why
+
+
+@pytest.mark.parametrize("status,body", [
+    (400, _oai("Invalid value for 'temperature'")),
+    (401, _oai("bad key", etype="authentication_error")),
+    (404, b"not found"), (422, b'{"detail": "field required"}'), (413, b"request entity too large"),
+])
+def test_the_requests_own_fault_is_answered(status, body):
+    assert classify(status, body) is None
+
+
+def test_only_failure_and_context_statuses_are_held():
+    assert not needs_body(200) and not needs_body(401) and not needs_body(404)
+    assert all(needs_body(s) for s in CONTEXT_STATUSES) and HOLD_MAX >= 64 * 1024
+
+
+def test_retry_hint_seconds_date_ms_and_resets():
+    now = 1_800_000_000.0
+    assert retry_hint([("Retry-After", "30")], now) == (30.0, "retry-after")
+    date = email.utils.formatdate(now + 42, usegmt=True)
+    s, name = retry_hint([("retry-after", date)], now)
+    assert name == "retry-after" and 41 <= s <= 43
+    assert retry_hint([("retry-after-ms", "1500")], now) == (1.5, "retry-after-ms")
+    assert retry_hint([("retry-after", "soon")], now) is None
+    assert retry_hint([("retry-after", email.utils.formatdate(now - 5, usegmt=True))], now) is None  # past
+    # OpenAI: the used-up limit's reset
+    h = [("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", "6m0s"),
+         ("x-ratelimit-remaining-tokens", "100"), ("x-ratelimit-reset-tokens", "250ms")]
+    assert retry_hint(h, now) == (360.0, "x-ratelimit-reset-requests")
+    # Anthropic: an RFC 3339 time
+    from datetime import datetime, timezone
+    at = datetime.fromtimestamp(now + 20, timezone.utc).isoformat().replace("+00:00", "Z")
+    s, name = retry_hint([("anthropic-ratelimit-tokens-remaining", "0"), ("anthropic-ratelimit-tokens-reset", at)], now)
+    assert name == "anthropic-ratelimit-tokens-reset" and abs(s - 20) < 0.01
+    assert retry_hint([("x-ratelimit-reset-requests", "1s")], now) is None  # not used up: no hint
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+EP = Endpoint("local", "openai", "http://127.0.0.1:1/v1", max_concurrency=1, queue_s=0.5, cooldown_max_s=60)
+
+
+def test_cooldown_is_capped_and_expires():
+    clock = Clock()
+    cap = Capacity(clock)
+    assert cap.cool(EP, 600, "HTTP 429, retry-after: 600") == 60
+    assert "cooling down" in cap.unavailable(EP) and "429" in cap.unavailable(EP)
+    clock.t += 60.1
+    assert cap.unavailable(EP) is None
+    assert cap.cool(Endpoint("x", "openai", "http://h/v1", cooldown_max_s=0), 30, "y") == 0
+
+
+def test_slots_queue_and_release():
+    async def main():
+        cap = Capacity()
+        a = cap.acquire(EP)
+        assert a is not None and cap.acquire(EP) is None
+        assert "full (1 of max_concurrency 1" in cap.unavailable(EP)
+        assert cap.unavailable(EP, queue=True) is None  # queue_s: the turn may wait for the slot
+        assert await cap.wait(EP, 0.05) is None  # nobody released it
+        waiting = asyncio.ensure_future(cap.wait(EP, 5))
+        await asyncio.sleep(0.01)
+        a.release()
+        a.release()  # twice: once counted
+        b = await waiting
+        assert b is not None and cap.in_flight == {"local": 1}
+        b.release()
+        assert cap.in_flight == {}
+    asyncio.run(main())
+
+
+RULES = """\
+endpoints:
+  small:
+    protocol: openai
+    url: http://127.0.0.1:1/v1
+    first_byte_timeout_s: 2
+    max_concurrency: 1
+    queue_s: 0.5
+    cooldown_max_s: 30
+  big:
+    protocol: openai
+    url: http://127.0.0.1:2/v1
+routes:
+  - name: easy
+    when: {model: "claude-*"}
+    to: small
+  - name: other
+    when: {model: "gpt-*"}
+    to: big
+  - name: fallback
+    to: big
+    on_failure: error
+"""
+
+
+def _facts(model="claude-x"):
+    return TurnFacts("anthropic", model, False, False, False, 10, "hi", {})
+
+
+def test_new_endpoint_keys_and_on_failure_load():
+    rules = load_rules_text(RULES)
+    small = rules.endpoints["small"]
+    assert (small.first_byte_timeout_s, small.max_concurrency, small.queue_s, small.cooldown_max_s) == (2.0, 1, 0.5, 30.0)
+    big = rules.endpoints["big"]
+    assert (big.first_byte_timeout_s, big.max_concurrency, big.queue_s, big.cooldown_max_s) == (None, None, 0.0, 60.0)
+    assert [r.on_failure for r in rules.routes] == ["next", "next", "error"]
+
+
+def test_decide_after_goes_to_the_next_matching_route_then_unmatched():
+    rules = load_rules_text(RULES)
+    d = decide(rules, _facts(), after="easy")
+    assert d.action == "route" and d.route.name == "fallback"  # "other" does not match
+    assert [t["route"] for t in d.trace] == ["other", "fallback"]
+    d = decide(rules, _facts(), after="fallback")
+    assert d.action == "pass" and d.reason == "no route matched"
+
+
+def test_decide_skips_an_unavailable_endpoint_with_the_reason():
+    rules = load_rules_text(RULES)
+    d = decide(rules, _facts(), reachable=lambda ep: "cooling down (HTTP 429; 20.0 s left)" if ep.name == "small" else True)
+    assert d.route.name == "fallback" and d.trace[0]["unavailable"].startswith("cooling down")
+    d = decide(rules, _facts(), reachable=lambda ep: "full" if ep.name == "big" else True, after="easy")
+    assert d.action == "error" and "on_failure: error" in d.reason and "is full" in d.reason
+
+
+@pytest.mark.parametrize("extra,what", [
+    ("    on_failure: retry\n", "on_failure must be one of: next, error; got 'retry'"),
+    ("    on_failure: next\n    on_unreachable: error\n", "on_unreachable: error contradicts on_failure: next"),
+])
+def test_bad_on_failure(extra, what):
+    text = RULES.replace("    to: small\n", "    to: small\n" + extra)
+    with pytest.raises(RulesError) as ei:
+        load_rules_text(text, "r.yaml")
+    assert what in str(ei.value) and str(ei.value).startswith("r.yaml:")
+
+
+@pytest.mark.parametrize("key,value,what", [
+    ("first_byte_timeout_s", "0", "first_byte_timeout_s must be a number of seconds above 0"),
+    ("first_byte_timeout_s", "soon", "first_byte_timeout_s must be a number"),
+    ("max_concurrency", "0", "max_concurrency must be an integer of 1 or more"),
+    ("max_concurrency", "1.5", "max_concurrency must be an integer"),
+    ("cooldown_max_s", "-1", "cooldown_max_s must be a number of seconds, 0 or more"),
+])
+def test_bad_endpoint_keys_say_file_and_line(key, value, what):
+    text = RULES.replace("    first_byte_timeout_s: 2\n", f"    first_byte_timeout_s: 2\n    {key}: {value}\n"
+                         if key != "first_byte_timeout_s" else f"    first_byte_timeout_s: {value}\n")
+    with pytest.raises(RulesError) as ei:
+        load_rules_text(text, "r.yaml")
+    assert what in str(ei.value) and str(ei.value).startswith("r.yaml:")
+
+
+def test_queue_s_needs_max_concurrency():
+    text = RULES.replace("    max_concurrency: 1\n", "")
+    with pytest.raises(RulesError) as ei:
+        load_rules_text(text, "r.yaml")
+    assert "queue_s without max_concurrency" in str(ei.value)
+
+
+def test_check_says_on_unreachable_is_the_alias(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text(RULES.replace("    to: small\n", "    to: small\n    on_unreachable: skip\n"))
+    ok, lines = check_file(p)
+    assert ok
+    assert any(line.startswith("on_failure: error for fallback; next for the others") for line in lines)
+    assert "note: on_unreachable (route easy) is the older name of on_failure (skip = next); both mean the same" in lines
