@@ -89,7 +89,7 @@ async def addon(tmp_path, rules_file, monkeypatch):
     monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
     a = Tokunseba()
     with context(a) as tctx:
-        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "ledger.db"))
+        tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "ledger.db"))
         await a.running()
         a.tctx = tctx
         yield a
@@ -126,7 +126,7 @@ def test_bad_rules_file_raises_options_error_with_file_and_line(tmp_path):
     a = Tokunseba()
     with taddons.context(a) as tctx:
         with pytest.raises(exceptions.OptionsError) as ei:
-            tctx.configure(a, tokunseba_rules=str(bad))
+            tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(bad))
     assert f"{bad}:5:" in str(ei.value) and "colour" in str(ei.value)
 
 
@@ -134,7 +134,7 @@ def test_missing_rules_file_raises_options_error(tmp_path):
     a = Tokunseba()
     with taddons.context(a) as tctx:
         with pytest.raises(exceptions.OptionsError, match="no such rules file"):
-            tctx.configure(a, tokunseba_rules=str(tmp_path / "nope.yaml"))
+            tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(tmp_path / "nope.yaml"))
 
 
 def test_bad_provider_hosts_option_raises(tmp_path):
@@ -336,7 +336,7 @@ async def test_translated_flow_without_the_relay_fails_closed(tmp_path, rules_fi
     monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
     a = Tokunseba()
     with context(a) as tctx:
-        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
+        tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
         f = make_flow(ANT_BODY)  # running() never ran: no relay
         await a.request(f)
         assert f.response.status_code == 500
@@ -348,7 +348,7 @@ async def test_failed_flow_is_marked_as_an_error(tmp_path, rules_file, monkeypat
     monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
     a = Tokunseba()
     with context(a) as tctx:
-        tctx.configure(a, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
+        tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
         f = make_flow(ANT_BODY)
         await a.request(f)
         a.done()

@@ -25,7 +25,7 @@ def test_rules_file_edit_is_picked_up_and_a_broken_edit_is_not(tmp_path, caplog)
     rules.write_text(ONE)
     addon = Tokunseba()
     with taddons.context(addon, Proxyserver()) as tctx:
-        tctx.configure(addon, tokunseba_rules=str(rules), tokunseba_ledger=str(tmp_path / "l.db"))
+        tctx.configure(addon, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules), tokunseba_ledger=str(tmp_path / "l.db"))
         assert [r.name for r in addon.rules.routes] == ["first"]
 
         _touch_later(rules, TWO, 10)
@@ -46,7 +46,7 @@ def test_rules_are_checked_at_most_once_a_second(tmp_path):
     rules.write_text(ONE)
     addon = Tokunseba()
     with taddons.context(addon, Proxyserver()) as tctx:
-        tctx.configure(addon, tokunseba_rules=str(rules), tokunseba_ledger=str(tmp_path / "l.db"))
+        tctx.configure(addon, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules), tokunseba_ledger=str(tmp_path / "l.db"))
         addon._maybe_reload_rules()  # sets the clock
         _touch_later(rules, TWO, 10)
         addon._maybe_reload_rules()  # within the second: not looked at

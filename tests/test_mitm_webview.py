@@ -161,7 +161,7 @@ async def test_replay_without_the_clients_request_is_refused_plainly(tmp_path, a
     await _whole_reply(addon, f, 400, _chat_error("too long"))
     other = Tokunseba()  # another proxy session: a flow loaded from a saved file
     with context(other) as tctx:
-        tctx.configure(other, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "other.db"))
+        tctx.configure(other, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "other.db"))
         await other.running()
         _for_replay(f)
         await other.request(f)

@@ -30,6 +30,7 @@ from .ledger import Ledger, instance_id
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure
+from .provider_reach import Reach, answer_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
 from .rules import Rules, RulesError, load_rules
 from .shadow import SHADOWABLE, should_shadow
@@ -78,6 +79,8 @@ class Tokunseba:
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
+        self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (provider_reach.py)
+        self.reach_ssl: ssl.SSLContext | None = None
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.shadows: ShadowSender | None = None
@@ -96,6 +99,11 @@ class Tokunseba:
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
                           "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
                           "committed to its route; one that fails marks the endpoint down for a back-off).")
+        loader.add_option("tokunseba_connect_timeout_ms", int, 10000,
+                          "Connect timeout for a provider host a turn passes through to, in ms: a host that cannot "
+                          "be reached (no name, refused, TLS error, this timeout) gets the client an error in its "
+                          "own protocol naming the host (504 on a timeout, else 502). 0: not checked (mitmproxy "
+                          "answers such a turn with its own HTML 502 page).")
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
@@ -198,6 +206,7 @@ class Tokunseba:
         if ctx.options.connection_strategy != "lazy":
             ctx.options.update(connection_strategy="lazy")
         self.bridge.set_ssl_context(_upstream_ssl_context())
+        self.reach_ssl = _upstream_ssl_context()
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
             log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
@@ -240,6 +249,8 @@ class Tokunseba:
             planned = await self._plan(flow)
             if planned is not None:
                 turn, conn = planned
+                if turn.action == "pass" and turn.local is None:
+                    await self._check_reach(flow, turn)
                 origin = (turn.host, flow.request.port)  # the client's (pretty) host, before _apply retargets it
                 self._maybe_shadow(self._apply(flow, turn, conn), origin)
         except Exception as e:
@@ -298,6 +309,8 @@ class Tokunseba:
         turn, mode = state.turn, state.mode
         broken = self._bridge_done(state)
         self._show_client_url(flow, state)
+        if turn.action == "pass":
+            self.reach.answered(flow.request.host, flow.request.port)
         try:
             r = flow.response
             rep = whole = None
@@ -371,6 +384,8 @@ class Tokunseba:
         turn = state.turn
         broken = self._bridge_done(state)
         self._show_client_url(flow, state)
+        if turn.action == "pass" and flow.response is None:
+            self.reach.forget(flow.request.host, flow.request.port)  # the next turn checks it again
         try:
             msg = flow.error.msg if flow.error else "unknown error"
             if _client_went_away(msg) and reply_completed(state.pump) and flow.response is not None:
@@ -429,6 +444,21 @@ class Tokunseba:
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         return turn, conn
+
+    async def _check_reach(self, flow: http.HTTPFlow, turn: Turn) -> None:
+        """A turn passing through to its provider host: connect to that host first, as
+        mitmproxy would; one that cannot be reached is answered in the client's protocol
+        (provider_reach.py) instead of with mitmproxy's HTML 502 page. Not in upstream-proxy
+        mode (mitmproxy connects through that proxy, not directly)."""
+        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
+        if timeout_ms <= 0 or any(str(m).startswith("upstream:") for m in ctx.options.mode):
+            return
+        req = flow.request
+        bad = await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
+                                     timeout=timeout_ms / 1000)
+        if bad is not None:
+            answer_unreachable(turn, bad, asked=turn.host)
+            log.warning(turn.error)
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
