@@ -19,6 +19,7 @@ with this module's ``_Reader``, for the same ``FILE:LINE`` errors).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
+from .protocols.clients import VISIBILITY
 from .secrets import is_credential_header
+from .session_facts import Speaker, speaker
 from .shadow_scope import shadow_refusal
 from .translate import PROTOCOLS, pair_refusal
 
@@ -89,6 +92,7 @@ class TurnFacts:
     last_user_text: str | None
     headers: dict[str, str]  # lower-case names
     tool_count: int = 0
+    who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (session_facts.py)
 
 
 def _d(x: Any) -> dict:
@@ -206,9 +210,10 @@ def turn_facts(
     if model is None and isinstance(body.get("model"), str):
         model = body["model"]
     hdrs = {str(k).lower(): str(v) for k, v in headers.items()}
+    who = speaker(client, hdrs, body)
     shape = SHAPES.get(client)
     if shape is None:
-        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs)
+        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who)
     count = shape.tool_count(body)
     return TurnFacts(
         client=client,
@@ -220,6 +225,7 @@ def turn_facts(
         last_user_text=_last_user_text(body.get(shape.turns), shape),
         headers=hdrs,
         tool_count=count,
+        who=who,
     )
 
 
@@ -264,18 +270,86 @@ def _check_last_user(pattern: str, f: TurnFacts) -> tuple[bool, str]:
     return ok, f"last user text {'matches' if ok else 'does not match'} /{pattern}/"
 
 
+_GLOB_CHARS = frozenset("*?[")
+
+
+def is_header_regex(value: str) -> bool:
+    """A header value written ``/REGEX/`` is a regular expression (searched); any other is a glob."""
+    return len(value) >= 2 and value.startswith("/") and value.endswith("/")
+
+
+@functools.lru_cache(maxsize=256)
+def _header_regex(value: str) -> re.Pattern:
+    return re.compile(value[1:-1])
+
+
+def header_matches(want: str, got: str) -> bool:
+    """``got`` matches the rule's value: ``/REGEX/`` searched, else a glob (exact when it has
+    no ``*``, ``?`` or ``[``), case-sensitive."""
+    if is_header_regex(want):
+        return _header_regex(want).search(got) is not None
+    if _GLOB_CHARS.isdisjoint(want):
+        return got == want
+    return fnmatch.fnmatchcase(got, want)
+
+
 def _check_headers(want: dict[str, str], f: TurnFacts) -> tuple[bool, str]:
     parts, ok = [], True
     for name, value in want.items():
         got = f.headers.get(name)
-        ok &= got == value
+        hit = got is not None and header_matches(value, got)
+        ok &= hit
         if got is None:
             parts.append(f"header {name} absent")
         elif is_credential_header(name):  # a trace (and so the ledger) never shows credentials
-            parts.append(f"header {name} {'has' if got == value else 'does not have'} the rule's value")
+            parts.append(f"header {name} {'has' if hit else 'does not have'} the rule's value")
+        elif is_header_regex(value) or not _GLOB_CHARS.isdisjoint(value):
+            how = "regex" if is_header_regex(value) else "glob"
+            parts.append(f"header {name} is {_shown(got)}, {'matches' if hit else 'does not match'} {how} {value!r}")
         else:
-            parts.append(f"header {name} is {got!r}" + ("" if got == value else f", rule wants {value!r}"))
+            parts.append(f"header {name} is {_shown(got)}" + ("" if hit else f", rule wants {value!r}"))
     return ok, "; ".join(parts)
+
+
+def _shown(value: str, limit: int = 120) -> str:
+    """A request's value in a trace: bounded (the trace is recorded)."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} chars)"
+
+
+def _cannot_say(key: str, f: TurnFacts) -> str:
+    who = f.who.client or "this client"
+    can = ", ".join(name for name, _ in VISIBILITY[key])
+    return f"{key}: {who} does not say (only {can} can), so the rule does not match"
+
+
+def _check_background(want: bool, f: TurnFacts) -> tuple[bool, str]:
+    got = f.who.background
+    if got is None:
+        return False, _cannot_say("background", f)
+    ok = got == want
+    what = f"background turn ({f.who.background_why})" if got else f"not a background turn ({f.who.background_why})"
+    return ok, f"background: {what}, {'as the rule wants' if ok else 'rule wants ' + str(want).lower()}"
+
+
+def _check_agent(want: str, f: TurnFacts) -> tuple[bool, str]:
+    got = f.who.agent
+    if got is None:
+        return False, _cannot_say("agent", f)
+    ok = got == want
+    said = f"{got} {f.who.agent_id}" if f.who.agent_id else got
+    return ok, f"agent: {said}, {'as the rule wants' if ok else 'rule wants ' + want}"
+
+
+def _check_session(globs: list[str], f: TurnFacts) -> tuple[bool, str]:
+    got = f.who.session
+    shown = ", ".join(repr(g) for g in globs)
+    if got is None:
+        return False, f"session: none known for this turn, rule wants {shown}"
+    kind = "fingerprint" if f.who.session_fingerprint else "session"
+    hit = next((g for g in globs if fnmatch.fnmatchcase(got, g)), None)
+    if hit is not None:
+        return True, f"{kind} {got!r} matches {hit!r}"
+    return False, f"{kind} {got!r} does not match {shown}"
 
 
 CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
@@ -292,7 +366,11 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
     "max_request_bytes": _check_bytes,
     "last_user_matches": _check_last_user,
     "header": _check_headers,
+    "background": _check_background,
+    "agent": _check_agent,
+    "session": _check_session,
 }
+AGENTS = ("main", "subagent")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,8 +560,16 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             return v
         case "model":
             return r.value(node, "texts", what)
-        case "tools" | "thinking" | "images":
+        case "tools" | "thinking" | "images" | "background":
             return r.value(node, "bool", what)
+        case "agent":
+            v = r.value(node, "text", what)
+            if v is not None and v not in AGENTS:
+                r.error(node, f"{what} must be one of: {', '.join(AGENTS)}; got {v!r}")
+                return None
+            return v
+        case "session":
+            return r.value(node, "texts", what)
         case "max_request_bytes":
             v = r.value(node, "int", what)
             if v is not None and v < 0:
@@ -507,7 +593,13 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             for name, (kn, vn) in m.items():
                 if name.lower() in out:
                     r.error(kn, f"{what}: header {name!r} given twice (names are case-insensitive)")
-                out[name.lower()] = r.value(vn, "text", f"{what}.{name}")
+                out[name.lower()] = v = r.value(vn, "text", f"{what}.{name}")
+                if v is not None and is_header_regex(v):
+                    try:
+                        _header_regex(v)
+                    except re.error as e:
+                        r.error(vn, f"{what}.{name}: bad regex {v[1:-1]!r}: {e.msg} at position {e.pos}")
+                        out[name.lower()] = None
             return None if None in out.values() else out
     raise AssertionError(key)  # pragma: no cover - keys are checked against CHECKS first
 
@@ -734,7 +826,22 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
     except RulesError as e:
         return False, e.errors
     return True, [f"OK: {len(rules.endpoints)} endpoints, {len(rules.routes)} routes", *policy_lines(rules),
-                  *rules.warnings]
+                  *who_lines(rules), *rules.warnings]
+
+
+def who_lines(rules: Rules) -> list[str]:
+    """For each who-is-talking key the routes use (background, agent, session): which clients
+    can say it, and how (protocols/clients.py); the others' turns never match it."""
+    out = []
+    for key, seen in VISIBILITY.items():
+        users = [r.name for r in rules.routes if key in r.when]
+        if not users:
+            continue
+        how = "; ".join(f"{client}: {what}" for client, what in seen)
+        tail = ("" if key == "session" else
+                "; any other client cannot say, and the condition does not match its turns")
+        out.append(f"when.{key} (route{'s' * (len(users) > 1)} {', '.join(users)}): seen from {how}{tail}")
+    return out
 
 
 def policy_lines(rules: Rules) -> list[str]:
