@@ -46,6 +46,11 @@ def add_commands(sub) -> None:
                    help=f"mitmweb's UI port (default {DEFAULT_WEB_PORT}); the UI needs the token in the URL "
                    "that run prints (http://127.0.0.1:PORT/?token=...)")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print mitmproxy's own lines: every connection (client/server connect, disconnect) and "
+                   "every flow, provider or not. Without it the console shows one line per provider turn "
+                   "(request id, client, model → route → endpoint, outcome, status, tokens as reported, time) "
+                   "and warnings")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
     p.set_defaults(func=cmd_run)
 
@@ -145,6 +150,10 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
         cmd += ["--set", "tokunseba_ledger_bodies=true"]
     if args.confdir:
         cmd += ["--set", f"confdir={args.confdir}"]
+    if not getattr(args, "verbose", False):  # one line per provider turn; mitmproxy's own lines with -v
+        cmd += ["--set", "tokunseba_console=turns"]
+        if not args.web:  # mitmweb has no flow dump (and no flow_detail option)
+            cmd += ["--set", "flow_detail=0"]
     if args.web:
         cmd += ["--set", "store_streamed_bodies=true", "--set", f"web_port={args.web_port}",
                 "--set", "web_host=127.0.0.1", "--set", "web_open_browser=false"]

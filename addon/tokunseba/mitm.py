@@ -24,6 +24,7 @@ from .bridge import MARK as BRIDGE_MARK
 from .bridge import PREFIX as BRIDGE_PREFIX
 from .bridge import Bridge
 from .bridge import UpstreamConn
+from .console_line import client_name, turn_line
 from .endpoints import EndpointHealth
 from .errors import TranslationError
 from .ledger import Ledger, instance_id
@@ -52,6 +53,7 @@ for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("t
     _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
 ORIGINAL_KEY = "tokunseba.original_request"
+CLIENT_KEY = "tokunseba.client"  # the client's name on the console line (console_line.py)
 MAX_ORIGINAL = 4 * 1024 * 1024
 RULES_POLL_S = 1.0
 MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
@@ -104,6 +106,11 @@ class Tokunseba:
                           "be reached (no name, refused, TLS error, this timeout) gets the client an error in its "
                           "own protocol naming the host (504 on a timeout, else 502). 0: not checked (mitmproxy "
                           "answers such a turn with its own HTML 502 page).")
+        loader.add_option("tokunseba_console", str, "all",
+                          "all: mitmproxy's own lines as usual, plus tokunseba's one line per provider turn; turns: "
+                          "mitmproxy's per-connection lines (client/server connect, disconnect) left out, so the "
+                          "console shows tokunseba's line per turn and warnings (tokunseba run's default; -v: all).",
+                          choices=("all", "turns"))
         loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
                           "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
                           "with an error in the client's protocol.")
@@ -136,6 +143,10 @@ class Tokunseba:
                 set_max_event_bytes(ctx.options.tokunseba_max_event_bytes)
             except ValueError as e:
                 raise exceptions.OptionsError(f"tokunseba_max_event_bytes: {e}") from None
+        if "tokunseba_console" in updated:
+            if ctx.options.tokunseba_console not in ("all", "turns"):
+                raise exceptions.OptionsError(f"tokunseba_console: {ctx.options.tokunseba_console!r} is not all or turns")
+            _CONNECTION_CHATTER.quiet = ctx.options.tokunseba_console == "turns"
         if "tokunseba_keepalive_s" in updated:
             self.bridge.keepalive_s = _keepalive_seconds(ctx.options.tokunseba_keepalive_s)
         if "tokunseba_provider_hosts" in updated:
@@ -457,8 +468,7 @@ class Tokunseba:
         bad = await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
                                      timeout=timeout_ms / 1000)
         if bad is not None:
-            answer_unreachable(turn, bad, asked=turn.host)
-            log.warning(turn.error)
+            answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (_console)
 
     def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
         """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
@@ -474,6 +484,7 @@ class Tokunseba:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self._ledger_start(turn)
         req = flow.request
+        flow.metadata[CLIENT_KEY] = client_name(req.headers.get("user-agent"), turn.client_protocol)
         client_url, client_headers = req.url, req.headers.copy()
         state.shown = Shown(client_url, client_target=_target_of(req))
         flow.comment = turn.summary()
@@ -637,6 +648,18 @@ class Tokunseba:
             return target.broken
         return None
 
+    def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float) -> None:
+        """The turn's one console line (console_line.py): what happened to it, as recorded."""
+        try:
+            d = turn.decision
+            log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
+                               model=turn.requested_model, route=d.route.name if d and d.route else None,
+                               to=turn.endpoint.name if turn.endpoint else turn.host, outcome=outcome, status=status,
+                               usage=usage.reported if usage else None, seconds=now - turn.started_at,
+                               error=turn.error if outcome in ("error", "refused", "cancelled") else None))
+        except Exception:
+            log.exception("tokunseba: could not write the turn's console line")
+
     def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
 
@@ -730,6 +753,7 @@ class Tokunseba:
         self._shadow_primary_done(state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
         self._present(flow, state, outcome, status)
+        self._console(flow, turn, outcome, status, usage, now)
         if self.ledger is None:
             return
         latency = round((now - turn.started_at) * 1000, 3)
@@ -855,6 +879,21 @@ def _redact_whole_reply(r: http.Response, turn: Turn) -> None:
     clean = KNOWN_SECRETS.redact_bytes(body)
     if clean != body:
         r.content = clean
+
+
+class _ConnectionChatter(logging.Filter):
+    """Leaves mitmproxy's per-connection lines (client/server connect and disconnect, a server
+    connection that failed) out of the log when ``quiet`` (tokunseba_console=turns); its
+    warnings and errors still show."""
+
+    quiet = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.quiet and record.levelno <= logging.INFO)
+
+
+_CONNECTION_CHATTER = _ConnectionChatter()
+logging.getLogger("mitmproxy.proxy.server").addFilter(_CONNECTION_CHATTER)
 
 
 class DisplayRedaction:
