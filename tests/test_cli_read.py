@@ -396,7 +396,7 @@ def test_explain_json_structure(capsys, story):
     rc, out, _ = run(capsys, "explain", "tk-0a1b2c3d", "--ledger", str(story), "--json")
     assert rc == 0
     doc = jsonc.loads(out)
-    assert set(doc) == {"turn", "events", "shadows"} and doc["shadows"] == []  # shadows: issue 12
+    assert set(doc) == {"turn", "events", "shadows", "session"} and doc["shadows"] == []  # shadows: issue 12; session: 20
     t = doc["turn"]
     assert (t["request_id"], t["client_protocol"], t["rule"], t["endpoint"], t["outcome"]) == (
         "tk-0a1b2c3d", "anthropic", "easy-turns", "local", "translated")

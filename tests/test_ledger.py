@@ -18,6 +18,7 @@ import pytest
 from tokunseba import ledger as ledger_mod
 from tokunseba.ledger import (
     MIGRATIONS,
+    SESSION_COLUMNS,
     Ledger,
     LedgerError,
     LedgerMissing,
@@ -166,6 +167,7 @@ def test_turn_row_holds_every_field(tmp_path):
         "status": 200, "latency_ms": 250.5, "ttfb_ms": 40.25, "usage_protocol": None, "usage_reported": None,
         "usage_input": None, "usage_output": None, "usage_cache_read": None, "usage_cache_write": None,
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None,
+        **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
     }
 
 

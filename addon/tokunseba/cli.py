@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · shadow · replay.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process).
@@ -15,12 +15,13 @@ typical use:
   eval "$(tokunseba env)"                                      # point clients at it
   claude                                                       # or any SDK / Codex
   tokunseba log; tokunseba stats --since 24h; tokunseba explain <request-id>
+  tokunseba sessions; tokunseba stats --by agent; tokunseba log --session <id>   # who talked, where it went
   tokunseba shadow --since 24h; tokunseba replay <request-id> --to local   # is the local model good enough?
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cli_prices, cli_read, cli_run, cli_shadow
+    from . import cli_prices, cli_read, cli_run, cli_sessions, cli_shadow
 
     p = argparse.ArgumentParser(
         prog="tokunseba",
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
+    cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
     return p
 
 

@@ -62,7 +62,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("explain", help="the whole story of one turn", description="The whole story of one turn: "
-                       "rules tried, decision, translation, upstream status, usage as reported, timings, events.")
+                       "rules tried, decision, translation, upstream status, usage as reported, timings, events; who was "
+                       "talking (session, agent, client) and the session's other turns around this one.")
     p.add_argument("request_id", metavar="REQUEST_ID", help="a request id, or a unique prefix of one")
     _common(p)
     p.set_defaults(func=cmd_explain)
@@ -358,6 +359,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             turn = ledger.get_turn(args.request_id)
             events = ledger.events(turn["request_id"])
             shadows = ledger.shadows(request_id=turn["request_id"])
+            session = ledger.turns(session=turn["session_id"]) if turn.get("session_id") else []
     except LookupError as e:
         return _error(str(e.args[0]), 1)
     except (sqlite3.Error, OverflowError) as e:
@@ -365,13 +367,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
+    from . import session_view
+
     if args.json:
-        _json({"turn": turn, "events": events, "shadows": shadows})
+        shown, before, after = session_view.around(session, turn["request_id"]) if session else ([], 0, 0)
+        _json({"turn": turn, "events": events, "shadows": shadows,
+               "session": {"id": turn.get("session_id"), "turns": len(session), "earlier_not_shown": before,
+                           "later_not_shown": after,
+                           "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
     else:
         from .shadow_view import explain_lines
 
-        print("\n".join([render_explain(turn, events), *explain_lines(shadows)]))
+        print("\n".join([render_explain(turn, events), *explain_lines(shadows),
+                         *session_view.explain_lines(turn, session)]))
     return 0
+
+
+# what `explain --json` shows of each of the session's turns around the one asked for
+SESSION_TURN_KEYS = ("request_id", "started_at", "agent", "agent_id", "background", "rule", "endpoint", "host",
+                     "model_used", "outcome", "status", "usage_input", "usage_output")
 
 
 def _kv(key: str, value: str) -> str:

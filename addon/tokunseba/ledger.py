@@ -177,6 +177,22 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX turns_open ON turns(owner) WHERE outcome IS NULL",
         ),
     ),
+    (
+        # who is talking (session_facts.py): the client's session id, or a fingerprint of the
+        # conversation's start (session_fingerprint 1); agent main/subagent (+ id); background;
+        # the client's name and version. Older rows have NULL: no session known
+        "0005_turn_session",
+        (
+            "ALTER TABLE turns ADD COLUMN session_id TEXT",
+            "ALTER TABLE turns ADD COLUMN session_fingerprint INTEGER",
+            "ALTER TABLE turns ADD COLUMN agent TEXT",
+            "ALTER TABLE turns ADD COLUMN agent_id TEXT",
+            "ALTER TABLE turns ADD COLUMN background INTEGER",
+            "ALTER TABLE turns ADD COLUMN client_name TEXT",
+            "ALTER TABLE turns ADD COLUMN client_version TEXT",
+            "CREATE INDEX turns_session ON turns(session_id, started_at) WHERE session_id IS NOT NULL",
+        ),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -204,14 +220,26 @@ TURN_FIELDS: dict[str, str] = {
     "trace": "json",
     "request_body": "body",
     "response_body": "body",
+    # who is talking (session_facts.Speaker.ledger_fields(): bounded and escaped there;
+    # "text": key-like strings a client put there are scrubbed like any other text)
+    "session_id": "text",
+    "session_fingerprint": "plain",
+    "agent": "plain",
+    "agent_id": "text",
+    "background": "plain",
+    "client_name": "text",
+    "client_version": "text",
 }
+SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
+                   "client_version")
 JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
 
 # the turns table's columns, in table order (a folded write names them in this order)
 TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "rule",
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
-                "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner")
+                "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
+                *SESSION_COLUMNS)
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
 
@@ -646,15 +674,23 @@ class Ledger:
             row["stream"] = bool(row["stream"])
         return row
 
-    def turns(self, since: float | None = None, limit: int | None = None) -> list[dict]:
-        """Turns, newest first."""
+    def turns(self, since: float | None = None, limit: int | None = None, *, session: str | None = None) -> list[dict]:
+        """Turns, newest first; only those of ``session`` (a session id) when given."""
         if not self._has_table("turns"):
             return []
         sql = "SELECT * FROM turns"
-        params: tuple = ()
+        where, params = [], []
         if since is not None:
-            sql += " WHERE started_at >= ?"
-            params = (since,)
+            where.append("started_at >= ?")
+            params.append(since)
+        if session is not None:
+            if "0005_turn_session" not in self.schema():  # a ledger older than sessions: none known
+                return []
+            where.append("session_id = ?")
+            params.append(session)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        params = tuple(params)
         sql += " ORDER BY started_at DESC, rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"

@@ -35,6 +35,7 @@ from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .secrets import outgoing_headers, outgoing_query
+from .session_facts import Speaker, speaker
 from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
 
@@ -104,6 +105,7 @@ class Turn:
     events: list[tuple[str, dict]] = field(default_factory=list)  # ledger events to write
     error: str | None = None
     plumbing_headers: list[str] = field(default_factory=list)
+    who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (session_facts.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -198,6 +200,7 @@ class Prepared:
     not_routable: str | None = None
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
+    who: Speaker = field(default_factory=Speaker)  # who is talking (session_facts.py), known even without a body
 
 
 def prepare_request(*, method: str, host: str, port: int, path: str, headers: Iterable[tuple[str, str]], body: bytes,
@@ -208,13 +211,14 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
         return None
     headers = list(headers)
     names = tuple(k for k, _ in headers)
+    hdrs = {k.lower(): v for k, v in headers}
     try:
         req = parse_body(body)
     except TranslationError as e:
-        return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names)
-    hdrs = {k.lower(): v for k, v in headers}
-    return Prepared(det, host, port, path, body, req, turn_facts(det.protocol, req, len(body), hdrs, model=det.model),
-                    header_names=names)
+        return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names,
+                        who=speaker(det.protocol, hdrs, None))
+    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
+    return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who)
 
 
 def _model_override(prep: Prepared, model: str | None) -> str | None:
@@ -273,7 +277,7 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     turn = Turn(
         request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
-        original_body=prep.body,
+        original_body=prep.body, who=prep.who,
     )
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
