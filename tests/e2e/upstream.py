@@ -1,6 +1,7 @@
 """A scripted upstream model server on loopback for end-to-end tests.
 
-Each request pops the next scripted reply (or repeats the last one): status, headers and a
+Each request pops the next scripted reply (or repeats the last one), or, when a
+``responder`` is set, gets the reply it chooses for that request: status, headers and a
 list of body pieces written with delays between them, chunked (HTTP/1.1) or
 close-delimited, or cut off mid-stream; or a reset before any reply byte, or a body shorter
 than its content-length. Every request is recorded (method, path, headers,
@@ -68,6 +69,7 @@ class Upstream:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.requests: list[Recorded] = []
+        self.responder = None  # Callable[[Recorded], Reply]: when set, it answers instead of the script
         self._lock = threading.Lock()
         outer = self
 
@@ -89,6 +91,11 @@ class Upstream:
                 rec = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time())
                 with outer._lock:
                     outer.requests.append(rec)
+                    responder = outer.responder
+                if responder is not None:  # a reply chosen by what was asked (concurrent clients)
+                    self._send(responder(rec), rec)
+                    return
+                with outer._lock:
                     if outer.replies:
                         reply = outer.replies.pop(0) if len(outer.replies) > 1 else outer.replies[0]
                     else:
