@@ -9,11 +9,11 @@ def test_clients_named_by_their_user_agent():
     assert client_name("claude-cli/2.1.197 (external, sdk-cli)", "anthropic") == "claude-code"
     assert client_name("codex_exec/0.171.0 (Debian 12.0.0; x86_64) dumb (codex_exec; 0.171.0)", "openai-responses") == "codex"
     assert client_name("GeminiCLI-tui/0.61.0/gemini-2.5-pro (linux; x64; terminal)", "gemini") == "gemini-cli"
-    assert client_name("Anthropic/Python 2.16.0", "anthropic") == "anthropic-sdk"
-    assert client_name("OpenAI/Python 3.57.0", "openai") == "openai-sdk"
-    assert client_name("google-genai-sdk/3.6.1 gl-python/3.12.1", "gemini") == "genai-sdk"
+    assert client_name("Anthropic/Python 2.16.0", "anthropic") == "anthropic-python"
+    assert client_name("OpenAI/Python 3.57.0", "openai") == "openai-python"
+    assert client_name("google-genai-sdk/3.6.1 gl-python/3.12.1", "gemini") == "google-genai"
     assert client_name(None, "openai") == "openai client"
-    assert client_name("my-tool/1", "gemini") == "gemini client"
+    assert client_name("", "gemini") == "gemini client"
 
 
 def test_usage_as_reported_top_level_counts_only():

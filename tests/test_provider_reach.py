@@ -7,7 +7,7 @@ import asyncio
 import socket
 import ssl
 
-from tokunseba.provider_reach import Reach, Unreachable, answer_unreachable, describe
+from tokunseba.provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
 from tokunseba.turn import prepare_request, build_turn, decide_request
 from tokunseba.rules import load_rules
 
@@ -107,3 +107,20 @@ def test_answer_unreachable_answers_in_the_clients_protocol():
     assert turn.local.headers["x-tokunseba-request-id"] == turn.request_id
     assert turn.request_id in turn.error
     assert turn.events[-1][0] == "upstream_unreachable"
+
+
+def test_an_unreachable_endpoint_the_route_answers_for_is_named_with_its_host_and_why(tmp_path):
+    rules_file = tmp_path / "r.yaml"
+    rules_file.write_text("endpoints:\n  local:\n    protocol: openai\n    url: http://127.0.0.1:9/v1\n"
+                          "routes:\n  - name: all-local\n    to: local\n    on_unreachable: error\n")
+    rules = load_rules(str(rules_file))
+    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=[],
+                           body=b'{"model":"claude-haiku-4-5","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}')
+    turn = build_turn(rules, prep, decide_request(rules, prep, lambda ep: False), env={})
+    assert turn.outcome == "error" and turn.local.status == 503
+    say_endpoint_unreachable(turn, {"127.0.0.1:9": "connection refused"})
+    assert turn.error == ("route all-local: endpoint local is unreachable (on_failure: error): "
+                          "127.0.0.1:9: connection refused")
+    body = turn.local.body.decode()
+    assert "127.0.0.1:9: connection refused; the turn was not sent (request " + turn.request_id in body
+    assert turn.local.headers["x-tokunseba-request-id"] == turn.request_id

@@ -7,39 +7,26 @@ own field names, top-level counts only), how long it took, and the error when it
 
     tk-1a2b3c4d5e6f7a8b9c0d1e2f claude-code claude-haiku-4-5 → claude-background → local · translated 200 · input_tokens=12 output_tokens=5 · 1.42 s
 
-Pure: no mitmproxy, no I/O. ``CLIENTS`` names the clients by the start of their User-Agent,
-one row per client with the reason it is recognised so.
+Pure: no mitmproxy, no I/O. The client is named as the ledger names it
+(``session_facts.client_of``: protocols/clients.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-# User-Agent prefix (lower case) -> the client's name on the console
-CLIENTS: tuple[tuple[str, str], ...] = (
-    ("claude-cli/", "claude-code"),        # Claude Code 2.x: `claude-cli/2.1.197 (external, cli)`
-    ("claude-code/", "claude-code"),       # its settings/policy calls
-    ("codex_exec/", "codex"),              # `codex exec`
-    ("codex_cli_rs/", "codex"),            # interactive Codex
-    ("codex", "codex"),
-    ("geminicli", "gemini-cli"),           # Gemini CLI: `GeminiCLI-tui/0.61.0/<model> (linux; x64; terminal)`
-    ("anthropic/python", "anthropic-sdk"),  # Stainless SDKs: `Anthropic/Python 2.16.0`
-    ("anthropic/js", "anthropic-sdk"),
-    ("openai/python", "openai-sdk"),
-    ("openai/js", "openai-sdk"),
-    ("google-genai-sdk/", "genai-sdk"),    # google-genai: `google-genai-sdk/1.x gl-python/3.13`
-    ("curl/", "curl"),
-)
+from .session_facts import client_of
+
 ERROR_MAX = 160  # characters of an error shown on the line (the ledger keeps it whole)
 
 
 def client_name(user_agent: str | None, protocol: str) -> str:
-    """The client's name from its User-Agent (``CLIENTS``), else its protocol (``openai client``)."""
-    ua = (user_agent or "").strip().lower()
-    for prefix, name in CLIENTS:
-        if ua.startswith(prefix):
-            return name
-    return f"{protocol} client"
+    """The client's name from its User-Agent (``client_of``), else its protocol (``openai client``)."""
+    try:
+        name = client_of(user_agent)[0]
+    except Exception:  # a name is never worth a failed line
+        name = None
+    return name or f"{protocol} client"
 
 
 def usage_text(reported: Mapping | None) -> str:

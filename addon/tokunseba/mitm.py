@@ -31,7 +31,7 @@ from .ledger import Ledger, instance_id
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure
-from .provider_reach import Reach, answer_unreachable
+from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
 from .rules import Rules, RulesError, load_rules
 from .shadow import SHADOWABLE, should_shadow
@@ -441,13 +441,15 @@ class Tokunseba:
                 try:
                     conn = await self.bridge.connect(ep.url, ctx.options.tokunseba_probe_timeout_ms / 1000)
                 except Exception as e:
-                    wait = self.health.failed(ep, f"{type(e).__name__}: {e}")
+                    why = describe(e, ep.host, ep.port, ctx.options.tokunseba_probe_timeout_ms / 1000).reason
+                    wait = self.health.failed(ep, why)
                     log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
-                                f"({e or type(e).__name__}); skipped for {wait:g} s")
+                                f"({why}); skipped for {wait:g} s")
                     continue
                 self.health.ok(ep)
                 break
         turn = build_turn(self.rules, prep, decision, env=os.environ)
+        say_endpoint_unreachable(turn, self.health.down())
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))

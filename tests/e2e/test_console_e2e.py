@@ -115,10 +115,10 @@ def test_one_line_per_provider_turn_and_no_connection_chatter(tmp_path, monkeypa
         assert len([ln for ln in out.splitlines() if rid in ln and "→" in ln]) == 1, out
     line = {rid: next(ln for ln in out.splitlines() if rid in ln and "→" in ln) for rid in ids}
     translated, passed, unreachable = (line[i] for i in ids)
-    assert "anthropic-sdk claude-haiku-4-5 → haiku-scripted → scripted · translated 200 · " in translated
+    assert "anthropic-python claude-haiku-4-5 → haiku-scripted → scripted · translated 200 · " in translated
     assert "prompt_tokens=2610 completion_tokens=58 total_tokens=2668" in translated  # as the endpoint reported
     assert re.search(r" · \d+\.\d\d s$", translated)
-    assert f"anthropic-sdk claude-opus-4-8 → no route → 127.0.0.1 · pass_through 200 · " in passed
+    assert "anthropic-python claude-opus-4-8 → no route → 127.0.0.1 · pass_through 200 · " in passed
     assert "input_tokens=21 output_tokens=3" in passed
     assert "→ no route → api.anthropic.com · error 502 · no usage reported" in unreachable
     assert "cannot reach api.anthropic.com" in unreachable and "connection refused" in unreachable

@@ -242,8 +242,7 @@ def test_codex_says_the_host_cannot_be_reached(refused, tmp_path):
            "CODEX_API_KEY": "sk-dummy-codex", "TERM": "dumb"}
     p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
                         "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
-                        "-c", "model=gpt-5.5", "-c", "model_providers.openai.request_max_retries=0",
-                        "-c", "model_providers.openai.stream_max_retries=0", "say hi"],
+                        "-c", "model=gpt-5.5", "say hi"],
                        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
     out = p.stdout + p.stderr
     assert "cannot reach api.openai.com" in out and "connection refused" in out, out[-3000:]
