@@ -64,9 +64,11 @@ def test_codex_session_is_its_prompt_cache_key_and_agent_its_agent_name():
         "01a2370a-63bf-7eb1-bc1c-415c0e59d641", False, "body prompt_cache_key")
     assert (s.agent, s.background) == ("main", None)  # Codex does not say what is background
     sub = copy.deepcopy(h)
-    sub[c.CODEX_TURN_METADATA_HEADER] = '{"agent_name":"/main/explorer","session_id":"x"}'
+    sub[c.CODEX_TURN_METADATA_HEADER] = '{"agent_name":"/root/task_1","session_id":"x"}'
     s = speaker("openai-responses", sub, body)
-    assert (s.agent, s.agent_id) == ("subagent", "/main/explorer")
+    assert (s.agent, s.agent_id) == ("subagent", "/root/task_1")
+    sub[c.CODEX_TURN_METADATA_HEADER] = '{"agent_name":"/root"}'  # what 0.171.0 sends for its main agent
+    assert speaker("openai-responses", sub, body).agent == "main"
     # no prompt_cache_key: client_metadata.session_id
     body2 = {k: v for k, v in body.items() if k != "prompt_cache_key"}
     assert speaker("openai-responses", h, body2).session_from == "body client_metadata.session_id"

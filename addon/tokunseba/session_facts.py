@@ -200,10 +200,12 @@ def _codex(headers: Mapping[str, str], body: dict) -> dict[str, Any]:
             break
     turn_meta = _json_object(_header(headers, c.CODEX_TURN_METADATA_HEADER) or meta.get(c.CODEX_TURN_METADATA_HEADER))
     name = clean(turn_meta.get("agent_name"), c.MAX_AGENT_CHARS)
-    if name == c.CODEX_MAIN_AGENT:
+    if name in c.CODEX_MAIN_AGENTS:
         out.update(agent="main")
     elif name:
         out.update(agent="subagent", agent_id=name)
+    elif _header(headers, c.CODEX_SUBAGENT_HEADER) is not None:
+        out.update(agent="subagent", agent_id=clean(_header(headers, c.CODEX_SUBAGENT_HEADER), c.MAX_AGENT_CHARS))
     return out
 
 

@@ -208,3 +208,174 @@ def test_claude_code_background_subagent_and_main_turns_go_where_their_rules_say
     assert sid in text and "main 2, background 1, subagent 1" in text
     explained = cli(m.ledger, "explain", sub_turn["request_id"])
     assert f"agent subagent {sub_turn['agent_id']}" in explained and "4 turns; around this one" in explained
+
+
+# ---------------------------------------------------------------- two sessions at once, three turns each
+
+
+def run_pair(run_one) -> dict[str, subprocess.CompletedProcess]:
+    """``run_one(marker)`` for sessions A and B at the same time."""
+    out: dict[str, subprocess.CompletedProcess] = {}
+    threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, run_one(k))) for k in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return out
+
+
+def marker_of(text: str) -> str:
+    return "A" if "SESSION-A" in text else "B" if "SESSION-B" in text else "?"
+
+
+def sessions_by_marker(ledger: Path, protocol: str) -> dict[str, set[str]]:
+    """session id -> the markers of the request bodies of its turns (bodies stored: opt-in)."""
+    import sqlite3
+
+    ledger_settled(ledger)
+    with sqlite3.connect(ledger) as db:
+        rows = db.execute("SELECT t.session_id, t.session_fingerprint, b.request_body FROM turns t JOIN bodies b "
+                          "USING (request_id) WHERE t.client_protocol = ?", (protocol,)).fetchall()
+    out: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for sid, _fp, body in rows:
+        out.setdefault(sid, set()).add(marker_of(body.decode("utf-8", "replace")))
+        counts[sid] = counts.get(sid, 0) + 1
+    return {sid: (markers, counts[sid]) for sid, markers in out.items()}
+
+
+GEMINI_RULES = """\
+endpoints:
+  gem-up:
+    protocol: gemini
+    url: {url}/v1beta
+    key_env: TK_TEST_GEM_KEY
+routes:
+  - name: gemini-sessions
+    when: {{client: gemini}}
+    to: gem-up
+"""
+
+
+def gemini_sse(parts: list[dict]) -> Reply:
+    obj = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 50, "candidatesTokenCount": 5, "totalTokenCount": 55},
+           "modelVersion": "cli-model"}
+    return Reply.sse([b"data: " + json.dumps(obj).encode() + b"\r\n\r\n"])
+
+
+def gemini_agent(rec: Recorded) -> Reply:
+    """Two shell-command round trips, then the answer: three turns per conversation."""
+    body = rec.json()
+    done = sum(1 for c in body.get("contents", []) for p in c.get("parts", []) if "functionResponse" in p)
+    m = marker_of(json.dumps(body.get("contents", [])[:1]))
+    if done < 2:
+        return gemini_sse([{"functionCall": {"name": "run_shell_command", "id": f"call_{m}_{done}",
+                                             "args": {"command": f"echo step-{done}-{m}",
+                                                      "description": "print a marker"}}}])
+    return gemini_sse([{"text": f"finished session {m}"}])
+
+
+def test_gemini_cli_two_sessions_at_once_three_turns_each_never_mixed(tmp_path):
+    from .test_gemini_e2e import run_gemini_cli
+
+    need_npm_tool("gemini", "Gemini CLI")
+    with Upstream() as up:
+        up.responder = gemini_agent
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(GEMINI_RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env=KEYS, extra=["--set", "tokunseba_ledger_bodies=true"])
+        try:
+            runs = run_pair(lambda k: run_gemini_cli(m, tmp_path / k, f"SESSION-{k}: run the two marker steps",
+                                                     "--yolo", "-o", "json"))
+        finally:
+            m.stop()
+    for k, r in runs.items():
+        assert r.returncode == 0, (k, r.stdout[-2000:], r.stderr[-3000:], m.log()[-3000:])
+        assert json.loads(r.stdout)["response"].strip().endswith(f"finished session {k}")
+    posts = [r for r in up.requests if r.method == "POST"]
+    assert len(posts) == 6, [r.path for r in up.requests]
+    grouped = sessions_by_marker(m.ledger, "gemini")
+    assert sorted((sorted(k), n) for k, n in grouped.values()) == [(["A"], 3), (["B"], 3)]  # its own 3 turns only
+    assert all(sid.startswith("fp-") for sid in grouped)
+    sessions = cli(m.ledger, "sessions", "--json")
+    assert sorted((s["turns"], s["fingerprint"], s["client"]) for s in sessions) == [
+        (3, True, "gemini-cli 0.61.0")] * 2
+
+
+CODEX_RULES = """\
+endpoints:
+  resp-up:
+    protocol: openai-responses
+    url: {url}/v1
+    key_env: TK_TEST_RESP_KEY
+routes:
+  - name: codex-sessions
+    when: {{client: openai-responses}}
+    to: resp-up
+"""
+
+
+def responses_sse(item: dict) -> Reply:
+    snap = {"id": "resp_sess", "object": "response", "created_at": 1767225600, "status": "in_progress",
+            "model": "gpt-5.5", "output": []}
+    usage = {"input_tokens": 700, "input_tokens_details": {"cached_tokens": 600}, "output_tokens": 9,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 709}
+    evs = [("response.created", {"response": snap}),
+           ("response.output_item.added", {"output_index": 0, "item": item}),
+           ("response.output_item.done", {"output_index": 0, "item": item}),
+           ("response.completed", {"response": {**snap, "status": "completed", "output": [item], "usage": usage}})]
+    return Reply.sse([f"event: {n}\ndata: {json.dumps({'type': n, 'sequence_number': i, **d})}\n\n".encode()
+                      for i, (n, d) in enumerate(evs)])
+
+
+def codex_agent(rec: Recorded) -> Reply:
+    """Two exec_command round trips, then the answer: three turns per session."""
+    body = rec.json()
+    items = body.get("input", [])
+    done = sum(1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output")
+    m = marker_of(json.dumps([i for i in items if isinstance(i, dict) and i.get("role") == "user"][-1:]))
+    if m == "?":
+        m = marker_of(json.dumps(items))
+    if done < 2:
+        return responses_sse({"id": f"fc_{m}{done}", "type": "function_call", "status": "completed",
+                              "call_id": f"call_{m}_{done}", "name": "exec_command",
+                              "arguments": json.dumps({"cmd": f"echo step-{done}-{m}"})})
+    return responses_sse({"id": f"msg_{m}", "type": "message", "status": "completed", "role": "assistant",
+                          "content": [{"type": "output_text", "annotations": [], "text": f"finished session {m}"}]})
+
+
+def run_codex(proxy: Mitmdump, tmp: Path, prompt: str) -> subprocess.CompletedProcess:
+    codex = need_npm_tool("codex", "Codex")
+    home, work = tmp / "home", tmp / "work"
+    (home / "codex").mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+           "HTTPS_PROXY": proxy.url, "HTTP_PROXY": proxy.url, "SSL_CERT_FILE": str(proxy.ca),
+           "CODEX_API_KEY": "sk-codex-client-dummy-sess-0123", "TERM": "dumb"}
+    return subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                           "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
+                           "-c", "model=gpt-5.5", prompt], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_codex_two_sessions_at_once_three_turns_each_never_mixed(tmp_path):
+    need_npm_tool("codex", "Codex")
+    with Upstream() as up:
+        up.responder = codex_agent
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(CODEX_RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env=KEYS, extra=["--set", "tokunseba_ledger_bodies=true"])
+        try:
+            runs = run_pair(lambda k: run_codex(m, tmp_path / k, f"SESSION-{k}: run the two marker steps"))
+        finally:
+            m.stop()
+    for k, r in runs.items():
+        assert r.returncode == 0, (k, r.stdout[-2000:], r.stderr[-3000:], m.log()[-3000:])
+        assert f"finished session {k}" in r.stdout
+    grouped = sessions_by_marker(m.ledger, "openai-responses")
+    assert sorted((sorted(k), n) for k, n in grouped.values()) == [(["A"], 3), (["B"], 3)]
+    assert not any(sid.startswith("fp-") for sid in grouped)  # Codex's own session ids
+    sessions = cli(m.ledger, "sessions", "--json")
+    assert sorted((s["turns"], s["fingerprint"], s["client"], s["agents"]["main"]) for s in sessions) == [
+        (3, False, "codex 0.171.0", 3)] * 2

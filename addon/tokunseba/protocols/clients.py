@@ -11,7 +11,8 @@ Measured on the pinned clients (README "Who is talking"; shared clients.md, gemi
   turn declares its tools.
 - Codex CLI 0.171.0 sends ``prompt_cache_key`` (its session id) and ``client_metadata``
   (``session_id``, ``thread_id``, ``turn_id``) in the body, and ``x-codex-turn-metadata``
-  (JSON: ``agent_name`` ``/main`` for the main agent) in a header.
+  (JSON: ``agent_name`` ``/root`` for the main agent, ``/root/<task>`` for a subagent) in a
+  header.
 - Gemini CLI and the SDKs send no session: their turns are grouped by a fingerprint of the
   conversation's start (``session_facts.fingerprint``).
 """
@@ -54,8 +55,11 @@ CC_CLIENT = "claude-code"
 CODEX_CLIENT = "codex"
 CODEX_SESSION_KEY = "prompt_cache_key"  # body: the session's id
 CODEX_METADATA_KEY = "client_metadata"  # body: session_id, thread_id, turn_id, ...
-CODEX_TURN_METADATA_HEADER = "x-codex-turn-metadata"  # JSON: agent_name ("/main"), request_kind, ...
-CODEX_MAIN_AGENT = "/main"
+CODEX_TURN_METADATA_HEADER = "x-codex-turn-metadata"  # JSON: agent_name ("/root"), request_kind, ...
+# the main agent's agent_name: "/root" measured on 0.171.0 (its subagents are "/root/<task>");
+# the shared fixtures, redacted, show "/main"
+CODEX_MAIN_AGENTS = ("/root", "/main")
+CODEX_SUBAGENT_HEADER = "x-openai-subagent"  # in the binary, not yet seen on the wire
 CODEX_SESSION_HEADERS = ("session-id", "thread-id")
 
 # Bounds on what is recorded of a client's say-so (bad input never grows a ledger row).
@@ -73,7 +77,7 @@ VISIBILITY: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "agent": (
         (CC_CLIENT, f"{CC_AGENT_HEADER} on a subagent's calls, none on the main agent's"),
-        (CODEX_CLIENT, f"{CODEX_TURN_METADATA_HEADER} agent_name ({CODEX_MAIN_AGENT} is the main agent)"),
+        (CODEX_CLIENT, f"{CODEX_TURN_METADATA_HEADER} agent_name (/root is the main agent, /root/<task> a subagent)"),
     ),
     "session": (
         (CC_CLIENT, f"header {CC_SESSION_HEADER}"),
