@@ -577,12 +577,13 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         gemini            claude-proxy  translated
 
         A translated turn is still refused, before anything is sent, when it carries what the target cannot take without inventing (`explain` names the JSON path):
+          turns of openai clients, to another protocol: n above 1 (every other protocol returns exactly one choice)
           turns of openai-responses clients, to another protocol: freeform (custom) tools and their calls, tool namespaces, built-in tool calls (shell, apply_patch, web search, MCP, ...), items or state stored by the provider (previous_response_id, item_reference, encrypted compaction)
           turns of gemini clients, to another protocol: cachedContent (content stored at Google); candidateCount above 1; a functionResponse that answers no call in the history; streamGenerateContent without alt=sse
           turns translated to anthropic endpoints: tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)
           turns translated to openai endpoints: tool names longer than 64 characters (renaming would invent a tool)
           turns translated to openai-responses endpoints: tool names longer than 64 characters (renaming would invent a tool)
-          turns translated to gemini endpoints: function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63}); a tool result that answers no call in the history (Gemini needs the function's name); function-call arguments that are not a JSON object; n above 1
+          turns translated to gemini endpoints: function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63}); a tool result that answers no call in the history (Gemini needs the function's name); function-call arguments that are not a JSON object
 
         ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT  IF UNREACHABLE
         easy-turns        11  local   qwen3-0.6b   anthropic                                    ok      next route

@@ -15,7 +15,7 @@ import pytest
 
 from tokunseba import cli_run
 from tokunseba.cli import main
-from tokunseba.protocols.detect import PROVIDER_HOSTS
+from tokunseba.protocols.detect import provider_hosts
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"
 
@@ -49,7 +49,7 @@ def test_run_decrypts_every_detected_provider_host_and_the_rules_https_hosts(cap
                      "  local:\n    protocol: openai\n    url: http://127.0.0.1:9/v1\n")
     rc, out, err = run(capsys, "run", "--dry-run", "--rules", str(rules))
     assert (rc, err) == (0, "")
-    assert allowed_hosts(shlex.split(out)) == [*PROVIDER_HOSTS, "llm.corp.example"]  # plain-HTTP hosts need none
+    assert allowed_hosts(shlex.split(out)) == [*provider_hosts(), "llm.corp.example"]  # plain-HTTP hosts need none
 
 
 def test_run_on_port_0_says_where_the_real_port_is_printed(capsys, execv, tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import load_fixture
-from tokunseba.protocols.detect import PATHS, Detected, api_path, detect
+from tokunseba.protocols import REGISTRY
+from tokunseba.protocols.detect import Detected, api_path, detect
 
 A, O, G = "api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"
 
@@ -120,11 +121,10 @@ def test_extra_hosts_do_not_override_provider_hosts():
 
 
 def test_every_path_in_the_table_is_detected_on_a_provider_host():
-    hosts = {"anthropic": A, "openai": O, "openai-responses": O, "gemini": G}
-    for proto, pp in PATHS.items():
+    for proto, pp in REGISTRY.items():
         for kind in pp.paths:
-            path = pp.prefixes[0] + api_path(proto, kind, "m-1")
-            assert detect(hosts[proto], path) == Detected(proto, kind, "m-1" if "{model}" in pp.paths[kind] else None)
+            path = pp.api_prefixes[0] + api_path(proto, kind, "m-1")
+            assert detect(pp.hosts[0], path) == Detected(proto, kind, "m-1" if "{model}" in pp.paths[kind] else None)
 
 
 def test_api_path():

@@ -322,15 +322,17 @@ def test_anthropic_sdk_rejects_nothing_on_a_parallel_gemini_stream():
 def test_pass_through_gemini_usage_is_read_on_the_side():
     """A Gemini turn passed through or retargeted: the ledger still gets usageMetadata as
     reported, from the stream (the last one) or a whole reply."""
-    from tokunseba.translate.sniff import UsageSniffer, usage_from_json
+    from tokunseba.outcome import usage_of
+    from tokunseba.stream_watch import StreamWatch
 
-    s = UsageSniffer("gemini")
+    s = StreamWatch("gemini")
     data = raw("thought_two_calls_no_ids.sse")
     for k in range(0, len(data), 7):
         s.feed(data[k:k + 7])
     s.close()
     assert s.usage.protocol == GEMINI and s.usage.reported["totalTokenCount"] == 5507
-    whole = usage_from_json("gemini", json.dumps(merge_chunks(gemini_chunks_of(raw("py_text_chunks.sse")))).encode())
+    assert s.verdict() is None and s.completed  # read, not judged: Gemini streams have no terminal event
+    whole = usage_of("gemini", json.dumps(merge_chunks(gemini_chunks_of(raw("py_text_chunks.sse")))).encode())
     assert whole.reported == {"promptTokenCount": 1234, "candidatesTokenCount": 56, "totalTokenCount": 1290,
                               "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 1234}]}
     assert whole.fields() == {"input": 1234, "output": 56, "cache_read": None, "cache_write": None, "reasoning": None}

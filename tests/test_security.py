@@ -23,7 +23,8 @@ from tokunseba.rules import RulesError, load_rules, load_rules_text
 from tokunseba.secrets import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
 from tokunseba.turn import apply_header_changes
-from tokunseba.validate import CHECKS, first_problem
+from tokunseba.protocols import REGISTRY
+from tokunseba.validate import first_problem
 
 from tests.planning import plan_request
 
@@ -140,18 +141,16 @@ def test_credential_names():
 
 
 def test_every_endpoint_key_header_is_a_credential_in_the_one_list():
-    """The header carrying an endpoint's key (endpoints.AUTH_HEADERS, one per protocol) is
+    """The header carrying an endpoint's key (each protocol's ``auth_header`` fact) is
     named by secrets.py's list itself, not only by a name pattern: the allow-list keeps it
     from other hosts, and the ledger, logs and mitmweb redact it."""
-    from tokunseba.endpoints import AUTH_HEADERS
-    from tokunseba.secrets import ALLOWED_HEADERS, CREDENTIAL_NAMES, PROTOCOL_HEADERS
-    from tokunseba.translate import PROTOCOLS
+    from tokunseba.secrets import ALLOWED_HEADERS, CREDENTIAL_NAMES
 
-    assert set(AUTH_HEADERS) == set(PROTOCOLS)
-    for protocol, (name, _) in AUTH_HEADERS.items():
-        assert name in CREDENTIAL_NAMES and is_credential_header(name), protocol
+    for p in REGISTRY.values():
+        name = p.auth_header[0]
+        assert name in CREDENTIAL_NAMES and is_credential_header(name), p.name
         assert scrub({"headers": {name: CANARY}}) == {"headers": {name: REDACTED}}
-    allowed = set(ALLOWED_HEADERS).union(*PROTOCOL_HEADERS.values())
+    allowed = set(ALLOWED_HEADERS).union(*(p.version_headers for p in REGISTRY.values()))
     assert not {n for n in allowed if is_credential_header(n)}  # no credential is allow-listed
 
 
@@ -312,7 +311,7 @@ def test_valid_tool_round_trip_and_retargets_are_not_refused(rules):
     assert plan(rules, ant("far-1", max_tokens=-1)).action == "retarget"  # the far end checks for itself
     assert first_problem("openai-responses", {"previous_response_id": "r", "input": [
         {"type": "function_call_output", "call_id": "c1", "output": "r"}]}) is None
-    assert all(c.reason for checks in CHECKS.values() for c in checks)
+    assert all(c.reason for p in REGISTRY.values() for c in p.checks)
 
 
 # ---------------------------------------------------------------- item 1: loopback only, unless opted in
@@ -439,7 +438,7 @@ JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampl
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(sorted(CHECKS)), st.dictionaries(st.sampled_from(["messages", "input", "max_tokens",
+@given(st.sampled_from(sorted(p.name for p in REGISTRY.values() if p.checks)), st.dictionaries(st.sampled_from(["messages", "input", "max_tokens",
                                                                          "max_output_tokens", "max_completion_tokens"]),
                                                         JSONISH, max_size=4))
 def test_validation_never_raises_on_odd_bodies(protocol, body):

@@ -95,7 +95,9 @@ def _reply(name: str) -> dict:
 @pytest.mark.parametrize("name,protocol", [("anthropic_validated_text_tool", "anthropic"),
                                            ("chat_validated_parallel_tools", "openai"),
                                            ("chat_interleaved_tools", "openai"),
-                                           ("llamacpp_py_tool", "openai")])
+                                           ("llamacpp_py_tool", "openai"),
+                                           ("responses_validated_text_tool", "openai-responses"),
+                                           ("responses_reasoning_parallel_tools", "openai-responses")])
 def test_a_stream_and_its_whole_reply_have_the_same_facts(name, protocol):
     """The facts of a recorded stream equal those of the same reply whole (its .reply.json)."""
     streamed = reply_facts(protocol, (STREAMS / f"{name}.sse").read_bytes())
@@ -113,18 +115,21 @@ def test_anthropic_stream_facts_are_usage_as_reported():
     assert f.usage_protocol == "anthropic"
 
 
-def test_responses_facts_from_the_terminal_event_and_whole():
-    done = {"id": "resp_1", "status": "completed", "output": [
-        {"type": "message", "content": [{"type": "output_text", "text": "hi"}]},
-        {"type": "function_call", "call_id": "call_1", "name": "exec", "arguments": "{\"cmd\": \"ls\"}"}],
-        "usage": {"input_tokens": 10, "output_tokens": 2}}
-    stream = (b"event: response.created\ndata: {\"type\":\"response.created\"}\n\n"
-              b"event: response.completed\ndata: " + json.dumps({"type": "response.completed", "response": done}).encode()
-              + b"\n\n")
-    f = reply_facts("openai-responses", stream)
-    assert f == reply_facts("openai-responses", json.dumps(done).encode())
-    assert (f.text, f.stop_reason, f.tool_calls[0]["arguments"], f.usage_protocol) == ("hi", "tool_use", {"cmd": "ls"},
-                                                                                       "openai")
+def test_responses_facts_from_the_stream_and_whole():
+    """Read by the Responses codec's own decoders: the stream's items and its terminal
+    event's usage, the same as the whole reply's."""
+    f = reply_facts("openai-responses", (STREAMS / "responses_validated_text_tool.sse").read_bytes())
+    assert f == reply_facts("openai-responses", json.dumps(_reply("responses_validated_text_tool")).encode())
+    assert f.stop_reason == "tool_use" and f.tool_calls and isinstance(f.tool_calls[0]["arguments"], dict)
+    assert f.usage_protocol == "openai" and f.usage["input_tokens"] > 0
+
+
+def test_gemini_facts_are_read_too():
+    """Every protocol with a codec has facts (shadows and replays compare them), Gemini too."""
+    body = json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}],
+                       "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4}})
+    f = reply_facts("gemini", body.encode())
+    assert (f.text, f.stop_reason, f.usage_protocol, f.usage["totalTokenCount"]) == ("hi", "end_turn", "gemini", 4)
 
 
 def test_no_usage_reported_stays_none_and_errors_are_facts():

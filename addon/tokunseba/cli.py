@@ -10,6 +10,9 @@ import argparse
 import sys
 
 EPILOG = """\
+protocols (any client to any endpoint; same protocol: retargeted unchanged):
+{protocols}
+
 typical use:
   tokunseba run --rules rules/examples/easy-turns-local.yaml   # start the proxy
   eval "$(tokunseba env)"                                      # point clients at it
@@ -23,11 +26,14 @@ typical use:
 def build_parser() -> argparse.ArgumentParser:
     from . import cli_prices, cli_read, cli_run, cli_sessions, cli_shadow
 
+    from . import protocols
+
+    listed = "\n".join(f"  {p.name:<17} {p.title} ({p.clients})" for p in protocols.all_protocols())
     p = argparse.ArgumentParser(
         prog="tokunseba",
-        description="Route LLM API turns by YAML rules through mitmproxy, translating between "
-        "Anthropic Messages and OpenAI Chat Completions, and record every turn in a ledger.",
-        epilog=EPILOG,
+        description="Route LLM API turns by YAML rules through mitmproxy, translating requests, replies\n"
+        "and streams between the protocols listed below, and record every turn in a ledger.",
+        epilog=EPILOG.format(protocols=listed),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import jsonc
 from .ledger import USAGE_FIELDS, Ledger, LedgerError, LedgerMissing, compute_stats, default_ledger_path
-from .protocols.anthropic import ANTHROPIC_VERSION
+from . import protocols
 
 # ---------------------------------------------------------------- registration
 
@@ -679,7 +679,12 @@ def render_models(rep: dict) -> str:
 
 # models API reply shapes: (list key, id key); Gemini names are "models/<id>"
 MODEL_LISTS = (("data", "id"), ("models", "name"), ("models", "id"))
-PROBE_HEADERS = {"anthropic": {"anthropic-version": ANTHROPIC_VERSION}}
+
+
+def _sent_headers(protocol: str) -> dict[str, str]:
+    """What the protocol's endpoints need besides the key (Anthropic's anthropic-version)."""
+    facts = protocols.find(protocol)
+    return dict(facts.sent_headers) if facts is not None else {}
 
 
 def probe_endpoint(ep: Any, timeout: float) -> dict:
@@ -689,7 +694,7 @@ def probe_endpoint(ep: Any, timeout: float) -> dict:
     whose ids are ``models``; otherwise ``error`` says what went wrong in a few words."""
     url = ep.url.rstrip("/") + "/models"
     headers = {"accept": "application/json", "user-agent": "tokunseba-models-probe",
-               **PROBE_HEADERS.get(ep.protocol, {}), **ep.auth_headers(os.environ)}
+               **_sent_headers(ep.protocol), **ep.auth_headers(os.environ)}
     res: dict[str, Any] = {"url": url, "reachable": False, "ok": False, "status": None, "models": None,
                            "error": None}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -124,9 +124,9 @@ def web_url(port: int, token: str, host: str = "127.0.0.1") -> str:
 
 
 def build_command(args, web_password_hash: str | None = None) -> list[str]:
-    from .protocols.detect import PROVIDER_HOSTS
+    from .protocols.detect import provider_hosts
 
-    hosts = list(PROVIDER_HOSTS)
+    hosts = list(provider_hosts())
     if args.rules:
         from .rules import RulesError, load_rules
 

@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from .cli_read import _common, _error, _json, _read, fmt_ms, fmt_num, since_option, table, timeout_option
-from .ledger import USAGE_FIELDS, USAGE_PROTOCOLS, Ledger, LedgerError, default_ledger_path, percentile
+from .ledger import USAGE_FIELDS, Ledger, usage_counting, LedgerError, default_ledger_path, percentile
 
 EPILOG = """\
 set up:
@@ -92,7 +92,7 @@ def _tokens(rows: list[dict], prefix: str) -> dict:
         if r[f"{prefix}usage_reported"] is None:
             none += 1
             continue
-        counted = USAGE_PROTOCOLS.get(r[f"{prefix}usage_protocol"] or "", r[f"{prefix}usage_protocol"] or "-")
+        counted = usage_counting(r[f"{prefix}usage_protocol"], r[f"{prefix}usage_protocol"] or "-")
         u = out.setdefault(counted, {"turns": 0, **{f: None for f in USAGE_FIELDS}})
         u["turns"] += 1
         for f in USAGE_FIELDS:

@@ -13,22 +13,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .protocols import gemini, openai_responses
+from . import protocols
 from .protocols.detect import api_path
-from .translate import MAX_TOKENS_FIELDS, PROTOCOLS, SYSTEM_ROLES
-
-# protocol -> (header name, value template) carrying the endpoint's key
-AUTH_HEADERS: dict[str, tuple[str, str]] = {
-    "anthropic": ("x-api-key", "{key}"),
-    "openai": ("authorization", "Bearer {key}"),
-    openai_responses.PROTOCOL: openai_responses.AUTH_HEADER,
-    gemini.PROTOCOL: gemini.AUTH_HEADER,
-}
+from .translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -52,14 +44,14 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def _one_of(field: str, allowed: tuple[str, ...]) -> Callable[[Any], str | None]:
+def _one_of(field: str, allowed: Collection[str]) -> Callable[[Any], str | None]:
     return lambda v: None if v in allowed else f"{field} must be one of: {', '.join(allowed)}; got {v!r}"
 
 
 # endpoint field -> check of its value (None = fine). Shared by Endpoint and the rules loader,
 # which checks the YAML types first and reports each problem at its line.
 FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
-    "protocol": _one_of("protocol", PROTOCOLS),
+    "protocol": _one_of("protocol", protocols.NAMES),  # a live view of the registry
     "url": url_problem,
     "key_env": lambda v: None if v is None or _ENV_NAME.fullmatch(v) else (
         "key_env must be the NAME of an environment variable holding the key (e.g. LOCAL_KEY), "
@@ -142,7 +134,7 @@ class Endpoint:
         key = env.get(self.key_env) if self.key_env else None
         if not key:
             return {}
-        name, template = AUTH_HEADERS[self.protocol]
+        name, template = protocols.get(self.protocol).auth_header
         return {name: template.format(key=key)}
 
     def same_host(self, host: str, port: int) -> bool:
@@ -150,14 +142,10 @@ class Endpoint:
         return host.lower().rstrip(".").strip("[]") == self.host.rstrip(".") and port == self.port
 
 
+# one built-in endpoint per protocol whose facts name a provider base URL, named after it
 BUILTIN_ENDPOINTS: dict[str, Endpoint] = {
-    e.name: e
-    for e in (
-        Endpoint("anthropic", "anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", builtin=True),
-        Endpoint("openai", "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", builtin=True),
-        Endpoint(gemini.PROTOCOL, gemini.PROTOCOL, "https://generativelanguage.googleapis.com/v1beta",
-                 gemini.KEY_ENV, builtin=True),
-    )
+    p.name: Endpoint(p.name, p.name, p.builtin_url, p.key_env, builtin=True)
+    for p in protocols.all_protocols() if p.builtin_url
 }
 
 

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import jsonc
+from . import jsonc, protocols
 from .ledger_scrub import scrubbed_json
 from .ledger_batch import Record, record_name, statements_of, write_folded
 from .private_files import create_private
 from .secrets import redact_text, redact_url, scrub
-from .neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
+from .neutral.usage import Usage
 
 log = logging.getLogger("tokunseba.ledger")
 
@@ -200,7 +200,11 @@ INTERRUPTED = "interrupted"
 INTERRUPTED_ERROR = "the proxy stopped before the turn completed"
 
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
-USAGE_PROTOCOLS = {ANTHROPIC: ANTHROPIC, OPENAI: OPENAI, "openai-responses": OPENAI, GEMINI: GEMINI}
+
+
+def usage_counting(name: str | None, default: str | None = None) -> str | None:
+    """The counting convention of a ``usage_protocol`` value (protocols.counting)."""
+    return protocols.counting(name) or default
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).
@@ -554,7 +558,7 @@ class Ledger:
                 ).fetchone()
             protocol = row[0] if row else None
         cols: dict[str, Any] = {"usage_protocol": protocol}
-        counted = USAGE_PROTOCOLS.get(protocol or "")
+        counted = usage_counting(protocol)
         if isinstance(reported, dict):
             cols["usage_reported"] = scrubbed_json(reported)
             if counted is None:
@@ -640,7 +644,7 @@ class Ledger:
                 cols[name] = redact_text(text).encode()
         cols["usage_protocol"] = usage.protocol if usage else None
         cols["usage_reported"] = jsonc.dumps(scrub(usage.reported)) if usage else None
-        counted = Usage(USAGE_PROTOCOLS[usage.protocol], usage.reported).fields() if usage else {}
+        counted = Usage(usage_counting(usage.protocol) or usage.protocol, usage.reported).fields() if usage else {}
         for name in USAGE_FIELDS:
             cols[f"usage_{name}"] = counted.get(name)
         return [(f"INSERT INTO shadows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
@@ -907,7 +911,7 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         if r["usage_reported"] is None or all(v is None for v in vals.values()):
             none_reported += 1
             continue
-        counted = USAGE_PROTOCOLS.get(r["usage_protocol"] or "", r["usage_protocol"] or "-")
+        counted = usage_counting(r["usage_protocol"], r["usage_protocol"] or "-")
         u = usage.setdefault(counted, {"turns": 0, **{f: None for f in USAGE_FIELDS}})
         u["turns"] += 1
         for f, v in vals.items():

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
 
+from . import protocols
 from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import PREFIX as BRIDGE_PREFIX
@@ -30,20 +31,19 @@ from .errors import TranslationError
 from .ledger import Ledger, instance_id
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
-from .outcome import Outcome, shape_problem, upstream_failure
+from .outcome import Outcome, shape_problem, upstream_failure, usage_of
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
 from .rules import Rules, RulesError, load_rules
-from .shadow import SHADOWABLE, should_shadow
+from .shadow import should_shadow
+from .shadow_scope import shadowable
 from .shadow_sender import ShadowJob, ShadowSender
-from .protocols.detect import PROVIDER_HOSTS
+from .protocols.detect import guess, provider_hosts
 from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
-from .translate import PROTOCOLS
 from .sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
-from .translate.sniff import usage_from_json
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
-                   client_error, decide_request, prepare_request, response_mode, stream_translator, translate_whole,
-                   websocket_refusal)
+                   client_error, decide_request, prepare_request, response_mode, retarget_error, stream_translator,
+                   translate_whole, websocket_refusal)
 from .webview import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, original_record, original_view_text,
                       secrets_of, web_outcome)
 from .web_redact import redact_header_value, redact_values
@@ -153,9 +153,9 @@ class Tokunseba:
             hosts = {}
             for item in ctx.options.tokunseba_provider_hosts:
                 name, sep, proto = item.rpartition("=")
-                if not sep or not name or proto not in PROTOCOLS:
+                if not sep or not name or proto not in protocols.NAMES:
                     raise exceptions.OptionsError(
-                        f"tokunseba_provider_hosts: {item!r} is not HOST[:PORT]=PROTOCOL with PROTOCOL in {', '.join(PROTOCOLS)}")
+                        f"tokunseba_provider_hosts: {item!r} is not HOST[:PORT]=PROTOCOL with PROTOCOL in {', '.join(protocols.NAMES)}")
                 hosts[name.lower()] = proto
             self.provider_hosts = hosts
         if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
@@ -349,7 +349,7 @@ class Tokunseba:
                     status, headers, body, rep = translate_whole(turn, upstream_status, raw)
                 except Exception:
                     # the reply could not be translated: its usage still happened, as reported
-                    usage = usage_from_json(turn.target_protocol, raw) if upstream_status < 400 else None
+                    usage = usage_of(turn.target_protocol, raw) if upstream_status < 400 else None
                     raise _WholeReplyFailed(usage)
                 r.status_code = status
                 r.headers.pop("content-encoding", None)
@@ -373,6 +373,12 @@ class Tokunseba:
                     r = flow.response
                     turn.outcome, turn.error = "error", why
                     whole = None
+            elif mode == "leave" and turn.action == "retarget" and r.status_code >= 400:
+                raw = r.get_content(strict=False) or b""
+                self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(raw)})
+                if (said := retarget_error(turn, r.status_code, raw)) is not None:  # empty or HTML: the client's envelope
+                    self._respond(flow, said)
+                    r = flow.response
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
@@ -505,8 +511,8 @@ class Tokunseba:
         if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
             if not self.bridge.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
-            # a Gemini client reads a comment line as JSON: its unchanged stream gets no keep-alive
-            keepalive = turn.action == "translate" or turn.client_protocol != "gemini"
+            # some clients read a comment line as JSON (Gemini CLI): their unchanged stream gets no keep-alive
+            keepalive = turn.action == "translate" or protocols.get(turn.client_protocol).passthrough_keepalive
             token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive)
             state.relay_token = token
             _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
@@ -530,7 +536,7 @@ class Tokunseba:
         route = turn.decision.route if turn.decision else None
         if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
                 or not turn.may_shadow  # a shadow spends the shadow endpoint's key: loopback or opt-in only
-                or (turn.client_protocol, turn.detected.kind) not in SHADOWABLE
+                or not shadowable(turn.client_protocol, turn.detected.kind)
                 or not should_shadow(route.shadow_sample, random.random())):
             return
         try:
@@ -946,25 +952,19 @@ def _header_names(headers: http.Headers) -> dict[str, None]:
 
 def _is_provider_host(req: http.Request, extra_hosts: dict[str, str]) -> bool:
     host = req.pretty_host.lower()
-    return host in PROVIDER_HOSTS or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
+    return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
 
 
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
     """Planning failed before detection: is this a provider call we must not let through?"""
     if not _is_provider_host(flow.request, extra_hosts):
         return False
-    p = flow.request.path
-    return flow.request.method == "POST" and ("/v1/messages" in p or "/chat/completions" in p or "/responses" in p
-                                              or ":generateContent" in p or ":streamGenerateContent" in p)
+    return flow.request.method == "POST" and guess(flow.request.path) is not None
 
 
 def _guess_protocol(flow: http.HTTPFlow) -> str:
-    p = flow.request.path
-    if "/v1/messages" in p:
-        return "anthropic"
-    if "Content" in p:
-        return "gemini"
-    return "openai"
+    """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
+    return guess(flow.request.path) or protocols.FALLBACK
 
 
 def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import jsonc, protocols
 from .neutral.usage import Usage
-from .stream_watch import USAGE_PROTOCOL, whole_verdict
+from .stream_watch import whole_verdict
 from .turn import Turn
 
 
@@ -45,11 +46,22 @@ class Outcome:
         return cls(status, usage, usage.reported if usage else None, problem=problem)
 
 
-def usage_of(protocol: str, obj) -> Usage | None:
-    """The ``usage`` object of a whole JSON reply, as reported (None when absent)."""
-    conv = USAGE_PROTOCOL.get(protocol)
-    u = obj.get("usage") if isinstance(obj, dict) else None
-    return Usage(conv, u) if conv and isinstance(u, dict) else None
+def usage_of(protocol: str, obj: object) -> Usage | None:
+    """The usage object of a whole JSON reply (parsed, or its bytes), as reported, where the
+    protocol's facts say it lives (``usage``; Gemini ``usageMetadata``); None when absent,
+    empty where the protocol sends an empty one, or unreadable."""
+    facts = protocols.find(protocol)
+    if facts is None:
+        return None
+    if isinstance(obj, (bytes, bytearray)):
+        try:
+            obj = jsonc.loads(obj) if obj else None
+        except Exception:
+            return None
+    u = obj.get(facts.usage_key) if isinstance(obj, dict) else None
+    if not isinstance(u, dict) or (not u and facts.usage_key != "usage"):
+        return None
+    return Usage(facts.usage_counting, u)
 
 
 def upstream_failure(msg: str) -> str:

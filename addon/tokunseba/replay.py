@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import httpx
 
+from . import protocols
 from .endpoints import Endpoint
 from .errors import TranslationError
 from .ledger import Ledger
+from .protocols.detect import detect
 from .reply_facts import Facts, reply_facts
 from .shadow import build_request, compare, reply_for_client
 from .neutral.usage import Usage
 
-# client protocol -> the request kind a recorded turn of it was (count_tokens is not a turn)
-TURN_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}
 
 
 class ReplayError(Exception):
@@ -60,9 +60,20 @@ def _at_original(ep: Endpoint, turn: dict, origin: str | None) -> bool:
     return ep.same_host(turn.get("host") or "", 443)
 
 
+def _recorded_kind(turn: dict) -> str:
+    """The request kind a recorded turn was, read from its path by detection (a token count
+    is not a turn); "" when its path is not one of its protocol's."""
+    client = turn.get("client_protocol") or ""
+    facts = protocols.find(client)
+    if facts is None:
+        return ""
+    det = detect("recorded.invalid", turn.get("path") or "", extra_hosts={"recorded.invalid": client})  # any prefix
+    return det.kind if det is not None else facts.turn_kind(False)
+
+
 def replay(ledger: Ledger, turn: dict, ep: Endpoint, env: Mapping[str, str], *, timeout: float) -> Replayed:
     client = turn.get("client_protocol") or ""
-    kind = "count_tokens" if "count_tokens" in (turn.get("path") or "") else TURN_KIND.get(client, "")
+    kind = _recorded_kind(turn)
     body, recorded, origin = stored_bodies(ledger, turn)
     try:
         out = build_request(client, kind, body, ep, env)

@@ -35,7 +35,10 @@ from .protocols.clients import VISIBILITY
 from .secrets import is_credential_header
 from .session_facts import Speaker, speaker
 from .shadow_scope import shadow_refusal
-from .translate import PROTOCOLS, pair_refusal
+from . import protocols
+from .protocols import NAMES as PROTOCOLS  # a live view of the registry
+from .protocols.facts import RuleShape
+from .translate import pair_refusal
 
 
 class RulesError(Exception):
@@ -103,76 +106,7 @@ def _l(x: Any) -> list:
     return x if isinstance(x, list) else []
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """Where a client protocol keeps what rules look at."""
-
-    turns: str  # top-level list of messages / input items / contents (Responses: or a string)
-    nested: tuple[str, ...]  # keys of a message or block holding further blocks (tool results!)
-    is_image: Callable[[dict], bool]  # an image block (documents/PDFs are not images)
-    is_user: Callable[[dict], bool]  # a user message
-    parts: str  # key of a message's content: a string or a list of parts
-    is_text: Callable[[dict], bool]  # a text part (tool results are not user text)
-    tool_count: Callable[[dict], int]
-    thinking: Callable[[dict], bool]
-
-
-def _typed(*types: str) -> Callable[[dict], bool]:
-    return lambda block: block.get("type") in types
-
-
-def _role_user(m: dict) -> bool:
-    return m.get("role") == "user"
-
-
-def _responses_tools(body: dict) -> int:  # Codex "lite" models declare tools in an input item
-    extra = [i for i in _l(body.get("input")) if _d(i).get("type") == "additional_tools"]
-    return len(_l(body.get("tools"))) + sum(len(_l(i.get("tools"))) for i in extra)
-
-
-def _gemini_tools(body: dict) -> int:  # a function-declarations entry counts per function
-    tools = [t for t in _l(body.get("tools")) if isinstance(t, dict)]
-    return sum(len(_l(t["functionDeclarations"])) if "functionDeclarations" in t else 1 for t in tools)
-
-
-def _gemini_thinking(body: dict) -> bool:
-    tc = _d(_d(body.get("generationConfig")).get("thinkingConfig"))
-    return bool(tc) and tc.get("thinkingBudget") != 0
-
-
-def _gemini_image(part: dict) -> bool:
-    mimes = (_d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
-    return any(isinstance(m, str) and m.startswith("image/") for m in mimes)
-
-
-SHAPES: dict[str, _Shape] = {
-    "anthropic": _Shape(
-        "messages", ("content",), _typed("image"), _role_user, "content", _typed("text"),
-        tool_count=lambda body: len(_l(body.get("tools"))),
-        thinking=lambda body: _d(body.get("thinking")).get("type") in ("enabled", "adaptive"),
-    ),
-    "openai": _Shape(
-        "messages", ("content",), _typed("image_url"), _role_user, "content", _typed("text"),
-        # legacy `functions` count as tools too
-        tool_count=lambda body: len(_l(body.get("tools"))) + len(_l(body.get("functions"))),
-        thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
-    ),
-    "openai-responses": _Shape(
-        "input", ("content", "output"), _typed("input_image"),
-        lambda m: _role_user(m) and m.get("type", "message") == "message", "content", _typed("input_text"),
-        tool_count=_responses_tools,
-        thinking=lambda body: bool(r := _d(body.get("reasoning"))) and r.get("effort") != "none",
-    ),
-    "gemini": _Shape(
-        "contents", ("parts",), _gemini_image, lambda m: m.get("role", "user") == "user", "parts",
-        lambda part: isinstance(part.get("text"), str) and not part.get("thought"),
-        tool_count=_gemini_tools,
-        thinking=_gemini_thinking,
-    ),
-}
-
-
-def _last_user_text(turns: Any, shape: _Shape) -> str | None:
+def _last_user_text(turns: Any, shape: RuleShape) -> str | None:
     """Text of the last user message: its string content, or its text parts joined."""
     if isinstance(turns, str):  # Responses `input` may be a bare string
         return turns
@@ -185,7 +119,7 @@ def _last_user_text(turns: Any, shape: _Shape) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _has_image(turns: Any, shape: _Shape) -> bool:
+def _has_image(turns: Any, shape: RuleShape) -> bool:
     """An image block anywhere in the turns, at any depth of nested block lists."""
     stack: list[Any] = list(_l(turns))
     while stack:
@@ -211,7 +145,8 @@ def turn_facts(
         model = body["model"]
     hdrs = {str(k).lower(): str(v) for k, v in headers.items()}
     who = speaker(client, hdrs, body)
-    shape = SHAPES.get(client)
+    facts = protocols.find(client)
+    shape = facts.rule_shape if facts is not None else None  # where the client protocol keeps it
     if shape is None:
         return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who)
     count = shape.tool_count(body)

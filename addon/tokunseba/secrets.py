@@ -4,8 +4,8 @@ host, and redaction (design.md §2 rule 7). The one list every module uses.
 - ``is_credential_header`` / ``is_secret_param``: names that hold a credential (known
   provider and gateway names, and any name containing auth/key/token/cookie/secret/...).
 - ``outgoing_headers`` / ``outgoing_query``: a turn leaving for another host carries an
-  **allow-list** (``ALLOWED_HEADERS``, ``PROTOCOL_HEADERS``, ``PROTOCOL_QUERY``, each row
-  with its reason); everything else stays behind and its *names* are recorded.
+  **allow-list** (``ALLOWED_HEADERS``, and each protocol's ``version_headers`` and
+  ``kept_query`` in its facts, each row with its reason); everything else stays behind and its *names* are recorded.
 - ``scrub`` / ``redact_text``: credential-like keys and key-shaped text redacted from
   anything written to the ledger or the logs; ``KNOWN_SECRETS`` adds redaction **by value**
   of the endpoints' own keys (registered by the adapter when it loads the rules), so a key
@@ -23,6 +23,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from . import protocols
 
 REDACTED = "<redacted>"
 
@@ -47,24 +49,6 @@ ALLOWED_HEADERS: dict[str, str] = {
     "accept-encoding": "the reply's compression",
     "user-agent": "names the client software; no credential",
 }
-# Headers kept only when the client's protocol is the target's: that protocol's own
-# version and feature switches, which the endpoint needs to read the body as sent.
-PROTOCOL_HEADERS: dict[str, dict[str, str]] = {
-    "anthropic": {"anthropic-version": "API version the body is written for",
-                  "anthropic-beta": "beta features the body uses"},
-    "openai": {"openai-beta": "beta features the body uses"},
-    "openai-responses": {"openai-beta": "beta features the body uses (Codex: responses=experimental)"},
-    "gemini": {},
-}
-# Query parameters kept on a same-protocol retarget to another host (all others stay behind).
-PROTOCOL_QUERY: dict[str, dict[str, str]] = {
-    "anthropic": {"beta": "the SDK's beta namespace (?beta=true)"},
-    "openai": {},
-    "openai-responses": {},
-    "gemini": {"alt": "stream framing (alt=sse); the endpoint URL sets it too"},
-}
-
-
 def _norm(name: str) -> str:
     return str(name).lower().replace("_", "-")
 
@@ -90,7 +74,7 @@ def outgoing_headers(names: Iterable[str], client: str, target: str, *, translat
     if translated:
         allowed.discard("content-encoding")  # the translated body is written anew, uncompressed
     if client == target:
-        allowed |= set(PROTOCOL_HEADERS.get(target, {}))
+        allowed |= set(protocols.get(target).version_headers)
     withheld = [n for n in names if n.lower() not in allowed]
     return allowed, list(dict.fromkeys(withheld))
 
@@ -102,7 +86,7 @@ def outgoing_query(url: str, client_path: str, client: str, target: str, *, cros
     base, _, own = url.partition("?")
     params = parse_qsl(own, keep_blank_values=True)
     have = {k for k, _ in params}
-    kept = PROTOCOL_QUERY.get(target, {}) if client == target else {}
+    kept = protocols.get(target).kept_query if client == target else {}
     withheld: list[str] = []
     for k, v in parse_qsl(client_path.partition("?")[2], keep_blank_values=True):
         if k in have:

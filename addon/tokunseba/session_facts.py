@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import jsonc
+from . import jsonc, protocols
 from .protocols import clients as c
 
 
@@ -124,17 +124,13 @@ def opening_texts(protocol: str, body: Any) -> list[str]:
     """The text of the user message(s) that open the conversation: every user message before
     the first reply (instructions skipped). Empty when there is none."""
     body = _d(body)
-    if protocol == "gemini":
-        items, content_key = body.get("contents"), "parts"
-        role_of = lambda m: m.get("role", "user")  # noqa: E731 - Gemini's default role is user
-    elif protocol == "openai-responses":
-        items, content_key = body.get("input"), "content"
-        if isinstance(items, str):
-            return [items]
-        role_of = lambda m: m.get("role") if m.get("type", "message") == "message" else "item"  # noqa: E731
-    else:  # anthropic, openai chat
-        items, content_key = body.get("messages"), "content"
-        role_of = lambda m: m.get("role")  # noqa: E731
+    facts = protocols.find(protocol)
+    if facts is None or facts.rule_shape is None:
+        return []
+    shape = facts.rule_shape  # where the client protocol keeps its turns, their parts and roles
+    items, content_key, role_of = body.get(shape.turns), shape.parts, shape.role_of
+    if isinstance(items, str):  # Responses `input` may be a bare string
+        return [items]
     out: list[str] = []
     for m in items if isinstance(items, list) else ():
         if not isinstance(m, dict):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from .ledger import NOT_SERVED, USAGE_FIELDS, USAGE_PROTOCOLS, _kind
+from .ledger import NOT_SERVED, USAGE_FIELDS, _kind, usage_counting
 from .prices import Price, endpoint_of, find_price, usage_cost
 
 NONE_LABEL = {"session": "(no session)", "agent": "(unknown)", "client": "(unknown)", "route": "(no route)",
@@ -61,7 +61,7 @@ def turn_cost(prices: list[Price] | None, row: dict) -> tuple[str, float | None]
     price = find_price(prices, endpoint_of(row), model)
     if price is None:
         return "no_price", None
-    counting = USAGE_PROTOCOLS.get(row.get("usage_protocol") or "", row.get("usage_protocol"))
+    counting = usage_counting(row.get("usage_protocol"), row.get("usage_protocol"))
     return "priced", usage_cost(price, fields, counting)[0]
 
 
@@ -86,7 +86,7 @@ class _Acc:
         if status == "no_usage":
             self.no_usage += 1
         else:
-            counting = USAGE_PROTOCOLS.get(row.get("usage_protocol") or "", row.get("usage_protocol") or "-")
+            counting = usage_counting(row.get("usage_protocol"), row.get("usage_protocol") or "-")
             u = self.usage.setdefault(counting, {"turns": 0, **dict.fromkeys(USAGE_FIELDS)})
             u["turns"] += 1
             for f in USAGE_FIELDS:

@@ -24,16 +24,12 @@ from typing import Any
 from . import jsonc
 from .endpoints import Endpoint
 from .errors import Refused
-from .protocols import anthropic as p_anthropic
+from . import protocols
 from .reply_facts import Facts
-from .shadow_scope import SHADOW_KINDS, TARGET_KIND, shadow_refusal
+from .shadow_scope import shadow_refusal, shadowable, target_kind
 from . import translate
 from .translate import pair_refusal
 from .turn import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)
-
-# client request kinds that are turns worth shadowing (count_tokens, Gemini... are not)
-SHADOWABLE = {(client, kind) for client, kind in SHADOW_KINDS.items()}
-
 
 def should_shadow(sample: float, draw: float) -> bool:
     """Shadow this turn? ``draw`` is uniform in [0, 1): a sample of 1.0 takes every turn, 0 none."""
@@ -84,7 +80,7 @@ def reply_for_client(target: str, client: str, status: int, body: bytes) -> tupl
 
 def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mapping[str, str]) -> OutboundRequest:
     """The request a shadow/replay sends to ``ep`` for a client request of ``client`` protocol."""
-    if (client, kind) not in SHADOWABLE:
+    if not shadowable(client, kind):
         what = f"{client} {kind} requests" if kind else f"{client} turns"
         raise Refused(400, f"{what} are not shadowed or replayed")
     if why := shadow_refusal(client, ep.protocol):
@@ -103,10 +99,9 @@ def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mappin
     out, dropped, more = translate_request(client, ep, req, model)
     out.pop("stream_options", None)
     headers = {"content-type": "application/json", "accept": "application/json", "accept-encoding": "identity"}
-    if ep.protocol == "anthropic":
-        headers["anthropic-version"] = p_anthropic.ANTHROPIC_VERSION
+    headers.update(protocols.get(ep.protocol).sent_headers)  # the version the body is written for
     headers.update(ep.auth_headers(env))  # the endpoint's own key, never the client's
-    return OutboundRequest(ep, ep.request_url(TARGET_KIND[ep.protocol], out.get("model")), headers,
+    return OutboundRequest(ep, ep.request_url(target_kind(ep.protocol) or "", out.get("model")), headers,
                            jsonc.dumpb(out), out.get("model") if isinstance(out.get("model"), str) else None,
                            dropped, plumbing + more)
 

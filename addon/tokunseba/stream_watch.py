@@ -4,7 +4,8 @@ the side, so the ledger can tell a clean reply from a broken one without touchin
 ``StreamWatch(protocol, content_encoding)`` is fed the raw body chunks (``feed`` / ``close``)
 and afterwards knows the usage the upstream reported and ``verdict()``: None for a clean
 stream (its terminal event seen, no error event) or when the protocol cannot be judged
-(Gemini streams have no terminal event), else why it is not clean — an upstream error
+(its facts say ``stream_judged=False``: Gemini streams have no terminal event; their usage
+is still read), else why it is not clean — an upstream error
 event, a stream cut in the middle of an event, a stream that ended without its terminal
 event, an event larger than the SSE cap or whose data is not JSON (``fatal``: the stream
 cannot go on from there), bytes that are not the declared encoding. ``whole_verdict`` does the same for a
@@ -18,37 +19,18 @@ JSON their client can read.
 
 from __future__ import annotations
 
-from . import jsonc
+from . import jsonc, protocols
 from .encoding import Decoding, EncodingError
-from .protocols import anthropic as p_anthropic
-from .protocols import gemini as p_gemini
-from .protocols import openai_chat as p_openai
-from .sse import SSEDecoder, SSEEvent, SSETooLarge, encode_event
+from .sse import SSEDecoder, SSEEvent, SSETooLarge
 from .neutral.events import MessageStop, StreamError
 from .neutral.report import StreamReport
-from .neutral.usage import OPENAI, Usage
+from .neutral.usage import Usage
 from .translate import CODECS
 
-__all__ = ["StreamWatch", "whole_verdict", "error_event", "last_event_end", "USAGE_PROTOCOL"]
+__all__ = ["StreamWatch", "whole_verdict", "error_event", "last_event_end"]
 
-# client protocol -> the usage counting convention of its replies
-USAGE_PROTOCOL = {"anthropic": "anthropic", "openai": OPENAI, "openai-responses": OPENAI}
 NO_TERMINAL = "upstream stream ended without its terminal event"
 CUT_MID_EVENT = "upstream stream was cut in the middle of an event"
-
-
-# the codecs' own stream decoders read Anthropic, Chat and Responses streams; Gemini streams
-# are not judged (no terminal event)
-SIDE_DECODERS = {p: CODECS[p].stream_decoder for p in ("anthropic", "openai", "openai-responses")}
-# protocol -> the SSE event name that ends a complete stream, where the protocol has one
-# beyond what its decoder calls a stop (an Anthropic stream's stop reason comes in
-# message_delta; the stream is complete only with message_stop)
-TERMINAL_EVENTS = {"anthropic": "message_stop"}
-# protocol -> SSE event names that carry neither usage, nor an end, nor an error: the watch
-# does not parse them (most of a stream's events: its text deltas)
-SKIPPED_EVENTS = {"anthropic": frozenset({"content_block_delta"}),
-                  "openai-responses": frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
-                                                 "response.reasoning_summary_text.delta"})}
 
 
 class StreamWatch:
@@ -56,14 +38,18 @@ class StreamWatch:
     the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
     — set by the ``feed`` that met it; a relayed stream ends there (pump.py)."""
 
-    __slots__ = ("_sse", "_dec", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut", "fatal")
+    __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut",
+                 "fatal")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
-        factory = SIDE_DECODERS.get(protocol)
+        # the protocol's own codec reads its stream; its facts say what ends one and which
+        # events carry neither usage, nor an end, nor an error (not decoded: most of a stream)
+        codec, facts = CODECS.get(protocol), protocols.find(protocol)
         self._sse = SSEDecoder()
-        self._dec = factory(StreamReport()) if factory else None
-        self._terminal = TERMINAL_EVENTS.get(protocol)
-        self._skip = SKIPPED_EVENTS.get(protocol, frozenset())
+        self._dec = codec.stream_decoder(StreamReport()) if codec is not None and facts is not None else None
+        self._judged = facts is not None and facts.stream_judged
+        self._terminal = facts.terminal_event if facts is not None else None
+        self._skip = facts.skipped_events if facts is not None else frozenset()
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -76,7 +62,9 @@ class StreamWatch:
 
     @property
     def judged(self) -> bool:
-        return self._dec is not None
+        """Whether the stream's completeness is judged (a protocol without an end of its own is
+        read for usage and errors only)."""
+        return self._dec is not None and self._judged
 
     @property
     def usage(self) -> Usage | None:
@@ -139,7 +127,7 @@ class StreamWatch:
 
     def verdict(self) -> str | None:
         """Why the stream is not a clean, complete reply; None when it is (or cannot be judged)."""
-        if self._dec is None:
+        if not self.judged:
             return None
         if self._problem:
             return self._problem
@@ -203,17 +191,9 @@ def whole_verdict(content_type: str | None, body: bytes) -> tuple[object | None,
 
 
 def error_event(protocol: str, message: str) -> bytes:
-    """One SSE event that ends a passed-on stream with an error the client's SDK raises on:
-    Anthropic ``event: error``, Chat ``data: {"error":…}``, Responses ``event: error``,
-    Gemini ``data: {"error":…}`` (502 semantics: the upstream failed)."""
-    if protocol == "anthropic":
-        return p_anthropic.sse_error("api_error", message)
-    if protocol == "openai":
-        return p_openai.sse_error("server_error", message)
-    if protocol == "openai-responses":
-        return encode_event(jsonc.dumpb({"type": "error", "code": "server_error", "message": message,
-                                         "param": None}), "error")
-    return encode_event(p_gemini.error_body(502, message))
+    """One SSE event that ends a passed-on stream with an error the client's SDK raises on, in
+    the client's protocol (its facts' ``stream_error``: 502 semantics, the upstream failed)."""
+    return protocols.for_errors(protocol).stream_error(message)
 
 
 def last_event_end(buf: bytes | bytearray) -> int:

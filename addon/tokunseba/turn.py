@@ -28,13 +28,14 @@ from typing import Any
 from . import jsonc
 from .endpoints import Endpoint
 from .errors import Refused, TranslationError
-from .protocols import anthropic as p_anthropic
-from .protocols import gemini as p_gemini
+from . import protocols
 from .protocols import openai_chat as p_openai
+from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .secrets import outgoing_headers, outgoing_query
+from .neutral.error import parse_error_body
 from .session_facts import Speaker, speaker
 from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
@@ -42,11 +43,6 @@ from .validate import first_problem
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
-# Request kind of a detected call -> the kind to ask of the target protocol (Gemini: by stream).
-TARGET_KIND = {"anthropic": "messages", "openai": "chat", "openai-responses": "responses"}
-GEMINI_KIND = {True: "stream_generate", False: "generate"}
-# token-count requests: only an endpoint of the client's own protocol can count its tokens
-COUNT_KINDS = frozenset({"count_tokens", "count"})
 
 
 _ID_BYTES = 12  # 24 hex digits after "tk-"
@@ -141,12 +137,8 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
 def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
                  request_id: str | None = None) -> LocalResponse:
     """An error in the client's own protocol (design.md rule 6)."""
-    if protocol == "anthropic":  # `etype` is Anthropic vocabulary; the others go by status
-        body = p_anthropic.error_body(status, message, etype)
-    elif protocol == "gemini":
-        body = p_gemini.error_body(status, message)
-    else:  # openai chat and responses share the envelope
-        body = p_openai.error_body(status, message)
+    # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
+    body = protocols.for_errors(protocol).error_body(status, message, etype)
     headers = {"content-type": "application/json"}
     if request_id:
         headers[REQUEST_ID_HEADER] = request_id
@@ -170,13 +162,19 @@ def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, header
     if "websocket" not in hdrs.get("upgrade", "").lower():
         return None
     det = detect(host, "/v1/responses", "POST", extra_hosts)
-    if det is None or det.protocol != "openai-responses":
+    if det is None or det.protocol != p_responses.PROTOCOL:
         return None
-    if not any(_may_take(r.when, "openai-responses") and r.to in rules.endpoints
-               and pair_refusal("openai-responses", rules.endpoints[r.to].protocol) is None for r in rules.routes):
+    if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
+               and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):
         return None
     body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
+
+
+def _is_count(det: Detected) -> bool:
+    """A token-count request: only an endpoint of the client's own protocol can count its tokens."""
+    facts = protocols.find(det.protocol)
+    return facts is not None and det.kind in facts.count_kinds
 
 
 def _may_take(when: Mapping[str, Any], client: str) -> bool:
@@ -258,7 +256,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
 
     def refusal(route: Route, ep: Endpoint) -> str | None:
         why = pair_refusal(prep.det.protocol, ep.protocol)
-        if why or prep.det.protocol == ep.protocol or prep.det.kind in COUNT_KINDS:
+        if why or prep.det.protocol == ep.protocol or _is_count(prep.det):
             return why
         try:
             _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
@@ -313,7 +311,7 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
-    if det.kind in COUNT_KINDS and ep.protocol != det.protocol:
+    if _is_count(det) and ep.protocol != det.protocol:
         # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
         why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
                f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
@@ -382,8 +380,8 @@ def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, s
                                               turn.client_protocol, ep.protocol, cross_host=cross)
     if cross:
         _leave_behind(turn, ep, prep, env, translated=False, query_withheld=query_withheld)
-    # Gemini names the model in the path (request_url above); the others in the body
-    if turn.detected.protocol != "gemini" and turn.model_used and turn.model_used != turn.requested_model:
+    # a protocol that names the model in the path has it in request_url above; the others in the body
+    if not protocols.get(turn.detected.protocol).model_in_path and turn.model_used and turn.model_used != turn.requested_model:
         turn.body = replace_top_level_model(prep.body, turn.model_used)
         if turn.body is None:
             raise TranslationError(400, "tokunseba: could not rewrite the model field of the request")
@@ -395,14 +393,15 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.translation = tr
     turn.action, turn.outcome = "translate", "translated"
     turn.body = jsonc.dumpb(tr.body)
-    turn.url = ep.request_url(TARGET_KIND.get(dst) or GEMINI_KIND[turn.stream], turn.model_used)
+    target = protocols.get(dst)
+    turn.url = ep.request_url(target.turn_kind(turn.stream), turn.model_used)
     _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)
     _leave_behind(turn, ep, prep, env, translated=True, query_withheld=query_withheld)
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
                              "accept": "text/event-stream" if turn.stream else "application/json"})
-    if dst == "anthropic":
-        turn.set_headers["anthropic-version"] = p_anthropic.ANTHROPIC_VERSION
-        turn.plumbing_headers.append(f"header anthropic-version: {p_anthropic.ANTHROPIC_VERSION}")
+    for name, value in target.sent_headers.items():  # the version the translated body is written for
+        turn.set_headers[name] = value
+        turn.plumbing_headers.append(f"header {name}: {value}")
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
@@ -480,6 +479,20 @@ def response_mode(turn: Turn, status: int, content_type: str) -> str:
     if is_sse:
         return "translate-stream"
     return "translate-whole"
+
+
+def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
+    """A retargeted endpoint's error reply (status >= 400) the client could not read as its
+    protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
+    client's own envelope with the same status and the upstream's text (design.md rule 6);
+    None when it is JSON, which goes on byte for byte (rule 8)."""
+    try:
+        if isinstance(jsonc.loads(body), dict):
+            return None
+    except Exception:
+        pass
+    err = parse_error_body(status, body)
+    return turn.client_error(status, err.message)
 
 
 def stream_translator(turn: Turn) -> translate.StreamTranslator:

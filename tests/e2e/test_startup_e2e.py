@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba.protocols.detect import PROVIDER_HOSTS
+from tokunseba.protocols.detect import provider_hosts
 
 from .conftest import ADDON, BIN, Mitmdump
 
@@ -54,7 +54,7 @@ def test_tokunseba_run_dry_run_builds_the_mitmdump_command(tmp_path):
     cmd = p.stdout.strip()
     assert "mitmdump" in cmd and str(ADDON) in cmd and "connection_strategy=lazy" in cmd
     assert "--listen-host 127.0.0.1" in cmd
-    for host in PROVIDER_HOSTS:  # every host detection knows is decrypted
+    for host in provider_hosts():  # every host detection knows is decrypted
         assert f"allow_hosts=^{re.escape(host)}:443$" in cmd
     assert f"tokunseba_rules={rules}" in cmd
 

@@ -25,6 +25,38 @@ CONTEXT_TEXT = re.compile(
 )
 MAX_MESSAGE_CHARS = 4000  # a non-JSON body (an HTML error page...) is cut to this
 
+# The neutral error vocabulary: error types by HTTP status, with Anthropic's names (protocols.md
+# A.7, plus E.6's 503 -> overloaded_error). A ``StreamError`` carries one of these; each
+# protocol module maps them to its own. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+# error type -> the status it travels with (for an error event in a stream, which has none)
+STATUS_FOR_TYPE: dict[str, int] = {t: s for s, t in ERROR_TYPES.items() if s != 503}
+
+
+def error_type_for_status(status: int) -> str:
+    """The neutral (Anthropic-named) error type for an HTTP status."""
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def status_for_type(etype: str | None) -> int:
+    """The HTTP status a neutral error type stands for (500 when unknown)."""
+    return STATUS_FOR_TYPE.get(etype or "", 500)
+
 
 @dataclass(frozen=True, slots=True)
 class UpstreamError:

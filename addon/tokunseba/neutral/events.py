@@ -20,6 +20,9 @@ from typing import Literal, Union
 
 from .usage import Usage
 
+# The neutral stop reasons (Anthropic's names): every decoder maps its protocol's own to these
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal", "pause_turn",
+                          "model_context_window_exceeded"})
 EARLY_END = "upstream ended the stream early"  # the error when a stream ends before its end
 
 BlockKind = Literal["text", "tool_use", "thinking", "redacted_thinking", "other"]

@@ -19,6 +19,8 @@ from typing import Any
 ANTHROPIC = "anthropic"
 OPENAI = "openai"  # Chat Completions semantics (Responses shares them)
 GEMINI = "gemini"  # usageMetadata semantics
+# the counting conventions whose input count includes the cached tokens (Anthropic's does not)
+INPUT_INCLUDES_CACHED = frozenset({OPENAI, GEMINI})
 
 
 def _sum(*vals: int | None) -> int | None:

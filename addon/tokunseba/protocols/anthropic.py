@@ -8,33 +8,22 @@ from __future__ import annotations
 
 import re
 
+from collections.abc import Iterator
+from typing import Any
+
 from .. import jsonc
-from ..neutral.error import UpstreamError, is_context_overflow
+from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
+    ERROR_TYPES, STATUS_FOR_TYPE, UpstreamError, error_type_for_status, is_context_overflow, status_for_type,
+)
+from ..neutral.usage import ANTHROPIC
 from ..sse import encode_event
+from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "anthropic"
 # The anthropic-version tokunseba sends to an Anthropic endpoint when the client sent none
 # (a translated OpenAI client; a models probe).
 ANTHROPIC_VERSION = "2023-06-01"
 SSE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'  # the stream's keep-alive, as the API sends it
-
-# A.7, plus E.6's 503 -> overloaded_error. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
-ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    503: "overloaded_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-# error type -> the status it travels with (for `event: error` in a stream, which has none)
-STATUS_FOR_TYPE: dict[str, int] = {t: s for s, t in ERROR_TYPES.items() if s != 503}
 
 # A tool_use id Anthropic accepts (A.3); anything else is a 400 on the next turn.
 TOOL_ID_RE = re.compile(r"[a-zA-Z0-9_-]+")  # use fullmatch: "$" would let a trailing "\n" through
@@ -66,18 +55,6 @@ def error_reply(err: UpstreamError) -> tuple[int, bytes]:
     return status, error_body(status, message, etype)
 
 
-def error_type_for_status(status: int) -> str:
-    """The Anthropic ``error.type`` for an HTTP status."""
-    if status in ERROR_TYPES:
-        return ERROR_TYPES[status]
-    return "api_error" if status >= 500 else "invalid_request_error"
-
-
-def status_for_type(etype: str | None) -> int:
-    """The HTTP status an Anthropic error type stands for (500 when unknown)."""
-    return STATUS_FOR_TYPE.get(etype or "", 500)
-
-
 def tool_id_problem(tool_id: object) -> str | None:
     """Why Anthropic would reject this tool_use id, or None when it is valid."""
     if isinstance(tool_id, str) and TOOL_ID_RE.fullmatch(tool_id):
@@ -100,3 +77,52 @@ def error_body(status: int, message: str, etype: str | None = None) -> bytes:
 def sse_error(etype: str, message: str) -> bytes:
     """An ``event: error`` SSE event carrying the same envelope."""
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
+
+
+def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
+    calls: set[str] = set()
+    for i, m in enumerate(lst(body.get("messages"))):
+        for j, block in enumerate(lst(d(m).get("content"))):
+            block = d(block)
+            if block.get("type") in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
+                calls.add(block["id"])
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") not in calls:
+                yield (f"messages[{i}].content[{j}].tool_use_id",
+                       f"{block.get('tool_use_id')!r} matches no earlier tool_use block")
+
+
+FACTS = Protocol(
+    name=PROTOCOL,
+    title="Anthropic Messages",
+    clients="Claude Code, the Anthropic SDKs",
+    hosts=("api.anthropic.com",),
+    api_prefixes=("/v1",),
+    paths={"messages": "/messages", "count_tokens": "/messages/count_tokens"},
+    turn_kinds=("messages", "messages"),
+    count_kinds=frozenset({"count_tokens"}),
+    auth_header=("x-api-key", "{key}"),
+    key_env="ANTHROPIC_API_KEY",
+    builtin_url="https://api.anthropic.com/v1",
+    version_headers={"anthropic-version": "API version the body is written for",
+                     "anthropic-beta": "beta features the body uses"},
+    kept_query={"beta": "the SDK's beta namespace (?beta=true)"},
+    sent_headers={"anthropic-version": ANTHROPIC_VERSION},
+    error_body=lambda status, message, etype: error_body(status, message, etype),
+    stream_error=lambda message: sse_error("api_error", message),
+    usage_counting=ANTHROPIC,
+    terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
+    skipped_events=frozenset({"content_block_delta"}),
+    rule_shape=RuleShape(
+        "messages", ("content",), typed("image"), role_user, "content", typed("text"),
+        tool_count=lambda body: len(lst(body.get("tools"))),
+        thinking=lambda body: d(body.get("thinking")).get("type") in ("enabled", "adaptive"),
+    ),
+    checks=(
+        Check("max_tokens", positive_int("max_tokens"), "Messages API: max_tokens is an integer ≥ 1"),
+        Check("messages", non_empty_list("messages"), "Messages API: at least one message"),
+        Check("tool_result ids", _orphan_results,
+              "Messages API: each tool_result answers a tool_use of an earlier turn"),
+    ),
+    max_output_field="max_tokens",
+    max_output_required=True,  # a request without max_tokens is a 400
+)

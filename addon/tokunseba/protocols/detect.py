@@ -17,45 +17,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from . import gemini, openai_responses
+from . import REGISTRY, generation
 
 
 @dataclass(frozen=True)
 class Detected:
     protocol: str
-    kind: str  # "messages" | "count_tokens" | "chat" | "responses" | "generate" | "stream_generate" | "count"
+    kind: str  # a path kind of the protocol: "messages" | "count_tokens" | "chat" | "responses" | "generate" ...
     model: str | None = None  # only when the model travels in the path (Gemini)
 
 
-@dataclass(frozen=True)
-class ProtocolPaths:
-    """Where a protocol's turns live: API prefixes and, per kind, the path under the prefix."""
-
-    prefixes: tuple[str, ...]
-    paths: Mapping[str, str]  # kind -> path template; "{model}" is a path segment
-    queries: Mapping[str, str]  # kind -> query string an outgoing request needs
-
-
-PATHS: dict[str, ProtocolPaths] = {
-    "anthropic": ProtocolPaths(
-        ("/v1",), {"messages": "/messages", "count_tokens": "/messages/count_tokens"}, {}
-    ),
-    "openai": ProtocolPaths(("/v1",), {"chat": "/chat/completions"}, {}),
-    openai_responses.PROTOCOL: ProtocolPaths(
-        openai_responses.API_PREFIXES, openai_responses.PATHS, openai_responses.QUERIES
-    ),
-    gemini.PROTOCOL: ProtocolPaths(gemini.API_PREFIXES, gemini.PATHS, gemini.QUERIES),
-}
-
-# host -> protocols it serves (the path picks one)
-PROVIDER_HOSTS: dict[str, tuple[str, ...]] = {}
-for _host, _proto in (
-    ("api.anthropic.com", "anthropic"),
-    ("api.openai.com", "openai"),
-    *((h, openai_responses.PROTOCOL) for h in openai_responses.HOSTS),
-    *((h, gemini.PROTOCOL) for h in gemini.HOSTS),
-):
-    PROVIDER_HOSTS[_host] = PROVIDER_HOSTS.get(_host, ()) + (_proto,)
+def provider_hosts() -> dict[str, tuple[str, ...]]:
+    """host -> protocols it serves (the path picks one), from the registry."""
+    out: dict[str, tuple[str, ...]] = {}
+    for proto in REGISTRY.values():
+        for host in proto.hosts:
+            out[host] = out.get(host, ()) + (proto.name,)
+    return out
 
 
 def _pattern(template: str) -> str:
@@ -63,17 +41,30 @@ def _pattern(template: str) -> str:
     return "(?P<model>[^/:]+)".join(re.escape(part) for part in template.split("{model}"))
 
 
-def _compile(any_prefix: bool) -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+Table = dict[str, list[tuple[str, re.Pattern[str]]]]
+
+
+def _compile(any_prefix: bool) -> Table:
     """protocol -> [(kind, path regex)]: the protocol's own prefixes, or any prefix at all."""
-    out: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
-    for proto, pp in PATHS.items():
-        pre = "(?:/[^?#]*)?" if any_prefix else "(?:" + "|".join(re.escape(p) for p in pp.prefixes) + ")"
-        out[proto] = [(kind, re.compile(f"^{pre}{_pattern(t)}$")) for kind, t in pp.paths.items()]
+    out: Table = {}
+    for proto in REGISTRY.values():
+        pre = "(?:/[^?#]*)?" if any_prefix else "(?:" + "|".join(re.escape(p) for p in proto.api_prefixes) + ")"
+        out[proto.name] = [(kind, re.compile(f"^{pre}{_pattern(t)}$")) for kind, t in proto.paths.items()]
     return out
 
 
-_PROVIDER_RX = _compile(any_prefix=False)
-_EXTRA_RX = _compile(any_prefix=True)  # a user's own host: the API may be mounted anywhere
+# (registry generation, provider hosts, provider-host regexes, a user's own host regexes)
+_tables: list[tuple[int, dict[str, tuple[str, ...]], Table, Table]] = []
+
+
+def _current() -> tuple[dict[str, tuple[str, ...]], Table, Table]:
+    """The detection tables of the registry as it is now (rebuilt only when it changed)."""
+    gen = generation()
+    if not _tables or _tables[0][0] != gen:
+        # a user's own host: the API may be mounted anywhere
+        _tables[:] = [(gen, provider_hosts(), _compile(any_prefix=False), _compile(any_prefix=True))]
+    _, hosts, provider_rx, extra_rx = _tables[0]
+    return hosts, provider_rx, extra_rx
 
 
 def _split_host(host: str) -> tuple[str, str]:
@@ -88,7 +79,7 @@ def _split_host(host: str) -> tuple[str, str]:
     return h.rstrip("."), bare.rstrip(".")
 
 
-def _match(table: dict, protocols: tuple[str, ...], path: str) -> Detected | None:
+def _match(table: Table, protocols: tuple[str, ...], path: str) -> Detected | None:
     for proto in protocols:
         for kind, rx in table.get(proto, ()):
             if m := rx.match(path):
@@ -105,12 +96,13 @@ def detect(
         return None
     path = path.split("#", 1)[0].split("?", 1)[0]
     full, bare = _split_host(host)
-    if protos := PROVIDER_HOSTS.get(full) or PROVIDER_HOSTS.get(bare):
-        return _match(_PROVIDER_RX, protos, path)
+    hosts, provider_rx, extra_rx = _current()
+    if protos := hosts.get(full) or hosts.get(bare):
+        return _match(provider_rx, protos, path)
     if extra_hosts:
         lowered = {_split_host(k)[0]: v for k, v in extra_hosts.items()}
         if proto := lowered.get(full) or lowered.get(bare):
-            return _match(_EXTRA_RX, (proto,), path)
+            return _match(extra_rx, (proto,), path)
     return None
 
 
@@ -119,7 +111,7 @@ def api_path(protocol: str, kind: str, model: str | None = None) -> str:
 
     Raises ValueError for a kind the protocol does not have, or a missing path model.
     """
-    pp = PATHS.get(protocol)
+    pp = REGISTRY.get(protocol)
     if pp is None or kind not in pp.paths:
         raise ValueError(f"protocol {protocol!r} has no {kind!r} requests")
     template = pp.paths[kind]
@@ -129,3 +121,14 @@ def api_path(protocol: str, kind: str, model: str | None = None) -> str:
         template = template.replace("{model}", quote(model, safe=""))
     query = pp.queries.get(kind)
     return f"{template}?{query}" if query else template
+
+
+def guess(path: str) -> str | None:
+    """The protocol whose turn path ``path`` has under any prefix, or None: for answering in
+    the client's own protocol when a request failed before detection could say."""
+    path = path.split("#", 1)[0].split("?", 1)[0]
+    _, _, any_prefix = _current()
+    for proto, kinds in any_prefix.items():
+        if any(rx.match(path) for _, rx in kinds):
+            return proto
+    return None

@@ -7,8 +7,13 @@ The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import jsonc
 from ..neutral.error import UpstreamError, is_context_overflow
+from ..neutral.usage import GEMINI
+from ..sse import encode_event
+from .facts import Protocol, RuleShape, d, lst
 
 PROTOCOL = "gemini"
 HOSTS = ("generativelanguage.googleapis.com",)
@@ -125,3 +130,49 @@ def stream_error_status(doc: dict) -> int:
 def sse_event(obj: dict) -> bytes:
     """One SSE event as Gemini frames it: ``data: <one-line JSON>\\r\\n\\r\\n``."""
     return b"data: " + jsonc.dumpb(obj) + SSE_END
+
+
+def _tool_count(body: dict[str, Any]) -> int:  # a function-declarations entry counts per function
+    tools = [t for t in lst(body.get("tools")) if isinstance(t, dict)]
+    return sum(len(lst(t["functionDeclarations"])) if "functionDeclarations" in t else 1 for t in tools)
+
+
+def _thinking(body: dict[str, Any]) -> bool:
+    tc = d(d(body.get("generationConfig")).get("thinkingConfig"))
+    return bool(tc) and tc.get("thinkingBudget") != 0
+
+
+def _image(part: dict[str, Any]) -> bool:
+    mimes = (d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
+    return any(isinstance(m, str) and m.startswith("image/") for m in mimes)
+
+
+FACTS = Protocol(
+    name=PROTOCOL,
+    title="Google Gemini",
+    clients="Gemini CLI, the google-genai SDK",
+    hosts=HOSTS,
+    api_prefixes=API_PREFIXES,
+    paths=PATHS,
+    queries=QUERIES,
+    turn_kinds=("generate", "stream_generate"),  # the stream flag travels in the path
+    count_kinds=frozenset({"count"}),
+    auth_header=AUTH_HEADER,
+    key_env=KEY_ENV,
+    builtin_url="https://generativelanguage.googleapis.com/v1beta",
+    kept_query={"alt": "stream framing (alt=sse); the endpoint URL sets it too"},
+    error_body=lambda status, message, etype: error_body(status, message),
+    stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
+    usage_counting=GEMINI,
+    usage_key="usageMetadata",
+    stream_judged=False,  # no terminal event: a stream's end cannot be told from a cut
+    passthrough_keepalive=False,  # Gemini CLI reads a comment line as JSON
+    rule_shape=RuleShape(
+        "contents", ("parts",), _image, lambda m: m.get("role", "user") == "user", "parts",
+        lambda part: isinstance(part.get("text"), str) and not part.get("thought"),
+        tool_count=_tool_count,
+        thinking=_thinking,
+        role_of=lambda m: m.get("role", "user"),  # Gemini's default role is user
+    ),
+    max_output_field="generationConfig.maxOutputTokens",
+)

@@ -6,9 +6,14 @@ the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from .. import jsonc
 from ..neutral.error import UpstreamError, is_context_overflow
+from ..neutral.usage import OPENAI
 from ..sse import encode_event
+from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "openai"
 
@@ -92,3 +97,46 @@ def error_body(status: int, message: str, etype: str | None = None, code: str | 
 def sse_error(etype: str, message: str, code: str | None = None) -> bytes:
     """A mid-stream error event: ``data: {"error":{…}}`` (the SDK raises APIError on it)."""
     return encode_event(jsonc.dumpb(error_envelope(message, etype, code)))
+
+
+def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
+    calls: set[str] = set()
+    for i, m in enumerate(lst(body.get("messages"))):
+        m = d(m)
+        for c in lst(m.get("tool_calls")):
+            if isinstance(d(c).get("id"), str):
+                calls.add(c["id"])
+        if m.get("role") == "tool" and m.get("tool_call_id") not in calls:
+            yield f"messages[{i}].tool_call_id", f"{m.get('tool_call_id')!r} matches no earlier assistant tool_calls id"
+
+
+FACTS = Protocol(
+    name=PROTOCOL,
+    title="OpenAI Chat Completions",
+    clients="the OpenAI SDKs, most agents and local servers",
+    hosts=("api.openai.com",),  # shared with Responses: the path decides
+    api_prefixes=("/v1",),
+    paths={"chat": "/chat/completions"},
+    turn_kinds=("chat", "chat"),
+    auth_header=("authorization", "Bearer {key}"),
+    key_env="OPENAI_API_KEY",
+    builtin_url="https://api.openai.com/v1",
+    version_headers={"openai-beta": "beta features the body uses"},
+    error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
+    stream_error=lambda message: sse_error("server_error", message),
+    usage_counting=OPENAI,
+    rule_shape=RuleShape(
+        "messages", ("content",), typed("image_url"), role_user, "content", typed("text"),
+        # legacy `functions` count as tools too
+        tool_count=lambda body: len(lst(body.get("tools"))) + len(lst(body.get("functions"))),
+        thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
+    ),
+    checks=(
+        Check("token limits", positive_int("max_tokens", "max_completion_tokens"),
+              "Chat Completions: max_tokens / max_completion_tokens are integers ≥ 1"),
+        Check("messages", non_empty_list("messages"), "Chat Completions: at least one message"),
+        Check("tool message ids", _orphan_results,
+              "Chat Completions: a tool message answers a tool_calls id of an earlier assistant message"),
+    ),
+    max_output_field="max_completion_tokens",
+)

@@ -4,6 +4,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+from .. import jsonc
+from ..neutral.usage import OPENAI
+from ..sse import encode_event
+from . import openai_chat
+from .facts import Check, Problem, Protocol, RuleShape, d, lst, positive_int, role_user, typed
+
 PROTOCOL = "openai-responses"
 HOSTS = ("api.openai.com",)  # shared with Chat Completions: the path decides
 API_PREFIXES = ("/v1",)
@@ -44,3 +53,63 @@ STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
 # error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
 CODEX_ERROR_CODES = frozenset({"context_length_exceeded", "insufficient_quota", "usage_not_included",
                                "rate_limit_exceeded"})
+
+
+def sse_error(code: str, message: str) -> bytes:
+    """A mid-stream ``event: error`` (Codex and the SDK raise on it)."""
+    return encode_event(jsonc.dumpb({"type": "error", "code": code, "message": message, "param": None}), "error")
+
+
+OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+
+
+def _orphan_outputs(body: dict[str, Any]) -> Iterator[Problem]:
+    if body.get("previous_response_id"):  # earlier turns live server-side: nothing to check here
+        return
+    calls: set[tuple[str, str]] = set()
+    for i, item in enumerate(lst(body.get("input"))):
+        item = d(item)
+        t = item.get("type")
+        if t in OUTPUT_OF.values() and isinstance(item.get("call_id"), str):
+            calls.add((t, item["call_id"]))
+        elif t in OUTPUT_OF and (OUTPUT_OF[t], item.get("call_id")) not in calls:
+            yield f"input[{i}].call_id", f"{item.get('call_id')!r} matches no earlier {OUTPUT_OF[t]} item"
+
+
+def _tool_count(body: dict[str, Any]) -> int:  # Codex "lite" models declare tools in an input item
+    extra = [i for i in lst(body.get("input")) if d(i).get("type") == "additional_tools"]
+    return len(lst(body.get("tools"))) + sum(len(lst(i.get("tools"))) for i in extra)
+
+
+FACTS = Protocol(
+    name=PROTOCOL,
+    title="OpenAI Responses",
+    clients="Codex CLI",
+    hosts=HOSTS,
+    api_prefixes=API_PREFIXES,
+    paths=PATHS,
+    queries=QUERIES,
+    turn_kinds=("responses", "responses"),
+    auth_header=AUTH_HEADER,
+    key_env=KEY_ENV,
+    version_headers={"openai-beta": "beta features the body uses (Codex: responses=experimental)"},
+    error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
+    stream_error=lambda message: sse_error("server_error", message),
+    usage_counting=OPENAI,  # Responses usage shares Chat's definitions
+    skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
+                              "response.reasoning_summary_text.delta"}),
+    rule_shape=RuleShape(
+        "input", ("content", "output"), typed("input_image"),
+        lambda m: role_user(m) and m.get("type", "message") == "message", "content", typed("input_text"),
+        tool_count=_tool_count,
+        thinking=lambda body: bool(r := d(body.get("reasoning"))) and r.get("effort") != "none",
+        role_of=lambda m: m.get("role") if m.get("type", "message") == "message" else "item",
+    ),
+    checks=(
+        Check("max_output_tokens", positive_int("max_output_tokens"),
+              "Responses API: max_output_tokens is a positive integer (the API itself wants ≥ 16)"),
+        Check("call output ids", _orphan_outputs,
+              "Responses API: a function_call_output answers a function_call earlier in the input"),
+    ),
+    max_output_field="max_output_tokens",
+)

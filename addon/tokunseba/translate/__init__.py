@@ -6,10 +6,12 @@ Protocol names used everywhere: ``anthropic`` (Messages), ``openai`` (Chat Compl
 Every protocol contributes one codec (``translate/<protocol>/``: request, reply and stream
 decoders and encoders over the neutral model in ``tokunseba.neutral``); any pair is the
 client's decoder + the target's encoder, so N protocols cost 2N parts and which pairs
-translate is derived from ``CODECS`` below. Registering a protocol's codec is one line.
+translate is derived from ``CODECS`` below. Registering a protocol's codec is one line; its
+facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
 
     from tokunseba import translate
-    translate.PROTOCOLS                  # ("anthropic", "openai", "openai-responses", "gemini")
+    translate.PROTOCOLS                  # anthropic, openai, openai-responses, gemini (protocols.NAMES)
+    translate.register(codec)            # a protocol's codec (its facts: protocols.register)
     translate.pairs()                    # {(client, target): None | "why refused"}
     translate.request(client, target, body, **endpoint_options) -> RequestTranslation
     translate.reply(upstream, client, body, *, created=None) -> ReplyTranslation
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import time
 
+from .. import protocols
 from ..errors import TranslationError
 from ..neutral.conversation import RequestTranslation
 from ..neutral.error import parse_error_body
@@ -38,14 +41,25 @@ from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 from .openai_responses import CODEC as OPENAI_RESPONSES
 from .streaming import StreamTranslator
 
-__all__ = ["PROTOCOLS", "CODECS", "pairs", "pair_refusal", "request", "reply", "stream", "error",
+__all__ = ["PROTOCOLS", "CODECS", "register", "unregister", "pairs", "pair_refusal", "request", "reply", "stream", "error",
            "RequestTranslation", "ReplyTranslation", "StreamTranslator", "TranslationError", "parse_body",
            "MAX_TOKENS_FIELDS", "SYSTEM_ROLES"]
 
-PROTOCOLS = ("anthropic", "openai", "openai-responses", "gemini")
+# The protocols tokunseba knows: a live view of the protocol registry (protocols/__init__.py)
+PROTOCOLS = protocols.NAMES
 
 # The registered codecs: a pair translates when both of its protocols have one.
 CODECS: dict[str, Codec] = {c.protocol: c for c in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)}
+
+
+def register(codec: Codec) -> Codec:
+    """Add (or replace) a protocol's codec; its facts go to ``protocols.register``."""
+    CODECS[codec.protocol] = codec
+    return codec
+
+
+def unregister(protocol: str) -> None:
+    CODECS.pop(protocol, None)
 
 
 parse_body = ft.parse_body

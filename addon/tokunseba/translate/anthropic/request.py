@@ -729,9 +729,7 @@ def _c2a_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict,
 
 
 def _c2a_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    if ft.integer(value, key) != 1:
-        raise ft.bad(key, f"{value} choices requested; Anthropic returns exactly one")
-    rt.dropped.append(key)
+    rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 
 # neutral (Chat) field -> (action, Anthropic field or handler, note). Processed in this order.
@@ -748,7 +746,7 @@ ENCODE_FIELDS: ft.FieldTable = {
     "stop": ("converted", _c2a_stop, "-> stop_sequences"),
     "stream": ("mapped", "stream", "exact"),
     "stream_options": ("converted", _c2a_stream_options, "consumed: include_usage decides the usage chunk; not forwarded"),
-    "n": ("converted", _c2a_n, "1 is Anthropic's only answer; more is a 400"),
+    "n": ("converted", _c2a_n, "1 is Anthropic's only answer (the Chat decoder refuses more)"),
     "user": ("dropped", None, "no Anthropic counterpart (metadata.user_id is opaque)"),
     "safety_identifier": ("dropped", None, "no Anthropic counterpart"),
     "prompt_cache_key": ("dropped", None, "OpenAI-only"),

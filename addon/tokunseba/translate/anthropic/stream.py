@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError
+from ...neutral.error import UpstreamError, status_for_type
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
@@ -173,7 +173,7 @@ class AnthropicDecoder:
         e = d.get("error") if isinstance(d.get("error"), dict) else {}
         etype = e.get("type") if isinstance(e.get("type"), str) else "api_error"
         self._ended = True
-        return [StreamError(pa.status_for_type(etype), etype, e.get("message") or "upstream error")]
+        return [StreamError(status_for_type(etype), etype, e.get("message") or "upstream error")]
 
     def _error(self, message: str) -> list[Event]:
         self._ended = True

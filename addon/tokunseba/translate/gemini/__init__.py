@@ -27,5 +27,5 @@ CODEC = Codec(
                      "streamGenerateContent without alt=sse"),
     refused_arriving=("function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63})",
                       "a tool result that answers no call in the history (Gemini needs the function's name)",
-                      "function-call arguments that are not a JSON object", "n above 1"),
+                      "function-call arguments that are not a JSON object"),
 )

@@ -710,8 +710,7 @@ def _enc_stop(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
 
 
 def _enc_n(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
-    if value != 1:
-        raise _bad(key, f"{value} choices requested; the client takes one", refused=True)
+    pass  # 1: the Chat decoder refuses more (the same toward every target)
 
 
 def _enc_response_format(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
@@ -750,7 +749,7 @@ ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict, dict], No
     "frequency_penalty": ("mapped", _gen("frequencyPenalty"), "exact"),
     "seed": ("mapped", _gen("seed"), "exact"),
     "stop": ("converted", _enc_stop, "-> stopSequences (5 at most; the rest dropped)"),
-    "n": ("converted", _enc_n, "1 is all a client takes; more refused"),
+    "n": ("converted", _enc_n, "1 is Gemini's one candidate (the Chat decoder refuses more)"),
     "response_format": ("converted", _enc_response_format, "json_object/json_schema -> responseMimeType "
                                                            "application/json (+ responseJsonSchema)"),
     "model": ("converted", _enc_nothing, "goes in the URL path"),

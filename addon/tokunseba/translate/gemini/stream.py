@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_from_obj
+from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
 from ...neutral.events import (
     BlockDelta,
     BlockSignature,
@@ -37,7 +37,6 @@ from ...neutral.events import (
 )
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import GEMINI, Usage
-from ...protocols import anthropic as pa
 from ...protocols import gemini as pg
 from ...sse import SSEEvent
 from .ids import synth_call_id
@@ -107,7 +106,7 @@ class GeminiDecoder:
         """One ``GenerateContentResponse`` (a stream chunk, or a whole reply)."""
         if d.get("error"):
             err = error_from_obj(pg.stream_error_status(d), d)
-            return self._error(StreamError(err.status, pa.error_type_for_status(err.status), err.message, err.code))
+            return self._error(StreamError(err.status, error_type_for_status(err.status), err.message, err.code))
         out: list[Event] = []
         u = d.get("usageMetadata")
         if isinstance(u, dict) and u:

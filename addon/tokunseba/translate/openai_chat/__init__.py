@@ -18,6 +18,6 @@ CODEC = Codec(
                                                                       created=created),
     encode_error=po.error_reply,
     stop_field="stop",
-    refused_leaving=(),
+    refused_leaving=("n above 1 (every other protocol returns exactly one choice)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )

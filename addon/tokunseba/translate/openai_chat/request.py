@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...errors import Refused
 from ...neutral.conversation import Conversation, RequestTranslation
 from .. import fieldtable as ft
 
@@ -34,6 +35,9 @@ def decode(body: dict) -> Conversation:
     """A Chat Completions request body is already neutral: taken as it came (not copied:
     encoders never mutate their input)."""
     ft.check_body(body, "Chat")
+    n = body.get("n")
+    if n is not None and ft.integer(n, "n") != 1:  # the same toward every target: refused, not a 400
+        raise Refused(400, f"n: {n} choices requested; every other protocol returns exactly one")
     return Conversation(body=body)
 
 

@@ -14,11 +14,10 @@ import time
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_from_obj, is_context_overflow
+from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status, is_context_overflow
 from ...neutral.ids import synth_tool_id
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import OPENAI, Usage
-from ...protocols import anthropic as pa
 from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
@@ -253,7 +252,7 @@ class ChatDecoder:
     def _upstream_error(self, d: dict) -> list[Event]:
         err = error_from_obj(500, d, status_from_code=True)
         code = po.CONTEXT_LENGTH_CODE if is_context_overflow(err) else err.code
-        return self._error(StreamError(err.status, pa.error_type_for_status(err.status), err.message, code))
+        return self._error(StreamError(err.status, error_type_for_status(err.status), err.message, code))
 
     def _error(self, err: StreamError) -> list[Event]:
         self._ended = True

@@ -668,9 +668,7 @@ def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict,
 
 
 def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    if ft.integer(value, key) != 1:
-        raise ft.bad(key, f"{value} choices requested; a Responses endpoint returns exactly one")
-    rt.dropped.append(key)
+    rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 
 def _enc_reasoning_effort(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
@@ -705,7 +703,7 @@ ENCODE_FIELDS: ft.FieldTable = {
     "top_p": ("mapped", "top_p", "exact"),
     "stream": ("mapped", "stream", "exact"),
     "stream_options": ("converted", _enc_stream_options, "consumed: include_usage decides the usage chunk"),
-    "n": ("converted", _enc_n, "1 is the only answer; more is a 400"),
+    "n": ("converted", _enc_n, "1 is the only answer (the Chat decoder refuses more)"),
     "reasoning_effort": ("converted", _enc_reasoning_effort, "-> reasoning.effort"),
     "verbosity": ("converted", _enc_verbosity, "-> text.verbosity"),
     "response_format": ("converted", _enc_response_format, "-> text.format (json_schema flattened)"),

@@ -43,11 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, is_context_overflow
+from ...neutral.error import UpstreamError, error_type_for_status, is_context_overflow
 from ...neutral.ids import safe
 from ...neutral.report import StreamReport, note_once
 from ...neutral.usage import OPENAI, Usage
-from ...protocols import anthropic as pa
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
 from ...sse import KEEPALIVE_COMMENT, SSEEvent
@@ -404,7 +403,7 @@ def response_error(resp_or_err: dict) -> StreamError:
     err = resp_or_err.get("error") if isinstance(resp_or_err.get("error"), dict) else resp_or_err
     code = err.get("code") if isinstance(err.get("code"), str) else None
     status = pr.CODE_STATUS.get(code or "", 500)
-    return StreamError(status, pa.error_type_for_status(status), err.get("message") or "upstream error", code)
+    return StreamError(status, error_type_for_status(status), err.get("message") or "upstream error", code)
 
 
 class ResponsesDecoder:

@@ -1,5 +1,6 @@
-"""Usage read on the side of pass-through replies, whatever their Content-Encoding, without
-changing a byte (pitfalls 27: compressed SSE gave empty usage rows elsewhere)."""
+"""Usage read on the side of passed-on replies (pass-through and retargeted turns) by the
+stream watch and ``outcome.usage_of``, whatever their Content-Encoding, without changing a
+byte (pitfalls 27: compressed SSE gave empty usage rows elsewhere), for every protocol."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import zlib
 import brotli
 import pytest
 
-from tokunseba.translate.sniff import UsageSniffer, usage_from_json
+from tokunseba.outcome import usage_of
+from tokunseba.stream_watch import StreamWatch
 
 ANT = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant",'
        b'"model":"x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'
@@ -31,7 +33,7 @@ def _zstd(data: bytes) -> bytes:
 def test_anthropic_usage_read_from_any_encoding_in_any_split(encoding, encode):
     blob = encode(ANT)
     for step in (1, 7, len(blob)):
-        s = UsageSniffer("anthropic", encoding)
+        s = StreamWatch("anthropic", encoding)
         for i in range(0, len(blob), step):
             s.feed(blob[i:i + step])
         s.close()
@@ -39,14 +41,14 @@ def test_anthropic_usage_read_from_any_encoding_in_any_split(encoding, encode):
 
 
 def test_unknown_encoding_gives_no_usage_never_a_wrong_one():
-    s = UsageSniffer("anthropic", "compress")
+    s = StreamWatch("anthropic", "compress")
     s.feed(ANT)
     s.close()
     assert s.usage is None
 
 
 def test_garbage_never_raises():
-    s = UsageSniffer("openai", "gzip")
+    s = StreamWatch("openai", "gzip")
     s.feed(b"not gzip at all")
     s.close()
     assert s.usage is None
@@ -56,13 +58,13 @@ def test_responses_usage_from_the_completed_event():
     ev = (b'event: response.completed\ndata: {"type":"response.completed","sequence_number":3,"response":'
           b'{"id":"r","usage":{"input_tokens":5120,"input_tokens_details":{"cached_tokens":4096},"output_tokens":41,'
           b'"total_tokens":5161}}}\n\n')
-    s = UsageSniffer("openai-responses")
+    s = StreamWatch("openai-responses")
     s.feed(ev)
     s.close()
     assert s.usage.fields() == {"input": 5120, "output": 41, "cache_read": 4096, "cache_write": None, "reasoning": None}
 
 
 def test_usage_from_json_absent_means_none():
-    assert usage_from_json("anthropic", b'{"id":"m","content":[]}') is None
-    assert usage_from_json("openai", b'{"usage":{"prompt_tokens":3,"completion_tokens":1}}').fields()["input"] == 3
-    assert usage_from_json("gemini", b'{"usageMetadata":{}}') is None
+    assert usage_of("anthropic", b'{"id":"m","content":[]}') is None
+    assert usage_of("openai", b'{"usage":{"prompt_tokens":3,"completion_tokens":1}}').fields()["input"] == 3
+    assert usage_of("gemini", b'{"usageMetadata":{}}') is None

@@ -1,0 +1,137 @@
+"""What a protocol's facts are: the ``Protocol`` record each ``protocols/<name>.py`` fills in
+and ``protocols/__init__.py`` registers, and the small types inside it (where a client
+protocol keeps what rules look at, a validation check).
+
+Contract: data and pure functions over JSON values only (no I/O, no codec, no mitmproxy).
+Every module outside the codecs that needs something per protocol reads it from here, through
+the registry; a fact that is listed in a module's own table elsewhere is a copy that can drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Problem = tuple[str, str]  # (JSON path, what is wrong)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing a client protocol forbids in a request (validate.py refuses a translated turn
+    that breaks it, with a 400 naming the path)."""
+
+    name: str
+    find: Callable[[dict[str, Any]], Iterator[Problem]]
+    reason: str
+
+
+@dataclass(frozen=True)
+class RuleShape:
+    """Where a client protocol keeps what rules look at (rules.turn_facts reads it)."""
+
+    turns: str  # top-level list of messages / input items / contents (Responses: or a string)
+    nested: tuple[str, ...]  # keys of a message or block holding further blocks (tool results!)
+    is_image: Callable[[dict[str, Any]], bool]  # an image block (documents/PDFs are not images)
+    is_user: Callable[[dict[str, Any]], bool]  # a user message
+    parts: str  # key of a message's content: a string or a list of parts
+    is_text: Callable[[dict[str, Any]], bool]  # a text part (tool results are not user text)
+    tool_count: Callable[[dict[str, Any]], int]
+    thinking: Callable[[dict[str, Any]], bool]
+    # the role of one item of ``turns`` ("user", "assistant", "system"...; Responses: "item" for a non-message)
+    role_of: Callable[[dict[str, Any]], Any] = lambda m: m.get("role")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Everything tokunseba knows of one protocol outside its codec (translate/<name>/)."""
+
+    name: str  # "anthropic": the name in rules, the ledger and the CLI
+    title: str  # "Anthropic Messages": what --help and `models` call it
+    clients: str  # which clients speak it, for --help
+    # ---- where its turns live (protocols.detect) ----
+    hosts: tuple[str, ...]  # provider hosts (a host may serve two protocols: the path decides)
+    api_prefixes: tuple[str, ...]  # the API version prefixes on a provider host
+    paths: Mapping[str, str]  # request kind -> path under the prefix; "{model}" is a path segment
+    turn_kinds: tuple[str, str]  # the kind of a turn asked (whole, streamed) of an endpoint
+    count_kinds: frozenset[str] = frozenset()  # token-count kinds (never translated, never shadowed)
+    queries: Mapping[str, str] = field(default_factory=dict)  # kind -> query string a request needs
+    # ---- credentials and headers (endpoints, credentials.py) ----
+    auth_header: tuple[str, str] = ("authorization", "Bearer {key}")  # (name, value template)
+    key_env: str = ""  # the environment variable a built-in endpoint takes its key from
+    builtin_url: str | None = None  # a built-in endpoint named after the protocol, at this base URL
+    version_headers: Mapping[str, str] = field(default_factory=dict)  # kept on a same-protocol retarget: why
+    kept_query: Mapping[str, str] = field(default_factory=dict)  # query parameters kept likewise: why
+    sent_headers: Mapping[str, str] = field(default_factory=dict)  # sent to its endpoints when translating/probing
+    # ---- errors in this protocol's own envelope (design.md rule 6) ----
+    # (status, message, neutral error type or None) -> a whole JSON error body
+    error_body: Callable[[int, str, str | None], bytes] = field(default=lambda s, m, t: b"")
+    # message -> one SSE event that ends a passed-on stream with an error (502 semantics)
+    stream_error: Callable[[str], bytes] = field(default=lambda m: b"")
+    # ---- usage (the ledger, prices, the stream watch) ----
+    usage_counting: str = ""  # how its usage numbers count: "anthropic" | "openai" | "gemini"
+    usage_key: str = "usage"  # where a whole reply carries its usage object
+    # ---- streams passed on unchanged (stream_watch.py, the relay) ----
+    stream_judged: bool = True  # a stream has an end of its own to judge completeness by
+    terminal_event: str | None = None  # the SSE event name that ends a complete stream, if named
+    skipped_events: frozenset[str] = frozenset()  # SSE event names carrying no usage, end or error
+    passthrough_keepalive: bool = True  # a comment line may be put into its unchanged stream
+    # ---- requests (rules, validation, check) ----
+    rule_shape: RuleShape | None = None
+    checks: tuple[Check, ...] = ()
+    max_output_field: str = "max_tokens"  # the request field holding the maximum output
+    max_output_required: bool = False  # the protocol refuses a request without one
+
+    @property
+    def model_in_path(self) -> bool:
+        """The model travels in the URL, not the body (Gemini)."""
+        return any("{model}" in p for p in self.paths.values())
+
+    def turn_kind(self, stream: bool) -> str:
+        """The request kind to ask of an endpoint of this protocol for a turn."""
+        return self.turn_kinds[1 if stream else 0]
+
+
+# ---- small helpers the protocol modules build their rule shapes and checks from ----
+
+
+def d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def lst(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def typed(*types: str) -> Callable[[dict[str, Any]], bool]:
+    """A block whose ``type`` is one of ``types``."""
+    return lambda block: block.get("type") in types
+
+
+def role_user(m: dict[str, Any]) -> bool:
+    return m.get("role") == "user"
+
+
+def positive_int(*fields: str) -> Callable[[dict[str, Any]], Iterator[Problem]]:
+    """A check: each of ``fields``, when present and not null, is an integer ≥ 1."""
+
+    def find(body: dict[str, Any]) -> Iterator[Problem]:
+        for f in fields:
+            v = body.get(f)
+            if f in body and v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                yield f, f"must be a positive integer, got {v!r}"
+
+    return find
+
+
+def non_empty_list(name: str) -> Callable[[dict[str, Any]], Iterator[Problem]]:
+    """A check: ``name`` is a list of messages with at least one."""
+
+    def find(body: dict[str, Any]) -> Iterator[Problem]:
+        v = body.get(name)
+        if not isinstance(v, list):
+            yield name, f"must be a list of messages, got {type(v).__name__ if v is not None else 'nothing'}"
+        elif not v:
+            yield name, "must not be empty"
+
+    return find

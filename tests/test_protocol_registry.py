@@ -1,0 +1,113 @@
+"""The protocol registry (protocols/__init__.py) is the one home of every protocol fact:
+each registered protocol has every fact, a codec, and the modules that used to list things
+per protocol read the registry (a copy is found by its protocol names)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from tokunseba import protocols, translate
+from tokunseba.protocols.facts import Protocol
+from tokunseba.sse import SSEDecoder
+from tokunseba.stream_watch import error_event
+from tokunseba.turn import client_error
+
+PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
+SHIPPED = ["anthropic", "openai", "openai-responses", "gemini"]
+
+
+def test_the_four_protocols_are_registered_in_order():
+    assert list(protocols.NAMES)[:4] == SHIPPED
+    assert list(translate.PROTOCOLS)[:4] == SHIPPED  # a live view of the same registry
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_registered_protocol_has_every_fact(name):
+    p = protocols.get(name)
+    assert isinstance(p, Protocol) and p.name == name and name in translate.CODECS
+    assert p.title and p.clients and p.hosts and p.api_prefixes and p.paths
+    assert all(k in p.paths for k in p.turn_kinds) and all(k in p.paths for k in p.count_kinds)
+    name_h, template = p.auth_header
+    assert name_h == name_h.lower() and "{key}" in template and p.key_env
+    assert p.usage_counting in ("anthropic", "openai", "gemini") and p.usage_key
+    assert p.rule_shape is not None and p.max_output_field
+    assert p.terminal_event is None or p.stream_judged
+    body = json.loads(p.error_body(429, "slow down", "rate_limit_error"))
+    assert "slow down" in json.dumps(body)
+    events = SSEDecoder().feed(p.stream_error("it broke"))
+    assert len(events) == 1 and "it broke" in events[0].data
+    for f in fields(Protocol):  # nothing left at its placeholder default where a fact is due
+        if f.name in ("error_body", "stream_error"):
+            assert getattr(p, f.name) is not f.default
+
+
+def test_the_fallback_envelope_is_one_choice_for_whole_errors_and_stream_events():
+    """A client protocol nobody named (a request that failed before detection) gets one
+    envelope, whole or mid-stream: OpenAI's (it was OpenAI's whole, Gemini's mid-stream)."""
+    assert protocols.FALLBACK == "openai"
+    whole = json.loads(client_error("no-such-protocol", 500, "boom").body)
+    assert whole == json.loads(client_error("openai", 500, "boom").body)
+    assert set(whole["error"]) == {"message", "type", "param", "code"}
+    assert error_event("no-such-protocol", "boom") == error_event("openai", "boom")
+
+
+# ---- no module outside the codecs and protocols/ lists something per protocol ----
+
+ALLOWED = {  # file -> why a protocol name may appear as a literal there
+    "neutral/usage.py": "the counting conventions' own names (ANTHROPIC, OPENAI, GEMINI)",
+    "protocols/__init__.py": "FALLBACK names the envelope for an unnamed protocol",
+}
+
+
+def _string_literals(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_no_protocol_table_outside_the_registry():
+    offenders = []
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(PKG).as_posix()
+        if rel.startswith(("translate/", "protocols/")) and rel != "protocols/__init__.py" or rel in ALLOWED:
+            continue
+        hits = [s for s in _string_literals(f) if s in SHIPPED]
+        if hits:
+            offenders.append(f"{rel}: {sorted(set(hits))}")
+    assert offenders == []
+
+
+def test_help_describes_every_protocol(capsys):
+    """`tokunseba --help` lists the protocols from the registry (it said Anthropic and Chat only)."""
+    from tokunseba.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for p in protocols.all_protocols():
+        assert re.search(rf"^  {re.escape(p.name)} +{re.escape(p.title)} \(", out, re.M), out
+    assert "Anthropic Messages and OpenAI Chat Completions," not in out
+
+
+@pytest.mark.parametrize("target", [t for t in SHIPPED if t != "openai"])
+def test_n_above_one_from_a_chat_client_is_refused_the_same_toward_every_target(target):
+    """A refusal (the next route may take the turn), never a 400 toward some targets and a
+    refusal toward others; a malformed ``n`` is the client's 400 everywhere."""
+    from tokunseba.errors import InvalidRequest, Refused
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
+    with pytest.raises(Refused) as e:
+        translate.request("openai", target, {**body, "n": 2}, max_tokens=100)
+    assert e.value.status == 400 and e.value.message == "n: 2 choices requested; every other protocol returns exactly one"
+    with pytest.raises(InvalidRequest):
+        translate.request("openai", target, {**body, "n": "2"}, max_tokens=100)
+    assert translate.request("openai", target, {**body, "n": 1}, max_tokens=100).body  # one choice goes
