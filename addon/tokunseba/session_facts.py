@@ -72,12 +72,22 @@ def clean(value: Any, limit: int) -> str | None:
     whole = text
     if len(text) > limit * 4:  # escaping can at most quadruple; cut before escaping a huge value
         text = text[: limit * 4]
-    out = "".join(ch if " " <= ch <= "~" else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-                                                 if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}") for ch in text)
+    out = "".join(map(_escaped, text))
     if len(out) > limit or len(whole) > len(text):
         digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         out = out[: limit - 14] + "…#" + digest
     return out
+
+
+def _escaped(ch: str) -> str:
+    """One character as it is recorded: printable ASCII as is, else an escape. A byte that was
+    not UTF-8 (carried as a lone surrogate, Python's surrogateescape) is shown as that byte."""
+    o = ord(ch)
+    if 0x20 <= o <= 0x7E:
+        return ch
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"\\x{o - 0xDC00:02x}"
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

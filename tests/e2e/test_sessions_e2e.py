@@ -379,3 +379,186 @@ def test_codex_two_sessions_at_once_three_turns_each_never_mixed(tmp_path):
     sessions = cli(m.ledger, "sessions", "--json")
     assert sorted((s["turns"], s["fingerprint"], s["client"], s["agents"]["main"]) for s in sessions) == [
         (3, False, "codex 0.171.0", 3)] * 2
+
+
+# ---------------------------------------------------------------- the SDKs (always run)
+
+SDK_RULES = """\
+endpoints:
+  gem-up:
+    protocol: gemini
+    url: {gem}/v1beta
+    key_env: TK_TEST_GEM_KEY
+  resp-up:
+    protocol: openai-responses
+    url: {resp}/v1
+    key_env: TK_TEST_RESP_KEY
+  ant-up:
+    protocol: anthropic
+    url: {ant}/v1
+    key_env: TK_TEST_ANT_KEY
+routes:
+  - name: genai
+    when: {{client: gemini}}
+    to: gem-up
+  - name: responses
+    when: {{client: openai-responses}}
+    to: resp-up
+  - name: messages
+    when: {{client: anthropic}}
+    to: ant-up
+"""
+
+
+def gemini_json(rec: Recorded) -> Reply:
+    m = marker_of(json.dumps(rec.json().get("contents", [])[:1]))
+    return Reply.json({"candidates": [{"content": {"role": "model", "parts": [{"text": f"noted {m}"}]},
+                                       "finishReason": "STOP", "index": 0}],
+                       "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 2, "totalTokenCount": 22},
+                       "modelVersion": "sdk-model"})
+
+
+def responses_json(rec: Recorded) -> Reply:
+    m = marker_of(json.dumps(rec.json().get("input")))
+    return Reply.json({"id": f"resp_{m}", "object": "response", "created_at": 1767225600, "status": "completed",
+                       "model": "gpt-sdk", "output": [{"id": f"msg_{m}", "type": "message", "status": "completed",
+                                                       "role": "assistant", "content": [
+                                                           {"type": "output_text", "annotations": [],
+                                                            "text": f"noted {m}"}]}],
+                       "usage": {"input_tokens": 30, "output_tokens": 2, "total_tokens": 32}})
+
+
+def anthropic_json(rec: Recorded) -> Reply:
+    return Reply.json({"id": "msg_bad", "type": "message", "role": "assistant", "model": "claude-scripted",
+                       "content": [{"type": "text", "text": "still served"}], "stop_reason": "end_turn",
+                       "usage": {"input_tokens": 5, "output_tokens": 2}})
+
+
+@pytest.fixture(scope="module")
+def sdk_proxy(tmp_path_factory):
+    with Upstream() as gem, Upstream() as resp, Upstream() as ant:
+        gem.responder, resp.responder, ant.responder = gemini_json, responses_json, anthropic_json
+        work = tmp_path_factory.mktemp("sessions-sdk")
+        rules = work / "rules.yaml"
+        rules.write_text(SDK_RULES.format(gem=gem.url, resp=resp.url, ant=ant.url))
+        m = Mitmdump(work, rules, env=KEYS, extra=["--set", "tokunseba_ledger_bodies=true",
+                                                    "--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic"])
+        m.ant = ant
+        try:
+            yield m
+        finally:
+            m.stop()
+
+
+def test_genai_sdk_conversations_at_once_are_grouped_by_their_fingerprint(sdk_proxy, monkeypatch):
+    from google import genai
+    from google.genai import types
+
+    for k, v in sdk_proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    client = genai.Client(api_key="AIza-sdk-client-key-0009", http_options=types.HttpOptions(api_version="v1beta"))
+
+    def chat(k: str) -> list[str]:
+        c = client.chats.create(model="sdk-model")
+        return [c.send_message(f"SESSION-{k} turn {i}").text for i in range(3)]
+
+    got: dict[str, list[str]] = {}
+    threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, chat(k))) for k in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert got == {"A": ["noted A"] * 3, "B": ["noted B"] * 3}
+    grouped = sessions_by_marker(sdk_proxy.ledger, "gemini")
+    assert sorted((sorted(k), n) for k, n in grouped.values()) == [(["A"], 3), (["B"], 3)]
+    assert all(sid.startswith("fp-") for sid in grouped)
+    clients = {t["client_name"] for t in cli(sdk_proxy.ledger, "log", "--json") if t["client_protocol"] == "gemini"}
+    assert clients == {"google-genai"}
+
+
+def test_responses_sdk_calls_carrying_a_prompt_cache_key_are_grouped_by_it(sdk_proxy, monkeypatch):
+    import openai
+
+    for k, v in sdk_proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    client = openai.OpenAI(api_key="sk-openai-sdk-client-0009")
+
+    def conversation(k: str) -> list[str]:
+        history: list = [{"role": "developer", "content": "be brief"}]
+        out = []
+        for i in range(3):
+            history.append({"role": "user", "content": f"SESSION-{k} turn {i}"})
+            r = client.responses.create(model="gpt-sdk", input=history, prompt_cache_key=f"codex-like-session-{k}")
+            out.append(r.output_text)
+            history.append({"role": "assistant", "content": r.output_text})
+        return out
+
+    got: dict[str, list[str]] = {}
+    threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, conversation(k))) for k in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert got == {"A": ["noted A"] * 3, "B": ["noted B"] * 3}
+    grouped = sessions_by_marker(sdk_proxy.ledger, "openai-responses")
+    assert grouped == {"codex-like-session-A": ({"A"}, 3), "codex-like-session-B": ({"B"}, 3)}
+
+
+# ---------------------------------------------------------------- bad input never breaks a turn
+
+
+def raw_post(proxy: Mitmdump, port: int, header_lines: list[bytes], body: dict) -> tuple[int, bytes]:
+    """POST http://127.0.0.1:PORT/v1/messages through the proxy, header bytes exactly as given."""
+    import socket
+
+    data = json.dumps(body).encode()
+    head = [b"POST http://127.0.0.1:%d/v1/messages HTTP/1.1" % port, b"Host: 127.0.0.1:%d" % port,
+            b"Content-Type: application/json", b"Content-Length: %d" % len(data), b"Connection: close",
+            b"User-Agent: claude-cli/2.1.197 (external, sdk-cli)", b"x-api-key: sk-ant-client-raw-0001",
+            b"anthropic-version: 2023-06-01", *header_lines]
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+        s.sendall(b"\r\n".join(head) + b"\r\n\r\n" + data)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1])
+    head_bytes, rest = reply.split(b"\r\n\r\n", 1)
+    if b"transfer-encoding: chunked" not in head_bytes.lower():
+        return status, rest
+    body_out = b""
+    while rest:
+        size, rest = rest.split(b"\r\n", 1)
+        n = int(size, 16)
+        if n == 0:
+            break
+        body_out, rest = body_out + rest[:n], rest[n + 2:]
+    return status, body_out
+
+
+BAD_SESSION_HEADERS = {
+    "junk-10kb": [b"X-Claude-Code-Session-Id: " + b"J" * 10_240],
+    "control-chars": [b"X-Claude-Code-Session-Id: sess\x01\x1b[31m\t\xe9nd",
+                      b"x-claude-code-agent-id: agent\x7f\x02"],
+    "empty": [b"X-Claude-Code-Session-Id:"],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SESSION_HEADERS))
+def test_a_bad_session_header_is_recorded_bounded_and_escaped_and_the_turn_served(sdk_proxy, case):
+    body = {"model": "claude-bad-input", "max_tokens": 16, "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": f"BAD-INPUT {case}"}]}
+    status, reply = raw_post(sdk_proxy, sdk_proxy.ant.port, BAD_SESSION_HEADERS[case], body)
+    assert status == 200 and json.loads(reply)["content"][0]["text"] == "still served", reply[:500]
+    ledger_settled(sdk_proxy.ledger)
+    rows = [t for t in cli(sdk_proxy.ledger, "log", "--json") if t["requested_model"] == "claude-bad-input"]
+    row = next(t for t in rows if t["rule"] == "messages" and t["started_at"] == max(r["started_at"] for r in rows))
+    assert row["status"] == 200 and row["outcome"] == "retargeted" and row["client_name"] == "claude-code"
+    sid = row["session_id"]
+    assert len(sid) <= 128 and all(" " <= ch <= "~" or ch == "…" for ch in sid)
+    if case == "junk-10kb":
+        assert sid.startswith("JJJJ") and "…#" in sid and row["session_fingerprint"] == 0
+    elif case == "control-chars":
+        assert sid == "sess\\x01\\x1b[31m\\x09\\xe9nd" and row["agent"] == "subagent" and row["agent_id"] == "agent\\x7f\\x02"
+    else:  # no value: the session is the conversation's fingerprint
+        assert sid.startswith("fp-") and row["session_fingerprint"] == 1
+    assert cli(sdk_proxy.ledger, "sessions")  # the views read it
