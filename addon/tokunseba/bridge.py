@@ -31,6 +31,18 @@ decoder turns it into the client's keep-alive; a passed-on stream carries it as 
 (a Gemini client getting the stream unchanged). Silence longer than ``idle_timeout`` still
 ends the turn.
 
+Failover (failover.py): a target registered with ``replan`` holds a reply whose status may
+be a failure (``failover.needs_body``: 408, 429, 5xx, 529, and the 4xx a context-window
+error comes with) until it is whole (at most ``failover.HOLD_MAX`` bytes), and classifies
+it; a failure, a connect or reset before the status line, or no status line within the
+target's ``first_byte_s``, is handed to ``replan``, which returns the next attempt (URL,
+headers, body: planned afresh by the adapter) or None (the client gets the failure as it
+came: the held reply, or a marked 502). Nothing has reached mitmproxy meanwhile, so the
+client sees one reply. Every other reply is relayed at once, as before.
+
+While a turn runs, the relay watches mitmproxy's connection: when it closes (the client
+went away), the endpoint's connection is closed at once.
+
 Runs in mitmproxy's event loop. Cheap per chunk: the endpoint's side is an asyncio
 ``Protocol`` whose ``data_received`` frames the bytes for mitmproxy and writes them at once
 (no task wake-up, no HTTP library per chunk: ``http1.py`` does the framing), writes wait
@@ -49,7 +61,10 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from collections.abc import Awaitable, Callable
+
 from . import http1
+from .failover import HOLD_MAX, Failure, classify, needs_body
 from .sse import EventBoundary
 
 log = logging.getLogger("tokunseba.bridge")
@@ -168,10 +183,38 @@ class Target:
     conn: UpstreamConn | None = None  # opened for this turn by the request hook, not yet used
     keepalive: bool = True  # the relay may add its own keep-alive to a stalled SSE reply
     keepalives: int = 0  # how many it added
+    # failover: the next attempt for a failure before the first byte (None: no failover)
+    replan: Callable[[Failure, list[tuple[str, str]]], Awaitable[Replan | None]] | None = None
+    first_byte_s: float | None = None  # no status line within this many seconds: a failure
+    gone: bool = False  # mitmproxy's connection closed (the client went away)
 
     @property
     def key(self) -> Key:
         return (self.scheme, self.host, self.port)
+
+    def retarget(self, plan: Replan) -> None:
+        """The next attempt goes to ``plan.url``."""
+        u = urlsplit(plan.url)
+        self.scheme, self.host = u.scheme, u.hostname or ""
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        self.broken, self.conn = None, plan.conn
+        self.keepalive, self.first_byte_s = plan.keepalive, plan.first_byte_s
+        if not plan.may_fail_over:
+            self.replan = None
+
+
+@dataclass
+class Replan:
+    """The next attempt of a turn whose attempt failed before its first byte (from the adapter)."""
+
+    url: str
+    headers: list[tuple[bytes, bytes]]  # as they go (the relay adds host and content-length)
+    body: bytes
+    first_byte_s: float | None = None
+    keepalive: bool = True
+    may_fail_over: bool = True  # this attempt may itself fail over (its route says on_failure: next)
+    conn: UpstreamConn | None = None
 
 
 class Bridge:
@@ -190,7 +233,12 @@ class Bridge:
 
     async def start(self) -> None:
         if self.server is None:
-            self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            loop = asyncio.get_running_loop()
+
+            def factory() -> asyncio.StreamReaderProtocol:
+                return asyncio.StreamReaderProtocol(_WatchedReader(limit=2 ** 16, loop=loop), self._handle, loop=loop)
+
+            self.server = await loop.create_server(factory, "127.0.0.1", 0)
             self.port = self.server.sockets[0].getsockname()[1]
 
     def stop(self) -> None:
@@ -216,16 +264,18 @@ class Bridge:
         self.pool.opened += 1
         return UpstreamConn(key, transport, proto)
 
-    def register(self, url: str, conn: UpstreamConn | None = None, keepalive: bool = True) -> tuple[str, str]:
+    def register(self, url: str, conn: UpstreamConn | None = None, keepalive: bool = True, *,
+                 replan=None, first_byte_s: float | None = None) -> tuple[str, str]:
         """Register a real target URL (and the connection opened for it, if any; ``keepalive``:
-        whether the relay may add its keep-alive to a stalled SSE reply); returns (token, the
-        URL mitmproxy should use)."""
+        whether the relay may add its keep-alive to a stalled SSE reply; ``replan``: the
+        failover callback; ``first_byte_s``: the endpoint's first_byte_timeout_s); returns
+        (token, the URL mitmproxy should use)."""
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         token = self._token()
         self.targets[token] = Target(u.scheme, u.hostname or "", port,
                                      (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn,
-                                     keepalive=keepalive)
+                                     keepalive=keepalive, replan=replan, first_byte_s=first_byte_s)
         return token, f"http://127.0.0.1:{self.port}{PREFIX}{token}"
 
     def _token(self) -> str:
@@ -270,7 +320,7 @@ class Bridge:
                 if target is None:
                     await _reply_error(writer, 404, "unknown relay token")
                     return
-                if not await self._relay(writer, method, headers, body, target):
+                if not await self._relay(reader, writer, method, headers, body, target):
                     return  # a relay-made reply (connection: close) or a broken exchange
                 if (http1.header(headers, b"connection") or b"").lower() == b"close":
                     return
@@ -282,10 +332,38 @@ class Bridge:
             except Exception:
                 pass
 
-    async def _relay(self, writer: asyncio.StreamWriter, method: bytes, headers: list, body: bytes,
-                     target: Target) -> bool:
-        """One turn through the relay; whether the connection to mitmproxy may carry another."""
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: bytes, headers: list,
+                     body: bytes, target: Target) -> bool:
+        """One turn through the relay, attempt after attempt while ``target.replan`` gives
+        another; whether the connection to mitmproxy may carry another turn."""
+        try:
+            while True:
+                outcome, failure, ex = await self._attempt(reader, writer, method, headers, body, target)
+                if failure is None:
+                    return outcome
+                plan = None
+                if target.replan is not None and not target.gone:
+                    hdrs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers] if ex else []
+                    try:
+                        plan = await target.replan(failure, hdrs)
+                    except Exception:  # the failure goes to the client as it came
+                        log.exception("tokunseba: planning the next attempt failed")
+                if plan is None or target.gone:
+                    if plan is not None and plan.conn is not None:
+                        self.pool.put(plan.conn)
+                    return await self._deliver(writer, target, failure, ex)
+                target.retarget(plan)
+                headers, body = plan.headers, plan.body
+        finally:
+            if isinstance(reader, _WatchedReader):
+                reader.on_gone = None
+
+    async def _attempt(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: bytes, headers: list,
+                       body: bytes, target: Target) -> tuple[bool, Failure | None, _Exchange | None]:
+        """One attempt: (whether mitmproxy's connection may carry another turn, the failure
+        to hand to ``replan`` if it failed before anything was relayed, its exchange)."""
         conn, target.conn = target.conn, None
+        hold = target.replan is not None
         for attempt in range(2):
             if conn is None:
                 try:
@@ -293,21 +371,88 @@ class Bridge:
                     conn = conn or await self._open(target.key)
                 except Exception as e:
                     target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
-                    await _reply_error(writer, 502, target.broken, b"connect-failed")
-                    return False
-            ex = _Exchange(self, writer, target, conn, method)
+                    return False, Failure("unreachable", target.broken), None
+            ex = _Exchange(self, writer, target, conn, method, hold)
+            _watch(reader, ex, target)
             outcome = await ex.run(_request_bytes(target, method, headers, body))
             if outcome == "keep":
                 conn.uses += 1
                 self.pool.put(conn)
-                return True
+                return True, None, ex
+            if outcome == "held":
+                failure = classify(ex.status, bytes(ex.held))
+                if ex.held_reusable and not target.gone:
+                    conn.uses += 1
+                    self.pool.put(conn)
+                else:
+                    conn.close()
+                if failure is None:  # not a failure (a plain 400): the client gets it now
+                    return await self._deliver(writer, target, None, ex), None, ex
+                return False, failure, ex
             conn.close()
-            if outcome != "stale":
-                return outcome == "done"
+            if outcome == "timeout":
+                target.broken = f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)"
+                return False, Failure("timeout", target.broken), None
+            if outcome == "reset":
+                return False, Failure("reset", target.broken or "upstream connection broke"), None
+            if outcome != "stale" or target.gone:
+                return outcome == "done" and not target.gone, None, ex
             conn = None  # a reused connection the endpoint had closed: once more on a fresh one
         target.broken = target.broken or "upstream connection broke: the endpoint closed the connection"
+        if hold:
+            return False, Failure("reset", target.broken), None
         await _reply_error(writer, 502, target.broken, b"upstream-broke")
+        return False, None, None
+
+    async def _deliver(self, writer: asyncio.StreamWriter, target: Target, failure: Failure | None,
+                       ex: _Exchange | None) -> bool:
+        """No (further) attempt: the client gets this one as it came: a held reply whole, or
+        the relay's marked 502 (connect-failed / upstream-broke)."""
+        if ex is not None and ex.held_head is not None:
+            body = b"" if ex.bodyless else (http1.chunk(bytes(ex.held)) if ex.held else b"") + http1.LAST_CHUNK
+            if not writer.transport.is_closing():
+                writer.write(ex.held_head + body)
+            return ex.held_reusable
+        target.broken = target.broken or (failure.why if failure else "upstream connection broke")
+        mark = b"connect-failed" if failure is not None and failure.kind == "unreachable" else b"upstream-broke"
+        if not writer.transport.is_closing():
+            await _reply_error(writer, 502, target.broken, mark)
         return False
+
+
+class _WatchedReader(asyncio.StreamReader):
+    """The relay's reader of mitmproxy's connection: says at once when it ends (``on_gone``),
+    without reading ahead (the next request on the connection stays unread)."""
+
+    on_gone: Callable[[], None] | None = None
+
+    def feed_eof(self) -> None:
+        super().feed_eof()
+        self._gone()
+
+    def set_exception(self, exc) -> None:
+        super().set_exception(exc)
+        self._gone()
+
+    def _gone(self) -> None:
+        cb, self.on_gone = self.on_gone, None
+        if cb is not None:
+            cb()
+
+
+def _watch(reader: asyncio.StreamReader, ex: _Exchange, target: Target) -> None:
+    """When mitmproxy closes its connection to the relay (the client went away), end the
+    exchange at once: the endpoint's connection is closed, not read to its end."""
+    def gone() -> None:
+        target.gone = True
+        ex._broke(ConnectionResetError("the connection from mitmproxy closed (the client went away)"))
+
+    if not isinstance(reader, _WatchedReader):
+        return
+    if reader.at_eof() or reader.exception() is not None:
+        target.gone = True
+        return
+    reader.on_gone = gone
 
 
 class _Exchange:
@@ -319,8 +464,15 @@ class _Exchange:
     relay, ``connection: close``), "stale" (a reused connection failed before any reply byte)."""
 
     def __init__(self, bridge: Bridge, writer: asyncio.StreamWriter, target: Target, conn: UpstreamConn,
-                 method: bytes) -> None:
+                 method: bytes, hold: bool = False) -> None:
         self.bridge, self.writer, self.target, self.conn, self.method = bridge, writer, target, conn, method
+        self.hold = hold  # failover: hold a reply that may be a failure until it is whole
+        self.held_head: bytes | None = None  # the held reply's head, as it would go to mitmproxy
+        self.held = bytearray()  # its body so far (de-framed)
+        self.held_reusable = False
+        self.status = 0
+        self.headers: list = []
+        self.first_byte: asyncio.TimerHandle | None = None
         self.down = writer.transport
         self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future[str] = self.loop.create_future()
@@ -343,11 +495,15 @@ class _Exchange:
             else:
                 self.conn.transport.write(request)
                 self._schedule()
+                if self.target.first_byte_s:
+                    self.first_byte = self.loop.call_later(self.target.first_byte_s, self._no_first_byte)
             return await self.done
         finally:
             self.conn.proto.sink = None
             if self.timer is not None:
                 self.timer.cancel()
+            if self.first_byte is not None:
+                self.first_byte.cancel()
             if self.paused:
                 self._resume()
 
@@ -370,6 +526,9 @@ class _Exchange:
                     return
                 data, self.buf = bytes(self.buf), bytearray()
             piece = self.body.feed(data) if data else b""
+            if self.held_head is not None:
+                self._hold(piece)
+                return
             if piece:
                 if self.beat is not None:
                     self.beat.feed(piece)
@@ -401,6 +560,10 @@ class _Exchange:
             del self.buf[:at]
             if 100 <= status < 200:
                 continue  # an interim reply (100 Continue): the real one follows
+            if self.first_byte is not None:
+                self.first_byte.cancel()
+                self.first_byte = None
+            self.status, self.headers = status, headers
             self.body = http1.body_for_reply(status, headers, self.method)
             conn_hdr = (http1.header(headers, b"connection") or b"").lower()
             self.reusable = parts[0] == b"HTTP/1.1" and b"close" not in conn_hdr
@@ -409,6 +572,9 @@ class _Exchange:
             out += [b"%s: %s\r\n" % (k, v) for k, v in headers if k not in HOP_BY_HOP]
             self.bodyless = self.method == b"HEAD" or status in (204, 304)  # no body, no framing (RFC 9112 §6.3)
             out.append(b"\r\n" if self.bodyless else b"transfer-encoding: chunked\r\n\r\n")
+            if self.hold and needs_body(status):  # nothing goes on until it is whole and classified
+                self.held_head = b"".join(out)
+                return b""
             if self.target.keepalive and self.bridge.keepalive_s > 0 and _keepable(headers):
                 self.beat = EventBoundary()
                 self._schedule()
@@ -432,8 +598,30 @@ class _Exchange:
             return
         self._broke(exc or ConnectionResetError("the endpoint closed the connection before replying"))
 
+    # ---- a held reply (failover)
+    def _hold(self, piece: bytes) -> None:
+        self.held += piece
+        if self.body.done:
+            self.held_reusable = self.reusable and not self.body.trailing
+            self.done.set_result("held")
+        elif len(self.held) > HOLD_MAX:  # too big for an error reply: relayed as it is, from here on
+            head, self.held_head = self.held_head, None
+            self.down.write(head + http1.chunk(bytes(self.held)))
+            self.held = bytearray()
+
+    def _no_first_byte(self) -> None:
+        """No status line within the endpoint's first_byte_timeout_s."""
+        self.first_byte = None
+        if not self.done.done() and self.body is None:
+            self.reusable = False
+            self.done.set_result("timeout")
+
     # ---- ends
     def _finish(self, outcome: str, before: bytes = b"") -> None:
+        if self.held_head is not None and not self.done.done():  # a held reply that ended at its close
+            self.held_reusable = False
+            self.done.set_result("held")
+            return
         if not self.done.done():
             self._write(before if self.bodyless else before + http1.LAST_CHUNK)
             self.done.set_result(outcome)
@@ -451,7 +639,14 @@ class _Exchange:
             self.done.set_result("stale")
             return
         self.target.broken = f"upstream connection broke: {e or type(e).__name__}"
+        if self.held_head is not None:  # cut inside a held reply: held as far as it came
+            self.held_reusable = False
+            self.done.set_result("held")
+            return
         if self.body is None:
+            if self.hold:  # before the status line: a failure the adapter may fail over
+                self.done.set_result("reset")
+                return
             self._write(_error_bytes(502, self.target.broken, b"upstream-broke"))
             self.done.set_result("failed")
             return

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .attempts import Chain
+from .capacity import Slot
 from .pump import Pump
 from .turn import Turn
 
@@ -35,3 +37,6 @@ class FlowState:
     shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
     mode: str | None = None  # how the reply is handled (turn.response_mode), from responseheaders
     pump: Pump | None = None  # the stream callable of a streamed reply
+    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (attempts.py)
+    slot: Slot | None = None  # the endpoint slot its current attempt holds (capacity.py)
+    attempt_at: float = 0.0  # when its current attempt started (time.monotonic)

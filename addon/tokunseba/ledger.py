@@ -193,6 +193,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX turns_session ON turns(session_id, started_at) WHERE session_id IS NOT NULL",
         ),
     ),
+    (
+        # failover (issue 19): the attempts of a turn that failed over, in order (JSON list of
+        # {route, endpoint, kind, status, why, ms, cooled_s, backoff_s}, the last one the attempt
+        # that answered); NULL for a turn answered by its first attempt (the row itself says it)
+        "0006_attempts",
+        ("ALTER TABLE turns ADD COLUMN attempts TEXT",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -222,6 +229,7 @@ TURN_FIELDS: dict[str, str] = {
     "usage_protocol": "usage",
     "usage_client": "json",
     "trace": "json",
+    "attempts": "json",
     "request_body": "body",
     "response_body": "body",
     # who is talking (session_facts.Speaker.ledger_fields(): bounded and escaped there;
@@ -236,14 +244,14 @@ TURN_FIELDS: dict[str, str] = {
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")
-JSON_COLUMNS = ("usage_reported", "usage_client", "trace")
+JSON_COLUMNS = ("usage_reported", "usage_client", "trace", "attempts")
 
 # the turns table's columns, in table order (a folded write names them in this order)
 TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "rule",
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS)
+                *SESSION_COLUMNS, "attempts")
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
 

@@ -24,9 +24,12 @@ from .access import may_spend_keys, refuse_remote_client
 from .bridge import MARK as BRIDGE_MARK
 from .bridge import PREFIX as BRIDGE_PREFIX
 from .bridge import Bridge
-from .bridge import UpstreamConn
+from .bridge import Replan, UpstreamConn
+from .attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, may_fail_over, next_turn
+from .capacity import Capacity, Slot
 from .console_line import client_name, turn_line
-from .endpoints import EndpointHealth
+from .endpoints import Endpoint, EndpointHealth
+from .failover import Failure, retry_hint
 from .errors import TranslationError
 from .ledger import Ledger, instance_id
 from .flowstate import FlowState, Shown
@@ -79,6 +82,7 @@ class Tokunseba:
         self.access: tuple[bool, bool] | None = None  # (proxyauth set, tokunseba_allow_remote_clients), as _plan read them
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
+        self.capacity = Capacity()  # cooldowns (retry-after) and max_concurrency slots, across reloads
         self.provider_hosts: dict[str, str] = {}
         self.bridge = Bridge()
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (provider_reach.py)
@@ -259,11 +263,11 @@ class Tokunseba:
             self._maybe_reload_rules()
             planned = await self._plan(flow)
             if planned is not None:
-                turn, conn = planned
+                turn, conn, slot, prep = planned
                 if turn.action == "pass" and turn.local is None:
                     await self._check_reach(flow, turn)
                 origin = (turn.host, flow.request.port)  # the client's (pretty) host, before _apply retargets it
-                self._maybe_shadow(self._apply(flow, turn, conn), origin)
+                self._maybe_shadow(self._apply(flow, turn, conn, slot, prep), origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             state = self.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
@@ -423,11 +427,13 @@ class Tokunseba:
             log.exception("tokunseba: error hook failed")
 
     # ---- internals ----
-    async def _plan(self, flow: http.HTTPFlow) -> tuple[Turn, UpstreamConn | None] | None:
+    async def _plan(self, flow: http.HTTPFlow) -> tuple[Turn, UpstreamConn | None, Slot | None, object] | None:
         """Detect, decide and build the turn. A routed turn's upstream connection is opened
         (or taken from the relay's pool) here, before the turn is committed to its route: a
         connect that fails marks the endpoint down and the turn is decided again without it
-        (passive health: no probe, and the healthy path pays no extra round trip)."""
+        (passive health: no probe, and the healthy path pays no extra round trip). So is an
+        endpoint cooling down (retry-after) or full (max_concurrency; after waiting up to its
+        queue_s for a slot): the turn takes a slot of the endpoint it goes to."""
         req = flow.request
         if req.method != "POST":
             return None
@@ -437,16 +443,23 @@ class Tokunseba:
                                extra_hosts=self._extra_for(host, port))
         if prep is None:
             return None
-        decision, conn = None, None
+        decision, conn, slot = None, None, None
         if prep.req is not None:
-            for _ in range(len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
-                decision = decide_request(self.rules, prep, self.health.reachable)
+            full: set[str] = set()  # endpoints found full (after their queue_s) for this turn
+            available = self._available(full)
+            for _ in range(2 * len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
+                decision = decide_request(self.rules, prep, available)
                 ep = decision.endpoint if decision.action == "route" else None
                 if ep is None:
                     break
+                slot = await self._slot(ep, full)
+                if slot is None:
+                    continue
                 try:
                     conn = await self.bridge.connect(ep.url, ctx.options.tokunseba_probe_timeout_ms / 1000)
                 except Exception as e:
+                    slot.release()
+                    slot = None
                     why = describe(e, ep.host, ep.port, ctx.options.tokunseba_probe_timeout_ms / 1000).reason
                     wait = self.health.failed(ep, why)
                     log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
@@ -462,7 +475,31 @@ class Tokunseba:
         proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
-        return turn, conn
+        if slot is not None and (turn.local is not None or turn.endpoint is not decision.endpoint):
+            slot.release()
+            slot = None
+        return turn, conn, slot, prep
+
+    def _available(self, full: set[str]):
+        """``decide``'s test of an endpoint: False (down after a failed connect), why not
+        (cooling down, full), or True."""
+        health, capacity = self.health, self.capacity
+
+        def available(ep: Endpoint) -> bool | str:
+            if not health.reachable(ep):
+                return False
+            why = capacity.unavailable(ep, queue=ep.name not in full)
+            return why or True
+        return available
+
+    async def _slot(self, ep: Endpoint, full: set[str]) -> Slot | None:
+        """A slot of ``ep`` for this turn (waiting up to its queue_s), or None (noted in ``full``)."""
+        slot = self.capacity.acquire(ep)
+        if slot is None and ep.queue_s > 0 and ep.name not in full:
+            slot = await self.capacity.wait(ep, ep.queue_s)
+        if slot is None:
+            full.add(ep.name)
+        return slot
 
     async def _check_reach(self, flow: http.HTTPFlow, turn: Turn) -> None:
         """A turn passing through to its provider host: connect to that host first, as
@@ -485,8 +522,9 @@ class Tokunseba:
         proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
         return {host: proto} if proto else None
 
-    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None) -> FlowState:
-        state = self.flows[flow.id] = FlowState(turn)
+    def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
+               prep=None) -> FlowState:
+        state = self.flows[flow.id] = FlowState(turn, slot=slot, attempt_at=time.monotonic())
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
@@ -498,6 +536,9 @@ class Tokunseba:
         flow.comment = turn.summary()
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
+            if prep is not None and turn.action in ("translate", "retarget"):
+                state.chain = Chain(prep, client_url, client_headers.fields,
+                                    trace=list(turn.decision.trace) if turn.decision else [])
             self._rewrite(flow, state, conn)
         else:
             if conn is not None:
@@ -513,7 +554,10 @@ class Tokunseba:
                 raise RuntimeError("the tokunseba relay is not running")
             # some clients read a comment line as JSON (Gemini CLI): their unchanged stream gets no keep-alive
             keepalive = turn.action == "translate" or protocols.get(turn.client_protocol).passthrough_keepalive
-            token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive)
+            ep = turn.endpoint
+            replan = (lambda failure, headers: self._failover(flow, state, failure, headers)) if state.chain else None
+            token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive, replan=replan,
+                                            first_byte_s=ep.first_byte_timeout_s if ep else None)
             state.relay_token = token
             _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
         elif turn.url:
@@ -527,6 +571,73 @@ class Tokunseba:
             req.headers[k] = v
         if turn.body is not None:
             req.content = turn.body
+
+    async def _failover(self, flow: http.HTTPFlow, state: FlowState, failure: Failure,
+                        headers: list[tuple[str, str]]) -> Replan | None:
+        """The relay's call when an attempt failed before any byte reached the client: note
+        it (cooldown from its retry-after hint, else the passive back-off; its slot freed; the
+        attempt recorded), then plan the next one (attempts.next_turn), or None."""
+        turn, chain = state.turn, state.chain
+        ep = turn.endpoint if turn.action != "pass" else None
+        route = turn.decision.route.name if turn.decision and turn.decision.route else None
+        tried = Attempted(route, ep.name if ep else None, failure.kind, failure.status, failure.why,
+                          (time.monotonic() - state.attempt_at) * 1000)
+        if ep is not None:
+            hint = retry_hint(headers, time.time()) if failure.kind == "status" else None
+            if hint is not None:
+                tried.cooled_s = self.capacity.cool(ep, hint[0], f"HTTP {failure.status}, {hint[1]}")
+            # no hint: the passive back-off, so later turns go to the next route at once (a route
+            # that says on_failure: error keeps asking its endpoint; an unreachable one backs off as before)
+            if not tried.cooled_s and (failure.kind == "unreachable"
+                                       or (failure.kind != "context_window" and may_fail_over(turn))):
+                tried.backoff_s = self.health.failed(ep, failure.why)
+        if state.slot is not None:
+            state.slot.release()
+            state.slot = None
+        chain.failed.append(tried)
+        nxt, slot = None, None
+        if may_fail_over(turn):
+            full: set[str] = set()
+            available = self._available(full)
+            for _ in range(2 * len(self.rules.endpoints) + 1):
+                nxt = next_turn(self.rules, chain, turn, reachable=available, env=os.environ)
+                if nxt is None or nxt.action == "pass":
+                    break
+                slot = await self._slot(nxt.endpoint, full)
+                if slot is not None:
+                    break
+                nxt = None
+        where = f"{tried.endpoint or 'the original host'}" + (f" (route {route})" if route else "")
+        log.warning(f"tokunseba: {turn.request_id}: {where} failed: {failure.why}"
+                    + (f"; cooled for {tried.cooled_s:g} s" if tried.cooled_s else "")
+                    + (f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else 'the original host'}"
+                       if nxt is not None else "; no next route: the client gets this failure"))
+        self._event(turn, "attempt_failed", {**tried.record(),
+                                             "next": None if nxt is None else (
+                                                 nxt.endpoint.name if nxt.action != "pass" else "original host")})
+        if nxt is None:
+            chain.gave_up = True
+            return None
+        state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
+        nxt.failed_over = chain.text(nxt.endpoint.name if nxt.action != "pass" else None)
+        if nxt.decision is not None:
+            chain.trace += nxt.decision.trace
+        if self.ledger is not None:
+            d = nxt.decision
+            self.ledger.update_turn(nxt.request_id, rule=d.route.name if d and d.route else None,
+                                    endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
+                                    target_protocol=nxt.target_protocol, model_used=nxt.model_used or nxt.requested_model,
+                                    trace=chain.trace)
+            for kind, data in nxt.events:
+                self.ledger.event(nxt.request_id, kind, data)
+        rec = flow.metadata.get(RECORD_KEY)
+        if isinstance(rec, dict):
+            rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
+                       endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
+        ep = nxt.endpoint if nxt.action != "pass" else None
+        return Replan(attempt_url(nxt, chain), attempt_headers(nxt, chain), attempt_body(nxt, chain),
+                      first_byte_s=ep.first_byte_timeout_s if ep else None,
+                      keepalive=nxt.action == "translate" or protocols.get(nxt.client_protocol).passthrough_keepalive)
 
     def _maybe_shadow(self, state: FlowState, origin: tuple[str, int]) -> None:
         """A route with `shadow:` also sends this turn to its shadow endpoint, in the
@@ -647,8 +758,12 @@ class Tokunseba:
     def _bridge_done(self, state: FlowState) -> str | None:
         """Release the flow's relay target; why the upstream broke (not a refused connect), if it did."""
         turn, token, state.relay_token = state.turn, state.relay_token, None
+        if state.slot is not None:
+            state.slot.release()  # the endpoint's slot is free for the next turn (the client left, or the reply ended)
         target = self.bridge.finish(token) if token else None
-        if target is not None and target.broken and target.broken.startswith("cannot connect") and turn.endpoint:
+        noted = state.chain is not None and state.chain.failed and state.chain.failed[-1].kind == "unreachable"
+        if target is not None and target.broken and target.broken.startswith("cannot connect") and turn.endpoint \
+                and not noted:
             self.health.failed(turn.endpoint, target.broken)
         if target is not None and target.broken and not target.broken.startswith("cannot connect"):
             turn.error = target.broken
@@ -772,6 +887,16 @@ class Tokunseba:
                       usage_client=out.client_usage, outcome=outcome)
         if turn.error:
             fields["error"] = turn.error
+        chain = state.chain
+        if chain is not None and chain.failed and chain.gave_up:  # the last failed attempt is what the client got
+            fields["attempts"] = [a.record() for a in chain.failed]
+        elif chain is not None and chain.failed:  # the attempts, the last one the attempt the client got
+            d = turn.decision
+            last = {"route": d.route.name if d and d.route else None,
+                    "endpoint": turn.endpoint.name if turn.endpoint and turn.action != "pass" else None,
+                    "kind": "answered", "status": status, "why": turn.error,
+                    "ms": round((time.monotonic() - state.attempt_at) * 1000, 3)}
+            fields["attempts"] = [a.record() for a in chain.failed] + [last]
         if self.store_bodies and body is not None:
             fields["response_body"] = body[:MAX_STORED_BODY]
         done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,

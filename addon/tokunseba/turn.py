@@ -102,6 +102,7 @@ class Turn:
     error: str | None = None
     plumbing_headers: list[str] = field(default_factory=list)
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (session_facts.py)
+    failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -118,6 +119,8 @@ class Turn:
             parts.append(f"retarget {self.client_protocol}")
         elif self.outcome in ("refused", "error"):
             parts.append(f"{self.outcome}: {self.error or (d.reason if d else '')}")
+        if self.failed_over:
+            parts.append(f"failed over: {self.failed_over}")
         if self.translation and self.translation.dropped:
             parts.append("dropped: " + ", ".join(_short_paths(self.translation.dropped)))
         return " · ".join(parts)
@@ -249,7 +252,8 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
                              endpoint=ep.name, path=path)
 
 
-def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool] | None = None) -> Decision:
+def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
+                   *, after: str | None = None) -> Decision:
     """Route a prepared request. A route is refused (skipped, or answered with an error when
     it says on_refused: error) when no translator exists for the pair, or when the translation
     itself refuses (a tool name or id the target's grammar rejects): before anything is sent."""
@@ -265,7 +269,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                 return e.message
         return None
 
-    return decide(rules, prep.facts, refusal=refusal, reachable=reachable)
+    return decide(rules, prep.facts, refusal=refusal, reachable=reachable, after=after)
 
 
 def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: Mapping[str, str],

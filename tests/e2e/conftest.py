@@ -156,12 +156,15 @@ routes:
     when: {{client: anthropic, model: "retarget-*"}}
     to: ant
     model: retargeted-model
+    on_failure: error  # these tests see the endpoints' errors as the client gets them
   - name: a2o
     when: {{client: anthropic, model: ["claude-*", "refuse-*", "down-*"]}}
     to: oai
+    on_failure: error  # these tests see the endpoints' errors as the client gets them
   - name: o2a
     when: {{client: openai, model: ["gpt-*", "down-*"]}}
     to: ant
+    on_failure: error  # these tests see the endpoints' errors as the client gets them
 """
 
 KEYS = {"TK_TEST_OAI_KEY": "sk-endpoint-oai-0001", "TK_TEST_ANT_KEY": "sk-endpoint-ant-0002"}

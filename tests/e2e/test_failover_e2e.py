@@ -1,0 +1,423 @@
+"""Issue 19 end to end: a real mitmdump, scripted upstreams on loopback. An attempt that
+fails before any byte reached the client (503, 429, 529, 500, a context-window error, a
+reset, no status line within first_byte_timeout_s) moves the turn to the next route; a
+plain 400 does not; retry-after keeps the endpoint out of the next turn; max_concurrency
+spills a second concurrent turn to the next route; a failure after the first byte is an
+error in the client's protocol, not retried; a client that goes away leaves no upstream
+connection open. Clients: Anthropic Messages, Chat Completions, Responses and Gemini, as
+raw HTTPS requests through the proxy (translated, or retargeted for Chat), whole and
+streamed."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import sqlite3
+import ssl
+import threading
+import time
+
+import httpx
+import pytest
+
+from .conftest import Mitmdump, ledger_settled
+from .upstream import Reply, Upstream, closed_port
+
+pytestmark = pytest.mark.e2e
+
+KEYS = {"TK_SMALL_KEY": "sk-small-endpoint-0001", "TK_BIG_KEY": "sk-big-endpoint-0002"}
+
+RULES = """\
+endpoints:
+  small:
+    protocol: openai
+    url: {small}/v1
+    key_env: TK_SMALL_KEY
+    max_tokens: 256
+{small_extra}
+  big:
+    protocol: openai
+    url: {big}/v1
+    key_env: TK_BIG_KEY
+    max_tokens: 256
+routes:
+  - name: easy
+    when: {{model: ["claude-*", "gpt-*", "gemini-*"]}}
+    to: small
+{easy_extra}
+  - name: other
+    when: {{model: "nothing-*"}}
+    to: small
+  - name: spill
+    when: {{model: ["claude-*", "gpt-*", "gemini-*"]}}
+    to: big
+unmatched: refuse
+"""
+
+
+def chat_reply(cid: str, text: str = "ok") -> bytes:
+    return json.dumps({"id": cid, "object": "chat.completion", "created": 1767225600, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}}],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
+
+
+def chat_stream(cid: str, text=("Hel", "lo")) -> list[bytes]:
+    def chunk(delta, finish=None, usage=None, choices=True):
+        obj = {"id": cid, "object": "chat.completion.chunk", "created": 1767225600, "model": "m",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
+        if usage:
+            obj["usage"] = usage
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+    return ([chunk({"role": "assistant", "content": ""})] + [chunk({"content": t}) for t in text]
+            + [chunk({}, "stop"), chunk({}, usage={"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+                                        choices=False), b"data: [DONE]\n\n"])
+
+
+def whole_ok(cid):
+    return Reply(200, {"content-type": "application/json"}, [chat_reply(cid)])
+
+
+def stream_ok(cid, delay=0.0):
+    return Reply.sse(chat_stream(cid), delay=delay)
+
+
+OAI_ERR = lambda msg, code=None, etype="server_error": json.dumps(  # noqa: E731
+    {"error": {"message": msg, "type": etype, "param": None, "code": code}}).encode()
+
+FAILURES = {
+    "503": lambda: Reply(503, {"content-type": "application/json"}, [OAI_ERR("Loading model")]),
+    "429": lambda: Reply(429, {"content-type": "application/json"}, [OAI_ERR("Rate limit", "rate_limit_exceeded")]),
+    "529": lambda: Reply(529, {"content-type": "application/json"},
+                         [b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}']),
+    "500": lambda: Reply(500, {"content-type": "text/html"}, [b"<html>boom</html>"]),
+    "context-openai": lambda: Reply(400, {"content-type": "application/json"}, [OAI_ERR(
+        "This model's maximum context length is 4096 tokens.", "context_length_exceeded", "invalid_request_error")]),
+    "context-llama": lambda: Reply(400, {"content-type": "application/json"}, [json.dumps({"error": {
+        "code": 400, "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}}).encode()]),
+    "reset": Reply.reset,
+}
+
+
+@pytest.fixture
+def ups():
+    with Upstream() as small, Upstream() as big:
+        yield small, big
+
+
+def start(tmp_path, small, big, *, small_extra="", easy_extra="") -> Mitmdump:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(small=small.url, big=big.url, small_extra=small_extra, easy_extra=easy_extra))
+    return Mitmdump(tmp_path, rules, env=KEYS)
+
+
+class Client:
+    """Raw requests of each client protocol through the proxy (its CA trusted)."""
+
+    def __init__(self, proxy: Mitmdump):
+        self.proxy = proxy
+        self.http = httpx.Client(proxy=proxy.url, verify=ssl.create_default_context(cafile=str(proxy.ca)), timeout=30)
+
+    def ask(self, protocol: str, stream: bool, model: str | None = None):
+        if protocol == "anthropic":
+            body = {"model": model or "claude-x", "max_tokens": 50, "stream": stream,
+                    "messages": [{"role": "user", "content": "hi"}]}
+            return self.http.post("https://api.anthropic.com/v1/messages", json=body,
+                                  headers={"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01"})
+        if protocol == "openai":
+            body = {"model": model or "gpt-x", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+            return self.http.post("https://api.openai.com/v1/chat/completions", json=body,
+                                  headers={"authorization": "Bearer sk-oai-client-DO-NOT-LEAK"})
+        if protocol == "openai-responses":
+            body = {"model": model or "gpt-x", "stream": stream, "input": "hi"}
+            return self.http.post("https://api.openai.com/v1/responses", json=body,
+                                  headers={"authorization": "Bearer sk-oai-client-DO-NOT-LEAK"})
+        kind = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return self.http.post(f"https://generativelanguage.googleapis.com/v1beta/models/{model or 'gemini-x'}:{kind}",
+                              json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                              headers={"x-goog-api-key": "AIza-client-DO-NOT-LEAK"})
+
+
+def rows(proxy, sql, *args):
+    ledger_settled(proxy.ledger)
+    con = sqlite3.connect(proxy.ledger)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql, args)]
+    finally:
+        con.close()
+
+
+def served_text(protocol: str, stream: bool, r: httpx.Response) -> str:
+    """The reply as the client reads it: its text (a stream's deltas joined)."""
+    assert r.status_code == 200, r.text
+    if not stream:
+        d = r.json()
+        return {"anthropic": lambda: d["content"][0]["text"], "openai": lambda: d["choices"][0]["message"]["content"],
+                "openai-responses": lambda: d["output"][0]["content"][0]["text"],
+                "gemini": lambda: d["candidates"][0]["content"]["parts"][0]["text"]}[protocol]()
+    out = []
+    for line in r.text.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        ev = json.loads(line[6:])
+        if protocol == "anthropic" and ev.get("type") == "content_block_delta":
+            out.append(ev["delta"].get("text", ""))
+        elif protocol == "openai" and ev.get("choices"):
+            out.append(ev["choices"][0]["delta"].get("content") or "")
+        elif protocol == "openai-responses" and ev.get("type") == "response.output_text.delta":
+            out.append(ev["delta"])
+        elif protocol == "gemini":
+            for c in ev.get("candidates", []):
+                out += [p.get("text", "") for p in c.get("content", {}).get("parts", [])]
+    return "".join(out)
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai", "openai-responses", "gemini"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_each_failure_kind_moves_the_turn_to_the_next_route(tmp_path, ups, protocol, stream):
+    small, big = ups
+    proxy = start(tmp_path, small, big)
+    try:
+        c = Client(proxy)
+        for n, (name, failure) in enumerate(FAILURES.items()):
+            small.script(failure())
+            big.script(stream_ok(f"chatcmpl-big{n}") if stream else whole_ok(f"chatcmpl-big{n}"))
+            r = c.ask(protocol, stream)
+            assert served_text(protocol, stream, r) == ("Hello" if stream else "ok"), name
+            # (a reset on a reused connection is tried once more on a fresh one: the endpoint may have
+            # closed it while idle; that is the relay's, before failover)
+            assert len(small.requests) == (len(small.requests) if name == "reset" else 1) and len(big.requests) == 1, name
+            # each endpoint got its own key, never the client's nor the other endpoint's
+            assert small.requests[0].headers["authorization"] == f"Bearer {KEYS['TK_SMALL_KEY']}"
+            got = big.requests[0]
+            assert got.headers["authorization"] == f"Bearer {KEYS['TK_BIG_KEY']}"
+            assert b"DO-NOT-LEAK" not in got.body and not any("DO-NOT-LEAK" in v for v in got.headers.values())
+            assert got.json()["messages"][-1]["content"] in ("hi", [{"type": "text", "text": "hi"}])
+            time.sleep(2.2)  # the passive back-off of a failure without retry-after (2 s) is over
+        turns = rows(proxy, "SELECT request_id, rule, endpoint, outcome, status, attempts FROM turns ORDER BY started_at")
+        assert len(turns) == len(FAILURES)
+        for t, name in zip(turns, FAILURES):
+            assert (t["rule"], t["endpoint"], t["status"]) == ("spill", "big", 200), name
+            attempts = json.loads(t["attempts"])
+            assert [a["endpoint"] for a in attempts] == ["small", "big"], name
+            want = {"reset": "reset", "context-openai": "context_window", "context-llama": "context_window"}
+            assert attempts[0]["kind"] == want.get(name, "status") and attempts[1]["kind"] == "answered"
+            assert attempts[0]["ms"] >= 0
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_plain_400_is_answered_not_failed_over(tmp_path, ups, stream):
+    small, big = ups
+    proxy = start(tmp_path, small, big)
+    try:
+        small.script(Reply(400, {"content-type": "application/json"},
+                           [OAI_ERR("Invalid value for 'temperature'", None, "invalid_request_error")]))
+        big.script(whole_ok("chatcmpl-never"))
+        r = Client(proxy).ask("anthropic", stream)
+        assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+        assert r.json()["error"]["type"] == "invalid_request_error"
+        assert big.requests == []
+        (t,) = rows(proxy, "SELECT endpoint, attempts FROM turns")
+        assert t["endpoint"] == "small" and t["attempts"] is None
+    finally:
+        proxy.stop()
+
+
+def test_retry_after_keeps_the_endpoint_from_the_next_turn(tmp_path, ups):
+    small, big = ups
+    proxy = start(tmp_path, small, big)
+    try:
+        small.script(Reply(429, {"content-type": "application/json", "retry-after": "30"}, [OAI_ERR("slow down")]))
+        big.script(whole_ok("chatcmpl-big"))
+        c = Client(proxy)
+        r = c.ask("anthropic", False)
+        assert r.status_code == 200, r.text
+        assert len(small.requests) == 1
+        for _ in range(3):  # the next turns: small is cooling down, never asked
+            r = c.ask("anthropic", False)
+            open("/tmp/h19/log.txt", "w").write(proxy.log())
+            assert r.json().get("id") == "chatcmpl-big", r.text
+        assert len(small.requests) == 1 and len(big.requests) == 4
+        turns = rows(proxy, "SELECT trace, attempts FROM turns ORDER BY started_at")
+        assert json.loads(turns[0]["attempts"])[0]["cooled_s"] == 30
+        trace = json.loads(turns[1]["trace"])
+        assert trace[0]["route"] == "easy" and trace[0]["unavailable"].startswith("cooling down (HTTP 429, retry-after")
+    finally:
+        proxy.stop()
+
+
+def test_first_byte_timeout_moves_on_in_about_that_time(tmp_path, ups):
+    small, big = ups
+    proxy = start(tmp_path, small, big, small_extra="    first_byte_timeout_s: 2")
+    try:
+        small.script(Reply(200, {"content-type": "application/json"}, [chat_reply("late")], delay=0))
+        small.replies[0].pieces = []  # replaced below by a silent reply
+        silent = threading.Event()
+
+        class Silent(Reply):
+            pass
+        # an upstream that accepts the connection and says nothing: a raw socket that never answers
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        conns = []
+        threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
+        proxy.stop()
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(small=f"http://127.0.0.1:{srv.getsockname()[1]}", big=big.url,
+                                      small_extra="    first_byte_timeout_s: 2", easy_extra=""))
+        proxy = Mitmdump(tmp_path, rules, env=KEYS)
+        big.script(whole_ok("chatcmpl-after-silence"))
+        t0 = time.monotonic()
+        r = Client(proxy).ask("openai", False)
+        took = time.monotonic() - t0
+        assert r.json()["id"] == "chatcmpl-after-silence"
+        assert 2 <= took < 20  # moved on after the 2 s, not after the client's own timeout
+        (t,) = rows(proxy, "SELECT attempts FROM turns")
+        first = json.loads(t["attempts"])[0]
+        assert first["kind"] == "timeout" and first["ms"] >= 2000 and "first_byte_timeout_s" in first["why"]
+        silent.set()
+        srv.close()
+    finally:
+        proxy.stop()
+
+
+def test_max_concurrency_spills_the_second_concurrent_stream(tmp_path, ups):
+    small, big = ups
+    proxy = start(tmp_path, small, big, small_extra="    max_concurrency: 1")
+    try:
+        small.script(stream_ok("chatcmpl-small", delay=0.4))
+        big.script(stream_ok("chatcmpl-big", delay=0.1))
+        c = Client(proxy)
+        results = {}
+
+        def ask(i):
+            results[i] = served_text("anthropic", True, c.ask("anthropic", True))
+
+        first = threading.Thread(target=ask, args=(1,))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not small.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ask(2)
+        first.join(20)
+        assert results == {1: "Hello", 2: "Hello"}
+        assert len(small.requests) == 1 and len(big.requests) == 1
+        turns = rows(proxy, "SELECT endpoint, trace FROM turns ORDER BY started_at")
+        assert [t["endpoint"] for t in turns] == ["small", "big"]
+        assert json.loads(turns[1]["trace"])[0]["unavailable"].startswith("full (1 of max_concurrency 1")
+    finally:
+        proxy.stop()
+
+
+def test_a_failure_after_the_first_byte_is_an_error_not_retried(tmp_path, ups):
+    small, big = ups
+    proxy = start(tmp_path, small, big)
+    try:
+        small.script(Reply.sse(chat_stream("chatcmpl-cut", text=("a", "b", "c")), delay=0.05, die_after=2))
+        big.script(whole_ok("chatcmpl-never"))
+        r = Client(proxy).ask("anthropic", True)
+        assert r.status_code == 200
+        assert "event: error" in r.text
+        assert big.requests == []
+        (t,) = rows(proxy, "SELECT outcome, attempts FROM turns")
+        assert t["outcome"] == "error" and t["attempts"] is None
+    finally:
+        proxy.stop()
+
+
+def test_on_failure_error_answers_the_failure(tmp_path, ups):
+    small, big = ups
+    proxy = start(tmp_path, small, big, easy_extra="    on_failure: error")
+    try:
+        small.script(FAILURES["503"]())
+        big.script(whole_ok("chatcmpl-never"))
+        r = Client(proxy).ask("anthropic", False)
+        assert r.status_code >= 500 and "Loading model" in r.text
+        assert big.requests == []
+        (t,) = rows(proxy, "SELECT endpoint, attempts FROM turns")
+        assert t["endpoint"] == "small" and [a["kind"] for a in json.loads(t["attempts"])] == ["status"]
+    finally:
+        proxy.stop()
+
+
+def test_all_local_never_reaches_the_cloud(tmp_path, ups):
+    """unmatched: refuse and one route: the failure reaches the client; nothing else is asked."""
+    small, big = ups
+    rules = tmp_path / "rules.yaml"
+    text = (tmp_path.parent / "x").exists()
+    from pathlib import Path
+    example = (Path(__file__).resolve().parents[2] / "rules" / "examples" / "all-local.yaml").read_text()
+    rules.write_text(example.replace("http://127.0.0.1:28431/v1", f"{small.url}/v1"))
+    proxy = Mitmdump(tmp_path, rules)
+    try:
+        small.script(FAILURES["503"]())
+        r = Client(proxy).ask("anthropic", False)
+        assert r.status_code >= 500 and "Loading model" in r.text
+        assert len(small.requests) == 1
+        (t,) = rows(proxy, "SELECT host, endpoint, attempts FROM turns")
+        assert t["endpoint"] == "local"
+        assert [a["endpoint"] for a in json.loads(t["attempts"])] == ["local"]
+    finally:
+        proxy.stop()
+    del text
+
+
+def test_a_client_that_goes_away_leaves_no_upstream_connection(tmp_path):
+    """The endpoint sends its first events, then thinks in silence; the client hangs up
+    after the first bytes: within 0.5 s the endpoint's connection is closed (before, the
+    relay noticed only at the endpoint's next bytes or its keep-alive tick)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    closed_at = []
+
+    def serve():
+        conn, _ = srv.accept()
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+        while len(rest) < n:
+            rest += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for i, piece in enumerate(chat_stream("chatcmpl-slow", text=tuple("abcdefghijklmnopqrstuvwxyz"))):
+            try:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                # three pieces at once, then silence (a slow model thinking): only the close is awaited
+                readable, _, _ = select.select([conn], [], [], 0.01 if i < 3 else 8)
+                if readable and not conn.recv(65536):
+                    closed_at.append(time.monotonic())
+                    return
+            except OSError:
+                closed_at.append(time.monotonic())
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(small=f"http://127.0.0.1:{srv.getsockname()[1]}", big=f"http://127.0.0.1:{closed_port()}",
+                                  small_extra="", easy_extra=""))
+    proxy = Mitmdump(tmp_path, rules, env=KEYS)
+    try:
+        c = Client(proxy)
+        body = {"model": "claude-x", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with c.http.stream("POST", "https://api.anthropic.com/v1/messages", json=body,
+                           headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}) as r:
+            next(r.iter_bytes())
+            left_at = time.monotonic()
+        c.http.close()
+        deadline = time.monotonic() + 5
+        while not closed_at and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert closed_at and closed_at[0] - left_at < 0.5
+        (t,) = rows(proxy, "SELECT outcome FROM turns")
+        assert t["outcome"] == "cancelled"
+    finally:
+        proxy.stop()
+        srv.close()
