@@ -25,3 +25,46 @@ def load_fixture(name: str) -> dict:
     if not p.exists():  # CI lays shared/ beside the clone; fall back to /work/shared
         p = Path("/work/shared/fixtures") / name
     return json.loads(p.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _no_ledger_env(monkeypatch):
+    """A developer's $TOKUNSEBA_LEDGER never reaches the tests."""
+    monkeypatch.delenv("TOKUNSEBA_LEDGER", raising=False)
+
+
+def _pg_missing(why: str):
+    import os
+
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why} (scripts/ci-extras.sh installs it)")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for the session (tests/pg_server.py); skipped when it is not
+    installed here, a failure under CI=true."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        _pg_missing("psycopg / psycopg_pool not installed (pip install -e '.[test]')")
+    from tests.pg_server import PgServer, find_bin
+
+    bindir = find_bin()
+    if bindir is None:
+        _pg_missing("PostgreSQL server not installed (Debian: apt-get install postgresql)")
+    server = PgServer(bindir)
+    try:
+        server.start()
+        server.setup_roles()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL (role tk, with its password) of a new empty database."""
+    return pg_server.url(db=pg_server.fresh_db())

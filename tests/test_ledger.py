@@ -42,6 +42,32 @@ def raw_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def make(request, tmp_path):
+    """``make(name="l.db", **kw)`` opens a ledger on this test's back end: a SQLite file, or a
+    database on the real PostgreSQL server (tests/pg_server.py); the same name, the same
+    database. ``readonly=True`` reads PostgreSQL as the read-only role."""
+    if request.param == "sqlite":
+        def open_sqlite(name: str = "l.db", **kw) -> Ledger:
+            return Ledger(tmp_path / name, **kw)
+        opener = open_sqlite
+    else:
+        from tests.pg_server import READER_PASSWORD
+
+        server = request.getfixturevalue("pg_server")
+        dbs: dict[str, str] = {}
+
+        def open_pg(name: str = "l.db", **kw) -> Ledger:
+            if name not in dbs:
+                dbs[name] = server.fresh_db()
+            if kw.get("readonly"):
+                return Ledger(server.url("tk_reader", READER_PASSWORD, dbs[name]), **kw)
+            return Ledger(server.url(db=dbs[name]), **kw)
+        opener = open_pg
+    opener.backend, opener.tmp_path = request.param, tmp_path
+    return opener
+
+
 # ---------------------------------------------------------------- paths
 
 
@@ -151,8 +177,8 @@ def test_open_failures_are_one_line_errors(tmp_path):
 # ---------------------------------------------------------------- turns and usage
 
 
-def test_turn_row_holds_every_field(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_turn_row_holds_every_field(make):
+    with make() as led:
         start(led, "tk-1", at=1234.5, path="/v1/messages?beta=true")
         trace = [{"route": "easy", "matched": True, "reasons": ["client 'anthropic' is anthropic"],
                   "refused": None, "unreachable": False}]
@@ -168,6 +194,7 @@ def test_turn_row_holds_every_field(tmp_path):
         "usage_input": None, "usage_output": None, "usage_cache_read": None, "usage_cache_write": None,
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
+        "instance": None,
     }
 
 
@@ -188,8 +215,8 @@ USAGE_CASES = [
 
 
 @pytest.mark.parametrize("protocol,reported,expected", USAGE_CASES)
-def test_usage_is_stored_exactly_as_reported(tmp_path, protocol, reported, expected):
-    with Ledger(tmp_path / "l.db") as led:
+def test_usage_is_stored_exactly_as_reported(make, protocol, reported, expected):
+    with make() as led:
         start(led, "tk-u")
         led.update_turn("tk-u", usage_reported=reported, usage_protocol=protocol,
                         usage_client={"input_tokens": 20})
@@ -201,8 +228,8 @@ def test_usage_is_stored_exactly_as_reported(tmp_path, protocol, reported, expec
     assert t["usage_client"] == {"input_tokens": 20}
 
 
-def test_no_usage_is_null_everywhere(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_no_usage_is_null_everywhere(make):
+    with make() as led:
         start(led, "tk-n")
         led.update_turn("tk-n", usage_reported=None, usage_protocol=None, usage_client=None, status=200)
         t = led.get_turn("tk-n")
@@ -212,24 +239,24 @@ def test_no_usage_is_null_everywhere(tmp_path):
     assert st["usage"] == {"by_counting": {}, "turns_reported": 0, "turns_none": 1}
 
 
-def test_usage_protocol_given_earlier_is_used_for_the_fields(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_usage_protocol_given_earlier_is_used_for_the_fields(make):
+    with make() as led:
         start(led, "tk-p")
         led.update_turn("tk-p", usage_protocol="openai")
         led.update_turn("tk-p", usage_reported={"prompt_tokens": 3})
         assert led.get_turn("tk-p")["usage_input"] == 3
 
 
-def test_update_before_start_keeps_the_record(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_update_before_start_keeps_the_record(make):
+    with make() as led:
         led.update_turn("tk-late", status=502, error="upstream down")
         start(led, "tk-late", at=42.0)
         t = led.get_turn("tk-late")
     assert (t["started_at"], t["status"], t["error"], t["client_protocol"]) == (42.0, 502, "upstream down", "anthropic")
 
 
-def test_unknown_fields_are_ignored_with_a_warning(tmp_path, caplog):
-    with Ledger(tmp_path / "l.db") as led:
+def test_unknown_fields_are_ignored_with_a_warning(make, caplog):
+    with make() as led:
         start(led, "tk-f")
         with caplog.at_level(logging.WARNING, logger="tokunseba.ledger"):
             led.update_turn("tk-f", status=200, colour="blue")
@@ -237,8 +264,8 @@ def test_unknown_fields_are_ignored_with_a_warning(tmp_path, caplog):
     assert "unknown field 'colour'" in caplog.text
 
 
-def test_events_keep_order_kind_and_data(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_events_keep_order_kind_and_data(make):
+    with make() as led:
         start(led, "tk-e")
         led.event("tk-e", "routed", {"rule": "easy", "endpoint": "local"}, ts=1000.0)
         led.event("tk-e", "protocol_translated", {"from": "anthropic", "to": "openai", "dropped": ["/thinking"],
@@ -253,15 +280,16 @@ def test_events_keep_order_kind_and_data(tmp_path):
     assert evs[0]["ts"] == 1000.0 and evs[2]["ts"] > 1000.0
 
 
-def test_bodies_are_stored_only_when_opted_in(tmp_path):
+def test_bodies_are_stored_only_when_opted_in(make):
     body = b'{"model":"claude-haiku-4-5","messages":[]}'
-    with Ledger(tmp_path / "a.db") as led:
+    with make("a.db") as led:
         start(led, "tk-b")
         led.update_turn("tk-b", request_body=body, response_body="{}")
         t = led.get_turn("tk-b")
         assert "request_body" not in t and "response_body" not in t
-    assert b"claude-haiku-4-5\",\"messages" not in raw_bytes(tmp_path / "a.db")
-    with Ledger(tmp_path / "b.db", store_bodies=True) as led:
+    if make.backend == "sqlite":
+        assert b"claude-haiku-4-5\",\"messages" not in raw_bytes(make.tmp_path / "a.db")
+    with make("b.db", store_bodies=True) as led:
         start(led, "tk-b")
         led.update_turn("tk-b", request_body=body)
         led.update_turn("tk-b", response_body="{}")
@@ -383,10 +411,9 @@ def test_readonly_ledger_refuses_writes_quietly(tmp_path, caplog):
 # ---------------------------------------------------------------- concurrency
 
 
-def test_concurrent_writers_from_many_threads_lose_nothing(tmp_path, caplog):
-    path = tmp_path / "l.db"
-    shared = Ledger(path)
-    own = [Ledger(path) for _ in range(3)]  # separate connections, as a second process would have
+def test_concurrent_writers_from_many_threads_lose_nothing(make, caplog):
+    shared = make()
+    own = [make() for _ in range(3)]  # separate connections, as a second process would have
     per_thread = 60
 
     def work(led: Ledger, tag: str) -> None:
@@ -454,8 +481,8 @@ def test_wal_reader_reads_while_the_writer_writes(tmp_path):
 # ---------------------------------------------------------------- reads
 
 
-def test_turns_are_newest_first_with_since_and_limit(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_turns_are_newest_first_with_since_and_limit(make):
+    with make() as led:
         for i, at in enumerate([100.0, 300.0, 200.0, 300.0]):
             start(led, f"tk-{i}", at=at)
         assert [t["request_id"] for t in led.turns()] == ["tk-3", "tk-1", "tk-2", "tk-0"]
@@ -463,8 +490,8 @@ def test_turns_are_newest_first_with_since_and_limit(tmp_path):
         assert [t["request_id"] for t in led.turns(since=200.0)] == ["tk-3", "tk-1", "tk-2"]
 
 
-def test_get_turn_by_prefix(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_get_turn_by_prefix(make):
+    with make() as led:
         for rid in ("tk-abc", "tk-abd", "tk-ab", "tk-xyz"):
             start(led, rid)
         assert led.get_turn("tk-x")["request_id"] == "tk-xyz"
@@ -487,8 +514,8 @@ def test_percentile_is_nearest_rank():
     assert percentile([], 50) is None
 
 
-def test_stats(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_stats(make):
+    with make() as led:
         # 1 old turn outside the window, 5 inside
         start(led, "old", at=10.0)
         led.update_turn("old", outcome="pass_through", status=200, latency_ms=999.0)
@@ -537,8 +564,8 @@ def test_stats(tmp_path):
                              "ttfb_ms": {"n": 3, "p50": 20.0, "p95": 30.0}}
 
 
-def test_stats_of_an_empty_window(tmp_path):
-    with Ledger(tmp_path / "l.db") as led:
+def test_stats_of_an_empty_window(make):
+    with make() as led:
         st = led.stats(since=time.time())
     assert st["turns"] == 0 and st["by_route"] == [] and st["usage"]["by_counting"] == {}
     assert st["timings"]["latency_ms"] == {"n": 0, "p50": None, "p95": None}

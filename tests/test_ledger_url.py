@@ -23,7 +23,7 @@ def test_read_commands_refuse_a_url_in_one_line_and_create_nothing(capsys, tmp_p
     scheme = url.partition(":")[0]
     assert rc == 1 and out == ""
     assert err == (f"error: cannot open the ledger {url.replace('hunter2', '<redacted>')}: a {scheme}: URL is not "
-                   "a ledger tokunseba can open (give a SQLite file path)\n")
+                   "a ledger tokunseba can open (give a SQLite file path or a postgresql:// URL)\n")
     assert os.listdir(tmp_path) == []
 
 
@@ -65,3 +65,57 @@ def test_a_urls_password_is_split_off_and_redacted_in_text(url, clean, password)
     if password:
         assert password not in redact_text(f"cannot connect to {url}: refused")
     assert redact_text("host=db password=abc dbname=x") == "host=db password=<redacted> dbname=x"
+
+
+def test_read_commands_read_a_postgresql_ledger_on_a_read_only_role(capsys, pg_server, monkeypatch, tmp_path):
+    """Two proxies' turns in one database (role tk), read by the CLI as tk_reader: stats by
+    instance, log of one instance, explain; the password shows nowhere."""
+    import json
+
+    from tests.pg_server import READER_PASSWORD
+
+    db = pg_server.fresh_db()
+    for name in ("alice@a", "bob@b"):
+        led = Ledger(pg_server.url(db=db))
+        led.instance = name
+        for i in range(3 if name == "alice@a" else 2):
+            rid = f"tk-{name[0]}{i}"
+            led.start_turn(rid, started_at=1000.0 + i, client_protocol="anthropic", host="api.anthropic.com",
+                           path="/v1/messages", requested_model="claude-x", stream=False)
+            led.update_turn(rid, outcome="translated", status=200, usage_protocol="openai",
+                            usage_reported={"prompt_tokens": 10, "completion_tokens": 2})
+            led.event(rid, "completed", {"status": 200})
+        led.close()
+    reader = pg_server.url("tk_reader", READER_PASSWORD, db)
+    monkeypatch.chdir(tmp_path)
+    assert main(["stats", "--ledger", reader, "--json"]) == 0
+    out, err = capsys.readouterr()
+    st = json.loads(out)
+    assert st["turns"] == 5 and st["usage"]["by_counting"]["openai"]["input"] == 50
+    assert [(g["instance"], g["turns"]) for g in st["by_instance"]] == [("alice@a", 3), ("bob@b", 2)]
+    assert main(["stats", "--ledger", reader, "--by", "instance"]) == 0
+    out, err = capsys.readouterr()
+    assert "INSTANCE" in out and "alice@a" in out and "ROUTE" not in out
+    monkeypatch.setenv("TOKUNSEBA_LEDGER", reader)  # the environment variable instead of --ledger
+    assert main(["log", "--instance", "bob@b", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(t["request_id"] for t in json.loads(out)) == ["tk-b0", "tk-b1"]
+    assert main(["log"]) == 0
+    out, err = capsys.readouterr()
+    assert "INSTANCE" in out and "bob@b" in out
+    assert main(["explain", "tk-a2"]) == 0
+    out, err = capsys.readouterr()
+    assert "tk-a2" in out and READER_PASSWORD not in out + err
+    # a wrong password: one line, no password shown
+    assert main(["stats", "--ledger", pg_server.url("tk_reader", "wrong-pw-123", db)]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("error: cannot open the ledger postgresql://tk_reader@127.0.0.1") and "wrong-pw-123" not in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_run_does_not_write_a_postgresql_ledger_yet(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--ledger", "postgresql://tk:hunter2@127.0.0.1:5432/db", "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error: the proxy cannot write a postgresql:// ledger yet") and "hunter2" not in err
+    assert os.listdir(tmp_path) == []

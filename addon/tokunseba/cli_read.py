@@ -12,7 +12,6 @@ import math
 import os
 import re
 import socket
-import sqlite3
 import sys
 import time
 import urllib.error
@@ -23,8 +22,11 @@ from datetime import datetime
 from typing import Any
 
 from . import jsonc
-from .ledger import USAGE_FIELDS, Ledger, LedgerError, LedgerMissing, compute_stats, default_ledger_path
+from .ledger import (LEDGER_ENV, USAGE_FIELDS, Ledger, LedgerError, LedgerMissing, compute_stats,
+                     default_ledger_target, spool_note)
+from .ledger_dialect import db_errors
 from . import protocols
+from .secrets import redact_text
 
 # ---------------------------------------------------------------- registration
 
@@ -70,14 +72,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("log", help="recent turns with their request ids, newest first")
     p.add_argument("--limit", metavar="N", default="20", help="how many turns (default 20)")
+    p.add_argument("--instance", metavar="NAME",
+                   help="only the turns of this proxy (its --instance; default of a proxy: user@host)")
     _common(p)
     p.set_defaults(func=cmd_log)
 
 
 def _common(p: argparse.ArgumentParser, ledger_help: str | None = None) -> None:
     p.add_argument(
-        "--ledger", metavar="PATH",
-        help=ledger_help or "ledger database: a SQLite file (default: $TOKUNSEBA_HOME/ledger.db)",
+        "--ledger", metavar="PATH|URL",
+        help=ledger_help or f"the ledger: a SQLite file or a postgresql:// URL (a read-only role is enough; default: "
+        f"${LEDGER_ENV}, else $TOKUNSEBA_HOME/ledger.db)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -188,7 +193,7 @@ def _positive_int(name: str, text: str, maximum: int = MAX_LIMIT) -> int:
 
 def _open(args: argparse.Namespace) -> Ledger:
     """The ledger named by --ledger (else the default), read-only. Raises LedgerError."""
-    return Ledger(args.ledger or default_ledger_path(), readonly=True)
+    return Ledger(args.ledger or default_ledger_target(), readonly=True)
 
 
 def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -> int:
@@ -203,12 +208,14 @@ def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -
             print(str(e))
         return 0
     except LedgerError as e:
+        if note := spool_note(args.ledger or default_ledger_target()):
+            print(note, file=sys.stderr)
         return _error(str(e), 1)
     try:
         with ledger:
             return body(ledger)
-    except (sqlite3.Error, OverflowError) as e:
-        return _error(f"cannot read the ledger {ledger.path}: {e}", 1)
+    except (*db_errors(), OverflowError) as e:
+        return _error(f"cannot read the ledger {ledger.path}: {redact_text(str(e))}", 1)
 
 
 # ---------------------------------------------------------------- log
@@ -221,14 +228,20 @@ def cmd_log(args: argparse.Namespace) -> int:
         return _error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
-        turns = ledger.turns(limit=limit)
+        turns = ledger.turns(limit=limit, instance=args.instance)
         if args.json:
             _json(turns)
         elif not turns:
-            print(f"no turns recorded yet in {ledger.path}")
+            print(f"no turns recorded yet in {ledger.path}" if args.instance is None
+                  else f"no turns of instance {args.instance!r} in {ledger.path}")
         else:
-            print(table(["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "ERROR"],
-                        [_log_row(t) for t in turns]))
+            head = ["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "ERROR"]
+            rows = [_log_row(t) for t in turns]
+            if args.instance is None and len({t.get("instance") for t in turns}) > 1:  # a shared ledger
+                head.insert(2, "INSTANCE")
+                for r, t in zip(rows, turns):
+                    r.insert(2, t.get("instance") or "-")
+            print(table(head, rows))
         return 0
 
     return _read(args, [], body)
@@ -298,12 +311,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
             _json(st)
         else:
             print(render_stats(st, args.since))
+        if note := spool_note(ledger.path):
+            print(note, file=sys.stderr)
         return 0
 
     return _read(args, compute_stats([], since), body)
 
 
-GROUP_NONE = {"route": "(no route)", "endpoint": "(unknown)", "model": "(unknown)"}
+GROUP_NONE = {"route": "(no route)", "endpoint": "(unknown)", "model": "(unknown)", "instance": "(unknown)"}
 USAGE_LABELS = {"input": "INPUT", "output": "OUTPUT", "cache_read": "CACHE READ", "cache_write": "CACHE WRITE",
                 "reasoning": "REASONING"}
 
@@ -362,7 +377,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             session = ledger.turns(session=turn["session_id"]) if turn.get("session_id") else []
     except LookupError as e:
         return _error(str(e.args[0]), 1)
-    except (sqlite3.Error, OverflowError) as e:
+    except (*db_errors(), OverflowError) as e:
         return _error(f"cannot read the ledger {ledger.path}: {e}", 1)
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):

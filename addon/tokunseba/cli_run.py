@@ -38,7 +38,8 @@ def add_commands(sub) -> None:
                    "Any other address needs proxy authentication: -- --proxyauth USER:PASS")
     p.add_argument("--port", default=str(DEFAULT_PORT),
                    help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--ledger", metavar="PATH", default=None, help="ledger database (default $TOKUNSEBA_HOME/ledger.db)")
+    p.add_argument("--ledger", metavar="PATH|URL", default=os.environ.get("TOKUNSEBA_LEDGER"),
+                   help="the ledger: a SQLite file (default $TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db)")
     p.add_argument("--ledger-bodies", action="store_true", help="also store request/response bodies in the ledger")
     p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
     p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
@@ -192,15 +193,19 @@ def exposure_problem(host: str, extra: list[str]) -> str | None:
 
 
 def ledger_option(ledger: str) -> str:
-    """The ledger as the addon is given it: a file path made absolute; a URL as it is."""
-    from .ledger import url_scheme
+    """The ledger as the addon is given it: a file path made absolute; a URL without its
+    password (moved to $PGPASSWORD, which the proxy inherits: never in its command line)."""
+    from .ledger import take_password, url_scheme
 
-    return ledger if url_scheme(ledger) else os.path.abspath(ledger)
+    if url_scheme(ledger):
+        return take_password(ledger) or ledger
+    return os.path.abspath(ledger)
 
 
 def ledger_problem(ledger: str | None) -> str | None:
     """The error line when ``ledger`` is a URL tokunseba cannot open (never taken for a file)."""
     from .ledger import Ledger, LedgerError, url_scheme
+    from .secrets import redact_url
 
     if ledger is None or url_scheme(ledger) is None:
         return None
@@ -208,7 +213,9 @@ def ledger_problem(ledger: str | None) -> str | None:
         Ledger.check_target(ledger)
     except LedgerError as e:
         return f"error: {e}"
-    return None
+    # the read commands read a postgresql:// ledger; the proxy does not write one yet
+    return (f"error: the proxy cannot write a postgresql:// ledger yet ({redact_url(ledger)}); give a SQLite file "
+            "path (stats, log and explain read a postgresql:// ledger)")
 
 
 def ledger_warning(ledger: str | None) -> str | None:
@@ -240,6 +247,10 @@ def cmd_run(args) -> int:
     cmd = build_command(args, hashed)
     if warning := ledger_warning(args.ledger):
         print(warning, file=sys.stderr)
+    from .ledger import spool_note
+
+    if note := spool_note(args.ledger):
+        print(note, file=sys.stderr)
     ui = None
     if token:
         where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import logging
 import math
 import os
@@ -30,6 +31,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,9 @@ from urllib.parse import quote
 from . import jsonc, protocols
 from .ledger_scrub import scrubbed_json
 from .ledger_batch import Record, record_name, statements_of, write_folded
+from .ledger_dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
-from .secrets import redact_text, redact_url, scrub
+from .secrets import redact_text, redact_url, scrub, split_url_password
 from .neutral.usage import Usage
 
 log = logging.getLogger("tokunseba.ledger")
@@ -61,6 +64,53 @@ def tokunseba_home() -> Path:
 
 def default_ledger_path() -> Path:
     return tokunseba_home() / "ledger.db"
+
+
+LEDGER_ENV = "TOKUNSEBA_LEDGER"  # the ledger when --ledger is not given: a file path or a postgresql:// URL
+PG_SCHEMES = ("postgresql", "postgres")
+
+
+def default_ledger_target() -> str | Path:
+    """``$TOKUNSEBA_LEDGER`` (a path or a URL), else ``default_ledger_path()``."""
+    return os.environ.get(LEDGER_ENV) or default_ledger_path()
+
+
+def take_password(target: str | None) -> str | None:
+    """For a postgresql:// URL holding a password: the URL without it, the password moved to
+    ``$PGPASSWORD`` (libpq's), so the URL can be shown (mitmweb's options, ``ps``); else None."""
+    if not target or url_scheme(target) not in PG_SCHEMES:
+        return None
+    clean, password = split_url_password(target)
+    if password is None:
+        return None
+    os.environ["PGPASSWORD"] = password
+    return clean
+
+
+def spool_note(target: str | os.PathLike | None) -> str | None:
+    """A line saying what waits in the local spools of the shared ledger ``target`` (its
+    database was away when they were written), or None."""
+    if target is None or url_scheme(target) not in PG_SCHEMES:
+        return None
+    from .ledger_spool import ledger_key, spool_dir, waiting
+
+    clean = split_url_password(os.fspath(target))[0]
+    found = waiting(spool_dir(tokunseba_home()), ledger_key(clean))
+    if not found:
+        return None
+    records = sum(r for _, _, r in found)
+    files = ", ".join(str(p) for p, _, _ in found)
+    return (f"tokunseba: {records} ledger records wait in a local spool ({files}): the database was away when they "
+            "were written; a proxy of this ledger writes them once it reaches the database")
+
+
+def default_instance() -> str:
+    """The name a proxy records on its turns unless told another: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{platform.node()}"
 
 
 # a URL (scheme://...), as opposed to a file path: never taken for a file name
@@ -200,6 +250,20 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0006_attempts",
         ("ALTER TABLE turns ADD COLUMN attempts TEXT",),
     ),
+    (
+        # which proxy wrote the turn (--instance; default user@host): one ledger for a team
+        "0007_turn_instance",
+        (
+            "ALTER TABLE turns ADD COLUMN instance TEXT",
+            "CREATE INDEX turns_instance ON turns(instance, started_at)",
+        ),
+    ),
+    (
+        # the batches a shared (PostgreSQL) ledger has applied: a batch spooled while the database
+        # was away, or whose commit was not acknowledged, is applied once (ledger_pg.run_program)
+        "0008_ledger_batches",
+        ("CREATE TABLE _ledger_batches (id TEXT PRIMARY KEY, applied_at REAL NOT NULL)",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -251,8 +315,9 @@ TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS, "attempts")
-START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner")
+                *SESSION_COLUMNS, "attempts", "instance")
+START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner",
+                 "instance")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
 
 
@@ -310,13 +375,21 @@ class Ledger:
         store_bodies: bool = False,
         readonly: bool = False,
     ):
+        if path is None:
+            path = default_ledger_target()
         self.check_target(path)
-        self.path = Path(path).expanduser() if path is not None else default_ledger_path()
         self.store_bodies = store_bodies
         self.readonly = readonly
         self.owner: str | None = None  # this proxy instance (instance_id()); written on start_turn
+        self.instance: str | None = None  # the proxy's name (--instance); written on start_turn
         self._lock = threading.RLock()  # RLock: a batch builds its statements while holding it
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Any = None  # sqlite3.Connection, or ledger_pg.PgConnection
+        self.dialect = SQLITE
+        self.shared = None  # ledger_shared.SharedWriter: the PostgreSQL writer's connection and spool
+        if url_scheme(path) in PG_SCHEMES:
+            self._open_pg(os.fspath(path))
+            return
+        self.path = Path(path).expanduser()
         if readonly and not self.path.exists():
             raise LedgerMissing(self.path)
         try:
@@ -324,13 +397,42 @@ class Ledger:
         except (sqlite3.Error, OSError) as e:
             raise LedgerError(f"cannot open the ledger {self.path}: {e}") from None
 
+    def _open_pg(self, url: str) -> None:
+        """A PostgreSQL ledger: a read command connects now (a clear error if it cannot);
+        the proxy's writer connects when it first writes, and spools while it cannot."""
+        try:
+            from .ledger_pg import Away, PgConnection
+        except ImportError:
+            raise LedgerError("a postgresql:// ledger needs psycopg: pip install 'tokunseba[postgresql]'") from None
+        self.dialect = POSTGRESQL_DIALECT
+        self._conn = PgConnection(url, readonly=self.readonly, on_connect=None if self.readonly else self._migrate_pg)
+        self.path = self._conn.display
+        if not self.readonly:
+            from .ledger_shared import SharedWriter
+
+            self.shared = SharedWriter(self, home=tokunseba_home(), fold_args=dict(
+                turn_columns=TURN_COLUMNS, upsert_sql=upsert_turn_sql, event_sql=EVENT_SQL))
+            return
+        try:
+            self._conn.connect()
+            missing = not self._has_table("turns")
+        except (Away, *db_errors()) as e:
+            self._conn.close()
+            raise LedgerError(f"cannot open the ledger {self.path}: {redact_text(' '.join(str(e).split()))}") from None
+        if missing:
+            self._conn.close()
+            raise LedgerMissing(self.path)
+
+    def _migrate_pg(self, conn: Any) -> None:
+        migrate(conn, POSTGRESQL_DIALECT)
+
     @staticmethod
     def check_target(target: str | os.PathLike | None) -> None:
         """Raise ``LedgerError`` for a ledger given as a URL this tokunseba cannot open: a URL
         is never taken for a file name."""
-        if (scheme := url_scheme(target)) is not None:
+        if (scheme := url_scheme(target)) is not None and scheme not in PG_SCHEMES:
             raise LedgerError(f"cannot open the ledger {redact_url(os.fspath(target))}: a {scheme}: URL is not "
-                              "a ledger tokunseba can open (give a SQLite file path)")
+                              "a ledger tokunseba can open (give a SQLite file path or a postgresql:// URL)")
 
     def _open(self) -> sqlite3.Connection:
         if self.readonly:
@@ -350,7 +452,7 @@ class Ledger:
                 conn.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
                 _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
                 conn.execute("PRAGMA synchronous=NORMAL")
-                _retry_busy(lambda: migrate(conn))
+                _retry_busy(lambda: migrate(conn, SQLITE))
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         except BaseException:
             conn.close()
@@ -361,10 +463,12 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock:
+            if self.shared is not None:
+                self.shared.close()
             if self._conn is not None:
                 try:
                     self._conn.close()
-                except sqlite3.Error as e:  # pragma: no cover
+                except db_errors() as e:  # pragma: no cover
                     log.warning("ledger close failed: %s", e)
                 self._conn = None
 
@@ -381,6 +485,12 @@ class Ledger:
         with self._lock:
             conn = self._conn
             if conn is None:
+                return
+            if self.shared is not None:
+                try:
+                    self.shared.send(list(statements), 1)
+                except Exception as e:
+                    log.warning("ledger %s failed: %s", what, e)
                 return
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -405,6 +515,8 @@ class Ledger:
             conn = self._conn
             if conn is None:
                 return True
+            if self.shared is not None:
+                return self.shared.write_batch(records)
             began = self._begin(conn, len(records))
             if began is not None:
                 return began
@@ -423,6 +535,19 @@ class Ledger:
                     log.warning("ledger %s failed: %s", what, e)
                 return True
             return self._write_one_by_one(conn, records)
+
+    def spool_retry_s(self) -> float | None:
+        """Seconds after which an idle writer should try to drain the spool; None when none waits."""
+        shared = self.shared
+        return None if shared is None or not shared.waiting else shared.retry_s
+
+    def drain_spool(self) -> None:
+        with self._lock:
+            if self.shared is not None:
+                try:
+                    self.shared.drain()
+                except Exception as e:  # never let the writer thread die
+                    log.warning("ledger: draining the spool failed: %s", e)
 
     @staticmethod
     def _begin(conn: sqlite3.Connection, n: int) -> bool | None:
@@ -491,7 +616,7 @@ class Ledger:
                       requested_model: str | None, stream: int | None) -> dict[str, Any]:
         """The columns recording a turn's start (owned by this instance, outcome NULL)."""
         return dict(zip(START_COLUMNS, (request_id, started_at, client_protocol, host, scrub(path), requested_model,
-                                        stream, self.owner)))
+                                        stream, self.owner, self.instance)))
 
     def start_statements(self, request_id: str, started_at: float, client_protocol: str, host: str, path: str,
                          requested_model: str | None, stream: int | None) -> list[tuple[str, tuple]]:
@@ -669,7 +794,10 @@ class Ledger:
             return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def _has_table(self, name: str) -> bool:
-        return bool(self._query("SELECT 1 AS x FROM sqlite_master WHERE type='table' AND name=?", (name,)))
+        return bool(self._query(self.dialect.has_table(), (name,)))
+
+    def _columns(self, table: str) -> set[str]:
+        return {r["name"] for r in self._query(self.dialect.columns(table))}
 
     def schema(self) -> list[str]:
         """Names of the applied migrations, in order."""
@@ -686,8 +814,10 @@ class Ledger:
             row["stream"] = bool(row["stream"])
         return row
 
-    def turns(self, since: float | None = None, limit: int | None = None, *, session: str | None = None) -> list[dict]:
-        """Turns, newest first; only those of ``session`` (a session id) when given."""
+    def turns(self, since: float | None = None, limit: int | None = None, *, session: str | None = None,
+              instance: str | None = None) -> list[dict]:
+        """Turns, newest first; only those of ``session`` (a session id) and of proxy
+        ``instance`` when given."""
         if not self._has_table("turns"):
             return []
         sql = "SELECT * FROM turns"
@@ -700,6 +830,11 @@ class Ledger:
                 return []
             where.append("session_id = ?")
             params.append(session)
+        if instance is not None:
+            if "instance" not in self._columns("turns"):
+                return []  # a ledger older than instances
+            where.append("instance = ?")
+            params.append(instance)
         if where:
             sql += " WHERE " + " AND ".join(where)
         params = tuple(params)
@@ -719,10 +854,8 @@ class Ledger:
         rows = self._query("SELECT * FROM turns WHERE request_id=?", (prefix,))
         if not rows:
             # a range on the primary key (uses its index); ids compare as UTF-8 bytes
-            rows = self._query(
-                "SELECT * FROM turns WHERE request_id >= ? AND request_id < ? ORDER BY started_at DESC LIMIT 6",
-                (prefix, prefix + "\U0010ffff"),
-            )
+            match, params = self.dialect.prefix_match("request_id", prefix)
+            rows = self._query(f"SELECT * FROM turns WHERE {match} ORDER BY started_at DESC LIMIT 6", params)
         if not rows:
             raise LookupError(f"no turn with request id {prefix!r}")
         if len(rows) > 1:
@@ -782,6 +915,8 @@ class Ledger:
         )
         rows: list[dict] = []
         if self._has_table("turns"):
+            if "instance" in self._columns("turns"):
+                cols += ", instance"  # a ledger older than instances: every turn's instance unknown
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
@@ -825,14 +960,36 @@ def _retry_busy(step: Callable[[], Any], tries: int = 50) -> Any:
             time.sleep(0.05 + 0.01 * i)
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every migration not yet applied, each in its own immediate transaction.
+def migrate(conn: Any, dialect=SQLITE) -> list[str]:
+    """Apply every migration not yet applied: on SQLite each in its own immediate
+    transaction; on PostgreSQL all in one, under a lock (proxies starting together).
 
     Returns the names applied now. Unknown names in the ledger (written by a newer
     tokunseba) are left alone."""
+    if dialect.one_migration_transaction:
+        conn.execute("BEGIN")
+        try:
+            conn.execute(dialect.migration_lock())
+            applied = _migrate_steps(conn, in_one=True)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return applied
+    return _migrate_steps(conn, in_one=False)
+
+
+def _migrate_steps(conn: Any, *, in_one: bool) -> list[str]:
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
     applied_now: list[str] = []
     for name, statements in MIGRATIONS:
+        if in_one:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name=?", (name,)).fetchone() is None:
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+                applied_now.append(name)
+            continue
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("SELECT 1 FROM _migrations WHERE name=?", (name,)).fetchone() is None:
@@ -881,6 +1038,7 @@ GROUPS: dict[str, Any] = {
     "route": lambda r: r["rule"],
     "endpoint": lambda r: r["endpoint"] or r["host"],
     "model": lambda r: r["model_used"],
+    "instance": lambda r: r.get("instance"),
 }
 
 
@@ -936,6 +1094,7 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         "by_route": groups["route"],
         "by_endpoint": groups["endpoint"],
         "by_model": groups["model"],
+        "by_instance": groups["instance"],
         "usage": {"by_counting": usage, "turns_reported": len(rows) - none_reported, "turns_none": none_reported},
         "timings": timings,
     }

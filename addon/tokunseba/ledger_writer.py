@@ -15,6 +15,8 @@ Contract:
   ``linger_s`` after it was queued, unless the database is busy. A turn's start is not
   held back: a START record ends the linger, so a turn's row shows it open (outcome NULL)
   as soon as the thread gets to it; only what comes after may wait.
+- Idle while a shared ledger's spool waits (``Ledger.spool_retry_s``), the thread wakes
+  every so often to drain it (``Ledger.drain_spool``).
 - A busy database (another process holding the write lock) delays records, never flows:
   the batch is retried with a growing pause (up to ``MAX_BACKOFF_S``) while new records
   queue up. When the queue is full a record is dropped: every drop is counted (``dropped``)
@@ -198,7 +200,7 @@ class LedgerWriter:
                 self._wake.clear()
                 self._sleeping = True
                 if not self._q and not self._closing:
-                    self._wake.wait()
+                    self._idle()
                 self._sleeping = False
                 continue
             if self._stop_now:
@@ -213,6 +215,14 @@ class LedgerWriter:
             self._start_waiting = False  # a start queued from now on cuts the next linger
             batch = [self._q.popleft() for _ in range(min(self.max_batch, len(self._q)))]
             self._commit(batch)
+
+    def _idle(self) -> None:
+        """Sleep until a record comes; while a shared ledger's spool waits, wake to drain it."""
+        retry = self.ledger.spool_retry_s()
+        if retry is None:
+            self._wake.wait()
+        elif not self._wake.wait(retry):
+            self.ledger.drain_spool()
 
     def _settle_left_over(self) -> None:
         """close() timed out, or records raced it: count what is left as dropped."""

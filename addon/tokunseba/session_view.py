@@ -41,6 +41,7 @@ GROUP_BY: dict[str, Callable[[dict], str | None]] = {
     "client": client_label,
     "route": lambda r: r.get("rule"),
     "endpoint": lambda r: r.get("endpoint") or r.get("host"),
+    "instance": lambda r: r.get("instance"),  # which proxy wrote the turn (a ledger shared by several)
 }
 
 
