@@ -691,7 +691,25 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{rules.source}:{route.line}: warning: route {route.name!r} → {ep.name} ({ep.protocol}): "
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
+        out += _max_output_warnings(rules, route, ep)
     return out
+
+
+def _max_output_warnings(rules: Rules, route: Route, ep: Endpoint) -> list[str]:
+    """An endpoint whose protocol requires a maximum output (Anthropic ``max_tokens``) with no
+    ``max_tokens:`` of its own, taking clients whose protocol may omit it: every such turn
+    that sets none would fail at run time."""
+    target = protocols.find(ep.protocol)
+    if target is None or not target.max_output_required or ep.max_tokens is not None:
+        return []
+    omitting = [c for c in route.when.get("client") or PROTOCOLS
+                if c != ep.protocol and (f := protocols.find(c)) is not None and not f.max_output_required
+                and pair_refusal(c, ep.protocol) is None]
+    if not omitting:
+        return []
+    return [f"{rules.source}:{route.line}: warning: route {route.name!r} → {ep.name} ({ep.protocol}): "
+            f"{target.title} requires {target.max_output_field} and endpoint {ep.name} sets no default; "
+            f"turns of {', '.join(omitting)} clients that send none would fail: add `max_tokens:` to endpoint {ep.name}"]
 
 
 def _shadow_warnings(rules: Rules, route: Route) -> list[str]:

@@ -101,7 +101,7 @@ def request(client: str, target: str, body: dict, *, model: str | None = None, m
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     try:
         rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
-                                system_role=system_role)
+                                system_role=system_role, endpoint=endpoint)
     except TranslationError as e:
         raise type(e)(e.status, conv.client_message(e.message)) from None
     # the decoder's records (client paths already), then the encoder's (named in the client's paths)

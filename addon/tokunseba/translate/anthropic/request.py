@@ -772,18 +772,22 @@ ENCODE_FIELDS: ft.FieldTable = {
 }
 
 
-def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
+def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str | None = None,
+           **_: object) -> RequestTranslation:
     """A neutral conversation as an Anthropic Messages request body. ``max_tokens``: the
-    endpoint's default when the request sets none (Anthropic requires one)."""
+    endpoint's default when the request sets none (Anthropic requires one); ``endpoint``: its
+    name, for the error that says which key to add."""
     body = ft.check_body(conv.body, "Chat")
     rt = RequestTranslation(body={})
     o = ft.Options()
     out = ft.run(ENCODE_FIELDS, ft.CHECKS, body, rt, o)
     if "max_tokens" not in out:
         if max_tokens is None:
+            where = f"endpoint {endpoint}" if endpoint else "the endpoint"
             raise ft.bad(
                 "max_tokens",
-                "Anthropic requires max_tokens; the request sets none and the endpoint configures no default",
+                f"Anthropic requires max_tokens; the request sets none and {where} configures no default "
+                f"(add `max_tokens:` to {where} in the rules)",
             )
         out["max_tokens"] = max_tokens
         rt.plumbing.append("max_tokens")
