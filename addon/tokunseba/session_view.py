@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from . import jsonc
 from .ledger import NOT_SERVED, USAGE_FIELDS, _kind, usage_counting
 from .prices import Price, endpoint_of, find_price, usage_cost
 
@@ -46,9 +47,17 @@ GROUP_BY: dict[str, Callable[[dict], str | None]] = {
 
 
 def failovers_of(row: dict) -> int | None:
-    """How often the turn failed over to another route (None: the ledger does not record it)."""
-    v = row.get("failovers")
-    return v if isinstance(v, int) else None
+    """How often the turn failed over (issue 19's ``attempts``: every attempt in order, the last
+    the one that answered; NULL when the first answered). None: the ledger has no such column."""
+    if "attempts" not in row:
+        return None
+    attempts = row["attempts"]
+    if isinstance(attempts, str):  # not decoded by this ledger version
+        try:
+            attempts = jsonc.loads(attempts)
+        except ValueError:
+            return 0
+    return max(len(attempts) - 1, 0) if isinstance(attempts, list) else 0
 
 
 def turn_cost(prices: list[Price] | None, row: dict) -> tuple[str, float | None]:

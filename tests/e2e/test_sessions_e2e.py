@@ -146,6 +146,7 @@ def run_claude_stream_json(proxy: Mitmdump, tmp: Path, lines: list[dict]) -> sub
                            "--verbose"], cwd=work, env=env, input=stdin, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.claudecode
 def test_claude_code_background_subagent_and_main_turns_go_where_their_rules_say(tmp_path):
     need_claude()
     with Upstream() as bg, Upstream() as sub, Upstream() as main:
@@ -276,6 +277,7 @@ def gemini_agent(rec: Recorded) -> Reply:
     return gemini_sse([{"text": f"finished session {m}"}])
 
 
+@pytest.mark.claudecode
 def test_gemini_cli_two_sessions_at_once_three_turns_each_never_mixed(tmp_path):
     from .test_gemini_e2e import run_gemini_cli
 
@@ -359,6 +361,7 @@ def run_codex(proxy: Mitmdump, tmp: Path, prompt: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.claudecode
 def test_codex_two_sessions_at_once_three_turns_each_never_mixed(tmp_path):
     need_npm_tool("codex", "Codex")
     with Upstream() as up:
