@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tokunseba import jsonc, ledger_scrub
 from tokunseba.ledger_scrub import scrubbed_json
-from tokunseba.secrets import KNOWN_SECRETS, scrub
+from tokunseba.credentials import KNOWN_SECRETS, scrub
 
 texts = st.sampled_from(["x-app", "cli", "Bearer sk-ant-api03-SECRETSECRET", "key=AIzaSyD-SECRET-GOOGLE-KEY-123",
                          "header authorization is 'Bearer tok-123456'", "local-plain-secret", "ordinary words"])

@@ -9,7 +9,7 @@ import pytest
 
 from tokunseba.cli import main
 from tokunseba.ledger import Ledger, LedgerError, url_scheme
-from tokunseba.secrets import redact_text, split_url_password
+from tokunseba.credentials import redact_text, split_url_password
 
 BAD_URLS = ["mysql://tk:hunter2@127.0.0.1:3306/db", "http://tk:hunter2@127.0.0.1/db", "sqlite://tk:hunter2@x/db"]
 

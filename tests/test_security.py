@@ -20,7 +20,7 @@ from tokunseba.access import is_loopback
 from tokunseba.ledger import Ledger
 from tokunseba.private_files import readable_by_others
 from tokunseba.rules import RulesError, load_rules, load_rules_text
-from tokunseba.secrets import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
+from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
 from tokunseba.turn import apply_header_changes
 from tokunseba.protocols import REGISTRY
@@ -142,9 +142,9 @@ def test_credential_names():
 
 def test_every_endpoint_key_header_is_a_credential_in_the_one_list():
     """The header carrying an endpoint's key (each protocol's ``auth_header`` fact) is
-    named by secrets.py's list itself, not only by a name pattern: the allow-list keeps it
+    named by credentials.py's list itself, not only by a name pattern: the allow-list keeps it
     from other hosts, and the ledger, logs and mitmweb redact it."""
-    from tokunseba.secrets import ALLOWED_HEADERS, CREDENTIAL_NAMES
+    from tokunseba.credentials import ALLOWED_HEADERS, CREDENTIAL_NAMES
 
     for p in REGISTRY.values():
         name = p.auth_header[0]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokunseba.rules import load_rules_text
-from tokunseba.secrets import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
+from tokunseba.credentials import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
 from tokunseba.turn import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model,
                             response_mode)
 
@@ -662,7 +662,7 @@ def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
 
 
 def test_outgoing_query_keeps_the_endpoints_and_only_protocol_params_across_hosts():
-    from tokunseba.secrets import outgoing_query
+    from tokunseba.credentials import outgoing_query
 
     url = "https://g.example/v1beta/models/m:streamGenerateContent?alt=sse"
     assert outgoing_query(url, "/v1beta/models/x:streamGenerateContent?alt=sse&key=AIzaSECRET&foo=1", "gemini",

@@ -26,7 +26,7 @@ from .ledger import (LEDGER_ENV, USAGE_FIELDS, Ledger, LedgerError, LedgerMissin
                      default_ledger_target, spool_note)
 from .ledger_dialect import db_errors
 from . import protocols
-from .secrets import redact_text
+from .credentials import redact_text
 
 # ---------------------------------------------------------------- registration
 

@@ -205,7 +205,7 @@ def ledger_option(ledger: str) -> str:
 def ledger_problem(ledger: str | None) -> str | None:
     """The error line when ``ledger`` is a URL tokunseba cannot open (never taken for a file)."""
     from .ledger import Ledger, LedgerError, url_scheme
-    from .secrets import redact_url
+    from .credentials import redact_url
 
     if ledger is None or url_scheme(ledger) is None:
         return None

@@ -42,7 +42,7 @@ from .ledger_scrub import scrubbed_json
 from .ledger_batch import Record, record_name, statements_of, write_folded
 from .ledger_dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
-from .secrets import redact_text, redact_url, scrub, split_url_password
+from .credentials import redact_text, redact_url, scrub, split_url_password
 from .neutral.usage import Usage
 
 log = logging.getLogger("tokunseba.ledger")
@@ -341,7 +341,7 @@ SHADOW_FIELDS: dict[str, str] = {
 }
 SHADOW_JSON_COLUMNS = ("usage_reported", "dropped", "facts", "primary_facts", "comparison")
 
-# ---------------------------------------------------------------- secrets: one module (secrets.py)
+# ---------------------------------------------------------------- secrets: one module (credentials.py)
 
 
 # ---------------------------------------------------------------- errors

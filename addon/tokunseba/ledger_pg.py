@@ -32,7 +32,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .ledger_dialect import POSTGRESQL_DIALECT, DatabaseAway
-from .secrets import redact_text, split_url_password
+from .credentials import redact_text, split_url_password
 
 log = logging.getLogger("tokunseba.ledger")
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its retries are ours to report, once

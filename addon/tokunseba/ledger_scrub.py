@@ -1,6 +1,6 @@
 """What the ledger stores for a JSON value: its scrubbed JSON text, memoized.
 
-``scrubbed_json(value)`` is ``jsonc.dumps(scrub(value))`` (``secrets.scrub``: credential-like
+``scrubbed_json(value)`` is ``jsonc.dumps(scrub(value))`` (``credentials.scrub``: credential-like
 keys, key-shaped text and the endpoints' own keys redacted), computed once per distinct
 JSON text: a turn's routing trace, its ``routed`` / ``left_behind`` / ``protocol_translated``
 events repeat from turn to turn, and scrubbing them is most of the writer thread's work.
@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from . import jsonc
-from .secrets import KNOWN_SECRETS, scrub
+from .credentials import KNOWN_SECRETS, scrub
 
 MAX_ENTRIES = 512
 MAX_TEXT = 4096  # characters: longer values are scrubbed every time

@@ -42,7 +42,7 @@ from .shadow import should_shadow
 from .shadow_scope import shadowable
 from .shadow_sender import ShadowJob, ShadowSender
 from .protocols.detect import guess, provider_hosts
-from .secrets import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
+from .credentials import KNOWN_SECRETS, REDACTED, RedactingFilter, endpoint_keys, is_credential_header, redact_query
 from .sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
 from .turn import (REQUEST_ID_HEADER, SSE_CONTENT_TYPE, LocalResponse, Turn, apply_header_changes, build_turn,
                    client_error, decide_request, prepare_request, response_mode, retarget_error, stream_translator,

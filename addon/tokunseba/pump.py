@@ -12,7 +12,7 @@ import time
 
 from .encoding import Decoding, is_identity
 from .outcome import Outcome
-from .secrets import KNOWN_SECRETS, StreamRedactor
+from .credentials import KNOWN_SECRETS, StreamRedactor
 from .sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
 from .turn import Turn
@@ -48,7 +48,7 @@ class Pump:
             else None
         # keep: --ledger-bodies, or a shadowed turn (its reply is compared with the shadow's)
         self.kept: bytearray | None = bytearray() if keep else None
-        # an endpoint key the upstream echoes back is redacted by value (secrets.py)
+        # an endpoint key the upstream echoes back is redacted by value (credentials.py)
         self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
 
     def __call__(self, data: bytes):

@@ -32,7 +32,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
 from .protocols.clients import VISIBILITY
-from .secrets import is_credential_header
+from .credentials import is_credential_header
 from .session_facts import Speaker, speaker
 from .shadow_scope import shadow_refusal
 from . import protocols

@@ -12,7 +12,7 @@ Fail closed where the rules say so: a turn no route takes (an unparseable body i
 is answered locally under ``unmatched: refuse``, and a route with ``on_unreachable: error``
 answers instead of falling back. A turn about to be translated is first checked against
 its client protocol's rules (validate.py). A turn leaving for another host carries only the
-allow-listed headers and query parameters (secrets.py) plus the endpoint's own key; what
+allow-listed headers and query parameters (credentials.py) plus the endpoint's own key; what
 stays behind is recorded by name (``left_behind``).
 """
 
@@ -34,7 +34,7 @@ from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
-from .secrets import outgoing_headers, outgoing_query
+from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
 from .session_facts import Speaker, speaker
 from .translate import RequestTranslation, pair_refusal, parse_body
@@ -90,7 +90,7 @@ class Turn:
     # what to do to the request
     url: str | None = None
     set_headers: dict[str, str] = field(default_factory=dict)
-    # another host: only these header names (lower-case) go on, besides set_headers (secrets.py)
+    # another host: only these header names (lower-case) go on, besides set_headers (credentials.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
     may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: access.py)
@@ -365,7 +365,7 @@ def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
 
 def _leave_behind(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str], *, translated: bool,
                   query_withheld: list[str]) -> None:
-    """Another host: only the allow-listed headers go on (secrets.py), with the endpoint's own
+    """Another host: only the allow-listed headers go on (credentials.py), with the endpoint's own
     key; what stays behind is recorded by name."""
     keep, withheld = outgoing_headers(prep.header_names, turn.client_protocol, ep.protocol, translated=translated)
     turn.keep_headers = keep

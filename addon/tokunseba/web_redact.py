@@ -3,7 +3,7 @@ URL query parameters and known secret values in free text.
 
 A display-only helper: it never touches what is sent, only the text tokunseba puts in
 front of a user (the `tokunseba-original` view, flow comments). Which names are
-credentials, the redaction marker and the endpoints' known keys come from secrets.py; what
+credentials, the redaction marker and the endpoints' known keys come from credentials.py; what
 is here is the display side: header values keeping their auth scheme word, URLs, and the
 secret values of one flow searched for in free text.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .secrets import KNOWN_SECRETS, REDACTED, is_credential_header, is_secret_param
+from .credentials import KNOWN_SECRETS, REDACTED, is_credential_header, is_secret_param
 
 AUTH_SCHEMES = ("bearer ", "basic ", "token ")
 MIN_SECRET_LEN = 8  # shorter values are not searched for in free text (too many false hits)
@@ -77,4 +77,4 @@ def redact_values(text: str, secrets: Iterable[str]) -> str:
     for s in sorted(secrets, key=len, reverse=True):
         if s and s in text:
             text = text.replace(s, REDACTED)
-    return KNOWN_SECRETS.redact_text(text)  # and the endpoints' own keys (secrets.py)
+    return KNOWN_SECRETS.redact_text(text)  # and the endpoints' own keys (credentials.py)
