@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import re
 import textwrap
 
 import pytest
@@ -217,3 +218,52 @@ def test_check_says_on_unreachable_is_the_alias(tmp_path):
     assert ok
     assert any(line.startswith("on_failure: error for fallback; next for the others") for line in lines)
     assert "note: on_unreachable (route easy) is the older name of on_failure (skip = next); both mean the same" in lines
+
+
+# ---- what the CLI shows of failover (turns.attempts)
+
+def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
+    import time as _time
+
+    from tokunseba.cli import main
+    from tokunseba.ledger import Ledger
+
+    path = tmp_path / "ledger.db"
+    now = _time.time()
+    with Ledger(path) as led:
+        led.start_turn("tk-failed-over", started_at=now - 5, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-x", stream=True)
+        led.update_turn("tk-failed-over", rule="spill", endpoint="big", target_protocol="openai", outcome="translated",
+                        status=200, latency_ms=30.0, trace=[
+                            {"route": "easy", "matched": True, "reasons": [], "refused": None, "unreachable": False},
+                            {"route": "spill", "matched": True, "reasons": [], "refused": None, "unreachable": False}],
+                        attempts=[{"route": "easy", "endpoint": "small", "kind": "status", "status": 429,
+                                   "why": "HTTP 429: slow down", "ms": 4.5, "cooled_s": 30, "backoff_s": 0},
+                                  {"route": "spill", "endpoint": "big", "kind": "answered", "status": 200,
+                                   "why": None, "ms": 20.0}])
+        led.start_turn("tk-cooled-next", started_at=now - 2, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-x", stream=True)
+        led.update_turn("tk-cooled-next", rule="spill", endpoint="big", target_protocol="openai", outcome="translated",
+                        status=200, latency_ms=10.0, trace=[
+                            {"route": "easy", "matched": True, "reasons": [], "refused": None, "unreachable": True,
+                             "unavailable": "cooling down (HTTP 429, retry-after; 27.0 s left)"},
+                            {"route": "spill", "matched": True, "reasons": [], "refused": None, "unreachable": False}])
+    assert main(["log", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "spill → big (failed over from small 429)" in out
+    assert main(["stats", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "failed over 1" in out and "failover: 1 turns answered by a later attempt" in out
+    assert re.search(r"small\s+1\s+1\s+1", out), out
+    assert main(["stats", "--ledger", str(path), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["failed_over"] == 1
+    assert st["failover_by_endpoint"] == [{"endpoint": "small", "failed": 1, "moved_on": 1, "cooled": 1}]
+    assert main(["explain", "--ledger", str(path), "tk-failed-over"]) == 0
+    out = capsys.readouterr().out
+    assert "  1. easy → small: failed (status) after 4.5 ms; moved on to the next route" in out
+    assert "HTTP 429: slow down" in out and "cooled down for 30 s" in out
+    assert "  2. spill → big: answered, status 200, after 20.0 ms" in out
+    assert main(["explain", "--ledger", str(path), "tk-cooled-next"]) == 0
+    out = capsys.readouterr().out
+    assert "easy: matched, but the endpoint was cooling down (HTTP 429, retry-after; 27.0 s left)" in out

@@ -256,8 +256,48 @@ def _model_cell(t: dict) -> str:
 
 def _route_cell(t: dict) -> str:
     if t.get("rule"):
-        return f"{t['rule']} → {t.get('endpoint') or '-'}"
-    return t.get("endpoint") or "-"
+        cell = f"{t['rule']} → {t.get('endpoint') or '-'}"
+    elif t.get("attempts"):
+        cell = f"→ {t.get('host') or 'original host'}"
+    else:
+        cell = t.get("endpoint") or "-"
+    failed = _failed_attempts(t)
+    if failed and len(t.get("attempts") or []) > len(failed):  # failed over: the chain before the one that answered
+        cell += f" (failed over from {', '.join(failed)})"
+    return cell
+
+
+def _failed_attempts(t: dict) -> list[str]:
+    """``small 503`` for each attempt of the turn that failed (turns.attempts)."""
+    out = []
+    for a in t.get("attempts") or []:
+        if isinstance(a, dict) and a.get("kind") != "answered":
+            what = str(a["status"]) if a.get("kind") == "status" and a.get("status") else str(a.get("kind", "?"))
+            out.append(f"{a.get('endpoint') or 'original host'} {what.replace('_', ' ')}")
+    return out
+
+
+def _attempt_lines(t: dict) -> list[str]:
+    """explain: each attempt of a turn that failed over (or whose only attempt failed)."""
+    attempts = [a for a in t.get("attempts") or [] if isinstance(a, dict)]
+    if not attempts:
+        return []
+    out = ["", "attempts"]
+    for i, a in enumerate(attempts, 1):
+        where = f"{a.get('route') or 'unmatched'} → {a.get('endpoint') or 'the host the client asked for'}"
+        took = fmt_ms(a.get("ms"))
+        if a.get("kind") == "answered":
+            out.append(f"  {i}. {where}: answered, status {fmt_num(a.get('status'))}, after {took}")
+            continue
+        after = ("moved on to the next route" if i < len(attempts) else "the client got this failure")
+        out.append(f"  {i}. {where}: failed ({str(a.get('kind')).replace('_', ' ')}) after {took}; {after}")
+        out.append(f"       {a.get('why') or ''}")
+        if a.get("cooled_s"):
+            out.append(f"       cooled down for {a['cooled_s']:g} s (its retry-after / rate-limit reset, "
+                       "capped by cooldown_max_s): later turns did not ask it meanwhile")
+        elif a.get("backoff_s"):
+            out.append(f"       backed off for {a['backoff_s']:g} s (no retry-after: the passive back-off)")
+    return out
 
 
 def _log_row(t: dict) -> list[str]:
@@ -338,11 +378,17 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
         f"turns {st['turns']}  ·  translated {st['translated']}  ·  refused {st['refused']}  ·  errors {st['errors']}"
         f"  ·  pass-through {st['pass_through']}  ·  retargeted {st['retargeted']}"
         + "".join(f"  ·  {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
+        + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
     )
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
                  fmt_share(g["share"])] for g in st[f"by_{name}"]]
         out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "SHARE SERVED"], rows)]
+    if st.get("failover_by_endpoint"):
+        rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
+        out += ["", f"failover: {st['failed_over']} turns answered by a later attempt"
+                f" (an attempt that failed before its first byte moved to the next route)",
+                table(["ENDPOINT", "FAILED ATTEMPTS", "MOVED ON", "COOLED (RETRY-AFTER)"], rows, indent="  ")]
     u = st["usage"]
     out += ["", "usage as reported (openai input includes cache reads; anthropic input does not):"]
     if u["by_counting"]:
@@ -425,6 +471,8 @@ def _trace_lines(trace: list) -> list[str]:
             verdict = "no match"
         elif t.get("refused"):
             verdict = f"matched, but refused: {t['refused']}"
+        elif t.get("unavailable"):
+            verdict = f"matched, but the endpoint was {t['unavailable']}"
         elif t.get("unreachable"):
             verdict = "matched, but the endpoint was unreachable"
         else:
@@ -480,6 +528,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
     out.append(_kv("decision", decision))
+    out += _attempt_lines(turn)
 
     translated = [e["data"] or {} for e in events if e["kind"] == "protocol_translated"]
     if translated:

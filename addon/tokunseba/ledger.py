@@ -917,6 +917,8 @@ class Ledger:
         if self._has_table("turns"):
             if "instance" in self._columns("turns"):
                 cols += ", instance"  # a ledger older than instances: every turn's instance unknown
+            if "attempts" in self._columns("turns"):
+                cols += ", attempts"
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
@@ -1097,4 +1099,30 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         "by_instance": groups["instance"],
         "usage": {"by_counting": usage, "turns_reported": len(rows) - none_reported, "turns_none": none_reported},
         "timings": timings,
+        **failover_stats(rows),
     }
+
+
+def failover_stats(rows: list[dict]) -> dict:
+    """Failover (turns.attempts): how many turns failed over, and per endpoint its failed
+    attempts, how many of them moved on to another attempt, and how many cooled it down."""
+    per: dict[str, dict] = {}
+    turns = 0
+    for r in rows:
+        raw = r.get("attempts")
+        try:
+            attempts = jsonc.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            attempts = None
+        if not isinstance(attempts, list) or not attempts:
+            continue
+        turns += len(attempts) > 1
+        for i, a in enumerate(attempts):
+            if not isinstance(a, dict) or a.get("kind") == "answered":
+                continue
+            g = per.setdefault(a.get("endpoint") or "(original host)", {"failed": 0, "moved_on": 0, "cooled": 0})
+            g["failed"] += 1
+            g["moved_on"] += i < len(attempts) - 1
+            g["cooled"] += bool(a.get("cooled_s"))
+    return {"failed_over": turns,
+            "failover_by_endpoint": [{"endpoint": k, **v} for k, v in sorted(per.items(), key=lambda kv: -kv[1]["failed"])]}

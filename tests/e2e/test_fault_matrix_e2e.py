@@ -84,8 +84,9 @@ def _routes() -> str:
         p = PREFIX[route]
         out.append(f"  - name: {client}-{p}-down\n    when: {{client: {client}, model: \"d{p}.*\"}}\n"
                    f"    to: down-{ENDPOINT[target]}\n    on_unreachable: error\n")
+        # on_failure: error: these cells show each fault as the client gets it (no failover, issue 19)
         out.append(f"  - name: {client}-{p}\n    when: {{client: {client}, model: \"{p}.*\"}}\n"
-                   f"    to: {ENDPOINT[target]}\n")
+                   f"    to: {ENDPOINT[target]}\n    on_failure: error\n")
     return "".join(out)
 
 
