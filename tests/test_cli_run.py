@@ -57,7 +57,7 @@ def test_run_on_port_0_says_where_the_real_port_is_printed(capsys, execv, tmp_pa
     assert rc == 0 and execv and execv[0][execv[0].index("-p") + 1] == "0"
     assert "PORT" not in err
     assert ('mitmdump prints the port it picked ("proxy listening at 127.0.0.1:N"); point clients at it with:  '
-            f'eval "$(tokunseba env --port N --confdir {tmp_path / "conf"})"') in err
+            f'eval "$({cli_run.cli_command()} env --port N --confdir {tmp_path / "conf"})"') in err
 
 
 def test_run_hint_is_the_env_command_that_matches(capsys, execv, tmp_path, monkeypatch):
@@ -65,13 +65,13 @@ def test_run_hint_is_the_env_command_that_matches(capsys, execv, tmp_path, monke
     rc, _, err = run(capsys, "run", "--port", "18111", "--confdir", "conf")
     assert rc == 0 and execv
     hint = re.search(r'eval "\$\((.+)\)"', err).group(1)
-    assert hint == f"tokunseba env --port 18111 --confdir {tmp_path / 'conf'}"  # absolute: the client's cwd differs
+    assert hint == f"{cli_run.cli_command()} env --port 18111 --confdir {tmp_path / 'conf'}"  # absolute: the client's cwd differs
     rc, out, _ = run(capsys, *shlex.split(hint)[1:])
     assert rc == 0
     assert "export HTTPS_PROXY=http://127.0.0.1:18111" in out
     assert f"export NODE_EXTRA_CA_CERTS={tmp_path / 'conf' / 'mitmproxy-ca-cert.pem'}" in out
     rc, _, err = run(capsys, "run")  # the defaults: nothing to repeat
-    assert 'point clients at it with:  eval "$(tokunseba env)"' in err
+    assert f'point clients at it with:  eval "$({cli_run.cli_command()} env)"' in err
 
 
 @pytest.mark.parametrize("home_env", ["TOKUNSEBA_HOME", "XDG_DATA_HOME"])
@@ -154,3 +154,35 @@ def test_run_web_sets_one_column_per_option_and_prints_the_url_with_its_token(ca
     assert hashed.startswith("$argon2") and argon2.PasswordHasher().verify(hashed, token)
     run(capsys, "run", "--web", "--web-port", "18222")
     assert _set_values(execv[1], "web_password") != [hashed]  # a new token on every start
+
+
+def test_run_names_the_command_that_works_from_another_shell(tmp_path):
+    """Not on PATH (run as .venv/bin/tokunseba): the hint names it by its absolute path; on
+    PATH: by its name."""
+    bare_path = "/usr/bin:/bin"
+    p = subprocess.run([str(SCRIPT), "run", "--dry-run"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                       env={**os.environ, "PATH": bare_path})
+    assert p.returncode == 0
+    p = subprocess.run([str(SCRIPT), "run", "--port", "0", "--confdir", str(tmp_path / "c"), "--", "--version"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PATH": bare_path})
+    assert f'eval "$({SCRIPT} env --port N --confdir {tmp_path / "c"})"' in p.stderr, p.stderr
+    p = subprocess.run(["tokunseba", "run", "--port", "0", "--confdir", str(tmp_path / "c"), "--", "--version"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "PATH": f"{SCRIPT.parent}:{bare_path}"})
+    assert f'eval "$(tokunseba env --port N --confdir {tmp_path / "c"})"' in p.stderr, p.stderr
+
+
+def test_run_on_a_busy_port_says_to_use_port(tmp_path):
+    import socket
+
+    busy = socket.create_server(("127.0.0.1", 0))
+    port = busy.getsockname()[1]
+    try:
+        p = subprocess.run([str(SCRIPT), "run", "--port", str(port), "--confdir", str(tmp_path / "c")],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    finally:
+        busy.close()
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"error: 127.0.0.1:{port} is already in use")
+    assert "start on another port with --port N (--port 0 picks a free one)" in p.stderr
+    assert "--mode" not in p.stderr and "regular@" not in p.stderr

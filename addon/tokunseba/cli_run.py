@@ -166,9 +166,46 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     return cmd + extra
 
 
+def cli_command(argv0: str | None = None) -> str:
+    """How to call this tokunseba from another shell: ``tokunseba`` when that name on PATH is
+    this very command, else its absolute path (``.venv/bin/tokunseba`` typed in the project
+    directory: the client's shell may be elsewhere)."""
+    p = Path(argv0 if argv0 is not None else sys.argv[0])
+    if p.name != "tokunseba":  # not the console script (python -m, or in-process): the one beside python
+        p = Path(sys.executable).parent / "tokunseba"
+    on_path = shutil.which("tokunseba")
+    try:
+        if on_path and p.exists() and os.path.samefile(on_path, p):
+            return "tokunseba"
+    except OSError:
+        pass
+    return str(p.absolute()) if p.exists() else "tokunseba"
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Would mitmproxy fail to listen on host:port because something already does? (It binds
+    with SO_REUSEADDR, as asyncio does.)"""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # mitmproxy says what is wrong with the address
+    for family, kind, proto, _, addr in infos[:1]:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as e:
+                import errno
+
+                return e.errno == errno.EADDRINUSE
+    return False
+
+
 def env_command(host: str, port: int | str, conf: str | None) -> str:
     """The `tokunseba env` line that matches a `tokunseba run` (only the options that differ)."""
-    argv = ["tokunseba", "env"]
+    argv = [cli_command(), "env"]
     if host not in (DEFAULT_HOST, *WILDCARD_HOSTS):
         argv += ["--host", host]
     if port != DEFAULT_PORT:
@@ -243,6 +280,13 @@ def cmd_run(args) -> int:
     if err := ledger_problem(args.ledger):
         print(err, file=sys.stderr)
         return 2
+    for what, port in (("--port", args.port), *((("--web-port", args.web_port),) if args.web else ())):
+        if port and port_in_use(args.host, port):
+            print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
+                  f"server?); start on another port with {what} N ({what} 0 picks a free one)"
+                  + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
+                     else ""), file=sys.stderr)
+            return 2
     token, hashed = web_login() if args.web else (None, None)
     cmd = build_command(args, hashed)
     if warning := ledger_warning(args.ledger):
@@ -273,6 +317,7 @@ def cmd_run(args) -> int:
     if ui:
         print(ui, file=sys.stderr)
     sys.stderr.flush()
+    os.environ["TOKUNSEBA_CLI"] = cli_command()  # the addon's hints name the command that works here
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover
 

@@ -28,6 +28,7 @@ from .bridge import Replan, UpstreamConn
 from .attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, may_fail_over, next_turn
 from .capacity import Capacity, Slot
 from .console_line import client_name, turn_line
+from .endpoint_startup import endpoints_in_use, unreachable_line
 from .endpoints import Endpoint, EndpointHealth
 from .failover import Failure, retry_hint
 from .errors import TranslationError
@@ -87,6 +88,7 @@ class Tokunseba:
         self.bridge = Bridge()
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (provider_reach.py)
         self.reach_ssl: ssl.SSLContext | None = None
+        self.endpoint_check: asyncio.Future | None = None  # the start-up connect to every endpoint in use
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.shadows: ShadowSender | None = None
@@ -199,6 +201,8 @@ class Tokunseba:
         for w in self.rules.warnings:
             log.warning(w)
         self.health = EndpointHealth()
+        if self.bridge.port:  # reloaded while running: say again which endpoints cannot be reached
+            self._soon_check_endpoints()
 
     def _maybe_reload_rules(self) -> None:
         """The rules file changed on disk: reload it (at most one stat a second). A broken
@@ -225,6 +229,7 @@ class Tokunseba:
         if any(str(m).startswith("upstream:") for m in ctx.options.mode):
             log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
+        self._soon_check_endpoints()
         self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
                                     ssl_context=_upstream_ssl_context())
@@ -500,6 +505,32 @@ class Tokunseba:
         if slot is None:
             full.add(ep.name)
         return slot
+
+    def _soon_check_endpoints(self) -> None:
+        """Connect once to every endpoint a route uses, in the background (start-up is not
+        delayed): each one that cannot be reached is said in one warning, with what happens
+        to the turns routed there (endpoint_startup.py), and starts in its back-off; a
+        connection that worked waits in the relay's pool for the first turn."""
+        rules, timeout = self.rules, ctx.options.tokunseba_probe_timeout_ms / 1000
+        cli = os.environ.get("TOKUNSEBA_CLI") or "tokunseba"
+
+        async def one(ep) -> None:
+            try:
+                conn = await self.bridge.connect(ep.url, timeout)
+            except Exception as e:
+                why = describe(e, ep.host, ep.port, timeout).reason
+                self.health.failed(ep, why)
+                log.warning(unreachable_line(rules, ep, why, cli=cli))
+                return
+            self.bridge.pool.put(conn)
+
+        async def all_of_them() -> None:
+            try:
+                await asyncio.gather(*(one(ep) for ep in endpoints_in_use(rules)))
+            except Exception:
+                log.exception("tokunseba: checking the endpoints at start failed")
+
+        self.endpoint_check = asyncio.ensure_future(all_of_them())  # kept: a task nobody holds may be collected
 
     async def _check_reach(self, flow: http.HTTPFlow, turn: Turn) -> None:
         """A turn passing through to its provider host: connect to that host first, as

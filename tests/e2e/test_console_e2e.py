@@ -48,7 +48,8 @@ class Run:
         self.proc = subprocess.Popen([str(BIN / "tokunseba"), "run", "--port", "0", "--confdir", str(self.conf),
                                       "--ledger", str(self.ledger), *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work,
-                                     env={**os.environ, "TOKUNSEBA_HOME": str(work / "home"), **(env or {})})
+                                     env={**os.environ, "TOKUNSEBA_HOME": str(work / "home"),
+                                          "PATH": "/usr/bin:/bin", **(env or {})})  # as run from .venv/bin
         deadline = time.monotonic() + 30
         self.port = None
         while self.port is None and time.monotonic() < deadline:
@@ -134,3 +135,27 @@ def test_verbose_brings_mitmproxys_lines_back(tmp_path, monkeypatch):
     assert all(any(rid in ln and "→" in ln for ln in out.splitlines()) for rid in ids)
     for chatter in ("client connect", "server connect", "GET http://127.0.0.1", "/telemetry"):
         assert chatter in out, (chatter, out)
+
+
+def test_run_names_at_start_every_endpoint_it_cannot_reach(tmp_path):
+    """A local server started on another port than the rules say: `tokunseba run` says so at
+    once, with what happens to the turns routed there; a reachable endpoint is not named."""
+    closed = closed_port()
+    with Upstream() as up:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(f"endpoints:\n  local:\n    protocol: openai\n    url: http://127.0.0.1:{closed}/v1\n"
+                         f"  there:\n    protocol: openai\n    url: {up.url}/v1\n"
+                         "routes:\n  - name: easy\n    when: {client: anthropic, model: \"claude-haiku-*\"}\n    to: local\n"
+                         "  - name: other\n    when: {client: openai}\n    to: there\n")
+        run = Run(tmp_path, "--rules", str(rules))
+        try:
+            deadline = time.monotonic() + 20
+            while not any("endpoint local" in ln for ln in run.lines) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            out = run.stop()
+    want = (f"tokunseba: endpoint local (http://127.0.0.1:{closed}/v1) cannot be reached now: connection refused. "
+            "Until it can: turns of route easy go to the next route whose when matches, else pass through to their "
+            f"provider. Check it with: {BIN / 'tokunseba'} models --rules {rules} --probe --endpoint local")
+    assert any(ln.rstrip().endswith(want) for ln in out.splitlines()), out
+    assert "endpoint there" not in out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -126,9 +128,12 @@ def test_tokunseba_run_really_starts_mitmdump_with_the_addon(tmp_path):
             port = int(m.group(1)) if m else None
         assert port, "".join(lines)
         # port 0: the hint says where the port is printed and which env line to run with it
-        hint = next(ln for ln in lines if "eval \"$(tokunseba env" in ln)
+        # the command as it works from another shell: its name when on PATH, else its absolute path
+        on_path = shutil.which("tokunseba")
+        cli = "tokunseba" if on_path and os.path.samefile(on_path, BIN / "tokunseba") else str(BIN / "tokunseba")
+        hint = next(ln for ln in lines if f"eval \"$({cli} env" in ln)
         assert 'mitmdump prints the port it picked ("proxy listening at 127.0.0.1:N")' in hint
-        assert f'eval "$(tokunseba env --port N --confdir {tmp_path / "conf"})"' in hint
+        assert f'eval "$({cli} env --port N --confdir {tmp_path / "conf"})"' in hint
         assert (tmp_path / "conf" / "mitmproxy-ca-cert.pem").exists()
     finally:
         p.send_signal(signal.SIGTERM)
