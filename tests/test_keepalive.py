@@ -16,7 +16,7 @@ from google.genai import errors as genai_errors
 
 from tokunseba.bridge import KEEPALIVE, Bridge
 from tokunseba.neutral.events import KEEPALIVE as KA, KeepAlive, MessageStart, MessageStop
-from tokunseba.neutral.report import StreamReport
+from tokunseba.neutral.report import ReplyReport
 from tokunseba.protocols.anthropic import SSE_PING
 from tokunseba.sse import KEEPALIVE_COMMENT, EventBoundary, SSEDecoder
 from tokunseba.translate import CODECS
@@ -73,7 +73,7 @@ def test_event_boundary(stream, boundary):
 
 
 def test_anthropic_ping_decodes_to_keep_alive():
-    dec = CODECS["anthropic"].stream_decoder(StreamReport())
+    dec = CODECS["anthropic"].stream_decoder(ReplyReport())
     d = SSEDecoder()
     events = d.feed(b'event: ping\ndata: {"type": "ping"}\n\n')
     assert [type(e) for ev in events for e in dec.on_event(ev)] == [KeepAlive]
@@ -99,7 +99,7 @@ def test_each_encoder_writes_its_clients_keep_alive(client, before, after):
     assert tr.feed(b": up\n\n") == before
     tr.feed(START[upstream])
     assert tr.feed(b": up\n\n") == after
-    enc = CODECS[client].stream_encoder(StreamReport(), True, 1767225600)
+    enc = CODECS[client].stream_encoder(ReplyReport(), True, 1767225600)
     enc.encode(MessageStart("msg_1", "m"))
     enc.encode(MessageStop("end_turn"))
     assert enc.finished and enc.encode(KA) == b""  # nothing after the end

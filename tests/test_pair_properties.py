@@ -15,7 +15,7 @@ from tokunseba import jsonc
 from tokunseba import translate as tr
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.message import Message
-from tokunseba.neutral.report import StreamReport
+from tokunseba.neutral.report import ReplyReport
 from tokunseba.neutral.usage import OPENAI, Usage
 from tokunseba.sse import SSEDecoder
 
@@ -69,25 +69,25 @@ def _events(blocks: list[tuple], usage: dict | None, pieces: int) -> list:
 
 def upstream_stream(protocol: str, blocks, usage) -> bytes:
     """The reply as the upstream protocol streams it (that protocol's own stream encoder)."""
-    enc = tr.CODECS[protocol].stream_encoder(StreamReport(), True, CREATED)
+    enc = tr.CODECS[protocol].stream_encoder(ReplyReport(), True, CREATED)
     return b"".join(enc.encode(e) for e in _events(blocks, usage, 3))
 
 
 def upstream_whole(protocol: str, blocks, usage) -> bytes:
-    body, _ = tr.CODECS[protocol].encode_reply(Message.collect(_events(blocks, usage, 1)), StreamReport(), CREATED)
+    body, _ = tr.CODECS[protocol].encode_reply(Message.collect(_events(blocks, usage, 1)), ReplyReport(), CREATED)
     return body
 
 
 def read_stream(protocol: str, data: bytes) -> Message:
     """A client-protocol stream read back with that protocol's own decoder."""
-    dec = tr.CODECS[protocol].stream_decoder(StreamReport())
+    dec = tr.CODECS[protocol].stream_decoder(ReplyReport())
     sse = SSEDecoder()
     evs = [e for ev in sse.feed(data) + sse.close() for e in dec.on_event(ev)] + dec.close()
     return Message.collect(evs)
 
 
 def read_whole(protocol: str, body: bytes) -> Message:
-    return Message.collect(tr.CODECS[protocol].decode_reply(body, StreamReport()))
+    return Message.collect(tr.CODECS[protocol].decode_reply(body, ReplyReport()))
 
 
 def view(m: Message) -> list[tuple]:

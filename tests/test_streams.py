@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokunseba.sse import SSEDecoder
-from tokunseba.neutral.report import StreamReport
+from tokunseba.neutral.report import ReplyReport
 from tokunseba.translate import stream as make_stream_translator
 
 STREAMS = Path(__file__).resolve().parent / "data" / "streams"
@@ -222,7 +222,7 @@ def test_validated_chat_stream_to_anthropic_event_by_event():
         ("message_stop", {}),
     ]
     assert [(n, {k: v for k, v in d.items() if k != "type"}) for n, d in ev[1:]] == expected
-    assert t.report == StreamReport(usage=t.report.usage, stop_reason="tool_use", completed=True)
+    assert t.report == ReplyReport(usage=t.report.usage, stop_reason="tool_use", completed=True)
     assert t.report.usage.reported["prompt_tokens"] == 2610
     assert t.client_usage == expected[-2][1]["usage"]
 

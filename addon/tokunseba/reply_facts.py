@@ -19,7 +19,7 @@ from . import jsonc
 from .errors import TranslationError
 from .neutral.events import Event
 from .neutral.message import Message
-from .neutral.report import StreamReport
+from .neutral.report import ReplyReport
 from .sse import SSEDecoder
 from .translate import CODECS
 
@@ -63,7 +63,7 @@ def reply_facts(protocol: str, body: bytes, status: int | None = 200) -> Facts:
         return Facts(error=f"tokunseba cannot read {protocol} replies for comparison")
     if status is not None and status >= 400:
         return Facts(error=f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}")
-    report = StreamReport()
+    report = ReplyReport()
     try:
         if _is_sse(body):
             sse, dec = SSEDecoder(), codec.stream_decoder(report)

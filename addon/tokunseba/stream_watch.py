@@ -23,7 +23,7 @@ from . import jsonc, protocols
 from .encoding import Decoding, EncodingError
 from .sse import SSEDecoder, SSEEvent, SSETooLarge
 from .neutral.events import MessageStop, StreamError
-from .neutral.report import StreamReport
+from .neutral.report import ReplyReport
 from .neutral.usage import Usage
 from .translate import CODECS
 
@@ -46,7 +46,7 @@ class StreamWatch:
         # events carry neither usage, nor an end, nor an error (not decoded: most of a stream)
         codec, facts = CODECS.get(protocol), protocols.find(protocol)
         self._sse = SSEDecoder()
-        self._dec = codec.stream_decoder(StreamReport()) if codec is not None and facts is not None else None
+        self._dec = codec.stream_decoder(ReplyReport()) if codec is not None and facts is not None else None
         self._judged = facts is not None and facts.stream_judged
         self._terminal = facts.terminal_event if facts is not None else None
         self._skip = facts.skipped_events if facts is not None else frozenset()

@@ -13,7 +13,7 @@ from tokunseba.neutral.error import UpstreamError, error_type_for_status
 from tokunseba.neutral.events import (EARLY_END, BlockDelta, BlockStart, BlockStop, Event, KeepAlive, MessageStart,
                                       MessageStop, StreamError, UsageUpdate)
 from tokunseba.neutral.message import Message
-from tokunseba.neutral.report import StreamReport
+from tokunseba.neutral.report import ReplyReport
 from tokunseba.neutral.usage import Usage
 from tokunseba.sse import SSEEvent, encode_event
 from tokunseba.translate.codec import Codec, parse_reply
@@ -69,7 +69,7 @@ def encode_request(conv: Conversation, *, max_tokens: int | None = None, **_: ob
 
 # ---- whole replies ----
 
-def decode_reply(body: bytes, report: StreamReport) -> list[Event]:
+def decode_reply(body: bytes, report: ReplyReport) -> list[Event]:
     doc = parse_reply(body, "toy")
     text = "".join(p.get("text") or "" for p in (doc.get("message") or {}).get("content") or ()
                    if isinstance(p, dict) and p.get("type") == "text")
@@ -86,7 +86,7 @@ def _usage_for_client(usage: Usage | None) -> dict | None:
     return {k: a[k] for k in ("input_tokens", "output_tokens") if k in a}
 
 
-def encode_reply(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+def encode_reply(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
     if msg.error is not None:
         raise UntranslatableReply(502, msg.error.message)
     text = "".join(b.text for b in msg.blocks if b.kind == "text")
@@ -105,7 +105,7 @@ def encode_reply(msg: Message, report: StreamReport, created: int) -> tuple[byte
 # ---- streams ----
 
 class ToyDecoder:
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.usage: Usage | None = None
         self._open = False
@@ -139,7 +139,7 @@ class ToyDecoder:
 
 
 class ToyEncoder:
-    def __init__(self, report: StreamReport, include_usage: bool, created: int | None) -> None:
+    def __init__(self, report: ReplyReport, include_usage: bool, created: int | None) -> None:
         self.report = report
         self.finished = False
         self.client_usage: dict | None = None

@@ -7,7 +7,7 @@
 - ``conversation``: a request (``Conversation``) and a request translation's result
   (``RequestTranslation``);
 - ``usage``: usage exactly as reported, converted only where definitions differ;
-- ``report``: drops / plumbing / warnings (``StreamReport``, ``note_once``);
+- ``report``: drops / plumbing / warnings (``ReplyReport``, ``note_once``);
 - ``error``: an upstream's error read from any envelope (``UpstreamError``);
 - ``ids``: ids minted as recorded plumbing.
 

@@ -4,7 +4,8 @@ Every codec records here, in the client's own JSON paths (design.md rule 1):
 - ``dropped``: input left behind (never faked);
 - ``plumbing``: output added only to carry what the client asked for;
 - ``warnings``: lossy but legal choices (a stop reason taken as another, an id minted...).
-A stream translator's ``StreamReport`` also carries what the ledger needs after close().
+A ``ReplyReport`` (of a whole reply's translation or of a stream translator) also carries
+what the ledger needs: usage as reported, stop reason, errors, whether the reply completed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ def note_once(items: list[str], item: str) -> None:
 
 
 @dataclass
-class StreamReport:
-    """What a stream translator (or a whole-reply translation) exposes for the ledger."""
+class ReplyReport:
+    """What translating one reply (whole or streamed) reports: drops, warnings and what the
+    ledger needs."""
 
     usage: Usage | None = None
     stop_reason: str | None = None

@@ -31,7 +31,7 @@ from ..errors import TranslationError
 from ..neutral.conversation import RequestTranslation
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
-from ..neutral.report import StreamReport
+from ..neutral.report import ReplyReport
 from . import fieldtable as ft
 from .anthropic import CODEC as ANTHROPIC
 from .codec import Codec, ReplyTranslation
@@ -146,7 +146,7 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     not given). Raises ``TranslationError`` (502) when the reply cannot be translated."""
     dec, enc = _codecs(upstream, client, "reply")
     created = int(time.time()) if created is None else created
-    report = StreamReport()
+    report = ReplyReport()
     msg = Message.collect(dec.decode_reply(body, report))
     out, client_usage = enc.encode_reply(msg, report, created)
     return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings)
@@ -157,7 +157,7 @@ def stream(upstream: str, client: str, *, include_usage: bool = True, created: i
     ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
     ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream)."""
     dec, enc = _codecs(upstream, client, "stream")
-    report = StreamReport()
+    report = ReplyReport()
     return StreamTranslator(dec.stream_decoder(report), enc.stream_encoder(report, include_usage, created), report)
 
 

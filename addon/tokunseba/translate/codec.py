@@ -17,7 +17,7 @@ from ..neutral.conversation import Conversation, RequestTranslation
 from ..neutral.error import UpstreamError
 from ..neutral.events import Event
 from ..neutral.message import Message
-from ..neutral.report import StreamReport
+from ..neutral.report import ReplyReport
 from ..neutral.usage import Usage
 
 
@@ -45,12 +45,12 @@ class Codec:
     encode_request: Callable[..., RequestTranslation]
     # whole replies: upstream body -> neutral events (TranslationError 502 when unreadable);
     # a Message -> (client body, client usage object), recording into the report
-    decode_reply: Callable[[bytes, StreamReport], list[Event]]
-    encode_reply: Callable[[Message, StreamReport, int], tuple[bytes, dict | None]]
+    decode_reply: Callable[[bytes, ReplyReport], list[Event]]
+    encode_reply: Callable[[Message, ReplyReport, int], tuple[bytes, dict | None]]
     # streams: decoder(report) with on_event / close / usage; encoder(report, include_usage,
     # created) with encode / finished / client_usage
-    stream_decoder: Callable[[StreamReport], object]
-    stream_encoder: Callable[[StreamReport, bool, int | None], object]
+    stream_decoder: Callable[[ReplyReport], object]
+    stream_encoder: Callable[[ReplyReport, bool, int | None], object]
     # an upstream error of another protocol -> (status, body) in this protocol
     encode_error: Callable[[UpstreamError], tuple[int, bytes]]
     # the request field that carries stop strings, dotted when nested (None: the protocol has none)

@@ -15,7 +15,7 @@ writes its own keep-alive for it.
 from __future__ import annotations
 
 from ..neutral.events import KEEPALIVE, StreamError
-from ..neutral.report import StreamReport
+from ..neutral.report import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 
 __all__ = ["StreamTranslator"]
@@ -28,7 +28,7 @@ class StreamTranslator:
 
     __slots__ = ("report", "started", "_sse", "_dec", "_enc", "_closed")
 
-    def __init__(self, decoder, encoder, report: StreamReport) -> None:
+    def __init__(self, decoder, encoder, report: ReplyReport) -> None:
         self.report = report
         self.started = False
         self._sse = SSEDecoder(comments=True)  # comments are keep-alives

@@ -16,7 +16,7 @@ from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
 from ..codec import parse_reply
@@ -25,7 +25,7 @@ from .stream import BLOCK_KINDS, mint_message_id
 TOP_DROPPED = ("stop_details", "container")  # recorded when non-null
 
 
-def decode(body: bytes, report: StreamReport) -> list[Event]:
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
     doc = parse_reply(body, "Anthropic")
     if doc.get("type") == "error":
         raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc.get('error'))}")
@@ -79,7 +79,7 @@ def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict:
     return value
 
 
-def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
     content: list[dict] = []
     for b in msg.blocks:
         if b.kind == "text":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ... import jsonc
 from ...neutral.error import UpstreamError, status_for_type
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
@@ -65,7 +65,7 @@ class AnthropicDecoder:
     """Anthropic SSE events -> neutral events. Block indexes are re-numbered 0, 1, ... in
     arrival order; usage is cumulative (message_delta overwrites, never adds: pitfalls 15)."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.usage: Usage | None = None  # the usage as reported so far (merged)
         self._index: dict[object, int] = {}  # upstream block index -> neutral index
@@ -195,7 +195,7 @@ def _event(name: str, obj: dict) -> bytes:
     return encode_event(jsonc.dumpb(obj), name)
 
 
-def mint_message_id(created: int, report: StreamReport) -> str:
+def mint_message_id(created: int, report: ReplyReport) -> str:
     """The id of a reply whose upstream sent none: the Anthropic schema requires a string."""
     note_once(report.warnings, "id_synthesized: id (the upstream sent no message id; Anthropic requires one)")
     return f"msg_tk_{created}"
@@ -204,7 +204,7 @@ def mint_message_id(created: int, report: StreamReport) -> str:
 class AnthropicEncoder:
     """Neutral events -> Anthropic SSE bytes for a client."""
 
-    def __init__(self, report: StreamReport, *, created: int | None = None) -> None:
+    def __init__(self, report: ReplyReport, *, created: int | None = None) -> None:
         self.report = report
         self.created = int(time.time()) if created is None else created
         self.finished = False  # message_stop or an error was sent: nothing more goes out

@@ -16,12 +16,12 @@ from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import Event, StreamError
 from ...neutral.message import Message
-from ...neutral.report import StreamReport
+from ...neutral.report import ReplyReport
 from ...protocols import gemini as pg
 from .stream import GeminiDecoder, GeminiEncoder
 
 
-def decode(body: bytes, report: StreamReport) -> list[Event]:
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
     """The neutral events of a whole Gemini reply; a 502 ``UntranslatableReply`` when it is not
     one, or when it ends in an error (a broken function call, an error object)."""
     try:
@@ -76,7 +76,7 @@ def chunks_of(sse: bytes) -> list[dict]:
     return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
 
 
-def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7)."""
     enc = GeminiEncoder(report)

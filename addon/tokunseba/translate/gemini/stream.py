@@ -35,7 +35,7 @@ from ...neutral.events import (
     StreamError,
     UsageUpdate,
 )
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import GEMINI, Usage
 from ...protocols import gemini as pg
 from ...sse import SSEEvent
@@ -76,7 +76,7 @@ def _is_int(v: object) -> bool:
 class GeminiDecoder:
     """Gemini ``GenerateContentResponse`` chunks -> neutral events."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.usage: Usage | None = None  # the latest usage the upstream reported
         self._id: str | None = None
@@ -259,7 +259,7 @@ def _args(pieces: list[str]) -> dict | None:
 class GeminiEncoder:
     """Neutral events -> Gemini SSE bytes for a client."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.finished = False
         self.client_usage: dict | None = None

@@ -16,7 +16,7 @@ from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
@@ -71,7 +71,7 @@ def _text(msg: dict, dropped: list[str]) -> str:
     return text + (refusal if isinstance(refusal, str) else "")
 
 
-def decode(body: bytes, report: StreamReport) -> list[Event]:
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
     doc = parse_reply(body, "Chat")
     choice, msg = chat_choice(doc, report.dropped, report.warnings)
     events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
@@ -116,7 +116,7 @@ def decode(body: bytes, report: StreamReport) -> list[Event]:
     return events
 
 
-def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
     texts: list[str] = []
     calls: list[dict] = []
     for b in msg.blocks:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ... import jsonc
 from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status, is_context_overflow
 from ...neutral.ids import synth_tool_id
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
@@ -64,7 +64,7 @@ class ChatDecoder:
     ``finish_reason`` until the usage arrives, ``[DONE]`` or the end of the body, so usage
     rides on the stop and arguments sent after ``finish_reason`` still reach their block."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.usage: Usage | None = None  # the latest usage the upstream reported
         self._id: str | None = None
@@ -262,7 +262,7 @@ class ChatDecoder:
 class ChatEncoder:
     """Neutral events -> Chat ``chat.completion.chunk`` SSE bytes for a client."""
 
-    def __init__(self, report: StreamReport, *, include_usage: bool = True, created: int | None = None) -> None:
+    def __init__(self, report: ReplyReport, *, include_usage: bool = True, created: int | None = None) -> None:
         self.report = report
         self.include_usage = include_usage
         self.created = int(time.time()) if created is None else created

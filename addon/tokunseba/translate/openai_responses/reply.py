@@ -18,7 +18,7 @@ from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, MessageStop
 from ...neutral.message import Message
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ..codec import parse_reply
 from .stream import (
@@ -37,7 +37,7 @@ from .stream import (
 )
 
 
-def decode(body: bytes, report: StreamReport) -> list[Event]:
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
     doc = parse_reply(body, "Responses")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         err = response_error(doc)
@@ -55,7 +55,7 @@ def decode(body: bytes, report: StreamReport) -> list[Event]:
     return events
 
 
-def encode(msg: Message, report: StreamReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
     items: list[dict] = []
     for b in msg.blocks:
         if b.kind == "text":

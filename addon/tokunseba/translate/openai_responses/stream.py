@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from ... import jsonc
 from ...neutral.error import UpstreamError, error_type_for_status, is_context_overflow
 from ...neutral.ids import safe
-from ...neutral.report import StreamReport, note_once
+from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
@@ -179,7 +179,7 @@ class ResponsesEncoder:
     """Neutral events -> Responses SSE bytes for a client. Exposes ``finished`` (a terminal
     event was sent) and ``client_usage`` (the usage object sent, None when none)."""
 
-    def __init__(self, report: StreamReport, *, created: int | None = None) -> None:
+    def __init__(self, report: ReplyReport, *, created: int | None = None) -> None:
         self.report = report
         self.created = int(time.time()) if created is None else created
         self.finished = False
@@ -409,7 +409,7 @@ def response_error(resp_or_err: dict) -> StreamError:
 class ResponsesDecoder:
     """Responses SSE events -> neutral events."""
 
-    def __init__(self, report: StreamReport) -> None:
+    def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.usage: Usage | None = None
         self._index: dict[object, int] = {}  # output_index -> neutral index
