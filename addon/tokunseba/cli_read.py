@@ -27,6 +27,7 @@ from .ledger import (LEDGER_ENV, USAGE_FIELDS, Ledger, LedgerError, LedgerMissin
 from .ledger_dialect import db_errors
 from . import protocols
 from .credentials import redact_text
+from .reasoning_state import STATE_EVENTS, explain_state
 
 # ---------------------------------------------------------------- registration
 
@@ -553,6 +554,8 @@ def render_explain(turn: dict, events: list[dict]) -> str:
             parts = [f"{what} {', '.join(map(str, d.get(key) or []))}" for key, what in
                      (("headers", "headers"), ("query", "query parameters")) if d.get(key)]
             out.append(_kv("left behind", "; ".join(parts)))
+        elif e["kind"] in STATE_EVENTS and isinstance(e["data"], dict):  # provider state of a tool loop
+            out.append(_kv(*explain_state(e["kind"], e["data"])))
 
     out += ["", _kv("upstream", f"status {turn['status']}" if turn.get("status") is not None else "no status recorded")]
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})

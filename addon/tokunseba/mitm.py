@@ -38,6 +38,7 @@ from .ledger_writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure, usage_of
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
+from .reasoning_store import DEFAULT_MAX_ENTRIES, Keeper, open_keeper
 from .rules import Rules, RulesError, load_rules
 from .shadow import should_shadow
 from .shadow_scope import shadowable
@@ -98,6 +99,7 @@ class Tokunseba:
         self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
         # request id -> the records of its start, until queued in the loop's next step (_ledger_start)
         self.unstarted: dict[str, Callable[[], None]] = {}
+        self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning_store.py)
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -131,6 +133,14 @@ class Tokunseba:
         loader.add_option("tokunseba_shadow_concurrency", int, 2,
                           "At most this many shadow turns in flight; more are skipped (recorded shadow_skipped).")
         loader.add_option("tokunseba_shadow_timeout_s", int, 120, "A shadow turn gets no more than this many seconds.")
+        loader.add_option("tokunseba_reasoning_store", str, "",
+                          "Where translated replies' provider state (reasoning_content, signed thinking, "
+                          "thoughtSignatures) is kept for the next turns of their tool loop: empty = reasoning.db "
+                          "beside the ledger; a path; 'memory' (this process only); 'off' (none kept).")
+        loader.add_option("tokunseba_reasoning_retention_h", int, 168,
+                          "Hours a piece of provider state is kept (older is never restored, and is deleted).")
+        loader.add_option("tokunseba_reasoning_max", int, DEFAULT_MAX_ENTRIES,
+                          "At most this many tool calls' (or replies') provider state kept; the oldest go first.")
         loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
                           "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
 
@@ -166,6 +176,16 @@ class Tokunseba:
             self.provider_hosts = hosts
         if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
             self._open_ledger()
+        if {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
+                "tokunseba_reasoning_max"} & updated:
+            o = ctx.options
+            if self.keeper is not None:
+                self.keeper.store.close()
+            try:
+                self.keeper = open_keeper(o.tokunseba_reasoning_store, o.tokunseba_ledger,
+                                          retention_h=o.tokunseba_reasoning_retention_h, max_entries=o.tokunseba_reasoning_max)
+            except ValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
 
     def _open_ledger(self) -> None:
         """Open the ledger behind its writer thread, as a new owner of turns; turns left open
@@ -236,6 +256,8 @@ class Tokunseba:
 
     def done(self) -> None:
         self.bridge.stop()
+        if self.keeper is not None:
+            self.keeper.store.close()
         if self.shadows is not None:
             for t in list(self.shadows.tasks):
                 t.cancel()
@@ -448,6 +470,7 @@ class Tokunseba:
                                extra_hosts=self._extra_for(host, port))
         if prep is None:
             return None
+        prep.keeper = self.keeper
         decision, conn, slot = None, None, None
         if prep.req is not None:
             full: set[str] = set()  # endpoints found full (after their queue_s) for this turn
@@ -907,6 +930,9 @@ class Tokunseba:
         body = _client_body(flow, out) if state.shadowed or self.store_bodies else None  # read only when kept
         self._shadow_primary_done(state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning_store.py)
+            self._event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
+                                             "model": turn.capture.model})
         self._present(flow, state, outcome, status)
         self._console(flow, turn, outcome, status, usage, now)
         if self.ledger is None:

@@ -103,6 +103,7 @@ class Turn:
     plumbing_headers: list[str] = field(default_factory=list)
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (session_facts.py)
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
+    capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -202,6 +203,8 @@ class Prepared:
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
     who: Speaker = field(default_factory=Speaker)  # who is talking (session_facts.py), known even without a body
+    # the provider state store (reasoning_store.Keeper): restores each translation's state for its own endpoint+model
+    keeper: Any = None
 
 
 def prepare_request(*, method: str, host: str, port: int, path: str, headers: Iterable[tuple[str, str]], body: bytes,
@@ -231,8 +234,14 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     """The request translated for ``ep`` (memoised: refusal checks and the final plan share it)."""
     key = (ep.name, model)
     if key not in prep.translations:
+        restore = None
+        if prep.keeper is not None:
+            sent = model or _requested_model(prep)
+            def restore(conv, keeper=prep.keeper, ep=ep, sent=sent):  # noqa: E306
+                return keeper.restore(conv, ep.name, sent, ep.protocol)
         try:
-            prep.translations[key] = translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path)
+            prep.translations[key] = translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path,
+                                                            restore=restore)
         except TranslationError as e:
             prep.translations[key] = e
     got = prep.translations[key]
@@ -241,15 +250,23 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
     return got
 
 
-def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None) -> RequestTranslation:
+def _requested_model(prep: Prepared) -> str | None:
+    m = prep.req.get("model") if prep.req else None
+    return m if isinstance(m, str) else prep.det.model
+
+
+def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None, path: str | None = None, *,
+                           restore=None) -> RequestTranslation:
     """``req`` (in protocol ``src``) translated for endpoint ``ep``, with the endpoint's rule keys
     (max_tokens, system_role, stop strings, …): what a routed turn, a shadow and a replay send.
+    ``restore(neutral conversation) -> RestoreReport``: puts back the provider state of this
+    endpoint and model (reasoning_store.Keeper.restore); routed turns only.
     Raises TranslationError (a pair with no translator, or a turn the translation refuses)."""
     if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
     return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
                              max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
-                             endpoint=ep.name, path=path)
+                             endpoint=ep.name, path=path, restore=restore)
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
@@ -409,6 +426,10 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
+    if tr.state_report is not None:
+        turn.events.extend(tr.state_report.events())
+    if prep.keeper is not None:  # what this endpoint's reply carries is kept for the loop's next turn
+        turn.capture = prep.keeper.capture(dst, ep.name, turn.model_used, turn.request_id)
 
 
 def replace_top_level_model(body: bytes, model: str) -> bytes | None:
@@ -500,8 +521,10 @@ def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None
 
 
 def stream_translator(turn: Turn) -> translate.StreamTranslator:
-    return translate.stream(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
-                            created=int(turn.started_at))
+    t = translate.stream(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
+                         created=int(turn.started_at))
+    t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
+    return t
 
 
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
@@ -510,4 +533,6 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
         st, out = translate.error(turn.target_protocol, turn.client_protocol, status, body)
         return st, {"content-type": "application/json"}, out, None
     rep = translate.reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
+    if turn.capture is not None and rep.message is not None:
+        turn.capture.message(rep.message)
     return status, {"content-type": "application/json"}, rep.body, rep

@@ -52,6 +52,8 @@ class RequestTranslation:
     # False only when a streaming Chat client did not ask stream_options.include_usage
     # (the reply encoder then sends no usage chunk); non-streamed replies always carry usage.
     client_wants_usage: bool = True
+    # what restoring provider state did for this endpoint and model (reasoning_state.RestoreReport)
+    state_report: object | None = None
 
 
 @dataclass
@@ -67,6 +69,13 @@ class Conversation(RequestTranslation):
         turns these into ``origin`` paths once the neutral body is complete."""
         self._sources.append((part, path))
         return part
+
+    def replace_part(self, old: dict, new: dict) -> dict:
+        """``new`` stands for ``old`` (a copy made after decoding, e.g. with restored provider
+        state): the client path of ``old`` carries over. Returns ``new``."""
+        if (path := self.source_path(old)) is not None:
+            self._sources.append((new, path))
+        return new
 
     def source_path(self, part: dict) -> str | None:
         return next((path for p, path in self._sources if p is part), None)

@@ -25,10 +25,11 @@ facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .. import protocols
 from ..errors import TranslationError
-from ..neutral.conversation import RequestTranslation
+from ..neutral.conversation import Conversation, RequestTranslation
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
 from ..neutral.report import ReplyReport
@@ -89,16 +90,19 @@ def _codecs(source: str, dest: str, what: str) -> tuple[Codec, Codec]:
 def request(client: str, target: str, body: dict, *, model: str | None = None, max_tokens: int | None = None,
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
-            path: str | None = None) -> RequestTranslation:
+            path: str | None = None, restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
     Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
     when the target cannot carry the turn without inventing. The input is never mutated.
     ``path``: the client's request path, for a protocol whose model and stream flag travel in
     the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
-    the URL)."""
+    the URL). ``restore``: called with the decoded (neutral) conversation before it is encoded,
+    to put back the provider state this endpoint and model produced (reasoning_state.py); what
+    it returns is the translation's ``state_report``."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
+    state_report = restore(conv) if restore is not None else None
     try:
         rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
                                 system_role=system_role, endpoint=endpoint)
@@ -109,6 +113,7 @@ def request(client: str, target: str, body: dict, *, model: str | None = None, m
     rt.plumbing = conv.plumbing + rt.plumbing if rt.plumbing else conv.plumbing
     rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted] if rt.converted else conv.converted
     rt.warnings = conv.warnings + [conv.client_message(w) for w in rt.warnings] if rt.warnings else conv.warnings
+    rt.state_report = state_report
     if not enc.url_carries_model:
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
@@ -149,7 +154,7 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     report = ReplyReport()
     msg = Message.collect(dec.decode_reply(body, report))
     out, client_usage = enc.encode_reply(msg, report, created)
-    return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings)
+    return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg)
 
 
 def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None) -> StreamTranslator:

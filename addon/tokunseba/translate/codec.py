@@ -31,6 +31,7 @@ class ReplyTranslation:
     stop_reason: str | None  # neutral (Anthropic-named) stop reason
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    message: Message | None = field(default=None, repr=False)  # the upstream's reply, neutral (state capture)
 
     @property
     def stop(self) -> str | None:

@@ -26,11 +26,12 @@ class StreamTranslator:
     (usage as reported, stop reason, drops, warnings, errors, completed), ``client_usage``
     (the usage object the client was sent) and ``started`` (any output produced yet)."""
 
-    __slots__ = ("report", "started", "_sse", "_dec", "_enc", "_closed")
+    __slots__ = ("report", "started", "tap", "_sse", "_dec", "_enc", "_closed")
 
     def __init__(self, decoder, encoder, report: ReplyReport) -> None:
         self.report = report
         self.started = False
+        self.tap = None  # called with each neutral event of the upstream's reply (reasoning_state.Capture.on)
         self._sse = SSEDecoder(comments=True)  # comments are keep-alives
         self._dec = decoder
         self._enc = encoder
@@ -63,7 +64,7 @@ class StreamTranslator:
         return out
 
     def _run(self, events: list[SSEEvent], final: bool) -> bytes:
-        dec, enc = self._dec, self._enc
+        dec, enc, tap = self._dec, self._enc, self.tap
         parts: list[bytes] = []
         for sse in events:
             if sse.comment:
@@ -72,6 +73,8 @@ class StreamTranslator:
                     parts.append(b)
                 continue
             for ev in dec.on_event(sse):
+                if tap is not None:
+                    tap(ev)
                 b = enc.encode(ev)
                 if b:
                     parts.append(b)

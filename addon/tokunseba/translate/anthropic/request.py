@@ -30,6 +30,7 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
+from ...neutral.state import PROVIDER_STATE, state_for
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...protocols.anthropic import TOOL_ID_RE
 from .. import fieldtable as ft
@@ -577,7 +578,8 @@ def _c2a_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     st.leading = False
     st.flush()
     content, cp = m.get("content"), f"{p}.content"
-    blocks: list[dict] = []
+    restored = state_for(m, "anthropic")  # this endpoint's own signed thinking, first (its thinking rule)
+    blocks: list[dict] = list(restored.payload["blocks"]) if restored else []
     if isinstance(content, str) or content is None:
         if content:
             blocks.append({"type": "text", "text": content})
@@ -598,13 +600,17 @@ def _c2a_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         rt.converted.append(f"{p}.refusal -> text block")
     calls = ft.opt(m, "tool_calls", p, ft.arr) or []
     blocks.extend(_c2a_tool_call(rt, tc, f"{p}.tool_calls[{k}]") for k, tc in enumerate(calls))
-    ft.extras(rt, m, frozenset({"role", "content", "tool_calls", "refusal"}), p)  # name, audio, ...
+    ft.extras(rt, m, _ASSISTANT_KEYS_RESTORED if restored else _ASSISTANT_KEYS, p)  # name, audio, ...
     if not blocks:
         rt.dropped.append(p)  # Anthropic rejects empty messages
-    elif isinstance(content, str) and content and not calls and not refusal:  # plain text stays a string
+    elif isinstance(content, str) and content and not calls and not refusal and not restored:  # plain text: a string
         st.msgs.append({"role": "assistant", "content": content})
     else:
         st.msgs.append({"role": "assistant", "content": blocks})
+
+
+_ASSISTANT_KEYS = frozenset({"role", "content", "tool_calls", "refusal"})
+_ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 
 
 def _c2a_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:

@@ -30,6 +30,7 @@ from ... import jsonc
 from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.report import note_once
+from ...neutral.state import state_for
 from ...protocols import gemini as pg
 
 JOIN = "\n\n"  # how several text parts (system, user) become one string
@@ -587,6 +588,8 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
             _add(e, "user", _texts(e, m.get("content"), f"{mp}.content"))
         elif role == "assistant":
             parts = _texts(e, m.get("content"), f"{mp}.content")
+            restored = state_for(m, "gemini")  # this endpoint's own thoughtSignatures, on their calls
+            sigs = restored.payload["signatures"] if restored else {}
             for j, tc in enumerate(_arr(m.get("tool_calls") or [], f"{mp}.tool_calls")):
                 tp = f"{mp}.tool_calls[{j}]"
                 fn = _obj(_obj(tc, tp).get("function"), f"{tp}.function")
@@ -604,7 +607,10 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
                 if tc.get("id"):
                     fc["id"] = tc["id"]
                     e.names[tc["id"]] = fn.get("name")
-                parts.append({"functionCall": fc})
+                part = {"functionCall": fc}
+                if tc.get("id") in sigs:
+                    part["thoughtSignature"] = sigs[tc["id"]]
+                parts.append(part)
             if m.get("refusal"):
                 e.drop(f"{mp}.refusal")
             _add(e, "model", parts)
@@ -630,7 +636,8 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
 
 def _sign_active_loop(e: _Encode) -> None:
     """The first functionCall of each model turn since the last user text carries Gemini's
-    documented bypass signature (what Gemini CLI itself does: gemini.md 2.5, 5.2.3)."""
+    documented bypass signature (what Gemini CLI itself does: gemini.md 2.5, 5.2.3), unless
+    it carries its real one (restored: reasoning_state.py)."""
     start = 0
     for i, c in enumerate(e.contents):
         if c["role"] == "user" and any("text" in p for p in c["parts"]):
@@ -640,6 +647,8 @@ def _sign_active_loop(e: _Encode) -> None:
             continue
         for p in c["parts"]:
             if "functionCall" in p:
+                if "thoughtSignature" in p:  # its real signature, restored: never the skip value over it
+                    break
                 p["thoughtSignature"] = pg.SKIP_SIGNATURE
                 note_once(e.rt.plumbing, f"contents[].parts[].thoughtSignature = {pg.SKIP_SIGNATURE!r} on the first "
                                          "function call of each model turn of the active tool loop")

@@ -67,7 +67,8 @@ PART_KEYS: dict[str, str] = {
     "text": "text block (thinking block when thought is true)",
     "thought": "marks a thinking part",
     "functionCall": "tool_use block, whole",
-    "thoughtSignature": "dropped: Gemini's opaque signature means nothing to another protocol",
+    "thoughtSignature": "on a functionCall: kept with the call for this endpoint (never sent elsewhere); "
+                        "elsewhere dropped: it means nothing to another protocol",
 }
 
 def _is_int(v: object) -> bool:
@@ -176,11 +177,12 @@ class GeminiDecoder:
         for key in part:
             if key not in PART_KEYS:
                 note_once(self.report.dropped, f"{PARTS}.{key}")
-        if "thoughtSignature" in part:
+        if "thoughtSignature" in part:  # the client cannot carry it
             note_once(self.report.dropped, f"{PARTS}.thoughtSignature")
         fc = part.get("functionCall")
-        if isinstance(fc, dict):
-            self._call(fc, out)
+        if isinstance(fc, dict):  # its signature rides on the call (kept for this endpoint: reasoning_state.py)
+            sig = part.get("thoughtSignature")
+            self._call(fc, out, sig if isinstance(sig, str) and sig else None)
             return
         text = part.get("text")
         if isinstance(text, str) and text:
@@ -196,7 +198,7 @@ class GeminiDecoder:
             self._open, self._open_kind = n, kind
         out.append(BlockDelta(self._open, text))  # type: ignore[arg-type]
 
-    def _call(self, fc: dict, out: list[Event]) -> None:
+    def _call(self, fc: dict, out: list[Event], signature: str | None = None) -> None:
         self._close(out)
         n = self._next
         self._next += 1
@@ -209,7 +211,7 @@ class GeminiDecoder:
         if not isinstance(name, str) or not name:
             note_once(self.report.warnings, "a function call arrived without a name")
             name = ""
-        out.append(BlockStart(n, "tool_use", id=cid, name=name))
+        out.append(BlockStart(n, "tool_use", id=cid, name=name, signature=signature))
         args = fc.get("args")
         if args is not None:
             out.append(BlockDelta(n, jsonc.dumps(args)))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ...errors import Refused
 from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.state import PROVIDER_STATE, ProviderState
 from .. import fieldtable as ft
 
 SYSTEM_ROLES = ("system", "developer")
@@ -69,6 +70,23 @@ def _stop(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) 
         rt.dropped.extend(conv.client_path(f"stop[{i}]") for i in range(OPENAI_MAX_STOP, len(stop)))
 
 
+def _provider_state(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+    msgs = out.get("messages")
+    if not isinstance(msgs, list) or not any(type(m) is dict and PROVIDER_STATE in m for m in msgs):
+        return
+    new = []
+    for i, m in enumerate(msgs):
+        if type(m) is dict and PROVIDER_STATE in m:
+            m = dict(m)
+            st = m.pop(PROVIDER_STATE)
+            if isinstance(st, ProviderState) and st.protocol == "openai":
+                m[st.payload["field"]] = st.payload["text"]  # this endpoint's own reasoning, as it wrote it
+            else:
+                rt.dropped.append(conv.client_path(f"messages[{i}].{PROVIDER_STATE}"))
+        new.append(m)
+    out["messages"] = new
+
+
 def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
     # the neutral body is a decoder's output: every tool is {"type": "function", "function": {"name": str, ...}}
     for i, t in enumerate(out.get("tools") or ()):
@@ -79,6 +97,8 @@ def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Opt
 # what the endpoint asks of a neutral request, in order -> why
 ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict, ft.Options], None], str] = {
     _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
+    _provider_state: "restored state of this endpoint and model -> its reasoning_content / reasoning on the "
+                     "assistant message (DeepSeek's thinking mode requires it back in a tool loop)",
     _system_role: "system messages take the endpoint's system_role (system or developer)",
     _max_tokens: "max_completion_tokens -> the endpoint's max_tokens_field, capped by its max_tokens",
     _stream_options: "+ stream_options.include_usage (plumbing) when streaming",

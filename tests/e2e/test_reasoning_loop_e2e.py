@@ -1,0 +1,224 @@
+"""End to end: a routed tool loop keeps its reasoning (issue 18). A real mitmdump, the
+official SDKs through HTTPS_PROXY, and scripted upstreams that enforce each provider's rule
+on reasoning state (tests/e2e/enforcing.py): DeepSeek's thinking mode answers 400 when a tool
+loop's follow-up lacks the ``reasoning_content`` it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+
+import anthropic
+import pytest
+
+from .conftest import BIN, Mitmdump, ledger_settled, point_clients_at
+from .enforcing import DEEPSEEK_400, DeepSeekChat
+from .upstream import Reply, Upstream
+
+pytestmark = pytest.mark.e2e
+
+RULES = """\
+endpoints:
+  ds:
+    protocol: openai
+    url: {ds}/v1
+    max_tokens: 4096
+  other:
+    protocol: openai
+    url: {other}/v1
+routes:
+  - name: to-ds
+    when: {{client: anthropic, model: "claude-ds-*"}}
+    to: ds
+    model: deepseek-reasoner
+  - name: to-other
+    when: {{client: anthropic, model: "claude-other-*"}}
+    to: other
+    model: other-model
+"""
+
+BASH = [{"name": "Bash", "description": "run a shell command",
+         "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+
+
+@pytest.fixture(scope="module")
+def ups():
+    with Upstream() as ds, Upstream() as other:
+        yield {"ds": ds, "other": other}
+
+
+def start(ups, work, *extra: str) -> Mitmdump:
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(ds=ups["ds"].url, other=ups["other"].url))
+    return Mitmdump(work, rules, extra=list(extra))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("reasoning")
+
+
+@pytest.fixture(scope="module")
+def proxy(ups, work):
+    m = start(ups, work)
+    yield m
+    m.stop()
+
+
+def events(ledger, kind: str) -> list[dict]:
+    con = sqlite3.connect(ledger)
+    try:
+        return [json.loads(d) for (d,) in con.execute("SELECT data FROM events WHERE kind = ? ORDER BY id", (kind,))]
+    finally:
+        con.close()
+
+
+def loop(client: anthropic.Anthropic, model: str, stream: bool, messages: list | None = None, turns: int = 6):
+    """Claude-Code-style tool loop: answer every tool_use with a tool_result until the model stops."""
+    messages = messages or [{"role": "user", "content": "run the three steps"}]
+    for _ in range(turns):
+        kw = dict(model=model, max_tokens=2000, tools=BASH, messages=messages)
+        if stream:
+            with client.messages.stream(**kw) as s:
+                final = s.get_final_message()
+        else:
+            final = client.messages.create(**kw)
+        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in final.content]})
+        if final.stop_reason != "tool_use":
+            return final, messages
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": b.id, "content": f"ran {b.input['command']}"}
+            for b in final.content if b.type == "tool_use"]})
+    raise AssertionError("the loop did not end")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_anthropic_client_deepseek_thinking_loop_of_three_tool_turns(proxy, ups, monkeypatch, stream):
+    """Fact 1: without the restore, the second tool turn gets DeepSeek's 400."""
+    point_clients_at(proxy, monkeypatch)
+    ds = DeepSeekChat(tool_turns=3)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    final, messages = loop(anthropic.Anthropic(api_key="sk-ant-client", max_retries=0), "claude-ds-1", stream)
+    assert ds.rejected == [] and final.content[-1].text == "All 3 steps done."
+    sent = [r.json() for r in ups["ds"].requests]
+    assert len(sent) == 4
+    # each follow-up carries, on each assistant message with tool_calls, exactly what DeepSeek wrote for it
+    last = sent[-1]["messages"]
+    got = {m["tool_calls"][0]["id"]: m["reasoning_content"] for m in last if m.get("tool_calls")}
+    assert got == {cid: ds.issued[cid] for cid in ("call_ds01", "call_ds02", "call_ds03")}
+    # the client never saw the reasoning (unsigned thinking has no place in an Anthropic reply)
+    assert not any(b.get("type") == "thinking" for m in messages if m["role"] == "assistant" for b in m["content"])
+    ledger_settled(proxy.ledger)
+    restored = events(proxy.ledger, "state_restored")
+    assert {k for e in restored for k in e["keys"]} >= {"call_ds01", "call_ds02", "call_ds03"}
+    assert all(e["endpoint"] == "ds" and e["model"] == "deepseek-reasoner" and e["kind"] == "reasoning_content"
+               for e in restored)
+    kept = events(proxy.ledger, "state_kept")
+    assert any("call:call_ds01" in e["keys"] for e in kept)
+    # explain tells the story of the last turn
+    con = sqlite3.connect(proxy.ledger)
+    rid = con.execute("SELECT request_id FROM events WHERE kind = 'state_restored' ORDER BY id DESC LIMIT 1").fetchone()[0]
+    con.close()
+    out = subprocess.run([str(BIN / "tokunseba"), "explain", rid, "--ledger", str(proxy.ledger)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "reasoning_content for call_ds01 restored from tk-" in out and "(ds/deepseek-reasoner" in out
+
+
+def test_without_a_store_the_second_tool_turn_gets_deepseeks_400(ups, tmp_path, monkeypatch):
+    """The issue's fact 1 as it was: tokunseba_reasoning_store=off is today's behaviour."""
+    m = start(ups, tmp_path, "--set", "tokunseba_reasoning_store=off")
+    try:
+        point_clients_at(m, monkeypatch)
+        ds = DeepSeekChat(tool_turns=3)
+        ups["ds"].script()
+        ups["ds"].responder = ds
+        with pytest.raises(anthropic.BadRequestError) as e:
+            loop(anthropic.Anthropic(api_key="sk-ant-client", max_retries=0), "claude-ds-1", True)
+        assert DEEPSEEK_400 in str(e.value) and len(ds.rejected) == 1
+    finally:
+        m.stop()
+
+
+def test_continued_to_another_endpoint_carries_no_stored_state(proxy, ups, monkeypatch):
+    """Isolation: the same conversation sent on to another endpoint and model gets none of
+    DeepSeek's reasoning (bytes checked), and the withholding is recorded."""
+    point_clients_at(proxy, monkeypatch)
+    ds = DeepSeekChat(tool_turns=1)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    client = anthropic.Anthropic(api_key="sk-ant-client", max_retries=0)
+    with client.messages.stream(model="claude-ds-1", max_tokens=500, tools=BASH,
+                                messages=[{"role": "user", "content": "one step please"}]) as s:
+        first = s.get_final_message()
+    assert first.stop_reason == "tool_use"
+    tu = next(b for b in first.content if b.type == "tool_use")
+    ups["other"].responder = None
+    ups["other"].script(Reply.json({"id": "x", "object": "chat.completion", "created": 1, "model": "other-model",
+                                    "choices": [{"index": 0, "finish_reason": "stop",
+                                                 "message": {"role": "assistant", "content": "fine"}}],
+                                    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}))
+    client.messages.create(model="claude-other-1", max_tokens=500, tools=BASH, messages=[
+        {"role": "user", "content": "one step please"},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tu.id, "content": "ok"}]}])
+    raw = ups["other"].requests[-1].body
+    assert tu.id.encode() in raw
+    assert b"reasoning" not in raw and ds.issued[tu.id].encode() not in raw and b"ds-thought" not in raw
+    ledger_settled(proxy.ledger)
+    withheld = [e for e in events(proxy.ledger, "state_withheld") if tu.id in e["keys"]]
+    assert withheld and withheld[0]["origin"] == "ds/deepseek-reasoner" and withheld[0]["to"] == "other/other-model"
+
+
+def test_a_restarted_proxy_still_restores_and_its_store_is_private(ups, tmp_path, monkeypatch):
+    ds = DeepSeekChat(tool_turns=2)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    m = start(ups, tmp_path)
+    try:
+        point_clients_at(m, monkeypatch)
+        client = anthropic.Anthropic(api_key="sk-ant-client", max_retries=0)
+        with client.messages.stream(model="claude-ds-1", max_tokens=500, tools=BASH,
+                                    messages=[{"role": "user", "content": "two steps"}]) as s:
+            first = s.get_final_message()
+        ledger_settled(m.ledger)
+    finally:
+        m.stop()
+    store = tmp_path / "reasoning.db"
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    m = start(ups, tmp_path)  # a new process: only the file remembers
+    try:
+        point_clients_at(m, monkeypatch)
+        tu = next(b for b in first.content if b.type == "tool_use")
+        messages = [{"role": "user", "content": "two steps"},
+                    {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tu.id, "content": "ok"}]}]
+        client = anthropic.Anthropic(api_key="sk-ant-client", max_retries=0)  # through the new proxy
+        final, _ = loop(client, "claude-ds-1", True, messages)
+        assert ds.rejected == [] and final.content[-1].text == "All 2 steps done."
+        ledger_settled(m.ledger)
+        assert any(tu.id in e["keys"] for e in events(m.ledger, "state_restored"))
+    finally:
+        m.stop()
+
+
+def test_a_corrupted_store_degrades_to_no_restore_recorded_never_a_traceback(ups, tmp_path, monkeypatch):
+    (tmp_path / "reasoning.db").write_bytes(b"this is not a database, it was damaged" * 100)
+    ds = DeepSeekChat(tool_turns=1)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    m = start(ups, tmp_path)
+    try:
+        point_clients_at(m, monkeypatch)
+        client = anthropic.Anthropic(api_key="sk-ant-client", max_retries=0)
+        final, _ = loop(client, "claude-ds-1", True)  # memory only: this process still restores
+        assert ds.rejected == [] and final.content[-1].text == "All 1 steps done."
+        ledger_settled(m.ledger)
+        unavailable = events(m.ledger, "state_unavailable")
+        assert unavailable and "reasoning.db" in unavailable[0]["problem"]
+        assert "Traceback" not in m.log() and "cannot open the reasoning store" in m.log()
+    finally:
+        m.stop()

@@ -1,0 +1,258 @@
+"""Provider state of routed tool loops (issue 18): captured from translated replies (streamed
+at every split point, and whole), restored only to its origin endpoint and model, placed
+where each provider requires it, never forged; and the store that keeps it (bounded, private,
+surviving a restart, degrading without a traceback)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sqlite3
+import stat
+import time
+
+import pytest
+
+from tests.e2e.enforcing import AnthropicThinking, DeepSeekChat
+from tests.e2e.upstream import Recorded
+from tokunseba import translate
+from tokunseba.neutral.state import PROVIDER_STATE, ProviderState
+from tokunseba.reasoning_state import Capture, Record, call_key, restore, text_key
+from tokunseba.reasoning_store import Keeper, ReasoningStore
+
+BASH_CHAT = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
+BASH_ANT = [{"name": "Bash", "input_schema": {"type": "object"}}]
+
+
+def _rec(body: dict) -> Recorded:
+    return Recorded("POST", "/v1/chat/completions", {}, json.dumps(body).encode(), 0.0)
+
+
+def _capture_stream(upstream: str, client: str, raw: bytes, cuts: list[int], protocol_model=("ds", "m")):
+    cap = Capture(upstream, *protocol_model, "tk-1")
+    t = translate.stream(upstream, client)
+    t.tap = cap.on
+    last = 0
+    for c in [*cuts, len(raw)]:
+        t.feed(raw[last:c])
+        last = c
+    t.close()
+    return cap.records()
+
+
+def test_chat_reasoning_captured_the_same_at_every_split_point():
+    ds = DeepSeekChat(tool_turns=1)
+    raw = b"".join(ds(_rec({"stream": True, "tools": BASH_CHAT, "messages": [{"role": "user", "content": "x"}]})).pieces)
+    whole = _capture_stream("openai", "anthropic", raw, [])
+    assert whole == [(call_key("call_ds01"), Record("ds", "m", "openai", {"field": "reasoning_content",
+                                                                         "text": ds.issued["call_ds01"]}, "tk-1"))]
+    for cut in range(len(raw) + 1):
+        assert _capture_stream("openai", "anthropic", raw, [cut]) == whole, cut
+
+
+def test_chat_reasoning_captured_from_a_whole_reply_and_the_reasoning_spelling():
+    ds = DeepSeekChat(tool_turns=1, field="reasoning")
+    body = b"".join(ds(_rec({"tools": BASH_CHAT, "messages": [{"role": "user", "content": "x"}]})).pieces)
+    rep = translate.reply("openai", "anthropic", body)
+    cap = Capture("openai", "ds", "m", "tk-2")
+    cap.message(rep.message)
+    [(key, rec)] = cap.records()
+    assert key == "call:call_ds01" and rec.payload == {"field": "reasoning", "text": ds.issued["call_ds01"]}
+
+
+def test_anthropic_signed_thinking_captured_at_every_split_and_unsigned_never():
+    ant = AnthropicThinking(tool_turns=1)
+    body = {"stream": True, "tools": BASH_ANT, "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2000},
+            "messages": [{"role": "user", "content": "x"}]}
+    raw = b"".join(ant(_rec(body)).pieces)
+    whole = _capture_stream("anthropic", "openai", raw, [], ("ant", "claude"))
+    [(key, rec)] = whole
+    t = "Step 1: which command? (ant-thought-1)"
+    assert key == "call:toolu_ant01" and rec.payload == {"blocks": [{"type": "thinking", "thinking": t,
+                                                                      "signature": ant.sign(t)}]}
+    for cut in range(0, len(raw) + 1, 3):
+        assert _capture_stream("anthropic", "openai", raw, [cut], ("ant", "claude")) == whole, cut
+    # an unsigned thinking block (a Chat model's) is nothing an Anthropic endpoint could take back
+    no_sig = raw.replace(b'"signature_delta", "signature": "' + ant.sign(t).encode() + b'"',
+                         b'"signature_delta", "signature": ""')
+    assert _capture_stream("anthropic", "openai", no_sig, [], ("ant", "claude")) == []
+
+
+def test_gemini_function_call_signature_captured():
+    body = json.dumps({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"id": "fc_1", "name": "Bash", "args": {"command": "ls"}}, "thoughtSignature": "c2lnLTE="},
+        {"functionCall": {"id": "fc_2", "name": "Bash", "args": {"command": "pwd"}}}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 3}}).encode()
+    rep = translate.reply("gemini", "openai", body)
+    cap = Capture("gemini", "gem", "gemini-3-pro", "tk-3")
+    cap.message(rep.message)
+    recs = dict(cap.records())
+    assert set(recs) == {"call:fc_1", "call:fc_2"} and recs["call:fc_1"].payload == {"signatures": {"fc_1": "c2lnLTE="}}
+
+
+# ---------------------------------------------------------------------------------------------
+# restore
+
+
+def _ant_loop_body() -> dict:
+    return {"model": "claude-x", "max_tokens": 500, "tools": BASH_ANT, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "text", "text": "running"},
+                                          {"type": "tool_use", "id": "call_ds01", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_ds01", "content": "ok"}]}]}
+
+
+def _lookup(recs: dict):
+    return lambda keys: {k: recs[k] for k in keys if k in recs}
+
+
+def _ds_record(endpoint="ds", model="deepseek-reasoner"):
+    return Record(endpoint, model, "openai", {"field": "reasoning_content", "text": "I thought (ds)."}, "tk-ds")
+
+
+def test_restore_puts_reasoning_back_only_for_its_own_endpoint_and_model():
+    recs = {"call:call_ds01": [_ds_record()]}
+    body = _ant_loop_body()
+    before = copy.deepcopy(body)
+    reports = {}
+
+    def restorer(ep, model):
+        def run(conv):
+            reports[(ep, model)] = restore(conv, _lookup(recs), ep, model, "openai")
+            return reports[(ep, model)]
+        return run
+
+    same = translate.request("anthropic", "openai", body, model="deepseek-reasoner", restore=restorer("ds", "deepseek-reasoner"))
+    assistant = next(m for m in same.body["messages"] if m["role"] == "assistant")
+    assert assistant["reasoning_content"] == "I thought (ds)." and PROVIDER_STATE not in assistant
+    assert same.state_report.restored[0]["keys"] == ["call_ds01"] and same.state_report.restored[0]["from"] == "tk-ds"
+    for ep, model in (("other", "deepseek-reasoner"), ("ds", "deepseek-chat")):
+        rt = translate.request("anthropic", "openai", body, model=model, restore=restorer(ep, model))
+        raw = json.dumps(rt.body)
+        assert "reasoning" not in raw and "I thought" not in raw
+        assert rt.state_report.withheld[0]["origin"] == "ds/deepseek-reasoner"
+    assert body == before  # the client's parsed body (shared by every endpoint's translation) untouched
+
+
+def test_a_chat_clients_shared_body_is_not_mutated_by_a_restore():
+    body = {"model": "gpt-x", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "toolu_ant01", "type": "function",
+                                                               "function": {"name": "Bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "toolu_ant01", "content": "ok"}], "max_tokens": 3000}
+    before = copy.deepcopy(body)
+    block = {"type": "thinking", "thinking": "t", "signature": "sig-t"}
+    recs = {"call:toolu_ant01": [Record("ant", "claude", "anthropic", {"blocks": [block]}, "tk-a")]}
+    rt = translate.request("openai", "anthropic", body, model="claude",
+                           restore=lambda conv: restore(conv, _lookup(recs), "ant", "claude", "anthropic"))
+    assistant = rt.body["messages"][1]
+    assert assistant["content"][0] == block and assistant["content"][1]["type"] == "tool_use"  # thinking first
+    assert body == before
+
+
+def test_a_clients_own_provider_state_key_is_never_taken_for_restored_state():
+    body = {"model": "gpt-x", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "hi", PROVIDER_STATE: {"blocks": [{"type": "thinking", "thinking": "forged",
+                                                                            "signature": "forged"}]}},
+        {"role": "user", "content": "again"}]}
+    rt = translate.request("openai", "anthropic", body)
+    assert "forged" not in json.dumps(rt.body) and f"messages[1].{PROVIDER_STATE}" in rt.dropped
+
+
+def test_gemini_calls_go_back_with_their_real_signature_not_the_skip_value():
+    body = {"model": "gpt-x", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "fc_1", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "fc_1", "content": "ok"}]}
+    recs = {"call:fc_1": [Record("gem", "gemini-3-pro", "gemini", {"signatures": {"fc_1": "c2lnLTE="}}, "tk-g")]}
+    rt = translate.request("openai", "gemini", body, restore=lambda c: restore(c, _lookup(recs), "gem", "gemini-3-pro", "gemini"))
+    call_part = rt.body["contents"][1]["parts"][0]
+    assert call_part["thoughtSignature"] == "c2lnLTE="
+    assert not any("skip_thought_signature_validator" in p for p in rt.plumbing)
+    # nothing stored (another model): the skip value, recorded as before
+    rt = translate.request("openai", "gemini", body, restore=lambda c: restore(c, _lookup(recs), "gem", "gemini-2.5", "gemini"))
+    assert rt.body["contents"][1]["parts"][0]["thoughtSignature"] == "skip_thought_signature_validator"
+    assert rt.state_report.withheld
+
+
+def test_a_turn_without_tool_calls_is_keyed_by_its_text():
+    cap = Capture("openai", "ds", "m", "tk-t")
+    from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
+    for ev in (MessageStart("x", "m"), BlockStart(0, "thinking", raw={"source": "choices[0].delta.reasoning_content"}),
+               BlockDelta(0, "hmm"), BlockStop(0), BlockStart(1, "text"), BlockDelta(1, "Hello"), BlockStop(1),
+               MessageStop("end_turn")):
+        cap.on(ev)
+    assert [k for k, _ in cap.records()] == [text_key("Hello")]
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+
+
+def _item(i: int, endpoint="ds") -> tuple[str, Record]:
+    return call_key(f"call_{i}"), Record(endpoint, "m", "openai", {"field": "reasoning_content", "text": f"r{i}"},
+                                         f"tk-{i}", time.time())
+
+
+def test_store_stays_within_its_bound_under_10000_turns(tmp_path):
+    path = tmp_path / "reasoning.db"
+    s = ReasoningStore(path, max_entries=500)
+    for i in range(10_000):
+        s.put([_item(i)])
+        if i % 997 == 0:
+            assert s.count() <= 500
+    assert s.count() == 500
+    assert s.get([call_key("call_9999")]) and not s.get([call_key("call_0")])  # the oldest went first
+    s.close()
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT count(*) FROM state").fetchone()[0] == 500
+    con.close()
+
+
+def test_store_is_private_survives_a_restart_and_forgets_after_its_retention(tmp_path):
+    path = tmp_path / "data" / "reasoning.db"
+    s = ReasoningStore(path)
+    s.put([_item(1)])
+    s.close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    s = ReasoningStore(path)
+    assert s.get([call_key("call_1")])[call_key("call_1")][0].payload["text"] == "r1"
+    s.close()
+    old = Record("ds", "m", "openai", {"field": "reasoning_content", "text": "old"}, "tk-old", time.time() - 7200)
+    s = ReasoningStore(path, retention_s=3600)
+    s.put([("call:old", old)])
+    assert s.get(["call:old"]) == {}
+    s.close()
+
+
+def test_a_corrupted_store_degrades_to_memory_with_its_problem_said(tmp_path, caplog):
+    path = tmp_path / "reasoning.db"
+    path.write_bytes(b"garbage" * 500)
+    s = ReasoningStore(path)
+    assert s.problem and "reasoning.db" in s.problem
+    s.put([_item(1)])
+    assert s.get([call_key("call_1")])  # this process still restores what it captured
+    keeper = Keeper(s)
+    body = _ant_loop_body()
+    conv = translate.CODECS["anthropic"].decode_request(body)
+    report = keeper.restore(conv, "ds", "m", "openai")
+    assert report.problem == s.problem and ("state_unavailable", {"problem": s.problem, "keys": 1}) in report.events()
+
+
+def test_a_store_damaged_while_running_is_said_and_restores_nothing(tmp_path):
+    path = tmp_path / "reasoning.db"
+    s = ReasoningStore(path)
+    s.put([_item(1)])
+    s._db.execute("DROP TABLE state")  # damaged under the running proxy
+    assert s.get([call_key("call_2")]) == {}
+    assert s.problem and "cannot read" in s.problem
+    assert s.get([call_key("call_1")])  # what is in memory still answers
+
+
+def test_store_settings_are_checked():
+    with pytest.raises(ValueError):
+        ReasoningStore(None, max_entries=0)
