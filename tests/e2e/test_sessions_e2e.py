@@ -400,7 +400,14 @@ endpoints:
     protocol: anthropic
     url: {ant}/v1
     key_env: TK_TEST_ANT_KEY
+  flaky:
+    protocol: anthropic
+    url: {flaky}/v1
+    key_env: TK_TEST_ANT_KEY
 routes:
+  - name: flaky-first
+    when: {{client: anthropic, model: claude-failover}}
+    to: flaky
   - name: genai
     when: {{client: gemini}}
     to: gem-up
@@ -439,11 +446,13 @@ def anthropic_json(rec: Recorded) -> Reply:
 
 @pytest.fixture(scope="module")
 def sdk_proxy(tmp_path_factory):
-    with Upstream() as gem, Upstream() as resp, Upstream() as ant:
+    with Upstream() as gem, Upstream() as resp, Upstream() as ant, Upstream() as flaky:
         gem.responder, resp.responder, ant.responder = gemini_json, responses_json, anthropic_json
+        flaky.responder = lambda rec: Reply.json({"type": "error", "error": {"type": "overloaded_error",
+                                                                             "message": "Overloaded"}}, 529)
         work = tmp_path_factory.mktemp("sessions-sdk")
         rules = work / "rules.yaml"
-        rules.write_text(SDK_RULES.format(gem=gem.url, resp=resp.url, ant=ant.url))
+        rules.write_text(SDK_RULES.format(gem=gem.url, resp=resp.url, ant=ant.url, flaky=flaky.url))
         m = Mitmdump(work, rules, env=KEYS, extra=["--set", "tokunseba_ledger_bodies=true",
                                                     "--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic"])
         m.ant = ant
@@ -522,12 +531,20 @@ def raw_post(proxy: Mitmdump, port: int, header_lines: list[bytes], body: dict) 
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
         s.sendall(b"\r\n".join(head) + b"\r\n\r\n" + data)
         reply = b""
-        while chunk := s.recv(65536):
+        while b"\r\n\r\n" not in reply:
+            chunk = s.recv(65536)
+            assert chunk, f"the proxy closed before a reply: {reply!r}"
             reply += chunk
-    status = int(reply.split(b" ", 2)[1])
-    head_bytes, rest = reply.split(b"\r\n\r\n", 1)
-    if b"transfer-encoding: chunked" not in head_bytes.lower():
-        return status, rest
+        head_bytes, rest = reply.split(b"\r\n\r\n", 1)
+        status = int(head_bytes.split(b" ", 2)[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in
+                   (ln.partition(b":") for ln in head_bytes.split(b"\r\n")[1:])}
+        if b"content-length" in headers:  # read the body by its framing: no wait for the close
+            while len(rest) < int(headers[b"content-length"]):
+                rest += s.recv(65536)
+            return status, rest
+        while not rest.endswith(b"0\r\n\r\n"):
+            rest += s.recv(65536)
     body_out = b""
     while rest:
         size, rest = rest.split(b"\r\n", 1)
@@ -565,3 +582,17 @@ def test_a_bad_session_header_is_recorded_bounded_and_escaped_and_the_turn_serve
     else:  # no value: the session is the conversation's fingerprint
         assert sid.startswith("fp-") and row["session_fingerprint"] == 1
     assert cli(sdk_proxy.ledger, "sessions")  # the views read it
+
+
+def test_sessions_count_the_failovers_of_a_sessions_turns(sdk_proxy):
+    body = {"model": "claude-failover", "max_tokens": 16, "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": "FAILOVER turn"}]}
+    for _ in range(2):
+        status, reply = raw_post(sdk_proxy, sdk_proxy.ant.port, [b"X-Claude-Code-Session-Id: sess-failover-1"], body)
+        assert status == 200 and json.loads(reply)["content"][0]["text"] == "still served", reply[:500]
+    (s,) = [s for s in cli(sdk_proxy.ledger, "sessions", "--json") if s["session"] == "sess-failover-1"]
+    # the first turn failed over from flaky (529); the second went straight past it (cooling down)
+    assert (s["turns"], s["errors"], s["failovers"], s["endpoints"]) == (2, 0, 1, {"ant-up": 2})
+    assert s["routes"] == {"messages": 2}
+    text = cli(sdk_proxy.ledger, "sessions")
+    assert "FAILOVERS" in text.splitlines()[0]
