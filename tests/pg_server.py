@@ -18,6 +18,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -88,7 +89,7 @@ class PgServer:
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port), "-h", "127.0.0.1",
-             "-k", str(self.dir), "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             "-k", str(self.dir), "-c", "fsync=off", "-c", "full_page_writes=off",
              "-c", "max_connections=60"],
             stdout=logf, stderr=logf, cwd=self.dir, **extra)
         logf.close()
@@ -117,13 +118,20 @@ class PgServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # smart shutdown... fast: SIGINT
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown: clients cut off, what was committed kept
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+        deadline = time.monotonic() + 10  # the port is free again (a restart takes it back)
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                time.sleep(0.05)
+            except OSError:
+                return
 
     def url(self, user: str = "tk", password: str | None = TK_PASSWORD, db: str = "tokunseba", **params: str) -> str:
         auth = f"{user}:{password}" if password is not None else user

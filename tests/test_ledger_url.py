@@ -113,9 +113,16 @@ def test_read_commands_read_a_postgresql_ledger_on_a_read_only_role(capsys, pg_s
     assert os.listdir(tmp_path) == []
 
 
-def test_run_does_not_write_a_postgresql_ledger_yet(capsys, tmp_path, monkeypatch):
+def test_run_passes_a_postgresql_ledger_without_its_password(capsys, tmp_path, monkeypatch):
+    """The proxy's command line (ps, mitmweb's options) holds the URL without the password;
+    the password reaches libpq as $PGPASSWORD, which the proxy inherits."""
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--ledger", "postgresql://tk:hunter2@127.0.0.1:5432/db", "--dry-run"]) == 2
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    url = "postgresql://tk:hunter2@127.0.0.1:5432/db?sslmode=require&application_name=x"
+    assert main(["run", "--ledger", url, "--instance", "ci-1", "--dry-run"]) == 0
     out, err = capsys.readouterr()
-    assert err.startswith("error: the proxy cannot write a postgresql:// ledger yet") and "hunter2" not in err
+    assert "hunter2" not in out + err
+    assert "tokunseba_ledger=postgresql://tk@127.0.0.1:5432/db?sslmode=require&application_name=x" in out
+    assert "tokunseba_instance=ci-1" in out
+    assert os.environ["PGPASSWORD"] == "hunter2"
     assert os.listdir(tmp_path) == []

@@ -39,7 +39,12 @@ def add_commands(sub) -> None:
     p.add_argument("--port", default=str(DEFAULT_PORT),
                    help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--ledger", metavar="PATH|URL", default=os.environ.get("TOKUNSEBA_LEDGER"),
-                   help="the ledger: a SQLite file (default $TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db)")
+                   help="the ledger: a SQLite file, or postgresql://USER@HOST/DB?sslmode=... for one ledger shared by "
+                   "several proxies (the password: in the URL, $PGPASSWORD or ~/.pgpass; never on the proxy's "
+                   "command line). Default $TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db")
+    p.add_argument("--instance", metavar="NAME", default=os.environ.get("TOKUNSEBA_INSTANCE"),
+                   help="this proxy's name on its turns (stats --by instance, log --instance); default "
+                   "$TOKUNSEBA_INSTANCE, else user@host")
     p.add_argument("--ledger-bodies", action="store_true", help="also store request/response bodies in the ledger")
     p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
     p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
@@ -149,6 +154,8 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
         cmd += ["--set", f"tokunseba_ledger={ledger_option(args.ledger)}"]
     if args.ledger_bodies:
         cmd += ["--set", "tokunseba_ledger_bodies=true"]
+    if args.instance:
+        cmd += ["--set", f"tokunseba_instance={args.instance}"]
     if args.confdir:
         cmd += ["--set", f"confdir={args.confdir}"]
     if not getattr(args, "verbose", False):  # one line per provider turn; mitmproxy's own lines with -v
@@ -250,9 +257,13 @@ def ledger_problem(ledger: str | None) -> str | None:
         Ledger.check_target(ledger)
     except LedgerError as e:
         return f"error: {e}"
-    # the read commands read a postgresql:// ledger; the proxy does not write one yet
-    return (f"error: the proxy cannot write a postgresql:// ledger yet ({redact_url(ledger)}); give a SQLite file "
-            "path (stats, log and explain read a postgresql:// ledger)")
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        return (f"error: the ledger {redact_url(ledger)} needs psycopg: pip install 'tokunseba[postgresql]' "
+                "(psycopg 3 and its pool)")
+    return None
 
 
 def ledger_warning(ledger: str | None) -> str | None:

@@ -32,7 +32,7 @@ from .endpoint_startup import endpoints_in_use, unreachable_line
 from .endpoints import Endpoint, EndpointHealth
 from .failover import Failure, retry_hint
 from .errors import TranslationError
-from .ledger import Ledger, instance_id
+from .ledger import Ledger, default_instance, instance_id, take_password
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure, usage_of
@@ -104,7 +104,9 @@ class Tokunseba:
     # ---- options ----
     def load(self, loader) -> None:
         loader.add_option("tokunseba_rules", str, "", "Rules YAML file (empty: no routes, everything passes through).")
-        loader.add_option("tokunseba_ledger", str, "", "Ledger SQLite path (empty: $TOKUNSEBA_HOME/ledger.db).")
+        loader.add_option("tokunseba_ledger", str, "", "Ledger: a SQLite path or a postgresql:// URL (empty: "
+                          "$TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db).")
+        loader.add_option("tokunseba_instance", str, "", "This proxy's name on its turns in the ledger (empty: user@host).")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
                           "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
@@ -174,7 +176,7 @@ class Tokunseba:
                         f"tokunseba_provider_hosts: {item!r} is not HOST[:PORT]=PROTOCOL with PROTOCOL in {', '.join(protocols.NAMES)}")
                 hosts[name.lower()] = proto
             self.provider_hosts = hosts
-        if {"tokunseba_ledger", "tokunseba_ledger_bodies"} & updated:
+        if {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"} & updated:
             self._open_ledger()
         if {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
                 "tokunseba_reasoning_max"} & updated:
@@ -195,11 +197,14 @@ class Tokunseba:
             self.ledger.close()
             self.ledger = None
         self.store_bodies = bool(ctx.options.tokunseba_ledger_bodies)
+        target = ctx.options.tokunseba_ledger or None
         try:
-            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=self.store_bodies)
+            # a URL's password goes to libpq apart from it (tokunseba run passes none on the command line)
+            led = Ledger(take_password(target) or target, store_bodies=self.store_bodies)
         except Exception as e:
             raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
         led.owner = instance_id()
+        led.instance = ctx.options.tokunseba_instance or default_instance()
         self.ledger = LedgerWriter(led)
         self.ledger.recover_interrupted()
 

@@ -44,10 +44,11 @@ def need_npm_tool(name: str, what: str) -> str:
 class Mitmdump:
     """`mitmdump -s addon/tokunseba_addon.py -p 0` as a real process."""
 
-    def __init__(self, workdir: Path, rules: Path | None, *, extra: list[str] | None = None, env: dict | None = None):
+    def __init__(self, workdir: Path, rules: Path | None, *, extra: list[str] | None = None, env: dict | None = None,
+                 ledger: str | None = None):
         self.workdir = workdir
         self.confdir = workdir / "conf"
-        self.ledger = workdir / "ledger.db"
+        self.ledger = ledger or workdir / "ledger.db"  # a file, or a postgresql:// URL (mitmproxy takes one --set each)
         self.rules = rules
         self.lines: list[str] = []
         cmd = [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={self.confdir}",
@@ -176,13 +177,13 @@ def upstreams():
         yield {"oai": oai, "ant": ant, "gem": gem}
 
 
-def start_test_proxy(upstreams: dict, work: Path, *extra: str) -> Mitmdump:
+def start_test_proxy(upstreams: dict, work: Path, *extra: str, ledger: str | None = None) -> Mitmdump:
     """mitmdump with RULES pointing at the scripted upstreams; the Anthropic-shaped upstream is
     also declared a provider host, so pass-through to it can be observed."""
     rules = work / "rules.yaml"
     rules.write_text(RULES.format(oai=upstreams["oai"].url, ant=upstreams["ant"].url, gem=upstreams["gem"].url,
                                   closed=closed_port()))
-    return Mitmdump(work, rules, env=KEYS,
+    return Mitmdump(work, rules, env=KEYS, ledger=ledger,
                     extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{upstreams['ant'].port}=anthropic", *extra])
 
 
