@@ -330,7 +330,7 @@ def test_pass_through_gemini_usage_is_read_on_the_side():
     for k in range(0, len(data), 7):
         s.feed(data[k:k + 7])
     s.close()
-    assert s.usage.protocol == GEMINI and s.usage.reported["totalTokenCount"] == 5507
+    assert s.usage.counting == GEMINI and s.usage.reported["totalTokenCount"] == 5507
     assert s.verdict() is None and s.completed  # read, not judged: Gemini streams have no terminal event
     whole = usage_of("gemini", json.dumps(merge_chunks(gemini_chunks_of(raw("py_text_chunks.sse")))).encode())
     assert whole.reported == {"promptTokenCount": 1234, "candidatesTokenCount": 56, "totalTokenCount": 1290,

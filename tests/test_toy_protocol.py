@@ -196,7 +196,7 @@ def test_an_anthropic_turn_is_routed_to_the_toy_endpoint_recorded_with_its_usage
         ledger.start_turn(turn.request_id, started_at=turn.started_at, client_protocol=turn.client_protocol,
                           host=turn.host, path=turn.path, requested_model=turn.requested_model, stream=True)
         ledger.update_turn(turn.request_id, outcome="translated", status=200, usage_reported=outcome.usage.reported,
-                           usage_protocol=outcome.usage.protocol)
+                           usage_protocol=outcome.usage.counting)
         row = ledger.get_turn(turn.request_id)
     finally:
         ledger.close()

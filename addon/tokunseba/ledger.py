@@ -775,9 +775,9 @@ class Ledger:
             else:  # body: key-like text redacted, as everywhere else
                 text = value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
                 cols[name] = redact_text(text).encode()
-        cols["usage_protocol"] = usage.protocol if usage else None
+        cols["usage_protocol"] = usage.counting if usage else None
         cols["usage_reported"] = jsonc.dumps(scrub(usage.reported)) if usage else None
-        counted = Usage(usage_counting(usage.protocol) or usage.protocol, usage.reported).fields() if usage else {}
+        counted = Usage(usage_counting(usage.counting) or usage.counting, usage.reported).fields() if usage else {}
         for name in USAGE_FIELDS:
             cols[f"usage_{name}"] = counted.get(name)
         return [(f"INSERT INTO shadows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",

@@ -945,7 +945,7 @@ class Tokunseba:
         latency = round((now - turn.started_at) * 1000, 3)
         ttfb = round((fb - turn.started_at) * 1000, 3) if fb else None
         fields = dict(status=status, latency_ms=latency, ttfb_ms=ttfb,
-                      usage_reported=usage.reported if usage else None, usage_protocol=usage.protocol if usage else None,
+                      usage_reported=usage.reported if usage else None, usage_protocol=usage.counting if usage else None,
                       usage_client=out.client_usage, outcome=outcome)
         if turn.error:
             fields["error"] = turn.error

@@ -92,5 +92,5 @@ def _facts(msg: Message) -> Facts:
     if msg.error is not None:
         f.error = msg.error.message
     if msg.usage is not None and msg.usage.reported:  # {}: nothing reported
-        f.usage, f.usage_protocol = msg.usage.reported, msg.usage.protocol
+        f.usage, f.usage_protocol = msg.usage.reported, msg.usage.counting
     return f

@@ -2,8 +2,9 @@
 
 Part of the neutral model: every codec reads and writes usage through it.
 
-A ``Usage`` holds the upstream's own usage object untouched plus the protocol that
-reported it. Conversions copy numbers and re-base only where definitions differ:
+A ``Usage`` holds the upstream's own usage object untouched plus how its numbers count (its
+``counting`` convention: Responses counts as Chat). Conversions copy numbers and re-base only
+where definitions differ:
 OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not;
 Gemini ``promptTokenCount`` includes ``cachedContentTokenCount`` and ``candidatesTokenCount``
 excludes ``thoughtsTokenCount`` (billed as output), ``toolUsePromptTokenCount`` is input
@@ -46,7 +47,7 @@ def _obj(r: dict, key: str) -> dict:
 
 @dataclass(frozen=True)
 class Usage:
-    protocol: str  # "anthropic", "openai" or "gemini"
+    counting: str  # how its numbers count: ANTHROPIC, OPENAI or GEMINI (not which protocol sent it)
     reported: dict  # the upstream's usage object, as it came
 
     # ---- the numbers as the upstream named and counted them (for the ledger) ----
@@ -54,7 +55,7 @@ class Usage:
         """input / output / cache read / cache write / reasoning, in the upstream's own
         counting (OpenAI input includes cached tokens; Anthropic input does not)."""
         r = self.reported
-        if self.protocol == GEMINI:
+        if self.counting == GEMINI:
             return {
                 "input": _int(r.get("promptTokenCount")),  # includes the cached tokens
                 "output": _int(r.get("candidatesTokenCount")),  # excludes the thoughts
@@ -62,7 +63,7 @@ class Usage:
                 "cache_write": None,
                 "reasoning": _int(r.get("thoughtsTokenCount")),
             }
-        if self.protocol == ANTHROPIC:
+        if self.counting == ANTHROPIC:
             otd = r.get("output_tokens_details") if isinstance(r.get("output_tokens_details"), dict) else {}
             return {
                 "input": _int(r.get("input_tokens")),
@@ -86,9 +87,9 @@ class Usage:
     # ---- conversions ----
     def to_anthropic(self) -> dict:
         """The Anthropic usage object a client sees (only reported fields)."""
-        if self.protocol == ANTHROPIC:
+        if self.counting == ANTHROPIC:
             return dict(self.reported)
-        if self.protocol == GEMINI:
+        if self.counting == GEMINI:
             return self._gemini_to_anthropic()
         f = self.fields()
         out: dict[str, Any] = {}
@@ -110,19 +111,19 @@ class Usage:
         upstream's own object as it came; a Responses one renamed (same definitions); an
         Anthropic one re-based (its input excludes cached tokens)."""
         r = self.reported
-        if self.protocol == OPENAI and ("prompt_tokens" in r or "completion_tokens" in r
+        if self.counting == OPENAI and ("prompt_tokens" in r or "completion_tokens" in r
                                         or not ("input_tokens" in r or "output_tokens" in r)):
             return dict(r)
-        if self.protocol == GEMINI:
+        if self.counting == GEMINI:
             return self._gemini_to_openai()
         f = self.fields()
         out: dict[str, Any] = {}
         if f["input"] is not None:
-            cached = 0 if self.protocol == OPENAI else (f["cache_read"] or 0) + (f["cache_write"] or 0)
+            cached = 0 if self.counting == OPENAI else (f["cache_read"] or 0) + (f["cache_write"] or 0)
             out["prompt_tokens"] = f["input"] + cached
         if f["output"] is not None:
             out["completion_tokens"] = f["output"]
-        if self.protocol == OPENAI and _int(r.get("total_tokens")) is not None:
+        if self.counting == OPENAI and _int(r.get("total_tokens")) is not None:
             out["total_tokens"] = r["total_tokens"]  # as reported
         elif "prompt_tokens" in out and "completion_tokens" in out:
             out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]  # arithmetic
@@ -142,12 +143,12 @@ class Usage:
         promptTokenCount includes cached (and Anthropic's cache writes), the reasoning part of
         the output goes to thoughtsTokenCount, totalTokenCount is the reported total or the
         arithmetic sum of what was reported."""
-        if self.protocol == GEMINI:
+        if self.counting == GEMINI:
             return dict(self.reported)
         f = self.fields()
         out: dict[str, Any] = {}
         prompt = f["input"]
-        if prompt is not None and self.protocol == ANTHROPIC:
+        if prompt is not None and self.counting == ANTHROPIC:
             prompt += (f["cache_read"] or 0) + (f["cache_write"] or 0)
         if prompt is not None:
             out["promptTokenCount"] = prompt
@@ -157,7 +158,7 @@ class Usage:
             out["cachedContentTokenCount"] = f["cache_read"]
         if f["reasoning"] is not None:
             out["thoughtsTokenCount"] = f["reasoning"]
-        total = _int(self.reported.get("total_tokens")) if self.protocol == OPENAI else None
+        total = _int(self.reported.get("total_tokens")) if self.counting == OPENAI else None
         if total is None and prompt is not None and f["output"] is not None:
             total = prompt + f["output"]  # arithmetic on reported numbers
         if total is not None:
@@ -204,4 +205,4 @@ class Usage:
         for k, v in newer.items():
             if v is not None:
                 d[k] = v
-        return Usage(self.protocol, d)
+        return Usage(self.counting, d)
