@@ -79,7 +79,7 @@ _SOURCE_KEYS = {  # keys of each Anthropic source type
 }
 
 
-def _a2c_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = False) -> str:
+def _dec_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = False) -> str:
     """A system string or text-block list as one string (blocks joined); with ``billing``
     the Claude Code billing-header block is dropped and recorded."""
     if isinstance(value, str):
@@ -101,16 +101,16 @@ def _a2c_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = Fal
     return JOIN.join(texts)
 
 
-def _a2c_system(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_system(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     n_dropped = len(rt.dropped)
-    text = _a2c_text_of(rt, value, "system", billing=True)
+    text = _dec_text_of(rt, value, "system", billing=True)
     if text:
         out["messages"] = [rt.source({"role": "system", "content": text}, "system")]
     elif len(rt.dropped) == n_dropped:  # empty, and not already explained block by block
         rt.dropped.append("system")
 
 
-def _a2c_text(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_text(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
     parts.append({"type": "text", "text": ft.req(b, "text", bp, ft.string)})
     ft.extras(rt, b, _TEXT_KEYS, bp)
 
@@ -120,7 +120,7 @@ def _source(b: dict, bp: str) -> tuple[dict, str, Any]:
     return src, f"{bp}.source", src.get("type")
 
 
-def _a2c_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
     src, sp, stype = _source(b, bp)
     kind = ft.choice(stype, ("base64", "url", "file"), f"{sp}.type", "image source type")
     if kind == "file":  # a file_id has no Chat counterpart
@@ -135,7 +135,7 @@ def _a2c_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> 
     parts.append({"type": "image_url", "image_url": {"url": url}})
 
 
-def _a2c_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
     src, sp, stype = _source(b, bp)
     ft.choice(stype, ("base64", "text", "content", "url", "file"), f"{sp}.type", "document source type")
     title = ft.opt(b, "title", bp, ft.string)
@@ -159,7 +159,7 @@ def _a2c_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) 
             if "image" in kinds:  # no text-part form for it
                 rt.dropped.append(bp)
                 return
-            content = _a2c_text_of(rt, content, cp)
+            content = _dec_text_of(rt, content, cp)
         part = {"type": "text", "text": content}
     ft.extras(rt, b, known, bp)
     ft.extras(rt, src, _SOURCE_KEYS[stype], sp)
@@ -171,7 +171,7 @@ _TOOL_RESULT_KEYS = frozenset({"type", "tool_use_id", "content"})
 _TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 
 
-def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs: list) -> None:
+def _dec_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs: list) -> None:
     tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # pitfalls 10: no id, no tool message
     content, cp = b.get("content"), f"{bp}.content"
     if content is None or isinstance(content, str):
@@ -194,7 +194,7 @@ def _a2c_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
     tool_msgs.append(rt.source({"role": "tool", "tool_call_id": tool_id, "content": text}, bp))
 
 
-def _a2c_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) -> None:
+def _dec_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) -> None:
     tool_input = ft.req(b, "input", bp, ft.obj)
     try:
         arguments = jsonc.dumps(tool_input)
@@ -217,18 +217,18 @@ BlockHandler = Callable[[RequestTranslation, dict, str, list, list], None]
 
 # Anthropic content blocks by role. Thinking never leaves for a non-Anthropic endpoint
 # (its signature is bound to the model that made it); server-tool blocks have no Chat form.
-A2C_USER_BLOCKS: dict[str, BlockHandler] = {
-    "text": _a2c_text,
-    "image": _a2c_image,
-    "document": _a2c_document,
-    "tool_result": _a2c_tool_result,
+DECODE_USER_BLOCKS: dict[str, BlockHandler] = {
+    "text": _dec_text,
+    "image": _dec_image,
+    "document": _dec_document,
+    "tool_result": _dec_tool_result,
     "search_result": _drop_block,
     "thinking": _drop_block,
     "redacted_thinking": _drop_block,
 }
-A2C_ASSISTANT_BLOCKS: dict[str, BlockHandler] = {
-    "text": _a2c_text,
-    "tool_use": _a2c_tool_use,
+DECODE_ASSISTANT_BLOCKS: dict[str, BlockHandler] = {
+    "text": _dec_text,
+    "tool_use": _dec_tool_use,
     "thinking": _drop_block,
     "redacted_thinking": _drop_block,
     "server_tool_use": _drop_block,
@@ -245,18 +245,18 @@ A2C_ASSISTANT_BLOCKS: dict[str, BlockHandler] = {
 SERVER_BLOCK_SUFFIXES = ("_tool_use", "_tool_result")  # server-tool block types not listed above
 
 
-def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
+def _dec_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
     parts: list = []
     extra: list = []
     for j, b in enumerate(content if type(content) is list else ft.arr(content, f"{p}.content")):
-        if (text := _plain_text(b)) is not None:  # the usual block: as _a2c_text, without a path
+        if (text := _plain_text(b)) is not None:  # the usual block: as _dec_text, without a path
             parts.append({"type": "text", "text": text})
             if len(b) != 2:  # keys other than type and text
                 ft.extras(rt, b, _TEXT_KEYS, f"{p}.content[{j}]")
             continue
         bp = f"{p}.content[{j}]"
         btype = ft.obj(b, bp).get("type")
-        if table is A2C_ASSISTANT_BLOCKS and isinstance(btype, str) and btype.endswith(SERVER_BLOCK_SUFFIXES):
+        if table is DECODE_ASSISTANT_BLOCKS and isinstance(btype, str) and btype.endswith(SERVER_BLOCK_SUFFIXES):
             handler: BlockHandler = table.get(btype, _drop_block)  # newer server-tool blocks: dropped too
         else:
             handler = ft.pick(table, btype, f"{bp}.type", "content block type")
@@ -264,11 +264,11 @@ def _a2c_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHa
     return parts, extra
 
 
-def _a2c_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+def _dec_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
     if isinstance(content, str):
         msgs.append(rt.source({"role": "user", "content": content}, p))
         return
-    parts, tool_msgs = _a2c_blocks(rt, content, p, A2C_USER_BLOCKS)
+    parts, tool_msgs = _dec_blocks(rt, content, p, DECODE_USER_BLOCKS)
     msgs.extend(tool_msgs)  # tool messages first: they must follow the assistant's tool_calls
     if parts:
         texts = [x["text"] for x in parts if x["type"] == "text"]
@@ -277,11 +277,11 @@ def _a2c_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options)
         rt.dropped.append(p)  # nothing of this message can travel
 
 
-def _a2c_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+def _dec_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
     if isinstance(content, str):
         msgs.append(rt.source({"role": "assistant", "content": content}, p))
         return
-    parts, calls = _a2c_blocks(rt, content, p, A2C_ASSISTANT_BLOCKS)
+    parts, calls = _dec_blocks(rt, content, p, DECODE_ASSISTANT_BLOCKS)
     # "" rather than null when there is no text: llama_cpp.server answers null with a 500
     msg: dict = {"role": "assistant", "content": JOIN.join(x["text"] for x in parts)}
     if calls:
@@ -289,8 +289,8 @@ def _a2c_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Opt
     msgs.append(rt.source(msg, p))
 
 
-def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
-    text = content if type(content) is str else _a2c_text_of(rt, content, f"{p}.content")
+def _dec_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+    text = content if type(content) is str else _dec_text_of(rt, content, f"{p}.content")
     if not text:
         rt.dropped.append(p)
         return
@@ -298,22 +298,22 @@ def _a2c_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: f
     rt.warnings.append(f"{p}: system message kept in place; strict chat templates reject a system message after the first")
 
 
-A2C_ROLES = {"user": _a2c_user, "assistant": _a2c_assistant, "system": _a2c_system_message}
+DECODE_ROLES = {"user": _dec_user, "assistant": _dec_assistant, "system": _dec_system_message}
 _MESSAGE_KEYS = frozenset({"role", "content"})
 
 
-def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     msgs = out.setdefault("messages", [])
     for i, m in enumerate(ft.arr(value, "messages")):
         p = f"messages[{i}]"
         # the usual message decided without a validator call: a known role and content, the
         # only two keys
-        if (type(m) is dict and type(role := m.get("role")) is str and (handler := A2C_ROLES.get(role)) is not None
+        if (type(m) is dict and type(role := m.get("role")) is str and (handler := DECODE_ROLES.get(role)) is not None
                 and (content := m.get("content")) is not None and len(m) == 2):
             handler(rt, content, p, msgs, o)
             continue
         ft.obj(m, p)
-        handler = ft.pick(A2C_ROLES, m.get("role"), f"{p}.role", "role")
+        handler = ft.pick(DECODE_ROLES, m.get("role"), f"{p}.role", "role")
         content = m.get("content")
         if content is None:
             raise ft.bad(f"{p}.content", "required")
@@ -321,10 +321,10 @@ def _a2c_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
         handler(rt, content, p, msgs, o)
 
 
-_A2C_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
+_DECODE_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
 
 
-def _a2c_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
+def _dec_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
     """One Anthropic tool as a Chat function tool (None: a server tool, dropped)."""
     ttype = ft.obj(t, tp).get("type")
     if ttype not in (None, "custom"):  # server tools (web_search_20250305, bash_...)
@@ -335,20 +335,20 @@ def _a2c_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
     if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
         fn["description"] = desc
     fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
-    ft.extras(rt, t, _A2C_TOOL_KEYS, tp)  # cache_control, strict, defer_loading, ...
+    ft.extras(rt, t, _DECODE_TOOL_KEYS, tp)  # cache_control, strict, defer_loading, ...
     return {"type": "function", "function": fn}
 
 
-def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     tools = []
     for i, t in enumerate(ft.arr(value, "tools")):
-        # the usual tool decided in one expression, as _a2c_tool would: three keys, and
+        # the usual tool decided in one expression, as _dec_tool would: three keys, and
         # name, input_schema and description among them (so nothing else); anything else
-        # goes through _a2c_tool
+        # goes through _dec_tool
         if (type(t) is dict and len(t) == 3 and type(name := t.get("name")) is str
                 and type(schema := t.get("input_schema")) is dict and type(desc := t.get("description")) is str):
             tool: dict | None = {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
-        elif (tool := _a2c_tool(rt, t, f"tools[{i}]")) is None:
+        elif (tool := _dec_tool(rt, t, f"tools[{i}]")) is None:
             continue
         if len(tools) != i:  # an earlier tool was dropped: say where this one came from
             rt.origin[f"tools[{len(tools)}]"] = f"tools[{i}]"
@@ -360,13 +360,13 @@ def _a2c_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options)
 
 
 # Anthropic tool_choice.type -> Chat tool_choice (None: the named form)
-A2C_TOOL_CHOICE: dict[str, str | None] = {"auto": "auto", "any": "required", "none": "none", "tool": None}
+DECODE_TOOL_CHOICE: dict[str, str | None] = {"auto": "auto", "any": "required", "none": "none", "tool": None}
 
 
-def _a2c_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     ft.obj(value, key)
     ttype = value.get("type")
-    choice: Any = ft.pick(A2C_TOOL_CHOICE, ttype, "tool_choice.type", "tool_choice type")
+    choice: Any = ft.pick(DECODE_TOOL_CHOICE, ttype, "tool_choice.type", "tool_choice type")
     known = {"type", "disable_parallel_tool_use"}
     if choice is None:
         choice = {"type": "function", "function": {"name": ft.req(value, "name", key, ft.string)}}
@@ -381,12 +381,12 @@ def _a2c_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Op
         out["parallel_tool_calls"] = not disable
 
 
-def _a2c_max_tokens(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_max_tokens(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     out["max_completion_tokens"] = ft.integer(value, key)
     rt.origin["max_completion_tokens"] = key
 
 
-def _a2c_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     seqs = ft.arr(value, key)
     for i, s in enumerate(seqs):
         ft.string(s, f"{key}[{i}]")
@@ -399,14 +399,14 @@ def _a2c_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) 
 
 DECODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
-    "system": ("converted", _a2c_system, "one leading system/developer message; blocks joined; billing-header block dropped"),
-    "messages": ("converted", _a2c_messages, "content blocks -> Chat messages (E.2)"),
-    "tools": ("converted", _a2c_tools, "custom tools -> functions; server tools dropped"),
-    "tool_choice": ("converted", _a2c_tool_choice, "auto/any/none/tool -> auto/required/none/function; disable_parallel_tool_use -> parallel_tool_calls"),
-    "max_tokens": ("converted", _a2c_max_tokens, "-> max_completion_tokens"),
+    "system": ("converted", _dec_system, "one leading system/developer message; blocks joined; billing-header block dropped"),
+    "messages": ("converted", _dec_messages, "content blocks -> Chat messages (E.2)"),
+    "tools": ("converted", _dec_tools, "custom tools -> functions; server tools dropped"),
+    "tool_choice": ("converted", _dec_tool_choice, "auto/any/none/tool -> auto/required/none/function; disable_parallel_tool_use -> parallel_tool_calls"),
+    "max_tokens": ("converted", _dec_max_tokens, "-> max_completion_tokens"),
     "temperature": ("mapped", "temperature", "Anthropic's 0-1 fits Chat's 0-2"),
     "top_p": ("mapped", "top_p", "exact"),
-    "stop_sequences": ("converted", _a2c_stop, "-> stop"),
+    "stop_sequences": ("converted", _dec_stop, "-> stop"),
     "stream": ("mapped", "stream", "exact"),
     "top_k": ("dropped", None, "no Chat counterpart"),
     "thinking": ("dropped", None, "no faithful Chat counterpart"),
@@ -436,7 +436,7 @@ def decode(body: dict) -> Conversation:
 # encoded as it came, so every Chat field has its row)
 # ---------------------------------------------------------------------------------------
 
-def _c2a_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
+def _enc_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
     """The non-empty texts of a string or text-part content (empty parts dropped, recorded)."""
     if isinstance(content, str):
         return [content] if content else []
@@ -453,7 +453,7 @@ def _c2a_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
     return texts
 
 
-def _c2a_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+def _enc_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
     text = ft.req(x, "text", xp, ft.string)
     ft.extras(rt, x, _TEXT_KEYS, xp)
     if not text:  # Anthropic rejects empty text blocks
@@ -462,7 +462,7 @@ def _c2a_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
     return {"type": "text", "text": text}
 
 
-def _c2a_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
+def _enc_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
     ip = f"{xp}.image_url"
     image = ft.req(x, "image_url", xp, ft.obj)
     url = ft.req(image, "url", ip, ft.string)
@@ -480,7 +480,7 @@ def _c2a_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
     return {"type": block_type, "source": source}
 
 
-def _c2a_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+def _enc_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
     fp = f"{xp}.file"
     file = ft.req(x, "file", xp, ft.obj)
     file_data = ft.opt(file, "file_data", fp, ft.string)
@@ -502,15 +502,15 @@ def _drop_part(rt: RequestTranslation, x: dict, xp: str) -> None:
 
 
 # Chat user content parts -> Anthropic blocks (None: dropped)
-C2A_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]] = {
-    "text": _c2a_text_part,
-    "image_url": _c2a_image,
-    "file": _c2a_file,
+ENCODE_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]] = {
+    "text": _enc_text_part,
+    "image_url": _enc_image,
+    "file": _enc_file,
     "input_audio": _drop_part,
 }
 
 
-def _c2a_tool_call(rt: RequestTranslation, tc: Any, tp: str) -> dict:
+def _enc_tool_call(rt: RequestTranslation, tc: Any, tp: str) -> dict:
     ft.obj(tc, tp)
     ft.choice(tc.get("type", "function"), ("function",), f"{tp}.type", "tool call type")
     tool_id = _anthropic_id(ft.req(tc, "id", tp, ft.string), f"{tp}.id")
@@ -544,8 +544,8 @@ class _Turns:
             self.results = []
 
 
-def _c2a_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
-    text = JOIN.join(_c2a_texts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content"))
+def _enc_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+    text = JOIN.join(_enc_texts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content"))
     ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
     if not text:
         rt.dropped.append(p)
@@ -557,14 +557,14 @@ def _c2a_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         rt.warnings.append(f"{p}: system message kept in place (needs an Anthropic API that accepts system messages inside messages)")
 
 
-def _c2a_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     st.leading = False
     content = ft.req(m, "content", p, ft.anything)
     ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}] if content else []
     else:
-        blocks = ft.each_part(rt, content, f"{p}.content", C2A_USER_PARTS)
+        blocks = ft.each_part(rt, content, f"{p}.content", ENCODE_USER_PARTS)
     if not blocks:
         rt.dropped.append(p)  # Anthropic rejects empty messages
     if st.results:  # a run of tool messages and this user message make ONE user turn
@@ -574,7 +574,7 @@ def _c2a_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         st.msgs.append({"role": "user", "content": content if isinstance(content, str) else blocks})
 
 
-def _c2a_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     st.leading = False
     st.flush()
     content, cp = m.get("content"), f"{p}.content"
@@ -599,7 +599,7 @@ def _c2a_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         blocks.append({"type": "text", "text": refusal})
         rt.converted.append(f"{p}.refusal -> text block")
     calls = ft.opt(m, "tool_calls", p, ft.arr) or []
-    blocks.extend(_c2a_tool_call(rt, tc, f"{p}.tool_calls[{k}]") for k, tc in enumerate(calls))
+    blocks.extend(_enc_tool_call(rt, tc, f"{p}.tool_calls[{k}]") for k, tc in enumerate(calls))
     ft.extras(rt, m, _ASSISTANT_KEYS_RESTORED if restored else _ASSISTANT_KEYS, p)  # name, audio, ...
     if not blocks:
         rt.dropped.append(p)  # Anthropic rejects empty messages
@@ -613,11 +613,11 @@ _ASSISTANT_KEYS = frozenset({"role", "content", "tool_calls", "refusal"})
 _ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 
 
-def _c2a_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     st.leading = False
     tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # pitfalls 10
     content = ft.req(m, "content", p, ft.anything)
-    texts = _c2a_texts(rt, content, f"{p}.content")
+    texts = _enc_texts(rt, content, f"{p}.content")
     block: dict = {"type": "tool_result", "tool_use_id": tool_id}
     if not texts:
         rt.dropped.append(f"{p}.content")  # empty: Anthropic takes a tool_result without content
@@ -629,21 +629,21 @@ def _c2a_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
     st.results.append(block)
 
 
-C2A_ROLES = {"system": _c2a_system, "developer": _c2a_system, "user": _c2a_user, "assistant": _c2a_assistant, "tool": _c2a_tool}
+ENCODE_ROLES = {"system": _enc_system, "developer": _enc_system, "user": _enc_user, "assistant": _enc_assistant, "tool": _enc_tool}
 
 
-def _c2a_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     st = _Turns()
     for i, m in enumerate(ft.arr(value, key)):
         p = f"messages[{i}]"
-        ft.pick(C2A_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role")(rt, m, p, st)
+        ft.pick(ENCODE_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role")(rt, m, p, st)
     st.flush()
     out["messages"] = st.msgs
     if st.system:
         out["system"] = JOIN.join(st.system)
 
 
-def _c2a_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     tools = []
     for i, t in enumerate(ft.arr(value, key)):
         tp = f"tools[{i}]"
@@ -668,14 +668,14 @@ def _c2a_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Op
 
 
 # Chat string tool_choice -> Anthropic tool_choice.type
-C2A_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
-_C2A_TOOL_CHOICE_OBJECTS = {"function": True, "allowed_tools": False, "custom": False}
+ENCODE_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
+_ENCODE_TOOL_CHOICE_OBJECTS = {"function": True, "allowed_tools": False, "custom": False}
 
 
-def _c2a_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     if isinstance(value, str):
-        choice = {"type": ft.pick(C2A_TOOL_CHOICE, value, key, "tool_choice")}
-    elif not ft.pick(_C2A_TOOL_CHOICE_OBJECTS, ft.obj(value, key).get("type"), f"{key}.type", "tool_choice type"):
+        choice = {"type": ft.pick(ENCODE_TOOL_CHOICE, value, key, "tool_choice")}
+    elif not ft.pick(_ENCODE_TOOL_CHOICE_OBJECTS, ft.obj(value, key).get("type"), f"{key}.type", "tool_choice type"):
         rt.dropped.append(key)  # allowed_tools / custom: no Anthropic counterpart
         rt.warnings.append(f"tool_choice {value['type']!r} has no Anthropic counterpart: dropped")
         return
@@ -690,7 +690,7 @@ def _c2a_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o:
     out["tool_choice"] = choice
 
 
-def _c2a_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     ft.boolean(value, key)
     choice = out.get("tool_choice")
     if not out.get("tools") or (choice and choice["type"] == "none") or (choice is None and value):
@@ -702,7 +702,7 @@ def _c2a_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft
     choice["disable_parallel_tool_use"] = not value
 
 
-def _c2a_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     n = ft.integer(value, key)
     if "max_tokens" in out:  # max_completion_tokens came first and wins
         rt.dropped.append(key)
@@ -710,7 +710,7 @@ def _c2a_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: 
         out["max_tokens"] = n
 
 
-def _c2a_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     if ft.number(value, key) > 1:  # Anthropic's range is 0-1: drop, never clamp
         rt.dropped.append(key)
         rt.warnings.append(f"temperature {value} is above Anthropic's maximum of 1: dropped, not clamped")
@@ -718,7 +718,7 @@ def _c2a_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o:
         out["temperature"] = value
 
 
-def _c2a_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     seqs = [value] if isinstance(value, str) else ft.arr(value, key)
     for i, s in enumerate(seqs):
         ft.string(s, f"{key}[{i}]")
@@ -728,31 +728,31 @@ def _c2a_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Opt
         rt.dropped.append(key)
 
 
-def _c2a_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     """Consumed here: it tells the reply encoder whether the client wants a usage chunk."""
     o.include_usage = bool(ft.opt(ft.obj(value, key), "include_usage", key, ft.boolean))
     ft.extras(rt, value, frozenset({"include_usage"}), key)
 
 
-def _c2a_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 
 # neutral (Chat) field -> (action, Anthropic field or handler, note). Processed in this order.
 ENCODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
-    "messages": ("converted", _c2a_messages, "leading system/developer -> system; tool runs + user -> one user turn (E.2)"),
-    "tools": ("converted", _c2a_tools, "functions -> custom tools; custom (grammar) tools dropped"),
-    "tool_choice": ("converted", _c2a_tool_choice, "auto/required/none/function -> auto/any/none/tool"),
-    "parallel_tool_calls": ("converted", _c2a_parallel, "false -> tool_choice.disable_parallel_tool_use"),
-    "max_completion_tokens": ("converted", _c2a_max_tokens, "-> max_tokens (required; endpoint default when absent)"),
-    "max_tokens": ("converted", _c2a_max_tokens, "-> max_tokens"),
-    "temperature": ("converted", _c2a_temperature, "above 1 dropped, never clamped"),
+    "messages": ("converted", _enc_messages, "leading system/developer -> system; tool runs + user -> one user turn (E.2)"),
+    "tools": ("converted", _enc_tools, "functions -> custom tools; custom (grammar) tools dropped"),
+    "tool_choice": ("converted", _enc_tool_choice, "auto/required/none/function -> auto/any/none/tool"),
+    "parallel_tool_calls": ("converted", _enc_parallel, "false -> tool_choice.disable_parallel_tool_use"),
+    "max_completion_tokens": ("converted", _enc_max_tokens, "-> max_tokens (required; endpoint default when absent)"),
+    "max_tokens": ("converted", _enc_max_tokens, "-> max_tokens"),
+    "temperature": ("converted", _enc_temperature, "above 1 dropped, never clamped"),
     "top_p": ("mapped", "top_p", "exact"),
-    "stop": ("converted", _c2a_stop, "-> stop_sequences"),
+    "stop": ("converted", _enc_stop, "-> stop_sequences"),
     "stream": ("mapped", "stream", "exact"),
-    "stream_options": ("converted", _c2a_stream_options, "consumed: include_usage decides the usage chunk; not forwarded"),
-    "n": ("converted", _c2a_n, "1 is Anthropic's only answer (the Chat decoder refuses more)"),
+    "stream_options": ("converted", _enc_stream_options, "consumed: include_usage decides the usage chunk; not forwarded"),
+    "n": ("converted", _enc_n, "1 is Anthropic's only answer (the Chat decoder refuses more)"),
     "user": ("dropped", None, "no Anthropic counterpart (metadata.user_id is opaque)"),
     "safety_identifier": ("dropped", None, "no Anthropic counterpart"),
     "prompt_cache_key": ("dropped", None, "OpenAI-only"),

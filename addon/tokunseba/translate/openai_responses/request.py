@@ -195,7 +195,7 @@ def _assistant_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Op
 
 
 # Responses message role -> handler
-R2C_ROLES: dict[str, ItemHandler] = {
+DECODE_ROLES: dict[str, ItemHandler] = {
     "system": _system_message,
     "developer": _system_message,
     "user": _user_message,
@@ -204,7 +204,7 @@ R2C_ROLES: dict[str, ItemHandler] = {
 
 
 def _message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
-    ft.pick(R2C_ROLES, item.get("role"), f"{p}.role", "role")(rt, item, p, st, o)
+    ft.pick(DECODE_ROLES, item.get("role"), f"{p}.role", "role")(rt, item, p, st, o)
 
 
 def _function_call(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
@@ -249,7 +249,7 @@ _FREEFORM = ("Codex's freeform tools (apply_patch, exec) have no Chat Completion
              "and dropping the item would break the history the model sees")
 _BUILTIN = "a built-in tool item has no Chat Completions counterpart, and dropping it would break the history the model sees"
 # Input item types that refuse the turn -> why
-R2C_REFUSED_ITEMS: dict[str, str] = {
+DECODE_REFUSED_ITEMS: dict[str, str] = {
     "custom_tool_call": _FREEFORM,
     "custom_tool_call_output": _FREEFORM,
     "additional_tools": "tool namespaces (Codex's lite shape) have no Chat Completions counterpart",
@@ -268,16 +268,16 @@ def _refuse_item(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options)
     itype = item["type"]
     name = item.get("name")
     label = f"{itype} item" + (f" {name!r}" if isinstance(name, str) else "")
-    raise _refused(p, f"{label}: {R2C_REFUSED_ITEMS.get(itype, _BUILTIN)}")
+    raise _refused(p, f"{label}: {DECODE_REFUSED_ITEMS.get(itype, _BUILTIN)}")
 
 
 # Responses input item type -> handler
-R2C_ITEMS: dict[str, ItemHandler] = {
+DECODE_ITEMS: dict[str, ItemHandler] = {
     "message": _message,
     "function_call": _function_call,
     "function_call_output": _function_call_output,
     "reasoning": _drop_item,
-    **dict.fromkeys(R2C_REFUSED_ITEMS, _refuse_item),
+    **dict.fromkeys(DECODE_REFUSED_ITEMS, _refuse_item),
 }
 
 
@@ -285,8 +285,8 @@ def _item_handler(item: dict, p: str) -> ItemHandler:
     itype = item.get("type")
     if itype is None and "role" in item:  # the easy form {role, content} is a message
         return _message
-    if isinstance(itype, str) and itype in R2C_ITEMS:
-        return R2C_ITEMS[itype]
+    if isinstance(itype, str) and itype in DECODE_ITEMS:
+        return DECODE_ITEMS[itype]
     if isinstance(itype, str) and itype.endswith(TOOL_ITEM_SUFFIXES):
         return _refuse_item
     raise ft.bad(f"{p}.type", f"unknown input item type {ft.show(itype)} (expected message, function_call, "
