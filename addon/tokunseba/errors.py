@@ -13,12 +13,10 @@ from __future__ import annotations
 class TranslationError(Exception):
     kind: str | None = None
 
-    def __init__(self, status: int, message: str, *, kind: str | None = None) -> None:
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
-        if kind is not None:  # callers written before the subclasses: the record only, never control flow
-            self.kind = kind
 
     def __repr__(self) -> str:  # pragma: no cover
         return f"{type(self).__name__}({self.status}, {self.message!r})"

@@ -33,10 +33,6 @@ class ReplyTranslation:
     warnings: list[str] = field(default_factory=list)
     message: Message | None = field(default=None, repr=False)  # the upstream's reply, neutral (state capture)
 
-    @property
-    def stop(self) -> str | None:
-        return self.stop_reason
-
 
 @dataclass(frozen=True)
 class Codec:

@@ -71,9 +71,6 @@ PART_KEYS: dict[str, str] = {
                         "elsewhere dropped: it means nothing to another protocol",
 }
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
 class GeminiDecoder:
     """Gemini ``GenerateContentResponse`` chunks -> neutral events."""
 
