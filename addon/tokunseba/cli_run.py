@@ -42,6 +42,11 @@ def add_commands(sub) -> None:
                    help="the ledger: a SQLite file, or postgresql://USER@HOST/DB?sslmode=... for one ledger shared by "
                    "several proxies (the password: in the URL, $PGPASSWORD or ~/.pgpass; never on the proxy's "
                    "command line). Default $TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db")
+    p.add_argument("--otlp-endpoint", metavar="URL", default=None,
+                   help="send one OpenTelemetry span per turn to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; "
+                   "default $OTEL_EXPORTER_OTLP_ENDPOINT; neither: no spans). Needs tokunseba[otel]")
+    p.add_argument("--otlp-bodies", action="store_true",
+                   help="also put the request and reply text in the spans (off: no prompt or reply text)")
     p.add_argument("--instance", metavar="NAME", default=os.environ.get("TOKUNSEBA_INSTANCE"),
                    help="this proxy's name on its turns (stats --by instance, log --instance); default "
                    "$TOKUNSEBA_INSTANCE, else user@host")
@@ -156,6 +161,10 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
         cmd += ["--set", "tokunseba_ledger_bodies=true"]
     if args.instance:
         cmd += ["--set", f"tokunseba_instance={args.instance}"]
+    if args.otlp_endpoint:
+        cmd += ["--set", f"tokunseba_otlp_endpoint={args.otlp_endpoint}"]
+    if args.otlp_bodies:
+        cmd += ["--set", "tokunseba_otlp_bodies=true"]
     if args.confdir:
         cmd += ["--set", f"confdir={args.confdir}"]
     if not getattr(args, "verbose", False):  # one line per provider turn; mitmproxy's own lines with -v

@@ -33,6 +33,7 @@ from .endpoints import Endpoint, EndpointHealth
 from .failover import Failure, retry_hint
 from .errors import TranslationError
 from .ledger import Ledger, default_instance, instance_id, take_password
+from . import otel_spans
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure, usage_of
@@ -93,6 +94,7 @@ class Tokunseba:
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
         self.shadows: ShadowSender | None = None
+        self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
@@ -107,6 +109,9 @@ class Tokunseba:
         loader.add_option("tokunseba_ledger", str, "", "Ledger: a SQLite path or a postgresql:// URL (empty: "
                           "$TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db).")
         loader.add_option("tokunseba_instance", str, "", "This proxy's name on its turns in the ledger (empty: user@host).")
+        loader.add_option("tokunseba_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per turn (empty: "
+                          "$OTEL_EXPORTER_OTLP_ENDPOINT; neither: no spans).")
+        loader.add_option("tokunseba_otlp_bodies", bool, False, "Also put the request and reply text in the spans.")
         loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
         loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
                           "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
@@ -178,6 +183,11 @@ class Tokunseba:
             self.provider_hosts = hosts
         if {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"} & updated:
             self._open_ledger()
+        if {"tokunseba_otlp_endpoint", "tokunseba_otlp_bodies", "tokunseba_instance"} & updated:
+            if self.spans is not None:
+                self.spans.close()
+            self.spans = otel_spans.from_settings(ctx.options.tokunseba_otlp_endpoint, bodies=ctx.options.tokunseba_otlp_bodies,
+                                                  instance=ctx.options.tokunseba_instance or default_instance())
         if {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
                 "tokunseba_reasoning_max"} & updated:
             o = ctx.options
@@ -266,6 +276,9 @@ class Tokunseba:
         if self.shadows is not None:
             for t in list(self.shadows.tasks):
                 t.cancel()
+        if self.spans is not None:
+            self.spans.close()
+            self.spans = None
         if self.ledger is not None:
             self._start_all()
             self.ledger.interrupt_own()  # turns still open now will never complete
@@ -940,6 +953,12 @@ class Tokunseba:
                                              "model": turn.capture.model})
         self._present(flow, state, outcome, status)
         self._console(flow, turn, outcome, status, usage, now)
+        if self.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
+            chain, headers = state.chain, self.replayable.get(flow.id, (None, flow.request.headers))[1]
+            self.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                 attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
+                                 traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
+                                 response_body=_client_body(flow, out) if self.spans.bodies else None)
         if self.ledger is None:
             return
         latency = round((now - turn.started_at) * 1000, 3)
