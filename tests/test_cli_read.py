@@ -130,7 +130,7 @@ def test_log_lists_turns_newest_first(capsys, story):
     assert (rc, err) == (0, "")
     assert scrub(out) == expected("""
         TIME                 REQUEST ID   CLIENT     MODEL                            ROUTE               OUTCOME       STATUS   LATENCY  ERROR
-        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic  claude-opus-4-1                  -                   pass-through     529  300.0 ms  upstream 529: Overloaded
+        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic  claude-opus-4-1                  -                   error            529  300.0 ms  upstream 529: Overloaded
         YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic  claude-sonnet-4-5                to-gemini → gemini  refused          400    0.5 ms  route to-gemini refused: no translator from anthropic to gemini
         YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai     gpt-4o-mini                      -                   pass-through     200  100.0 ms
         YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic  claude-haiku-4-5 → gemma-3-270m  easy-turns → local  translated       200  250.0 ms

@@ -63,6 +63,13 @@ ANT_BODY = {"model": "claude-haiku-4-5", "max_tokens": 50, "metadata": {"user_id
             "thinking": {"type": "enabled", "budget_tokens": 1024},
             "messages": [{"role": "user", "content": "Summarise: \u00e9t\u00e9"}]}
 
+def comment_of(f) -> str:
+    """The flow's comment after its leading request id (every turn's comment starts with it)."""
+    rid = f.metadata["tokunseba.request_id"]
+    assert f.comment.startswith(rid + " · "), f.comment
+    return f.comment[len(rid) + 3:]
+
+
 
 @pytest.fixture
 async def endpoint_port():
@@ -172,7 +179,7 @@ async def test_translated_flow_goes_to_the_relay(addon, endpoint_port):
     sent = json.loads(f.request.content)
     assert sent["model"] == "claude-haiku-4-5" and "thinking" not in sent and "metadata" not in sent
     # mitmweb: the decision as comment, a mark per outcome, the client's original body kept
-    assert f.comment == "easy-turns → oai · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert comment_of(f) == "easy-turns → oai · anthropic→openai · dropped: thinking, metadata.user_id"
     assert f.marked == MARKS["translated"] == ":repeat:"
     assert f.metadata[ORIGINAL_KEY] == original.decode()
     assert f.metadata["tokunseba.request_id"].startswith("tk-")
@@ -215,7 +222,7 @@ async def test_same_protocol_retarget(addon, endpoint_port):
     assert f.request.content == before.replace(b'"retarget-me"', b'"other-model"')
     assert f.request.headers["x-api-key"] == EP_KEY  # another host: the endpoint's key
     assert f.request.headers["anthropic-version"] == "2023-06-01"
-    assert f.marked == MARKS["retargeted"] and f.comment == "retarget → ant · retarget anthropic"
+    assert f.marked == MARKS["retargeted"] and comment_of(f) == "retarget → ant · retarget anthropic"
     assert f.metadata[ORIGINAL_KEY] == before.decode()
 
 
@@ -225,7 +232,7 @@ async def test_unmatched_provider_call_passes_byte_identical(addon):
     await addon.request(f)
     assert f.request.get_state() == before
     assert f.response is None
-    assert f.comment == "pass-through (no route matched)" and f.marked == MARKS["pass_through"]
+    assert comment_of(f) == "pass-through (no route matched)" and f.marked == MARKS["pass_through"]
     assert ORIGINAL_KEY not in f.metadata
 
 
@@ -237,12 +244,12 @@ async def test_unreachable_endpoint_is_marked_down_and_skipped(addon, endpoint_p
     f = make_flow({**ANT_BODY, "model": "claude-down-1"})
     await addon.request(f)
     assert f.response is None
-    assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
+    assert f.marked == MARKS["translated"] and comment_of(f).startswith("easy-turns → oai")
     assert not addon.health.reachable(down) and addon.health.reachable(oai)
     opened = addon.bridge.pool.opened
     g = make_flow({**ANT_BODY, "model": "claude-down-2"})
     await addon.request(g)
-    assert g.comment.startswith("easy-turns → oai")
+    assert comment_of(g).startswith("easy-turns → oai")
     assert addon.bridge.pool.opened == opened + 1  # only the connection g itself needed: nothing probed
 
 
@@ -250,7 +257,7 @@ async def test_unreachable_first_choice_falls_back_on_a_fresh_start(addon):
     f = make_flow({**ANT_BODY, "model": "claude-down-1"})  # nothing probed yet (fresh start / rules reload)
     await addon.request(f)
     assert f.response is None, f.response and f.response.content
-    assert f.marked == MARKS["translated"] and f.comment.startswith("easy-turns → oai")
+    assert f.marked == MARKS["translated"] and comment_of(f).startswith("easy-turns → oai")
 
 
 @pytest.mark.parametrize("model,path,marker,needle", [
@@ -266,7 +273,7 @@ async def test_locally_answered_turns(addon, model, path, marker, needle):
     err = anthropic_error(f)
     assert err["type"] == "invalid_request_error" and needle in err["message"]
     assert f.response.headers[REQUEST_ID_HEADER] == f.metadata["tokunseba.request_id"]
-    assert f.marked == MARKS[marker] and f.comment.startswith(f"{'strict-gemini' if model == 'strict-1' else 'easy-turns'} →")
+    assert f.marked == MARKS[marker] and comment_of(f).startswith(f"{'strict-gemini' if model == 'strict-1' else 'easy-turns'} →")
     assert f.request.host == "api.anthropic.com"  # nothing retargeted: the answer is local
 
 

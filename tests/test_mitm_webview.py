@@ -21,6 +21,13 @@ from .test_mitm_addon import (ANT_BODY, CHAT_SSE, CLIENT_KEY, EP_KEY, _events, a
 
 CLIENT_URL = "https://api.anthropic.com/v1/messages"
 
+def comment_of(f) -> str:
+    """The flow's comment after its leading request id (every turn's comment starts with it)."""
+    rid = f.metadata["tokunseba.request_id"]
+    assert f.comment.startswith(rid + " · "), f.comment
+    return f.comment[len(rid) + 3:]
+
+
 
 def _chat_error(message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
@@ -44,7 +51,7 @@ async def test_translated_turn_shows_the_clients_url_and_where_it_went(addon, en
     addon.response(f)
     assert f.request.url == CLIENT_URL and f.request.host == "api.anthropic.com"
     assert f.marked == MARKS["translated"]
-    assert f.comment == ("easy-turns → oai · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert comment_of(f) == ("easy-turns → oai · anthropic→openai · dropped: thinking, metadata.user_id"
                          " · added: stream_options.include_usage"
                          f" · sent to http://127.0.0.1:{endpoint_port}/v1/chat/completions")
     rec = f.metadata[RECORD_KEY]
@@ -64,8 +71,8 @@ async def test_context_overflow_ends_with_the_error_mark_and_text(addon):
     await _whole_reply(addon, f, 400, _chat_error("This model's maximum context length is 8192 tokens"))
     assert f.response.status_code == 400
     assert f.marked == MARKS["error"]
-    assert f.comment.startswith("error 400: prompt is too long") and "maximum context length is 8192" in f.comment
-    assert "· easy-turns → oai · anthropic→openai" in f.comment
+    assert comment_of(f).startswith("error 400: prompt is too long") and "maximum context length is 8192" in comment_of(f)
+    assert "· easy-turns → oai · anthropic→openai" in comment_of(f)
     assert f.request.url == CLIENT_URL
 
 
@@ -78,7 +85,7 @@ async def test_stream_cut_mid_way_ends_with_the_error_mark(addon):
     assert [e for e, _ in _events(out)][-1] == "error"
     addon.response(f)
     assert f.response.status_code == 200 and f.marked == MARKS["error"]
-    assert f.comment.startswith("error mid-stream: upstream sent a chunk that is not valid JSON")
+    assert comment_of(f).startswith("error mid-stream: upstream sent a chunk that is not valid JSON")
 
 
 async def test_connection_error_and_cancel_update_the_mark(addon):
@@ -86,13 +93,13 @@ async def test_connection_error_and_cancel_update_the_mark(addon):
     await addon.request(f)
     f.error = tflow.terr("[Errno 104] Connection reset by peer")
     addon.error(f)
-    assert f.marked == MARKS["error"] and f.comment.startswith("error: upstream connection broke: [Errno 104] Connection reset by peer · easy-turns")
+    assert f.marked == MARKS["error"] and comment_of(f).startswith("error: upstream connection broke: [Errno 104] Connection reset by peer · easy-turns")
     assert f.request.url == CLIENT_URL
     g = make_flow(ANT_BODY)
     await addon.request(g)
     g.error = tflow.terr("Client disconnected.")
     addon.error(g)
-    assert g.marked == MARKS["cancelled"] and g.comment.startswith("cancelled: Client disconnected. · easy-turns")
+    assert g.marked == MARKS["cancelled"] and comment_of(g).startswith("cancelled: Client disconnected. · easy-turns")
 
 
 async def test_keys_never_reach_a_comment(addon):
@@ -109,7 +116,7 @@ async def test_pass_through_turn_keeps_its_url_and_gets_the_final_mark(addon):
     await _whole_reply(addon, f, 529, json.dumps({"type": "error", "error": {"type": "overloaded_error",
                                                                              "message": "Overloaded"}}).encode())
     assert f.request.url == CLIENT_URL and f.request.headers["x-api-key"] == CLIENT_KEY
-    assert f.marked == MARKS["error"] and f.comment == "error 529: Overloaded · pass-through (no route matched)"
+    assert f.marked == MARKS["error"] and comment_of(f) == "error 529: Overloaded · pass-through (no route matched)"
     assert f.metadata[RECORD_KEY]["rewritten"] is False
 
 

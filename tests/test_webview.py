@@ -122,3 +122,9 @@ def test_original_view_text():
 def test_pretty_json_keeps_what_is_not_json():
     assert pretty_json('{"b":1,"a":[1]}') == '{\n  "b": 1,\n  "a": [\n    1\n  ]\n}'
     assert pretty_json("not json {") == "not json {"
+
+
+def test_comment_starts_with_the_request_id_then_the_error():
+    c = final_comment("easy-turns → local · anthropic→openai", request_id="tk-0123456789abcdef01234567",
+                      outcome="error", status=400, error="prompt is too long")
+    assert c == "tk-0123456789abcdef01234567 · error 400: prompt is too long · easy-turns → local · anthropic→openai"

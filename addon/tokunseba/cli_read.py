@@ -25,6 +25,7 @@ from . import jsonc
 from .ledger import (LEDGER_ENV, USAGE_FIELDS, Ledger, LedgerError, LedgerMissing, compute_stats,
                      default_ledger_target, spool_note)
 from .ledger_dialect import db_errors
+from .webview import web_outcome
 from . import protocols
 from .credentials import redact_text
 from .reasoning_state import STATE_EVENTS, explain_state
@@ -119,6 +120,16 @@ def fmt_num(v: int | None) -> str:
 
 def fmt_share(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def counted_outcome(t: dict) -> str | None:
+    """The outcome as `stats` counts it (and mitmweb marks it): a finished turn with a status
+    >= 400 or an error is an error whatever path it took (a translated turn the upstream
+    answered with a 400 included); refused and cancelled stay themselves."""
+    o = t.get("outcome")
+    if o is None or o == "interrupted":
+        return o
+    return web_outcome(o, t.get("status"), t.get("error"))
 
 
 def outcome_label(o: str | None) -> str:
@@ -309,7 +320,7 @@ def _log_row(t: dict) -> list[str]:
         t.get("client_protocol") or "-",
         _model_cell(t),
         _route_cell(t),
-        outcome_label(t.get("outcome")),
+        outcome_label(counted_outcome(t)),
         fmt_num(t.get("status")),
         fmt_ms(t.get("latency_ms")),
         err[:77] + "..." if len(err) > 80 else err,

@@ -36,6 +36,7 @@ from .ledger import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
+from .mitmweb_style import CommentColumnStyle
 from .outcome import Outcome, shape_problem, upstream_failure, usage_of
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
@@ -265,6 +266,10 @@ class Tokunseba:
             log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.bridge.start()
         self._soon_check_endpoints()
+        web = getattr(ctx.master, "app", None)  # mitmweb's tornado application (mitmdump has none)
+        transforms = getattr(web, "transforms", None)
+        if isinstance(transforms, list) and CommentColumnStyle not in transforms:
+            transforms.insert(0, CommentColumnStyle)  # before gzip: it styles the page as written
         self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
                                     ssl_context=_upstream_ssl_context())
@@ -605,7 +610,7 @@ class Tokunseba:
         flow.metadata[CLIENT_KEY] = client_name(req.headers.get("user-agent"), turn.client_protocol)
         client_url, client_headers = req.url, req.headers.copy()
         state.shown = Shown(client_url, client_target=_target_of(req))
-        flow.comment = turn.summary()
+        flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
             if prep is not None and turn.action in ("translate", "retarget"):
@@ -792,7 +797,8 @@ class Tokunseba:
             outcome = web_outcome(ledger_outcome, status, error)
             plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
             flow.marked = final_mark(outcome)
-            flow.comment = final_comment(turn.summary(), outcome=outcome, status=status, error=error,
+            flow.comment = final_comment(turn.summary(), request_id=turn.request_id, outcome=outcome, status=status,
+                                         error=error,
                                          plumbing=plumbing, endpoint_url=turn.url,
                                          secrets=shown.secrets if shown else ())
             if ctx.master.addons.get("view") is not None:  # mitmweb pushes the change to open pages
@@ -942,6 +948,11 @@ class Tokunseba:
             failed = True
             turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
             details["problem"] = out.problem
+        if turn.error is None and status is not None and status >= 400 and flow.response is not None \
+                and flow.response.raw_content is not None and turn.outcome != "refused":
+            # an error reply (the upstream's, translated or not): its message is the turn's error, as
+            # `stats` counts it an error (ledger._kind)
+            turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
         fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left

@@ -60,11 +60,12 @@ def final_mark(outcome: str) -> str:
 
 def final_comment(summary: str, *, outcome: str, status: int | None, error: str | None,
                   plumbing: Iterable[str] = (), endpoint_url: str | None = None,
-                  secrets: Iterable[str] = ()) -> str:
-    """`easy-turns → local · anthropic→openai · dropped: thinking · added: max_tokens ·
-    sent to http://…/v1/chat/completions`; a failed turn's comment starts with its error,
-    `error 400: … · ` (`error mid-stream: … · ` when the status line had already left), so
-    the flow list's narrow comment column shows it."""
+                  secrets: Iterable[str] = (), request_id: str | None = None) -> str:
+    """`tk-… · easy-turns → local · anthropic→openai · dropped: thinking · added: max_tokens ·
+    sent to http://…/v1/chat/completions`: the request id first (``~comment tk-…`` finds the
+    turn; ``tokunseba explain`` takes it), then a failed turn's error, `error 400: … · `
+    (`error mid-stream: … · ` when the status line had already left), so the flow list's
+    comment column shows both."""
     parts = [summary] if summary else []
     added = _unique(plumbing)
     if added:
@@ -82,6 +83,8 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
         if len(text) > MAX_COMMENT_ERROR:
             text = text[:MAX_COMMENT_ERROR] + "…"
         parts.insert(0, f"{what}: {text}")
+    if request_id:
+        parts.insert(0, request_id)
     return redact_values(" · ".join(parts), secrets)
 
 

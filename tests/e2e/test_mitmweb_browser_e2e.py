@@ -226,7 +226,7 @@ def test_list_shows_path_status_mark_and_comment(page, web):
 def test_translated_turn_shows_the_clients_url_and_the_endpoint(page, web):
     (row,) = [r for r in page[0] if r["marker"] == ICON["translated"]]
     assert row["path"].startswith("https://api.anthropic.com/v1/messages") and row["status"] == "200"
-    assert row["comment"].startswith("easy-turns → local · anthropic→openai · dropped: thinking")
+    assert re.match(r"tk-[0-9a-f]{24} · easy-turns → local · anthropic→openai · dropped: thinking", row["comment"])
     assert "added: stream_options.include_usage" in row["comment"]
     assert f"sent to {web.upstream.url}/v1/chat/completions" in row["comment"]
 
@@ -248,7 +248,7 @@ def test_failed_turns_carry_the_error_mark(page):
     ("~marker :repeat:", 1),  # translated and ended well
     ("~marker :x:", 2),  # failed turns
     ("~comment dropped", 3),  # turns that left fields behind
-    ("~comment ^error", 2),  # failed turns: their comment starts with the error
+    ("~comment ^tk-", 4),  # every turn's comment starts with its request id
     ("~h x-tokunseba-request-id", 4),  # every turn tokunseba planned (the reply header)
     ("~d api.anthropic.com", 4),  # translated turns too: the flow keeps the client's URL
 ])
@@ -299,3 +299,17 @@ def test_replay_from_the_page_translates_the_turn_again(page, web, browser):
     sent = web.upstream.requests[-1]
     assert sent.path == "/v1/chat/completions" and sent.headers["authorization"] == f"Bearer {EP_KEY}"
     assert json.loads(sent.body)["model"] == "claude-ok-1" and "x-api-key" not in sent.headers
+
+
+def test_comment_column_is_wide_and_a_request_id_finds_its_turn(page, browser):
+    """The comment starts with the request id, the column is wide enough to read it and the
+    error or route after it (mitmweb's own is 150 px), and the id typed into Search finds
+    that one turn."""
+    widths = browser.js("""(() => { const td = document.querySelector('tbody td.col-comment');
+        const table = td.closest('table'); return [td.getBoundingClientRect().width, table.getBoundingClientRect().width]; })()""")
+    assert widths[0] >= 0.35 * widths[1] and widths[0] > 300, widths
+    rid = by_comment(page[0], "refused:")["comment"].split(" · ")[0]
+    assert re.fullmatch(r"tk-[0-9a-f]{24}", rid)
+    (row,) = rows(browser, f"~comment {rid[:10]}", 1)
+    assert "refused:" in row["comment"]
+    rows(browser, "", 5)
