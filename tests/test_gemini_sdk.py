@@ -158,4 +158,5 @@ def test_the_sdk_request_decodes_and_snake_case_is_read():
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     assert rt.body["tool_choice"] == "required" and rt.body["temperature"] == 0.2
     assert rt.body["max_completion_tokens"] == 64 and rt.body["stop"] == ["END"]
-    assert "generationConfig.thinkingConfig" in rt.dropped or "generation_config.thinking_config" in rt.dropped
+    assert rt.body["reasoning_effort"] == "minimal"  # thinking_budget 128, read in snake case (neutral/effort.py)
+    assert any("include_thoughts" in d or "includeThoughts" in d for d in rt.dropped)

@@ -60,7 +60,7 @@ routes:
 """
 
 ANT_BODY = {"model": "claude-haiku-4-5", "max_tokens": 50, "metadata": {"user_id": "u-1"},
-            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "thinking": {"type": "adaptive"},
             "messages": [{"role": "user", "content": "Summarise: \u00e9t\u00e9"}]}
 
 def comment_of(f) -> str:

@@ -61,9 +61,11 @@ def test_codex_tool_followup_to_anthropic():
                                                  "get_goal", "create_goal", "update_goal"]
     assert all(set(t) <= {"name", "description", "input_schema"} for t in out["tools"])
     # what cannot travel is recorded in Codex's own paths
-    for path in ("tools[3]", "tools[8]", "tools[9]", "reasoning.effort", "text.verbosity", "include",
+    for path in ("tools[3]", "tools[8]", "tools[9]", "text.verbosity", "include",
                  "client_metadata", "input[].id", "store", "prompt_cache_key"):
         assert path in rt.dropped, path
+    # Codex's reasoning effort reaches Anthropic as thinking (neutral/effort.py), recorded converted
+    assert out["thinking"]["type"] == "enabled" and any("-> thinking.budget_tokens" in c for c in rt.converted)
 
 
 def test_codex_reasoning_items_are_dropped_and_recorded_for_anthropic():

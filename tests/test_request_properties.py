@@ -228,8 +228,12 @@ def _sources(body: dict) -> tuple[set, set, set, set]:
 
 def _assert_provenance(inp: dict, rt) -> None:
     strings, numbers, bools, objects = _sources(inp)
+    # a value the translation reports converted into a field (effort -> thinking budget: neutral/effort.py)
+    converted_into = {c.split("-> ", 1)[1].split()[0].split(".")[0] for c in rt.converted if "-> " in c}
     for path, v in _leaves(rt.body):
         if any(path == p or path.startswith((p + ".", p + "[")) for p in rt.plumbing):
+            continue
+        if path.split(".")[0].split("[")[0] in converted_into - {"messages", "tools", "system"}:
             continue
         last = path.rsplit(".", 1)[-1]
         if last in ("role", "type") or path == "tool_choice":
@@ -306,7 +310,9 @@ def test_round_trip_anthropic_chat_anthropic_keeps_mapped_fields(body):
 def test_round_trip_covers_every_mapped_field():
     """The round-trip property checks every field the A2C table maps or converts losslessly."""
     checked = set(MAPPED_A2C) | {"system", "messages"}
-    assert {k for k, (action, _, _) in A2C_FIELDS.items() if action != "dropped"} == checked
+    # effort converts through levels, lossy by design (a budget comes back as its level's): tests/test_effort.py
+    by_level = {"thinking", "output_config"}
+    assert {k for k, (action, _, _) in A2C_FIELDS.items() if action != "dropped"} == checked | by_level
 
 
 # ---------------------------------------------------------------------------------------

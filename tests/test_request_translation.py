@@ -97,13 +97,17 @@ def test_claude_code_main_turn_keeps_tools_ids_and_every_text():
     assert msgs[1]["content"] == "\n\n".join(b["text"] for b in body["messages"][0]["content"])
     assert msgs[2] == body["messages"][1]
     # drops, by path
-    for path in ("thinking", "metadata.user_id", "context_management", "output_config", "system[0]",
+    for path in ("thinking", "metadata.user_id", "context_management", "system[0]",
                  "system[2].cache_control", "system[3].cache_control", "messages[0].content[1].cache_control"):
         assert path in rt.dropped
     assert "cache_control" not in wire
-    assert set(out) == {"model", "messages", "tools", "max_completion_tokens", "stream", "stream_options"}
+    # adaptive thinking at effort high: the effort travels (neutral/effort.py), converted
+    assert set(out) == {"model", "messages", "tools", "max_completion_tokens", "stream", "stream_options",
+                        "reasoning_effort"}
+    assert out["reasoning_effort"] == "high" and "output_config" not in rt.dropped
     assert out["max_completion_tokens"] == 4096
-    assert rt.converted == ["max_tokens -> max_completion_tokens (capped at 4096)"]
+    assert rt.converted == ["output_config.effort 'high' -> reasoning_effort 'high'",
+                            "max_tokens -> max_completion_tokens (capped at 4096)"]
     assert out["stream_options"] == {"include_usage": True}
     assert rt.plumbing == ["stream_options.include_usage"]
 
@@ -127,7 +131,8 @@ def test_claude_code_title_request():
     assert out["model"] == "claude-haiku-4-5-20251001"
     assert out["temperature"] == 1
     assert "tools" not in out  # tools: [] would be a 400 at OpenAI; recorded
-    assert {"tools", "thinking", "metadata.user_id", "output_config", "system[0]"} <= set(rt.dropped)
+    assert {"tools", "metadata.user_id", "output_config.format", "system[0]"} <= set(rt.dropped)
+    assert out["reasoning_effort"] == "none"  # thinking disabled stays disabled
     assert out["messages"][0]["content"] == "\n\n".join(b["text"] for b in body["system"][1:])
     assert out["messages"][1] == {"role": "user", "content": body["messages"][0]["content"][0]["text"]}
 
@@ -165,11 +170,13 @@ def test_field_tables_are_complete_and_well_formed():
                 assert isinstance(how, str)
             elif action == "converted":
                 assert callable(how)
-    for key in ("thinking", "top_k", "metadata", "service_tier", "context_management", "output_config", "container", "cache_control"):
+    for key in ("top_k", "metadata", "service_tier", "context_management", "container", "cache_control"):
         assert A2C_FIELDS[key][0] == "dropped"
-    for key in ("user", "safety_identifier", "response_format", "reasoning_effort", "seed", "logprobs", "logit_bias",
+    for key in ("user", "safety_identifier", "response_format", "seed", "logprobs", "logit_bias",
                 "presence_penalty", "frequency_penalty"):
         assert C2A_FIELDS[key][0] == "dropped"
+    # effort crosses (neutral/effort.py)
+    assert A2C_FIELDS["thinking"][0] == A2C_FIELDS["output_config"][0] == C2A_FIELDS["reasoning_effort"][0] == "converted"
 
 
 # ---------------------------------------------------------------------------------------
@@ -584,13 +591,14 @@ def test_every_dropped_anthropic_field_is_recorded():  # pitfalls 24
         "messages[1].content[0]", "messages[1].content[1]", "messages[1].content[2].cache_control",
         "messages[2].content[0].content[1]", "messages[2].content[0].is_error", "messages[2].content[0].cache_control",
         "tools[0].cache_control", "tools[0].strict", "tools[0].defer_loading", "tools[1]",
-        "stop_sequences[4]", "top_k", "thinking", "metadata.user_id", "service_tier", "context_management",
-        "output_config", "container", "cache_control", "inference_geo", "speed", "diagnostics", "mcp_servers",
+        "stop_sequences[4]", "top_k", "metadata.user_id", "service_tier", "context_management",
+        "output_config.effort", "container", "cache_control", "inference_geo", "speed", "diagnostics", "mcp_servers",
         "mystery_field",
     ])
     wire = jsonc.dumps(rt.body)
     for gone in ("cache_control", "citations", "is_error", "thinking", "web_search", "budget_tokens", "strict", "defer_loading"):
         assert gone not in wire
+    assert rt.body["reasoning_effort"] == "minimal"  # budget_tokens 2048: the largest level it covers
 
 
 CHAT_EVERYTHING_DROPPABLE = C(

@@ -112,13 +112,15 @@ def test_codex_classic_tool_followup_translates_with_ids_and_every_text():
     assert sorted(rt.dropped) == sorted([
         "input[].id", "input[].internal_chat_message_metadata_passthrough", "input[].status",
         *(f"tools[{i}].strict" for i in (0, 1, 2, 4, 5, 6, 7)), "tools[3]", "tools[8]", "tools[9]",
-        "reasoning.effort", "text.verbosity", "include", "store", "prompt_cache_key", "client_metadata",
+        "text.verbosity", "include", "store", "prompt_cache_key", "client_metadata",
     ])
+    assert out["reasoning_effort"] == body["reasoning"]["effort"]  # effort travels (neutral/effort.py)
     assert all(set(t) == {"type", "function"} and "strict" not in t["function"] for t in out["tools"])
     assert all(set(m) <= {"role", "content", "tool_calls", "tool_call_id"} for m in out["messages"])
     for gone in ("internal_chat_message_metadata_passthrough", "msg_01a2370a", "fc_3eeee594", "encrypted_content"):
         assert gone not in wire
-    assert set(out) == {"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options"}
+    assert set(out) == {"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
+                        "reasoning_effort"}
     assert (out["model"], out["tool_choice"], out["parallel_tool_calls"], out["stream"]) == ("gpt-5.5", "auto", True, True)
     assert rt.plumbing == ["stream_options.include_usage"] and out["stream_options"] == {"include_usage": True}
     assert rt.converted == [] and rt.warnings == []
@@ -187,7 +189,8 @@ def test_field_table_is_well_formed():
             assert isinstance(how, str)
         elif action in ("converted", "refused"):
             assert callable(how)
-    for key in ("reasoning", "text", "include", "store", "prompt_cache_key", "client_metadata", "service_tier",
+    assert R2C_FIELDS["reasoning"][0] == "converted"  # effort travels; summary dropped
+    for key in ("text", "include", "store", "prompt_cache_key", "client_metadata", "service_tier",
                 "truncation", "metadata", "safety_identifier", "user", "background", "max_tool_calls",
                 "top_logprobs", "prompt", "stream_options"):
         assert R2C_FIELDS[key][0] == "dropped", key
@@ -307,9 +310,9 @@ R2C_CASES = [
     ("stream true -> stream_options.include_usage (plumbing)",
      R(stream=True), {}, {"stream": True, "stream_options": {"include_usage": True}}, [], ["stream_options.include_usage"]),
     ("stream false: no plumbing", R(stream=False), {}, {"stream": False}, [], []),
-    ("reasoning and text dropped key by key",
-     R(reasoning={"effort": "high", "summary": "auto"}, text={"verbosity": "low", "format": {"type": "text"}}), {}, {},
-     ["reasoning.effort", "reasoning.summary", "text.verbosity", "text.format"], []),
+    ("reasoning.effort -> reasoning_effort; summary and text dropped key by key",
+     R(reasoning={"effort": "high", "summary": "auto"}, text={"verbosity": "low", "format": {"type": "text"}}), {},
+     {"reasoning_effort": "high"}, ["reasoning.summary", "text.verbosity", "text.format"], []),
     ("null optional fields are absent", R(temperature=None, previous_response_id=None, tools=None), {}, {}, [], []),
 ]
 
@@ -387,11 +390,12 @@ def test_every_dropped_responses_field_is_recorded():  # pitfalls 24
         "input[].id", "input[1]", "input[2].content[1]", "input[2].content[2]", "input[2].content[3]", "input[].status",
         "input[3].content[0].annotations", "input[3].content[0].logprobs", "input[].phase", "input[5].output[1]",
         "tools[0].strict", "tools[1]", "tools[2]", "tool_choice",
-        "stream_options", "reasoning.effort", "text.verbosity", "include", "store", "prompt_cache_key",
+        "stream_options", "text.verbosity", "include", "store", "prompt_cache_key",
         "prompt_cache_retention", "client_metadata", "service_tier", "truncation", "metadata", "safety_identifier",
         "user", "background", "max_tool_calls", "top_logprobs", "prompt", "mystery_field",
     ])
-    assert set(rt.body) == {"model", "messages", "tools", "parallel_tool_calls", "stream", "stream_options"}
+    assert set(rt.body) == {"model", "messages", "tools", "parallel_tool_calls", "stream", "stream_options",
+                            "reasoning_effort"}
     wire = jsonc.dumps(rt.body)
     for gone in ("strict", "annotations", "encrypted", "plan", "refusal", "file_id", "web_search", "apply_patch", "obfuscation"):
         assert gone not in wire

@@ -153,7 +153,7 @@ def test_no_route_matched_passes_through_untouched(rules):
 
 
 def test_translate_anthropic_to_openai(rules):
-    body = ant_body(stream=True, thinking={"type": "enabled", "budget_tokens": 1024}, metadata={"user_id": "u-1"})
+    body = ant_body(stream=True, thinking={"type": "adaptive"}, metadata={"user_id": "u-1"})
     t = plan(rules, body)
     assert (t.action, t.outcome) == ("translate", "translated")
     assert (t.client_protocol, t.target_protocol, t.endpoint.name) == ("anthropic", "openai", "local")
@@ -480,7 +480,7 @@ def test_turn_client_error_uses_its_protocol_and_request_id(rules):
 
 
 def test_summary_of_a_translated_turn(rules):
-    t = plan(rules, ant_body(thinking={"type": "enabled", "budget_tokens": 1024}, metadata={"user_id": "u-1"}))
+    t = plan(rules, ant_body(thinking={"type": "adaptive"}, metadata={"user_id": "u-1"}))
     assert t.summary() == "easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
 
 

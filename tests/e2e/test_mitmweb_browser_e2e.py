@@ -89,7 +89,7 @@ def web(tmp_path_factory):
         yield w
 
 
-ASK = {"max_tokens": 300, "thinking": {"type": "enabled", "budget_tokens": 1024},
+ASK = {"max_tokens": 300, "thinking": {"type": "adaptive"},
        "messages": [{"role": "user", "content": "Say hello, été."}]}
 
 

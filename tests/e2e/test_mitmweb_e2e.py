@@ -205,7 +205,7 @@ def traffic(web):
         hc = httpx2.Client(timeout=TIMEOUT, event_hooks={"request": [lambda r: sent.append(r.read())]})
         client = anthropic.Anthropic(api_key=CLIENT_KEY, max_retries=0, http_client=hc)
         with client.messages.stream(model="claude-haiku-4-5", max_tokens=3000,
-                                    thinking={"type": "enabled", "budget_tokens": 1024},
+                                    thinking={"type": "adaptive"},
                                     metadata={"user_id": "user-web-1"},
                                     messages=[{"role": "user", "content": "Say hello, été."}]) as s:
             msg = s.get_final_message()
@@ -268,7 +268,7 @@ def test_original_request_view_returns_the_clients_anthropic_body(web, traffic):
     body = json.loads(text)
     assert body == json.loads(original)  # what the SDK sent, indented for reading
     assert body["max_tokens"] == 3000 and body["metadata"] == {"user_id": "user-web-1"}
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["thinking"] == {"type": "adaptive"}
     assert "max_completion_tokens" not in body and "stream_options" not in body
     # the flow's request body itself is the translated Chat request the endpoint received
     raw = web.api.get(f"/flows/{fid}/request/content.data")

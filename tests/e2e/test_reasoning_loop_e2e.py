@@ -12,10 +12,11 @@ import stat
 import subprocess
 
 import anthropic
+import openai
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, point_clients_at
-from .enforcing import DEEPSEEK_400, DeepSeekChat
+from .enforcing import DEEPSEEK_400, AnthropicThinking, DeepSeekChat
 from .upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +30,15 @@ endpoints:
   other:
     protocol: openai
     url: {other}/v1
+  ant:
+    protocol: anthropic
+    url: {ant}/v1
+    max_tokens: 16000
 routes:
+  - name: to-ant
+    when: {{client: openai, model: "gpt-ant-*"}}
+    to: ant
+    model: claude-sonnet-4-5
   - name: to-ds
     when: {{client: anthropic, model: "claude-ds-*"}}
     to: ds
@@ -46,13 +55,13 @@ BASH = [{"name": "Bash", "description": "run a shell command",
 
 @pytest.fixture(scope="module")
 def ups():
-    with Upstream() as ds, Upstream() as other:
-        yield {"ds": ds, "other": other}
+    with Upstream() as ds, Upstream() as other, Upstream() as ant:
+        yield {"ds": ds, "other": other, "ant": ant}
 
 
 def start(ups, work, *extra: str) -> Mitmdump:
     rules = work / "rules.yaml"
-    rules.write_text(RULES.format(ds=ups["ds"].url, other=ups["other"].url))
+    rules.write_text(RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url))
     return Mitmdump(work, rules, extra=list(extra))
 
 
@@ -220,5 +229,72 @@ def test_a_corrupted_store_degrades_to_no_restore_recorded_never_a_traceback(ups
         unavailable = events(m.ledger, "state_unavailable")
         assert unavailable and "reasoning.db" in unavailable[0]["problem"]
         assert "Traceback" not in m.log() and "cannot open the reasoning store" in m.log()
+    finally:
+        m.stop()
+
+
+BASH_CHAT = [{"type": "function", "function": {"name": "Bash", "description": "run a shell command", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+
+
+def chat_loop(client: openai.OpenAI, stream: bool, turns: int = 6, **kw):
+    """A Chat client's tool loop: every tool call answered until the model stops."""
+    messages = [{"role": "user", "content": "run the three steps"}]
+    for _ in range(turns):
+        args = dict(model="gpt-ant-1", tools=BASH_CHAT, messages=messages, **kw)
+        if stream:
+            with client.chat.completions.stream(**args) as s:
+                done = s.get_final_completion()
+        else:
+            done = client.chat.completions.create(**args)
+        msg = done.choices[0].message
+        entry = {"role": "assistant", "content": msg.content}
+        if msg.tool_calls:
+            entry["tool_calls"] = [{"id": c.id, "type": "function",
+                                    "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                                   for c in msg.tool_calls]
+        messages.append(entry)
+        if not msg.tool_calls:
+            return msg, messages
+        messages += [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in msg.tool_calls]
+    raise AssertionError("the loop did not end")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_chat_client_effort_reaches_anthropic_and_its_signed_thinking_comes_back_first(proxy, ups, monkeypatch, stream):
+    """Facts 2 and 4: reasoning_effort high arrives as thinking with a budget, and each
+    follow-up's assistant message starts with the signed block the endpoint made for it."""
+    point_clients_at(proxy, monkeypatch)
+    ant = AnthropicThinking(tool_turns=3)
+    ups["ant"].script()
+    ups["ant"].responder = ant
+    client = openai.OpenAI(api_key="sk-oai-client", max_retries=0)
+    msg, messages = chat_loop(client, stream, reasoning_effort="high", max_completion_tokens=8000)
+    assert ant.rejected == [] and msg.content == "All 3 steps done."
+    assert ant.thinking_requests == [{"type": "enabled", "budget_tokens": 4000}] * 4  # high, half of max_tokens
+    last = ups["ant"].requests[-1].json()["messages"]
+    firsts = [m["content"][0] for m in last if m["role"] == "assistant"]
+    assert [b["type"] for b in firsts] == ["thinking"] * 3
+    assert all(b["signature"] == ant.sign(b["thinking"]) for b in firsts)  # the endpoint's own, byte for byte
+    # the Chat client never got a signature
+    assert all("sig-" not in json.dumps(m) for m in messages)
+    ledger_settled(proxy.ledger)
+    conv = [e for e in events(proxy.ledger, "protocol_translated") if e["to"] == "anthropic"]
+    assert any("reasoning_effort 'high' -> thinking.budget_tokens 4000 (capped under max_tokens)" in e["converted"]
+               for e in conv)
+
+
+def test_without_restore_anthropic_thinking_rejects_the_loop(ups, tmp_path, monkeypatch):
+    """Fact 4 as it would be with effort carried but no store."""
+    m = start(ups, tmp_path, "--set", "tokunseba_reasoning_store=off")
+    try:
+        point_clients_at(m, monkeypatch)
+        ant = AnthropicThinking(tool_turns=3)
+        ups["ant"].script()
+        ups["ant"].responder = ant
+        with pytest.raises(openai.BadRequestError) as e:
+            chat_loop(openai.OpenAI(api_key="sk-oai-client", max_retries=0), True, reasoning_effort="high",
+                      max_completion_tokens=8000)
+        assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in str(e.value)
     finally:
         m.stop()

@@ -23,6 +23,9 @@ PROTOCOL = "anthropic"
 # The anthropic-version tokunseba sends to an Anthropic endpoint when the client sent none
 # (a translated OpenAI client; a models probe).
 ANTHROPIC_VERSION = "2023-06-01"
+# extended thinking: budget_tokens >= 1024 and < max_tokens; with it, temperature only 1, top_p >= 0.95
+MIN_THINKING_BUDGET = 1024
+THINKING_MIN_TOP_P = 0.95
 SSE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'  # the stream's keep-alive, as the API sends it
 
 # A tool_use id Anthropic accepts (A.3); anything else is a 400 on the next turn.

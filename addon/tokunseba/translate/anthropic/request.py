@@ -30,7 +30,9 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
+from ...neutral.effort import ANTHROPIC_EFFORT, BUDGETS, budget_for, level_for_budget
 from ...neutral.state import PROVIDER_STATE, state_for
+from ...protocols import anthropic as pa
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...protocols.anthropic import TOOL_ID_RE
 from .. import fieldtable as ft
@@ -397,6 +399,33 @@ def _dec_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) 
     rt.origin["stop"] = key
 
 
+def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    """thinking -> reasoning_effort (neutral/effort.py); its blocks in the history are dropped."""
+    kind = ft.obj(value, key).get("type")
+    if kind == "enabled":
+        budget = ft.integer(ft.req(value, "budget_tokens", key, ft.anything), f"{key}.budget_tokens")
+        out["reasoning_effort"] = level = level_for_budget(budget)
+        rt.converted.append(f"{key}.budget_tokens {budget} -> reasoning_effort {level!r}")
+    elif kind == "disabled":
+        out["reasoning_effort"] = "none"
+        rt.converted.append(f"{key}.type disabled -> reasoning_effort 'none'")
+    else:  # adaptive (the level, if any, is output_config.effort's: the next row)
+        rt.dropped.append(key)
+        return
+    rt.origin["reasoning_effort"] = key
+
+
+def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    """effort -> reasoning_effort (unless thinking already named a level); format has no counterpart."""
+    for k, v in ft.obj(value, key).items():
+        if k == "effort" and "reasoning_effort" not in out and v in ANTHROPIC_EFFORT:
+            out["reasoning_effort"] = ANTHROPIC_EFFORT[v]
+            rt.origin["reasoning_effort"] = f"{key}.effort"
+            rt.converted.append(f"{key}.effort {v!r} -> reasoning_effort {ANTHROPIC_EFFORT[v]!r}")
+        else:
+            rt.dropped.append(f"{key}.{k}")
+
+
 DECODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
     "system": ("converted", _dec_system, "one leading system/developer message; blocks joined; billing-header block dropped"),
@@ -409,11 +438,12 @@ DECODE_FIELDS: ft.FieldTable = {
     "stop_sequences": ("converted", _dec_stop, "-> stop"),
     "stream": ("mapped", "stream", "exact"),
     "top_k": ("dropped", None, "no Chat counterpart"),
-    "thinking": ("dropped", None, "no faithful Chat counterpart"),
+    "thinking": ("converted", _dec_thinking, "enabled budget -> reasoning_effort by level, disabled -> 'none' "
+                                             "(neutral/effort.py); adaptive: output_config.effort's level"),
     "metadata": ("dropped", ft.drop_keys, "user_id is opaque to Chat"),
     "service_tier": ("dropped", None, "Anthropic-only"),
     "context_management": ("dropped", None, "Anthropic beta"),
-    "output_config": ("dropped", None, "effort/format have no exact Chat counterpart"),
+    "output_config": ("converted", _dec_output_config, "effort -> reasoning_effort (max -> xhigh); format dropped"),
     "container": ("dropped", None, "Anthropic-only"),
     "cache_control": ("dropped", None, "prompt caching is Anthropic's"),
     "inference_geo": ("dropped", None, "Anthropic-only"),
@@ -734,6 +764,50 @@ def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict,
     ft.extras(rt, value, frozenset({"include_usage"}), key)
 
 
+def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    """reasoning_effort -> thinking (neutral/effort.py); the budget is fitted under max_tokens in encode()."""
+    level = ft.string(value, key)
+    if level not in BUDGETS:
+        rt.dropped.append(key)
+        rt.warnings.append(f"reasoning_effort {level!r} is no level tokunseba knows ({', '.join(BUDGETS)}): dropped")
+    elif level == "none":
+        out["thinking"] = {"type": "disabled"}
+        rt.converted.append(f"{key} 'none' -> thinking.type disabled")
+    else:
+        out["thinking"] = {"type": "enabled", "budget_tokens": budget_for(level)}
+
+
+def _fit_thinking(rt: RequestTranslation, out: dict, effort: Any) -> None:
+    """Anthropic takes thinking only with 1024 <= budget_tokens < max_tokens, no temperature but
+    1, top_p >= 0.95, and no forced tool. The budget is the level's, at most half of max_tokens
+    (the other half stays for the answer and its tool calls); the client's max_tokens is never
+    raised, and a forced tool or a max_tokens below 2048 drops the effort (recorded); a
+    temperature or top_p thinking rejects is dropped (recorded)."""
+    th = out.get("thinking")
+    if not th or th.get("type") != "enabled":
+        return
+    budget, cap = th["budget_tokens"], out["max_tokens"] // 2  # half of the output stays for the answer
+    why = None
+    if cap < pa.MIN_THINKING_BUDGET:
+        why = f"max_tokens {out['max_tokens']} leaves no room for Anthropic's minimum thinking budget " \
+              f"({pa.MIN_THINKING_BUDGET}) beside the answer"
+    elif (out.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        why = "Anthropic takes no thinking when tool_choice forces a tool"
+    if why:
+        del out["thinking"]
+        rt.dropped.append("reasoning_effort")
+        rt.warnings.append(f"reasoning_effort {effort!r} dropped: {why}")
+        return
+    if budget > cap:
+        th["budget_tokens"] = budget = cap
+    rt.converted.append(f"reasoning_effort {effort!r} -> thinking.budget_tokens {budget}"
+                        + (" (capped under max_tokens)" if budget == cap else ""))
+    for k, ok in (("temperature", lambda v: v == 1), ("top_p", lambda v: v >= pa.THINKING_MIN_TOP_P)):
+        if k in out and not ok(out[k]):
+            rt.dropped.append(k)
+            rt.warnings.append(f"{k} {out.pop(k)} dropped: Anthropic rejects it with thinking on")
+
+
 def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
     rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
@@ -758,7 +832,8 @@ ENCODE_FIELDS: ft.FieldTable = {
     "prompt_cache_key": ("dropped", None, "OpenAI-only"),
     "prompt_cache_retention": ("dropped", None, "OpenAI-only"),
     "response_format": ("dropped", None, "no exact Anthropic counterpart"),
-    "reasoning_effort": ("dropped", None, "no exact Anthropic counterpart"),
+    "reasoning_effort": ("converted", _enc_effort, "-> thinking enabled with the level's budget_tokens (capped under "
+                                                   "max_tokens), 'none' -> disabled (neutral/effort.py)"),
     "seed": ("dropped", None, "no Anthropic counterpart"),
     "logprobs": ("dropped", None, "no Anthropic counterpart"),
     "top_logprobs": ("dropped", None, "no Anthropic counterpart"),
@@ -797,6 +872,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
             )
         out["max_tokens"] = max_tokens
         rt.plumbing.append("max_tokens")
+    _fit_thinking(rt, out, body.get("reasoning_effort"))
     rt.client_wants_usage = o.include_usage or not out.get("stream")
     rt.body = out
     return rt

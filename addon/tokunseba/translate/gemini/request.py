@@ -30,6 +30,7 @@ from ... import jsonc
 from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.report import note_once
+from ...neutral.effort import BUDGETS, LEVELS, budget_for, level_for_budget
 from ...neutral.state import state_for
 from ...protocols import gemini as pg
 
@@ -403,6 +404,25 @@ def _gc_stop(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
     d.rt.origin["stop"] = path
 
 
+def _gc_thinking(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+    """thinkingConfig -> reasoning_effort (neutral/effort.py): a level as named, a budget by level
+    (0: none; -1, dynamic: no level); includeThoughts asks for thought parts back: dropped."""
+    for camel, spelled in _keys(_obj(v, path)).items():
+        value, p = v[spelled], f"{path}.{spelled}"
+        level = None
+        if camel == "thinkingLevel" and isinstance(value, str) and value.lower() in LEVELS:
+            level = value.lower()
+        elif camel == "thinkingBudget" and type(value) is int and value >= 0:
+            level = level_for_budget(value)
+        if level is None or "reasoning_effort" in out:
+            if value is not None:
+                d.drop(p)
+            continue
+        out["reasoning_effort"] = level
+        d.rt.origin["reasoning_effort"] = p
+        d.rt.converted.append(f"{p} {value!r} -> reasoning_effort {level!r}")
+
+
 # generationConfig field (lowerCamel) -> (action, handler | None, why)
 GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
     "temperature": ("mapped", _gc_mapped("temperature"), "exact"),
@@ -417,7 +437,8 @@ GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
     "responseSchema": ("converted", _gc_schema, "read with responseMimeType (types lowercased)"),
     "responseJsonSchema": ("converted", _gc_schema, "read with responseMimeType"),
     "topK": ("dropped", None, "no Chat counterpart"),
-    "thinkingConfig": ("dropped", None, "Gemini's thinking budget/level: no exact counterpart"),
+    "thinkingConfig": ("converted", _gc_thinking, "thinkingLevel / thinkingBudget -> reasoning_effort "
+                                                  "(neutral/effort.py); includeThoughts dropped"),
     "responseLogprobs": ("dropped", None, "no counterpart in the reply codecs"),
     "logprobs": ("dropped", None, "no counterpart in the reply codecs"),
     "responseModalities": ("dropped", None, "text is the only modality carried"),
@@ -735,6 +756,16 @@ def _enc_response_format(e: _Encode, key: str, value: Any, out: dict, o: dict) -
         e.drop(key)
 
 
+def _enc_effort(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+    if not isinstance(value, str) or value not in BUDGETS:
+        e.drop(key)
+        e.rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
+        return
+    budget = budget_for(value)
+    out.setdefault("generationConfig", {})["thinkingConfig"] = {"thinkingBudget": budget}
+    e.rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
+
+
 def _enc_nothing(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
     pass
 
@@ -761,6 +792,8 @@ ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict, dict], No
     "n": ("converted", _enc_n, "1 is Gemini's one candidate (the Chat decoder refuses more)"),
     "response_format": ("converted", _enc_response_format, "json_object/json_schema -> responseMimeType "
                                                            "application/json (+ responseJsonSchema)"),
+    "reasoning_effort": ("converted", _enc_effort, "-> thinkingConfig.thinkingBudget, the level's budget "
+                                                   "('none': 0) (neutral/effort.py)"),
     "model": ("converted", _enc_nothing, "goes in the URL path"),
     "stream": ("converted", _enc_nothing, "goes in the URL (:streamGenerateContent?alt=sse)"),
     "stream_options": ("converted", _enc_nothing, "Gemini always reports usage"),

@@ -371,6 +371,17 @@ def _stored_state(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
                         "(the turn's history would be missing)")
 
 
+def _reasoning(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+    """reasoning.effort -> reasoning_effort (the same OpenAI levels: neutral/effort.py); summary and
+    the rest ask for reasoning items back, which no other protocol returns."""
+    for k, v in ft.obj(value, key).items():
+        if k == "effort" and isinstance(v, str):
+            out["reasoning_effort"] = v
+            rt.origin["reasoning_effort"] = f"{key}.effort"
+        elif v is not None:
+            rt.dropped.append(f"{key}.{k}")
+
+
 # Responses field -> (action, Chat field or handler, note). Processed in this order.
 DECODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
@@ -385,7 +396,7 @@ DECODE_FIELDS: ft.FieldTable = {
     "temperature": ("mapped", "temperature", "same 0-2 range"),
     "top_p": ("mapped", "top_p", "exact"),
     "stream": ("mapped", "stream", "exact"),
-    "reasoning": ("dropped", ft.drop_keys, "effort/summary: no faithful counterpart on local servers"),
+    "reasoning": ("converted", _reasoning, "effort -> reasoning_effort (neutral/effort.py); summary dropped"),
     "text": ("dropped", ft.drop_keys, "verbosity/format: no faithful counterpart on local servers"),
     "include": ("dropped", None, "asks for encrypted reasoning back; nothing to include"),
     "store": ("dropped", None, "a Chat endpoint stores nothing"),

@@ -1,0 +1,61 @@
+"""Reasoning effort across protocols (design.md rule 1; issue 18): one table.
+
+The neutral request names effort as Chat does, ``reasoning_effort``, one of ``LEVELS``. Every
+protocol's spelling converts to and from it in that codec's own field table (a row each),
+through the two tables here: ``SPELLINGS`` says, for each protocol spelling, how it maps and
+why; ``BUDGETS`` gives each level its thinking budget in tokens, for the protocols that speak
+budgets (Anthropic ``thinking.budget_tokens``, Gemini ``thinkingBudget``), and
+``level_for_budget`` reads a budget back as the largest level it covers. Converted values are
+recorded as converted; "disabled" stays disabled (level ``none``); a request that names no
+effort gets none (the target's default), never one made up.
+"""
+
+from __future__ import annotations
+
+LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+# level -> (thinking budget in tokens, why that budget)
+BUDGETS: dict[str, tuple[int, str]] = {
+    "none": (0, "no thinking: Anthropic thinking.type disabled, Gemini thinkingBudget 0"),
+    "minimal": (1024, "Anthropic's smallest budget_tokens (1024)"),
+    "low": (4096, "a few steps of thought; between Anthropic's minimum and medium"),
+    "medium": (10240, "a typical coding step; the middle of Gemini 2.5's 128..32768 range in log scale"),
+    "high": (24576, "long deliberation; Claude Code's own high budgets are in this range"),
+    "xhigh": (32768, "Gemini 2.5 Pro's largest thinkingBudget; Anthropic 'max' effort"),
+}
+
+# protocol spelling -> (how it maps to the neutral level, why)
+SPELLINGS: dict[str, tuple[str, str]] = {
+    "openai reasoning_effort": ("the level itself", "Chat is the neutral vocabulary"),
+    "openai-responses reasoning.effort": ("the level itself", "Responses and Chat share OpenAI's levels"),
+    "anthropic thinking {type: enabled, budget_tokens: N}": (
+        "level_for_budget(N); written as BUDGETS[level], at most max_tokens // 2 (dropped, recorded, when that is "
+        "below 1024)", "Anthropic requires 1024 <= budget_tokens < max_tokens and counts thinking inside max_tokens: "
+        "half stays for the answer and its tool calls; the client's max_tokens is never raised"),
+    "anthropic thinking {type: disabled}": ("none; written for none", "disabled stays disabled"),
+    "anthropic thinking {type: adaptive} + output_config.effort": (
+        "low / medium / high as named, max -> xhigh; adaptive without an effort names no level",
+        "adaptive thinking lets the model choose how much within the effort"),
+    "gemini thinkingConfig.thinkingBudget": (
+        "0 -> none, -1 (dynamic) names no level, N -> level_for_budget(N); written as BUDGETS[level]",
+        "a budget is Gemini 2.5's spelling, and Gemini 3 still takes it"),
+    "gemini thinkingConfig.thinkingLevel": ("minimal / low / medium / high as named (any case)",
+                                            "Gemini 3's levels are OpenAI's names"),
+}
+
+ANTHROPIC_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}  # output_config.effort -> level
+
+
+def level_for_budget(budget: int) -> str:
+    """The largest level whose budget ``budget`` covers (0: none; 1..1023: minimal)."""
+    if budget <= 0:
+        return "none"
+    best = "minimal"
+    for level in LEVELS[1:]:
+        if budget >= BUDGETS[level][0]:
+            best = level
+    return best
+
+
+def budget_for(level: str) -> int:
+    return BUDGETS[level][0]

@@ -1,0 +1,118 @@
+"""Reasoning effort across protocols (issue 18, neutral/effort.py): every spelling reaches every
+other through the neutral level, recorded as converted; disabled stays disabled; an Anthropic
+budget fits under max_tokens without raising it; nothing is made up when no effort was named."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokunseba import translate
+from tokunseba.neutral.effort import BUDGETS, LEVELS, SPELLINGS, level_for_budget
+
+MSG = [{"role": "user", "content": "hi"}]
+GEM_PATH = "/v1beta/models/gemini-2.5-pro:generateContent"
+
+
+def chat(**kw):
+    return {"model": "m", "messages": MSG, **kw}
+
+
+def ant(**kw):
+    return {"model": "m", "max_tokens": kw.pop("max_tokens", 32000), "messages": MSG, **kw}
+
+
+def resp(**kw):
+    return {"model": "m", "input": "hi", **kw}
+
+
+def gem(**gc):
+    return {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": gc}
+
+
+def test_the_tables_are_complete_with_a_reason_per_row():
+    assert set(BUDGETS) == set(LEVELS)
+    assert all(why for _, why in BUDGETS.values()) and all(how and why for how, why in SPELLINGS.values())
+    budgets = [BUDGETS[level][0] for level in LEVELS]
+    assert budgets == sorted(budgets) and budgets[0] == 0 and budgets[1] == 1024
+    for level in LEVELS:
+        assert level_for_budget(BUDGETS[level][0]) == level  # each budget reads back as its level
+    assert level_for_budget(1) == "minimal" and level_for_budget(31999) == "high"
+
+
+@pytest.mark.parametrize("level", ["minimal", "low", "medium", "high", "xhigh"])
+def test_chat_effort_to_anthropic_budget_and_back(level):
+    rt = translate.request("openai", "anthropic", chat(reasoning_effort=level, max_completion_tokens=100_000))
+    assert rt.body["thinking"] == {"type": "enabled", "budget_tokens": BUDGETS[level][0]}
+    assert f"reasoning_effort {level!r} -> thinking.budget_tokens {BUDGETS[level][0]}" in rt.converted
+    back = translate.request("anthropic", "openai", rt.body)
+    assert back.body["reasoning_effort"] == level
+
+
+def test_disabled_stays_disabled_everywhere():
+    assert translate.request("openai", "anthropic", chat(reasoning_effort="none", max_tokens=100)).body["thinking"] == {
+        "type": "disabled"}
+    assert translate.request("anthropic", "openai", ant(thinking={"type": "disabled"})).body["reasoning_effort"] == "none"
+    assert translate.request("anthropic", "gemini", ant(thinking={"type": "disabled"})).body["generationConfig"][
+        "thinkingConfig"] == {"thinkingBudget": 0}
+    assert translate.request("gemini", "openai", gem(thinkingConfig={"thinkingBudget": 0}),
+                             path=GEM_PATH).body["reasoning_effort"] == "none"
+
+
+def test_claude_codes_adaptive_effort_reaches_responses_and_gemini():
+    body = ant(thinking={"type": "adaptive"}, output_config={"effort": "max"})
+    r = translate.request("anthropic", "openai-responses", body)
+    assert r.body["reasoning"] == {"effort": "xhigh"} and "thinking" in r.dropped
+    g = translate.request("anthropic", "gemini", body)
+    assert g.body["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 32768}
+
+
+def test_responses_and_gemini_levels_cross():
+    rt = translate.request("openai-responses", "anthropic", resp(reasoning={"effort": "low", "summary": "auto"},
+                                                                max_output_tokens=20000))
+    assert rt.body["thinking"] == {"type": "enabled", "budget_tokens": 4096} and "reasoning.summary" in rt.dropped
+    g = translate.request("gemini", "openai-responses", gem(thinkingConfig={"thinkingLevel": "HIGH",
+                                                                           "includeThoughts": True}), path=GEM_PATH)
+    assert g.body["reasoning"] == {"effort": "high"}
+    assert "generationConfig.thinkingConfig.includeThoughts" in g.dropped
+
+
+def test_gemini_dynamic_budget_names_no_level():
+    rt = translate.request("gemini", "anthropic", {**gem(thinkingConfig={"thinkingBudget": -1}),
+                                                   "generationConfig": {"thinkingConfig": {"thinkingBudget": -1},
+                                                                        "maxOutputTokens": 5000}}, path=GEM_PATH)
+    assert "thinking" not in rt.body and "generationConfig.thinkingConfig.thinkingBudget" in rt.dropped
+
+
+def test_no_effort_named_no_effort_sent():
+    for src, body in (("openai", chat(max_tokens=100)), ("anthropic", ant()), ("openai-responses", resp())):
+        for dst in ("openai", "anthropic", "openai-responses", "gemini"):
+            if src == dst:
+                continue
+            out = translate.request(src, dst, body, max_tokens=1000).body
+            assert not ({"thinking", "reasoning", "reasoning_effort"} & set(out))
+            assert "thinkingConfig" not in out.get("generationConfig", {})
+
+
+def test_anthropic_budget_fits_under_max_tokens_never_raising_it():
+    rt = translate.request("openai", "anthropic", chat(reasoning_effort="xhigh", max_completion_tokens=6000))
+    assert rt.body["max_tokens"] == 6000 and rt.body["thinking"]["budget_tokens"] == 3000
+    small = translate.request("openai", "anthropic", chat(reasoning_effort="high", max_completion_tokens=1500))
+    assert "thinking" not in small.body and "reasoning_effort" in small.dropped
+    assert any("leaves no room" in w for w in small.warnings)
+
+
+def test_anthropic_thinking_gives_way_to_a_forced_tool_and_drops_what_it_rejects():
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    forced = translate.request("openai", "anthropic", chat(reasoning_effort="high", max_tokens=30000, tools=tools,
+                                                           tool_choice="required"))
+    assert "thinking" not in forced.body and any("forces a tool" in w for w in forced.warnings)
+    warm = translate.request("openai", "anthropic", chat(reasoning_effort="high", max_tokens=30000, temperature=0.3,
+                                                         top_p=0.5))
+    assert warm.body["thinking"]["type"] == "enabled"
+    assert "temperature" not in warm.body and "top_p" not in warm.body
+    assert {"temperature", "top_p"} <= set(warm.dropped)
+
+
+def test_an_unknown_level_is_dropped_and_said():
+    rt = translate.request("openai", "anthropic", chat(reasoning_effort="turbo", max_tokens=3000))
+    assert "thinking" not in rt.body and "reasoning_effort" in rt.dropped and rt.warnings
