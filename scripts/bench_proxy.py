@@ -14,6 +14,8 @@ five setups:
   pass-through  client -> tokunseba (no route matches) -> upstream
   retarget      client -> tokunseba (same-protocol route, model rewritten) -> upstream
   translated    client -> tokunseba (Anthropic -> Chat -> Anthropic) -> upstream
+  failover      client -> tokunseba -> an endpoint answering a context-window error (400) at
+                once -> the next route, translated as above -> upstream (issue 19)
 
 each whole and streamed (``--events`` SSE events). With ``--against OTHER_ADDON`` (another
 tree's ``addon/tokunseba_addon.py``, e.g. a clean checkout of main) that tree's tokunseba
@@ -29,6 +31,10 @@ With ``--concurrent N`` it then also runs, for every proxied setup in shuffled o
 N streams at once (each on its own new connection, ``--concurrent-rounds`` times) and
 prints each setup's median and p95 stream latency, its p95 as a ratio to bare mitmdump's,
 and how many streams were lost (failed or incomplete).
+
+Failover: the ledger records how long each failover turn's failed attempt took; the report
+ends with what failing over added beyond it: median(failover) - median(translated) - the
+median failed attempt, per shape (the --against tree runs no failover setup).
 
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
@@ -57,11 +63,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
-SETUPS = ["direct", "bare", "pass-through", "retarget", "translated"]  # + the --against tree's, when given
-ROUTED = ("pass-through", "retarget", "translated")  # the setups that run through a tokunseba
+SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover"]  # + the --against tree's
+ROUTED = ("pass-through", "retarget", "translated", "failover")  # the setups that run through a tokunseba
 SHAPES = ("whole", "stream")
 MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
-          "retarget": "retarget-bench", "translated": "translate-bench"}
+          "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench"}
 
 
 def model_of(setup: str) -> str:
@@ -76,6 +82,10 @@ endpoints:
     protocol: openai
     url: http://127.0.0.1:{port}/v1
     max_tokens_field: max_tokens
+  small:  # answers every turn with a context-window error (/small/...), at once
+    protocol: openai
+    url: http://127.0.0.1:{port}/small/v1
+    max_tokens_field: max_tokens
 routes:
   - name: retarget
     when: {{client: anthropic, model: "retarget-*"}}
@@ -83,6 +93,13 @@ routes:
     model: bench-retargeted
   - name: translate
     when: {{client: anthropic, model: "translate-*"}}
+    to: oai
+    model: bench-local
+  - name: failover-small
+    when: {{client: anthropic, model: "failover-*"}}
+    to: small
+  - name: failover-next
+    when: {{client: anthropic, model: "failover-*"}}
     to: oai
     model: bench-local
 """
@@ -147,6 +164,15 @@ class UpstreamHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        if self.path.startswith("/small/"):  # llama-server's context-window error
+            data = json.dumps({"error": {"code": 400, "message": "the request exceeds the available context size, "
+                                         "try increasing it", "type": "exceed_context_size_error"}}).encode()
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         model, n = body.get("model") or "bench", self.events
         chat = self.path.endswith("/chat/completions")
         if body.get("stream"):
@@ -410,6 +436,42 @@ def report(res: Results) -> None:
         print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
 
 
+def failed_attempts_ms(ledger: Path) -> dict[str, list[float]]:
+    """Per shape, how long each failover turn's failed attempt took (turns.attempts, ms)."""
+    import sqlite3
+
+    out: dict[str, list[float]] = {"whole": [], "stream": []}
+    try:
+        con = sqlite3.connect(ledger)
+        rows = con.execute("SELECT stream, attempts FROM turns WHERE attempts IS NOT NULL").fetchall()
+        con.close()
+    except sqlite3.Error as e:
+        print(f"bench_proxy: cannot read the failover attempts: {e}")
+        return out
+    for stream, raw in rows:
+        attempts = json.loads(raw)
+        if len(attempts) > 1 and attempts[0].get("ms") is not None:
+            out["stream" if stream else "whole"].append(attempts[0]["ms"])
+    return out
+
+
+def report_failover(res: Results, failed_ms: dict[str, list[float]]) -> None:
+    """What failing over added beyond the failed attempt itself (medians, ms)."""
+    if not res.samples.get(("failover", "whole")) and not res.samples.get(("failover", "stream")):
+        return
+    print("\nfailover: median(failover turn) - median(translated turn) - median(failed attempt, from the ledger)")
+    for shape in SHAPES:
+        fo = [x.total for x in res.samples.get(("failover", shape), [])]
+        tr = [x.total for x in res.samples.get(("translated", shape), [])]
+        att = failed_ms.get(shape) or []
+        if not fo or not tr or not att:
+            print(f"  {shape}: not enough samples")
+            continue
+        fmed, tmed, amed = statistics.median(fo) * 1e3, statistics.median(tr) * 1e3, statistics.median(att)
+        print(f"  {shape:<6} failover {fmed:.2f} ms · translated {tmed:.2f} ms (x{fmed / tmed:.2f}) · failed attempt "
+              f"{amed:.2f} ms (n={len(att)}) · added beyond it {fmed - tmed - amed:+.2f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Prints medians, p95s and ratios; "
                                  "everything it starts listens on 127.0.0.1 and is stopped at the end.")
@@ -464,7 +526,7 @@ def main() -> None:
                                  "--set", f"tokunseba_ledger={work / 'ledger-against.db'}",
                                  "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
                 children.append(other)
-                for s in ROUTED:
+                for s in ROUTED[:-1]:  # no failover there
                     name = f"{s}@{args.against_label}"
                     SETUPS.append(name)
                     clients[name], ports[name] = Client(up.port, other.port), other.port
@@ -480,7 +542,9 @@ def main() -> None:
         finally:
             for c in reversed(children):
                 c.stop()
+        failed_ms = failed_attempts_ms(work / "ledger.db")
     report(res)
+    report_failover(res, failed_ms)
     if conc is not None:
         print()
         report_concurrent(conc, args.concurrent)

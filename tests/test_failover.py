@@ -267,3 +267,91 @@ def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
     assert main(["explain", "--ledger", str(path), "tk-cooled-next"]) == 0
     out = capsys.readouterr().out
     assert "easy: matched, but the endpoint was cooling down (HTTP 429, retry-after; 27.0 s left)" in out
+
+
+def test_back_off_is_per_endpoint_doubles_and_resets():
+    clock = Clock()
+    cap = Capacity(clock)
+    other = Endpoint("other-model", "openai", "http://127.0.0.1:1/v1")  # same host and port
+    assert cap.back_off(EP, "503") == 2
+    assert cap.unavailable(EP).startswith("cooling down (backing off after 503") and cap.unavailable(other) is None
+    clock.t += 2.1
+    assert cap.unavailable(EP) is None
+    assert cap.back_off(EP, "503") == 4 and cap.back_off(EP, "503") == 8
+    for _ in range(5):
+        cap.back_off(EP, "503")
+    assert cap.back_off(EP, "503") == 30
+    cap.ok(EP)
+    clock.t += 31
+    assert cap.back_off(EP, "reset") == 2
+
+
+# ---- attempts.py: the next attempt, planned afresh from the client's own request
+
+from tokunseba.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.turn import build_turn, decide_request, prepare_request  # noqa: E402
+
+CHAIN_RULES = """\
+endpoints:
+  small:
+    protocol: openai
+    url: http://127.0.0.1:8001/v1
+    key_env: SMALL_KEY
+  big:
+    protocol: anthropic
+    url: https://big.example/v1
+    key_env: BIG_KEY
+routes:
+  - name: easy
+    to: small
+{extra}
+  - name: spill
+    to: big
+{unmatched}
+"""
+ENV = {"SMALL_KEY": "sk-small-0001", "BIG_KEY": "sk-big-0002"}
+CLIENT_HEADERS = [("Host", "api.anthropic.com"), ("X-Api-Key", "sk-ant-client-0003"), ("Content-Type", "application/json"),
+                  ("Anthropic-Version", "2023-06-01"), ("Content-Length", "99"), ("User-Agent", "claude-cli/2.1")]
+BODY = json.dumps({"model": "claude-x", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+
+def _first(extra="", unmatched=""):
+    rules = load_rules_text(CHAIN_RULES.format(extra=extra, unmatched=unmatched))
+    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages",
+                           headers=CLIENT_HEADERS, body=BODY)
+    turn = build_turn(rules, prep, decide_request(rules, prep), env=ENV)
+    fields = tuple((k.encode(), v.encode()) for k, v in CLIENT_HEADERS)
+    return rules, Chain(prep, "https://api.anthropic.com/v1/messages", fields), turn
+
+
+def test_the_next_attempt_is_planned_afresh_with_only_its_own_key():
+    rules, chain, first = _first()
+    assert first.endpoint.name == "small" and first.action == "translate"
+    chain.failed.append(Attempted("easy", "small", "status", 503, "HTTP 503: loading", 3.0))
+    nxt = next_turn(rules, chain, first, reachable=lambda ep: True, env=ENV)
+    assert nxt.endpoint.name == "big" and nxt.action == "retarget" and nxt.request_id == first.request_id
+    assert attempt_url(nxt, chain) == "https://big.example/v1/messages"
+    hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
+    assert hdrs["x-api-key"] == "sk-big-0002"  # big's own key, in place of the client's
+    assert "sk-small-0001" not in json.dumps(hdrs) and "sk-ant-client-0003" not in json.dumps(hdrs)
+    assert all(k == k.lower() for k in hdrs) and "host" not in hdrs
+    assert json.loads(attempt_body(nxt, chain))["messages"] == [{"role": "user", "content": "hi"}]
+    nxt.failed_over = chain.text("big")
+    assert nxt.summary().endswith("failed over: small (503) → big")
+
+
+def test_no_next_attempt_under_on_failure_error_or_refuse():
+    rules, chain, first = _first(extra="    on_failure: error")
+    assert next_turn(rules, chain, first, reachable=lambda ep: True, env=ENV) is None
+    rules, chain, first = _first(unmatched="unmatched: refuse")
+    nxt = next_turn(rules, chain, first, reachable=lambda ep: True, env=ENV)
+    assert nxt.endpoint.name == "big"
+    assert next_turn(rules, chain, nxt, reachable=lambda ep: True, env=ENV) is None  # no route after spill: refuse
+
+
+def test_unmatched_pass_goes_to_the_clients_own_host_with_its_own_headers():
+    rules, chain, first = _first()
+    nxt = next_turn(rules, chain, first, reachable=lambda ep: ep.name != "big" or "cooling down", env=ENV)
+    assert nxt.action == "pass" and attempt_url(nxt, chain) == "https://api.anthropic.com/v1/messages"
+    hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
+    assert hdrs["x-api-key"] == "sk-ant-client-0003" and attempt_body(nxt, chain) == BODY

@@ -91,11 +91,14 @@ def attempt_url(turn: Turn, chain: Chain) -> str:
     return turn.url or chain.client_url
 
 
+RELAY_SETS = {b"host", b"content-length", b"transfer-encoding"}  # the relay writes these for the attempt
+
+
 def attempt_headers(turn: Turn, chain: Chain) -> list[tuple[bytes, bytes]]:
     """The attempt's request headers, from the client's own: the allow-listed ones when the
     endpoint is another host (``keep_headers``), then the endpoint's own ``set_headers``."""
     keep = turn.keep_headers
-    drop = {k.lower().encode() for k in turn.set_headers}
+    drop = {k.lower().encode() for k in turn.set_headers} | RELAY_SETS
     out = [(k.lower(), v) for k, v in chain.client_fields  # lower-case, as the relay reads mitmproxy's
            if (keep is None or k.decode("latin-1").lower() in keep) and k.lower() not in drop]
     out += [(k.encode(), v.encode()) for k, v in turn.set_headers.items()]

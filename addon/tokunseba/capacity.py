@@ -3,8 +3,9 @@
 - Cooldown: an endpoint that answered with a hint (``retry-after`` seconds or HTTP date,
   ``retry-after-ms``, a used-up rate limit's reset: failover.retry_hint) is kept out of
   later turns for that long, capped by its ``cooldown_max_s`` (0: hints are not heeded),
-  without any request to it. Failures without a hint are endpoints.EndpointHealth's (its
-  passive back-off).
+  without any request to it. A failure without a hint backs the endpoint off (``back_off``:
+  2 s, doubling per failure in a row, at most 30 s); a refused connect is
+  endpoints.EndpointHealth's (per host and port).
 - Slots: an endpoint with ``max_concurrency: N`` takes at most N turns in flight. A turn
   takes a slot when it is planned onto the endpoint (``acquire``; or ``wait`` up to the
   endpoint's ``queue_s`` for one) and gives it back once, when its attempt there ends
@@ -22,6 +23,8 @@ from collections import deque
 from collections.abc import Callable
 
 from .endpoints import Endpoint
+
+BACKOFF_S, MAX_BACKOFF_S = 2.0, 30.0  # the passive back-off after a failure without a hint
 
 
 class Slot:
@@ -44,6 +47,7 @@ class Capacity:
         self.clock = clock
         self.in_flight: dict[str, int] = {}  # endpoint name -> turns holding a slot
         self.cooling: dict[str, tuple[float, str]] = {}  # endpoint name -> (until, why)
+        self.failures: dict[str, int] = {}  # endpoint name -> failures without a hint in a row
         self.waiters: dict[str, deque[asyncio.Future]] = {}
 
     # ---- cooldowns
@@ -57,6 +61,24 @@ class Capacity:
         if until > self.cooling.get(ep.name, (0.0, ""))[0]:
             self.cooling[ep.name] = (until, why)
         return wait
+
+    def back_off(self, ep: Endpoint, why: str) -> float:
+        """A failure without a hint (a 5xx, 529, a reset, no first byte): keep ``ep`` out for
+        a passive back-off, as endpoints.EndpointHealth does for a refused connect (2 s,
+        doubling with each failure in a row, at most 30 s), but per endpoint, not per host:
+        another model on the same server may be fine. The seconds applied."""
+        n = self.failures.get(ep.name, 0) + 1
+        self.failures[ep.name] = n
+        wait = min(BACKOFF_S * 2 ** (n - 1), MAX_BACKOFF_S)
+        until = self.clock() + wait
+        if until > self.cooling.get(ep.name, (0.0, ""))[0]:
+            self.cooling[ep.name] = (until, f"backing off after {why}")
+        return wait
+
+    def ok(self, ep: Endpoint) -> None:
+        """An attempt at ``ep`` was answered: its failures in a row start again from 0."""
+        if self.failures:
+            self.failures.pop(ep.name, None)
 
     def cooling_left(self, ep: Endpoint) -> float:
         state = self.cooling.get(ep.name)

@@ -665,9 +665,12 @@ class Tokunseba:
                 tried.cooled_s = self.capacity.cool(ep, hint[0], f"HTTP {failure.status}, {hint[1]}")
             # no hint: the passive back-off, so later turns go to the next route at once (a route
             # that says on_failure: error keeps asking its endpoint; an unreachable one backs off as before)
-            if not tried.cooled_s and (failure.kind == "unreachable"
-                                       or (failure.kind != "context_window" and may_fail_over(turn))):
+            if tried.cooled_s or failure.kind == "context_window":
+                pass  # a context window is this turn's size, not the endpoint's health
+            elif failure.kind == "unreachable":
                 tried.backoff_s = self.health.failed(ep, failure.why)
+            elif may_fail_over(turn):
+                tried.backoff_s = self.capacity.back_off(ep, failure.short())
         if state.slot is not None:
             state.slot.release()
             state.slot = None
@@ -942,6 +945,8 @@ class Tokunseba:
         mitmproxy calls before it writes the reply's last bytes) the record is made once
         mitmproxy has handed those bytes to the client's connection (``_after_sent``)."""
         turn, status, usage = state.turn, out.status, out.usage
+        if status is not None and status < 400 and turn.endpoint is not None and self.capacity.failures:
+            self.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
         now = time.time()
         details, failed = dict(out.details), out.failed
         if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):

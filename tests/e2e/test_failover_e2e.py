@@ -196,8 +196,14 @@ def test_each_failure_kind_moves_the_turn_to_the_next_route(tmp_path, ups, proto
             assert got.headers["authorization"] == f"Bearer {KEYS['TK_BIG_KEY']}"
             assert b"DO-NOT-LEAK" not in got.body and not any("DO-NOT-LEAK" in v for v in got.headers.values())
             assert got.json()["messages"][-1]["content"] in ("hi", [{"type": "text", "text": "hi"}])
-            time.sleep(2.2)  # the passive back-off of a failure without retry-after (2 s) is over
+            # a failure without retry-after backs small off for 2 s: after it, a turn small answers
+            # (its failures in a row start again); context-window errors do not back it off
+            time.sleep(2.2 if name not in ("context-openai", "context-llama") else 0)
+            small.script(whole_ok("chatcmpl-small-again"))
+            assert c.ask(protocol, False).status_code == 200
         turns = rows(proxy, "SELECT request_id, rule, endpoint, outcome, status, attempts FROM turns ORDER BY started_at")
+        assert [t["endpoint"] for t in turns[1::2]] == ["small"] * len(FAILURES)  # the turns small answered between
+        turns = turns[0::2]
         assert len(turns) == len(FAILURES)
         for t, name in zip(turns, FAILURES):
             assert (t["rule"], t["endpoint"], t["status"]) == ("spill", "big", 200), name
@@ -421,3 +427,30 @@ def test_a_client_that_goes_away_leaves_no_upstream_connection(tmp_path):
     finally:
         proxy.stop()
         srv.close()
+
+
+def test_a_shadow_never_fails_over(tmp_path, ups):
+    """The route's shadow endpoint answers 503: the shadow is recorded as it came, never sent
+    anywhere else; the primary turn fails over on its own (small 503 -> big)."""
+    small, big = ups
+    with Upstream() as shade:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(small=small.url, big=big.url, small_extra="",
+                                      easy_extra=f"    shadow: shade\n").replace(
+            "routes:", f"  shade:\n    protocol: openai\n    url: {shade.url}/v1\n    max_tokens: 256\nroutes:"))
+        proxy = Mitmdump(tmp_path, rules, env=KEYS)
+        try:
+            small.script(FAILURES["503"]())
+            big.script(whole_ok("chatcmpl-big"))
+            shade.script(FAILURES["503"]())
+            r = Client(proxy).ask("anthropic", False)
+            assert r.json()["id"] == "chatcmpl-big"
+            deadline = time.monotonic() + 20
+            shadows = []
+            while time.monotonic() < deadline and not shadows:
+                shadows = rows(proxy, "SELECT kind, endpoint, status FROM shadows") if proxy.ledger.exists() else []
+                time.sleep(0.1)
+            assert shadows == [{"kind": "shadow", "endpoint": "shade", "status": 503}]
+            assert len(shade.requests) == 1 and len(small.requests) == 1 and len(big.requests) == 1
+        finally:
+            proxy.stop()

@@ -48,6 +48,7 @@ routes:
     when: {{client: gemini, model: "sdk-*"}}
     to: ant
     model: claude-test-model
+    on_failure: error  # its endpoint's errors reach the client as they came (no failover)
   - name: gemini-cli-easy-turns
     when: {{client: gemini}}
     to: oai

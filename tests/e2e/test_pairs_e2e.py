@@ -33,6 +33,7 @@ routes:
   - name: to-responses
     when: {{client: [openai, anthropic]}}
     to: resp
+    on_failure: error  # its endpoint's errors reach the client as they came (no failover)
 """
 
 
