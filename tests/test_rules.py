@@ -64,7 +64,7 @@ ERRORS = [
     ("yaml-tab", "endpoints:\n\tlocal: {}\n", 2, "YAML syntax error"),
     ("yaml-two-documents", "routes: []\n---\nroutes: []\n", 2, "YAML syntax error"),
     ("top-not-mapping", "- a\n- b\n", 1, "the rules file must be a mapping, got a list"),
-    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched)"),
+    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched, tool_loops)"),
     ("endpoints-not-mapping", "endpoints:\n  - local\n", 2, "endpoints must be a mapping, got a list"),
     ("endpoint-not-mapping", "endpoints:\n  local: http://x/v1\n", 2, "endpoint 'local' must be a mapping"),
     ("endpoint-unknown-key", LOCAL + "    urll: x\n", 5, "endpoint 'local': unknown key 'urll'"),
@@ -242,7 +242,18 @@ def test_check_file_ok(tmp_path):
     assert check_file(path) == (True, [
         "OK: 4 endpoints, 1 routes",
         "unmatched: pass (turns no route takes, unparseable ones included: pass through to the host the client asked for)",
-        "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)"])
+        "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)",
+        "tool_loops: follow (a turn answering tool calls: goes to the endpoint and model that made them, while a route to that endpoint takes its client)"])
+
+
+def test_tool_loops_key(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(LOCAL + "tool_loops: route\nroutes: []\n")
+    assert load_rules(path).tool_loops == "route"
+    path.write_text(LOCAL + "tool_loops: sometimes\nroutes: []\n")
+    with pytest.raises(RulesError) as ei:
+        load_rules(path)
+    assert "tool_loops must be one of: follow, route; got 'sometimes'" in str(ei.value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -252,7 +252,7 @@ def _kind(rec: Record) -> str:
 # ---------------------------------------------------------------------------------------
 # explain
 
-STATE_EVENTS = ("state_restored", "state_withheld", "state_kept", "state_unavailable")
+STATE_EVENTS = ("state_restored", "state_withheld", "state_kept", "state_unavailable", "tool_loop")
 
 
 def explain_state(kind: str, d: dict) -> tuple[str, str] | None:
@@ -267,6 +267,8 @@ def explain_state(kind: str, d: dict) -> tuple[str, str] | None:
     if kind == "state_kept":
         keys = [k.split(":", 1)[1] if k.startswith("call:") else "a reply without tool calls" for k in d.get("keys") or []]
         return "reasoning", f"kept for {', '.join(keys)} (goes back only to {d.get('endpoint')}/{d.get('model')})"
+    if kind == "tool_loop":
+        return "tool loop", ("followed its loop, not its rule: " if d.get("followed") else "") + str(d.get("why"))
     if kind == "state_unavailable":
         return "reasoning", f"store unavailable, nothing restored from it: {d.get('problem')}"
     return None

@@ -77,6 +77,9 @@ class Rules:
     source: str
     warnings: list[str] = field(default_factory=list)
     unmatched: str = "pass"  # a provider turn no route takes: "pass" (to its original host) | "refuse"
+    # a turn answering tool calls: "follow" (to the endpoint and model that made them, while a
+    # route to that endpoint takes this client) | "route" (routed afresh, like any turn)
+    tool_loops: str = "follow"
     aliased: list[str] = field(default_factory=list)  # routes that say on_unreachable (on_failure's older name)
 
 
@@ -385,12 +388,13 @@ def decide(
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 
-TOP_KEYS = ("endpoints", "routes", "unmatched")
+TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops")
 ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample")
 ON_REFUSED = ("skip", "error")
 ON_FAILURE = ("next", "error")
 ON_UNREACHABLE = ("skip", "error")  # on_failure's older name: skip = next
 UNMATCHED = ("pass", "refuse")
+TOOL_LOOPS = ("follow", "route")  # follow: a turn answering tool calls goes where they were made (turn.py)
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "protocol": ("text", True),
@@ -741,11 +745,12 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
         raise RulesError([f"{source}:1: YAML error: {str(e).splitlines()[0]}"]) from None
     endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
     routes: list[Route] = []
-    unmatched = UNMATCHED[0]
+    unmatched, tool_loops = UNMATCHED[0], TOOL_LOOPS[0]
     if root is not None and not (isinstance(root, ScalarNode) and root.tag == _NULL):
         top = r.mapping(root, "the rules file", TOP_KEYS)
         if top is not None:
             unmatched = _choice(r, top, "unmatched", UNMATCHED, "the rules file")
+            tool_loops = _choice(r, top, "tool_loops", TOOL_LOOPS, "the rules file")
             declared: set[str] = set()
             if "endpoints" in top and top["endpoints"][1].tag != _NULL:
                 user, declared = _endpoints(r, top["endpoints"][1])
@@ -754,7 +759,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source, unmatched=unmatched, aliased=r.aliased)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased)
     rules.warnings = _warnings(rules)
     return rules
 
@@ -810,7 +815,10 @@ def policy_lines(rules: Rules) -> list[str]:
         rest = "; next for the others" if len(erring) < len(rules.routes) else ""
         failure = f"error for {', '.join(erring)}{rest} ({what}: an error to the client)"
     lines = [f"unmatched: {rules.unmatched} (turns no route takes, unparseable ones included: {unmatched})",
-             f"on_failure: {failure}"]
+             f"on_failure: {failure}",
+             f"tool_loops: {rules.tool_loops} (a turn answering tool calls: " + (
+                 "goes to the endpoint and model that made them, while a route to that endpoint takes its client)"
+                 if rules.tool_loops == "follow" else "routed afresh, like any turn)")]
     if rules.aliased:
         lines.append(f"note: on_unreachable (route {', '.join(rules.aliased)}) is the older name of on_failure "
                      "(skip = next); both mean the same")

@@ -32,6 +32,7 @@ from . import protocols
 from .protocols import openai_chat as p_openai
 from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
+from .loop_route import follow_loop
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
@@ -275,18 +276,30 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     it says on_refused: error) when no translator exists for the pair, or when the translation
     itself refuses (a tool name or id the target's grammar rejects): before anything is sent."""
 
-    def refusal(route: Route, ep: Endpoint) -> str | None:
+    def refused(ep: Endpoint, model: str | None) -> str | None:
         why = pair_refusal(prep.det.protocol, ep.protocol)
         if why or prep.det.protocol == ep.protocol or _is_count(prep.det):
             return why
         try:
-            _translate_for(prep, ep, _model_override(prep, route.model or ep.model))
+            _translate_for(prep, ep, _model_override(prep, model))
         except TranslationError as e:
             if isinstance(e, Refused):
                 return e.message
         return None
 
-    return decide(rules, prep.facts, refusal=refusal, reachable=reachable, after=after)
+    def refusal(route: Route, ep: Endpoint) -> str | None:
+        return refused(ep, route.model or ep.model)
+
+    note = None
+    if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
+        followed, note = follow_loop(rules, prep.det.protocol, prep.req, prep.keeper.lookup, refused=refused,
+                                     reachable=reachable)
+        if followed is not None:
+            return followed
+    decision = decide(rules, prep.facts, refusal=refusal, reachable=reachable, after=after)
+    if note is not None:
+        decision.trace.insert(0, note)
+    return decision
 
 
 def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: Mapping[str, str],
@@ -305,6 +318,9 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
         turn.requested_model = req["model"]
     turn.stream = req.get("stream") is True or det.kind == "stream_generate"
     turn.decision = decision
+    if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (loop_route.py)
+        t = decision.trace[0]
+        turn.events.append(("tool_loop", {"followed": t["matched"], "route": t["route"], "why": t["reasons"][0]}))
     for t in decision.trace:
         if t.get("refused") or t.get("unreachable"):
             ep = rules.endpoints.get(_route_target(rules, t["route"]))

@@ -35,6 +35,14 @@ endpoints:
     url: {ant}/v1
     max_tokens: 16000
 routes:
+  - name: plan-on-ds                 # a rule on turn shape: the user's own "run ..." turns
+    when: {{client: anthropic, model: "claude-mix-*", last_user_matches: "(?i)^run"}}
+    to: ds
+    model: deepseek-reasoner
+  - name: rest-elsewhere             # ... and everything else, tool results included
+    when: {{client: anthropic, model: "claude-mix-*"}}
+    to: other
+    model: other-model
   - name: to-ant
     when: {{client: openai, model: "gpt-ant-*"}}
     to: ant
@@ -59,9 +67,9 @@ def ups():
         yield {"ds": ds, "other": other, "ant": ant}
 
 
-def start(ups, work, *extra: str) -> Mitmdump:
+def start(ups, work, *extra: str, top: str = "") -> Mitmdump:
     rules = work / "rules.yaml"
-    rules.write_text(RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url))
+    rules.write_text(top + RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url))
     return Mitmdump(work, rules, extra=list(extra))
 
 
@@ -173,7 +181,9 @@ def test_continued_to_another_endpoint_carries_no_stored_state(proxy, ups, monke
     client.messages.create(model="claude-other-1", max_tokens=500, tools=BASH, messages=[
         {"role": "user", "content": "one step please"},
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tu.id, "content": "ok"}]}])
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tu.id, "content": "ok"}]},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "now something else"}])  # a new user turn: routed by its rule (no loop)
     raw = ups["other"].requests[-1].body
     assert tu.id.encode() in raw
     assert b"reasoning" not in raw and ds.issued[tu.id].encode() not in raw and b"ds-thought" not in raw
@@ -296,5 +306,52 @@ def test_without_restore_anthropic_thinking_rejects_the_loop(ups, tmp_path, monk
             chat_loop(openai.OpenAI(api_key="sk-oai-client", max_retries=0), True, reasoning_effort="high",
                       max_completion_tokens=8000)
         assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in str(e.value)
+    finally:
+        m.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_loop_finishes_where_it_started(proxy, ups, monkeypatch, stream):
+    """Fact 5: a rule on turn shape would send the loop's follow-ups (tool results, no user
+    text) to another endpoint; they follow the loop to DeepSeek instead, its reasoning restored."""
+    point_clients_at(proxy, monkeypatch)
+    ds = DeepSeekChat(tool_turns=3)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    ups["other"].responder = None
+    ups["other"].script()
+    final, _ = loop(anthropic.Anthropic(api_key="sk-ant-client", max_retries=0), "claude-mix-1", stream)
+    assert ds.rejected == [] and final.content[-1].text == "All 3 steps done."
+    assert len(ups["ds"].requests) == 4 and ups["other"].requests == []
+    ledger_settled(proxy.ledger)
+    followed = [e for e in events(proxy.ledger, "tool_loop") if e["followed"] and e["route"] == "plan-on-ds"]
+    assert len(followed) >= 3 and all("made by ds/deepseek-reasoner" in e["why"] for e in followed)
+    con = sqlite3.connect(proxy.ledger)
+    rid = con.execute("SELECT request_id FROM events WHERE kind = 'tool_loop' AND data LIKE '%plan-on-ds%' "
+                      "ORDER BY id DESC LIMIT 1").fetchone()[0]
+    con.close()
+    out = subprocess.run([str(BIN / "tokunseba"), "explain", rid, "--ledger", str(proxy.ledger)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "followed its loop, not its rule" in out and "rest-elsewhere" not in out.split("events")[0].split(
+        "decision")[1].splitlines()[0]
+
+
+def test_tool_loops_route_sends_the_middle_of_a_loop_by_its_rule(ups, tmp_path, monkeypatch):
+    m = start(ups, tmp_path, top="tool_loops: route\n")
+    try:
+        point_clients_at(m, monkeypatch)
+        ds = DeepSeekChat(tool_turns=3)
+        ups["ds"].script()
+        ups["ds"].responder = ds
+        ups["other"].responder = None
+        ups["other"].script(Reply.json({"id": "x", "object": "chat.completion", "created": 1, "model": "other-model",
+                                        "choices": [{"index": 0, "finish_reason": "stop",
+                                                     "message": {"role": "assistant", "content": "elsewhere"}}],
+                                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}))
+        final, _ = loop(anthropic.Anthropic(api_key="sk-ant-client", max_retries=0), "claude-mix-1", False)
+        assert final.content[-1].text == "elsewhere" and len(ups["ds"].requests) == 1
+        assert b"ds-thought" not in ups["other"].requests[0].body  # its state stayed behind, recorded
+        ledger_settled(m.ledger)
+        assert events(m.ledger, "state_withheld") and not events(m.ledger, "tool_loop")
     finally:
         m.stop()

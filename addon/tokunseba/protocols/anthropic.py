@@ -82,6 +82,14 @@ def sse_error(etype: str, message: str) -> bytes:
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
 
 
+def _answered_calls(body: dict[str, Any]) -> list[str]:
+    """The tool_use ids the last (user) message's tool_result blocks answer."""
+    msgs = lst(body.get("messages"))
+    last = d(msgs[-1]) if msgs else {}
+    return [b["tool_use_id"] for b in lst(last.get("content")) if isinstance(b, dict) and b.get("type") == "tool_result"
+            and isinstance(b.get("tool_use_id"), str)] if last.get("role") == "user" else []
+
+
 def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
     calls: set[str] = set()
     for i, m in enumerate(lst(body.get("messages"))):
@@ -119,6 +127,7 @@ FACTS = Protocol(
         "messages", ("content",), typed("image"), role_user, "content", typed("text"),
         tool_count=lambda body: len(lst(body.get("tools"))),
         thinking=lambda body: d(body.get("thinking")).get("type") in ("enabled", "adaptive"),
+        answered_calls=_answered_calls,
     ),
     checks=(
         Check("max_tokens", positive_int("max_tokens"), "Messages API: max_tokens is an integer ≥ 1"),

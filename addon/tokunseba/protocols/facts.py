@@ -40,6 +40,8 @@ class RuleShape:
     thinking: Callable[[dict[str, Any]], bool]
     # the role of one item of ``turns`` ("user", "assistant", "system"...; Responses: "item" for a non-message)
     role_of: Callable[[dict[str, Any]], Any] = lambda m: m.get("role")
+    # the tool call ids a request's last turn answers (its trailing tool results), in order
+    answered_calls: Callable[[dict[str, Any]], list[str]] = lambda body: []
 
 
 @dataclass(frozen=True)

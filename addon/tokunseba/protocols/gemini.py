@@ -137,6 +137,16 @@ def _tool_count(body: dict[str, Any]) -> int:  # a function-declarations entry c
     return sum(len(lst(t["functionDeclarations"])) if "functionDeclarations" in t else 1 for t in tools)
 
 
+def _answered_calls(body: dict[str, Any]) -> list[str]:
+    """The ids of the last (user) content's functionResponse parts (Gemini ids are optional)."""
+    contents = lst(body.get("contents"))
+    last = d(contents[-1]) if contents else {}
+    if last.get("role", "user") != "user":
+        return []
+    return [fr["id"] for p in lst(last.get("parts")) if isinstance(p, dict)
+            and isinstance(fr := p.get("functionResponse"), dict) and isinstance(fr.get("id"), str)]
+
+
 def _thinking(body: dict[str, Any]) -> bool:
     tc = d(d(body.get("generationConfig")).get("thinkingConfig"))
     return bool(tc) and tc.get("thinkingBudget") != 0
@@ -173,6 +183,7 @@ FACTS = Protocol(
         tool_count=_tool_count,
         thinking=_thinking,
         role_of=lambda m: m.get("role", "user"),  # Gemini's default role is user
+        answered_calls=_answered_calls,
     ),
     max_output_field="generationConfig.maxOutputTokens",
 )

@@ -99,6 +99,17 @@ def sse_error(etype: str, message: str, code: str | None = None) -> bytes:
     return encode_event(jsonc.dumpb(error_envelope(message, etype, code)))
 
 
+def _answered_calls(body: dict[str, Any]) -> list[str]:
+    """The tool_call_ids of the trailing tool messages."""
+    out: list[str] = []
+    for m in reversed(lst(body.get("messages"))):
+        if not isinstance(m, dict) or m.get("role") != "tool":
+            break
+        if isinstance(m.get("tool_call_id"), str):
+            out.append(m["tool_call_id"])
+    return out[::-1]
+
+
 def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
     calls: set[str] = set()
     for i, m in enumerate(lst(body.get("messages"))):
@@ -130,6 +141,7 @@ FACTS = Protocol(
         # legacy `functions` count as tools too
         tool_count=lambda body: len(lst(body.get("tools"))) + len(lst(body.get("functions"))),
         thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
+        answered_calls=_answered_calls,
     ),
     checks=(
         Check("token limits", positive_int("max_tokens", "max_completion_tokens"),

@@ -63,6 +63,17 @@ def sse_error(code: str, message: str) -> bytes:
 OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
 
 
+def _answered_calls(body: dict[str, Any]) -> list[str]:
+    """The call_ids of the trailing function_call_output (and custom tool output) items."""
+    out: list[str] = []
+    for item in reversed(lst(body.get("input"))):
+        if not isinstance(item, dict) or item.get("type") not in ("function_call_output", "custom_tool_call_output"):
+            break
+        if isinstance(item.get("call_id"), str):
+            out.append(item["call_id"])
+    return out[::-1]
+
+
 def _orphan_outputs(body: dict[str, Any]) -> Iterator[Problem]:
     if body.get("previous_response_id"):  # earlier turns live server-side: nothing to check here
         return
@@ -104,6 +115,7 @@ FACTS = Protocol(
         tool_count=_tool_count,
         thinking=lambda body: bool(r := d(body.get("reasoning"))) and r.get("effort") != "none",
         role_of=lambda m: m.get("role") if m.get("type", "message") == "message" else "item",
+        answered_calls=_answered_calls,
     ),
     checks=(
         Check("max_output_tokens", positive_int("max_output_tokens"),
