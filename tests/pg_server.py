@@ -61,8 +61,9 @@ def _run_as() -> tuple[int, int] | None:
 
 
 class PgServer:
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False) -> None:
         self.bindir = bindir
+        self.durable = durable  # fsync on (benchmarks); the tests run without it
         self.ids = _run_as()
         self.dir = Path(tempfile.mkdtemp(prefix="tokunseba-pg-"))
         self.data = self.dir / "data"
@@ -89,7 +90,7 @@ class PgServer:
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port), "-h", "127.0.0.1",
-             "-k", str(self.dir), "-c", "fsync=off", "-c", "full_page_writes=off",
+             "-k", str(self.dir), *([] if self.durable else ["-c", "fsync=off", "-c", "full_page_writes=off"]),
              "-c", "max_connections=60"],
             stdout=logf, stderr=logf, cwd=self.dir, **extra)
         logf.close()

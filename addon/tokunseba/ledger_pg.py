@@ -180,6 +180,19 @@ class PgConnection:
 
         self._run(many)
 
+    def pipeline(self):
+        """psycopg's pipeline on the live connection: the statements inside go in one round trip."""
+        return self.connect().pipeline()
+
+    def lost(self, e: BaseException) -> bool:
+        """Whether ``e`` (raised outside ``execute``: a pipeline's end) means the connection is gone."""
+        conn = self._conn
+        if isinstance(e, psycopg.OperationalError) and (conn is None or conn.broken):
+            self._drop()
+            self.away_reason = _reason(e)
+            return True
+        return False
+
     def in_transaction(self) -> bool:
         conn = self._conn
         return conn is not None and not conn.broken and \
@@ -218,24 +231,33 @@ class Recorder:
         self.ops.append((sql, [tuple(r) for r in rows], "many"))
 
 
-def run_program(conn: PgConnection, batch_id: str, ops: list[Op]) -> list[str]:
+def run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, fresh: bool = False) -> list[str]:
     """Run a recorded batch once, in one transaction; skipped if ``batch_id`` was applied.
-    Raises ``Away`` (nothing committed, or not known); any other failure of a statement
-    rolls it alone back (a savepoint each) and is returned as one line per failure."""
+    A ``fresh`` batch (its id new: never sent before) goes as one pipeline (one round trip,
+    its id recorded, nothing checked). Raises ``Away`` (nothing committed, or not known);
+    any other failure of a statement rolls it alone back (a savepoint each) and is returned
+    as one line per failure."""
     try:
+        if fresh:
+            with conn.pipeline():
+                return _run_program(conn, batch_id, ops, one_by_one=False, check=False)
         return _run_program(conn, batch_id, ops, one_by_one=False)
     except Away:
         raise
-    except psycopg.Error:
+    except psycopg.Error as e:
+        if conn.lost(e):
+            raise Away(conn.away_reason or _reason(e)) from None
         _rollback(conn)
     return _run_program(conn, batch_id, ops, one_by_one=True)
 
 
-def _run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, one_by_one: bool) -> list[str]:
+def _run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, one_by_one: bool,
+                 check: bool = True) -> list[str]:
     failed: list[str] = []
     conn.execute("BEGIN")
     try:
-        if conn.execute(BATCHES_SQL, (batch_id, time.time())).rowcount == 0:
+        recorded = conn.execute(BATCHES_SQL, (batch_id, time.time()))
+        if check and recorded.rowcount == 0:
             conn.execute("ROLLBACK")
             return []  # applied already
         for op in ops:

@@ -89,7 +89,7 @@ class SharedWriter:
         batch_id = uuid.uuid4().hex
         if not self.waiting:
             try:
-                for problem in run_program(self.conn, batch_id, ops):
+                for problem in run_program(self.conn, batch_id, ops, fresh=True):
                     log.warning("ledger: %s", problem)
                 return
             except Away as e:

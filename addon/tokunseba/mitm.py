@@ -281,14 +281,14 @@ class Tokunseba:
         if self.shadows is not None:
             for t in list(self.shadows.tasks):
                 t.cancel()
-        if self.spans is not None:
-            self.spans.close()
-            self.spans = None
         if self.ledger is not None:
             self._start_all()
             self.ledger.interrupt_own()  # turns still open now will never complete
             self.ledger.close()
             self.ledger = None
+        if self.spans is not None:  # after the ledger: a collector that is down may take its 2 s
+            self.spans.close()
+            self.spans = None
 
     @command.command("tokunseba.status")
     def status(self) -> str:

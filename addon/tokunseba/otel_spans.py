@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -163,13 +164,19 @@ class TurnSpans:
             a["error.type"] = str(status) if status and status >= 400 else (outcome or "error")
         return a
 
-    def close(self, timeout_s: float = 3.0) -> None:
-        """Send what is queued (at most ``timeout_s``), then stop the exporter's thread."""
-        try:
-            self.provider.force_flush(int(timeout_s * 1000))
-            self.provider.shutdown()
-        except Exception as e:  # pragma: no cover
-            log.warning("tokunseba: stopping the span exporter failed: %s", e)
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Send what is queued and stop the exporter, waiting at most ``timeout_s`` (a
+        collector that is down never holds the proxy's stop: its spans are given up)."""
+        def stop() -> None:
+            try:
+                self.provider.force_flush(int(timeout_s * 1000))
+                self.provider.shutdown()
+            except Exception as e:  # pragma: no cover
+                log.warning("tokunseba: stopping the span exporter failed: %s", e)
+
+        t = threading.Thread(target=stop, name="tokunseba-spans-stop", daemon=True)
+        t.start()
+        t.join(timeout_s)
 
 
 def _server(turn: Any) -> tuple[str | None, int | None]:
@@ -209,8 +216,10 @@ _FILTER = _EveryMinute()
 
 
 def _quiet_export_errors() -> None:
-    for name in ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk.trace.export",
-                 "opentelemetry.exporter.otlp.proto.http", "urllib3.connectionpool"):
+    """On every logger of the SDK and its exporter (names differ between versions; a logger's
+    filter sees only its own records), and urllib3's (its retries)."""
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("opentelemetry")]
+    for name in [*names, "urllib3.connectionpool"]:
         lg = logging.getLogger(name)
         if _FILTER not in lg.filters:
             lg.addFilter(_FILTER)
