@@ -290,3 +290,34 @@ async def test_a_reply_without_a_body_gets_no_chunked_framing():
     finally:
         bridge.stop()
         server.close()
+
+
+async def test_the_endpoint_connection_closes_as_soon_as_mitmproxys_does():
+    """The endpoint sends its head and one event, then thinks in silence; mitmproxy (its client
+    gone) closes its connection to the relay: the endpoint sees its connection close at once,
+    not at its next bytes or the keep-alive tick (issue 19)."""
+    closed = asyncio.Event()
+
+    async def upstream(reader, writer):
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                     b"a\r\ndata: hi\n\n\r\n")
+        await writer.drain()
+        await reader.read()  # b"" when the relay closes its side
+        closed.set()
+
+    server, port = await _serve(upstream)
+    bridge = Bridge(keepalive_s=30)
+    await bridge.start()
+    try:
+        _, url = bridge.register(f"http://127.0.0.1:{port}/v1/chat/completions")
+        path = url.split(str(bridge.port), 1)[1]
+        r, w = await asyncio.open_connection("127.0.0.1", bridge.port)
+        w.write(b"POST %s HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\n\r\n{}" % path.encode())
+        await w.drain()
+        await asyncio.wait_for(r.readuntil(b"data: hi"), 10)
+        w.close()
+        await asyncio.wait_for(closed.wait(), 0.5)
+    finally:
+        bridge.stop()
+        server.close()

@@ -379,7 +379,8 @@ class Tokunseba:
         try:
             r = flow.response
             rep = whole = None
-            mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") else None  # relay-made
+            # relay-made (a turn that failed over to its own host went through the relay too)
+            mark = r.headers.get(BRIDGE_MARK) if turn.action in ("translate", "retarget") or state.chain else None
             if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
                 # reset or truncated before the reply was whole: said as such, never "not valid JSON"
                 why = broken or r.get_text(strict=False) or "upstream connection broke"

@@ -20,6 +20,7 @@ import time
 
 import httpx
 import pytest
+from pathlib import Path
 
 from .conftest import Mitmdump, ledger_settled
 from .upstream import Reply, Upstream, closed_port
@@ -258,26 +259,16 @@ def test_retry_after_keeps_the_endpoint_from_the_next_turn(tmp_path, ups):
 
 
 def test_first_byte_timeout_moves_on_in_about_that_time(tmp_path, ups):
-    small, big = ups
-    proxy = start(tmp_path, small, big, small_extra="    first_byte_timeout_s: 2")
+    """small accepts the connection and says nothing (a raw socket that never answers)."""
+    _, big = ups
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(small=f"http://127.0.0.1:{srv.getsockname()[1]}", big=big.url,
+                                  small_extra="    first_byte_timeout_s: 2", easy_extra=""))
+    proxy = Mitmdump(tmp_path, rules, env=KEYS)
     try:
-        small.script(Reply(200, {"content-type": "application/json"}, [chat_reply("late")], delay=0))
-        small.replies[0].pieces = []  # replaced below by a silent reply
-        silent = threading.Event()
-
-        class Silent(Reply):
-            pass
-        # an upstream that accepts the connection and says nothing: a raw socket that never answers
-        srv = socket.socket()
-        srv.bind(("127.0.0.1", 0))
-        srv.listen()
-        conns = []
-        threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True).start()
-        proxy.stop()
-        rules = tmp_path / "rules.yaml"
-        rules.write_text(RULES.format(small=f"http://127.0.0.1:{srv.getsockname()[1]}", big=big.url,
-                                      small_extra="    first_byte_timeout_s: 2", easy_extra=""))
-        proxy = Mitmdump(tmp_path, rules, env=KEYS)
         big.script(whole_ok("chatcmpl-after-silence"))
         t0 = time.monotonic()
         r = Client(proxy).ask("openai", False)
@@ -287,10 +278,9 @@ def test_first_byte_timeout_moves_on_in_about_that_time(tmp_path, ups):
         (t,) = rows(proxy, "SELECT attempts FROM turns")
         first = json.loads(t["attempts"])[0]
         assert first["kind"] == "timeout" and first["ms"] >= 2000 and "first_byte_timeout_s" in first["why"]
-        silent.set()
-        srv.close()
     finally:
         proxy.stop()
+        srv.close()
 
 
 def test_max_concurrency_spills_the_second_concurrent_stream(tmp_path, ups):
@@ -356,8 +346,6 @@ def test_all_local_never_reaches_the_cloud(tmp_path, ups):
     """unmatched: refuse and one route: the failure reaches the client; nothing else is asked."""
     small, big = ups
     rules = tmp_path / "rules.yaml"
-    text = (tmp_path.parent / "x").exists()
-    from pathlib import Path
     example = (Path(__file__).resolve().parents[2] / "rules" / "examples" / "all-local.yaml").read_text()
     rules.write_text(example.replace("http://127.0.0.1:28431/v1", f"{small.url}/v1"))
     proxy = Mitmdump(tmp_path, rules)
@@ -371,7 +359,6 @@ def test_all_local_never_reaches_the_cloud(tmp_path, ups):
         assert [a["endpoint"] for a in json.loads(t["attempts"])] == ["local"]
     finally:
         proxy.stop()
-    del text
 
 
 def test_a_client_that_goes_away_leaves_no_upstream_connection(tmp_path):
@@ -454,3 +441,72 @@ def test_a_shadow_never_fails_over(tmp_path, ups):
             assert len(shade.requests) == 1 and len(small.requests) == 1 and len(big.requests) == 1
         finally:
             proxy.stop()
+
+
+def test_the_chain_ends_at_the_clients_own_host_with_its_own_key(tmp_path, ups):
+    """unmatched: pass: after the last route failed, the turn goes to the host the client asked
+    for (here a loopback Anthropic-shaped host declared a provider), unchanged, with the
+    client's own key; no endpoint key goes there, and no client key to the endpoints."""
+    small, big = ups
+    with Upstream() as own:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(small=small.url, big=big.url, small_extra="", easy_extra="")
+                         .replace("unmatched: refuse\n", "unmatched: pass\n"))
+        proxy = Mitmdump(tmp_path, rules, env=KEYS,
+                         extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{own.port}=anthropic"])
+        try:
+            small.script(FAILURES["503"]())
+            big.script(FAILURES["529"]())
+            own.script(Reply.json({"id": "msg_own_host", "type": "message", "role": "assistant", "model": "claude-x",
+                                   "content": [{"type": "text", "text": "from the client's own host"}],
+                                   "stop_reason": "end_turn", "stop_sequence": None,
+                                   "usage": {"input_tokens": 3, "output_tokens": 5}}))
+            body = {"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+            raw = json.dumps(body).encode()
+            with httpx.Client(proxy=proxy.url, timeout=30) as c:
+                r = c.post(f"{own.url}/v1/messages", content=raw,
+                           headers={"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01",
+                                    "content-type": "application/json"})
+            assert r.status_code == 200 and r.json()["id"] == "msg_own_host"
+            (got,) = own.requests
+            assert got.headers["x-api-key"] == "sk-ant-client-DO-NOT-LEAK" and got.body == raw  # unchanged
+            assert not any(k in v for v in got.headers.values() for k in KEYS.values())
+            for up, key in ((small, "TK_SMALL_KEY"), (big, "TK_BIG_KEY")):
+                (rec,) = up.requests
+                assert rec.headers["authorization"] == f"Bearer {KEYS[key]}"
+                assert "DO-NOT-LEAK" not in json.dumps(rec.headers) and b"DO-NOT-LEAK" not in rec.body
+            (t,) = rows(proxy, "SELECT rule, endpoint, outcome, attempts FROM turns")
+            assert t["rule"] is None and t["endpoint"] is None and t["outcome"] == "pass_through"
+            assert [(a["endpoint"], a["kind"]) for a in json.loads(t["attempts"])] == [
+                ("small", "status"), ("big", "status"), (None, "answered")]
+        finally:
+            proxy.stop()
+
+
+def test_queue_s_waits_for_the_slot_first(tmp_path, ups):
+    """max_concurrency: 1 with queue_s: the second concurrent turn waits for small's slot (freed
+    when the first stream ends) instead of going to the next route."""
+    small, big = ups
+    proxy = start(tmp_path, small, big, small_extra="    max_concurrency: 1\n    queue_s: 20")
+    try:
+        small.script(stream_ok("chatcmpl-small", delay=0.3))
+        big.script(stream_ok("chatcmpl-never"))
+        c = Client(proxy)
+        results = {}
+
+        def ask(i):
+            results[i] = served_text("anthropic", True, c.ask("anthropic", True))
+
+        first = threading.Thread(target=ask, args=(1,))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not small.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ask(2)
+        first.join(20)
+        assert results == {1: "Hello", 2: "Hello"}
+        assert len(small.requests) == 2 and big.requests == []
+        turns = rows(proxy, "SELECT endpoint FROM turns")
+        assert [t["endpoint"] for t in turns] == ["small", "small"]
+    finally:
+        proxy.stop()
