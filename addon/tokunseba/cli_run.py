@@ -397,6 +397,11 @@ def cmd_check(args) -> int:
         print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
         return 2
     ok, lines = check_file(path)
+    if ok:  # routes no pinned client's turns can meet (client_requests.py)
+        from .client_requests import never_matching
+        from .rules import load_rules
+
+        lines += never_matching(load_rules(path))
     for line in lines:
         print(line, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
