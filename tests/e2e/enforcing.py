@@ -192,3 +192,76 @@ class AnthropicThinking(_Enforcer):
 
 def _ant_error(message: str) -> dict:
     return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+GEMINI_MISSING = ("Function call is missing a thought_signature in functionCall parts. This is required for tools "
+                  "to work correctly, and missing thought_signature may lead to degraded model performance.")
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+class GeminiSignatures(_Enforcer):
+    """Gemini 3: the first functionCall of each model turn of the active loop carries its
+    thoughtSignature; one it did not issue is a 400; the skip value is accepted and counted."""
+
+    KEY = b"scripted-gemini-signing-key"
+
+    def __init__(self, tool_turns: int = 3, with_ids: bool = False) -> None:
+        super().__init__(tool_turns)
+        self.with_ids = with_ids  # the Gemini API usually sends no call ids (the proxy then makes them)
+        self.issued: set[str] = set()
+        self.skipped = 0
+
+    def sign(self, name: str, args: dict) -> str:
+        import base64
+
+        return base64.b64encode(hmac.new(self.KEY, (name + json.dumps(args, sort_keys=True)).encode(),
+                                         hashlib.sha256).digest()).decode()
+
+    def __call__(self, rec: Recorded) -> Reply:
+        body = rec.json()
+        contents = body.get("contents") or []
+        start = 0
+        for i, c in enumerate(contents):
+            if c.get("role", "user") == "user" and any("text" in p for p in c.get("parts") or ()):
+                start = i + 1
+        for c in contents[start:]:
+            calls = [p for p in c.get("parts") or () if "functionCall" in p] if c.get("role") == "model" else []
+            if not calls:
+                continue
+            sig = calls[0].get("thoughtSignature")
+            if sig is None:
+                return self.reject(GEMINI_MISSING, _gem_error(GEMINI_MISSING))
+            if sig == SKIP_SIGNATURE:
+                with self.lock:
+                    self.skipped += 1
+            elif sig not in self.issued:
+                return self.reject("Thought signature is not valid", _gem_error("Thought signature is not valid"))
+        n = sum(1 for c in contents for p in c.get("parts") or () if "functionResponse" in p)
+        self.answered += 1
+        if n < self.tool_turns:
+            name = body["tools"][0]["functionDeclarations"][0]["name"]
+            args = {"command": f"echo step{n + 1}"}
+            sig = self.sign(name, args)
+            with self.lock:
+                self.issued.add(sig)
+            fc = {"name": name, "args": args} | ({"id": f"gem_call_{n + 1}"} if self.with_ids else {})
+            parts = [{"functionCall": fc, "thoughtSignature": sig}]
+            finish = "STOP"
+        else:
+            parts, finish = [{"text": f"All {n} steps done."}], "STOP"
+        usage = {"promptTokenCount": 30 + n, "candidatesTokenCount": 10, "totalTokenCount": 40 + n}
+        doc = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+               "usageMetadata": usage, "modelVersion": "gemini-3-pro-preview", "responseId": f"gem-r{self.answered}"}
+        if ":streamGenerateContent" not in rec.path:
+            return Reply.json(doc)
+        first = {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                 "modelVersion": "gemini-3-pro-preview", "responseId": f"gem-r{self.answered}"}
+        return Reply.sse([b"data: " + json.dumps(first).encode() + b"\r\n\r\n",
+                          b"data: " + json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]},
+                                                                  "finishReason": finish, "index": 0}],
+                                                  "usageMetadata": usage, "responseId": f"gem-r{self.answered}"}).encode()
+                          + b"\r\n\r\n"])
+
+
+def _gem_error(message: str) -> dict:
+    return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, point_clients_at
-from .enforcing import DEEPSEEK_400, AnthropicThinking, DeepSeekChat
+from .enforcing import DEEPSEEK_400, SKIP_SIGNATURE, AnthropicThinking, DeepSeekChat, GeminiSignatures
 from .upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -30,6 +30,9 @@ endpoints:
   other:
     protocol: openai
     url: {other}/v1
+  gem:
+    protocol: gemini
+    url: {gem}/v1beta
   ant:
     protocol: anthropic
     url: {ant}/v1
@@ -43,6 +46,10 @@ routes:
     when: {{client: anthropic, model: "claude-mix-*"}}
     to: other
     model: other-model
+  - name: to-gem
+    when: {{client: openai, model: "gpt-gem-*"}}
+    to: gem
+    model: gemini-3-pro-preview
   - name: to-ant
     when: {{client: openai, model: "gpt-ant-*"}}
     to: ant
@@ -63,13 +70,13 @@ BASH = [{"name": "Bash", "description": "run a shell command",
 
 @pytest.fixture(scope="module")
 def ups():
-    with Upstream() as ds, Upstream() as other, Upstream() as ant:
-        yield {"ds": ds, "other": other, "ant": ant}
+    with Upstream() as ds, Upstream() as other, Upstream() as ant, Upstream() as gem:
+        yield {"ds": ds, "other": other, "ant": ant, "gem": gem}
 
 
 def start(ups, work, *extra: str, top: str = "") -> Mitmdump:
     rules = work / "rules.yaml"
-    rules.write_text(top + RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url))
+    rules.write_text(top + RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url, gem=ups["gem"].url))
     return Mitmdump(work, rules, extra=list(extra))
 
 
@@ -247,11 +254,11 @@ BASH_CHAT = [{"type": "function", "function": {"name": "Bash", "description": "r
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
 
 
-def chat_loop(client: openai.OpenAI, stream: bool, turns: int = 6, **kw):
+def chat_loop(client: openai.OpenAI, stream: bool, turns: int = 6, model: str = "gpt-ant-1", **kw):
     """A Chat client's tool loop: every tool call answered until the model stops."""
     messages = [{"role": "user", "content": "run the three steps"}]
     for _ in range(turns):
-        args = dict(model="gpt-ant-1", tools=BASH_CHAT, messages=messages, **kw)
+        args = dict(model=model, tools=BASH_CHAT, messages=messages, **kw)
         if stream:
             with client.chat.completions.stream(**args) as s:
                 done = s.get_final_completion()
@@ -353,5 +360,34 @@ def test_tool_loops_route_sends_the_middle_of_a_loop_by_its_rule(ups, tmp_path, 
         assert b"ds-thought" not in ups["other"].requests[0].body  # its state stayed behind, recorded
         ledger_settled(m.ledger)
         assert events(m.ledger, "state_withheld") and not events(m.ledger, "tool_loop")
+    finally:
+        m.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("with_ids", [False, True], ids=["ids-made-by-the-proxy", "gemini-ids"])
+def test_gemini_function_calls_go_back_with_their_real_signature(proxy, ups, monkeypatch, stream, with_ids):
+    """Fact 3: each call of the loop goes back with the thoughtSignature Gemini gave it, not the skip value."""
+    point_clients_at(proxy, monkeypatch)
+    gem = GeminiSignatures(tool_turns=3, with_ids=with_ids)
+    ups["gem"].script()
+    ups["gem"].responder = gem
+    msg, _ = chat_loop(openai.OpenAI(api_key="sk-oai-client", max_retries=0), stream, model="gpt-gem-1")
+    assert gem.rejected == [] and msg.content == "All 3 steps done."
+    assert gem.skipped == 0
+    last = ups["gem"].requests[-1].json()["contents"]
+    sigs = [p["thoughtSignature"] for c in last if c["role"] == "model" for p in c["parts"] if "functionCall" in p]
+    assert len(sigs) == 3 and set(sigs) <= gem.issued and SKIP_SIGNATURE.encode() not in ups["gem"].requests[-1].body
+
+
+def test_without_a_store_gemini_gets_the_skip_value(ups, tmp_path, monkeypatch):
+    m = start(ups, tmp_path, "--set", "tokunseba_reasoning_store=off")
+    try:
+        point_clients_at(m, monkeypatch)
+        gem = GeminiSignatures(tool_turns=3)
+        ups["gem"].script()
+        ups["gem"].responder = gem
+        msg, _ = chat_loop(openai.OpenAI(api_key="sk-oai-client", max_retries=0), True, model="gpt-gem-1")
+        assert msg.content == "All 3 steps done." and gem.skipped == 1 + 2 + 3  # every call, every turn
     finally:
         m.stop()
