@@ -585,7 +585,7 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
           turns translated to openai-responses endpoints: tool names longer than 64 characters (renaming would invent a tool)
           turns translated to gemini endpoints: function names Gemini rejects (not [A-Za-z_][A-Za-z0-9_.:-]{0,63}); a tool result that answers no call in the history (Gemini needs the function's name); function-call arguments that are not a JSON object
 
-        ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT  IF UNREACHABLE
+        ROUTE           LINE  TO      MODEL        CLIENTS                                      RESULT  IF IT FAILS
         easy-turns        11  local   qwen3-0.6b   anthropic                                    ok      next route
         codex-to-local    17  local   gpt-oss-20b  openai-responses, openai                     ok      error to the client
         all-to-gemini     23  gemini  -            anthropic, openai, openai-responses, gemini  ok      next route

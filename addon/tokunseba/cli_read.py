@@ -672,7 +672,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         refused = {c: why for c in clients if (why := pair_refusal(c, target))}
         report["routes"].append({"name": r.name, "line": r.line, "to": r.to, "model": r.model, "clients": clients,
                                  "refused": refused, "on_refused": r.on_refused,
-                                 "on_unreachable": r.on_unreachable})
+                                 "on_failure": r.on_failure, "on_unreachable": r.on_unreachable})
     if args.probe:
         with ThreadPoolExecutor(max_workers=max(len(endpoints), 1)) as pool:
             probes = list(pool.map(lambda ep: probe_endpoint(ep, timeout), endpoints.values()))
@@ -731,10 +731,10 @@ def render_models(rep: dict) -> str:
             if r["refused"]:
                 then = "error to the client" if r["on_refused"] == "error" else "next route"
                 res = f"refused for {', '.join(r['refused'])} → {then}"
-            unreachable = "error to the client" if r["on_unreachable"] == "error" else "next route"
+            unreachable = "error to the client" if r["on_failure"] == "error" else "next route"
             rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res,
                          unreachable])
-        out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF UNREACHABLE"], rows)]
+        out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF IT FAILS"], rows)]
     probed = [e for e in rep["endpoints"] if "probe" in e]
     if probed:
         rows = []

@@ -859,7 +859,9 @@ class Tokunseba:
             d = turn.decision
             log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
                                model=turn.requested_model, route=d.route.name if d and d.route else None,
-                               to=turn.endpoint.name if turn.endpoint else turn.host, outcome=outcome, status=status,
+                               to=(turn.endpoint.name if turn.endpoint else turn.host)
+                               + (f" (failed over: {turn.failed_over})" if turn.failed_over else ""),
+                               outcome=outcome, status=status,
                                usage=usage.reported if usage else None, seconds=now - turn.started_at,
                                error=turn.error if outcome in ("error", "refused", "cancelled") else None))
         except Exception:

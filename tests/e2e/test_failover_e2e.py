@@ -252,6 +252,9 @@ def test_retry_after_keeps_the_endpoint_from_the_next_turn(tmp_path, ups):
         assert len(small.requests) == 1 and len(big.requests) == 4
         turns = rows(proxy, "SELECT trace, attempts FROM turns ORDER BY started_at")
         assert json.loads(turns[0]["attempts"])[0]["cooled_s"] == 30
+        # the console line names the chain (the mitmweb comment ends with the same words)
+        assert "→ big (failed over: small (429) → big) · translated 200" in proxy.log()
+        assert "small (route easy) failed: HTTP 429: slow down; cooled for 30 s; next: big" in proxy.log()
         trace = json.loads(turns[1]["trace"])
         assert trace[0]["route"] == "easy" and trace[0]["unavailable"].startswith("cooling down (HTTP 429, retry-after")
     finally:
@@ -510,3 +513,40 @@ def test_queue_s_waits_for_the_slot_first(tmp_path, ups):
         assert [t["endpoint"] for t in turns] == ["small", "small"]
     finally:
         proxy.stop()
+
+
+def test_mitmweb_comment_names_the_chain(tmp_path):
+    """In mitmweb, the failed-over flow's comment ends its decision with the chain of attempts."""
+    from .test_mitmweb_e2e import Mitmweb, poll
+
+    template = """\
+endpoints:
+  small:
+    protocol: openai
+    url: {oai}/small/v1
+  big:
+    protocol: openai
+    url: {oai}/v1
+routes:
+  - name: easy
+    to: small
+  - name: spill
+    to: big
+"""
+    with Mitmweb.serving(tmp_path, template, {}) as web:
+        web.upstream.script(FAILURES["503"](), whole_ok("chatcmpl-web-big"))
+        with httpx.Client(proxy=web.url, verify=ssl.create_default_context(cafile=str(web.confdir / "mitmproxy-ca-cert.pem")),
+                          timeout=30) as c:
+            r = c.post("https://api.anthropic.com/v1/messages", headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+                       json={"model": "claude-x", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200 and r.json()["id"] == "chatcmpl-web-big"
+        paths = [q.path for q in web.upstream.requests]
+        assert paths == ["/small/v1/chat/completions", "/v1/chat/completions"]
+
+        def done():
+            fl = [f for f in web.flows() if f["request"]["path"] == "/v1/messages" and f.get("response")]
+            return fl[0] if fl and "failed over" in fl[0]["comment"] else None
+
+        f = poll(done, "the failed-over flow's final comment")
+        assert "spill → big" in f["comment"] and "failed over: small (503) → big" in f["comment"]
+        assert f["response"]["status_code"] == 200
