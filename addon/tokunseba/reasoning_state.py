@@ -25,13 +25,13 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from . import protocols
 from .neutral.conversation import Conversation
 from .neutral.events import BlockDelta, BlockSignature, BlockStart, MessageStop
 from .neutral.message import Message
 from .neutral.state import PROVIDER_STATE, ProviderState
 
 JOIN = "\n\n"  # text blocks joined as the request decoders join them
-CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek / llama.cpp, vLLM / OpenRouter
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,8 @@ class Capture:
 
     def records(self, at: float = 0.0) -> list[tuple[str, Record]]:
         """(key, record) for each key of the reply; [] when it carried no state to keep."""
-        payload = PAYLOADS[self.protocol](self._blocks) if self.protocol in PAYLOADS else None
+        facts = protocols.find(self.protocol)  # what of a reply is state, per protocol: its facts
+        payload = facts.state_payload(self._blocks) if facts is not None and facts.state_payload else None
         if not payload:
             return []
         rec = Record(self.endpoint, self.model, self.protocol, payload, self.request_id, at)
@@ -114,41 +115,6 @@ class Capture:
             return [(call_key(c), rec) for c in calls]
         text = JOIN.join(b.text for b in self._blocks if b.kind == "text" and b.text)
         return [(text_key(text), rec)] if text else []
-
-
-def _chat_payload(blocks: list[_Block]) -> dict | None:
-    field_name, parts = None, []
-    for b in blocks:
-        src = (b.raw or {}).get("source") if b.kind == "thinking" else None
-        if isinstance(src, str) and b.text:
-            name = src.rsplit(".", 1)[-1]
-            if name in CHAT_REASONING_FIELDS:
-                field_name = field_name or name
-                parts.append(b.text)
-    return {"field": field_name, "text": "".join(parts)} if parts else None
-
-
-def _anthropic_payload(blocks: list[_Block]) -> dict | None:
-    out = []
-    for b in blocks:
-        if b.kind == "thinking" and b.signature:  # signed by the upstream itself; unsigned is not kept
-            out.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
-        elif b.kind == "redacted_thinking" and isinstance((b.raw or {}).get("data"), str):
-            out.append({"type": "redacted_thinking", "data": b.raw["data"]})  # type: ignore[index]
-    return {"blocks": out} if out else None
-
-
-def _gemini_payload(blocks: list[_Block]) -> dict | None:
-    sigs = {b.id: b.signature for b in blocks if b.kind == "tool_use" and b.id and b.signature}
-    return {"signatures": sigs} if sigs else None
-
-
-# target protocol -> what of a reply's blocks goes back to it, in its wire form
-PAYLOADS: dict[str, Callable[[list[_Block]], dict | None]] = {
-    "openai": _chat_payload,  # reasoning text of the named field (DeepSeek requires it back in tool loops)
-    "anthropic": _anthropic_payload,  # signed thinking / redacted thinking, first in the assistant message
-    "gemini": _gemini_payload,  # each function call's thoughtSignature (Gemini 3 validates it)
-}
 
 
 # ---------------------------------------------------------------------------------------
@@ -239,14 +205,8 @@ def restore(conv: Conversation, lookup: Lookup, endpoint: str, model: str, proto
 
 
 def _kind(rec: Record) -> str:
-    p = rec.payload
-    if rec.protocol == "openai":
-        return p.get("field") or "reasoning_content"
-    if rec.protocol == "anthropic":
-        return "+".join(sorted({b["type"] for b in p.get("blocks", ())}))
-    if rec.protocol == "gemini":
-        return "thoughtSignature"
-    return rec.protocol
+    facts = protocols.find(rec.protocol)
+    return facts.state_kind(rec.payload) if facts is not None and facts.state_kind else rec.protocol
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ Responses) is dropped and recorded.
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass, field
 
@@ -44,7 +46,7 @@ _PATH_HEAD = re.compile(r"^[A-Za-z_][\w.\[\]]*")
 class RequestTranslation:
     """A translated request: the target's body and the report of what happened to the input."""
 
-    body: dict  # the translated request body
+    body: dict[str, Any]  # the translated request body
     dropped: list[str] = field(default_factory=list)  # JSON paths (of the input) left behind
     plumbing: list[str] = field(default_factory=list)  # paths (of the output) added as plumbing
     converted: list[str] = field(default_factory=list)  # values converted or capped, with why
@@ -61,23 +63,23 @@ class Conversation(RequestTranslation):
     """A decoded request: ``body`` is the neutral request (see the module docstring)."""
 
     origin: dict[str, str] = field(default_factory=dict)  # neutral path -> client path
-    _sources: list[tuple[dict, str]] = field(default_factory=list, repr=False, compare=False)
+    _sources: list[tuple[dict[str, Any], str]] = field(default_factory=list, repr=False, compare=False)
     _final: bool = field(default=False, repr=False, compare=False)
 
-    def source(self, part: dict, path: str) -> dict:
+    def source(self, part: dict[str, Any], path: str) -> dict[str, Any]:
         """Remember the client path of a neutral part while decoding; ``finish_origin``
         turns these into ``origin`` paths once the neutral body is complete."""
         self._sources.append((part, path))
         return part
 
-    def replace_part(self, old: dict, new: dict) -> dict:
+    def replace_part(self, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """``new`` stands for ``old`` (a copy made after decoding, e.g. with restored provider
         state): the client path of ``old`` carries over. Returns ``new``."""
         if (path := self.source_path(old)) is not None:
             self._sources.append((new, path))
         return new
 
-    def source_path(self, part: dict) -> str | None:
+    def source_path(self, part: dict[str, Any]) -> str | None:
         return next((path for p, path in self._sources if p is part), None)
 
     def finish_origin(self) -> None:

@@ -9,6 +9,8 @@ prompt is too long", however it said it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass
 
@@ -80,7 +82,7 @@ def parse_error_body(status: int, body: bytes) -> UpstreamError:
     return error_from_obj(status, doc)
 
 
-def error_from_obj(status: int, doc: dict, *, status_from_code: bool = False) -> UpstreamError:
+def error_from_obj(status: int, doc: dict[str, Any], *, status_from_code: bool = False) -> UpstreamError:
     """An error object already parsed (a whole body, or a mid-stream ``{"error":…}`` chunk).
     With ``status_from_code`` (mid-stream, where there is no HTTP status) an integer ``code``
     in 400..599 (vLLM, llama-server) is taken as the status."""

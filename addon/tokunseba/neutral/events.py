@@ -16,7 +16,7 @@ Vocabulary:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from .usage import Usage
 
@@ -44,7 +44,7 @@ class BlockStart:
     # thinking blocks: signature when the source protocol signs them (Anthropic)
     signature: str | None = None
     # "other" blocks (server tools, redacted thinking...): the source's raw block
-    raw: dict | None = None
+    raw: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

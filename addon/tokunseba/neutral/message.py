@@ -11,6 +11,8 @@ built on the stream encoder.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from .events import (
@@ -35,7 +37,7 @@ class Block:
     name: str | None = None  # tool_use: the tool name
     text: str = ""  # text / tool arguments (a JSON string, verbatim) / thinking text
     signature: str | None = None  # thinking: the source's signature (None: unsigned)
-    raw: dict | None = None  # "other" blocks: the source's raw block (or {"source": path})
+    raw: dict[str, Any] | None = None  # "other" blocks: the source's raw block (or {"source": path})
 
 
 @dataclass(slots=True)

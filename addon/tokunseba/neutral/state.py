@@ -22,6 +22,8 @@ treats it as the unknown field it is.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 PROVIDER_STATE = "provider_state"
@@ -30,11 +32,11 @@ PROVIDER_STATE = "provider_state"
 @dataclass(frozen=True, slots=True)
 class ProviderState:
     protocol: str  # the protocol of the endpoint that produced it (the only one that may read it)
-    payload: dict  # that protocol's wire pieces (see the module docstring)
+    payload: dict[str, Any]  # that protocol's wire pieces (see the module docstring)
     source: str  # the request id of the turn that captured it (for the record)
 
 
-def state_for(message: dict, protocol: str) -> ProviderState | None:
+def state_for(message: dict[str, Any], protocol: str) -> ProviderState | None:
     """The restored state on a neutral message for an encoder of ``protocol``, if any."""
     st = message.get(PROVIDER_STATE)
     return st if isinstance(st, ProviderState) and st.protocol == protocol else None

@@ -40,7 +40,7 @@ def _first(*values: Any) -> int | None:
     return next((v for v in map(_int, values) if v is not None), None)
 
 
-def _obj(r: dict, key: str) -> dict:
+def _obj(r: dict[str, Any], key: str) -> dict[str, Any]:
     v = r.get(key)
     return v if isinstance(v, dict) else {}
 
@@ -48,7 +48,7 @@ def _obj(r: dict, key: str) -> dict:
 @dataclass(frozen=True)
 class Usage:
     counting: str  # how its numbers count: ANTHROPIC, OPENAI or GEMINI (not which protocol sent it)
-    reported: dict  # the upstream's usage object, as it came
+    reported: dict[str, Any]  # the upstream's usage object, as it came
 
     # ---- the numbers as the upstream named and counted them (for the ledger) ----
     def fields(self) -> dict[str, int | None]:
@@ -64,7 +64,7 @@ class Usage:
                 "reasoning": _int(r.get("thoughtsTokenCount")),
             }
         if self.counting == ANTHROPIC:
-            otd = r.get("output_tokens_details") if isinstance(r.get("output_tokens_details"), dict) else {}
+            otd = _o if isinstance(_o := r.get("output_tokens_details"), dict) else {}
             return {
                 "input": _int(r.get("input_tokens")),
                 "output": _int(r.get("output_tokens")),
@@ -85,7 +85,7 @@ class Usage:
         return {"input": inp, "output": out, "cache_read": cr, "cache_write": cw, "reasoning": rs}
 
     # ---- conversions ----
-    def to_anthropic(self) -> dict:
+    def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic usage object a client sees (only reported fields)."""
         if self.counting == ANTHROPIC:
             return dict(self.reported)
@@ -106,7 +106,7 @@ class Usage:
             out["output_tokens_details"] = {"thinking_tokens": f["reasoning"]}
         return out
 
-    def to_openai(self) -> dict:
+    def to_openai(self) -> dict[str, Any]:
         """The Chat Completions usage object a client sees (only reported fields): an OpenAI
         upstream's own object as it came; a Responses one renamed (same definitions); an
         Anthropic one re-based (its input excludes cached tokens)."""
@@ -138,7 +138,7 @@ class Usage:
             out["completion_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
         return out
 
-    def to_gemini(self) -> dict:
+    def to_gemini(self) -> dict[str, Any]:
         """The Gemini usageMetadata a client sees (only reported fields; gemini.md 5.5):
         promptTokenCount includes cached (and Anthropic's cache writes), the reasoning part of
         the output goes to thoughtsTokenCount, totalTokenCount is the reported total or the
@@ -165,7 +165,7 @@ class Usage:
             out["totalTokenCount"] = total
         return out
 
-    def _gemini_to_anthropic(self) -> dict:
+    def _gemini_to_anthropic(self) -> dict[str, Any]:
         r = self.reported
         prompt, cached = _int(r.get("promptTokenCount")), _int(r.get("cachedContentTokenCount"))
         tool, thoughts = _int(r.get("toolUsePromptTokenCount")), _int(r.get("thoughtsTokenCount"))
@@ -179,7 +179,7 @@ class Usage:
             out["output_tokens"] = output
         return out
 
-    def _gemini_to_openai(self) -> dict:
+    def _gemini_to_openai(self) -> dict[str, Any]:
         r = self.reported
         cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
         out: dict[str, Any] = {}
@@ -198,7 +198,7 @@ class Usage:
             out["completion_tokens_details"] = {"reasoning_tokens": thoughts}
         return out
 
-    def merged(self, newer: dict) -> "Usage":
+    def merged(self, newer: dict[str, Any]) -> "Usage":
         """Anthropic's message_delta usage is cumulative: a non-null field overwrites the
         running value, it is never added (pitfalls.md 15)."""
         d = dict(self.reported)

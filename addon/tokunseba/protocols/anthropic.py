@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -68,7 +68,7 @@ def tool_id_problem(tool_id: object) -> str | None:
     )
 
 
-def error_envelope(etype: str, message: str) -> dict:
+def error_envelope(etype: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": etype, "message": message}}
 
 
@@ -100,6 +100,17 @@ def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
             elif block.get("type") == "tool_result" and block.get("tool_use_id") not in calls:
                 yield (f"messages[{i}].content[{j}].tool_use_id",
                        f"{block.get('tool_use_id')!r} matches no earlier tool_use block")
+
+
+def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
+    """Signed thinking / redacted thinking, first in the assistant message (unsigned is not kept)."""
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if b.kind == "thinking" and b.signature:  # signed by the upstream itself
+            out.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
+        elif b.kind == "redacted_thinking" and isinstance((b.raw or {}).get("data"), str):
+            out.append({"type": "redacted_thinking", "data": b.raw["data"]})
+    return {"blocks": out} if out else None
 
 
 FACTS = Protocol(
@@ -137,4 +148,6 @@ FACTS = Protocol(
     ),
     max_output_field="max_tokens",
     max_output_required=True,  # a request without max_tokens is a 400
+    state_payload=state_payload,
+    state_kind=lambda p: "+".join(sorted({b["type"] for b in p.get("blocks", ())})),
 )

@@ -9,7 +9,7 @@ the registry; a fact that is listed in a module's own table elsewhere is a copy 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,10 @@ class Protocol:
     checks: tuple[Check, ...] = ()
     max_output_field: str = "max_tokens"  # the request field holding the maximum output
     max_output_required: bool = False  # the protocol refuses a request without one
+    # ---- provider state a reply carries that must go back to its origin (reasoning_state.py) ----
+    # a reply's blocks (kind, id, text, signature, raw) -> that state in this protocol's wire form (None: none)
+    state_payload: Callable[[Sequence[Any]], dict[str, Any] | None] | None = None
+    state_kind: Callable[[dict[str, Any]], str] | None = None  # what such a payload is, for explain
 
     @property
     def model_in_path(self) -> bool:

@@ -7,6 +7,7 @@ The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .. import jsonc
@@ -82,7 +83,7 @@ STOP_TO_FINISH: dict[str, str] = {
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
 
-def error_envelope(status: int, message: str) -> dict:
+def error_envelope(status: int, message: str) -> dict[str, Any]:
     return {"error": {"code": status, "message": message, "status": ERROR_STATUS.get(status, UNKNOWN_STATUS)}}
 
 
@@ -117,17 +118,18 @@ def sse_error(err: UpstreamError) -> bytes:
     return sse_event(error_envelope(status, message))
 
 
-def stream_error_status(doc: dict) -> int:
+def stream_error_status(doc: dict[str, Any]) -> int:
     """The HTTP status of a mid-stream ``{"error": {...}}`` chunk: its ``code``, else its
     ``status`` name, else 500."""
-    e = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    e = _o if isinstance(_o := doc.get("error"), dict) else {}
     code = e.get("code")
     if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
         return code
-    return STATUS_CODES.get(e.get("status") if isinstance(e.get("status"), str) else "", 500)
+    status = e.get("status")
+    return STATUS_CODES.get(status if isinstance(status, str) else "", 500)
 
 
-def sse_event(obj: dict) -> bytes:
+def sse_event(obj: dict[str, Any]) -> bytes:
     """One SSE event as Gemini frames it: ``data: <one-line JSON>\\r\\n\\r\\n``."""
     return b"data: " + jsonc.dumpb(obj) + SSE_END
 
@@ -155,6 +157,12 @@ def _thinking(body: dict[str, Any]) -> bool:
 def _image(part: dict[str, Any]) -> bool:
     mimes = (d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
     return any(isinstance(m, str) and m.startswith("image/") for m in mimes)
+
+
+def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
+    """Each function call's thoughtSignature (Gemini 3 validates it)."""
+    sigs = {b.id: b.signature for b in blocks if b.kind == "tool_use" and b.id and b.signature}
+    return {"signatures": sigs} if sigs else None
 
 
 FACTS = Protocol(
@@ -186,4 +194,6 @@ FACTS = Protocol(
         answered_calls=_answered_calls,
     ),
     max_output_field="generationConfig.maxOutputTokens",
+    state_payload=state_payload,
+    state_kind=lambda p: "thoughtSignature",
 )

@@ -6,7 +6,7 @@ the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -83,7 +83,7 @@ def error_type_for_status(status: int) -> str:
     return "server_error" if status >= 500 else "invalid_request_error"
 
 
-def error_envelope(message: str, etype: str, code: str | None = None, param: str | None = None) -> dict:
+def error_envelope(message: str, etype: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": etype, "param": param, "code": code}}
 
 
@@ -121,6 +121,22 @@ def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
             yield f"messages[{i}].tool_call_id", f"{m.get('tool_call_id')!r} matches no earlier assistant tool_calls id"
 
 
+CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek / llama.cpp, vLLM / OpenRouter
+
+
+def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
+    """The reasoning text of the named field (DeepSeek requires it back in tool loops)."""
+    field_name, parts = None, []
+    for b in blocks:
+        src = (b.raw or {}).get("source") if b.kind == "thinking" else None
+        if isinstance(src, str) and b.text:
+            name = src.rsplit(".", 1)[-1]
+            if name in CHAT_REASONING_FIELDS:
+                field_name = field_name or name
+                parts.append(b.text)
+    return {"field": field_name, "text": "".join(parts)} if parts else None
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Chat Completions",
@@ -151,4 +167,6 @@ FACTS = Protocol(
               "Chat Completions: a tool message answers a tool_calls id of an earlier assistant message"),
     ),
     max_output_field="max_completion_tokens",
+    state_payload=state_payload,
+    state_kind=lambda p: p.get("field") or "reasoning_content",
 )

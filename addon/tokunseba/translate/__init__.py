@@ -24,6 +24,8 @@ facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import time
 from collections.abc import Callable
 
@@ -87,7 +89,7 @@ def _codecs(source: str, dest: str, what: str) -> tuple[Codec, Codec]:
     return CODECS[source], CODECS[dest]
 
 
-def request(client: str, target: str, body: dict, *, model: str | None = None, max_tokens: int | None = None,
+def request(client: str, target: str, body: dict[str, Any], *, model: str | None = None, max_tokens: int | None = None,
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
             path: str | None = None, restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:

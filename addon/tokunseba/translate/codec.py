@@ -8,6 +8,8 @@ encoder. No codec imports another.
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,7 @@ from ..neutral.events import Event
 from ..neutral.message import Message
 from ..neutral.report import ReplyReport
 from ..neutral.usage import Usage
+from ..sse import SSEEvent
 
 
 @dataclass
@@ -27,27 +30,45 @@ class ReplyTranslation:
 
     body: bytes
     usage: Usage | None  # the upstream's usage as reported (None: none)
-    client_usage: dict | None  # the usage object the client was sent (None: none reported)
+    client_usage: dict[str, Any] | None  # the usage object the client was sent (None: none reported)
     stop_reason: str | None  # neutral (Anthropic-named) stop reason
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     message: Message | None = field(default=None, repr=False)  # the upstream's reply, neutral (state capture)
 
 
+class StreamDecoder(Protocol):
+    """A protocol's stream decoder: wire SSE events -> neutral events."""
+
+    usage: Usage | None  # the usage reported so far, as reported
+
+    def on_event(self, ev: SSEEvent) -> list[Event]: ...
+    def close(self) -> list[Event]: ...
+
+
+class StreamEncoder(Protocol):
+    """A protocol's stream encoder: neutral events -> the client's wire bytes."""
+
+    finished: bool  # its terminal event (or an error) was written
+    client_usage: dict[str, Any] | None  # the usage object the client was sent
+
+    def encode(self, ev: Event) -> bytes: ...
+
+
 @dataclass(frozen=True)
 class Codec:
     protocol: str
     # requests: client body -> neutral; neutral -> target body (endpoint options as keywords)
-    decode_request: Callable[[dict], Conversation]
+    decode_request: Callable[..., Conversation]  # (body[, path=]: url_carries_model)
     encode_request: Callable[..., RequestTranslation]
     # whole replies: upstream body -> neutral events (TranslationError 502 when unreadable);
     # a Message -> (client body, client usage object), recording into the report
     decode_reply: Callable[[bytes, ReplyReport], list[Event]]
-    encode_reply: Callable[[Message, ReplyReport, int], tuple[bytes, dict | None]]
+    encode_reply: Callable[[Message, ReplyReport, int], tuple[bytes, dict[str, Any] | None]]
     # streams: decoder(report) with on_event / close / usage; encoder(report, include_usage,
     # created) with encode / finished / client_usage
-    stream_decoder: Callable[[ReplyReport], object]
-    stream_encoder: Callable[[ReplyReport, bool, int | None], object]
+    stream_decoder: Callable[[ReplyReport], StreamDecoder]
+    stream_encoder: Callable[[ReplyReport, bool, int | None], StreamEncoder]
     # an upstream error of another protocol -> (status, body) in this protocol
     encode_error: Callable[[UpstreamError], tuple[int, bytes]]
     # the request field that carries stop strings, dotted when nested (None: the protocol has none)
@@ -62,7 +83,7 @@ class Codec:
     refused_arriving: tuple[str, ...] = ()
 
 
-def parse_reply(body: bytes, what: str) -> dict:
+def parse_reply(body: bytes, what: str) -> dict[str, Any]:
     """A whole upstream reply as a JSON object; a 502 ``TranslationError`` otherwise."""
     try:
         doc = jsonc.loads(body)

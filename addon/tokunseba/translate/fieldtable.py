@@ -30,7 +30,8 @@ class Options:
     include_usage: bool = False  # a Chat client's stream_options.include_usage
 
 
-Handler = Callable[[RequestTranslation, str, Any, dict, Options], None]
+# (the record: a decoder's Conversation or an encoder's RequestTranslation)
+Handler = Callable[[Any, str, Any, dict[str, Any], Options], None]
 FieldTable = dict[str, tuple[str, Handler | str | None, str]]
 
 # ---------------------------------------------------------------------------------------
@@ -59,13 +60,13 @@ def at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def obj(v: Any, path: str) -> dict:
+def obj(v: Any, path: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise bad(path, f"expected an object, got {jtype(v)}")
     return v
 
 
-def arr(v: Any, path: str) -> list:
+def arr(v: Any, path: str) -> list[Any]:
     if not isinstance(v, list):
         raise bad(path, f"expected an array, got {jtype(v)}")
     return v
@@ -101,10 +102,10 @@ def anything(v: Any, path: str) -> Any:
 
 # checks whose answer is the value's exact type: a value of that type passes without a call
 # and without building its path (a path is only needed to name a failure)
-_PASSES: dict[Callable, type] = {string: str, obj: dict, arr: list, boolean: bool}
+_PASSES: dict[Callable[..., Any], type] = {string: str, obj: dict, arr: list, boolean: bool}
 
 
-def req(obj: dict, key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
+def req(obj: dict[str, Any], key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
     """``obj[key]``, which must be present (not null) and pass ``check``."""
     v = obj.get(key)
     if v is None:
@@ -114,14 +115,14 @@ def req(obj: dict, key: str, path: str, check: Callable[[Any, str], Any]) -> Any
     return check(v, at(path, key))
 
 
-def opt(obj: dict, key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
+def opt(obj: dict[str, Any], key: str, path: str, check: Callable[[Any, str], Any]) -> Any:
     v = obj.get(key)
     if v is None or type(v) is _PASSES.get(check):
         return v
     return check(v, at(path, key))
 
 
-def pick(table: dict, v: Any, path: str, what: str) -> Any:
+def pick(table: dict[str, Any], v: Any, path: str, what: str) -> Any:
     """``table[v]`` for a string ``v``; anything else is a 400 naming the known values."""
     if not isinstance(v, str) or v not in table:
         raise bad(path, f"unknown {what} {show(v)} (expected one of {', '.join(map(repr, table))})")
@@ -135,7 +136,7 @@ def choice(v: Any, names: tuple[str, ...], path: str, what: str) -> str:
     return v
 
 
-def extras(rt: RequestTranslation, obj: dict, known: frozenset[str], path: str) -> None:
+def extras(rt: RequestTranslation, obj: dict[str, Any], known: frozenset[str], path: str) -> None:
     """Record every key of ``obj`` outside ``known`` as dropped."""
     if obj.keys() <= known:  # the usual case, decided without a Python loop
         return
@@ -145,7 +146,7 @@ def extras(rt: RequestTranslation, obj: dict, known: frozenset[str], path: str) 
 
 
 
-def each_part(rt: RequestTranslation, content: list, path: str, table: dict, what: str = "content part type") -> list:
+def each_part(rt: RequestTranslation, content: list[Any], path: str, table: dict[str, Any], what: str = "content part type") -> list[Any]:
     """Each part of a content list through its handler in ``table`` (by ``type``; an unknown
     type is a 400 naming its path); the handlers' results, those that are not None."""
     out = []
@@ -178,7 +179,7 @@ def data_url(url: str, path: str) -> tuple[str, str]:
     return media_type, data
 
 
-def check_body(body: Any, who: str) -> dict:
+def check_body(body: Any, who: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest(400, f"{who} request body must be a JSON object, got {jtype(body)}")
     if body.get("messages") is None:
@@ -186,10 +187,10 @@ def check_body(body: Any, who: str) -> dict:
     return body
 
 
-def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: dict, rt: RequestTranslation, o: Options) -> dict:
+def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: dict[str, Any], rt: RequestTranslation, o: Options) -> dict[str, Any]:
     """Apply a field table: known fields in table order (later handlers may read what earlier
     ones wrote: tool_choice needs tools), then every unknown field recorded as dropped."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, (action, how, _note) in table.items():
         if key not in body:  # most rows: decided without a method call
             continue
@@ -207,7 +208,7 @@ def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: d
     return out
 
 
-def finish_model(rt: RequestTranslation, out: dict, model: str | None) -> dict:
+def finish_model(rt: RequestTranslation, out: dict[str, Any], model: str | None) -> dict[str, Any]:
     if model is not None:
         asked = out.get("model")
         if asked != model:
@@ -218,7 +219,7 @@ def finish_model(rt: RequestTranslation, out: dict, model: str | None) -> dict:
     return out
 
 
-def drop_keys(rt: RequestTranslation, key: str, value: Any, out: dict, o: Options) -> None:
+def drop_keys(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: Options) -> None:
     """A dropped object recorded key by key (``metadata.user_id``)."""
     if isinstance(value, dict) and value:
         rt.dropped.extend(f"{key}.{k}" for k in value)
@@ -229,7 +230,7 @@ def drop_keys(rt: RequestTranslation, key: str, value: Any, out: dict, o: Option
 CHECKS: dict[str, Callable[[Any, str], Any]] = {"model": string, "temperature": number, "top_p": number, "stream": boolean}
 
 
-def parse_body(raw: bytes) -> dict:
+def parse_body(raw: bytes) -> dict[str, Any]:
     """A request body as a dict; 400 when it is not JSON or not a JSON object."""
     try:
         doc = jsonc.loads(raw)

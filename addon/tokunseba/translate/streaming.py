@@ -14,9 +14,12 @@ writes its own keep-alive for it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..neutral.events import KEEPALIVE, StreamError
 from ..neutral.report import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
+from .codec import StreamDecoder, StreamEncoder
 
 __all__ = ["StreamTranslator"]
 
@@ -28,7 +31,7 @@ class StreamTranslator:
 
     __slots__ = ("report", "started", "tap", "_sse", "_dec", "_enc", "_closed")
 
-    def __init__(self, decoder, encoder, report: ReplyReport) -> None:
+    def __init__(self, decoder: StreamDecoder, encoder: StreamEncoder, report: ReplyReport) -> None:
         self.report = report
         self.started = False
         self.tap = None  # called with each neutral event of the upstream's reply (reasoning_state.Capture.on)
@@ -38,7 +41,7 @@ class StreamTranslator:
         self._closed = False
 
     @property
-    def client_usage(self) -> dict | None:
+    def client_usage(self) -> dict[str, Any] | None:
         return self._enc.client_usage
 
     def feed(self, data: bytes) -> bytes:

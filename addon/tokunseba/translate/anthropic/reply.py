@@ -12,6 +12,8 @@ reply without an id gets one minted (``msg_tk_<created>``), recorded as
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
@@ -35,7 +37,7 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
     for n, b in enumerate(blocks):
         b = b if isinstance(b, dict) else {}
-        kind = BLOCK_KINDS.get(b.get("type"), "other")
+        kind = BLOCK_KINDS.get(str(b.get("type")), "other")
         if kind == "text":
             events.append(BlockStart(n, "text"))
             text = b.get("text")
@@ -48,7 +50,7 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
             events.append(BlockStart(n, "thinking", signature=b.get("signature") or "", raw=b))
             text = b.get("thinking")
         else:
-            events.append(BlockStart(n, kind, id=b.get("id"), name=b.get("name"), raw=b))  # type: ignore[arg-type]
+            events.append(BlockStart(n, kind, id=b.get("id"), name=b.get("name"), raw=b))
             text = None
         if text:
             events.append(BlockDelta(n, text))
@@ -62,7 +64,7 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     return events
 
 
-def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict:
+def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict[str, Any]:
     """A tool call's argument string -> Anthropic ``input`` (an object); "" means {}."""
     if not args:
         return {}
@@ -79,8 +81,8 @@ def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict:
     return value
 
 
-def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
-    content: list[dict] = []
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
+    content: list[dict[str, Any]] = []
     for b in msg.blocks:
         if b.kind == "text":
             if b.text:

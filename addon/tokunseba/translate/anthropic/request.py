@@ -44,13 +44,13 @@ DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a 
 
 def _anthropic_id(v: Any, path: str) -> str:
     """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (design.md rule 2)."""
-    ft.string(v, path)
-    if not TOOL_ID_RE.fullmatch(v):
+    tool_id = ft.string(v, path)
+    if not TOOL_ID_RE.fullmatch(tool_id):
         raise Refused(
             400,
             f"{path}: tool call id {ft.show(v)} does not match ^[a-zA-Z0-9_-]+$, which Anthropic requires; "
             "ids are never rewritten, so this turn cannot go to an Anthropic endpoint")
-    return v
+    return tool_id
 
 
 
@@ -103,7 +103,7 @@ def _dec_text_of(rt: Conversation, value: Any, path: str, *, billing: bool = Fal
     return JOIN.join(texts)
 
 
-def _dec_system(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_system(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     n_dropped = len(rt.dropped)
     text = _dec_text_of(rt, value, "system", billing=True)
     if text:
@@ -112,17 +112,17 @@ def _dec_system(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options
         rt.dropped.append("system")
 
 
-def _dec_text(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_text(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], extra: list[Any]) -> None:
     parts.append({"type": "text", "text": ft.req(b, "text", bp, ft.string)})
     ft.extras(rt, b, _TEXT_KEYS, bp)
 
 
-def _source(b: dict, bp: str) -> tuple[dict, str, Any]:
+def _source(b: dict[str, Any], bp: str) -> tuple[dict[str, Any], str, Any]:
     src = ft.req(b, "source", bp, ft.obj)
     return src, f"{bp}.source", src.get("type")
 
 
-def _dec_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_image(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], extra: list[Any]) -> None:
     src, sp, stype = _source(b, bp)
     kind = ft.choice(stype, ("base64", "url", "file"), f"{sp}.type", "image source type")
     if kind == "file":  # a file_id has no Chat counterpart
@@ -137,7 +137,7 @@ def _dec_image(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> 
     parts.append({"type": "image_url", "image_url": {"url": url}})
 
 
-def _dec_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _dec_document(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], extra: list[Any]) -> None:
     src, sp, stype = _source(b, bp)
     ft.choice(stype, ("base64", "text", "content", "url", "file"), f"{sp}.type", "document source type")
     title = ft.opt(b, "title", bp, ft.string)
@@ -149,7 +149,7 @@ def _dec_document(rt: Conversation, b: dict, bp: str, parts: list, extra: list) 
         file = {"file_data": f"data:{ft.req(src, 'media_type', sp, ft.string)};base64,{ft.req(src, 'data', sp, ft.string)}"}
         if title is not None:  # the only filename is the client's own title: never a made-up one
             file["filename"] = title
-        part: dict = {"type": "file", "file": file}
+        part: dict[str, Any] = {"type": "file", "file": file}
         known |= {"title"}
     elif stype == "text":
         part = {"type": "text", "text": ft.req(src, "data", sp, ft.string)}
@@ -173,7 +173,7 @@ _TOOL_RESULT_KEYS = frozenset({"type", "tool_use_id", "content"})
 _TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 
 
-def _dec_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs: list) -> None:
+def _dec_tool_result(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], tool_msgs: list[Any]) -> None:
     tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # pitfalls 10: no id, no tool message
     content, cp = b.get("content"), f"{bp}.content"
     if content is None or isinstance(content, str):
@@ -181,8 +181,8 @@ def _dec_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
     else:  # Chat tool messages are text only: images and documents are left behind
         texts = []
         for k, x in enumerate(ft.arr(content, cp)):
-            if (text := _plain_text(x)) is not None and len(x) == 2:  # the usual block, nothing else
-                texts.append(text)
+            if (plain := _plain_text(x)) is not None and len(x) == 2:  # the usual block, nothing else
+                texts.append(plain)
                 continue
             xp = f"{cp}[{k}]"
             if ft.pick(_TOOL_RESULT_PARTS, ft.obj(x, xp).get("type"), f"{xp}.type", "tool_result block type"):
@@ -196,7 +196,7 @@ def _dec_tool_result(rt: Conversation, b: dict, bp: str, parts: list, tool_msgs:
     tool_msgs.append(rt.source({"role": "tool", "tool_call_id": tool_id, "content": text}, bp))
 
 
-def _dec_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) -> None:
+def _dec_tool_use(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], calls: list[Any]) -> None:
     tool_input = ft.req(b, "input", bp, ft.obj)
     try:
         arguments = jsonc.dumps(tool_input)
@@ -211,11 +211,11 @@ def _dec_tool_use(rt: Conversation, b: dict, bp: str, parts: list, calls: list) 
         ft.extras(rt, b, _TOOL_USE_KEYS, bp)
 
 
-def _drop_block(rt: Conversation, b: dict, bp: str, parts: list, extra: list) -> None:
+def _drop_block(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], extra: list[Any]) -> None:
     rt.dropped.append(bp)
 
 
-BlockHandler = Callable[[RequestTranslation, dict, str, list, list], None]
+BlockHandler = Callable[[Conversation, dict[str, Any], str, list[Any], list[Any]], None]
 
 # Anthropic content blocks by role. Thinking never leaves for a non-Anthropic endpoint
 # (its signature is bound to the model that made it); server-tool blocks have no Chat form.
@@ -247,9 +247,9 @@ DECODE_ASSISTANT_BLOCKS: dict[str, BlockHandler] = {
 SERVER_BLOCK_SUFFIXES = ("_tool_use", "_tool_result")  # server-tool block types not listed above
 
 
-def _dec_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list, list]:
-    parts: list = []
-    extra: list = []
+def _dec_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHandler]) -> tuple[list[Any], list[Any]]:
+    parts: list[Any] = []
+    extra: list[Any] = []
     for j, b in enumerate(content if type(content) is list else ft.arr(content, f"{p}.content")):
         if (text := _plain_text(b)) is not None:  # the usual block: as _dec_text, without a path
             parts.append({"type": "text", "text": text})
@@ -266,7 +266,7 @@ def _dec_blocks(rt: Conversation, content: Any, p: str, table: dict[str, BlockHa
     return parts, extra
 
 
-def _dec_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+def _dec_user(rt: Conversation, content: Any, p: str, msgs: list[Any], o: ft.Options) -> None:
     if isinstance(content, str):
         msgs.append(rt.source({"role": "user", "content": content}, p))
         return
@@ -279,19 +279,19 @@ def _dec_user(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options)
         rt.dropped.append(p)  # nothing of this message can travel
 
 
-def _dec_assistant(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+def _dec_assistant(rt: Conversation, content: Any, p: str, msgs: list[Any], o: ft.Options) -> None:
     if isinstance(content, str):
         msgs.append(rt.source({"role": "assistant", "content": content}, p))
         return
     parts, calls = _dec_blocks(rt, content, p, DECODE_ASSISTANT_BLOCKS)
     # "" rather than null when there is no text: llama_cpp.server answers null with a 500
-    msg: dict = {"role": "assistant", "content": JOIN.join(x["text"] for x in parts)}
+    msg: dict[str, Any] = {"role": "assistant", "content": JOIN.join(x["text"] for x in parts)}
     if calls:
         msg["tool_calls"] = calls
     msgs.append(rt.source(msg, p))
 
 
-def _dec_system_message(rt: Conversation, content: Any, p: str, msgs: list, o: ft.Options) -> None:
+def _dec_system_message(rt: Conversation, content: Any, p: str, msgs: list[Any], o: ft.Options) -> None:
     text = content if type(content) is str else _dec_text_of(rt, content, f"{p}.content")
     if not text:
         rt.dropped.append(p)
@@ -304,7 +304,7 @@ DECODE_ROLES = {"user": _dec_user, "assistant": _dec_assistant, "system": _dec_s
 _MESSAGE_KEYS = frozenset({"role", "content"})
 
 
-def _dec_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_messages(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     msgs = out.setdefault("messages", [])
     for i, m in enumerate(ft.arr(value, "messages")):
         p = f"messages[{i}]"
@@ -326,14 +326,14 @@ def _dec_messages(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
 _DECODE_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema"})
 
 
-def _dec_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
+def _dec_tool(rt: Conversation, t: Any, tp: str) -> dict[str, Any] | None:
     """One Anthropic tool as a Chat function tool (None: a server tool, dropped)."""
     ttype = ft.obj(t, tp).get("type")
     if ttype not in (None, "custom"):  # server tools (web_search_20250305, bash_...)
         ft.string(ttype, f"{tp}.type")
         rt.dropped.append(tp)
         return None
-    fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
+    fn: dict[str, Any] = {"name": ft.req(t, "name", tp, ft.string)}
     if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
         fn["description"] = desc
     fn["parameters"] = ft.req(t, "input_schema", tp, ft.obj)
@@ -341,17 +341,18 @@ def _dec_tool(rt: Conversation, t: Any, tp: str) -> dict | None:
     return {"type": "function", "function": fn}
 
 
-def _dec_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    tools = []
+def _dec_tools(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    tools: list[dict[str, Any]] = []
     for i, t in enumerate(ft.arr(value, "tools")):
         # the usual tool decided in one expression, as _dec_tool would: three keys, and
         # name, input_schema and description among them (so nothing else); anything else
         # goes through _dec_tool
         if (type(t) is dict and len(t) == 3 and type(name := t.get("name")) is str
                 and type(schema := t.get("input_schema")) is dict and type(desc := t.get("description")) is str):
-            tool: dict | None = {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
+            tool: dict[str, Any] | None = {"type": "function", "function": {"name": name, "description": desc, "parameters": schema}}
         elif (tool := _dec_tool(rt, t, f"tools[{i}]")) is None:
             continue
+        assert tool is not None  # (both branches above give one)
         if len(tools) != i:  # an earlier tool was dropped: say where this one came from
             rt.origin[f"tools[{len(tools)}]"] = f"tools[{i}]"
         tools.append(tool)
@@ -365,7 +366,7 @@ def _dec_tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options)
 DECODE_TOOL_CHOICE: dict[str, str | None] = {"auto": "auto", "any": "required", "none": "none", "tool": None}
 
 
-def _dec_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_tool_choice(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     ft.obj(value, key)
     ttype = value.get("type")
     choice: Any = ft.pick(DECODE_TOOL_CHOICE, ttype, "tool_choice.type", "tool_choice type")
@@ -383,12 +384,12 @@ def _dec_tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Op
         out["parallel_tool_calls"] = not disable
 
 
-def _dec_max_tokens(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_max_tokens(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     out["max_completion_tokens"] = ft.integer(value, key)
     rt.origin["max_completion_tokens"] = key
 
 
-def _dec_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_stop(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     seqs = ft.arr(value, key)
     for i, s in enumerate(seqs):
         ft.string(s, f"{key}[{i}]")
@@ -399,7 +400,7 @@ def _dec_stop(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) 
     rt.origin["stop"] = key
 
 
-def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """thinking -> reasoning_effort (neutral/effort.py); its blocks in the history are dropped."""
     kind = ft.obj(value, key).get("type")
     if kind == "enabled":
@@ -415,7 +416,7 @@ def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict, o: ft.Optio
     rt.origin["reasoning_effort"] = key
 
 
-def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """effort -> reasoning_effort (unless thinking already named a level); format has no counterpart."""
     for k, v in ft.obj(value, key).items():
         if k == "effort" and "reasoning_effort" not in out and v in ANTHROPIC_EFFORT:
@@ -452,7 +453,7 @@ DECODE_FIELDS: ft.FieldTable = {
     "mcp_servers": ("dropped", None, "Anthropic beta"),
 }
 
-def decode(body: dict) -> Conversation:
+def decode(body: dict[str, Any]) -> Conversation:
     """An Anthropic Messages request body as a neutral conversation."""
     ft.check_body(body, "Anthropic")
     conv = Conversation(body={})
@@ -483,7 +484,7 @@ def _enc_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
     return texts
 
 
-def _enc_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+def _enc_text_part(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     text = ft.req(x, "text", xp, ft.string)
     ft.extras(rt, x, _TEXT_KEYS, xp)
     if not text:  # Anthropic rejects empty text blocks
@@ -492,7 +493,7 @@ def _enc_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
     return {"type": "text", "text": text}
 
 
-def _enc_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
+def _enc_image(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any]:
     ip = f"{xp}.image_url"
     image = ft.req(x, "image_url", xp, ft.obj)
     url = ft.req(image, "url", ip, ft.string)
@@ -510,7 +511,7 @@ def _enc_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
     return {"type": block_type, "source": source}
 
 
-def _enc_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+def _enc_file(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     fp = f"{xp}.file"
     file = ft.req(x, "file", xp, ft.obj)
     file_data = ft.opt(file, "file_data", fp, ft.string)
@@ -520,19 +521,19 @@ def _enc_file(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
         rt.dropped.append(xp)
         return None
     media_type, data = ft.data_url(file_data, f"{fp}.file_data")
-    doc: dict = {"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    doc: dict[str, Any] = {"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}}
     if title is not None:
         doc["title"] = title
     ft.extras(rt, file, frozenset({"file_data", "filename"}), fp)
     return doc
 
 
-def _drop_part(rt: RequestTranslation, x: dict, xp: str) -> None:
+def _drop_part(rt: RequestTranslation, x: dict[str, Any], xp: str) -> None:
     rt.dropped.append(xp)
 
 
 # Chat user content parts -> Anthropic blocks (None: dropped)
-ENCODE_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]] = {
+ENCODE_USER_PARTS: dict[str, Callable[[RequestTranslation, dict[str, Any], str], dict[str, Any] | None]] = {
     "text": _enc_text_part,
     "image_url": _enc_image,
     "file": _enc_file,
@@ -540,7 +541,7 @@ ENCODE_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | No
 }
 
 
-def _enc_tool_call(rt: RequestTranslation, tc: Any, tp: str) -> dict:
+def _enc_tool_call(rt: RequestTranslation, tc: Any, tp: str) -> dict[str, Any]:
     ft.obj(tc, tp)
     ft.choice(tc.get("type", "function"), ("function",), f"{tp}.type", "tool call type")
     tool_id = _anthropic_id(ft.req(tc, "id", tp, ft.string), f"{tp}.id")
@@ -564,8 +565,8 @@ class _Turns:
     """State of the Chat -> Anthropic message walk."""
 
     system: list[str] = field(default_factory=list)
-    msgs: list[dict] = field(default_factory=list)
-    results: list[dict] = field(default_factory=list)  # tool_result blocks waiting for a user turn
+    msgs: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)  # tool_result blocks waiting for a user turn
     leading: bool = True
 
     def flush(self) -> None:
@@ -574,7 +575,7 @@ class _Turns:
             self.results = []
 
 
-def _enc_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_system(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     text = JOIN.join(_enc_texts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content"))
     ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
     if not text:
@@ -587,7 +588,7 @@ def _enc_system(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         rt.warnings.append(f"{p}: system message kept in place (needs an Anthropic API that accepts system messages inside messages)")
 
 
-def _enc_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_user(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
     content = ft.req(m, "content", p, ft.anything)
     ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
@@ -604,12 +605,12 @@ def _enc_user(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
         st.msgs.append({"role": "user", "content": content if isinstance(content, str) else blocks})
 
 
-def _enc_assistant(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_assistant(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
     st.flush()
     content, cp = m.get("content"), f"{p}.content"
     restored = state_for(m, "anthropic")  # this endpoint's own signed thinking, first (its thinking rule)
-    blocks: list[dict] = list(restored.payload["blocks"]) if restored else []
+    blocks: list[dict[str, Any]] = list(restored.payload["blocks"]) if restored else []
     if isinstance(content, str) or content is None:
         if content:
             blocks.append({"type": "text", "text": content})
@@ -643,12 +644,12 @@ _ASSISTANT_KEYS = frozenset({"role", "content", "tool_calls", "refusal"})
 _ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 
 
-def _enc_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
+def _enc_tool(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
     tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # pitfalls 10
     content = ft.req(m, "content", p, ft.anything)
     texts = _enc_texts(rt, content, f"{p}.content")
-    block: dict = {"type": "tool_result", "tool_use_id": tool_id}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id}
     if not texts:
         rt.dropped.append(f"{p}.content")  # empty: Anthropic takes a tool_result without content
     elif isinstance(content, str):
@@ -662,7 +663,7 @@ def _enc_tool(rt: RequestTranslation, m: dict, p: str, st: _Turns) -> None:
 ENCODE_ROLES = {"system": _enc_system, "developer": _enc_system, "user": _enc_user, "assistant": _enc_assistant, "tool": _enc_tool}
 
 
-def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     st = _Turns()
     for i, m in enumerate(ft.arr(value, key)):
         p = f"messages[{i}]"
@@ -673,8 +674,8 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft
         out["system"] = JOIN.join(st.system)
 
 
-def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    tools = []
+def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    tools: list[dict[str, Any]] = []
     for i, t in enumerate(ft.arr(value, key)):
         tp = f"tools[{i}]"
         ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
@@ -683,7 +684,7 @@ def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Op
             continue
         fp = f"{tp}.function"
         fn = ft.req(t, "function", tp, ft.obj)
-        tool: dict = {"name": ft.req(fn, "name", fp, ft.string)}
+        tool: dict[str, Any] = {"name": ft.req(fn, "name", fp, ft.string)}
         if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
             tool["description"] = desc
         if (params := ft.opt(fn, "parameters", fp, ft.obj)) is not None:
@@ -702,7 +703,7 @@ ENCODE_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 _ENCODE_TOOL_CHOICE_OBJECTS = {"function": True, "allowed_tools": False, "custom": False}
 
 
-def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):
         choice = {"type": ft.pick(ENCODE_TOOL_CHOICE, value, key, "tool_choice")}
     elif not ft.pick(_ENCODE_TOOL_CHOICE_OBJECTS, ft.obj(value, key).get("type"), f"{key}.type", "tool_choice type"):
@@ -720,7 +721,7 @@ def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o:
     out["tool_choice"] = choice
 
 
-def _enc_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_parallel(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     ft.boolean(value, key)
     choice = out.get("tool_choice")
     if not out.get("tools") or (choice and choice["type"] == "none") or (choice is None and value):
@@ -732,7 +733,7 @@ def _enc_parallel(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft
     choice["disable_parallel_tool_use"] = not value
 
 
-def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     n = ft.integer(value, key)
     if "max_tokens" in out:  # max_completion_tokens came first and wins
         rt.dropped.append(key)
@@ -740,7 +741,7 @@ def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: 
         out["max_tokens"] = n
 
 
-def _enc_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_temperature(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if ft.number(value, key) > 1:  # Anthropic's range is 0-1: drop, never clamp
         rt.dropped.append(key)
         rt.warnings.append(f"temperature {value} is above Anthropic's maximum of 1: dropped, not clamped")
@@ -748,7 +749,7 @@ def _enc_temperature(rt: RequestTranslation, key: str, value: Any, out: dict, o:
         out["temperature"] = value
 
 
-def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     seqs = [value] if isinstance(value, str) else ft.arr(value, key)
     for i, s in enumerate(seqs):
         ft.string(s, f"{key}[{i}]")
@@ -758,13 +759,13 @@ def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Opt
         rt.dropped.append(key)
 
 
-def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """Consumed here: it tells the reply encoder whether the client wants a usage chunk."""
     o.include_usage = bool(ft.opt(ft.obj(value, key), "include_usage", key, ft.boolean))
     ft.extras(rt, value, frozenset({"include_usage"}), key)
 
 
-def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """reasoning_effort -> thinking (neutral/effort.py); the budget is fitted under max_tokens in encode()."""
     level = ft.string(value, key)
     if level not in BUDGETS:
@@ -777,7 +778,7 @@ def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.O
         out["thinking"] = {"type": "enabled", "budget_tokens": budget_for(level)}
 
 
-def _fit_thinking(rt: RequestTranslation, out: dict, effort: Any) -> None:
+def _fit_thinking(rt: RequestTranslation, out: dict[str, Any], effort: Any) -> None:
     """Anthropic takes thinking only with 1024 <= budget_tokens < max_tokens, no temperature but
     1, top_p >= 0.95, and no forced tool. The budget is the level's, at most half of max_tokens
     (the other half stays for the answer and its tool calls); the client's max_tokens is never
@@ -802,13 +803,15 @@ def _fit_thinking(rt: RequestTranslation, out: dict, effort: Any) -> None:
         th["budget_tokens"] = budget = cap
     rt.converted.append(f"reasoning_effort {effort!r} -> thinking.budget_tokens {budget}"
                         + (" (capped under max_tokens)" if budget == cap else ""))
-    for k, ok in (("temperature", lambda v: v == 1), ("top_p", lambda v: v >= pa.THINKING_MIN_TOP_P)):
+    accepts: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+        ("temperature", lambda v: v == 1), ("top_p", lambda v: v >= pa.THINKING_MIN_TOP_P))
+    for k, ok in accepts:
         if k in out and not ok(out[k]):
             rt.dropped.append(k)
             rt.warnings.append(f"{k} {out.pop(k)} dropped: Anthropic rejects it with thinking on")
 
 
-def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 

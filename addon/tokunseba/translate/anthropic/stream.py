@@ -9,6 +9,8 @@ Both are sans-IO and keep per-event work to one JSON parse / one JSON dump.
 
 from __future__ import annotations
 
+from typing import Any
+
 import time
 from collections.abc import Callable
 
@@ -22,6 +24,7 @@ from ...neutral.events import (
     EARLY_END,
     KEEPALIVE,
     BlockDelta,
+    BlockKind,
     BlockSignature,
     BlockStart,
     BlockStop,
@@ -34,7 +37,7 @@ from ...neutral.events import (
 )
 
 # content block type -> neutral block kind ("other" for server-tool blocks and the like)
-BLOCK_KINDS: dict[str, str] = {
+BLOCK_KINDS: dict[str, BlockKind] = {
     "text": "text",
     "tool_use": "tool_use",
     "thinking": "thinking",
@@ -47,7 +50,7 @@ DELTA_TEXT: dict[str, str] = {
     "thinking_delta": "thinking",
 }
 # neutral block kind -> (content block a client sees at start, delta type, delta field)
-OUT_BLOCKS: dict[str, tuple[dict, str, str]] = {
+OUT_BLOCKS: dict[str, tuple[dict[str, Any], str, str]] = {
     "text": ({"type": "text", "text": ""}, "text_delta", "text"),
     "tool_use": ({"type": "tool_use", "input": {}}, "input_json_delta", "partial_json"),
     "thinking": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -86,7 +89,7 @@ class AnthropicDecoder:
         if not isinstance(d, dict):
             return self._error("upstream sent an event that is not a JSON object")
         kind = d.get("type") or ev.event
-        handler = self._HANDLERS.get(kind)
+        handler = self._HANDLERS.get(kind if isinstance(kind, str) else "")
         if handler is None:
             note_once(self.report.warnings, f"ignored unknown Anthropic stream event {kind!r}")
             return []
@@ -99,18 +102,18 @@ class AnthropicDecoder:
         return [StreamError(500, "api_error", EARLY_END)]
 
     # ---- handlers ----
-    def _message_start(self, d: dict) -> list[Event]:
+    def _message_start(self, d: dict[str, Any]) -> list[Event]:
         m = d.get("message") or {}
         u = m.get("usage")
         self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
         return [MessageStart(m.get("id"), m.get("model"), self.usage)]
 
-    def _block_start(self, d: dict) -> list[Event]:
+    def _block_start(self, d: dict[str, Any]) -> list[Event]:
         cb = d.get("content_block") or {}
         n = self._next
         self._next += 1
         self._index[d.get("index")] = n
-        kind = BLOCK_KINDS.get(cb.get("type"), "other")
+        kind = BLOCK_KINDS.get(str(cb.get("type")), "other")
         if kind == "text":
             out: list[Event] = [BlockStart(n, "text")]
             first = cb.get("text")
@@ -127,14 +130,14 @@ class AnthropicDecoder:
             out.append(BlockDelta(n, first))
         return out
 
-    def _block_delta(self, d: dict) -> list[Event]:
+    def _block_delta(self, d: dict[str, Any]) -> list[Event]:
         n = self._index.get(d.get("index"))
         delta = d.get("delta") or {}
         dt = delta.get("type")
         if n is None:
             note_once(self.report.warnings, "ignored a content_block_delta for a block that never started")
             return []
-        field = DELTA_TEXT.get(dt)
+        field = DELTA_TEXT.get(dt) if isinstance(dt, str) else None
         if field is not None:
             text = delta.get(field)
             return [BlockDelta(n, text)] if text else []
@@ -146,11 +149,11 @@ class AnthropicDecoder:
         note_once(self.report.warnings, f"ignored unknown Anthropic delta {dt!r}")
         return []
 
-    def _block_stop(self, d: dict) -> list[Event]:
+    def _block_stop(self, d: dict[str, Any]) -> list[Event]:
         n = self._index.get(d.get("index"))
         return [] if n is None else [BlockStop(n)]
 
-    def _message_delta(self, d: dict) -> list[Event]:
+    def _message_delta(self, d: dict[str, Any]) -> list[Event]:
         delta = d.get("delta") or {}
         u = d.get("usage")
         if isinstance(u, dict) and u:  # cumulative: overwrite, never add (pitfalls 15)
@@ -161,7 +164,7 @@ class AnthropicDecoder:
         self._stop = MessageStop(delta.get("stop_reason"), delta.get("stop_sequence"), self.usage)
         return []
 
-    def _message_stop(self, d: dict) -> list[Event]:
+    def _message_stop(self, d: dict[str, Any]) -> list[Event]:
         if self._ended:
             return []
         if self._stop is not None:
@@ -169,9 +172,9 @@ class AnthropicDecoder:
             return [self._stop]
         return self._error("upstream sent message_stop without a message_delta (no stop reason)")
 
-    def _error_event(self, d: dict) -> list[Event]:
-        e = d.get("error") if isinstance(d.get("error"), dict) else {}
-        etype = e.get("type") if isinstance(e.get("type"), str) else "api_error"
+    def _error_event(self, d: dict[str, Any]) -> list[Event]:
+        e = _o if isinstance(_o := d.get("error"), dict) else {}
+        etype: str = e["type"] if isinstance(e.get("type"), str) else "api_error"
         self._ended = True
         return [StreamError(status_for_type(etype), etype, e.get("message") or "upstream error")]
 
@@ -179,7 +182,7 @@ class AnthropicDecoder:
         self._ended = True
         return [StreamError(502, "api_error", message)]
 
-    _HANDLERS: dict[str, Callable[["AnthropicDecoder", dict], list[Event]]] = {
+    _HANDLERS: dict[str, Callable[["AnthropicDecoder", dict[str, Any]], list[Event]]] = {
         "message_start": _message_start,
         "content_block_start": _block_start,
         "content_block_delta": _block_delta,
@@ -191,7 +194,7 @@ class AnthropicDecoder:
     }
 
 
-def _event(name: str, obj: dict) -> bytes:
+def _event(name: str, obj: dict[str, Any]) -> bytes:
     return encode_event(jsonc.dumpb(obj), name)
 
 
@@ -208,7 +211,7 @@ class AnthropicEncoder:
         self.report = report
         self.created = int(time.time()) if created is None else created
         self.finished = False  # message_stop or an error was sent: nothing more goes out
-        self.client_usage: dict | None = None
+        self.client_usage: dict[str, Any] | None = None
         self._out: dict[int, int] = {}  # neutral index -> output index (absent: dropped block)
         self._kind: dict[int, str] = {}  # neutral index -> kind, for emitted blocks
         self._closed: set[int] = set()
@@ -227,7 +230,7 @@ class AnthropicEncoder:
             return b""
         self._started = True
         usage = ev.usage.to_anthropic() if ev.usage else {}  # {}: nothing measured yet, never zeros
-        msg = {"id": ev.id or mint_message_id(self.created, self.report), "type": "message", "role": "assistant", "model": ev.model, "content": [],
+        msg: dict[str, Any] = {"id": ev.id or mint_message_id(self.created, self.report), "type": "message", "role": "assistant", "model": ev.model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}
         return _event("message_start", {"type": "message_start", "message": msg})
 
@@ -252,7 +255,7 @@ class AnthropicEncoder:
             problem = pa.tool_id_problem(ev.id)
             if problem:
                 return self._stream_error(StreamError(502, "api_error", problem))
-            block = {"type": "tool_use", "id": ev.id, "name": ev.name or "", "input": {}}
+            block: dict[str, Any] = {"type": "tool_use", "id": ev.id, "name": ev.name or "", "input": {}}
             self._tool = True
         else:
             block = OUT_BLOCKS[kind][0]
@@ -314,7 +317,7 @@ class AnthropicEncoder:
         # that an SSE comment, so a client that wants message_start first still gets it first
         return pa.SSE_PING if self._started else KEEPALIVE_COMMENT
 
-    _HANDLERS: dict[type, Callable[["AnthropicEncoder", Event], bytes]] = {
+    _HANDLERS: dict[type, Callable[["AnthropicEncoder", Any], bytes]] = {  # each handler takes its own event class
         MessageStart: _message_start,
         BlockStart: _block_start,
         BlockDelta: _block_delta,

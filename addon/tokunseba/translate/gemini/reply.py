@@ -12,6 +12,8 @@ thing, which the tests check.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import Event, StreamError
@@ -42,13 +44,13 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     return events
 
 
-def merge_chunks(chunks: list[dict]) -> dict:
+def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """Stream chunks (``GenerateContentResponse`` objects) merged into one reply: parts in
     order, adjacent text parts of the same kind joined; the last finishReason, promptFeedback,
     usageMetadata, responseId and modelVersion. A chunk holding an error is the whole answer."""
-    parts: list[dict] = []
-    out: dict = {}
-    cand: dict = {"content": {"role": "model", "parts": parts}}
+    parts: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
+    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}}
     seen = False
     for ch in chunks:
         if "error" in ch:
@@ -71,12 +73,12 @@ def merge_chunks(chunks: list[dict]) -> dict:
     return {"candidates": [cand], **out} if seen else out
 
 
-def chunks_of(sse: bytes) -> list[dict]:
+def chunks_of(sse: bytes) -> list[dict[str, Any]]:
     """The objects of Gemini SSE bytes as the encoder frames them."""
     return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
 
 
-def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7)."""
     enc = GeminiEncoder(report)

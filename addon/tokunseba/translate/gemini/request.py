@@ -49,13 +49,13 @@ def _snake(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
-def _get(obj: dict, name: str) -> Any:
+def _get(obj: dict[str, Any], name: str) -> Any:
     """A field by its lowerCamel name or its snake_case spelling."""
     v = obj.get(name)
     return obj.get(_snake(name)) if v is None else v
 
 
-def _keys(obj: dict) -> dict[str, str]:
+def _keys(obj: dict[str, Any]) -> dict[str, str]:
     """lowerCamel name -> the spelling present."""
     out = {}
     for k in obj:
@@ -68,13 +68,13 @@ def _bad(path: str, msg: str, *, refused: bool = False) -> TranslationError:
     return (Refused if refused else InvalidRequest)(400, f"{path}: {msg}")
 
 
-def _obj(v: Any, path: str) -> dict:
+def _obj(v: Any, path: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise _bad(path, "must be an object")
     return v
 
 
-def _arr(v: Any, path: str) -> list:
+def _arr(v: Any, path: str) -> list[Any]:
     if not isinstance(v, list):
         raise _bad(path, "must be an array")
     return v
@@ -95,7 +95,7 @@ def _opt_str(v: Any, path: str) -> str | None:
 class _Decode:
     def __init__(self, rt: Conversation) -> None:
         self.rt = rt
-        self.messages: list[dict] = []
+        self.messages: list[dict[str, Any]] = []
         self.system: list[str] = []
         self.calls: list[tuple[str, str]] = []  # (name, id) of the latest model turn's calls, unanswered
 
@@ -106,7 +106,7 @@ class _Decode:
 def _lower_types(schema: Any) -> Any:
     """OpenAPI-style UPPERCASE type names (``OBJECT``) as JSON Schema's (``object``)."""
     if isinstance(schema, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in schema.items():
             if k == "type" and isinstance(v, str):
                 out[k] = v.lower()
@@ -120,7 +120,7 @@ def _lower_types(schema: Any) -> Any:
     return schema
 
 
-def _media(d: _Decode, mime: str, data_url: str, path: str) -> dict | None:
+def _media(d: _Decode, mime: str, data_url: str, path: str) -> dict[str, Any] | None:
     if mime.startswith("image/"):
         return {"type": "image_url", "image_url": {"url": data_url}}
     if mime == "application/pdf":
@@ -129,7 +129,7 @@ def _media(d: _Decode, mime: str, data_url: str, path: str) -> dict | None:
     return None
 
 
-def _user_part(d: _Decode, part: dict, pp: str) -> dict | None:
+def _user_part(d: _Decode, part: dict[str, Any], pp: str) -> dict[str, Any] | None:
     """A user part as a neutral content part (None: dropped, recorded)."""
     keys = _keys(part)
     for k in keys:
@@ -168,7 +168,7 @@ def _result_text(response: Any) -> str:
     return jsonc.dumps(response)
 
 
-def _function_response(d: _Decode, fr: dict, fp: str, taken: set[int]) -> dict:
+def _function_response(d: _Decode, fr: dict[str, Any], fp: str, taken: set[int]) -> dict[str, Any]:
     name = fr.get("name")
     if not isinstance(name, str) or not name:
         raise _bad(f"{fp}.name", "a functionResponse needs the function name")
@@ -190,9 +190,9 @@ def _function_response(d: _Decode, fr: dict, fp: str, taken: set[int]) -> dict:
     return {"role": "tool", "tool_call_id": cid, "content": _result_text(fr.get("response"))}
 
 
-def _user(d: _Decode, parts: list, cp: str) -> None:
-    tool_msgs: list[dict] = []
-    content: list[dict] = []
+def _user(d: _Decode, parts: list[Any], cp: str) -> None:
+    tool_msgs: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
     taken: set[int] = set()
     for j, part in enumerate(parts):
         pp = f"{cp}.parts[{j}]"
@@ -222,9 +222,9 @@ def _user(d: _Decode, parts: list, cp: str) -> None:
     d.calls = []
 
 
-def _model(d: _Decode, parts: list, cp: str, ci: int) -> None:
+def _model(d: _Decode, parts: list[Any], cp: str, ci: int) -> None:
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     d.calls = []
     for j, part in enumerate(parts):
         pp = f"{cp}.parts[{j}]"
@@ -259,7 +259,7 @@ def _model(d: _Decode, parts: list, cp: str, ci: int) -> None:
         for k in keys:
             if k not in ("thoughtSignature",):
                 d.drop(f"{pp}.{keys[k]}")  # inlineData, executableCode, codeExecutionResult...
-    msg: dict = {"role": "assistant", "content": "".join(texts) if texts else None}
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls
     elif not texts:
@@ -268,7 +268,7 @@ def _model(d: _Decode, parts: list, cp: str, ci: int) -> None:
     d.messages.append(msg)
 
 
-def _contents(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     for i, c in enumerate(_arr(value, key)):
         cp = f"{key}[{i}]"
         c = _obj(c, cp)
@@ -285,7 +285,7 @@ def _contents(d: _Decode, key: str, value: Any, out: dict) -> None:
             raise _bad(f"{cp}.role", f"must be user or model, not {role!r}")
 
 
-def _system_instruction(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, str):  # the SDKs accept a bare string
         d.system.append(value)
         return
@@ -298,8 +298,8 @@ def _system_instruction(d: _Decode, key: str, value: Any, out: dict) -> None:
     # its "role" (Gemini CLI sends "user") means nothing: ignored (gemini.md 5.1.2)
 
 
-def _tools(d: _Decode, key: str, value: Any, out: dict) -> None:
-    tools: list[dict] = []
+def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+    tools: list[dict[str, Any]] = []
     for i, t in enumerate(_arr(value, key)):
         tp = f"{key}[{i}]"
         t = _obj(t, tp)
@@ -311,7 +311,7 @@ def _tools(d: _Decode, key: str, value: Any, out: dict) -> None:
             fp = f"{tp}.{tkeys.get('functionDeclarations')}[{j}]"
             fd = _obj(fd, fp)
             fkeys = _keys(fd)
-            fn: dict = {"name": fd.get("name")}
+            fn: dict[str, Any] = {"name": fd.get("name")}
             if not isinstance(fn["name"], str) or not fn["name"]:
                 raise _bad(f"{fp}.name", "a function declaration needs a name")
             if isinstance(fd.get("description"), str):
@@ -330,7 +330,7 @@ def _tools(d: _Decode, key: str, value: Any, out: dict) -> None:
         out["tools"] = tools
 
 
-def _tool_config(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     value = _obj(value, key)
     keys = _keys(value)
     for k in keys:
@@ -354,7 +354,7 @@ def _tool_config(d: _Decode, key: str, value: Any, out: dict) -> None:
             note_once(d.rt.converted, f"{fp}.mode: VALIDATED -> auto (schema-constrained calls have no counterpart)")
 
 
-def _generation_config(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _generation_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     value = _obj(value, key)
     for camel, spelled in _keys(value).items():
         row = GENERATION_FIELDS.get(camel)
@@ -366,19 +366,19 @@ def _generation_config(d: _Decode, key: str, value: Any, out: dict) -> None:
         row[1](d, path, value[spelled], out, value)
 
 
-def _gc_mapped(target: str) -> Callable[[_Decode, str, Any, dict, dict], None]:
-    def mapped(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_mapped(target: str) -> Callable[[_Decode, str, Any, dict[str, Any], dict[str, Any]], None]:
+    def mapped(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
         out[target] = v
         d.rt.origin[target] = path
     return mapped
 
 
-def _gc_candidates(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     if v != 1:
         raise _bad(path, f"{v} candidates requested; the target returns one", refused=True)
 
 
-def _gc_mime(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     if v == "application/json":
         schema = _get(gc, "responseJsonSchema")
         if schema is None:
@@ -394,17 +394,17 @@ def _gc_mime(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
         d.drop(path)
 
 
-def _gc_schema(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     if _get(gc, "responseMimeType") != "application/json":
         d.drop(path)  # a schema without JSON output: nothing to constrain
 
 
-def _gc_stop(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     out["stop"] = list(_arr(v, path))
     d.rt.origin["stop"] = path
 
 
-def _gc_thinking(d: _Decode, path: str, v: Any, out: dict, gc: dict) -> None:
+def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     """thinkingConfig -> reasoning_effort (neutral/effort.py): a level as named, a budget by level
     (0: none; -1, dynamic: no level); includeThoughts asks for thought parts back: dropped."""
     for camel, spelled in _keys(_obj(v, path)).items():
@@ -453,17 +453,17 @@ GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
 }
 
 
-def _refuse_cached(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _refuse_cached(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     raise _bad(key, "names content cached at Google; another endpoint cannot read it, and the turn without it "
                     "is not the turn the client sent", refused=True)
 
 
-def _drop(d: _Decode, key: str, value: Any, out: dict) -> None:
+def _drop(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
     d.drop(key)
 
 
 # top-level field (lowerCamel) -> (action, handler, why). Processed in this order.
-DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict], None], str]] = {
+DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]], None], str]] = {
     "systemInstruction": ("converted", _system_instruction, "parts' text joined -> a leading system message; role ignored"),
     "contents": ("converted", _contents, "user/model -> user/assistant; functionCall -> tool_calls; "
                                          "functionResponse -> tool messages; inlineData -> image/file parts"),
@@ -491,14 +491,14 @@ def url_facts(path: str) -> tuple[str | None, bool]:
     return unquote(m.group("model")), stream
 
 
-def decode(body: dict, *, path: str = "") -> Conversation:
+def decode(body: dict[str, Any], *, path: str = "") -> Conversation:
     """A Gemini request body as the neutral request (the model and stream flag from ``path``)."""
     if not isinstance(body, dict):
         raise InvalidRequest(400, "Gemini request body must be a JSON object")
     model, stream = url_facts(path)
     rt = Conversation(body={})
     d = _Decode(rt)
-    out: dict = {}
+    out: dict[str, Any] = {}
     spelled = _keys(body)
     for camel in spelled:
         if camel not in DECODE_FIELDS:
@@ -513,7 +513,7 @@ def decode(body: dict, *, path: str = "") -> Conversation:
         rt.origin["messages[0]"] = spelled.get("systemInstruction", "systemInstruction")
     if not any(m["role"] != "system" for m in messages):
         raise _bad("contents", "needs at least one content")
-    neutral: dict = {"model": model, "messages": messages, **out, "stream": stream}
+    neutral: dict[str, Any] = {"model": model, "messages": messages, **out, "stream": stream}
     if model is None:
         del neutral["model"]
     rt.body = neutral
@@ -536,20 +536,20 @@ class _Encode:
     def __init__(self, rt: RequestTranslation) -> None:
         self.rt = rt
         self.names: dict[str, str] = {}  # tool call id -> function name, from the history
-        self.contents: list[dict] = []
+        self.contents: list[dict[str, Any]] = []
         self.system: list[str] = []
 
     def drop(self, path: str) -> None:
         note_once(self.rt.dropped, path)
 
 
-def _texts(e: _Encode, content: Any, path: str) -> list[dict]:
+def _texts(e: _Encode, content: Any, path: str) -> list[dict[str, Any]]:
     """A neutral content (a string or parts) as Gemini parts."""
     if content is None:
         return []
     if isinstance(content, str):
         return [{"text": content}] if content else []
-    parts: list[dict] = []
+    parts: list[dict[str, Any]] = []
     for j, p in enumerate(_arr(content, path)):
         pp = f"{path}[{j}]"
         p = _obj(p, pp)
@@ -587,13 +587,13 @@ def _texts(e: _Encode, content: Any, path: str) -> list[dict]:
     return parts
 
 
-def _add(e: _Encode, role: str, parts: list[dict]) -> None:
+def _add(e: _Encode, role: str, parts: list[dict[str, Any]]) -> None:
     if parts:
         e.contents.append({"role": role, "parts": parts})
 
 
-def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
-    results: list[dict] = []  # functionResponse parts waiting for their user content
+def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+    results: list[dict[str, Any]] = []  # functionResponse parts waiting for their user content
     for i, m in enumerate(_arr(value, key)):
         mp = f"{key}[{i}]"
         m = _obj(m, mp)
@@ -624,10 +624,10 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
                 if not isinstance(args, dict):
                     raise _bad(f"{tp}.function.arguments", "Gemini takes function-call arguments as a JSON object; "
                                                            "these are not one", refused=True)
-                fc: dict = {"name": fn.get("name"), "args": args}
+                fc: dict[str, Any] = {"name": fn.get("name"), "args": args}
                 if tc.get("id"):
                     fc["id"] = tc["id"]
-                    e.names[tc["id"]] = fn.get("name")
+                    e.names[tc["id"]] = str(fn.get("name"))
                 part = {"functionCall": fc}
                 if tc.get("id") in sigs:
                     part["thoughtSignature"] = sigs[tc["id"]]
@@ -681,7 +681,7 @@ def _sign_active_loop(e: _Encode) -> None:
 FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,63}")
 
 
-def _enc_tools(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_tools(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     decls = []
     for i, t in enumerate(_arr(value, key)):
         if type(t) is not dict:
@@ -695,7 +695,7 @@ def _enc_tools(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
             raise _bad(f"{key}[{i}].function.name", f"Gemini rejects the function name {name!r}: it must start "
                                                     "with a letter or an underscore and hold at most 64 of a-z, "
                                                     "A-Z, 0-9, _ . : -", refused=True)
-        fd: dict = {"name": name}
+        fd: dict[str, Any] = {"name": name}
         if desc := fn.get("description"):
             fd["description"] = desc
         if (params := fn.get("parameters")) is not None:
@@ -707,9 +707,9 @@ def _enc_tools(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
         out["tools"] = [{"functionDeclarations": decls}]
 
 
-def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     if isinstance(value, str) and value in CHOICES:
-        fcc: dict = {"mode": CHOICES[value]}
+        fcc: dict[str, Any] = {"mode": CHOICES[value]}
     elif isinstance(value, dict) and isinstance(value.get("function"), dict) and value["function"].get("name"):
         fcc = {"mode": "ANY", "allowedFunctionNames": [value["function"]["name"]]}
     else:
@@ -717,13 +717,13 @@ def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict, o: dict) -> No
     out["toolConfig"] = {"functionCallingConfig": fcc}
 
 
-def _gen(name: str) -> Callable[[_Encode, str, Any, dict, dict], None]:
-    def mapped(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _gen(name: str) -> Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None]:
+    def mapped(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
         out.setdefault("generationConfig", {})[name] = value
     return mapped
 
 
-def _enc_max_tokens(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_max_tokens(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     cap = o.get("max_tokens")
     if isinstance(cap, int) and isinstance(value, int) and value > cap:
         value = cap
@@ -731,7 +731,7 @@ def _enc_max_tokens(e: _Encode, key: str, value: Any, out: dict, o: dict) -> Non
     out.setdefault("generationConfig", {})["maxOutputTokens"] = value
 
 
-def _enc_stop(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_stop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     stops = [value] if isinstance(value, str) else list(_arr(value, key))
     if len(stops) > GEMINI_MAX_STOP:
         e.rt.dropped.extend(f"{key}[{i}]" for i in range(GEMINI_MAX_STOP, len(stops)))
@@ -739,11 +739,11 @@ def _enc_stop(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
     out.setdefault("generationConfig", {})["stopSequences"] = stops
 
 
-def _enc_n(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_n(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     pass  # 1: the Chat decoder refuses more (the same toward every target)
 
 
-def _enc_response_format(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_response_format(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     value = _obj(value, key)
     gc = out.setdefault("generationConfig", {})
     if value.get("type") == "json_object":
@@ -756,7 +756,7 @@ def _enc_response_format(e: _Encode, key: str, value: Any, out: dict, o: dict) -
         e.drop(key)
 
 
-def _enc_effort(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_effort(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     if not isinstance(value, str) or value not in BUDGETS:
         e.drop(key)
         e.rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
@@ -766,17 +766,17 @@ def _enc_effort(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
     e.rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
 
 
-def _enc_nothing(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_nothing(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     pass
 
 
-def _enc_drop(e: _Encode, key: str, value: Any, out: dict, o: dict) -> None:
+def _enc_drop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
     if value not in (None, False):
         e.drop(key)
 
 
 # neutral field -> (action, handler, why). Anything not listed is dropped, recorded.
-ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict, dict], None], str]] = {
+ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None], str]] = {
     "messages": ("converted", _enc_messages, "system -> systemInstruction; user/assistant -> user/model contents; "
                                              "tool results -> functionResponse parts named from the history"),
     "tools": ("converted", _enc_tools, "function tools -> functionDeclarations (parameters as parametersJsonSchema)"),
@@ -806,15 +806,15 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) ->
     neutral = conv.body
     rt = RequestTranslation(body={})
     e = _Encode(rt)
-    out: dict = {}
-    o = {"max_tokens": max_tokens}
+    out: dict[str, Any] = {}
+    o: dict[str, object] = {"max_tokens": max_tokens}
     for key in neutral:
         if key not in ENCODE_FIELDS:
             e.drop(key)
-    for key, (_, handler, _) in ENCODE_FIELDS.items():
+    for key, (_action, handler, _why) in ENCODE_FIELDS.items():
         if key in neutral and neutral[key] is not None:
             handler(e, key, neutral[key], out, o)
-    body: dict = {"contents": e.contents}
+    body: dict[str, Any] = {"contents": e.contents}
     if e.system:
         body["systemInstruction"] = {"parts": [{"text": JOIN.join(e.system)}]}
     body.update(out)

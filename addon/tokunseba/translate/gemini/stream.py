@@ -19,6 +19,8 @@ The per-object logic (``GeminiDecoder.on_object``) is shared with whole replies 
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 
 from ... import jsonc
@@ -100,7 +102,7 @@ class GeminiDecoder:
             return self._error(StreamError(502, "api_error", "upstream sent a chunk that is not a JSON object"))
         return self.on_object(d)
 
-    def on_object(self, d: dict) -> list[Event]:
+    def on_object(self, d: dict[str, Any]) -> list[Event]:
         """One ``GenerateContentResponse`` (a stream chunk, or a whole reply)."""
         if d.get("error"):
             err = error_from_obj(pg.stream_error_status(d), d)
@@ -118,7 +120,7 @@ class GeminiDecoder:
             if key not in RESPONSE_KEYS:
                 note_once(self.report.dropped, key)
         if self._ended:
-            if isinstance(u, dict) and u:
+            if isinstance(u, dict) and u and self.usage is not None:
                 out.append(UsageUpdate(self.usage))
             return out
         self._prompt_feedback(d.get("promptFeedback"))
@@ -154,7 +156,7 @@ class GeminiDecoder:
             if key != "blockReason":
                 note_once(self.report.dropped, f"promptFeedback.{key}")
 
-    def _candidate(self, cand: dict, out: list[Event]) -> None:
+    def _candidate(self, cand: dict[str, Any], out: list[Event]) -> None:
         for key in cand:
             if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
                 note_once(self.report.dropped, f"{CANDIDATE}.{key}")
@@ -170,7 +172,7 @@ class GeminiDecoder:
             fm = cand.get("finishMessage")
             self._finish_message = fm if isinstance(fm, str) else None
 
-    def _part(self, part: dict, out: list[Event]) -> None:
+    def _part(self, part: dict[str, Any], out: list[Event]) -> None:
         for key in part:
             if key not in PART_KEYS:
                 note_once(self.report.dropped, f"{PARTS}.{key}")
@@ -195,7 +197,7 @@ class GeminiDecoder:
             self._open, self._open_kind = n, kind
         out.append(BlockDelta(self._open, text))  # type: ignore[arg-type]
 
-    def _call(self, fc: dict, out: list[Event], signature: str | None = None) -> None:
+    def _call(self, fc: dict[str, Any], out: list[Event], signature: str | None = None) -> None:
         self._close(out)
         n = self._next
         self._next += 1
@@ -245,7 +247,7 @@ class GeminiDecoder:
         self._ended = True
         return [err]
 
-def _args(pieces: list[str]) -> dict | None:
+def _args(pieces: list[str]) -> dict[str, Any] | None:
     """A call's argument pieces as an object ("" is no arguments); None when not an object."""
     text = "".join(pieces)
     try:
@@ -261,8 +263,8 @@ class GeminiEncoder:
     def __init__(self, report: ReplyReport) -> None:
         self.report = report
         self.finished = False
-        self.client_usage: dict | None = None
-        self._base: dict = {}  # responseId / modelVersion, on every chunk as Google sends them
+        self.client_usage: dict[str, Any] | None = None
+        self._base: dict[str, Any] = {}  # responseId / modelVersion, on every chunk as Google sends them
         self._kind: dict[int, str] = {}  # neutral index -> "text" | "thinking" | "tool_use"
         self._calls: dict[int, tuple[str | None, str, list[str]]] = {}  # calls not sent: id, name, argument pieces
         self._stopped: set[int] = set()  # calls whose block stopped
@@ -272,14 +274,14 @@ class GeminiEncoder:
             return b""
         return self._HANDLERS[type(ev)](self, ev)
 
-    def _chunk(self, parts: list[dict] | None, finish: str | None = None, usage: dict | None = None) -> bytes:
-        cand: dict = {}
+    def _chunk(self, parts: list[dict[str, Any]] | None, finish: str | None = None, usage: dict[str, Any] | None = None) -> bytes:
+        cand: dict[str, Any] = {}
         if parts is not None:
             cand["content"] = {"role": "model", "parts": parts}
         if finish is not None:
             cand["finishReason"] = finish
         cand["index"] = 0
-        obj: dict = {"candidates": [cand]}
+        obj: dict[str, Any] = {"candidates": [cand]}
         if usage is not None:
             obj["usageMetadata"] = usage
         obj.update(self._base)
@@ -342,7 +344,7 @@ class GeminiEncoder:
         if args is None:
             return self._stream_error(StreamError(502, "api_error",
                                                   f"upstream sent arguments for {name!r} that are not a JSON object"))
-        fc: dict = {"name": name, "args": args}
+        fc: dict[str, Any] = {"name": name, "args": args}
         if cid:
             fc["id"] = cid
         return self._chunk([{"functionCall": fc}])
@@ -373,7 +375,7 @@ class GeminiEncoder:
     def _nothing(self, ev: Event) -> bytes:
         return b""
 
-    _HANDLERS: dict[type, Callable[["GeminiEncoder", Event], bytes]] = {
+    _HANDLERS: dict[type, Callable[["GeminiEncoder", Any], bytes]] = {  # each handler takes its own event class
         MessageStart: _message_start,
         BlockStart: _block_start,
         BlockDelta: _block_delta,

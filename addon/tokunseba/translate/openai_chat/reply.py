@@ -12,6 +12,8 @@ definitions differ (E.4); reasoning, thinking and other blocks are dropped and r
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
@@ -20,7 +22,8 @@ from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
-from .stream import REASONING_KEYS, stop_from_finish, synth_tool_id
+from ...neutral.ids import synth_tool_id
+from .stream import REASONING_KEYS, stop_from_finish
 
 # what becomes of each key of choices[0].message: "read" keys are decoded below; any other
 # key with a non-empty value is dropped (recorded)
@@ -28,10 +31,10 @@ MESSAGE_KEYS_READ = frozenset({"role", "content", "tool_calls", "refusal"})
 # nothing to carry; "function_call" is llama_cpp.server's legacy duplicate of tool_calls
 MESSAGE_KEYS_IGNORED = frozenset({"name", "function_call"})
 CHOICE_KEYS_READ = frozenset({"index", "message", "finish_reason", "stop_reason"})
-EMPTY = (None, "", [], {})
+EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
-def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dict, dict]:
+def chat_choice(doc: dict[str, Any], dropped: list[str], warnings: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The first choice of a whole Chat reply and its message, recording what no client
     protocol carries; a reply with no choices is a 502 (with the upstream's error if any)."""
     choices = doc.get("choices")
@@ -45,7 +48,7 @@ def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dic
     for k, v in choice.items():
         if k not in CHOICE_KEYS_READ and v not in EMPTY:
             note_once(dropped, f"choices[0].{k}")
-    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    msg = _o if isinstance(_o := choice.get("message"), dict) else {}
     for k, v in msg.items():
         if k not in MESSAGE_KEYS_READ and k not in MESSAGE_KEYS_IGNORED and v not in EMPTY:
             note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
@@ -54,7 +57,7 @@ def chat_choice(doc: dict, dropped: list[str], warnings: list[str]) -> tuple[dic
     return choice, msg
 
 
-def _text(msg: dict, dropped: list[str]) -> str:
+def _text(msg: dict[str, Any], dropped: list[str]) -> str:
     """The message's text: a string, or the text of its text parts; every other part is
     recorded as dropped (an image, an unknown part type)."""
     content = msg.get("content")
@@ -90,7 +93,7 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
         if not isinstance(tc, dict):
             note_once(report.dropped, f"choices[0].message.tool_calls[{pos}]")
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = _o if isinstance(_o := tc.get("function"), dict) else {}
         tid = tc.get("id")
         if not tid:
             tid = synth_tool_id(doc.get("id"), pos)
@@ -116,9 +119,9 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     return events
 
 
-def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
     for b in msg.blocks:
         if b.kind == "text":
             texts.append(b.text)
@@ -137,11 +140,11 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         finish = "stop"
     if msg.stop_sequence:
         note_once(report.dropped, "stop_sequence")
-    message: dict = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if calls:
         message["tool_calls"] = calls
     client_usage = msg.usage.to_openai() if msg.usage else None
-    out: dict = {"id": msg.id, "object": "chat.completion", "created": created, "model": msg.model,
+    out: dict[str, Any] = {"id": msg.id, "object": "chat.completion", "created": created, "model": msg.model,
                  "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
     if client_usage is not None:
         out["usage"] = client_usage

@@ -11,6 +11,8 @@ at all: pitfalls 13), at most four stop strings.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 
 from ...errors import Refused
@@ -32,7 +34,7 @@ def check_options(system_role: str, max_tokens_field: str) -> None:
         raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, not {max_tokens_field!r}")
 
 
-def decode(body: dict) -> Conversation:
+def decode(body: dict[str, Any]) -> Conversation:
     """A Chat Completions request body is already neutral: taken as it came (not copied:
     encoders never mutate their input)."""
     ft.check_body(body, "Chat")
@@ -42,12 +44,12 @@ def decode(body: dict) -> Conversation:
     return Conversation(body=body)
 
 
-def _system_role(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _system_role(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     if o.system_role != "system" and any(m.get("role") == "system" for m in out.get("messages") or ()):
         out["messages"] = [{**m, "role": o.system_role} if m.get("role") == "system" else m for m in out["messages"]]
 
 
-def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     n = out.pop("max_completion_tokens", None)
     if n is None:
         return
@@ -57,20 +59,20 @@ def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Opt
     out[o.max_tokens_field] = n
 
 
-def _stream_options(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _stream_options(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     if out.get("stream"):
         out["stream_options"] = {"include_usage": True}
         rt.plumbing.append("stream_options.include_usage")
 
 
-def _stop(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _stop(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     stop = out.get("stop")
     if isinstance(stop, list) and len(stop) > OPENAI_MAX_STOP:
         out["stop"] = stop[:OPENAI_MAX_STOP]
         rt.dropped.extend(conv.client_path(f"stop[{i}]") for i in range(OPENAI_MAX_STOP, len(stop)))
 
 
-def _provider_state(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _provider_state(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     msgs = out.get("messages")
     if not isinstance(msgs, list) or not any(type(m) is dict and PROVIDER_STATE in m for m in msgs):
         return
@@ -87,7 +89,7 @@ def _provider_state(conv: Conversation, rt: RequestTranslation, out: dict, o: ft
     out["messages"] = new
 
 
-def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Options) -> None:
+def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     # the neutral body is a decoder's output: every tool is {"type": "function", "function": {"name": str, ...}}
     for i, t in enumerate(out.get("tools") or ()):
         if len(name := t["function"]["name"]) > OPENAI_TOOL_NAME_MAX:
@@ -95,7 +97,7 @@ def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict, o: ft.Opt
 
 
 # what the endpoint asks of a neutral request, in order -> why
-ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict, ft.Options], None], str] = {
+ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict[str, Any], ft.Options], None], str] = {
     _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
     _provider_state: "restored state of this endpoint and model -> its reasoning_content / reasoning on the "
                      "assistant message (DeepSeek's thinking mode requires it back in a tool loop)",

@@ -10,6 +10,8 @@ finish chunk, the usage chunk when asked for, ``data: [DONE]``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import time
 from collections.abc import Callable
 
@@ -42,7 +44,7 @@ DELTA_KEYS_READ = frozenset({"role", "content", "refusal", "tool_calls", "functi
 # choice keys the decoder reads; any other non-empty one (logprobs...) is recorded as dropped
 CHOICE_KEYS_READ = frozenset({"index", "delta", "finish_reason", "stop_reason"})
 CHOICE_KEYS_SEEN = CHOICE_KEYS_READ | {"logprobs"}  # logprobs: null on every real OpenAI chunk
-EMPTY = (None, "", [], {})
+EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
 def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
@@ -101,7 +103,7 @@ class ChatDecoder:
         if isinstance(u, dict):
             self.usage = Usage(OPENAI, u)  # a total, not an increment: the latest wins
         if self._ended:
-            if isinstance(u, dict):
+            if isinstance(u, dict) and self.usage is not None:
                 out.append(UsageUpdate(self.usage))
             return out
         for ch in d.get("choices") or ():
@@ -133,7 +135,7 @@ class ChatDecoder:
         return self._error(StreamError(500, "api_error", EARLY_END))
 
     # ---- internals ----
-    def _delta(self, delta: dict, out: list[Event]) -> None:
+    def _delta(self, delta: dict[str, Any], out: list[Event]) -> None:
         c = delta.get("content")
         if len(delta) == 1:  # the usual chunks: a piece of text, or tool-call fragments, alone
             if c and type(c) is str:
@@ -168,7 +170,7 @@ class ChatDecoder:
         elif delta.get("function_call"):  # deprecated, alone (llama_cpp.server sends it beside tool_calls)
             note_once(self.report.dropped, "choices[0].delta.function_call")
 
-    def _reasoning(self, delta: dict, out: list[Event]) -> None:
+    def _reasoning(self, delta: dict[str, Any], out: list[Event]) -> None:
         for key in REASONING_KEYS:
             r = delta.get(key)
             if r and isinstance(r, str):
@@ -177,7 +179,7 @@ class ChatDecoder:
             if r:  # reasoning as an object ({"text": ...} / {"signature": ...}): not carried
                 note_once(self.report.dropped, f"choices[0].delta.{key}")
 
-    def _left_behind(self, obj: dict, read: frozenset[str], path: str) -> None:
+    def _left_behind(self, obj: dict[str, Any], read: frozenset[str], path: str) -> None:
         """Record every non-empty key of ``obj`` the decoder does not read."""
         for k, v in obj.items():
             if k not in read and v not in EMPTY:
@@ -201,7 +203,7 @@ class ChatDecoder:
             self._begin(BlockStart(n, kind, raw=raw), kind, out)  # type: ignore[arg-type]
         out.append(BlockDelta(self._open, text))  # type: ignore[arg-type]
 
-    def _tool(self, tc: dict, pos: int, out: list[Event]) -> None:
+    def _tool(self, tc: dict[str, Any], pos: int, out: list[Event]) -> None:
         fn = tc.get("function") or {}
         tid = tc.get("id")
         key = tc.get("index")
@@ -249,7 +251,7 @@ class ChatDecoder:
         self._end(out)
         return out
 
-    def _upstream_error(self, d: dict) -> list[Event]:
+    def _upstream_error(self, d: dict[str, Any]) -> list[Event]:
         err = error_from_obj(500, d, status_from_code=True)
         code = po.CONTEXT_LENGTH_CODE if is_context_overflow(err) else err.code
         return self._error(StreamError(err.status, error_type_for_status(err.status), err.message, code))
@@ -267,8 +269,8 @@ class ChatEncoder:
         self.include_usage = include_usage
         self.created = int(time.time()) if created is None else created
         self.finished = False
-        self.client_usage: dict | None = None
-        self._base: dict = {}
+        self.client_usage: dict[str, Any] | None = None
+        self._base: dict[str, Any] = {}
         self._kind: dict[int, str] = {}  # neutral index -> "text" | "tool" for emitted blocks
         self._tool_of: dict[int, int] = {}  # neutral index -> Chat tool index (running counter)
         self._tools = 0
@@ -279,7 +281,7 @@ class ChatEncoder:
             return b""
         return self._HANDLERS[type(ev)](self, ev)
 
-    def _chunk(self, choice_delta: dict, finish: str | None = None) -> bytes:
+    def _chunk(self, choice_delta: dict[str, Any], finish: str | None = None) -> bytes:
         chunk = dict(self._base)
         chunk["choices"] = [{"index": 0, "delta": choice_delta, "finish_reason": finish}]
         if self.include_usage:
@@ -348,7 +350,7 @@ class ChatEncoder:
         self.report.errors.append(message)
         return po.sse_error(etype, message, code)
 
-    _HANDLERS: dict[type, Callable[["ChatEncoder", Event], bytes]] = {
+    _HANDLERS: dict[type, Callable[["ChatEncoder", Any], bytes]] = {  # each handler takes its own event class
         MessageStart: _message_start,
         BlockStart: _block_start,
         BlockDelta: _block_delta,

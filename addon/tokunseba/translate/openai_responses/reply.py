@@ -14,6 +14,8 @@ overflow coded ``context_length_exceeded``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, MessageStop
@@ -55,8 +57,8 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     return events
 
 
-def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict | None]:
-    items: list[dict] = []
+def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
+    items: list[dict[str, Any]] = []
     for b in msg.blocks:
         if b.kind == "text":
             items.append(message_item(item_id("message", msg.id, len(items)), b.text))
@@ -75,7 +77,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     if msg.stop_sequence:
         note_once(report.dropped, "stop_sequence")  # which sequence matched has no field
     client_usage = responses_usage(msg.usage, report.warnings)
-    extra: dict = {"incomplete_details": incomplete} if incomplete else {}
+    extra: dict[str, Any] = {"incomplete_details": incomplete} if incomplete else {}
     rid = response_id(msg.id, created, report.warnings)
     body = response_snapshot(rid, created, status, msg.model, items, **extra, usage=client_usage)
     report.stop_reason, report.completed = stop, True

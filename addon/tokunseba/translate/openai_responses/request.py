@@ -46,7 +46,7 @@ def _refused(path: str, why: str) -> TranslationError:
     return Refused(400, f"{path}: {why}; this turn cannot go to an endpoint of another protocol")
 
 
-def _drop_part(rt: Conversation, x: dict, xp: str) -> None:
+def _drop_part(rt: Conversation, x: dict[str, Any], xp: str) -> None:
     rt.dropped.append(xp)
 
 
@@ -55,22 +55,22 @@ def _drop_part(rt: Conversation, x: dict, xp: str) -> None:
 # content parts (Responses -> Chat); a handler returns a Chat part, or None when dropped
 # ---------------------------------------------------------------------------------------
 
-PartHandler = Callable[[RequestTranslation, dict, str], dict | None]
+PartHandler = Callable[[Conversation, dict[str, Any], str], dict[str, Any] | None]
 
 
-def _text(rt: Conversation, x: dict, xp: str) -> dict:
+def _text(rt: Conversation, x: dict[str, Any], xp: str) -> dict[str, Any]:
     text = ft.req(x, "text", xp, ft.string)
     ft.extras(rt, x, _TEXT_KEYS, xp)  # annotations, logprobs
     return {"type": "text", "text": text}
 
 
-def _image(rt: Conversation, x: dict, xp: str) -> dict | None:
+def _image(rt: Conversation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     url = ft.opt(x, "image_url", xp, ft.string)
     detail = ft.opt(x, "detail", xp, ft.string)
     if url is None:  # a file_id only: nothing a Chat endpoint can fetch
         rt.dropped.append(xp)
         return None
-    image: dict = {"url": url}
+    image: dict[str, Any] = {"url": url}
     known = {"type", "image_url"}
     if detail in CHAT_IMAGE_DETAIL:
         image["detail"] = detail
@@ -86,7 +86,7 @@ def _is_pdf_data_url(url: str) -> bool:
         return False
 
 
-def _file(rt: Conversation, x: dict, xp: str) -> dict | None:
+def _file(rt: Conversation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     """A PDF as a data: URL -> Chat ``file`` part (Chat takes PDFs inline only); else dropped."""
     file_data = ft.opt(x, "file_data", xp, ft.string)
     filename = ft.opt(x, "filename", xp, ft.string)
@@ -115,7 +115,7 @@ SYSTEM_PARTS: dict[str, PartHandler] = {"input_text": _text, "output_text": _tex
 OUTPUT_PARTS = {"input_text": True, "output_text": True, "input_image": False, "input_file": False}
 
 
-def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandler]) -> str | list | None:
+def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandler]) -> str | list[Any] | None:
     """A string as is; parts as one string when only text is left, else Chat parts;
     None when parts were given and none is left."""
     if isinstance(content, str):
@@ -136,16 +136,16 @@ def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandl
 class _Walk:
     """State of the input-item walk."""
 
-    msgs: list[dict]
+    msgs: list[dict[str, Any]]
     leading: bool = True  # nothing but system text yet: system items join the first message
-    assistant: dict | None = None  # the last message, when function_call items may join it
+    assistant: dict[str, Any] | None = None  # the last message, when function_call items may join it
     seen: set[str] = field(default_factory=set)  # input[].<key> summaries already recorded
 
 
-ItemHandler = Callable[[RequestTranslation, dict, str, _Walk, ft.Options], None]
+ItemHandler = Callable[[Conversation, dict[str, Any], str, _Walk, ft.Options], None]
 
 
-def _item_extras(rt: Conversation, item: dict, known: frozenset[str], st: _Walk) -> None:
+def _item_extras(rt: Conversation, item: dict[str, Any], known: frozenset[str], st: _Walk) -> None:
     """Item-level keys outside ``known``, recorded once each as ``input[].<key>``."""
     for k in item:
         if k not in known and k not in st.seen:
@@ -159,13 +159,13 @@ _CALL_OUTPUT_ITEM_KEYS = frozenset({"type", "call_id", "output"})
 _FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters"})
 
 
-def _system_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _system_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     content = _content(rt, ft.req(item, "content", p, ft.anything), f"{p}.content", SYSTEM_PARTS)
     _item_extras(rt, item, _MESSAGE_KEYS, st)
     st.assistant = None
     if not content:
         rt.dropped.append(p)
-    elif st.leading and st.msgs:  # one leading system message: local templates want that
+    elif st.leading and st.msgs and isinstance(content, str):  # one leading system message: local templates want that
         st.msgs[0]["content"] += JOIN + content
     else:
         st.msgs.append(rt.source({"role": "system", "content": content}, p))
@@ -173,7 +173,7 @@ def _system_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Optio
             rt.warnings.append(f"{p}: system message kept in place; strict chat templates reject a system message after the first")
 
 
-def _user_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _user_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     content = _content(rt, ft.req(item, "content", p, ft.anything), f"{p}.content", USER_PARTS)
     _item_extras(rt, item, _MESSAGE_KEYS, st)
     st.leading, st.assistant = False, None
@@ -183,7 +183,7 @@ def _user_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options
         st.msgs.append(rt.source({"role": "user", "content": content}, p))
 
 
-def _assistant_message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _assistant_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     content = _content(rt, ft.req(item, "content", p, ft.anything), f"{p}.content", ASSISTANT_PARTS)
     _item_extras(rt, item, _MESSAGE_KEYS, st)  # phase, status, id, ...
     st.leading, st.assistant = False, None
@@ -203,11 +203,11 @@ DECODE_ROLES: dict[str, ItemHandler] = {
 }
 
 
-def _message(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     ft.pick(DECODE_ROLES, item.get("role"), f"{p}.role", "role")(rt, item, p, st, o)
 
 
-def _function_call(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     call = rt.source({
         "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (design.md rule 2)
         "type": "function",
@@ -221,7 +221,7 @@ def _function_call(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Option
     st.assistant.setdefault("tool_calls", []).append(call)
 
 
-def _function_call_output(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _function_call_output(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     call_id = ft.req(item, "call_id", p, ft.string)
     output, op = ft.req(item, "output", p, ft.anything), f"{p}.output"
     if isinstance(output, str):
@@ -240,7 +240,7 @@ def _function_call_output(rt: Conversation, item: dict, p: str, st: _Walk, o: ft
     st.msgs.append(rt.source({"role": "tool", "tool_call_id": call_id, "content": text}, p))
 
 
-def _drop_item(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _drop_item(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     """Reasoning: its encrypted content is bound to the provider that made it (clients.md §3.4)."""
     rt.dropped.append(p)
 
@@ -264,7 +264,7 @@ DECODE_REFUSED_ITEMS: dict[str, str] = {
 TOOL_ITEM_SUFFIXES = ("_call", "_output")  # newer tool item types: refused like the listed ones
 
 
-def _refuse_item(rt: Conversation, item: dict, p: str, st: _Walk, o: ft.Options) -> None:
+def _refuse_item(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     itype = item["type"]
     name = item.get("name")
     label = f"{itype} item" + (f" {name!r}" if isinstance(name, str) else "")
@@ -281,7 +281,7 @@ DECODE_ITEMS: dict[str, ItemHandler] = {
 }
 
 
-def _item_handler(item: dict, p: str) -> ItemHandler:
+def _item_handler(item: dict[str, Any], p: str) -> ItemHandler:
     itype = item.get("type")
     if itype is None and "role" in item:  # the easy form {role, content} is a message
         return _message
@@ -298,14 +298,14 @@ def _item_handler(item: dict, p: str) -> ItemHandler:
 # ---------------------------------------------------------------------------------------
 
 
-def _instructions(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _instructions(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if ft.string(value, key):
         out["messages"] = [rt.source({"role": "system", "content": value}, key)]
     else:
         rt.dropped.append(key)
 
 
-def _input(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     st = _Walk(msgs=out.setdefault("messages", []))
     if isinstance(value, str):
         st.msgs.append(rt.source({"role": "user", "content": value}, key))
@@ -315,14 +315,14 @@ def _input(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> 
         _item_handler(ft.obj(item, p), p)(rt, item, p, st, o)
 
 
-def _tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    tools = []
+def _tools(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    tools: list[dict[str, Any]] = []
     for i, t in enumerate(ft.arr(value, key)):
         tp = f"{key}[{i}]"
         if ft.req(ft.obj(t, tp), "type", tp, ft.string) != "function":  # custom, web_search, namespace, mcp, ...
             rt.dropped.append(tp)
             continue
-        fn: dict = {"name": ft.req(t, "name", tp, ft.string)}
+        fn: dict[str, Any] = {"name": ft.req(t, "name", tp, ft.string)}
         if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
             fn["description"] = desc
         if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
@@ -335,7 +335,7 @@ def _tools(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> 
         rt.dropped.append(key)  # an empty list: OpenAI rejects tools: []
 
 
-def _tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _tool_choice(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):
         choice: Any = ft.choice(value, ("auto", "none", "required"), key, "tool_choice")
     elif (ctype := ft.req(ft.obj(value, key), "type", key, ft.string)) == "function":
@@ -352,7 +352,7 @@ def _tool_choice(rt: Conversation, key: str, value: Any, out: dict, o: ft.Option
     out[key] = choice
 
 
-def _parallel_tool_calls(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _parallel_tool_calls(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     ft.boolean(value, key)
     if "tools" in out:
         out[key] = value
@@ -360,18 +360,18 @@ def _parallel_tool_calls(rt: Conversation, key: str, value: Any, out: dict, o: f
         rt.dropped.append(key)
 
 
-def _max_output_tokens(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _max_output_tokens(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     n = ft.integer(value, key)
     out["max_completion_tokens"] = n
     rt.origin["max_completion_tokens"] = key
 
 
-def _stored_state(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _stored_state(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     raise _refused(key, "it continues state stored by the provider, and a Chat Completions endpoint has none "
                         "(the turn's history would be missing)")
 
 
-def _reasoning(rt: Conversation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _reasoning(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """reasoning.effort -> reasoning_effort (the same OpenAI levels: neutral/effort.py); summary and
     the rest ask for reasoning items back, which no other protocol returns."""
     for k, v in ft.obj(value, key).items():
@@ -416,7 +416,7 @@ DECODE_FIELDS: ft.FieldTable = {
 }
 
 
-def decode(body: dict) -> Conversation:
+def decode(body: dict[str, Any]) -> Conversation:
     """An OpenAI Responses request body (Codex's) as a neutral conversation."""
     if not isinstance(body, dict):
         raise InvalidRequest(400, f"Responses request body must be a JSON object, got {ft.jtype(body)}")
@@ -430,14 +430,14 @@ def decode(body: dict) -> Conversation:
     return conv
 
 
-def _outputs_next_to_calls(conv: Conversation, msgs: list[dict]) -> list[dict]:
+def _outputs_next_to_calls(conv: Conversation, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every tool result directly after the assistant turn that made its call: Codex may send
     ``user, function_call c1, user message, function_call_output c1``, a history Chat and
     Anthropic reject. The output moves back next to its call (recorded); nothing is dropped."""
-    out: list[dict] = []
-    owner: dict[str, dict] = {}  # call id -> the assistant message holding the call
+    out: list[dict[str, Any]] = []
+    owner: dict[str, dict[str, Any]] = {}  # call id -> the assistant message holding the call
     for m in msgs:
-        a = owner.get(m.get("tool_call_id")) if m.get("role") == "tool" else None
+        a = owner.get(str(m.get("tool_call_id"))) if m.get("role") == "tool" else None
         if a is not None:
             j = next(i for i, x in enumerate(out) if x is a) + 1
             while j < len(out) and out[j].get("role") == "tool":
@@ -459,7 +459,7 @@ def _outputs_next_to_calls(conv: Conversation, msgs: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 
 
-def _enc_text_parts(rt: RequestTranslation, content: Any, cp: str, kind: str) -> list[dict]:
+def _enc_text_parts(rt: RequestTranslation, content: Any, cp: str, kind: str) -> list[dict[str, Any]]:
     """Text content (a string or text parts) as Responses ``input_text`` / ``output_text`` parts."""
     if isinstance(content, str):
         return [{"type": kind, "text": content}] if content else []
@@ -478,10 +478,10 @@ def _enc_text_parts(rt: RequestTranslation, content: Any, cp: str, kind: str) ->
     return parts
 
 
-def _enc_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
+def _enc_image(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any]:
     ip = f"{xp}.image_url"
     image = ft.req(x, "image_url", xp, ft.obj)
-    part: dict = {"type": "input_image", "image_url": ft.req(image, "url", ip, ft.string)}
+    part: dict[str, Any] = {"type": "input_image", "image_url": ft.req(image, "url", ip, ft.string)}
     if (detail := ft.opt(image, "detail", ip, ft.string)) is not None:
         part["detail"] = detail
     ft.extras(rt, x, frozenset({"type", "image_url"}), xp)
@@ -489,10 +489,10 @@ def _enc_image(rt: RequestTranslation, x: dict, xp: str) -> dict:
     return part
 
 
-def _enc_file(rt: RequestTranslation, x: dict, xp: str) -> dict:
+def _enc_file(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any]:
     fp = f"{xp}.file"
     file = ft.req(x, "file", xp, ft.obj)
-    part: dict = {"type": "input_file"}
+    part: dict[str, Any] = {"type": "input_file"}
     for key in ("file_data", "file_id", "filename"):
         if (v := ft.opt(file, key, fp, ft.string)) is not None:
             part[key] = v
@@ -501,14 +501,14 @@ def _enc_file(rt: RequestTranslation, x: dict, xp: str) -> dict:
     return part
 
 
-def _enc_text_part(rt: RequestTranslation, x: dict, xp: str) -> dict | None:
+def _enc_text_part(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     text = ft.req(x, "text", xp, ft.string)
     ft.extras(rt, x, _TEXT_KEYS, xp)
     return {"type": "input_text", "text": text}
 
 
 # neutral (Chat) user content part -> Responses input part (None: dropped)
-ENC_USER_PARTS: dict[str, Callable[[RequestTranslation, dict, str], dict | None]] = {
+ENC_USER_PARTS: dict[str, Callable[[RequestTranslation, dict[str, Any], str], dict[str, Any] | None]] = {
     "text": _enc_text_part,
     "image_url": _enc_image,
     "file": _enc_file,
@@ -523,11 +523,11 @@ _TOOL_CALL_KEYS = frozenset({"id", "type", "function"})
 _CALL_FUNCTION_KEYS = frozenset({"name", "arguments"})
 
 
-def _enc_message(rt: RequestTranslation, role: str, parts: list[dict]) -> dict:
+def _enc_message(rt: RequestTranslation, role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "message", "role": role, "content": parts}
 
 
-def _enc_system(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
+def _enc_system(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any], top: dict[str, Any]) -> None:
     parts = _enc_text_parts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content", "input_text")
     ft.extras(rt, m, _ROLE_CONTENT_KEYS, p)  # name
     if not parts:
@@ -540,7 +540,7 @@ def _enc_system(rt: RequestTranslation, m: dict, p: str, items: list, top: dict)
         items.append(_enc_message(rt, m["role"], parts))
 
 
-def _enc_user(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
+def _enc_user(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any], top: dict[str, Any]) -> None:
     content = ft.req(m, "content", p, ft.anything)
     ft.extras(rt, m, _ROLE_CONTENT_KEYS, p)  # name
     if isinstance(content, str):
@@ -553,7 +553,7 @@ def _enc_user(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -
         rt.dropped.append(p)
 
 
-def _enc_assistant(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
+def _enc_assistant(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any], top: dict[str, Any]) -> None:
     content = m.get("content")
     parts = [] if content is None else _enc_text_parts(rt, content, f"{p}.content", "output_text")
     if (refusal := ft.opt(m, "refusal", p, ft.string)):
@@ -576,28 +576,28 @@ def _enc_assistant(rt: RequestTranslation, m: dict, p: str, items: list, top: di
         rt.dropped.append(p)
 
 
-def _enc_tool(rt: RequestTranslation, m: dict, p: str, items: list, top: dict) -> None:
+def _enc_tool_message(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any], top: dict[str, Any]) -> None:
     content = ft.req(m, "content", p, ft.anything)
     parts = _enc_text_parts(rt, content, f"{p}.content", "input_text")
-    output: str | list = content if isinstance(content, str) else parts
+    output: str | list[Any] = content if isinstance(content, str) else parts
     items.append({"type": "function_call_output", "call_id": ft.req(m, "tool_call_id", p, ft.string),
                   "output": output})
     ft.extras(rt, m, _TOOL_MESSAGE_KEYS, p)
 
 
 ENC_ROLES = {"system": _enc_system, "developer": _enc_system, "user": _enc_user, "assistant": _enc_assistant,
-             "tool": _enc_tool}
+             "tool": _enc_tool_message}
 
 
-def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    items: list[dict] = []
+def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    items: list[dict[str, Any]] = []
     for i, m in enumerate(ft.arr(value, key)):
         p = f"{key}[{i}]"
         ft.pick(ENC_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role")(rt, m, p, items, out)
     out["input"] = items
 
 
-def _enc_tool(rt: RequestTranslation, t: Any, tp: str, n: int) -> dict | None:
+def _enc_tool(rt: RequestTranslation, t: Any, tp: str, n: int) -> dict[str, Any] | None:
     """One neutral tool as the ``n``-th Responses tool (None: a custom tool, dropped)."""
     ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
     if ttype == "custom":  # a Chat custom tool's shape differs; not carried here
@@ -606,7 +606,7 @@ def _enc_tool(rt: RequestTranslation, t: Any, tp: str, n: int) -> dict | None:
     fp = f"{tp}.function"
     fn = ft.req(t, "function", tp, ft.obj)
     name = ft.name_within(ft.req(fn, "name", fp, ft.string), f"{tp}.name", OPENAI_TOOL_NAME_MAX, "Responses")
-    tool: dict = {"type": "function", "name": name}
+    tool: dict[str, Any] = {"type": "function", "name": name}
     if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
         tool["description"] = desc
     tool["parameters"] = ft.opt(fn, "parameters", fp, ft.obj)
@@ -624,19 +624,20 @@ _TOOL_KEYS = frozenset({"type", "function"})
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 
 
-def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
-    tools = []
+def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    tools: list[dict[str, Any]] = []
     for i, t in enumerate(ft.arr(value, key)):
         # the usual tool decided in one expression, as _enc_tool would: {"type": "function",
         # "function": {name (64 characters at most), description, parameters}} and nothing else
         if (type(t) is dict and len(t) == 2 and t.get("type") == "function" and type(fn := t.get("function")) is dict
                 and len(fn) == 3 and type(name := fn.get("name")) is str and len(name) <= OPENAI_TOOL_NAME_MAX
                 and type(desc := fn.get("description")) is str and type(params := fn.get("parameters")) is dict):
-            tool: dict | None = {"type": "function", "name": name, "description": desc, "parameters": params,
+            tool: dict[str, Any] | None = {"type": "function", "name": name, "description": desc, "parameters": params,
                                  "strict": False}
             rt.plumbing.append(f"tools[{len(tools)}].strict")  # Responses defaults to strict: see _enc_tool
         elif (tool := _enc_tool(rt, t, f"{key}[{i}]", len(tools))) is None:
             continue
+        assert tool is not None  # (both branches above give one)
         tools.append(tool)
     if tools:
         out["tools"] = tools
@@ -644,7 +645,7 @@ def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Op
         rt.dropped.append(key)  # an empty list: nothing to offer
 
 
-def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):
         out[key] = ft.choice(value, ("auto", "none", "required"), key, "tool_choice")
         return
@@ -660,7 +661,7 @@ def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict, o:
     ft.extras(rt, fn, frozenset({"name"}), f"{key}.function")
 
 
-def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     n = ft.integer(value, key)
     if "max_output_tokens" in out:  # max_completion_tokens came first and wins
         rt.dropped.append(key)
@@ -671,29 +672,29 @@ def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict, o: 
     out["max_output_tokens"] = n
 
 
-def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_stream_options(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """Consumed: it tells the reply encoder whether the client wants a usage chunk (a
     Responses stream always reports usage in response.completed)."""
     o.include_usage = bool(ft.opt(ft.obj(value, key), "include_usage", key, ft.boolean))
     ft.extras(rt, value, frozenset({"include_usage"}), key)
 
 
-def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 
-def _enc_reasoning_effort(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_reasoning_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     out["reasoning"] = {"effort": ft.string(value, key)}
 
 
-def _enc_verbosity(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_verbosity(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     out.setdefault("text", {})["verbosity"] = ft.string(value, key)
 
 
-def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict, o: ft.Options) -> None:
+def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     ftype = ft.choice(ft.obj(value, key).get("type"), ("text", "json_object", "json_schema"), f"{key}.type",
                       "response_format type")
-    fmt: dict = {"type": ftype}
+    fmt: dict[str, Any] = {"type": ftype}
     if ftype == "json_schema":  # nested in Chat, flat in Responses
         fmt.update(ft.req(value, "json_schema", key, ft.obj))
     out.setdefault("text", {})["format"] = fmt

@@ -38,6 +38,8 @@ Two choices the protocol forces:
 
 from __future__ import annotations
 
+from typing import Any
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,12 +82,12 @@ def item_id(kind: str, message_id: str | None, output_index: int) -> str:
     return f"{ITEM_PREFIX[kind]}_{safe(message_id)}_{output_index}"
 
 
-def message_item(iid: str, text: str, status: str = "completed") -> dict:
+def message_item(iid: str, text: str, status: str = "completed") -> dict[str, Any]:
     content = [{"type": "output_text", "annotations": [], "text": text}] if status == "completed" else []
     return {"id": iid, "type": "message", "status": status, "content": content, "role": "assistant"}
 
 
-def function_call_item(iid: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+def function_call_item(iid: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
     return {"id": iid, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id,
             "name": name}
 
@@ -98,13 +100,13 @@ def response_id(message_id: str | None, created: int, warnings: list[str]) -> st
     return f"resp_tk_{created}"
 
 
-def response_snapshot(rid: str, created_at: int, status: str, model: str | None, output: list[dict],
-                      **extra: object) -> dict:
+def response_snapshot(rid: str, created_at: int, status: str, model: str | None, output: list[dict[str, Any]],
+                      **extra: object) -> dict[str, Any]:
     return {"id": rid, "object": "response", "created_at": created_at, "status": status, "model": model,
             "output": output, **extra}
 
 
-def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
+def responses_usage(usage: Usage | None, warnings: list[str]) -> dict[str, Any] | None:
     """The Responses usage object for an upstream's usage (E.4: Chat semantics, input includes
     cached tokens; total = input + output is arithmetic). None when nothing was reported, or
     when input or output is missing: Codex fails to parse a usage without all three ints, and
@@ -115,7 +117,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
     if f["input"] is None or f["output"] is None:
         note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
         return None
-    out: dict = {"input_tokens": f["input"]}
+    out: dict[str, Any] = {"input_tokens": f["input"]}
     if f["cache_read"] is not None:  # Codex requires cached_tokens whenever the details object is there
         details = {"cached_tokens": f["cache_read"]}
         if f["cache_write"] is not None:
@@ -128,7 +130,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict | None:
     return out
 
 
-def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict | None]:
+def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict[str, Any] | None]:
     """(status, incomplete_details) for a neutral stop reason; unknown ones complete, warned."""
     status, reason = pr.STOP_TO_STATUS.get(stop or "", (None, None))
     if status is None:
@@ -143,7 +145,7 @@ def failed_code(err: UpstreamError, status: int) -> str:
     if is_context_overflow(err):
         return po.CONTEXT_LENGTH_CODE
     if err.code in pr.CODEX_ERROR_CODES:
-        return err.code  # type: ignore[return-value]
+        return err.code
     return po.ERROR_CODES.get(status) or "server_error"
 
 
@@ -183,14 +185,14 @@ class ResponsesEncoder:
         self.report = report
         self.created = int(time.time()) if created is None else created
         self.finished = False
-        self.client_usage: dict | None = None
+        self.client_usage: dict[str, Any] | None = None
         self._rid = ""
         self._model: str | None = None
         self._mid: str | None = None  # upstream message id (item ids are minted from it)
         self._seq = 0
         self._items: dict[int, _Item] = {}  # neutral index -> emitted item
         self._held: list[_Item] = []  # function calls whose completion is held
-        self._output: dict[int, dict] = {}  # output_index -> completed item
+        self._output: dict[int, dict[str, Any]] = {}  # output_index -> completed item
         self._tool = False
         self._started = False
 
@@ -205,7 +207,7 @@ class ResponsesEncoder:
         self._seq += 1
         return encode_event(jsonc.dumpb(obj), etype)
 
-    def _snapshot(self, status: str, **extra: object) -> dict:
+    def _snapshot(self, status: str, **extra: object) -> dict[str, Any]:
         output = [self._output[i] for i in sorted(self._output)]
         return response_snapshot(self._rid, self.created, status, self._model, output, **extra)
 
@@ -309,7 +311,7 @@ class ResponsesEncoder:
         if ev.stop_sequence:
             note_once(rep.dropped, "stop_sequence")
         self.client_usage = responses_usage(ev.usage, rep.warnings)
-        extra: dict = {"incomplete_details": incomplete} if incomplete else {}
+        extra: dict[str, Any] = {"incomplete_details": incomplete} if incomplete else {}
         snap = self._snapshot(status, **extra, usage=self.client_usage)
         self.finished = True
         rep.stop_reason, rep.completed = stop, True
@@ -327,7 +329,7 @@ class ResponsesEncoder:
     def _nothing(self, ev: Event) -> bytes:
         return b""  # signatures (thinking is dropped); usage after the end (the report has it)
 
-    _HANDLERS: dict[type, Callable[["ResponsesEncoder", Event], bytes]] = {
+    _HANDLERS: dict[type, Callable[["ResponsesEncoder", Any], bytes]] = {  # each handler takes its own event class
         MessageStart: _message_start,
         BlockStart: _block_start,
         BlockDelta: _block_delta,
@@ -342,12 +344,12 @@ class ResponsesEncoder:
 
 # ---- the decoder ----
 
-def stop_from_response(resp: dict, warnings: list[str]) -> str:
+def stop_from_response(resp: dict[str, Any], warnings: list[str]) -> str:
     """Neutral stop reason of a finished response snapshot (a function call makes it tool_use
     in every encoder)."""
     status = resp.get("status")
     if status == "incomplete":
-        details = resp.get("incomplete_details") if isinstance(resp.get("incomplete_details"), dict) else {}
+        details = _o if isinstance(_o := resp.get("incomplete_details"), dict) else {}
         stop = pr.INCOMPLETE_TO_STOP.get(details.get("reason") or "")
         if stop is None:
             note_once(warnings, f"unknown incomplete reason {details.get('reason')!r} taken as max_tokens")
@@ -358,7 +360,7 @@ def stop_from_response(resp: dict, warnings: list[str]) -> str:
     return "end_turn"
 
 
-def item_text(item: dict, dropped: list[str]) -> str:
+def item_text(item: dict[str, Any], dropped: list[str]) -> str:
     """A message item's text (output_text and refusal parts joined); annotations recorded."""
     texts = []
     for part in item.get("content") or ():
@@ -375,7 +377,7 @@ def item_text(item: dict, dropped: list[str]) -> str:
     return "".join(texts)
 
 
-def item_block(n: int, item: dict) -> BlockStart:
+def item_block(n: int, item: dict[str, Any]) -> BlockStart:
     """The neutral block an output item opens."""
     itype = item.get("type")
     if itype == "message":
@@ -387,7 +389,7 @@ def item_block(n: int, item: dict) -> BlockStart:
     return BlockStart(n, "other", raw={"type": itype, "source": f"output[].{itype}"})
 
 
-def item_content(item: dict, dropped: list[str]) -> str:
+def item_content(item: dict[str, Any], dropped: list[str]) -> str:
     """The content of a whole output item: a message's text, a call's argument string."""
     itype = item.get("type")
     if itype == "message":
@@ -398,9 +400,9 @@ def item_content(item: dict, dropped: list[str]) -> str:
     return ""
 
 
-def response_error(resp_or_err: dict) -> StreamError:
+def response_error(resp_or_err: dict[str, Any]) -> StreamError:
     """A ``response.failed`` snapshot's error, or an ``error`` event, as a neutral error."""
-    err = resp_or_err.get("error") if isinstance(resp_or_err.get("error"), dict) else resp_or_err
+    err = _o if isinstance(_o := resp_or_err.get("error"), dict) else resp_or_err
     code = err.get("code") if isinstance(err.get("code"), str) else None
     status = pr.CODE_STATUS.get(code or "", 500)
     return StreamError(status, error_type_for_status(status), err.get("message") or "upstream error", code)
@@ -428,7 +430,7 @@ class ResponsesDecoder:
         if not isinstance(d, dict):
             return self._end([StreamError(502, "api_error", "upstream sent an event that is not a JSON object")])
         kind = d.get("type") or ev.event
-        handler = self._HANDLERS.get(kind)
+        handler = self._HANDLERS.get(kind if isinstance(kind, str) else "")
         if handler is None:
             return []  # in_progress, content_part.*, *.done, reasoning summaries: nothing new
         return handler(self, d)
@@ -442,25 +444,25 @@ class ResponsesDecoder:
         self._ended = True
         return out
 
-    def _start(self, resp: dict) -> list[Event]:
+    def _start(self, resp: dict[str, Any]) -> list[Event]:
         if self._started:
             return []
         self._started = True
         return [MessageStart(resp.get("id"), resp.get("model"))]
 
-    def _created(self, d: dict) -> list[Event]:
-        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+    def _created(self, d: dict[str, Any]) -> list[Event]:
+        resp = _o if isinstance(_o := d.get("response"), dict) else {}
         return self._start(resp)
 
-    def _item_added(self, d: dict) -> list[Event]:
-        item = d.get("item") if isinstance(d.get("item"), dict) else {}
+    def _item_added(self, d: dict[str, Any]) -> list[Event]:
+        item = _o if isinstance(_o := d.get("item"), dict) else {}
         out = self._start({})
         n = len(self._index)
         self._index[d.get("output_index", n)] = n
         self._open.add(n)
         return out + [item_block(n, item)]
 
-    def _delta(self, d: dict) -> list[Event]:
+    def _delta(self, d: dict[str, Any]) -> list[Event]:
         n = self._index.get(d.get("output_index"))
         text = d.get("delta")
         if n is None or not isinstance(text, str) or not text:
@@ -468,8 +470,8 @@ class ResponsesDecoder:
         self._fed.add(n)
         return [BlockDelta(n, text)]
 
-    def _item_done(self, d: dict) -> list[Event]:
-        item = d.get("item") if isinstance(d.get("item"), dict) else {}
+    def _item_done(self, d: dict[str, Any]) -> list[Event]:
+        item = _o if isinstance(_o := d.get("item"), dict) else {}
         out: list[Event] = []
         n = self._index.get(d.get("output_index"))
         if n is None:  # an item that never announced itself: whole, here
@@ -484,8 +486,8 @@ class ResponsesDecoder:
         self._open.discard(n)
         return out + [BlockStop(n)]
 
-    def _completed(self, d: dict) -> list[Event]:
-        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+    def _completed(self, d: dict[str, Any]) -> list[Event]:
+        resp = _o if isinstance(_o := d.get("response"), dict) else {}
         out = self._start(resp)
         out += [BlockStop(n) for n in sorted(self._open)]
         self._open.clear()
@@ -495,17 +497,17 @@ class ResponsesDecoder:
         out.append(MessageStop(stop_from_response(resp, self.report.warnings), None, self.usage))
         return self._end(out)
 
-    def _failed(self, d: dict) -> list[Event]:
-        resp = d.get("response") if isinstance(d.get("response"), dict) else {}
+    def _failed(self, d: dict[str, Any]) -> list[Event]:
+        resp = _o if isinstance(_o := d.get("response"), dict) else {}
         u = resp.get("usage")
         if isinstance(u, dict):
             self.usage = Usage(OPENAI, u)
         return self._end([response_error(resp)])
 
-    def _error(self, d: dict) -> list[Event]:
+    def _error(self, d: dict[str, Any]) -> list[Event]:
         return self._end([response_error(d)])
 
-    _HANDLERS: dict[str, Callable[["ResponsesDecoder", dict], list[Event]]] = {
+    _HANDLERS: dict[str, Callable[["ResponsesDecoder", dict[str, Any]], list[Event]]] = {
         "response.created": _created,
         "response.output_item.added": _item_added,
         "response.output_text.delta": _delta,
