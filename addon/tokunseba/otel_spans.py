@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from . import protocols
 from .neutral.usage import Usage
 from .credentials import redact_text
 
@@ -37,10 +38,18 @@ log = logging.getLogger("tokunseba")
 MAX_BODY = 16_384
 EXPORT_LOG_EVERY_S = 60.0
 
-# the client's protocol -> gen_ai.operation.name (semconv's well-known values)
-OPERATIONS = {"gemini": "generate_content"}  # the others: "chat"
-# the protocol the upstream was asked in -> gen_ai.provider.name (semconv's well-known values)
-PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai", "gemini": "gcp.gemini"}
+
+
+def _operation(client: str) -> str:
+    """gen_ai.operation.name of a turn of ``client`` protocol (its facts' genai_operation)."""
+    facts = protocols.find(client)
+    return facts.genai_operation if facts is not None else "chat"
+
+
+def _provider(target: str | None) -> str | None:
+    """gen_ai.provider.name of an upstream asked in ``target`` protocol (its facts' genai_provider)."""
+    facts = protocols.find(target)
+    return facts.genai_provider if facts is not None else None
 
 # attribute -> where its value comes from (why it is there)
 ATTRIBUTES: dict[str, str] = {
@@ -126,14 +135,14 @@ class TurnSpans:
         target = turn.target_protocol or turn.client_protocol
         d = turn.decision
         a: dict[str, Any] = {
-            "gen_ai.operation.name": OPERATIONS.get(turn.client_protocol, "chat"),
+            "gen_ai.operation.name": _operation(turn.client_protocol),
             "tokunseba.request_id": turn.request_id,
             "tokunseba.client_protocol": turn.client_protocol,
             "tokunseba.outcome": outcome or "unfinished",
             "tokunseba.stream": bool(turn.stream),
         }
         optional = {
-            "gen_ai.provider.name": PROVIDERS.get(target),
+            "gen_ai.provider.name": _provider(target),
             "gen_ai.request.model": turn.requested_model,
             "gen_ai.response.model": details.get("model"),
             "tokunseba.route": d.route.name if d is not None and d.route is not None else None,

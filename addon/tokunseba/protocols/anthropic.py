@@ -149,5 +149,6 @@ FACTS = Protocol(
     max_output_field="max_tokens",
     max_output_required=True,  # a request without max_tokens is a 400
     state_payload=state_payload,
+    genai_provider="anthropic",
     state_kind=lambda p: "+".join(sorted({b["type"] for b in p.get("blocks", ())})),
 )

@@ -87,6 +87,9 @@ class Protocol:
     # a reply's blocks (kind, id, text, signature, raw) -> that state in this protocol's wire form (None: none)
     state_payload: Callable[[Sequence[Any]], dict[str, Any] | None] | None = None
     state_kind: Callable[[dict[str, Any]], str] | None = None  # what such a payload is, for explain
+    # ---- OpenTelemetry GenAI semantic conventions (otel_spans.py): their well-known values ----
+    genai_operation: str = "chat"  # gen_ai.operation.name of a turn of this protocol's clients
+    genai_provider: str | None = None  # gen_ai.provider.name of an upstream asked in this protocol
 
     @property
     def model_in_path(self) -> bool:

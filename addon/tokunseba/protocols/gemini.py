@@ -196,4 +196,6 @@ FACTS = Protocol(
     max_output_field="generationConfig.maxOutputTokens",
     state_payload=state_payload,
     state_kind=lambda p: "thoughtSignature",
+    genai_operation="generate_content",
+    genai_provider="gcp.gemini",
 )

@@ -169,4 +169,5 @@ FACTS = Protocol(
     max_output_field="max_completion_tokens",
     state_payload=state_payload,
     state_kind=lambda p: p.get("field") or "reasoning_content",
+    genai_provider="openai",
 )

@@ -124,4 +124,5 @@ FACTS = Protocol(
               "Responses API: a function_call_output answers a function_call earlier in the input"),
     ),
     max_output_field="max_output_tokens",
+    genai_provider="openai",
 )
