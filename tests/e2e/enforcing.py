@@ -28,6 +28,19 @@ from .upstream import Recorded, Reply
 DEEPSEEK_400 = "The reasoning_content in the thinking mode must be passed back to the API."
 
 
+# a client's shell tool -> how its arguments name the command (real clients' own tools)
+SHELL_TOOLS = {"Bash": lambda c: {"command": c, "description": "Run a step"},  # Claude Code
+               "run_shell_command": lambda c: {"command": c},  # Gemini CLI
+               "exec_command": lambda c: {"cmd": c},  # Codex
+               "shell": lambda c: {"command": ["bash", "-lc", c]}}  # older Codex
+
+
+def shell_call(names: list[str], command: str) -> tuple[str, dict]:
+    """The client's shell tool if it declares one (else its first tool), with ``command``."""
+    name = next((n for n in SHELL_TOOLS if n in names), names[0])
+    return name, SHELL_TOOLS.get(name, lambda c: {"command": c})(command)
+
+
 def _sse(events: list[dict], named: bool = False, done: bool = False) -> Reply:
     pieces = []
     for e in events:
@@ -72,13 +85,14 @@ class DeepSeekChat(_Enforcer):
         n = sum(1 for m in msgs if m.get("role") == "tool")
         self.answered += 1
         reasoning = f"Step {n + 1}: the user wants a command run; thinking it over (ds-thought-{n + 1})."
-        if n < self.tool_turns:
+        if not body.get("tools"):  # a side request (a client's title or summary): a plain answer
+            text, finish, call = "Loop test", "stop", None
+        elif n < self.tool_turns:
             cid = f"call_ds{n + 1:02d}"
             with self.lock:
                 self.issued[cid] = reasoning
-            tool = body["tools"][0]["function"]["name"]
-            call = {"id": cid, "type": "function", "function": {"name": tool,
-                                                                "arguments": json.dumps({"command": f"echo step{n + 1}"})}}
+            tool, args = shell_call([t["function"]["name"] for t in body["tools"]], f"echo step{n + 1}")
+            call = {"id": cid, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
             text, finish = "", "tool_calls"
         else:
             call, text, finish = None, f"All {n} steps done.", "stop"
@@ -152,10 +166,9 @@ class AnthropicThinking(_Enforcer):
         if on:
             t = f"Step {n + 1}: which command? (ant-thought-{n + 1})"
             blocks.append({"type": "thinking", "thinking": t, "signature": self.sign(t)})
-        if n < self.tool_turns:
-            tool = body["tools"][0]["name"]
-            blocks.append({"type": "tool_use", "id": f"toolu_ant{n + 1:02d}", "name": tool,
-                           "input": {"command": f"echo step{n + 1}"}})
+        if n < self.tool_turns and body.get("tools"):
+            tool, args = shell_call([t["name"] for t in body["tools"]], f"echo step{n + 1}")
+            blocks.append({"type": "tool_use", "id": f"toolu_ant{n + 1:02d}", "name": tool, "input": args})
             stop = "tool_use"
         else:
             blocks.append({"type": "text", "text": f"All {n} steps done."})
@@ -238,9 +251,9 @@ class GeminiSignatures(_Enforcer):
                 return self.reject("Thought signature is not valid", _gem_error("Thought signature is not valid"))
         n = sum(1 for c in contents for p in c.get("parts") or () if "functionResponse" in p)
         self.answered += 1
-        if n < self.tool_turns:
-            name = body["tools"][0]["functionDeclarations"][0]["name"]
-            args = {"command": f"echo step{n + 1}"}
+        if n < self.tool_turns and body.get("tools"):
+            name, args = shell_call([f["name"] for t in body["tools"] for f in t.get("functionDeclarations") or ()],
+                                    f"echo step{n + 1}")
             sig = self.sign(name, args)
             with self.lock:
                 self.issued.add(sig)

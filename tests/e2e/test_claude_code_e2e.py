@@ -140,3 +140,33 @@ def test_claude_code_tool_loop_through_translation(cc_proxy, tmp_path):
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == json.loads(args)
     tool = [m for m in msgs if m["role"] == "tool"][-1]
     assert tool["tool_call_id"] == call_id and "tokunseba-tool-ran" in tool["content"]
+
+
+def test_claude_code_bash_loop_of_three_tool_turns_against_deepseek_thinking(tmp_path):
+    """Issue 18 fact 1 with the real client: Claude Code's Bash loop routed to a DeepSeek-style
+    upstream that answers 400 when a tool turn comes back without its reasoning_content. Three
+    tool turns, every follow-up accepted, each with the reasoning DeepSeek wrote for its call."""
+    from .enforcing import DeepSeekChat
+
+    with Upstream() as ds:
+        work = tmp_path / "proxy"
+        work.mkdir()
+        rules = work / "rules.yaml"
+        rules.write_text(RULES.format(oai=ds.url))
+        m = Mitmdump(work, rules, env=KEYS)
+        try:
+            enforcer = DeepSeekChat(tool_turns=3)
+            ds.responder = enforcer
+            p = run_claude(m, tmp_path, "run the three steps with Bash", "--allowedTools", "Bash", timeout=240)
+            res = result_json(p)
+            assert p.returncode == 0, p.stderr[-2000:]
+            assert enforcer.rejected == [] and res["result"] == "All 3 steps done."
+            loop = [r.json() for r in turns_to_messages(ds) if r.json().get("tools")]
+            assert len(loop) == 4
+            last = loop[-1]["messages"]
+            back = {mm["tool_calls"][0]["id"]: mm["reasoning_content"] for mm in last if mm.get("tool_calls")}
+            assert back == {c: enforcer.issued[c] for c in ("call_ds01", "call_ds02", "call_ds03")}
+            results = [mm["content"] for mm in last if mm["role"] == "tool"]
+            assert all(f"step{i}" in r for i, r in zip((1, 2, 3), results))  # Claude Code really ran them
+        finally:
+            m.stop()
