@@ -184,3 +184,59 @@ def test_codex_tool_loop_translated_to_a_chat_endpoint(tmp_path):
     turns = [t for t in log if t["client_protocol"] == "openai-responses"]
     assert len(turns) == 2 and all(t["outcome"] == "translated" and t["target_protocol"] == "openai" for t in turns)
     assert turns[-1]["usage_reported"]["prompt_tokens"] == 900  # oldest last; as the upstream reported it
+
+
+ANTHROPIC_RULES = """\
+endpoints:
+  claude:
+    protocol: anthropic
+    url: {url}/v1
+    key_env: TK_TEST_ANT_KEY
+    max_tokens: 32000
+routes:
+  - name: codex-to-claude
+    when: {{client: openai-responses}}
+    to: claude
+    model: claude-sonnet-4-5
+"""
+
+
+def test_codex_tool_loop_with_reasoning_effort_high_against_anthropic_thinking(tmp_path):
+    """Issue 18 facts 2 and 4 with the real client: Codex's reasoning effort high reaches an
+    Anthropic endpoint as thinking with a budget, and each follow-up of its exec_command loop
+    starts with the signed thinking block that endpoint made (it rejects the loop otherwise)."""
+    from .enforcing import AnthropicThinking
+
+    codex = need_codex()
+    with Upstream() as up:
+        ant = AnthropicThinking(tool_turns=3)
+        up.responder = ant
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(ANTHROPIC_RULES.format(url=up.url))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_ANT_KEY": ENDPOINT_KEY})
+        try:
+            home = tmp_path / "home"
+            (home / "codex").mkdir(parents=True, exist_ok=True)
+            work = tmp_path / "work"
+            work.mkdir(exist_ok=True)
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+                   "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
+                   "TERM": "dumb"}
+            p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                                "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
+                                "-c", "model=gpt-5.5", "-c", "model_reasoning_effort=high",
+                                "run the three steps"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=240)
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+        assert ant.rejected == [] and "All 3 steps done." in p.stdout
+        loop = [r.json() for r in up.requests if r.method == "POST" and r.json().get("tools")]
+        assert len(loop) == 4
+        assert all(b["thinking"] == {"type": "enabled", "budget_tokens": 16000} for b in loop)  # high, half of 32000
+        firsts = [mm["content"][0] for mm in loop[-1]["messages"] if mm["role"] == "assistant"]
+        assert [b["type"] for b in firsts] == ["thinking"] * 3 and all(b["signature"] == ant.sign(b["thinking"])
+                                                                       for b in firsts)
+        results = [b for mm in loop[-1]["messages"] if mm["role"] == "user" and isinstance(mm["content"], list)
+                   for b in mm["content"] if b.get("type") == "tool_result"]
+        assert len(results) == 3 and "step3" in json.dumps(results[-1])  # Codex really ran them

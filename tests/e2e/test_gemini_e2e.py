@@ -433,3 +433,33 @@ def test_codex_tool_loop_against_a_gemini_endpoint(gem_upstream, tmp_path):
     assert "codex-gemini-tool-ran" in json.dumps(result["response"])
     rows = ledger(gem_upstream, "SELECT * FROM turns WHERE client_protocol = 'openai-responses' ORDER BY rowid")
     assert len(rows) == 2 and all((r["outcome"], r["target_protocol"]) == ("translated", "gemini") for r in rows)
+
+
+def test_gemini_cli_shell_loop_against_a_chat_upstream_streaming_reasoning_content(tmp_path):
+    """Issue 18 with the real client: Gemini CLI's run_shell_command loop (three tool turns)
+    routed to a Chat upstream in DeepSeek's thinking mode, which streams reasoning_content and
+    answers 400 when a tool turn comes back without it."""
+    from .enforcing import DeepSeekChat
+
+    with Upstream() as ds:
+        work = tmp_path / "proxy"
+        work.mkdir()
+        rules = work / "rules.yaml"
+        rules.write_text(f"endpoints:\n  ds: {{protocol: openai, url: {ds.url}/v1}}\n"
+                         "routes:\n  - name: gemini-cli-to-ds\n    when: {client: gemini}\n    to: ds\n"
+                         "    model: deepseek-reasoner\n")
+        m = Mitmdump(work, rules)
+        try:
+            enforcer = DeepSeekChat(tool_turns=3)
+            ds.responder = enforcer
+            r = run_gemini_cli(m, tmp_path, "run the three steps", "--yolo", "-o", "json", timeout=240)
+            assert r.returncode == 0, (r.stdout, r.stderr[-3000:], m.log()[-3000:])
+            assert enforcer.rejected == [] and json.loads(r.stdout)["response"].strip().endswith("All 3 steps done.")
+            loop = [q.json() for q in ds.requests if q.json().get("tools")]
+            assert len(loop) == 4
+            last = loop[-1]["messages"]
+            back = {mm["tool_calls"][0]["id"]: mm["reasoning_content"] for mm in last if mm.get("tool_calls")}
+            assert back == {c: enforcer.issued[c] for c in ("call_ds01", "call_ds02", "call_ds03")}
+            assert "step3" in [mm for mm in last if mm["role"] == "tool"][-1]["content"]  # really ran
+        finally:
+            m.stop()
