@@ -60,7 +60,15 @@ def test_run_on_port_0_says_where_the_real_port_is_printed(capsys, execv, tmp_pa
             f'eval "$({cli_run.cli_command()} env --port N --confdir {tmp_path / "conf"})"') in err
 
 
+def need_free(*ports: int) -> None:
+    """`run` says so and stops when its port is taken (another proxy on this machine)."""
+    for port in ports:
+        if cli_run.port_in_use("127.0.0.1", port):
+            pytest.skip(f"127.0.0.1:{port} is in use on this machine")
+
+
 def test_run_hint_is_the_env_command_that_matches(capsys, execv, tmp_path, monkeypatch):
+    need_free(18111, cli_run.DEFAULT_PORT)
     monkeypatch.chdir(tmp_path)
     rc, _, err = run(capsys, "run", "--port", "18111", "--confdir", "conf")
     assert rc == 0 and execv
@@ -141,6 +149,7 @@ def _set_values(cmd: list[str], name: str) -> list[str]:
 def test_run_web_sets_one_column_per_option_and_prints_the_url_with_its_token(capsys, execv):
     import argon2
 
+    need_free(cli_run.DEFAULT_PORT, 18222)
     rc, _, err = run(capsys, "run", "--web", "--web-port", "18222")
     assert rc == 0 and execv
     cmd = execv[0]
@@ -170,6 +179,14 @@ def test_run_names_the_command_that_works_from_another_shell(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=tmp_path,
                        env={**os.environ, "PATH": f"{SCRIPT.parent}:{bare_path}"})
     assert f'eval "$(tokunseba env --port N --confdir {tmp_path / "c"})"' in p.stderr, p.stderr
+
+
+def test_dry_run_prints_the_command_whatever_listens_on_the_port(capsys):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        rc, out, err = run(capsys, "run", "--dry-run", "--port", str(busy.getsockname()[1]))
+    assert (rc, err) == (0, "") and "mitmdump" in out
 
 
 def test_run_on_a_busy_port_says_to_use_port(tmp_path):

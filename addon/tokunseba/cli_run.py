@@ -301,7 +301,7 @@ def cmd_run(args) -> int:
         print(err, file=sys.stderr)
         return 2
     for what, port in (("--port", args.port), *((("--web-port", args.web_port),) if args.web else ())):
-        if port and port_in_use(args.host, port):
+        if port and not args.dry_run and port_in_use(args.host, port):
             print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
                   f"server?); start on another port with {what} N ({what} 0 picks a free one)"
                   + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
