@@ -29,6 +29,14 @@ def writer(path, owner: str | None = None, **kw) -> LedgerWriter:
     return LedgerWriter(led, **kw)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request, tmp_path):
+    """The ledger of this test: a SQLite file, or a new database on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        return tmp_path / "l.db"
+    return request.getfixturevalue("pg_url")
+
+
 def read(path) -> Ledger:
     return Ledger(path, readonly=True)
 
@@ -51,8 +59,8 @@ def dead_pid() -> int:
     return p.pid
 
 
-def test_records_are_written_in_order_in_few_transactions(tmp_path):
-    w = writer(tmp_path / "l.db")
+def test_records_are_written_in_order_in_few_transactions(target):
+    w = writer(target)
     for i in range(300):
         start(w, f"t{i}", at=1000.0 + i)
         w.update_turn(f"t{i}", outcome="translated", status=200, usage_protocol="openai",
@@ -62,7 +70,7 @@ def test_records_are_written_in_order_in_few_transactions(tmp_path):
     assert w.written == 900 and w.dropped == 0
     assert w.batches < 900  # batched: far fewer transactions than records
     w.close()
-    with read(tmp_path / "l.db") as led:
+    with read(target) as led:
         turns = {t["request_id"]: t for t in led.turns()}
         assert len(turns) == 300
         # update_turn's usage columns read the row start_turn wrote in the same batch
@@ -113,33 +121,33 @@ def test_a_full_queue_drops_records_counted_and_logged(tmp_path, caplog):
     assert any("dropped" in r.getMessage() and "records dropped so far" in r.getMessage() for r in caplog.records)
 
 
-def test_one_bad_record_costs_no_other(tmp_path, caplog):
-    w = writer(tmp_path / "l.db")
+def test_one_bad_record_costs_no_other(target, caplog):
+    w = writer(target)
     start(w, "good-1")
     w.update_turn("good-1", trace=[object()])  # cannot be encoded as JSON
     w.event("good-1", "routed", {"x": 1})
     start(w, "good-2")
     assert w.flush(10)
     w.close()
-    with read(tmp_path / "l.db") as led:
+    with read(target) as led:
         assert {t["request_id"] for t in led.turns()} == {"good-1", "good-2"}
         assert [e["kind"] for e in led.events("good-1")] == ["routed"]
     assert any("update_turn failed" in r.getMessage() for r in caplog.records)
 
 
-def test_close_writes_everything_queued_then_refuses_more(tmp_path, caplog):
-    w = writer(tmp_path / "l.db")
+def test_close_writes_everything_queued_then_refuses_more(target, caplog):
+    w = writer(target)
     for i in range(100):
         start(w, f"t{i}")
     w.close()
     start(w, "late")
     assert w.dropped == 1
-    with read(tmp_path / "l.db") as led:
+    with read(target) as led:
         assert len(led.turns()) == 100
 
 
-def test_turns_left_open_by_a_dead_proxy_become_interrupted(tmp_path):
-    path = tmp_path / "l.db"
+def test_turns_left_open_by_a_dead_proxy_become_interrupted(target):
+    path = target
     host = instance_id().split("/")[0]
     dead = f"{host}/{dead_pid()}/dead0001"
     alive = instance_id()  # this process: still running
@@ -168,8 +176,8 @@ def test_turns_left_open_by_a_dead_proxy_become_interrupted(tmp_path):
     assert (st["interrupted"], st["unfinished"], st["errors"], st["served"]) == (2, 2, 0, 1)
 
 
-def test_a_stopping_proxy_marks_its_own_open_turns_interrupted(tmp_path):
-    path = tmp_path / "l.db"
+def test_a_stopping_proxy_marks_its_own_open_turns_interrupted(target):
+    path = target
     me = instance_id()
     w = writer(path, me)
     start(w, "open")

@@ -728,23 +728,24 @@ class Ledger:
         """Statements marking open turns ``interrupted``: those of ``only_owner``, or else of
         every owner for which ``alive(owner)`` is false (a proxy that crashed or was killed).
         Each gets an ``interrupted`` event. Turns without an owner (written before owners
-        existed) are left alone."""
+        existed) are left alone. The statements select the turns themselves (no row is read
+        here): they mark what is open when they run, records queued before them included."""
         with self._lock:
             if self._conn is None:
                 return []
             owners = [only_owner] if only_owner is not None else [
                 r[0] for r in self._conn.execute("SELECT DISTINCT owner FROM turns WHERE outcome IS NULL"
                                                  " AND owner IS NOT NULL")]
-            dead = [o for o in owners if only_owner is not None or not alive(o)]
-            rows = [] if not dead else self._conn.execute(
-                f"SELECT request_id, owner FROM turns WHERE outcome IS NULL AND owner IN ({','.join('?' * len(dead))})",
-                dead).fetchall()
+        dead = [o for o in owners if only_owner is not None or not alive(o)]
         now = time.time()
         out: list[tuple[str, tuple]] = []
-        for rid, owner in rows:
-            out.append(("UPDATE turns SET outcome=?, error=coalesce(error, ?) WHERE request_id=? AND outcome IS NULL",
-                        (INTERRUPTED, reason, rid)))
-            out += self.event_statements(rid, INTERRUPTED, {"reason": reason, "owner": owner}, ts=now)
+        for owner in dead:
+            data = scrubbed_json({"reason": reason, "owner": owner})
+            out.append(("INSERT INTO events (request_id, ts, kind, data) SELECT request_id, ?, ?, ? FROM turns"
+                        " WHERE outcome IS NULL AND owner = ? ORDER BY started_at, request_id",
+                        (now, INTERRUPTED, data, owner)))
+            out.append(("UPDATE turns SET outcome=?, error=coalesce(error, ?) WHERE outcome IS NULL AND owner = ?",
+                        (INTERRUPTED, reason, owner)))
         return out
 
     def add_shadow(self, request_id: str, kind: str, *, started_at: float, usage: Usage | None = None,

@@ -12,7 +12,9 @@ Contract:
 - Woken by a record, the thread first lingers ``linger_s`` (default ``DEFAULT_LINGER_S``,
   sleeping, without the GIL) so that the records queued meanwhile (a turn's end with the
   next turns' records) land in the same transaction: a record is committed at most about
-  ``linger_s`` after it was queued, unless the database is busy. A turn's start is not
+  ``linger_s`` after it was queued, unless the database is busy. A shared (PostgreSQL)
+  ledger lingers ``SHARED_LINGER_S``, starts included (a round trip per transaction). On
+  SQLite a turn's start is not
   held back: a START record ends the linger, so a turn's row shows it open (outcome NULL)
   as soon as the thread gets to it; only what comes after may wait.
 - Idle while a shared ledger's spool waits (``Ledger.spool_retry_s``), the thread wakes
@@ -42,6 +44,9 @@ log = logging.getLogger("tokunseba.ledger")
 DEFAULT_MAX_QUEUE = 20_000  # records (a turn makes about 7)
 DEFAULT_MAX_BATCH = 1_000
 DEFAULT_LINGER_S = 0.005
+# a shared (PostgreSQL) ledger: each transaction costs a round trip and the driver's work,
+# so records gather longer, a turn's start with them (it shows in the ledger this much later)
+SHARED_LINGER_S = 0.05
 MAX_BACKOFF_S = 0.5
 DROP_LOG_EVERY_S = 5.0
 
@@ -72,11 +77,13 @@ class _Signal:
 
 class LedgerWriter:
     def __init__(self, ledger: Ledger, *, max_queue: int = DEFAULT_MAX_QUEUE, max_batch: int = DEFAULT_MAX_BATCH,
-                 linger_s: float = DEFAULT_LINGER_S) -> None:
+                 linger_s: float | None = None) -> None:
         self.ledger = ledger
         self.max_queue = max_queue
         self.max_batch = max_batch
-        self.linger_s = linger_s
+        shared = getattr(ledger, "shared", None) is not None
+        self.linger_s = linger_s if linger_s is not None else SHARED_LINGER_S if shared else DEFAULT_LINGER_S
+        self.starts_cut = not shared  # a turn's start ends the linger (SQLite: its row shows the turn open at once)
         self.dropped = 0
         self.written = 0
         self.batches = 0  # transactions committed
@@ -143,7 +150,7 @@ class LedgerWriter:
         if full:
             self._drop(record, f"{self.max_queue} records waiting: the database is busy or slow")
             return
-        if record[0] == START:  # a turn's start is not held back: its row shows the turn open at once
+        if record[0] == START and self.starts_cut:  # a turn's start is not held back: its row shows the turn open at once
             self._start_waiting = True
             if self._lingering:
                 self._cut.set()
