@@ -268,3 +268,37 @@ def test_gemini_cli_says_the_host_cannot_be_reached(refused, tmp_path):
     assert "cannot reach generativelanguage.googleapis.com" in out, out[-3000:]
     new = [r for rid, r in rows(refused).items() if rid not in before]
     assert new and all(r["outcome"] == "error" for r in new)
+
+
+def test_a_host_lost_after_it_answered_is_checked_again_after_one_failure(tmp_path, monkeypatch):
+    """A host that answered is not connected to first for 30 s; lost in that window, the next
+    turn gets mitmproxy's own 502 once (recorded as an error), and the turn after is checked
+    and answered by tokunseba again."""
+    from .upstream import Reply, Upstream
+
+    up = Upstream().__enter__()
+    port = up.port
+    m = Mitmdump(tmp_path, None, extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{port}=anthropic"])
+    try:
+        client_env(m, monkeypatch)
+        c = anthropic.Anthropic(api_key="sk-ant-dummy", max_retries=0, base_url=up.url)
+        up.script(Reply.json({"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+                              "stop_reason": "end_turn", "stop_sequence": None,
+                              "usage": {"input_tokens": 1, "output_tokens": 1}}))
+        assert c.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]).id == "msg_1"
+        c.close()
+        up.__exit__(None, None, None)  # the host goes away
+        c = anthropic.Anthropic(api_key="sk-ant-dummy", max_retries=0, base_url=up.url)  # a new connection
+        with pytest.raises(anthropic.APIStatusError) as first:
+            c.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        assert first.value.status_code == 502 and RID_HEADER not in first.value.response.headers  # mitmproxy's
+        with pytest.raises(anthropic.APIStatusError) as second:
+            c.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        assert second.value.status_code == 502
+        assert "cannot reach 127.0.0.1:" in second.value.body["error"]["message"]
+        rid = second.value.response.headers[RID_HEADER]
+        turns = rows(m)
+        assert sorted(r["outcome"] for r in turns.values()) == ["error", "error", "pass_through"]
+        assert "connection refused" in turns[rid]["error"]
+    finally:
+        m.stop()
