@@ -256,3 +256,31 @@ def test_a_store_damaged_while_running_is_said_and_restores_nothing(tmp_path):
 def test_store_settings_are_checked():
     with pytest.raises(ValueError):
         ReasoningStore(None, max_entries=0)
+
+
+def test_responses_reasoning_items_captured_whole_at_every_split_point_and_placed_before_their_call():
+    from tests.e2e.enforcing import ResponsesReasoning
+
+    rr = ResponsesReasoning(tool_turns=1)
+    body = {"stream": True, "tools": [{"type": "function", "name": "Bash"}], "input": []}
+    raw = b"".join(rr(Recorded("POST", "/v1/responses", {}, json.dumps(body).encode(), 0.0)).pieces)
+    whole = _capture_stream("openai-responses", "anthropic", raw, [], ("resp", "gpt-5.5"))
+    [(key, rec)] = whole
+    item = rec.payload["items"][0]
+    assert key == "call:call_rs01" and (item["id"], item["encrypted_content"]) == rr.issued["call_rs01"]
+    assert item["summary"] == [{"type": "summary_text", "text": "Plan step 1"}]
+    for cut in range(0, len(raw) + 1, 5):
+        assert _capture_stream("openai-responses", "anthropic", raw, [cut], ("resp", "gpt-5.5")) == whole, cut
+    whole_reply = b"".join(rr(Recorded("POST", "/v1/responses", {}, json.dumps({**body, "stream": False}).encode(),
+                                      0.0)).pieces)
+    cap = Capture("openai-responses", "resp", "gpt-5.5", "tk-1")
+    cap.message(translate.reply("openai-responses", "anthropic", whole_reply).message)
+    assert [r.payload for _, r in cap.records()] == [rec.payload]
+    conv_body = {**_ant_loop_body(), "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_rs01", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_rs01", "content": "ok"}]}]}
+    rt = translate.request("anthropic", "openai-responses", conv_body, restore=lambda c: restore(
+        c, _lookup({key: [rec]}), "resp", "gpt-5.5", "openai-responses"))
+    assert [i["type"] for i in rt.body["input"]] == ["message", "reasoning", "function_call", "function_call_output"]
+    assert rt.body["input"][1] == item

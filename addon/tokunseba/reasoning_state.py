@@ -5,8 +5,9 @@ Capture (``Capture``, fed the upstream's neutral reply events, streamed or whole
 endpoint produced that the client's protocol cannot hand back, in the endpoint's own wire
 form (neutral.state): Chat ``reasoning_content`` / ``reasoning`` text, Anthropic signed
 ``thinking`` and ``redacted_thinking`` blocks, Gemini ``thoughtSignature``s of function
-calls. Unsigned thinking from an Anthropic upstream, or thinking of a protocol that has no
-place for it going back, is not kept: nothing is kept that could not be sent back as it came.
+calls, Responses reasoning items (id, summary, ``encrypted_content``): each protocol's facts
+say which (``state_payload``). Unsigned thinking from an Anthropic upstream, or thinking of a
+protocol that has no place for it going back, is not kept: nothing is kept that could not be sent back as it came.
 
 Keys: what the client does hand back. Each tool call id of the reply (``call:<id>``); a reply
 without tool calls by its text (``text:<sha256>``). A record also names the endpoint, model

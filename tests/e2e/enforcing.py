@@ -278,3 +278,67 @@ class GeminiSignatures(_Enforcer):
 
 def _gem_error(message: str) -> dict:
     return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
+
+
+class ResponsesReasoning(_Enforcer):
+    """A reasoning model behind the Responses API: each reply carries a reasoning item (id,
+    summary, encrypted_content) before its function_call; a follow-up's function_call must come
+    right after the reasoning item issued with it (modelled on OpenAI's "was provided without
+    its required 'reasoning' item"), and encrypted content it did not issue cannot be decrypted."""
+
+    def __init__(self, tool_turns: int = 3, model: str = "gpt-5.5") -> None:
+        super().__init__(tool_turns)
+        self.model = model
+        self.issued: dict[str, tuple[str, str]] = {}  # call id -> (reasoning item id, encrypted content)
+
+    def __call__(self, rec: Recorded) -> Reply:
+        body = rec.json()
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        for i, it in enumerate(items):
+            if it.get("type") == "reasoning" and it.get("encrypted_content") not in {e for _, e in self.issued.values()}:
+                return self.reject("The encrypted content for item could not be verified.")
+            if it.get("type") == "function_call":
+                want = self.issued.get(it.get("call_id"))
+                prev = next((x for x in reversed(items[:i]) if x.get("type") != "function_call"), {})
+                if want and (prev.get("type") != "reasoning" or (prev.get("id"), prev.get("encrypted_content")) != want):
+                    return self.reject(f"Item '{it.get('call_id')}' of type 'function_call' was provided without its "
+                                       f"required 'reasoning' item: '{want[0]}'.")
+        n = sum(1 for it in items if it.get("type") == "function_call_output")
+        self.answered += 1
+        rid, k = f"resp_{self.answered}", n + 1
+        output: list[dict] = []
+        if n < self.tool_turns and body.get("tools"):
+            name, args = shell_call([t["name"] for t in body["tools"]], f"echo step{k}")
+            cid = f"call_rs{k:02d}"
+            enc = "gAAAA" + hmac.new(b"responses-key", cid.encode(), hashlib.sha256).hexdigest()
+            self.issued[cid] = (f"rs_{k:02d}", enc)
+            output.append({"id": f"rs_{k:02d}", "type": "reasoning", "encrypted_content": enc,
+                           "summary": [{"type": "summary_text", "text": f"Plan step {k}"}]})
+            output.append({"id": f"fc_{k:02d}", "type": "function_call", "status": "completed", "call_id": cid,
+                           "name": name, "arguments": json.dumps(args)})
+        else:
+            output.append({"id": f"msg_{self.answered}", "type": "message", "status": "completed", "role": "assistant",
+                           "content": [{"type": "output_text", "annotations": [], "text": f"All {n} steps done."}]})
+        usage = {"input_tokens": 60 + n, "output_tokens": 12, "total_tokens": 72 + n,
+                 "output_tokens_details": {"reasoning_tokens": 8}}
+        done = {"id": rid, "object": "response", "created_at": 1, "status": "completed", "model": self.model,
+                "output": output, "usage": usage}
+        if not body.get("stream"):
+            return Reply.json(done)
+        snap = {**done, "status": "in_progress", "output": [], "usage": None}
+        evs = [{"type": "response.created", "response": snap}]
+        for i, it in enumerate(output):
+            evs.append({"type": "response.output_item.added", "output_index": i,
+                        "item": {**it, "encrypted_content": None, "summary": []} if it["type"] == "reasoning"
+                        else {**it, "arguments": ""} if it["type"] == "function_call" else {**it, "content": []}})
+            if it["type"] == "function_call":
+                evs.append({"type": "response.function_call_arguments.delta", "output_index": i, "item_id": it["id"],
+                            "delta": it["arguments"]})
+            elif it["type"] == "message":
+                evs.append({"type": "response.output_text.delta", "output_index": i, "item_id": it["id"],
+                            "content_index": 0, "delta": it["content"][0]["text"]})
+            evs.append({"type": "response.output_item.done", "output_index": i, "item": it})
+        evs.append({"type": "response.completed", "response": done})
+        for seq, e in enumerate(evs):
+            e["sequence_number"] = seq
+        return _sse(evs, named=True)

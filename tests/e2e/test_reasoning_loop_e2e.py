@@ -16,7 +16,8 @@ import openai
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, point_clients_at
-from .enforcing import DEEPSEEK_400, SKIP_SIGNATURE, AnthropicThinking, DeepSeekChat, GeminiSignatures
+from .enforcing import (DEEPSEEK_400, SKIP_SIGNATURE, AnthropicThinking, DeepSeekChat, GeminiSignatures,
+                        ResponsesReasoning)
 from .upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +34,9 @@ endpoints:
   gem:
     protocol: gemini
     url: {gem}/v1beta
+  resp:
+    protocol: openai-responses
+    url: {resp}/v1
   ant:
     protocol: anthropic
     url: {ant}/v1
@@ -46,6 +50,10 @@ routes:
     when: {{client: anthropic, model: "claude-mix-*"}}
     to: other
     model: other-model
+  - name: to-resp
+    when: {{client: anthropic, model: "claude-resp-*"}}
+    to: resp
+    model: gpt-5.5
   - name: to-gem
     when: {{client: openai, model: "gpt-gem-*"}}
     to: gem
@@ -70,13 +78,13 @@ BASH = [{"name": "Bash", "description": "run a shell command",
 
 @pytest.fixture(scope="module")
 def ups():
-    with Upstream() as ds, Upstream() as other, Upstream() as ant, Upstream() as gem:
-        yield {"ds": ds, "other": other, "ant": ant, "gem": gem}
+    with Upstream() as ds, Upstream() as other, Upstream() as ant, Upstream() as gem, Upstream() as resp:
+        yield {"ds": ds, "other": other, "ant": ant, "gem": gem, "resp": resp}
 
 
 def start(ups, work, *extra: str, top: str = "") -> Mitmdump:
     rules = work / "rules.yaml"
-    rules.write_text(top + RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url, gem=ups["gem"].url))
+    rules.write_text(top + RULES.format(ds=ups["ds"].url, other=ups["other"].url, ant=ups["ant"].url, gem=ups["gem"].url, resp=ups["resp"].url))
     return Mitmdump(work, rules, extra=list(extra))
 
 
@@ -391,3 +399,22 @@ def test_without_a_store_gemini_gets_the_skip_value(ups, tmp_path, monkeypatch):
         assert msg.content == "All 3 steps done." and gem.skipped == 1 + 2 + 3  # every call, every turn
     finally:
         m.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_responses_reasoning_items_go_back_before_their_calls(proxy, ups, monkeypatch, stream):
+    """An Anthropic client's loop on a Responses reasoning model: each follow-up carries the
+    reasoning item (id, summary, encrypted_content) the endpoint made, right before its call."""
+    point_clients_at(proxy, monkeypatch)
+    rr = ResponsesReasoning(tool_turns=3)
+    ups["resp"].script()
+    ups["resp"].responder = rr
+    final, _ = loop(anthropic.Anthropic(api_key="sk-ant-client", max_retries=0), "claude-resp-1", stream)
+    assert rr.rejected == [] and final.content[-1].text == "All 3 steps done."
+    items = ups["resp"].requests[-1].json()["input"]
+    pairs = [(items[i - 1], it) for i, it in enumerate(items) if it["type"] == "function_call"]
+    assert len(pairs) == 3
+    for reasoning, call in pairs:
+        assert (reasoning["type"], reasoning["id"], reasoning["encrypted_content"]) == (
+            "reasoning", *rr.issued[call["call_id"]])
+        assert reasoning["summary"][0]["text"].startswith("Plan step")

@@ -13,7 +13,9 @@ that protocol's wire form:
 - ``anthropic``: ``{"blocks": [thinking / redacted_thinking blocks, signatures verbatim]}``
   — first in that assistant message;
 - ``gemini``: ``{"signatures": {tool call id: thoughtSignature}}`` — on those
-  ``functionCall`` parts, instead of the skip value.
+  ``functionCall`` parts, instead of the skip value;
+- ``openai-responses``: ``{"items": [reasoning items: id, summary, encrypted_content]}`` —
+  before that assistant turn's message and ``function_call`` items.
 
 A client's JSON can never produce a ``ProviderState`` (it is not a JSON value), so nothing a
 client sends is taken for restored state: an encoder that finds anything else under the key

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -61,6 +61,20 @@ def sse_error(code: str, message: str) -> bytes:
 
 
 OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+
+
+REASONING_ITEM_KEYS = ("type", "id", "summary", "content", "encrypted_content")
+
+
+def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
+    """Reasoning items (id, summary, encrypted_content) as the endpoint made them, to go back
+    before their calls (the stream decoder hands the whole item in the block's raw)."""
+    items = []
+    for b in blocks:
+        it = (b.raw or {}).get("item") if b.kind == "thinking" else None
+        if isinstance(it, dict) and it.get("type") == "reasoning" and isinstance(it.get("id"), str):
+            items.append({k: it[k] for k in REASONING_ITEM_KEYS if it.get(k) is not None})
+    return {"items": items} if items else None
 
 
 def _answered_calls(body: dict[str, Any]) -> list[str]:
@@ -125,4 +139,6 @@ FACTS = Protocol(
     ),
     max_output_field="max_output_tokens",
     genai_provider="openai",
+    state_payload=state_payload,  # reasoning items, before their calls (reasoning_state.py)
+    state_kind=lambda p: "reasoning item" + ("s" if len(p.get("items", ())) > 1 else ""),
 )

@@ -34,6 +34,7 @@ from typing import Any
 
 from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.state import PROVIDER_STATE, state_for
 from .. import fieldtable as ft
 
 JOIN = ft.JOIN
@@ -519,6 +520,7 @@ ENC_USER_PARTS: dict[str, Callable[[RequestTranslation, dict[str, Any], str], di
 _ROLE_CONTENT_KEYS = frozenset({"role", "content"})
 _TOOL_MESSAGE_KEYS = frozenset({"role", "tool_call_id", "content"})
 _ASSISTANT_KEYS = frozenset({"role", "content", "tool_calls", "refusal"})
+_ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 _TOOL_CALL_KEYS = frozenset({"id", "type", "function"})
 _CALL_FUNCTION_KEYS = frozenset({"name", "arguments"})
 
@@ -554,6 +556,8 @@ def _enc_user(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any
 
 
 def _enc_assistant(rt: RequestTranslation, m: dict[str, Any], p: str, items: list[Any], top: dict[str, Any]) -> None:
+    if restored := state_for(m, "openai-responses"):  # this endpoint's own reasoning items, before their calls
+        items.extend(restored.payload["items"])
     content = m.get("content")
     parts = [] if content is None else _enc_text_parts(rt, content, f"{p}.content", "output_text")
     if (refusal := ft.opt(m, "refusal", p, ft.string)):
@@ -571,7 +575,7 @@ def _enc_assistant(rt: RequestTranslation, m: dict[str, Any], p: str, items: lis
                       "arguments": ft.opt(fn, "arguments", fp, ft.string) or ""})
         ft.extras(rt, tc, _TOOL_CALL_KEYS, tp)
         ft.extras(rt, fn, _CALL_FUNCTION_KEYS, fp)
-    ft.extras(rt, m, _ASSISTANT_KEYS, p)  # name, audio, ...
+    ft.extras(rt, m, _ASSISTANT_KEYS_RESTORED if restored else _ASSISTANT_KEYS, p)  # name, audio, ...
     if not parts and not m.get("tool_calls"):
         rt.dropped.append(p)
 

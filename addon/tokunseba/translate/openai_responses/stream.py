@@ -384,8 +384,9 @@ def item_block(n: int, item: dict[str, Any]) -> BlockStart:
         return BlockStart(n, "text")
     if itype == "function_call":
         return BlockStart(n, "tool_use", id=item.get("call_id"), name=item.get("name"))
-    if itype == "reasoning":  # encrypted / summarised reasoning: bound to its provider
-        return BlockStart(n, "thinking", raw={"source": "output[].reasoning"})
+    if itype == "reasoning":  # encrypted / summarised reasoning: bound to its provider (kept for it alone:
+        # reasoning_state.py reads raw["item"], which the stream decoder completes at the item's done event)
+        return BlockStart(n, "thinking", raw={"source": "output[].reasoning", "item": item})
     return BlockStart(n, "other", raw={"type": itype, "source": f"output[].{itype}"})
 
 
@@ -417,6 +418,7 @@ class ResponsesDecoder:
         self._index: dict[object, int] = {}  # output_index -> neutral index
         self._fed: set[int] = set()  # neutral blocks that received deltas
         self._open: set[int] = set()
+        self._reasoning: dict[int, dict[str, Any]] = {}  # neutral index -> the raw of a reasoning item's block
         self._started = False
         self._ended = False
 
@@ -460,7 +462,10 @@ class ResponsesDecoder:
         n = len(self._index)
         self._index[d.get("output_index", n)] = n
         self._open.add(n)
-        return out + [item_block(n, item)]
+        block = item_block(n, item)
+        if block.raw is not None and "item" in block.raw:
+            self._reasoning[n] = block.raw
+        return out + [block]
 
     def _delta(self, d: dict[str, Any]) -> list[Event]:
         n = self._index.get(d.get("output_index"))
@@ -479,6 +484,8 @@ class ResponsesDecoder:
             n = self._index[d.get("output_index", len(self._index) - 1)]
         if n not in self._open:
             return out
+        if item.get("type") == "reasoning" and (raw := self._reasoning.get(n)) is not None:
+            raw["item"] = item  # whole now (encrypted_content, summary): the same raw its BlockStart carried
         if n not in self._fed and (text := item_content(item, self.report.dropped)):
             out.append(BlockDelta(n, text))
         elif item.get("type") == "message":
