@@ -86,8 +86,18 @@ def test_read_commands_read_a_postgresql_ledger_on_a_read_only_role(capsys, pg_s
                             usage_reported={"prompt_tokens": 10, "completion_tokens": 2})
             led.event(rid, "completed", {"status": 200})
         led.close()
+    led = Ledger(pg_server.url(db=db))
+    led.add_shadow("tk-a0", "shadow", started_at=1000.5, route="r", endpoint="other", model="m2", status=200,
+                   latency_ms=12.0, comparison={"stop_reason": True})
+    led.close()
     reader = pg_server.url("tk_reader", READER_PASSWORD, db)
     monkeypatch.chdir(tmp_path)
+    for argv in (["sessions"], ["shadow"], ["stats", "--by", "route"], ["log", "--limit", "2"]):
+        assert main([*argv, "--ledger", reader]) == 0, argv  # every read command, on the read-only role
+        out, err = capsys.readouterr()
+        assert READER_PASSWORD not in out + err and "error" not in err, (argv, err)
+    assert main(["shadow", "--ledger", reader, "--json"]) == 0
+    assert "other" in capsys.readouterr().out
     assert main(["stats", "--ledger", reader, "--json"]) == 0
     out, err = capsys.readouterr()
     st = json.loads(out)
@@ -126,3 +136,20 @@ def test_run_passes_a_postgresql_ledger_without_its_password(capsys, tmp_path, m
     assert "tokunseba_instance=ci-1" in out
     assert os.environ["PGPASSWORD"] == "hunter2"
     assert os.listdir(tmp_path) == []
+
+
+def test_the_addon_keeps_no_password_in_its_option(monkeypatch):
+    """mitmweb shows the addon's options: a URL given with its password (mitmdump --set) is
+    kept without it, the password handed to libpq as $PGPASSWORD."""
+    from mitmproxy.test import taddons
+
+    from tokunseba.mitm import Tokunseba
+
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    addon = Tokunseba()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, tokunseba_ledger="postgresql://tk:hunter2@127.0.0.1:1/db?sslmode=disable")
+        assert tctx.options.tokunseba_ledger == "postgresql://tk@127.0.0.1:1/db?sslmode=disable"
+        assert addon.ledger is not None and addon.ledger.path == "postgresql://tk@127.0.0.1:1/db?sslmode=disable"
+        assert os.environ["PGPASSWORD"] == "hunter2"
+        addon.done()

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 from pathlib import Path
 
 from .cli_read import _common, _error, _json, _read, fmt_ms, fmt_num, since_option, table, timeout_option
-from .ledger import USAGE_FIELDS, Ledger, usage_counting, LedgerError, default_ledger_path, percentile
+from .credentials import redact_text, redact_url
+from .ledger import USAGE_FIELDS, Ledger, usage_counting, LedgerError, default_ledger_target, percentile, url_scheme
+from .ledger_dialect import db_errors
 
 EPILOG = """\
 set up:
@@ -195,8 +196,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _error(f"no turn with request id {args.request_id!r}", 1)
     if args.save and not args.save.parent.is_dir():  # before anything is sent
         return _error(f"--save: no directory {args.save.parent} to write {args.save.name} in", 2)
-    path = args.ledger or default_ledger_path()
-    if not Path(path).exists():
+    path = args.ledger or default_ledger_target()
+    if url_scheme(path) is None and not Path(path).exists():
         return _error(f"no ledger at {path} yet: run the proxy first", 1)
     try:
         with Ledger(path) as ledger:  # read-write: the replay is recorded
@@ -204,8 +205,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             done = replay(ledger, turn, ep, os.environ, timeout=timeout)
     except (LookupError, ReplayError) as e:
         return _error(str(e.args[0]), 1)
-    except (LedgerError, sqlite3.Error) as e:
-        return _error(f"cannot use the ledger {path}: {e}", 1)
+    except (LedgerError, *db_errors()) as e:
+        return _error(f"cannot use the ledger {redact_url(str(path))}: {redact_text(str(e))}", 1)
     if args.save:
         try:
             args.save.write_bytes(done.client_body)

@@ -208,10 +208,12 @@ class Tokunseba:
             self.ledger.close()
             self.ledger = None
         self.store_bodies = bool(ctx.options.tokunseba_ledger_bodies)
-        target = ctx.options.tokunseba_ledger or None
+        if (clean := take_password(ctx.options.tokunseba_ledger)) is not None:
+            # the password goes to libpq apart from the URL; the option (mitmweb shows it) loses it
+            ctx.options.update(tokunseba_ledger=clean)
+            return  # configure runs again with it, and opens the ledger
         try:
-            # a URL's password goes to libpq apart from it (tokunseba run passes none on the command line)
-            led = Ledger(take_password(target) or target, store_bodies=self.store_bodies)
+            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=self.store_bodies)
         except Exception as e:
             raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
         led.owner = instance_id()
