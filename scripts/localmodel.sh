@@ -299,6 +299,8 @@ check_kind() {
   case "$1" in llama-server|llama-cpp-python) ;; *) die "unknown server '$1' (use: ${KINDS[*]})" ;; esac
 }
 
+EXAMPLE_PORT=28431  # the local endpoint's port in rules/examples/*.yaml
+
 free_port() {
   local py=python3
   [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
@@ -409,6 +411,11 @@ cmd_start() {
     die "$kind exited during start-up (log: $log)"
   done
   say "$kind ready in $(since "$t0us") s at $(base_url "$kind")"
+  if [ -z "$port" ] && [ "$(cat "$STATE/$kind.port")" != "$EXAMPLE_PORT" ]; then
+    # a picked port is not the one rules/examples/*.yaml name: their easy turns would go elsewhere
+    say "note: the example rules (rules/examples/*.yaml) expect port $EXAMPLE_PORT; this server is on" \
+        "$(cat "$STATE/$kind.port"): start it with --port $EXAMPLE_PORT, or set your local endpoint's url to $(base_url "$kind")"
+  fi
   base_url "$kind"
 }
 

@@ -71,3 +71,27 @@ def test_readme_demo_makes_a_local_turn_with_the_pinned_claude_code(tmp_path):
     assert "small-toolless → local" in text and "gemma-3-270m" in text, text
     assert any(t["request_id"] in ln and "→ small-toolless → local · translated 200" in ln
                for t in local for ln in out.splitlines()), out  # the console said it too
+
+
+def test_localmodel_start_without_port_says_the_example_rules_expect_another(tmp_path):
+    """`localmodel.sh start` with no --port picks a free port; it then says that the example
+    rules expect 28431, so their easy turns would not reach it (issue 22: a mis-set endpoint)."""
+    from .test_localmodel_e2e import SCRIPT, _installed
+
+    if not _installed("llama-server"):
+        if os.environ.get("CI"):
+            pytest.fail("llama-server is not installed: .ci/run must run scripts/ci-extras.sh")
+        pytest.skip("llama-server not installed (scripts/localmodel.sh install)")
+    env = {**os.environ, "LOCALMODEL_STATE_DIR": str(tmp_path / "state")}
+    env.pop("LOCALMODEL_PORT", None)
+    try:
+        p = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=180)
+        assert p.returncode == 0, p.stderr[-2000:]
+        url = p.stdout.strip().splitlines()[-1]
+        port = int(re.fullmatch(r"http://127\.0\.0\.1:(\d+)/v1", url).group(1))
+        if port == 28431:
+            pytest.skip("the free port picked happened to be the example rules' port")
+        assert (f"note: the example rules (rules/examples/*.yaml) expect port 28431; this server is on {port}: "
+                f"start it with --port 28431, or set your local endpoint's url to {url}") in p.stderr, p.stderr
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=env, timeout=60)
