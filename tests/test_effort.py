@@ -116,3 +116,33 @@ def test_anthropic_thinking_gives_way_to_a_forced_tool_and_drops_what_it_rejects
 def test_an_unknown_level_is_dropped_and_said():
     rt = translate.request("openai", "anthropic", chat(reasoning_effort="turbo", max_tokens=3000))
     assert "thinking" not in rt.body and "reasoning_effort" in rt.dropped and rt.warnings
+
+
+def test_an_endpoint_pins_caps_or_omits_the_effort_recorded():
+    from tokunseba.rules import load_rules_text
+    from tokunseba.turn import translate_for_endpoint
+
+    rules = load_rules_text("endpoints:\n"
+                            "  pin: {protocol: anthropic, url: 'http://127.0.0.1:9/v1', max_tokens: 40000, effort: low}\n"
+                            "  cap: {protocol: anthropic, url: 'http://127.0.0.1:9/v1', max_tokens: 40000, max_effort: medium}\n"
+                            "  quiet: {protocol: openai, url: 'http://127.0.0.1:9/v1', effort: omit}\n")
+    body = chat(reasoning_effort="xhigh")
+    pinned = translate_for_endpoint("openai", rules.endpoints["pin"], body, None)
+    assert pinned.body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert "reasoning_effort 'xhigh' -> 'low' (pinned by endpoint pin)" in pinned.converted
+    assert translate_for_endpoint("openai", rules.endpoints["pin"], chat(), None).body["thinking"]["budget_tokens"] == 4096
+    capped = translate_for_endpoint("openai", rules.endpoints["cap"], body, None)
+    assert capped.body["thinking"]["budget_tokens"] == 10240 and any("capped by endpoint cap" in c for c in capped.converted)
+    low = translate_for_endpoint("openai", rules.endpoints["cap"], chat(reasoning_effort="low"), None)
+    assert low.body["thinking"]["budget_tokens"] == 4096  # under the cap: untouched
+    omitted = translate_for_endpoint("anthropic", rules.endpoints["quiet"], ant(output_config={"effort": "high"}), None)
+    assert "reasoning_effort" not in omitted.body and "output_config.effort" in omitted.dropped
+    assert body == chat(reasoning_effort="xhigh")  # the client's body untouched
+
+
+def test_a_bad_effort_setting_is_a_load_error_with_its_line():
+    from tokunseba.rules import RulesError, load_rules_text
+
+    with pytest.raises(RulesError) as e:
+        load_rules_text("endpoints:\n  x: {protocol: openai, url: 'http://127.0.0.1:9/v1', effort: turbo}\n", "r.yaml")
+    assert "r.yaml:2" in str(e.value) and "effort must be one of: none, minimal, low, medium, high, xhigh, omit" in str(e.value)

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import protocols
+from .neutral.effort import EFFORT_PINS, LEVELS
 from .protocols.detect import api_path
 from .translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
@@ -73,6 +74,10 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         f"max_concurrency must be an integer of 1 or more (leave it out: no limit), got {v}"
     ),
     "queue_s": lambda v: None if 0 <= v < float("inf") else f"queue_s must be a number of seconds, 0 or more, got {v}",
+    "effort": lambda v: None if v is None or v in EFFORT_PINS else (
+        f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
+    "max_effort": lambda v: None if v is None or v in LEVELS else (
+        f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
 }
 
 
@@ -97,6 +102,9 @@ class Endpoint:
     cooldown_max_s: float = 60.0
     max_concurrency: int | None = None
     queue_s: float = 0.0
+    # reasoning effort (neutral/effort.py): pin every turn's level ("omit": send none), or cap it
+    effort: str | None = None
+    max_effort: str | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:

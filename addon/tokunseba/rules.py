@@ -409,6 +409,8 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "cooldown_max_s": ("number", False),
     "max_concurrency": ("int", False),
     "queue_s": ("number", False),
+    "effort": ("text", False),
+    "max_effort": ("text", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 

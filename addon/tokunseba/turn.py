@@ -267,7 +267,8 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
         raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
     return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
                              max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
-                             endpoint=ep.name, path=path, restore=restore)
+                             endpoint=ep.name, path=path, effort=ep.effort, max_effort=ep.max_effort,
+                             restore=restore)
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,

@@ -12,6 +12,8 @@ effort gets none (the target's default), never one made up.
 
 from __future__ import annotations
 
+from .conversation import Conversation
+
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 # level -> (thinking budget in tokens, why that budget)
@@ -59,3 +61,41 @@ def level_for_budget(budget: int) -> str:
 
 def budget_for(level: str) -> int:
     return BUDGETS[level][0]
+
+
+# an endpoint's rule keys (endpoints.py): ``effort`` pins every turn's level ("omit": send none),
+# ``max_effort`` lowers a higher one; each change recorded as converted (or dropped), in the
+# client's own path
+EFFORT_PINS = (*LEVELS, "omit")
+
+
+def apply_endpoint(conv: Conversation, effort: str | None, max_effort: str | None, endpoint: str | None) -> None:
+    """The endpoint's ``effort`` / ``max_effort`` applied to a decoded (neutral) conversation
+    before it is encoded. The neutral body is replaced, never mutated (a Chat client's body is
+    shared by the translations for other endpoints)."""
+    if effort is None and max_effort is None:
+        return
+    body = conv.body
+    have = body.get("reasoning_effort")
+    name = f"endpoint {endpoint}" if endpoint else "the endpoint"
+    path = conv.client_path("reasoning_effort") if have is not None else "reasoning_effort"
+    want = have
+    if effort == "omit":
+        want = None
+    elif effort is not None:
+        want = effort
+    elif isinstance(have, str) and have in LEVELS and max_effort in LEVELS \
+            and LEVELS.index(have) > LEVELS.index(max_effort):
+        want = max_effort
+    if want == have:
+        return
+    new = {k: v for k, v in body.items() if k != "reasoning_effort"}
+    if want is None:
+        conv.dropped.append(path)
+        conv.warnings.append(f"{path}: {name} says effort: omit")
+    else:
+        new["reasoning_effort"] = want
+        how = "pinned by" if effort is not None else "capped by"
+        conv.converted.append(f"{path} {have!r} -> {want!r} ({how} {name})" if have is not None
+                              else f"reasoning_effort {want!r} ({how} {name}: the client named none)")
+    conv.body = new

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from .. import protocols
 from ..errors import TranslationError
 from ..neutral.conversation import Conversation, RequestTranslation
+from ..neutral.effort import apply_endpoint as apply_effort
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
 from ..neutral.report import ReplyReport
@@ -92,7 +93,8 @@ def _codecs(source: str, dest: str, what: str) -> tuple[Codec, Codec]:
 def request(client: str, target: str, body: dict[str, Any], *, model: str | None = None, max_tokens: int | None = None,
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
-            path: str | None = None, restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:
+            path: str | None = None, effort: str | None = None, max_effort: str | None = None,
+            restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
     Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
@@ -105,6 +107,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     state_report = restore(conv) if restore is not None else None
+    apply_effort(conv, effort, max_effort, endpoint)  # the endpoint's effort / max_effort (neutral/effort.py)
     try:
         rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
                                 system_role=system_role, endpoint=endpoint)
