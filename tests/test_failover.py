@@ -248,17 +248,26 @@ def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
                             {"route": "easy", "matched": True, "reasons": [], "refused": None, "unreachable": True,
                              "unavailable": "cooling down (HTTP 429, retry-after; 27.0 s left)"},
                             {"route": "spill", "matched": True, "reasons": [], "refused": None, "unreachable": False}])
+        led.start_turn("tk-gave-up", started_at=now - 1, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-x", stream=False)
+        led.update_turn("tk-gave-up", rule="spill", endpoint="big", target_protocol="openai", outcome="error",
+                        status=529, latency_ms=10.0,
+                        attempts=[{"route": "easy", "endpoint": "small", "kind": "status", "status": 503, "why": "x",
+                                   "ms": 1.0}, {"route": "spill", "endpoint": "big", "kind": "status", "status": 529,
+                                                "why": "HTTP 529: Overloaded", "ms": 2.0}])
     assert main(["log", "--ledger", str(path)]) == 0
     out = capsys.readouterr().out
     assert "spill → big (failed over from small 429)" in out
+    assert "spill → big (failed over from small 503)" in out  # its last attempt failed too: the client got that
     assert main(["stats", "--ledger", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "failed over 1" in out and "failover: 1 turns answered by a later attempt" in out
-    assert re.search(r"small\s+1\s+1\s+1", out), out
+    assert "failed over 2" in out and "failover: 2 turns went on to a later attempt" in out
+    assert re.search(r"small\s+2\s+2\s+1", out) and re.search(r"big\s+1\s+0\s+0", out), out
     assert main(["stats", "--ledger", str(path), "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
-    assert st["failed_over"] == 1
-    assert st["failover_by_endpoint"] == [{"endpoint": "small", "failed": 1, "moved_on": 1, "cooled": 1}]
+    assert st["failed_over"] == 2
+    assert st["failover_by_endpoint"] == [{"endpoint": "small", "failed": 2, "moved_on": 2, "cooled": 1},
+                                          {"endpoint": "big", "failed": 1, "moved_on": 0, "cooled": 0}]
     assert main(["explain", "--ledger", str(path), "tk-failed-over"]) == 0
     out = capsys.readouterr().out
     assert "  1. easy → small: failed (status) after 4.5 ms; moved on to the next route" in out

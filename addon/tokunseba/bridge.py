@@ -410,9 +410,10 @@ class Bridge:
         the relay's marked 502 (connect-failed / upstream-broke)."""
         if ex is not None and ex.held_head is not None:
             body = b"" if ex.bodyless else (http1.chunk(bytes(ex.held)) if ex.held else b"") + http1.LAST_CHUNK
-            if not writer.transport.is_closing():
-                writer.write(ex.held_head + body)
-            return ex.held_reusable
+            if writer.transport.is_closing() or target.gone:
+                return False
+            writer.write(ex.held_head + body)
+            return True  # a whole reply went to mitmproxy: its connection may carry the next turn
         target.broken = target.broken or (failure.why if failure else "upstream connection broke")
         mark = b"connect-failed" if failure is not None and failure.kind == "unreachable" else b"upstream-broke"
         if not writer.transport.is_closing():

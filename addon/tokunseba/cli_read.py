@@ -273,8 +273,8 @@ def _route_cell(t: dict) -> str:
         cell = f"→ {t.get('host') or 'original host'}"
     else:
         cell = t.get("endpoint") or "-"
-    failed = _failed_attempts(t)
-    if failed and len(t.get("attempts") or []) > len(failed):  # failed over: the chain before the one that answered
+    failed = _failed_attempts(t)[: len(t.get("attempts") or []) - 1]  # every attempt before the last one
+    if failed:  # failed over (the last attempt answered, or its failure is what the client got)
         cell += f" (failed over from {', '.join(failed)})"
     return cell
 
@@ -398,7 +398,7 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
         out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "SHARE SERVED"], rows)]
     if st.get("failover_by_endpoint"):
         rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
-        out += ["", f"failover: {st['failed_over']} turns answered by a later attempt"
+        out += ["", f"failover: {st['failed_over']} turns went on to a later attempt"
                 f" (an attempt that failed before its first byte moved to the next route)",
                 table(["ENDPOINT", "FAILED ATTEMPTS", "MOVED ON", "COOLED (RETRY-AFTER)"], rows, indent="  ")]
     u = st["usage"]

@@ -141,14 +141,24 @@ class Client:
                               headers={"x-goog-api-key": "AIza-client-DO-NOT-LEAK"})
 
 
-def rows(proxy, sql, *args):
-    ledger_settled(proxy.ledger)
-    con = sqlite3.connect(proxy.ledger)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(sql, args)]
-    finally:
-        con.close()
+def rows(proxy, sql, *args, n: int = 1):
+    """The query's rows once the ledger holds at least ``n`` turns, none of them open (a turn's
+    records are written by the ledger's thread just after its reply: wait for them)."""
+    deadline = time.monotonic() + 20
+    while True:
+        ledger_settled(proxy.ledger)
+        con = sqlite3.connect(proxy.ledger)
+        con.row_factory = sqlite3.Row
+        try:
+            have = con.execute("SELECT count(*) FROM turns").fetchone()[0]
+            if have >= n or time.monotonic() > deadline:
+                return [dict(r) for r in con.execute(sql, args)]
+        except sqlite3.OperationalError:  # not created yet
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            con.close()
+        time.sleep(0.05)
 
 
 def served_text(protocol: str, stream: bool, r: httpx.Response) -> str:
@@ -202,7 +212,8 @@ def test_each_failure_kind_moves_the_turn_to_the_next_route(tmp_path, ups, proto
             time.sleep(2.2 if name not in ("context-openai", "context-llama") else 0)
             small.script(whole_ok("chatcmpl-small-again"))
             assert c.ask(protocol, False).status_code == 200
-        turns = rows(proxy, "SELECT request_id, rule, endpoint, outcome, status, attempts FROM turns ORDER BY started_at")
+        turns = rows(proxy, "SELECT request_id, rule, endpoint, outcome, status, attempts FROM turns ORDER BY started_at",
+                     n=2 * len(FAILURES))
         assert [t["endpoint"] for t in turns[1::2]] == ["small"] * len(FAILURES)  # the turns small answered between
         turns = turns[0::2]
         assert len(turns) == len(FAILURES)
@@ -250,7 +261,7 @@ def test_retry_after_keeps_the_endpoint_from_the_next_turn(tmp_path, ups):
             open("/tmp/h19/log.txt", "w").write(proxy.log())
             assert r.json().get("id") == "chatcmpl-big", r.text
         assert len(small.requests) == 1 and len(big.requests) == 4
-        turns = rows(proxy, "SELECT trace, attempts FROM turns ORDER BY started_at")
+        turns = rows(proxy, "SELECT trace, attempts FROM turns ORDER BY started_at", n=4)
         assert json.loads(turns[0]["attempts"])[0]["cooled_s"] == 30
         # the console line names the chain (the mitmweb comment ends with the same words)
         assert "→ big (failed over: small (429) → big) · translated 200" in proxy.log()
@@ -307,7 +318,7 @@ def test_max_concurrency_spills_the_second_concurrent_stream(tmp_path, ups):
         first.join(20)
         assert results == {1: "Hello", 2: "Hello"}
         assert len(small.requests) == 1 and len(big.requests) == 1
-        turns = rows(proxy, "SELECT endpoint, trace FROM turns ORDER BY started_at")
+        turns = rows(proxy, "SELECT endpoint, trace FROM turns ORDER BY started_at", n=2)
         assert [t["endpoint"] for t in turns] == ["small", "big"]
         assert json.loads(turns[1]["trace"])[0]["unavailable"].startswith("full (1 of max_concurrency 1")
     finally:
@@ -509,7 +520,7 @@ def test_queue_s_waits_for_the_slot_first(tmp_path, ups):
         first.join(20)
         assert results == {1: "Hello", 2: "Hello"}
         assert len(small.requests) == 2 and big.requests == []
-        turns = rows(proxy, "SELECT endpoint FROM turns")
+        turns = rows(proxy, "SELECT endpoint FROM turns ORDER BY started_at", n=2)
         assert [t["endpoint"] for t in turns] == ["small", "small"]
     finally:
         proxy.stop()
