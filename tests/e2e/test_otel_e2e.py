@@ -14,9 +14,9 @@ import pytest
 
 from tests.otlp_receiver import OtlpReceiver
 
-from .conftest import ledger_settled, start_test_proxy
+from .conftest import Mitmdump, ledger_settled, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY
-from .upstream import Reply, closed_port
+from .upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 
@@ -94,6 +94,49 @@ def test_one_span_per_turn_with_genai_attributes_and_the_clients_trace(upstreams
     assert "gen_ai.usage.input_tokens" not in p and "gen_ai.usage.output_tokens" not in p  # none reported
     every = repr(receiver.spans)
     assert PROMPT not in every and "fine words" not in every and CLIENT_KEY not in every  # no text unless asked
+
+
+FAILOVER_RULES = """\
+endpoints:
+  busy:
+    protocol: openai
+    url: {busy}/v1
+  oai:
+    protocol: openai
+    url: {oai}/v1
+routes:
+  - name: first
+    when: {{model: "fo-*"}}
+    to: busy
+  - name: second
+    when: {{model: "fo-*"}}
+    to: oai
+"""
+
+
+def test_the_standard_environment_variable_and_a_failed_over_turn(upstreams, receiver, tmp_path, monkeypatch):
+    """OTEL_EXPORTER_OTLP_ENDPOINT alone turns spans on (the SDK adds /v1/traces); a turn whose
+    first route's endpoint answered 503 and that went on to the next counts its attempts."""
+    upstreams["oai"].script(Reply.json(CHAT))
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "team-proxy")
+    with Upstream() as busy:
+        busy.script(Reply.json({"error": {"message": "overloaded", "type": "server_error"}}, status=503))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(FAILOVER_RULES.format(busy=busy.url, oai=upstreams["oai"].url))
+        proxy = Mitmdump(tmp_path, rules)
+        try:
+            with _client(proxy) as c:
+                r = _turn(c, "fo-model")
+            assert r.status_code == 200, r.text
+            (s,) = receiver.wait_for(1)
+        finally:
+            proxy.stop()
+    a = s["attributes"]
+    assert s["path"] == "/v1/traces" and s["resource"]["service.name"] == "team-proxy"
+    assert (a["tokunseba.route"], a["tokunseba.endpoint"], a["tokunseba.failover.attempts"]) == ("second", "oai", 2)
+    assert a["tokunseba.outcome"] == "translated" and a["gen_ai.usage.output_tokens"] == 7
 
 
 def test_prompt_and_reply_text_only_when_opted_in(upstreams, receiver, tmp_path, monkeypatch):
