@@ -60,11 +60,19 @@ def text_key(text: str) -> str:
 
 
 class _Block:
-    __slots__ = ("kind", "id", "text", "signature", "raw")
+    """One block of the reply as the protocols' ``state_payload`` read it: kind, id, text,
+    signature, raw. Text is kept as its pieces (joined once, when read: a long reply's deltas
+    are not copied again at each one); a tool call's arguments are not kept (never state)."""
+
+    __slots__ = ("kind", "id", "parts", "signature", "raw")
 
     def __init__(self, ev: BlockStart) -> None:
         self.kind, self.id, self.signature, self.raw = ev.kind, ev.id, ev.signature, ev.raw
-        self.text = ""
+        self.parts: list[str] | None = None if ev.kind == "tool_use" else []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts) if self.parts else ""
 
 
 class Capture:
@@ -87,8 +95,8 @@ class Capture:
         t = type(ev)
         if t is BlockDelta:
             b = self._by_index.get(ev.index)  # type: ignore[attr-defined]
-            if b is not None:
-                b.text += ev.text  # type: ignore[attr-defined]
+            if b is not None and b.parts is not None:
+                b.parts.append(ev.text)  # type: ignore[attr-defined]
         elif t is BlockStart:
             b = self._by_index[ev.index] = _Block(ev)  # type: ignore[arg-type]
             self._blocks.append(b)

@@ -54,6 +54,14 @@ routes:
     when: {{client: anthropic, model: "claude-resp-*"}}
     to: resp
     model: gpt-5.5
+  - name: responses-to-ds
+    when: {{client: openai-responses, model: "gpt-ds-*"}}
+    to: ds
+    model: deepseek-reasoner
+  - name: genai-to-ant
+    when: {{client: gemini, model: "sdk-ant-*"}}
+    to: ant
+    model: claude-sonnet-4-5
   - name: to-gem
     when: {{client: openai, model: "gpt-gem-*"}}
     to: gem
@@ -418,3 +426,70 @@ def test_responses_reasoning_items_go_back_before_their_calls(proxy, ups, monkey
         assert (reasoning["type"], reasoning["id"], reasoning["encrypted_content"]) == (
             "reasoning", *rr.issued[call["call_id"]])
         assert reasoning["summary"][0]["text"].startswith("Plan step")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_responses_sdk_loop_against_deepseek_thinking(proxy, ups, monkeypatch, stream):
+    """The third SDK client: a Responses client's function-call loop on DeepSeek's thinking mode."""
+    point_clients_at(proxy, monkeypatch)
+    ds = DeepSeekChat(tool_turns=3)
+    ups["ds"].script()
+    ups["ds"].responder = ds
+    client = openai.OpenAI(api_key="sk-oai-client", max_retries=0)
+    tools = [{"type": "function", "name": "Bash", "description": "run a command", "strict": False,
+              "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    items: list = [{"role": "user", "content": "run the three steps"}]
+    for _ in range(6):
+        if stream:
+            with client.responses.stream(model="gpt-ds-1", input=items, tools=tools) as s:
+                resp = s.get_final_response()
+        else:
+            resp = client.responses.create(model="gpt-ds-1", input=items, tools=tools)
+        calls = [o for o in resp.output if o.type == "function_call"]
+        if not calls:
+            break
+        items += [o.model_dump(exclude_none=True) for o in resp.output]
+        items += [{"type": "function_call_output", "call_id": c.call_id, "output": "ok"} for c in calls]
+    assert ds.rejected == [] and resp.output_text == "All 3 steps done."
+    last = ups["ds"].requests[-1].json()["messages"]
+    assert {m["tool_calls"][0]["id"]: m["reasoning_content"] for m in last if m.get("tool_calls")} == ds.issued
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_genai_sdk_thinking_level_reaches_anthropic_and_the_loop_keeps_its_signed_thinking(proxy, ups, monkeypatch,
+                                                                                          stream):
+    """Gemini's SDK: thinkingConfig crosses to Anthropic thinking, and each function-call turn
+    goes back with the signed thinking block first."""
+    from google import genai
+    from google.genai import types
+
+    point_clients_at(proxy, monkeypatch)
+    ant = AnthropicThinking(tool_turns=3)
+    ups["ant"].script()
+    ups["ant"].responder = ant
+    sdk = genai.Client(api_key="AIza-client-key", http_options=types.HttpOptions(api_version="v1beta"))
+    cfg = types.GenerateContentConfig(
+        max_output_tokens=12000, thinking_config=types.ThinkingConfig(thinking_level="HIGH"),
+        tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
+            name="Bash", description="run a command",
+            parameters_json_schema={"type": "object", "properties": {"command": {"type": "string"}}})])])
+    contents = [types.Content(role="user", parts=[types.Part(text="run the three steps")])]
+    for _ in range(6):
+        if stream:
+            chunks = list(sdk.models.generate_content_stream(model="sdk-ant-1", contents=contents, config=cfg))
+            calls = [fc for c in chunks for fc in c.function_calls or []]
+            text = "".join(p.text for c in chunks if c.candidates and c.candidates[0].content
+                           for p in c.candidates[0].content.parts or [] if p.text and not p.thought)
+        else:
+            r = sdk.models.generate_content(model="sdk-ant-1", contents=contents, config=cfg)
+            calls = r.function_calls or []
+            text = "".join(p.text for p in r.candidates[0].content.parts or [] if p.text and not p.thought)
+        if not calls:
+            break
+        contents.append(types.Content(role="model", parts=[types.Part(function_call=fc) for fc in calls]))
+        contents.append(types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+            id=fc.id, name=fc.name, response={"output": "ok"})) for fc in calls]))
+    assert ant.rejected == [] and text == "All 3 steps done."
+    assert ant.thinking_requests == [{"type": "enabled", "budget_tokens": 6000}] * 4  # high, half of 12000
+    firsts = [m["content"][0] for m in ups["ant"].requests[-1].json()["messages"] if m["role"] == "assistant"]
+    assert [b["type"] for b in firsts] == ["thinking"] * 3
