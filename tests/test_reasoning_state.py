@@ -71,7 +71,7 @@ def test_anthropic_signed_thinking_captured_at_every_split_and_unsigned_never():
     t = "Step 1: which command? (ant-thought-1)"
     assert key == "call:toolu_ant01" and rec.payload == {"blocks": [{"type": "thinking", "thinking": t,
                                                                       "signature": ant.sign(t)}]}
-    for cut in range(0, len(raw) + 1, 3):
+    for cut in range(len(raw) + 1):
         assert _capture_stream("anthropic", "openai", raw, [cut], ("ant", "claude")) == whole, cut
     # an unsigned thinking block (a Chat model's) is nothing an Anthropic endpoint could take back
     no_sig = raw.replace(b'"signature_delta", "signature": "' + ant.sign(t).encode() + b'"',
@@ -269,7 +269,7 @@ def test_responses_reasoning_items_captured_whole_at_every_split_point_and_place
     item = rec.payload["items"][0]
     assert key == "call:call_rs01" and (item["id"], item["encrypted_content"]) == rr.issued["call_rs01"]
     assert item["summary"] == [{"type": "summary_text", "text": "Plan step 1"}]
-    for cut in range(0, len(raw) + 1, 5):
+    for cut in range(len(raw) + 1):
         assert _capture_stream("openai-responses", "anthropic", raw, [cut], ("resp", "gpt-5.5")) == whole, cut
     whole_reply = b"".join(rr(Recorded("POST", "/v1/responses", {}, json.dumps({**body, "stream": False}).encode(),
                                       0.0)).pieces)
@@ -284,3 +284,37 @@ def test_responses_reasoning_items_captured_whole_at_every_split_point_and_place
         c, _lookup({key: [rec]}), "resp", "gpt-5.5", "openai-responses"))
     assert [i["type"] for i in rt.body["input"]] == ["message", "reasoning", "function_call", "function_call_output"]
     assert rt.body["input"][1] == item
+
+
+def test_gemini_signatures_captured_the_same_at_every_split_point():
+    from tests.e2e.enforcing import GeminiSignatures
+
+    gem = GeminiSignatures(tool_turns=1)
+    body = {"tools": [{"functionDeclarations": [{"name": "Bash"}]}], "contents": [{"role": "user", "parts": [{"text": "go"}]}]}
+    raw = b"".join(gem(Recorded("POST", "/v1beta/models/g:streamGenerateContent?alt=sse", {},
+                                json.dumps(body).encode(), 0.0)).pieces)
+    whole = _capture_stream("gemini", "openai", raw, [], ("gem", "gemini-3-pro-preview"))
+    [(key, rec)] = whole
+    assert rec.payload["signatures"][key.split(":", 1)[1]] in gem.issued
+    for cut in range(len(raw) + 1):
+        assert _capture_stream("gemini", "openai", raw, [cut], ("gem", "gemini-3-pro-preview")) == whole, cut
+
+
+def test_explain_lines_for_every_state_event():
+    from tokunseba.reasoning_state import STATE_EVENTS, explain_state
+
+    lines = {
+        "state_restored": {"keys": ["call_ds01"], "from": "tk-1", "endpoint": "ds", "model": "m", "message": "messages[1]",
+                           "kind": "reasoning_content"},
+        "state_withheld": {"keys": ["call_ds01"], "from": "tk-1", "origin": "ds/m", "to": "other/o", "kind": "thinking"},
+        "state_kept": {"keys": ["call:call_ds01", "text:abc"], "endpoint": "ds", "model": "m"},
+        "state_unavailable": {"problem": "cannot read the reasoning store x: file is not a database", "keys": 2},
+        "tool_loop": {"followed": True, "route": "r", "why": "follows its tool loop: call_ds01 made by ds/m (tk-1)"},
+    }
+    assert set(lines) == set(STATE_EVENTS)
+    out = {k: " ".join(explain_state(k, d)) for k, d in lines.items()}
+    assert out["state_restored"] == "reasoning reasoning_content for call_ds01 restored from tk-1 (ds/m, messages[1])"
+    assert out["state_withheld"].startswith("reasoning thinking for call_ds01 withheld: made by ds/m (tk-1)")
+    assert "call_ds01, a reply without tool calls" in out["state_kept"]
+    assert "file is not a database" in out["state_unavailable"]
+    assert out["tool_loop"].startswith("tool loop followed its loop, not its rule:")
