@@ -44,7 +44,7 @@ def test_every_failover_status_is_a_failure_whatever_the_body(status):
     (413, b"context window exceeded"),
 ])
 def test_context_window_errors_are_failures(status, body):
-    f = classify(status, body)
+    f = classify(status, body, "openai")
     assert f is not None and f.kind == "context_window" and "context-window" in f.why
 
 
@@ -54,7 +54,40 @@ def test_context_window_errors_are_failures(status, body):
     (404, b"not found"), (422, b'{"detail": "field required"}'), (413, b"request entity too large"),
 ])
 def test_the_requests_own_fault_is_answered(status, body):
-    assert classify(status, body) is None
+    assert classify(status, body, "openai") is None and classify(status, body) is None
+
+
+# one sample of each CONTEXT_WINDOW row, as its endpoint sends it
+CONTEXT_SAMPLES = {
+    ("openai", 0): _oai("Too long", "context_length_exceeded"),
+    ("openai", 1): json.dumps({"error": {"code": 400, "message": "x", "type": "exceed_context_size_error"}}).encode(),
+    ("openai", 2): json.dumps({"error": {"code": 400, "message": "the request exceeds the available context size, "
+                                        "try increasing it", "type": "server_error"}}).encode(),
+    ("openai", 3): _oai("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens"),
+    ("openai", 4): b'{"error": "context length exceeded"}',  # Ollama's flat envelope
+    ("openai-responses", 0): _oai("Your input exceeds the context window of this model.", "context_length_exceeded"),
+    ("openai-responses", 1): _oai("Your input exceeds the context window of this model."),
+    ("anthropic", 0): json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                             "message": "prompt is too long: 208310 tokens > 200000 maximum"}}).encode(),
+    ("anthropic", 1): json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message":
+                                                             "input length and `max_tokens` exceed context limit: 198000 + 64000 > 200000"}}).encode(),
+    ("gemini", 0): json.dumps({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                         "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."}}).encode(),
+}
+
+
+def test_every_context_window_row_has_a_sample_recognised_by_failover_and_by_the_translators():
+    """Each row of protocols/failures.CONTEXT_WINDOW matches its sample, for its own protocol;
+    and the translators' own test (neutral.error.is_context_overflow, which makes Claude Code
+    read "prompt is too long") agrees on every sample: the two never drift apart."""
+    from tokunseba.neutral.error import is_context_overflow, parse_error_body
+    from tokunseba.protocols.failures import CONTEXT_WINDOW
+
+    assert set(CONTEXT_SAMPLES) == {(p, i) for p, rows in CONTEXT_WINDOW.items() for i in range(len(rows))}
+    for (proto, i), body in CONTEXT_SAMPLES.items():
+        f = classify(400, body, proto)
+        assert f is not None and f.kind == "context_window", (proto, i)
+        assert is_context_overflow(parse_error_body(400, body)), (proto, i)
 
 
 def test_only_failure_and_context_statuses_are_held():

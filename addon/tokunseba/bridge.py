@@ -186,6 +186,7 @@ class Target:
     # failover: the next attempt for a failure before the first byte (None: no failover)
     replan: Callable[[Failure, list[tuple[str, str]]], Awaitable[Replan | None]] | None = None
     first_byte_s: float | None = None  # no status line within this many seconds: a failure
+    protocol: str | None = None  # the endpoint's protocol (how it words a context-window error)
     gone: bool = False  # mitmproxy's connection closed (the client went away)
 
     @property
@@ -199,7 +200,7 @@ class Target:
         self.port = u.port or (443 if u.scheme == "https" else 80)
         self.path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         self.broken, self.conn = None, plan.conn
-        self.keepalive, self.first_byte_s = plan.keepalive, plan.first_byte_s
+        self.keepalive, self.first_byte_s, self.protocol = plan.keepalive, plan.first_byte_s, plan.protocol
         if not plan.may_fail_over:
             self.replan = None
 
@@ -214,6 +215,7 @@ class Replan:
     first_byte_s: float | None = None
     keepalive: bool = True
     may_fail_over: bool = True  # this attempt may itself fail over (its route says on_failure: next)
+    protocol: str | None = None  # the protocol of the endpoint it goes to
     conn: UpstreamConn | None = None
 
 
@@ -265,7 +267,7 @@ class Bridge:
         return UpstreamConn(key, transport, proto)
 
     def register(self, url: str, conn: UpstreamConn | None = None, keepalive: bool = True, *,
-                 replan=None, first_byte_s: float | None = None) -> tuple[str, str]:
+                 replan=None, first_byte_s: float | None = None, protocol: str | None = None) -> tuple[str, str]:
         """Register a real target URL (and the connection opened for it, if any; ``keepalive``:
         whether the relay may add its keep-alive to a stalled SSE reply; ``replan``: the
         failover callback; ``first_byte_s``: the endpoint's first_byte_timeout_s); returns
@@ -275,7 +277,8 @@ class Bridge:
         token = self._token()
         self.targets[token] = Target(u.scheme, u.hostname or "", port,
                                      (u.path or "/") + (f"?{u.query}" if u.query else ""), conn=conn,
-                                     keepalive=keepalive, replan=replan, first_byte_s=first_byte_s)
+                                     keepalive=keepalive, replan=replan, first_byte_s=first_byte_s,
+                                     protocol=protocol)
         return token, f"http://127.0.0.1:{self.port}{PREFIX}{token}"
 
     def _token(self) -> str:
@@ -380,7 +383,7 @@ class Bridge:
                 self.pool.put(conn)
                 return True, None, ex
             if outcome == "held":
-                failure = classify(ex.status, bytes(ex.held))
+                failure = classify(ex.status, bytes(ex.held), target.protocol)
                 if ex.held_reusable and not target.gone:
                     conn.uses += 1
                     self.pool.put(conn)

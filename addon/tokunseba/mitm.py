@@ -637,7 +637,8 @@ class Tokunseba:
             ep = turn.endpoint
             replan = (lambda failure, headers: self._failover(flow, state, failure, headers)) if state.chain else None
             token, _ = self.bridge.register(turn.url, conn, keepalive=keepalive, replan=replan,
-                                            first_byte_s=ep.first_byte_timeout_s if ep else None)
+                                            first_byte_s=ep.first_byte_timeout_s if ep else None,
+                                            protocol=turn.target_protocol)
             state.relay_token = token
             _point_at(req, "http", "127.0.0.1", self.bridge.port, f"{BRIDGE_PREFIX}{token}")
         elif turn.url:
@@ -720,6 +721,7 @@ class Tokunseba:
         ep = nxt.endpoint if nxt.action != "pass" else None
         return Replan(attempt_url(nxt, chain), attempt_headers(nxt, chain), attempt_body(nxt, chain),
                       first_byte_s=ep.first_byte_timeout_s if ep else None,
+                      protocol=nxt.target_protocol or nxt.client_protocol,
                       keepalive=nxt.action == "translate" or protocols.get(nxt.client_protocol).passthrough_keepalive)
 
     def _maybe_shadow(self, state: FlowState, origin: tuple[str, int]) -> None:

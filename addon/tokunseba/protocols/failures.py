@@ -29,6 +29,32 @@ CONTEXT_STATUSES: dict[int, str] = {
     422: "OpenAI-compatible servers built on FastAPI that reject an over-long prompt as unprocessable",
 }
 
+# endpoint protocol -> how its endpoints say "the prompt does not fit the context window":
+# (field of the error read by neutral.error.parse_error_body: "code" | "type" | "message",
+#  a case-insensitive regex, where it comes from)
+CONTEXT_WINDOW: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "openai": (
+        ("code", r"^context_length_exceeded$", "OpenAI Chat Completions; vLLM and LiteLLM copy it"),
+        ("type", r"^exceed_context_size_error$", "llama.cpp llama-server (its type, with n_prompt_tokens, n_ctx)"),
+        ("message", r"exceeds? the available context size", "llama-server: 'the request exceeds the available "
+                                                              "context size, try increasing it'"),
+        ("message", r"maximum context length", "OpenAI and vLLM: 'This model's maximum context length is N tokens'"),
+        ("message", r"context length exceeded|context window", "Ollama, LM Studio and gateways in their own words"),
+    ),
+    "openai-responses": (
+        ("code", r"^context_length_exceeded$", "OpenAI Responses: 'Your input exceeds the context window of this model'"),
+        ("message", r"exceeds the context window", "OpenAI Responses' message when the code is missing"),
+    ),
+    "anthropic": (
+        ("message", r"prompt is too long", "Anthropic invalid_request_error: 'prompt is too long: N tokens > M maximum'"),
+        ("message", r"input length and `max_tokens` exceed context limit", "Anthropic, when max_tokens does not fit"),
+    ),
+    "gemini": (
+        ("message", r"input token count .* exceeds the maximum number of tokens",
+         "Gemini INVALID_ARGUMENT: 'The input token count (N) exceeds the maximum number of tokens allowed (M)'"),
+    ),
+}
+
 # header (lower-case) -> how its value says when the endpoint will take turns again
 #   "seconds-or-date": RFC 9110 Retry-After: delay-seconds or an HTTP-date
 #   "ms": milliseconds
