@@ -240,7 +240,7 @@ def test_a_corrupted_store_degrades_to_memory_with_its_problem_said(tmp_path, ca
     body = _ant_loop_body()
     conv = translate.CODECS["anthropic"].decode_request(body)
     report = keeper.restore(conv, "ds", "m", "openai")
-    assert report.problem == s.problem and ("state_unavailable", {"problem": s.problem, "keys": 1}) in report.events()
+    assert report.problem == s.problem and ("state_unavailable", {"problem": s.problem, "looked_up": 1}) in report.events()
 
 
 def test_a_store_damaged_while_running_is_said_and_restores_nothing(tmp_path):
@@ -308,7 +308,7 @@ def test_explain_lines_for_every_state_event():
                            "kind": "reasoning_content"},
         "state_withheld": {"keys": ["call_ds01"], "from": "tk-1", "origin": "ds/m", "to": "other/o", "kind": "thinking"},
         "state_kept": {"keys": ["call:call_ds01", "text:abc"], "endpoint": "ds", "model": "m"},
-        "state_unavailable": {"problem": "cannot read the reasoning store x: file is not a database", "keys": 2},
+        "state_unavailable": {"problem": "cannot read the reasoning store x: file is not a database", "looked_up": 2},
         "tool_loop": {"followed": True, "route": "r", "why": "follows its tool loop: call_ds01 made by ds/m (tk-1)"},
     }
     assert set(lines) == set(STATE_EVENTS)
@@ -317,4 +317,5 @@ def test_explain_lines_for_every_state_event():
     assert out["state_withheld"].startswith("reasoning thinking for call_ds01 withheld: made by ds/m (tk-1)")
     assert "call_ds01, a reply without tool calls" in out["state_kept"]
     assert "file is not a database" in out["state_unavailable"]
+    assert explain_state("state_unavailable", {"problem": "p", "keys": 3})  # an older record's shape: no traceback
     assert out["tool_loop"].startswith("tool loop followed its loop, not its rule:")

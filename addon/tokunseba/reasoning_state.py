@@ -145,7 +145,7 @@ class RestoreReport:
         out: list[tuple[str, dict]] = [("state_restored", r) for r in self.restored]
         out += [("state_withheld", w) for w in self.withheld]
         if self.problem:
-            out.append(("state_unavailable", {"problem": self.problem, "keys": self.looked_up}))
+            out.append(("state_unavailable", {"problem": self.problem, "looked_up": self.looked_up}))
         return out
 
 
@@ -226,7 +226,8 @@ STATE_EVENTS = ("state_restored", "state_withheld", "state_kept", "state_unavail
 
 def explain_state(kind: str, d: dict) -> tuple[str, str] | None:
     """A ledger event of this module as one ``tokunseba explain`` line: (label, text)."""
-    ids = ", ".join(map(str, d.get("keys") or []))
+    keys = d.get("keys")
+    ids = ", ".join(map(str, keys)) if isinstance(keys, list) else ""
     if kind == "state_restored":
         return "reasoning", (f"{d.get('kind') or 'state'} for {ids} restored from {d.get('from')} "
                              f"({d.get('endpoint')}/{d.get('model')}, {d.get('message')})")

@@ -261,6 +261,12 @@ def test_a_corrupted_store_degrades_to_no_restore_recorded_never_a_traceback(ups
         ledger_settled(m.ledger)
         unavailable = events(m.ledger, "state_unavailable")
         assert unavailable and "reasoning.db" in unavailable[0]["problem"]
+        con = sqlite3.connect(m.ledger)
+        rid = con.execute("SELECT request_id FROM events WHERE kind = 'state_unavailable' LIMIT 1").fetchone()[0]
+        con.close()
+        out = subprocess.run([str(BIN / "tokunseba"), "explain", rid, "--ledger", str(m.ledger)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and "store unavailable, nothing restored from it" in out.stdout, out.stderr
         assert "Traceback" not in m.log() and "cannot open the reasoning store" in m.log()
     finally:
         m.stop()
