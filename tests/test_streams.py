@@ -222,7 +222,8 @@ def test_validated_chat_stream_to_anthropic_event_by_event():
         ("message_stop", {}),
     ]
     assert [(n, {k: v for k, v in d.items() if k != "type"}) for n, d in ev[1:]] == expected
-    assert t.report == ReplyReport(usage=t.report.usage, stop_reason="tool_use", completed=True)
+    assert t.report == ReplyReport(usage=t.report.usage, stop_reason="tool_use", completed=True,
+                               model="gpt-4.1-2025-04-14")  # the model the upstream's stream named
     assert t.report.usage.reported["prompt_tokens"] == 2610
     assert t.client_usage == expected[-2][1]["usage"]
 

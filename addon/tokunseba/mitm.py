@@ -979,6 +979,7 @@ class Tokunseba:
         if self.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
             chain, headers = state.chain, self.replayable.get(flow.id, (None, flow.request.headers))[1]
             self.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                 response_model=out.model,
                                  attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
                                  traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
                                  response_body=_client_body(flow, out) if self.spans.bodies else None)

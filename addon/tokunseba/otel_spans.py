@@ -56,7 +56,7 @@ ATTRIBUTES: dict[str, str] = {
     "gen_ai.operation.name": "chat; generate_content for Gemini (semconv's names for these calls)",
     "gen_ai.provider.name": "the API the upstream was asked in (anthropic, openai, gcp.gemini)",
     "gen_ai.request.model": "the model the client asked for",
-    "gen_ai.response.model": "the model the reply named, when the reply path read it (absent otherwise)",
+    "gen_ai.response.model": "the model a translated reply named (the upstream's); absent for replies passed on",
     "gen_ai.usage.input_tokens": "input as the upstream reported it (OpenAI's includes cached tokens)",
     "gen_ai.usage.output_tokens": "output as the upstream reported it",
     "gen_ai.response.finish_reasons": "the stop reason the reply carried, when read",
@@ -105,12 +105,15 @@ class TurnSpans:
         _quiet_export_errors()
 
     def turn_done(self, turn: Any, *, outcome: str | None, status: int | None, usage: Usage | None, details: dict,
-                  end: float, attempts: int | None = None, traceparent: str | None = None,
+                  end: float, attempts: int | None = None, response_model: str | None = None,
+                  traceparent: str | None = None,
                   tracestate: str | None = None, response_body: bytes | None = None) -> None:
         """One finished span for one turn (never raises: a span is never worth a turn)."""
         try:
             attributes = self.attributes(turn, outcome=outcome, status=status, usage=usage, details=details,
                                          attempts=attempts)
+            if response_model:
+                attributes["gen_ai.response.model"] = response_model
             if self.bodies:
                 attributes["tokunseba.request.body"] = _body(turn.original_body)
                 if response_body is not None:
@@ -144,7 +147,6 @@ class TurnSpans:
         optional = {
             "gen_ai.provider.name": _provider(target),
             "gen_ai.request.model": turn.requested_model,
-            "gen_ai.response.model": details.get("model"),
             "tokunseba.route": d.route.name if d is not None and d.route is not None else None,
             "tokunseba.endpoint": turn.endpoint.name if turn.endpoint is not None else None,
             "tokunseba.target_protocol": turn.target_protocol,

@@ -31,12 +31,14 @@ class Outcome:
     failed: bool = False  # the turn failed whatever its reply (the upstream broke, ...)
     first_byte: float | None = None  # when the first byte of a stream left; None: a whole reply
     kept: bytes | None = None  # the stream the client got, when kept (--ledger-bodies, a shadowed turn)
+    model: str | None = None  # the model a translated reply named (the upstream's); None: not read or none
 
     @classmethod
     def of_reply(cls, status: int, rep) -> "Outcome":
         """A translated whole reply (translate_whole's report)."""
         return cls(status, rep.usage, rep.client_usage,
-                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings})
+                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings},
+                   model=rep.message.model if rep.message is not None else None)
 
     @classmethod
     def of_whole(cls, protocol: str, status: int, content_type: str | None, body: bytes) -> "Outcome":

@@ -96,7 +96,7 @@ class Pump:
             return Outcome(status, rpt.usage, self.t.client_usage,
                            {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
                             "errors": rpt.errors, "completed": rpt.completed},
-                           problem=problem, first_byte=self.first_byte, kept=kept)
+                           problem=problem, first_byte=self.first_byte, kept=kept, model=rpt.model)
         usage = self.watch.usage
         problem = self.cut_short or (self.watch.verdict() if status is not None and status < 400 else None)
         return Outcome(status, usage, usage.reported if usage else None, problem=problem,

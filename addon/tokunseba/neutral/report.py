@@ -32,3 +32,4 @@ class ReplyReport:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     completed: bool = False
+    model: str | None = None  # the model the upstream's reply named (its start), None when it named none

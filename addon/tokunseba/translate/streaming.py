@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..neutral.events import KEEPALIVE, StreamError
+from ..neutral.events import KEEPALIVE, MessageStart, StreamError
 from ..neutral.report import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 from .codec import StreamDecoder, StreamEncoder
@@ -78,6 +78,8 @@ class StreamTranslator:
             for ev in dec.on_event(sse):
                 if tap is not None:
                     tap(ev)
+                if ev.__class__ is MessageStart:
+                    self.report.model = ev.model
                 b = enc.encode(ev)
                 if b:
                     parts.append(b)
