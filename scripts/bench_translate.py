@@ -7,6 +7,9 @@ json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
 Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
+Whole reply: a whole Chat reply translated for each client protocol (translate.reply, bytes ->
+bytes: decode -> neutral Message -> encode), next to json.loads + json.dumps of the reply's
+bytes; twice: the small reply of bench_proxy.py / bench_hooks.py, and one with text and a tool call.
 
 The variants of each table are interleaved inside one run: every round runs each variant once
 (a sample of a fixed number of calls, calibrated once to about --sample-ms), in a fresh shuffled
@@ -188,6 +191,44 @@ def stream_variants() -> list[Variant]:
     ]
 
 
+def chat_reply(text: str = "hi", tool: bool = False) -> dict:
+    """A whole Chat reply: by default the one bench_proxy.py / bench_hooks.py's upstream sends
+    (2 tokens of text); ``tool``: with one tool call (finish_reason tool_calls)."""
+    msg: dict = {"role": "assistant", "content": text}
+    if tool:
+        msg["tool_calls"] = [{"id": "call_bench", "type": "function",
+                              "function": {"name": "Bash", "arguments": '{"command": "ls -l", "description": "list"}'}}]
+    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1767225600, "model": "gpt-bench",
+            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "tool_calls" if tool else "stop"}],
+            "usage": {"prompt_tokens": 2610, "completion_tokens": 58, "total_tokens": 2668}}
+
+
+def reply_variants(doc: dict, label: str) -> list[Variant]:
+    """A whole Chat reply (bytes) -> each client protocol's reply (bytes), next to the floors."""
+    raw = jsonc.dumpb(doc)
+    print(f"whole reply: {label}, {len(raw):,} bytes, translate.reply (bytes -> bytes)")
+
+    def to(client: str):
+        return lambda: translate.reply("openai", client, raw, created=1767225600).body
+
+    return [
+        ("floor: json.loads + json.dumps (stdlib)", lambda: json.dumps(json.loads(raw)), 1),
+        ("floor: orjson.loads + orjson.dumps", lambda: orjson.dumps(orjson.loads(raw)), 1),
+        ("Chat -> Anthropic whole reply", to("anthropic"), 1),
+        ("Chat -> Responses whole reply", to("openai-responses"), 1),
+        ("Chat -> Gemini whole reply", to("gemini"), 1),
+    ]
+
+
+def small_reply_variants() -> list[Variant]:
+    return reply_variants(chat_reply(), "the proxy benchmarks' Chat reply (text 'hi')")
+
+
+def tool_reply_variants() -> list[Variant]:
+    return reply_variants(chat_reply("Let me look at the files first. " * 20, tool=True),
+                          "a Chat reply with 640 characters of text and a tool call")
+
+
 def table(variants: list[Variant], samples: list[list[float]]) -> None:
     """Median µs per unit, p95, and the median per-round ratio to each floor (rows 0 and 1)."""
     stdlib, orj = samples[0], samples[1]
@@ -212,7 +253,7 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     print(f"interleaved: {args.rounds} rounds, ~{args.sample_ms:g} ms per sample, shuffle seed {seed}")
-    for make in (request_variants, stream_variants):
+    for make in (request_variants, stream_variants, small_reply_variants, tool_reply_variants):
         variants = make()
         table(variants, interleave(variants, args.rounds, args.sample_ms / 1000, rng))
 

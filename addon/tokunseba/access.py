@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from typing import TYPE_CHECKING
 
-from .turn import Turn
+if TYPE_CHECKING:  # a type only: `tokunseba run` imports is_loopback without the turn machinery
+    from .turn import Turn
 
 
 @functools.lru_cache(maxsize=1024)  # per turn, and clients are few: parsed once per address

@@ -1,7 +1,9 @@
 """The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
-command starts mitmdump as a separate process).
+command starts mitmdump as a separate process). A command of ``cli_run`` (run, env, check)
+named first builds only that module's parser: `tokunseba run` imports neither the read
+commands nor the ledger queries, so the proxy starts sooner (scripts/bench_startup.py).
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ typical use:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import cli_prices, cli_read, cli_run, cli_sessions, cli_shadow
+# the commands cli_run defines: named first, nothing else is imported (start-up time)
+RUN_COMMANDS = frozenset({"run", "env", "check"})
+
+
+def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
+    """The whole parser; ``only_run``: only cli_run's commands (the first word is one of them)."""
+    from . import cli_run
 
     from . import protocols
 
@@ -38,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     cli_run.add_commands(sub)
+    if only_run:
+        return p
+    from . import cli_prices, cli_read, cli_sessions, cli_shadow
+
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
@@ -46,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only_run=bool(words) and words[0] in RUN_COMMANDS)
+    args = parser.parse_args(words)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -36,7 +36,6 @@ from .ledger import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
 from .flowstate import FlowState, Shown
 from .ledger_writer import LedgerWriter
-from .mitmweb_style import CommentColumnStyle
 from .outcome import Outcome, shape_problem, upstream_failure, usage_of
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import MAX_STORED_BODY, Pump, reply_completed
@@ -270,8 +269,11 @@ class Tokunseba:
         self._soon_check_endpoints()
         web = getattr(ctx.master, "app", None)  # mitmweb's tornado application (mitmdump has none)
         transforms = getattr(web, "transforms", None)
-        if isinstance(transforms, list) and CommentColumnStyle not in transforms:
-            transforms.insert(0, CommentColumnStyle)  # before gzip: it styles the page as written
+        if isinstance(transforms, list):  # mitmweb: tornado is loaded (mitmdump never imports it)
+            from .mitmweb_style import CommentColumnStyle
+
+            if CommentColumnStyle not in transforms:
+                transforms.insert(0, CommentColumnStyle)  # before gzip: it styles the page as written
         self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
                                     ssl_context=_upstream_ssl_context())

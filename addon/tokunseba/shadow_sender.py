@@ -10,7 +10,8 @@ with a pooled httpx client (never through a proxy, TLS verified as the relay ver
 within ``timeout_s``, compares the two replies' facts and writes one ``shadow`` row linked
 to the primary's request id. Translation, comparison and ledger writes run in worker
 threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
-its tool calls are never executed: it is only read.
+its tool calls are never executed: it is only read. httpx is imported with the first shadow
+sent (a proxy without shadow routes never loads it: start-up time).
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from .endpoints import Endpoint
 from .errors import TranslationError
@@ -30,6 +30,9 @@ from .ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .shadow import build_request, compare
 from .neutral.usage import Usage
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("tokunseba.shadow")
 
@@ -58,6 +61,13 @@ class _Primary:
     error: str | None = None
 
 
+def _http_error() -> type[Exception]:
+    """httpx's error class (httpx is loaded by then: only a shadow sent raises it)."""
+    import httpx
+
+    return httpx.HTTPError
+
+
 class ShadowSender:
     def __init__(self, ledger: Callable[[], Ledger | None], *, concurrency: int, timeout_s: float,
                  env: Mapping[str, str], ssl_context: ssl.SSLContext | bool = True) -> None:
@@ -68,9 +78,18 @@ class ShadowSender:
         self.active = 0
         self.tasks: set[asyncio.Task] = set()
         self.primaries: dict[str, _Primary] = {}
-        # httpx's own 5 s default would cut slow local models short: timeout_s bounds each shadow
-        self._client = httpx.AsyncClient(verify=ssl_context, trust_env=False, follow_redirects=False, timeout=timeout_s,
-                                         limits=httpx.Limits(max_connections=max(concurrency, 1)))
+        self._ssl_context = ssl_context
+        self._http: httpx.AsyncClient | None = None  # made with the first shadow sent
+
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            import httpx
+
+            # httpx's own 5 s default would cut slow local models short: timeout_s bounds each shadow
+            self._http = httpx.AsyncClient(verify=self._ssl_context, trust_env=False, follow_redirects=False,
+                                           timeout=self.timeout_s, limits=httpx.Limits(max_connections=max(self.concurrency, 1)))
+        return self._http
 
     def submit(self, job: ShadowJob) -> bool:
         """Take a shadow of this turn, or record it skipped (the bound is full). Returns at
@@ -120,7 +139,7 @@ class ShadowSender:
             except (TimeoutError, asyncio.TimeoutError):
                 res["error"] = f"no reply within {self.timeout_s:g} s (tokunseba_shadow_timeout_s)"
                 res["latency_ms"] = self.timeout_s * 1000
-            except httpx.HTTPError as e:
+            except _http_error() as e:
                 res["error"] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             except Exception as e:  # recorded, never raised into the proxy
                 log.exception("tokunseba: shadow of %s failed", job.request_id)
@@ -167,4 +186,5 @@ class ShadowSender:
     async def close(self) -> None:
         for t in list(self.tasks):
             t.cancel()
-        await self._client.aclose()
+        if self._http is not None:
+            await self._http.aclose()

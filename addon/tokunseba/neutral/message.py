@@ -56,27 +56,28 @@ class Message:
         m = cls()
         by_index: dict[int, Block] = {}
         for ev in events:
-            if isinstance(ev, MessageStart):
-                m.id, m.model = ev.id, ev.model
-                if ev.usage is not None:
-                    m.usage = ev.usage
-            elif isinstance(ev, BlockStart):
+            # exact types (the event classes have no subclasses), most frequent first
+            if type(ev) is BlockDelta:
+                if ev.index in by_index:
+                    by_index[ev.index].text += ev.text
+            elif type(ev) is BlockStart:
                 b = Block(ev.kind, ev.id, ev.name, "", ev.signature, ev.raw)
                 by_index[ev.index] = b
                 m.blocks.append(b)
-            elif isinstance(ev, BlockDelta):
-                if ev.index in by_index:
-                    by_index[ev.index].text += ev.text
-            elif isinstance(ev, BlockSignature):
-                if ev.index in by_index:
-                    by_index[ev.index].signature = (by_index[ev.index].signature or "") + ev.signature
-            elif isinstance(ev, MessageStop):
+            elif type(ev) is MessageStart:
+                m.id, m.model = ev.id, ev.model
+                if ev.usage is not None:
+                    m.usage = ev.usage
+            elif type(ev) is MessageStop:
                 m.stop_reason, m.stop_sequence, m.stopped = ev.stop_reason, ev.stop_sequence, True
                 if ev.usage is not None:
                     m.usage = ev.usage
-            elif isinstance(ev, UsageUpdate):
+            elif type(ev) is BlockSignature:
+                if ev.index in by_index:
+                    by_index[ev.index].signature = (by_index[ev.index].signature or "") + ev.signature
+            elif type(ev) is UsageUpdate:
                 m.usage = ev.usage
-            elif isinstance(ev, StreamError):
+            elif type(ev) is StreamError:
                 m.error = ev
             # BlockStop: nothing to keep
         return m

@@ -21,7 +21,7 @@ def note_once(items: list[str], item: str) -> None:
         items.append(item)
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplyReport:
     """What translating one reply (whole or streamed) reports: drops, warnings and what the
     ledger needs."""

@@ -32,17 +32,24 @@ def _sum(*vals: int | None) -> int | None:
 
 
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """A reported count: an integer (never a bool); None for anything else."""
+    return v if type(v) is int or (isinstance(v, int) and not isinstance(v, bool)) else None
 
 
 def _first(*values: Any) -> int | None:
     """The first integer among ``values`` (a field reported under one of several names)."""
-    return next((v for v in map(_int, values) if v is not None), None)
+    for v in values:
+        if type(v) is int or (isinstance(v, int) and not isinstance(v, bool)):
+            return v
+    return None
+
+
+_NO_OBJ: dict[str, Any] = {}  # read only: what _obj gives for a missing sub-object
 
 
 def _obj(r: dict[str, Any], key: str) -> dict[str, Any]:
     v = r.get(key)
-    return v if isinstance(v, dict) else {}
+    return v if isinstance(v, dict) else _NO_OBJ
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,16 @@ class Usage:
                 "cache_write": _int(r.get("cache_creation_input_tokens")),
                 "reasoning": _int(otd.get("thinking_tokens")),
             }
+        get = r.get
+        if type(inp := get("prompt_tokens")) is int and type(out := get("completion_tokens")) is int \
+                and "input_tokens_details" not in r and "output_tokens_details" not in r \
+                and "cache_read_input_tokens" not in r and "cache_creation_input_tokens" not in r:
+            # the common Chat shape (Chat names only): the general case's answer, sooner
+            ptd, ctd = get("prompt_tokens_details"), get("completion_tokens_details")
+            return {"input": inp, "output": out,
+                    "cache_read": _int(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None,
+                    "cache_write": _int(ptd.get("cache_write_tokens")) if isinstance(ptd, dict) else None,
+                    "reasoning": _int(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None}
         ptd, ctd = _obj(r, "prompt_tokens_details"), _obj(r, "completion_tokens_details")
         # Responses API names (input_tokens/output_tokens, *_details) share Chat semantics;
         # OpenAI-compatible servers for Anthropic-backed models (LiteLLM...) also report the cache
@@ -91,6 +108,11 @@ class Usage:
             return dict(self.reported)
         if self.counting == GEMINI:
             return self._gemini_to_anthropic()
+        r = self.reported
+        if type(inp := r.get("prompt_tokens")) is int and type(outp := r.get("completion_tokens")) is int \
+                and len(r) <= 3 and "total_tokens" in r:
+            # the plainest Chat usage (prompt, completion, total; no cache, no reasoning): as below
+            return {"input_tokens": max(inp, 0), "output_tokens": outp}
         f = self.fields()
         out: dict[str, Any] = {}
         if f["input"] is not None:

@@ -114,8 +114,13 @@ def error_reply(err: UpstreamError) -> tuple[int, bytes]:
 def sse_error(err: UpstreamError) -> bytes:
     """A mid-stream error chunk: the Python SDK raises on it; Gemini CLI cannot see one
     (gemini.md 2.6), which is why errors before the first byte go as a status instead."""
+    return sse_event(error_chunk(err))
+
+
+def error_chunk(err: UpstreamError) -> dict[str, Any]:
+    """The object of a mid-stream error chunk (``sse_error`` frames it)."""
     status, message = from_upstream_error(err)
-    return sse_event(error_envelope(status, message))
+    return error_envelope(status, message)
 
 
 def stream_error_status(doc: dict[str, Any]) -> int:

@@ -24,7 +24,7 @@ from ..neutral.usage import Usage
 from ..sse import SSEEvent
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplyTranslation:
     """A translated whole reply, and what the ledger needs of it."""
 

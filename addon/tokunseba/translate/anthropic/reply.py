@@ -83,6 +83,7 @@ def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict[str, Any
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     content: list[dict[str, Any]] = []
+    calls = False  # a tool_use block is written (the stop reason is derived from it)
     for b in msg.blocks:
         if b.kind == "text":
             if b.text:
@@ -93,13 +94,14 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
                 raise UntranslatableReply(502, problem)
             content.append({"type": "tool_use", "id": b.id, "name": b.name or "",
                             "input": _tool_input(b.id, b.name, b.text)})
+            calls = True
         elif b.kind == "thinking" and b.signature is not None:  # signed: an Anthropic upstream's own
             content.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
         else:  # unsigned thinking (pitfalls 17, 18), blocks with no counterpart here
             raw = b.raw or {}
             note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
     stop = msg.stop_reason
-    if stop in ("end_turn", None) and any(c["type"] == "tool_use" for c in content):
+    if calls and stop in ("end_turn", None):
         stop = "tool_use"  # derived from what is there (pitfalls 7)
     client_usage = msg.usage.to_anthropic() if msg.usage else None
     mid = msg.id or mint_message_id(created, report)

@@ -4,8 +4,8 @@
 
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
-returns); ``encode`` runs the stream encoder over the message's events and merges its chunks
-the way a client does (adjacent text parts of the same kind joined, function calls whole, the
+returns); ``encode`` runs the stream encoder over the message's events (keeping its chunks as
+objects: ``ChunkCollector``) and merges its chunks the way a client does (adjacent text parts of the same kind joined, function calls whole, the
 last finishReason and usageMetadata). So a whole reply and the same reply streamed are one
 thing, which the tests check.
 """
@@ -78,11 +78,26 @@ def chunks_of(sse: bytes) -> list[dict[str, Any]]:
     return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
 
 
+class ChunkCollector(GeminiEncoder):
+    """The stream encoder keeping its chunks as objects: the chunks ``chunks_of`` would read
+    back from its SSE bytes, without writing and parsing them."""
+
+    def __init__(self, report: ReplyReport) -> None:
+        super().__init__(report)
+        self.chunks: list[dict[str, Any]] = []
+
+    def _emit(self, obj: dict[str, Any]) -> bytes:
+        self.chunks.append(obj)
+        return b""
+
+
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7)."""
-    enc = GeminiEncoder(report)
-    out = merge_chunks(chunks_of(b"".join(enc.encode(ev) for ev in msg.events())))
+    enc = ChunkCollector(report)
+    for ev in msg.events():
+        enc.encode(ev)
+    out = merge_chunks(enc.chunks)
     if "error" in out:
         raise UntranslatableReply(502, out["error"].get("message") or "the upstream reply cannot be carried to Gemini")
     return jsonc.dumpb(out), enc.client_usage

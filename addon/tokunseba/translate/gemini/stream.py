@@ -285,6 +285,10 @@ class GeminiEncoder:
         if usage is not None:
             obj["usageMetadata"] = usage
         obj.update(self._base)
+        return self._emit(obj)
+
+    def _emit(self, obj: dict[str, Any]) -> bytes:
+        """One chunk out, as SSE bytes (the whole-reply encoder keeps the objects instead)."""
         return pg.sse_event(obj)
 
     def _message_start(self, ev: MessageStart) -> bytes:
@@ -370,7 +374,7 @@ class GeminiEncoder:
         err = UpstreamError(ev.status, ev.message, ev.type, ev.code)
         self.finished = True
         self.report.errors.append(ev.message)
-        return pg.sse_error(err)
+        return self._emit(pg.error_chunk(err))
 
     def _nothing(self, ev: Event) -> bytes:
         return b""

@@ -30,6 +30,7 @@ from .stream import REASONING_KEYS, stop_from_finish
 MESSAGE_KEYS_READ = frozenset({"role", "content", "tool_calls", "refusal"})
 # nothing to carry; "function_call" is llama_cpp.server's legacy duplicate of tool_calls
 MESSAGE_KEYS_IGNORED = frozenset({"name", "function_call"})
+MESSAGE_KEYS_KNOWN = MESSAGE_KEYS_READ | MESSAGE_KEYS_IGNORED
 CHOICE_KEYS_READ = frozenset({"index", "message", "finish_reason", "stop_reason"})
 EMPTY: tuple[Any, ...] = (None, "", [], {})
 
@@ -45,13 +46,15 @@ def chat_choice(doc: dict[str, Any], dropped: list[str], warnings: list[str]) ->
     if len(choices) > 1:
         note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
     choice = choices[0]
-    for k, v in choice.items():
-        if k not in CHOICE_KEYS_READ and v not in EMPTY:
-            note_once(dropped, f"choices[0].{k}")
+    if choice.keys() - CHOICE_KEYS_READ:  # (a set difference first: the usual reply has no other key)
+        for k, v in choice.items():
+            if k not in CHOICE_KEYS_READ and v not in EMPTY:
+                note_once(dropped, f"choices[0].{k}")
     msg = _o if isinstance(_o := choice.get("message"), dict) else {}
-    for k, v in msg.items():
-        if k not in MESSAGE_KEYS_READ and k not in MESSAGE_KEYS_IGNORED and v not in EMPTY:
-            note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
+    if msg.keys() - MESSAGE_KEYS_KNOWN:
+        for k, v in msg.items():
+            if k not in MESSAGE_KEYS_KNOWN and v not in EMPTY:
+                note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...
     if msg.get("function_call") and not msg.get("tool_calls"):
         note_once(dropped, "choices[0].message.function_call")  # deprecated, no tool id to carry
     return choice, msg
@@ -86,7 +89,9 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
                        BlockStop(n)]
             n += 1
             break
-    if text := _text(msg, report.dropped):
+    content = msg.get("content")
+    text = content if type(content) is str and "refusal" not in msg else _text(msg, report.dropped)
+    if text:
         events += [BlockStart(n, "text"), BlockDelta(n, text), BlockStop(n)]
         n += 1
     for pos, tc in enumerate(msg.get("tool_calls") or ()):
@@ -111,7 +116,7 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
         n += 1
     finish = choice.get("finish_reason")
     stop = stop_from_finish(finish, report.warnings)
-    seq = choice.get("stop_reason") if finish == "stop" and isinstance(choice.get("stop_reason"), str) else None
+    seq = _o if finish == "stop" and isinstance(_o := choice.get("stop_reason"), str) else None
     if seq:
         stop = "stop_sequence"  # vLLM names the matched stop string
     u = doc.get("usage")
