@@ -153,3 +153,19 @@ def test_the_addon_keeps_no_password_in_its_option(monkeypatch):
         assert addon.ledger is not None and addon.ledger.path == "postgresql://tk@127.0.0.1:1/db?sslmode=disable"
         assert os.environ["PGPASSWORD"] == "hunter2"
         addon.done()
+
+
+def test_run_and_stats_say_when_a_spool_waits(capsys, tmp_path, monkeypatch, _tokunseba_home):
+    from tokunseba.ledger_spool import Spool, encode_batch, ledger_key, spool_dir
+
+    url = "postgresql://tk:hunter2@127.0.0.1:1/db"  # nothing listens there: the database is away
+    sp = Spool(spool_dir(_tokunseba_home) / f"{ledger_key(url)}-1.jsonl")
+    sp.append(encode_batch("b1", [("INSERT INTO events (request_id) VALUES (?)", ("tk-1",))], 7), 7)
+    sp.close(remove_if_empty=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--ledger", url, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "tokunseba: 7 ledger records wait in a local spool" in err and "hunter2" not in err
+    assert main(["stats", "--ledger", url]) == 1  # the database away: an error, and the spool said
+    err = capsys.readouterr().err
+    assert "7 ledger records wait in a local spool" in err and err.rstrip().splitlines()[-1].startswith("error: ")
