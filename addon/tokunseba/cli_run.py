@@ -300,6 +300,12 @@ def cmd_run(args) -> int:
     if err := ledger_problem(args.ledger):
         print(err, file=sys.stderr)
         return 2
+    if args.otlp_endpoint:
+        from .otel_spans import endpoint_problem
+
+        if problem := endpoint_problem(args.otlp_endpoint):
+            print(f"error: --otlp-endpoint: {problem}", file=sys.stderr)
+            return 2
     for what, port in (("--port", args.port), *((("--web-port", args.web_port),) if args.web else ())):
         if port and not args.dry_run and port_in_use(args.host, port):
             print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "

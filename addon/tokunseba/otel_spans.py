@@ -237,15 +237,35 @@ def _quiet_export_errors() -> None:
 
 
 def collector_named(option: str | None) -> str | None:
-    """The collector spans go to: the option, else the standard environment variables; None: off."""
+    """The collector spans go to: the option, else the standard environment variables; None:
+    off (also when OTEL_SDK_DISABLED=true, as the SDK's own switch)."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
     return (option or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` is not an OTLP/HTTP collector's URL (one line), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as e:
+        return f"{url!r} is not a URL ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http:// or https:// URL of an OTLP/HTTP collector (e.g. http://127.0.0.1:4318)"
+    return None
 
 
 def from_settings(option: str | None, *, bodies: bool = False, instance: str | None = None) -> TurnSpans | None:
     """The span exporter the settings ask for, or None (no collector named, or no SDK: said once)."""
     where = collector_named(option)
     if where is None:
+        return None
+    if problem := endpoint_problem(where):
+        log.error("tokunseba: no spans: %s", problem)
         return None
     try:
         spans = TurnSpans(option or None, bodies=bodies, instance=instance)
