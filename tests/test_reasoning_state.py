@@ -319,3 +319,27 @@ def test_explain_lines_for_every_state_event():
     assert "file is not a database" in out["state_unavailable"]
     assert explain_state("state_unavailable", {"problem": "p", "keys": 3})  # an older record's shape: no traceback
     assert out["tool_loop"].startswith("tool loop followed its loop, not its rule:")
+
+
+def test_a_store_that_cannot_be_created_goes_on_in_memory(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    s = ReasoningStore(blocker / "reasoning.db")  # its directory cannot exist
+    assert s.problem and "cannot open the reasoning store" in s.problem
+    s.put([_item(1)])
+    assert s.get([call_key("call_1")]) and s.count() == 1
+    s.close()
+
+
+def test_open_keeper_settings(tmp_path, monkeypatch):
+    from tokunseba.reasoning_store import open_keeper
+
+    monkeypatch.setenv("TOKUNSEBA_HOME", str(tmp_path / "home"))
+    assert open_keeper("off", "", retention_h=1, max_entries=1) is None
+    assert open_keeper("memory", "", retention_h=1, max_entries=1).store.path is None
+    assert open_keeper("", str(tmp_path / "x" / "ledger.db"), retention_h=1, max_entries=5).store.path == \
+        tmp_path / "x" / "reasoning.db"
+    assert open_keeper("", "postgresql://db/tk", retention_h=1, max_entries=5).store.path == \
+        tmp_path / "home" / "reasoning.db"
+    with pytest.raises(ValueError):
+        open_keeper("", "", retention_h=0, max_entries=5)
