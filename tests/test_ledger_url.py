@@ -90,8 +90,12 @@ def test_read_commands_read_a_postgresql_ledger_on_a_read_only_role(capsys, pg_s
     led.add_shadow("tk-a0", "shadow", started_at=1000.5, route="r", endpoint="other", model="m2", status=200,
                    latency_ms=12.0, comparison={"stop_reason": True})
     led.close()
-    reader = pg_server.url("tk_reader", READER_PASSWORD, db)
+    # libpq's parameters pass through: sslmode and connect_timeout here (the test server has no TLS)
+    reader = pg_server.url("tk_reader", READER_PASSWORD, db, sslmode="disable", connect_timeout="5")
     monkeypatch.chdir(tmp_path)
+    assert main(["stats", "--ledger", pg_server.url("tk_reader", READER_PASSWORD, db, sslmode="require")]) == 1
+    err = capsys.readouterr().err
+    assert "server does not support SSL" in err and err.count("\n") == 1 and READER_PASSWORD not in err
     for argv in (["sessions"], ["shadow"], ["stats", "--by", "route"], ["log", "--limit", "2"]):
         assert main([*argv, "--ledger", reader]) == 0, argv  # every read command, on the read-only role
         out, err = capsys.readouterr()
