@@ -1,7 +1,9 @@
 """The loopback relay for translated flows (bridge.py), driven with raw HTTP/1.1 over
 asyncio: a reply relayed as chunked, an endpoint that refuses the connection (502 marked
 for the adapter), and an endpoint dying mid-body (the relayed body still ends cleanly and
-the target records why)."""
+the target records why); failover: a held 503 or context-window error (gzip too) handed to
+replan and the next attempt relayed as the one reply, a plain 400 and a failure with no next
+attempt delivered as they came."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import asyncio
 
 import pytest
 
-from tokunseba.bridge import MARK, Bridge
+from tokunseba.bridge import MARK, Bridge, Replan
 
 from .e2e.upstream import closed_port
 
@@ -321,3 +323,77 @@ async def test_the_endpoint_connection_closes_as_soon_as_mitmproxys_does():
     finally:
         bridge.stop()
         server.close()
+
+
+async def _failing_over(first_reply: bytes, *, replan_to_second: bool = True):
+    """A target whose endpoint answers ``first_reply``; ``replan`` sends the turn to a second
+    endpoint answering 200. Returns (the raw reply mitmproxy got, the failures replan saw,
+    the bodies each endpoint got)."""
+    got: dict[str, list[bytes]] = {"first": [], "second": []}
+
+    def endpoint(name, reply):
+        async def serve(reader, writer):
+            got[name].append(await _read_request(reader))
+            writer.write(reply)
+            await writer.drain()
+            writer.close()
+        return serve
+
+    s1, p1 = await _serve(endpoint("first", first_reply))
+    s2, p2 = await _serve(endpoint("second", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                                             b"content-length: 11\r\n\r\n{\"ok\":true}"))
+    seen = []
+
+    async def replan(failure, headers):
+        seen.append((failure, headers))
+        if not replan_to_second:
+            return None
+        return Replan(f"http://127.0.0.1:{p2}/v1/chat/completions", [(b"authorization", b"Bearer second-key")],
+                      b'{"second":1}', protocol="openai")
+
+    bridge = Bridge()
+    await bridge.start()
+    try:
+        _, url = bridge.register(f"http://127.0.0.1:{p1}/v1/chat/completions", replan=replan, protocol="openai")
+        raw = await _ask(url)
+    finally:
+        bridge.stop()
+        s1.close()
+        s2.close()
+    return raw, seen, got
+
+
+async def test_a_held_503_fails_over_and_the_client_sees_one_reply():
+    raw, seen, got = await _failing_over(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                                         b"retry-after: 7\r\ncontent-length: 19\r\n\r\n{\"error\":\"loading\"}")
+    head, body = _dechunk(raw)
+    assert head.startswith(b"HTTP/1.1 200") and body == b'{"ok":true}' and b"503" not in raw
+    ((failure, headers),) = seen
+    assert (failure.kind, failure.status) == ("status", 503) and ("retry-after", "7") in headers
+    assert got["second"][0].endswith(b'{"second":1}') and b"authorization: Bearer second-key" in got["second"][0]
+
+
+async def test_a_gzipped_context_window_error_is_read_and_failed_over():
+    import gzip
+
+    err = gzip.compress(b'{"error":{"message":"x","type":"exceed_context_size_error","code":400}}')
+    raw, seen, _ = await _failing_over(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                       b"content-encoding: gzip\r\ncontent-length: %d\r\n\r\n%s" % (len(err), err))
+    assert _dechunk(raw)[1] == b'{"ok":true}'
+    assert seen[0][0].kind == "context_window"
+
+
+async def test_a_plain_400_goes_to_the_client_whole_and_replan_is_not_asked():
+    err = b'{"error":"bad temperature"}'
+    raw, seen, got = await _failing_over(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                         b"content-length: %d\r\n\r\n%s" % (len(err), err))
+    head, body = _dechunk(raw)
+    assert head.startswith(b"HTTP/1.1 400") and body == err
+    assert seen == [] and got["second"] == []
+
+
+async def test_with_no_next_attempt_the_held_failure_reaches_the_client_as_it_came():
+    raw, seen, got = await _failing_over(b"HTTP/1.1 529 Overloaded\r\ncontent-type: application/json\r\n"
+                                         b"content-length: 12\r\n\r\n{\"x\":\"busy\"}", replan_to_second=False)
+    head, body = _dechunk(raw)
+    assert head.startswith(b"HTTP/1.1 529") and body == b'{"x":"busy"}' and len(seen) == 1 and got["second"] == []

@@ -64,6 +64,7 @@ from urllib.parse import urlsplit
 from collections.abc import Awaitable, Callable
 
 from . import http1
+from .encoding import Decoding, EncodingError, is_identity
 from .failover import HOLD_MAX, Failure, classify, needs_body
 from .sse import EventBoundary
 
@@ -383,7 +384,8 @@ class Bridge:
                 self.pool.put(conn)
                 return True, None, ex
             if outcome == "held":
-                failure = classify(ex.status, bytes(ex.held), target.protocol)
+                failure = classify(ex.status, _decoded(bytes(ex.held), http1.header(ex.headers, b"content-encoding")),
+                                   target.protocol)
                 if ex.held_reusable and not target.gone:
                     conn.uses += 1
                     self.pool.put(conn)
@@ -763,6 +765,18 @@ async def _reply_error(writer: asyncio.StreamWriter, status: int, msg: str, mark
     """A relay-made reply, marked (``connect-failed`` / ``upstream-broke`` / ``error``)."""
     writer.write(_error_bytes(status, msg, mark))
     await writer.drain()
+
+
+def _decoded(body: bytes, coding: bytes | None) -> bytes:
+    """A held error body as its endpoint meant it (a client's accept-encoding may have asked
+    for gzip); as it came when it cannot be decoded (classify then goes by status alone)."""
+    if coding is None or is_identity(coding.decode("latin-1")):
+        return body
+    try:
+        d = Decoding(coding.decode("latin-1"))
+        return d.feed(body) + d.close()
+    except EncodingError:
+        return body
 
 
 def _keepable(headers) -> bool:
