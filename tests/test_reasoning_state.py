@@ -304,15 +304,16 @@ def test_explain_lines_for_every_state_event():
     from tokunseba.reasoning_state import STATE_EVENTS, explain_state
 
     lines = {
-        "state_restored": {"keys": ["call_ds01"], "from": "tk-1", "endpoint": "ds", "model": "m", "message": "messages[1]",
-                           "kind": "reasoning_content"},
-        "state_withheld": {"keys": ["call_ds01"], "from": "tk-1", "origin": "ds/m", "to": "other/o", "kind": "thinking"},
+        "state_restored": {"endpoint": "ds", "model": "m", "keys": ["call_ds01"], "kind": "reasoning_content", "items": [
+            {"keys": ["call_ds01"], "from": "tk-1", "message": "messages[1]", "kind": "reasoning_content"}]},
+        "state_withheld": {"to": "other/o", "origin": "ds/m", "keys": ["call_ds01"], "items": [
+            {"keys": ["call_ds01"], "from": "tk-1", "origin": "ds/m", "kind": "thinking", "message": "messages[1]"}]},
         "state_kept": {"keys": ["call:call_ds01", "text:abc"], "endpoint": "ds", "model": "m"},
         "state_unavailable": {"problem": "cannot read the reasoning store x: file is not a database", "looked_up": 2},
         "tool_loop": {"followed": True, "route": "r", "why": "follows its tool loop: call_ds01 made by ds/m (tk-1)"},
     }
     assert set(lines) == set(STATE_EVENTS)
-    out = {k: " ".join(explain_state(k, d)) for k, d in lines.items()}
+    out = {k: " ".join(explain_state(k, d)[0]) for k, d in lines.items()}
     assert out["state_restored"] == "reasoning reasoning_content for call_ds01 restored from tk-1 (ds/m, messages[1])"
     assert out["state_withheld"].startswith("reasoning thinking for call_ds01 withheld: made by ds/m (tk-1)")
     assert "call_ds01, a reply without tool calls" in out["state_kept"]
@@ -343,3 +344,20 @@ def test_open_keeper_settings(tmp_path, monkeypatch):
         tmp_path / "home" / "reasoning.db"
     with pytest.raises(ValueError):
         open_keeper("", "", retention_h=0, max_entries=5)
+
+
+def test_a_long_loop_records_one_restore_event_per_turn():
+    msgs = [{"role": "user", "content": "go"}]
+    recs = {}
+    for i in range(19):
+        cid = f"call_{i}"
+        msgs += [{"role": "assistant", "content": [{"type": "tool_use", "id": cid, "name": "Bash", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": "ok"}]}]
+        recs[call_key(cid)] = [Record("ds" if i % 2 else "old", "m", "openai", {"field": "reasoning_content",
+                                                                                "text": f"r{i}"}, f"tk-{i}")]
+    conv = translate.CODECS["anthropic"].decode_request({"model": "x", "max_tokens": 9, "messages": msgs})
+    events = restore(conv, _lookup(recs), "ds", "m", "openai").events()
+    assert [k for k, _ in events] == ["state_restored", "state_withheld"]
+    restored, withheld = events[0][1], events[1][1]
+    assert len(restored["items"]) == 9 and len(restored["keys"]) == 9 and restored["kind"] == "reasoning_content"
+    assert len(withheld["items"]) == 10 and withheld["origin"] == "old/m" and withheld["to"] == "ds/m"

@@ -566,7 +566,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
                      (("headers", "headers"), ("query", "query parameters")) if d.get(key)]
             out.append(_kv("left behind", "; ".join(parts)))
         elif e["kind"] in STATE_EVENTS and isinstance(e["data"], dict):  # provider state of a tool loop
-            out.append(_kv(*explain_state(e["kind"], e["data"])))
+            out += [_kv(*line) for line in explain_state(e["kind"], e["data"])]
 
     out += ["", _kv("upstream", f"status {turn['status']}" if turn.get("status") is not None else "no status recorded")]
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})

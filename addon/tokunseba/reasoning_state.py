@@ -141,9 +141,22 @@ class RestoreReport:
     looked_up: int = 0  # keys asked of the store
 
     def events(self) -> list[tuple[str, dict]]:
-        """Ledger events: one per restore, one per withholding, one for a store problem."""
-        out: list[tuple[str, dict]] = [("state_restored", r) for r in self.restored]
-        out += [("state_withheld", w) for w in self.withheld]
+        """Ledger events: one for what was restored, one for what was withheld (each with its
+        ``items``: message, keys, capturing request, kind; and every key flat in ``keys``), one
+        for a store problem. One row per turn, however long the loop."""
+        out: list[tuple[str, dict]] = []
+        if self.restored:
+            r0 = self.restored[0]
+            out.append(("state_restored", {
+                "endpoint": r0["endpoint"], "model": r0["model"], "keys": [k for r in self.restored for k in r["keys"]],
+                "kind": "+".join(sorted({r["kind"] for r in self.restored})),
+                "items": [{k: r[k] for k in ("message", "keys", "from", "kind")} for r in self.restored]}))
+        if self.withheld:
+            w0 = self.withheld[0]
+            out.append(("state_withheld", {
+                "to": w0["to"], "origin": ", ".join(sorted({w["origin"] for w in self.withheld})),
+                "keys": [k for w in self.withheld for k in w["keys"]], "why": w0["why"],
+                "items": [{k: w[k] for k in ("message", "keys", "from", "origin", "kind")} for w in self.withheld]}))
         if self.problem:
             out.append(("state_unavailable", {"problem": self.problem, "looked_up": self.looked_up}))
         return out
@@ -224,21 +237,24 @@ def _kind(rec: Record) -> str:
 STATE_EVENTS = ("state_restored", "state_withheld", "state_kept", "state_unavailable", "tool_loop")
 
 
-def explain_state(kind: str, d: dict) -> tuple[str, str] | None:
-    """A ledger event of this module as one ``tokunseba explain`` line: (label, text)."""
-    keys = d.get("keys")
-    ids = ", ".join(map(str, keys)) if isinstance(keys, list) else ""
+def explain_state(kind: str, d: dict) -> list[tuple[str, str]]:
+    """A ledger event of this module as ``tokunseba explain`` lines: (label, text) each."""
+    def ids(x: dict) -> str:
+        keys = x.get("keys")
+        return ", ".join(map(str, keys)) if isinstance(keys, list) else ""
+
+    items = d.get("items") if isinstance(d.get("items"), list) else [d]
     if kind == "state_restored":
-        return "reasoning", (f"{d.get('kind') or 'state'} for {ids} restored from {d.get('from')} "
-                             f"({d.get('endpoint')}/{d.get('model')}, {d.get('message')})")
+        return [("reasoning", f"{x.get('kind') or 'state'} for {ids(x)} restored from {x.get('from')} "
+                              f"({d.get('endpoint')}/{d.get('model')}, {x.get('message')})") for x in items]
     if kind == "state_withheld":
-        return "reasoning", (f"{d.get('kind') or 'state'} for {ids} withheld: made by {d.get('origin')} "
-                             f"({d.get('from')}), this turn went to {d.get('to')}")
+        return [("reasoning", f"{x.get('kind') or 'state'} for {ids(x)} withheld: made by {x.get('origin')} "
+                              f"({x.get('from')}), this turn went to {d.get('to')}") for x in items]
     if kind == "state_kept":
         keys = [k.split(":", 1)[1] if k.startswith("call:") else "a reply without tool calls" for k in d.get("keys") or []]
-        return "reasoning", f"kept for {', '.join(keys)} (goes back only to {d.get('endpoint')}/{d.get('model')})"
+        return [("reasoning", f"kept for {', '.join(keys)} (goes back only to {d.get('endpoint')}/{d.get('model')})")]
     if kind == "tool_loop":
-        return "tool loop", ("followed its loop, not its rule: " if d.get("followed") else "") + str(d.get("why"))
+        return [("tool loop", ("followed its loop, not its rule: " if d.get("followed") else "") + str(d.get("why")))]
     if kind == "state_unavailable":
-        return "reasoning", f"store unavailable, nothing restored from it: {d.get('problem')}"
-    return None
+        return [("reasoning", f"store unavailable, nothing restored from it: {d.get('problem')}")]
+    return []
