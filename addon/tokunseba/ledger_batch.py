@@ -82,6 +82,9 @@ class _Fold:
         self.started: set[str] = set()
         self.bodies: dict[str, dict[str, bytes]] = {}
         self.events: list[tuple] = []
+        # request id -> usage_protocol as written by this batch so far (outlives write(): what a
+        # later record reads is what the earlier ones wrote, even before they ran: ledger_pg.Recorder)
+        self.protocols: dict[str, str | None] = {}
 
     def _row(self, rid: str) -> dict[str, Any]:
         row = self.turns.get(rid)
@@ -93,6 +96,8 @@ class _Fold:
         row = self.turns.get(rid)
         if row is not None and "usage_protocol" in row:
             return row["usage_protocol"]
+        if rid in self.protocols:
+            return self.protocols[rid]
         got = self.conn.execute("SELECT usage_protocol FROM turns WHERE request_id=?", (rid,)).fetchone()
         return got[0] if got else None
 
@@ -115,6 +120,8 @@ class _Fold:
         """Execute what is folded (SQL errors raise) and start empty."""
         run_sql, run = None, []
         for rid, row in self.turns.items():
+            if "usage_protocol" in row:
+                self.protocols[rid] = row["usage_protocol"]
             names = tuple(sorted(row, key=self.order.__getitem__))
             sql = self.upsert_sql(names, rid in self.started)
             if sql != run_sql:
