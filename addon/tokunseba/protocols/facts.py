@@ -9,6 +9,7 @@ the registry; a fact that is listed in a module's own table elsewhere is a copy 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +92,9 @@ class Protocol:
     genai_operation: str = "chat"  # gen_ai.operation.name of a turn of this protocol's clients
     genai_provider: str | None = None  # gen_ai.provider.name of an upstream asked in this protocol
 
-    @property
+    @functools.cached_property
     def model_in_path(self) -> bool:
-        """The model travels in the URL, not the body (Gemini)."""
+        """The model travels in the URL, not the body (Gemini). (Cached: asked per turn.)"""
         return any("{model}" in p for p in self.paths.values())
 
     def turn_kind(self, stream: bool) -> str:
