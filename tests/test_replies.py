@@ -240,8 +240,9 @@ def test_thinking_and_server_tools_dropped_and_recorded():
         {"type": "text", "text": "Answer.", "citations": [{"type": "web_search_result_location", "url": "u"}]}],
         "stop_reason": "end_turn"}
     out, rep = to_chat(doc)
-    assert out["choices"][0]["message"] == {"role": "assistant", "content": "Answer."}
-    assert sorted(rep.dropped) == sorted(["content[].thinking", "content[].redacted_thinking", "content[].server_tool_use",
+    # thinking shown as reasoning_content (Chat's unsigned place), its signature left behind
+    assert out["choices"][0]["message"] == {"role": "assistant", "content": "Answer.", "reasoning_content": "hmm"}
+    assert sorted(rep.dropped) == sorted(["content[].thinking.signature", "content[].redacted_thinking", "content[].server_tool_use",
                                           "content[].web_search_tool_result", "content[].citations"])
     assert "sig==" not in rep.body.decode()
 

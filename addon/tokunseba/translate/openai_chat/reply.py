@@ -126,10 +126,16 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     texts: list[str] = []
+    thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
     for b in msg.blocks:
         if b.kind == "text":
             texts.append(b.text)
+        elif b.kind == "thinking":  # shown as reasoning_content (unsigned; a signature stays behind)
+            if b.text:
+                thoughts.append(b.text)
+            if b.signature:
+                note_once(report.dropped, "content[].thinking.signature")
         elif b.kind == "tool_use":
             calls.append({"id": b.id, "type": "function",
                           "function": {"name": b.name or "", "arguments": b.text or "{}"}})
@@ -146,6 +152,8 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     if msg.stop_sequence:
         note_once(report.dropped, "stop_sequence")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
+    if thoughts:
+        message["reasoning_content"] = "".join(thoughts)
     if calls:
         message["tool_calls"] = calls
     client_usage = msg.usage.to_openai() if msg.usage else None

@@ -307,6 +307,9 @@ class ChatEncoder:
             # id and name only in the first fragment of each index (pitfalls 5)
             return self._chunk({"tool_calls": [{"index": k, "id": ev.id, "type": "function",
                                                 "function": {"name": ev.name, "arguments": ""}}]})
+        if ev.kind == "thinking":  # shown where Chat has an unsigned place for it (never a signature)
+            self._kind[ev.index] = "thinking"
+            return b""
         raw = ev.raw or {}
         note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or ev.kind}")
         return b""
@@ -315,11 +318,18 @@ class ChatEncoder:
         kind = self._kind.get(ev.index)
         if kind == "text":
             return self._chunk({"content": ev.text})
+        if kind == "thinking":
+            return self._chunk({"reasoning_content": ev.text})
         if kind == "tool":
             return self._chunk({"tool_calls": [{"index": self._tool_of[ev.index], "function": {"arguments": ev.text}}]})
         return b""  # a dropped block
 
     def _nothing(self, ev: Event) -> bytes:
+        return b""
+
+    def _signature(self, ev: Event) -> bytes:
+        if isinstance(ev, BlockSignature) and ev.signature and self._kind.get(ev.index) == "thinking":
+            note_once(self.report.dropped, "content[].thinking.signature")  # bound to its provider (kept for it)
         return b""
 
     def _message_stop(self, ev: MessageStop) -> bytes:
@@ -354,7 +364,7 @@ class ChatEncoder:
         MessageStart: _message_start,
         BlockStart: _block_start,
         BlockDelta: _block_delta,
-        BlockSignature: _nothing,
+        BlockSignature: _signature,
         BlockStop: _nothing,
         MessageStop: _message_stop,
         StreamError: _stream_error,
