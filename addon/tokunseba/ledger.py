@@ -31,7 +31,6 @@ import secrets
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
