@@ -194,3 +194,48 @@ def test_batches_leave_the_same_rows_on_postgresql_as_on_sqlite(tmp_path_factory
         for table, order in TABLES.items():
             assert _rows(c, table, order) == _rows(con, table, order), table
     con.close()
+
+
+def test_four_proxies_starting_at_once_migrate_once(pg_server):
+    """Proxies that start together on a new database: one creates the tables (under an
+    advisory lock, in one transaction), the others find them; each migration applied once."""
+    import subprocess
+    import sys
+
+    from tokunseba.ledger import MIGRATIONS
+
+    url = pg_server.url(db=pg_server.fresh_db())
+    code = ("import sys; from tokunseba.ledger import Ledger; led = Ledger(sys.argv[1]); "
+            "assert led.schema(); led.close()")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "addon")}
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outs
+    with Ledger(url, readonly=True) as r:
+        assert r.schema() == [n for n, _ in MIGRATIONS]
+
+
+def test_no_secret_reaches_a_postgresql_ledger(pg_url):
+    """What test_ledger proves for the SQLite file, for every table of a PostgreSQL ledger."""
+    import psycopg
+
+    from .test_ledger import SECRETS
+
+    led = Ledger(pg_url)
+    led.start_turn("tk-s", started_at=1.0, client_protocol="gemini", host="generativelanguage.googleapis.com",
+                   path="/v1beta/models/x:generateContent?key=AIzaSyD-SECRET-GOOGLE-KEY-123&alt=sse",
+                   requested_model="x", stream=True)
+    led.event("tk-s", "request_seen", {
+        "headers": {"Authorization": "Bearer Bearer-SECRET-TOKEN-1", "x-api-key": "sk-ant-api03-SECRETSECRET",
+                    "Cookie": "a=COOKIE-SECRET-2", "anthropic-auth-token": "sess-SECRET-3"},
+        "api_key": "sk-proj-SECRETSECRETSECRET42"})
+    led.update_turn("tk-s", error="401: Incorrect API key provided: sk-proj-SECRETSECRETSECRET42",
+                    trace=[{"route": "r", "reasons": ["header authorization is 'Bearer Bearer-SECRET-TOKEN-1'"]}])
+    led.add_shadow("tk-s", "shadow", started_at=2.0, error="bad key sk-ant-api03-SECRETSECRET")
+    led.close()
+    with psycopg.connect(pg_url) as c:
+        dump = repr([c.execute(f"SELECT * FROM {t}").fetchall() for t in ("turns", "events", "bodies", "shadows")])
+    for s in SECRETS[1:]:  # the first is a plain value redacted only as a known endpoint key (not here)
+        assert s not in dump, s
+    assert "tk-s" in dump and "<redacted>" in dump and "Incorrect API key provided" in dump
