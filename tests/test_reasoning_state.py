@@ -361,3 +361,29 @@ def test_a_long_loop_records_one_restore_event_per_turn():
     restored, withheld = events[0][1], events[1][1]
     assert len(restored["items"]) == 9 and len(restored["keys"]) == 9 and restored["kind"] == "reasoning_content"
     assert len(withheld["items"]) == 10 and withheld["origin"] == "old/m" and withheld["to"] == "ds/m"
+
+
+def test_a_gemini_reply_without_calls_gets_its_text_signature_back_on_its_text():
+    events = [{"candidates": [{"content": {"role": "model", "parts": [{"text": "Hello "}]}, "index": 0}],
+               "responseId": "g1"},
+              {"candidates": [{"content": {"role": "model", "parts": [{"text": "world."}]}, "index": 0}]},
+              {"candidates": [{"content": {"role": "model", "parts": [{"text": "", "thoughtSignature": "dGV4dC1zaWc="}]},
+                               "finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 2}}]
+    raw = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in events)
+    whole = _capture_stream("gemini", "openai", raw, [], ("gem", "gemini-3-pro-preview"))
+    assert whole == [(text_key("Hello world."), Record("gem", "gemini-3-pro-preview", "gemini",
+                                                       {"text_signature": "dGV4dC1zaWc="}, "tk-1"))]
+    for cut in range(0, len(raw) + 1, 7):
+        assert _capture_stream("gemini", "openai", raw, [cut], ("gem", "gemini-3-pro-preview")) == whole, cut
+    out, t = b"", translate.stream("gemini", "openai")
+    out = t.feed(raw) + t.close()
+    assert b"dGV4dC1zaWc=" not in out  # never to the client
+    body = {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello world."},
+                                           {"role": "user", "content": "more"}]}
+    recs = dict(whole)
+    rt = translate.request("openai", "gemini", body, restore=lambda c: restore(
+        c, _lookup({k: [v] for k, v in recs.items()}), "gem", "gemini-3-pro-preview", "gemini"))
+    assert rt.body["contents"][1] == {"role": "model", "parts": [{"text": "Hello world.", "thoughtSignature": "dGV4dC1zaWc="}]}
+    other = translate.request("openai", "gemini", body, restore=lambda c: restore(
+        c, _lookup({k: [v] for k, v in recs.items()}), "gem", "gemini-2.5-pro", "gemini"))
+    assert "thoughtSignature" not in json.dumps(other.body)

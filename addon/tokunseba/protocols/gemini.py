@@ -165,9 +165,13 @@ def _image(part: dict[str, Any]) -> bool:
 
 
 def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
-    """Each function call's thoughtSignature (Gemini 3 validates it)."""
+    """Each function call's thoughtSignature (Gemini 3 validates it); a reply without calls:
+    the signature of its text (Gemini recommends it back on that text part)."""
     sigs = {b.id: b.signature for b in blocks if b.kind == "tool_use" and b.id and b.signature}
-    return {"signatures": sigs} if sigs else None
+    if sigs:
+        return {"signatures": sigs}
+    text_sigs = [b.signature for b in blocks if b.kind == "text" and b.signature]
+    return {"text_signature": text_sigs[-1]} if text_sigs else None
 
 
 FACTS = Protocol(

@@ -610,7 +610,11 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
         elif role == "assistant":
             parts = _texts(e, m.get("content"), f"{mp}.content")
             restored = state_for(m, "gemini")  # this endpoint's own thoughtSignatures, on their calls
-            sigs = restored.payload["signatures"] if restored else {}
+            sigs = restored.payload.get("signatures", {}) if restored else {}
+            if restored and "text_signature" in restored.payload and not m.get("tool_calls"):
+                texts = [q for q in parts if "text" in q]
+                if texts:  # a reply without calls: its signature back on its (last) text part
+                    texts[-1]["thoughtSignature"] = restored.payload["text_signature"]
             for j, tc in enumerate(_arr(m.get("tool_calls") or [], f"{mp}.tool_calls")):
                 tp = f"{mp}.tool_calls[{j}]"
                 fn = _obj(_obj(tc, tp).get("function"), f"{tp}.function")

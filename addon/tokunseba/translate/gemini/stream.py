@@ -186,6 +186,10 @@ class GeminiDecoder:
         text = part.get("text")
         if isinstance(text, str) and text:
             self._text("thinking" if part.get("thought") is True else "text", text, out)
+        sig = part.get("thoughtSignature")
+        if isinstance(sig, str) and sig and self._open is not None and self._open_kind == "text":
+            # a reply without calls signs its text (often in a last, empty part): kept for this endpoint
+            out.append(BlockSignature(self._open, sig))
 
     def _text(self, kind: str, text: str, out: list[Event]) -> None:
         if self._open_kind != kind:
