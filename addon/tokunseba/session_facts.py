@@ -24,6 +24,7 @@ on it (design: never guess).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -72,7 +73,8 @@ def clean(value: Any, limit: int) -> str | None:
     whole = text
     if len(text) > limit * 4:  # escaping can at most quadruple; cut before escaping a huge value
         text = text[: limit * 4]
-    out = "".join(map(_escaped, text))
+    # printable ASCII (the usual value) is recorded as it is: no escape to look for
+    out = text if text.isascii() and text.isprintable() else "".join(map(_escaped, text))
     if len(out) > limit or len(whole) > len(text):
         digest = hashlib.sha256(whole.encode("utf-8", "surrogatepass")).hexdigest()[:12]
         out = out[: limit - 14] + "…#" + digest
@@ -97,6 +99,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 # ---------------------------------------------------------------- client
 
 
+@functools.lru_cache(maxsize=256)  # per turn (twice), and the user-agents a proxy sees are few
 def client_of(user_agent: str | None) -> tuple[str | None, str | None]:
     """(name, version) from a user-agent's first product token; known clients by their own name."""
     if not user_agent:
