@@ -60,6 +60,7 @@ def test_the_follow_up_goes_where_its_calls_were_made_with_their_reasoning():
     kinds = dict(turn.events)
     assert kinds["tool_loop"]["followed"] and "made by ds/deepseek-reasoner (tk-origin)" in kinds["tool_loop"]["why"]
     assert kinds["state_restored"]["keys"] == ["call_ds01"]
+    assert turn.summary().endswith("restored: reasoning_content of 1 call")  # mitmweb's comment
 
 
 def test_without_known_calls_or_with_tool_loops_route_the_rules_decide():
@@ -80,6 +81,7 @@ def test_not_followed_when_no_route_takes_the_client_or_the_endpoint_is_down_sai
     turn = build_turn(rules, prep_for(keeper(ds_record())), d, env={})
     assert "reasoning" not in turn.body.decode() and dict(turn.events)["state_withheld"]["origin"] == "ds/deepseek-reasoner"
     assert dict(turn.events)["tool_loop"]["followed"] is False
+    assert turn.summary().endswith("withheld: state of 1 call")
 
 
 def test_a_new_user_turn_is_routed_by_its_rule():

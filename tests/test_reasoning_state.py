@@ -387,3 +387,24 @@ def test_a_gemini_reply_without_calls_gets_its_text_signature_back_on_its_text()
     other = translate.request("openai", "gemini", body, restore=lambda c: restore(
         c, _lookup({k: [v] for k, v in recs.items()}), "gem", "gemini-2.5-pro", "gemini"))
     assert "thoughtSignature" not in json.dumps(other.body)
+
+
+def test_anthropic_redacted_thinking_is_kept_and_goes_back_first_verbatim():
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "stop_reason": "tool_use",
+             "content": [{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+                         {"type": "thinking", "thinking": "plan", "signature": "sig-plan"},
+                         {"type": "tool_use", "id": "toolu_r1", "name": "Bash", "input": {"command": "ls"}}],
+             "usage": {"input_tokens": 3, "output_tokens": 4}}
+    cap = Capture("anthropic", "ant", "claude", "tk-r")
+    cap.message(translate.reply("anthropic", "openai", json.dumps(reply).encode()).message)
+    [(key, rec)] = cap.records()
+    assert rec.payload["blocks"] == reply["content"][:2]
+    body = {"model": "gpt-x", "max_tokens": 5000, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "toolu_r1", "type": "function",
+                                                               "function": {"name": "Bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "toolu_r1", "content": "ok"}]}
+    rt = translate.request("openai", "anthropic", body, restore=lambda c: restore(
+        c, _lookup({key: [rec]}), "ant", "claude", "anthropic"))
+    assert rt.body["messages"][1]["content"][:2] == reply["content"][:2]
+    assert rt.body["messages"][1]["content"][2]["type"] == "tool_use"

@@ -125,6 +125,10 @@ class Turn:
             parts.append(f"failed over: {self.failed_over}")
         if self.translation and self.translation.dropped:
             parts.append("dropped: " + ", ".join(_short_paths(self.translation.dropped)))
+        for kind, d in self.events:  # provider state of a tool loop (reasoning_state.py)
+            if kind in ("state_restored", "state_withheld"):
+                parts.append(f"{kind[6:]}: {d['kind'] if kind == 'state_restored' else 'state'} of {len(d['keys'])} "
+                             f"call{'s' * (len(d['keys']) != 1)}")
         return " · ".join(parts)
 
     def client_error(self, status: int, message: str, etype: str | None = None) -> LocalResponse:
