@@ -113,3 +113,17 @@ def test_n_above_one_from_a_chat_client_is_refused_the_same_toward_every_target(
     with pytest.raises(InvalidRequest):
         translate.request("openai", target, {**body, "n": "2"}, max_tokens=100)
     assert translate.request("openai", target, {**body, "n": 1}, max_tokens=100).body  # one choice goes
+
+
+def test_gemini_usage_is_priced_with_its_cached_tokens_once():
+    """Gemini's promptTokenCount includes cachedContentTokenCount, as OpenAI's prompt_tokens
+    include the cached ones: the cached part is priced at the cache-read price only (it was
+    priced twice: as input and as cache read)."""
+    from tokunseba.neutral.usage import Usage
+    from tokunseba.prices import Price, usage_cost
+
+    price = Price("gem", "*", {"input": 1.0, "cache_read": 0.25, "output": 4.0})
+    fields = Usage("gemini", {"promptTokenCount": 1_000_000, "cachedContentTokenCount": 600_000,
+                              "candidatesTokenCount": 100_000}).fields()
+    cost, unpriced = usage_cost(price, fields, "gemini")
+    assert cost == pytest.approx(0.4 * 1.0 + 0.6 * 0.25 + 0.1 * 4.0) and unpriced == {}

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 from . import jsonc, protocols
@@ -272,9 +272,14 @@ INTERRUPTED_ERROR = "the proxy stopped before the turn completed"
 USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 
 
+@overload
+def usage_counting(name: str | None) -> str | None: ...
+@overload
+def usage_counting(name: str | None, default: str) -> str: ...
 def usage_counting(name: str | None, default: str | None = None) -> str | None:
-    """The counting convention of a ``usage_protocol`` value (protocols.counting)."""
+    """The counting convention of a ``usage_protocol`` value (protocols.counting), else ``default``."""
     return protocols.counting(name) or default
+
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).

@@ -57,7 +57,7 @@ def usage_of(protocol: str, obj: object) -> Usage | None:
         return None
     if isinstance(obj, (bytes, bytearray)):
         try:
-            obj = jsonc.loads(obj) if obj else None
+            obj = jsonc.loads(bytes(obj)) if obj else None
         except Exception:
             return None
     u = obj.get(facts.usage_key) if isinstance(obj, dict) else None

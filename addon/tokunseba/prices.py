@@ -179,11 +179,11 @@ def price_report(turns: list[dict], shadows: list[dict], prices: list[Price]) ->
             at_original[s["request_id"]] = s
     n, cost_served, cost_original = 0, 0.0, 0.0
     for t in elsewhere:
-        s = at_original.get(t["request_id"])
-        if s is None:
+        orig = at_original.get(t["request_id"])
+        if orig is None:
             continue
         mine = _priced(prices, endpoint_of(t), t.get("model_used") or t.get("requested_model"), t)
-        theirs = _priced(prices, s["endpoint"], s["model"] or t.get("requested_model"), s)
+        theirs = _priced(prices, orig["endpoint"], orig["model"] or t.get("requested_model"), orig)
         if mine is None or theirs is None:
             continue
         n += 1

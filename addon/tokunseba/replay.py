@@ -93,6 +93,7 @@ def replay(ledger: Ledger, turn: dict, ep: Endpoint, env: Mapping[str, str], *, 
     client_status, client_body = status or 502, b""
     facts = native
     if error is None:
+        assert status is not None  # (an HTTP reply came back)
         try:
             client_status, client_body = reply_for_client(ep.protocol, client, status, raw)
             facts = reply_facts(client, client_body, client_status)

@@ -94,6 +94,7 @@ class StreamWatch:
                 continue
             if whole and self._terminal is not None and ev.event == self._terminal:
                 self.completed = True
+            assert self._dec is not None  # (feed and close return early without one)
             out, upstream_error = self._dec.on_event(ev), _is_error_event(ev)
             if whole and not upstream_error and (why := _not_json(ev, out)):  # a cut event: `cut` says it
                 self._problem = self.fatal = why
