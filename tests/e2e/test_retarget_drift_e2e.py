@@ -56,16 +56,20 @@ routes:
   - name: gem-retarget
     when: {{client: gemini}}
     to: gem2
+    on_failure: error  # the endpoint's error reaches the client (no failover to the provider)
     model: gemini-other
   - name: ant-retarget
     when: {{client: anthropic}}
     to: ant2
+    on_failure: error  # the endpoint's error reaches the client (no failover to the provider)
   - name: chat-retarget
     when: {{client: openai}}
     to: chat2
+    on_failure: error  # the endpoint's error reaches the client (no failover to the provider)
   - name: resp-retarget
     when: {{client: openai-responses}}
     to: resp2
+    on_failure: error  # the endpoint's error reaches the client (no failover to the provider)
 """
 
 USAGE = {"promptTokenCount": 1234, "candidatesTokenCount": 56, "totalTokenCount": 1290, "cachedContentTokenCount": 1000}
