@@ -48,14 +48,21 @@ def test_chat_effort_to_anthropic_budget_and_back(level):
     assert back.body["reasoning_effort"] == level
 
 
-def test_disabled_stays_disabled_everywhere():
+def test_an_off_is_never_turned_on_and_goes_on_only_where_it_can_be_said():
+    # an OpenAI client's own 'none': Anthropic's thinking disabled
     assert translate.request("openai", "anthropic", chat(reasoning_effort="none", max_tokens=100)).body["thinking"] == {
         "type": "disabled"}
-    assert translate.request("anthropic", "openai", ant(thinking={"type": "disabled"})).body["reasoning_effort"] == "none"
-    assert translate.request("anthropic", "gemini", ant(thinking={"type": "disabled"})).body["generationConfig"][
-        "thinkingConfig"] == {"thinkingBudget": 0}
-    assert translate.request("gemini", "openai", gem(thinkingConfig={"thinkingBudget": 0}),
-                             path=GEM_PATH).body["reasoning_effort"] == "none"
+    # Anthropic's disabled / Gemini's 0 budget: no level every target takes: dropped, recorded, nothing turned on
+    rt = translate.request("anthropic", "openai", ant(thinking={"type": "disabled"}))
+    assert "reasoning_effort" not in rt.body and "thinking" in rt.dropped and rt.warnings
+    g = translate.request("anthropic", "gemini", ant(thinking={"type": "disabled"}))
+    assert "thinkingConfig" not in g.body.get("generationConfig", {})
+    z = translate.request("gemini", "openai", gem(thinkingConfig={"thinkingBudget": 0}), path=GEM_PATH)
+    assert "reasoning_effort" not in z.body and "generationConfig.thinkingConfig.thinkingBudget" in z.dropped
+    a = translate.request("gemini", "anthropic", {**gem(thinkingConfig={"thinkingBudget": 0}),
+                                                  "generationConfig": {"thinkingConfig": {"thinkingBudget": 0},
+                                                                       "maxOutputTokens": 500}}, path=GEM_PATH)
+    assert "thinking" not in a.body  # Anthropic's own default: no thinking
 
 
 def test_claude_codes_adaptive_effort_reaches_responses_and_gemini():

@@ -6,8 +6,10 @@ through the two tables here: ``SPELLINGS`` says, for each protocol spelling, how
 why; ``BUDGETS`` gives each level its thinking budget in tokens, for the protocols that speak
 budgets (Anthropic ``thinking.budget_tokens``, Gemini ``thinkingBudget``), and
 ``level_for_budget`` reads a budget back as the largest level it covers. Converted values are
-recorded as converted; "disabled" stays disabled (level ``none``); a request that names no
-effort gets none (the target's default), never one made up.
+recorded as converted; a client's "off" is never turned on: an OpenAI client's ``none`` goes
+on (Anthropic: thinking disabled), while Anthropic's ``disabled`` and Gemini's budget 0 name
+no level (there is no "off" every target takes) and are dropped, recorded; a request that
+names no effort gets none (the target's default), never one made up.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 # level -> (thinking budget in tokens, why that budget)
 BUDGETS: dict[str, tuple[int, str]] = {
-    "none": (0, "no thinking: Anthropic thinking.type disabled, Gemini thinkingBudget 0"),
+    "none": (0, "no thinking, as an OpenAI-speaking client says it: Anthropic thinking.type disabled, Gemini "
+                "thinkingBudget 0"),
     "minimal": (1024, "Anthropic's smallest budget_tokens (1024)"),
     "low": (4096, "a few steps of thought; between Anthropic's minimum and medium"),
     "medium": (10240, "a typical coding step; the middle of Gemini 2.5's 128..32768 range in log scale"),
@@ -34,12 +37,16 @@ SPELLINGS: dict[str, tuple[str, str]] = {
         "level_for_budget(N); written as BUDGETS[level], at most max_tokens // 2 (dropped, recorded, when that is "
         "below 1024)", "Anthropic requires 1024 <= budget_tokens < max_tokens and counts thinking inside max_tokens: "
         "half stays for the answer and its tool calls; the client's max_tokens is never raised"),
-    "anthropic thinking {type: disabled}": ("none; written for none", "disabled stays disabled"),
+    "anthropic thinking {type: disabled}": (
+        "names no level (dropped, recorded); written for none",
+        "no 'off' every target takes (gpt-5 and non-reasoning models reject 'none', Gemini 2.5 Pro and 3 a 0 "
+        "budget): the target's default applies, never a level made up; Anthropic's own default is no thinking"),
     "anthropic thinking {type: adaptive} + output_config.effort": (
         "low / medium / high as named, max -> xhigh; adaptive without an effort names no level",
         "adaptive thinking lets the model choose how much within the effort"),
     "gemini thinkingConfig.thinkingBudget": (
-        "0 -> none, -1 (dynamic) names no level, N -> level_for_budget(N); written as BUDGETS[level]",
+        "N > 0 -> level_for_budget(N); 0 (off) and -1 (dynamic) name no level (dropped, recorded); written as "
+        "BUDGETS[level]",
         "a budget is Gemini 2.5's spelling, and Gemini 3 still takes it"),
     "gemini thinkingConfig.thinkingLevel": ("minimal / low / medium / high as named (any case)",
                                             "Gemini 3's levels are OpenAI's names"),

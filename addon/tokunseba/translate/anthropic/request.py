@@ -407,9 +407,11 @@ def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict[str, Any], o
         budget = ft.integer(ft.req(value, "budget_tokens", key, ft.anything), f"{key}.budget_tokens")
         out["reasoning_effort"] = level = level_for_budget(budget)
         rt.converted.append(f"{key}.budget_tokens {budget} -> reasoning_effort {level!r}")
-    elif kind == "disabled":
-        out["reasoning_effort"] = "none"
-        rt.converted.append(f"{key}.type disabled -> reasoning_effort 'none'")
+    elif kind == "disabled":  # no "off" every target takes (gpt-5 and non-reasoning models reject 'none',
+        rt.dropped.append(key)  # Gemini 2.5 Pro / 3 a 0 budget): the target's default, never a level made up
+        rt.warnings.append(f"{key}.type disabled: dropped, not sent as reasoning_effort 'none' (servers disagree on "
+                           "it); the endpoint's default applies")
+        return
     else:  # adaptive (the level, if any, is output_config.effort's: the next row)
         rt.dropped.append(key)
         return
@@ -439,8 +441,9 @@ DECODE_FIELDS: ft.FieldTable = {
     "stop_sequences": ("converted", _dec_stop, "-> stop"),
     "stream": ("mapped", "stream", "exact"),
     "top_k": ("dropped", None, "no Chat counterpart"),
-    "thinking": ("converted", _dec_thinking, "enabled budget -> reasoning_effort by level, disabled -> 'none' "
-                                             "(neutral/effort.py); adaptive: output_config.effort's level"),
+    "thinking": ("converted", _dec_thinking, "enabled budget -> reasoning_effort by level (neutral/effort.py); "
+                                             "disabled dropped (no 'off' every target takes); adaptive: "
+                                             "output_config.effort's level"),
     "metadata": ("dropped", ft.drop_keys, "user_id is opaque to Chat"),
     "service_tier": ("dropped", None, "Anthropic-only"),
     "context_management": ("dropped", None, "Anthropic beta"),

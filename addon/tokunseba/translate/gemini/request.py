@@ -406,14 +406,14 @@ def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, A
 
 def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
     """thinkingConfig -> reasoning_effort (neutral/effort.py): a level as named, a budget by level
-    (0: none; -1, dynamic: no level); includeThoughts asks for thought parts back: dropped."""
+    (0, off, and -1, dynamic: no level, dropped); includeThoughts asks for thought parts back: dropped."""
     for camel, spelled in _keys(_obj(v, path)).items():
         value, p = v[spelled], f"{path}.{spelled}"
         level = None
         if camel == "thinkingLevel" and isinstance(value, str) and value.lower() in LEVELS:
             level = value.lower()
-        elif camel == "thinkingBudget" and type(value) is int and value >= 0:
-            level = level_for_budget(value)
+        elif camel == "thinkingBudget" and type(value) is int and value > 0:  # 0 (off) and -1 (dynamic):
+            level = level_for_budget(value)  # no level every target takes: dropped, the target's default
         if level is None or "reasoning_effort" in out:
             if value is not None:
                 d.drop(p)
