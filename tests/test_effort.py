@@ -4,6 +4,8 @@ budget fits under max_tokens without raising it; nothing is made up when no effo
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tokunseba import translate
@@ -153,3 +155,32 @@ def test_a_bad_effort_setting_is_a_load_error_with_its_line():
     with pytest.raises(RulesError) as e:
         load_rules_text("endpoints:\n  x: {protocol: openai, url: 'http://127.0.0.1:9/v1', effort: turbo}\n", "r.yaml")
     assert "r.yaml:2" in str(e.value) and "effort must be one of: none, minimal, low, medium, high, xhigh, omit" in str(e.value)
+
+
+@pytest.mark.parametrize("client", ["anthropic", "openai", "openai-responses", "gemini"])
+def test_an_endpoint_refusing_the_carried_effort_says_what_to_do_after_its_own_words(client):
+    from tokunseba.rules import load_rules_text
+    from tokunseba.turn import build_turn, decide_request, prepare_request, translate_whole
+
+    rules = load_rules_text("endpoints:\n  gpt41: {protocol: openai-responses, url: 'http://127.0.0.1:9/v1'}\n"
+                            "  c: {protocol: openai, url: 'http://127.0.0.1:9/v1'}\n"
+                            "routes:\n  - {name: r, to: gpt41, when: {client: [anthropic, gemini, openai]}}\n"
+                            "  - {name: s, to: c, when: {client: openai-responses}}\n")
+    bodies = {"anthropic": ("/v1/messages", ant(thinking={"type": "adaptive"}, output_config={"effort": "high"})),
+              "openai": ("/v1/chat/completions", chat(reasoning_effort="high")),
+              "openai-responses": ("/v1/responses", resp(reasoning={"effort": "high"})),
+              "gemini": ("/v1beta/models/g:generateContent", gem(thinkingConfig={"thinkingLevel": "HIGH"}))}
+    path, body = bodies[client]
+    host = {"anthropic": "api.anthropic.com", "gemini": "generativelanguage.googleapis.com"}.get(client, "api.openai.com")
+    prep = prepare_request(method="POST", host=host, port=443, path=path, headers=[], body=json.dumps(body).encode())
+    turn = build_turn(rules, prep, decide_request(rules, prep), env={})
+    upstream = json.dumps({"error": {"message": "Unsupported parameter: 'reasoning_effort' is not supported with "
+                                                "this model.", "type": "invalid_request_error",
+                                     "param": "reasoning_effort", "code": "unsupported_parameter"}}).encode()
+    if turn.target_protocol == "openai-responses":
+        upstream = upstream.replace(b"'reasoning_effort'", b"'reasoning.effort'")
+    status, _, out, _ = translate_whole(turn, 400, upstream)
+    msg = json.loads(out)["error"]["message"]
+    assert status == 400 and msg.startswith("Unsupported parameter") and "`effort: omit`" in msg
+    other, _, plain, _ = translate_whole(turn, 400, json.dumps({"error": {"message": "bad tool schema"}}).encode())
+    assert "tokunseba" not in json.loads(plain)["error"]["message"]

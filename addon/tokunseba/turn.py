@@ -33,6 +33,7 @@ from .protocols import openai_chat as p_openai
 from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .loop_route import follow_loop
+from .neutral.effort import refusal_hint
 from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
@@ -548,10 +549,23 @@ def stream_translator(turn: Turn) -> translate.StreamTranslator:
     return t
 
 
+def _with_hint(body: bytes, hint: str) -> bytes:
+    """An error body (every protocol's envelope has error.message) with ``hint`` after its message."""
+    try:
+        doc = jsonc.loads(body)
+        doc["error"]["message"] = f"{doc['error']['message']} {hint}"
+        return jsonc.dumpb(doc)
+    except Exception:  # not the envelope expected: as it was
+        return body
+
+
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
     if status >= 400:
         st, out = translate.error(turn.target_protocol, turn.client_protocol, status, body)
+        if turn.translation is not None and turn.endpoint is not None and (
+                hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
+            out = _with_hint(out, hint)
         return st, {"content-type": "application/json"}, out, None
     rep = translate.reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
     if turn.capture is not None and rep.message is not None:

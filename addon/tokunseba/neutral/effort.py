@@ -14,6 +14,8 @@ names no effort gets none (the target's default), never one made up.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .conversation import Conversation
 
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -106,3 +108,25 @@ def apply_endpoint(conv: Conversation, effort: str | None, max_effort: str | Non
         conv.converted.append(f"{path} {have!r} -> {want!r} ({how} {name})" if have is not None
                               else f"reasoning_effort {want!r} ({how} {name}: the client named none)")
     conv.body = new
+
+
+_EFFORT_WORDS = (b"reasoning", b"thinking", b"effort")
+
+
+def sent_effort(body: dict[str, Any]) -> bool:
+    """Whether a translated request carries an effort, in any protocol's spelling."""
+    gc = body.get("generationConfig")
+    return bool(body.get("reasoning_effort") or body.get("thinking") or body.get("reasoning")
+                or (isinstance(gc, dict) and gc.get("thinkingConfig")))
+
+
+def refusal_hint(sent: dict[str, Any], endpoint: str, status: int, upstream_body: bytes) -> str | None:
+    """When an endpoint answers 400 about reasoning to a translated request that carried an
+    effort, what to do about it (said after the upstream's own words, never instead)."""
+    if status != 400 or not sent_effort(sent):
+        return None
+    low = upstream_body[:4096].lower()
+    if not any(w in low for w in _EFFORT_WORDS):
+        return None
+    return (f"(tokunseba carried the client's reasoning effort to endpoint {endpoint}, which refused it: "
+            f"`effort: omit` or `max_effort:` on that endpoint in the rules)")
