@@ -72,9 +72,10 @@ def may_fail_over(turn: Turn) -> bool:
 def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[Endpoint], bool | str | None],
               env: Mapping[str, str]) -> Turn | None:
     """The plan of the next attempt after ``failed`` failed, or None (the client gets the failure)."""
-    if not may_fail_over(failed) or chain.prep.req is None:
+    route = failed.decision.route if failed.decision is not None else None
+    if not may_fail_over(failed) or chain.prep.req is None or route is None:
         return None
-    decision = decide_request(rules, chain.prep, reachable, after=failed.decision.route.name)
+    decision = decide_request(rules, chain.prep, reachable, after=route.name)
     if decision.action == "error" or (decision.action == "pass" and rules.unmatched == "refuse"):
         return None
     turn = build_turn(rules, chain.prep, decision, env=env, now=failed.started_at)

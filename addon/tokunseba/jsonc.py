@@ -29,7 +29,7 @@ try:  # pragma: no cover - exercised by whichever codec is installed
         return dumpb(obj).decode()
 
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
     CODEC = "json"
 
 if _orjson is None:  # pragma: no cover

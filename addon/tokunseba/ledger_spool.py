@@ -36,6 +36,7 @@ def ledger_key(url: str) -> str:
     """A file-name-safe key of a shared ledger: its database's host, port and name (whoever
     connects: the proxy's role and a read-only one find the same spools)."""
     parts = urlsplit(url)
+    port: int | str
     try:
         port = parts.port or 5432
     except ValueError:

@@ -84,7 +84,7 @@ class Capture:
     __slots__ = ("protocol", "endpoint", "model", "request_id", "on_stop", "kept", "_blocks", "_by_index")
 
     def __init__(self, protocol: str, endpoint: str, model: str, request_id: str,
-                 on_stop: Callable[["Capture"], None] | None = None) -> None:
+                 on_stop: Callable[["Capture"], object] | None = None) -> None:
         self.protocol, self.endpoint, self.model, self.request_id = protocol, endpoint, model, request_id
         self.on_stop = on_stop
         self.kept: list[str] = []  # the keys stored (set by on_stop's owner)

@@ -75,7 +75,8 @@ class ReasoningStore:
     def _open(self) -> None:
         assert self.path is not None
         try:
-            db = create_private(self.path, lambda: sqlite3.connect(self.path, check_same_thread=False,
+            path = self.path
+            db = create_private(path, lambda: sqlite3.connect(path, check_same_thread=False,
                                                                    isolation_level=None, timeout=0.5))
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

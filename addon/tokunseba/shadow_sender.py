@@ -96,10 +96,12 @@ class ShadowSender:
         once; never raises into the flow's path."""
         if self.active >= self.concurrency:
             why = f"{self.active} shadow turns already in flight (tokunseba_shadow_concurrency={self.concurrency})"
-            self._spawn(self._write(lambda ledger: (
+            def skipped(ledger: Ledger) -> None:
                 ledger.add_shadow(job.request_id, "shadow_skipped", started_at=job.started_at, route=job.route,
-                                  endpoint=job.endpoint.name, target_protocol=job.endpoint.protocol, error=why),
-                ledger.event(job.request_id, "shadow_skipped", {"endpoint": job.endpoint.name, "reason": why}))))
+                                  endpoint=job.endpoint.name, target_protocol=job.endpoint.protocol, error=why)
+                ledger.event(job.request_id, "shadow_skipped", {"endpoint": job.endpoint.name, "reason": why})
+
+            self._spawn(self._write(skipped))
             return False
         self.active += 1
         self.primaries[job.request_id] = _Primary()
