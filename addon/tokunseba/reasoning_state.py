@@ -214,10 +214,10 @@ def restore(conv: Conversation, lookup: Lookup, endpoint: str, model: str, proto
             old = msgs[i]
             new_msgs[i] = conv.replace_part(old, {**old, PROVIDER_STATE: ProviderState(protocol, mine.payload,
                                                                                         mine.request_id)})
-            report.restored.append({"message": f"messages[{i}]", "keys": what, "from": mine.request_id,
+            report.restored.append({"message": conv.client_path(f"messages[{i}]"), "keys": what, "from": mine.request_id,
                                     "endpoint": endpoint, "model": model, "kind": _kind(mine)})
         elif other is not None:
-            report.withheld.append({"message": f"messages[{i}]", "keys": what, "from": other.request_id,
+            report.withheld.append({"message": conv.client_path(f"messages[{i}]"), "keys": what, "from": other.request_id,
                                     "origin": f"{other.endpoint}/{other.model}", "to": f"{endpoint}/{model}",
                                     "kind": _kind(other),
                                     "why": "made by another endpoint or model: it goes back only to its origin"})
