@@ -4,7 +4,9 @@
 Each round runs one subprocess per tree (which one goes first alternates) measuring, in CPU time
 (``time.process_time``, so a loaded machine disturbs it less), the Claude Code main turn's
 request path (bytes -> Chat request bytes) and a 2,000-event Chat stream translated to
-Anthropic, each as a ratio to orjson loads + dumps of the same data: inside a round, each
+Anthropic, each as a ratio to orjson loads + dumps of the same data, and a whole Chat reply
+(the proxy benchmarks' 2-token reply) translated for an Anthropic client (translate.reply,
+bytes -> bytes) as a ratio to the stdlib's json.loads + json.dumps of it: inside a round, each
 ratio is the median of ``--samples`` pairs (variant sample, floor sample, back to back, order
 alternating), so a moment when the shared machine gets busier moves both sides of a pair
 together. Prints every round and the median per tree. Works with trees from before the codec
@@ -71,7 +73,17 @@ def ratio(fn, floor):
             b = sample(floor, nb)
         rs.append(a / b)
     return statistics.median(rs)
-print(ratio(req, floor_req), ratio(stream, floor_stream))
+# a whole Chat reply (bench_translate.chat_reply(): the proxy benchmarks' 2-token reply) to an
+# Anthropic client, next to the stdlib json floor (json.loads + json.dumps of the reply's bytes)
+import json
+reply_raw = json.dumps({"id": "chatcmpl-bench", "object": "chat.completion", "created": 1767225600, "model": "gpt-bench",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "logprobs": None, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 2610, "completion_tokens": 58, "total_tokens": 2668}}, separators=(",", ":")).encode()
+if callable(getattr(translate, "reply", None)):
+    whole = lambda: translate.reply("openai", "anthropic", reply_raw, created=1767225600)
+    print(ratio(req, floor_req), ratio(stream, floor_stream), ratio(whole, lambda: json.dumps(json.loads(reply_raw))))
+else:
+    print(ratio(req, floor_req), ratio(stream, floor_stream), "nan")
 '''
 
 
@@ -87,19 +99,19 @@ def main() -> None:
     if not (args.other / "tokunseba" / "translate").is_dir():
         ap.error(f"{args.other} is no addon/ directory (no tokunseba/translate inside)")
     trees = {"this tree": HERE, "other": args.other.resolve()}
-    got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
-    print(f"{'round':<6} {'tree':<10} {'request x orjson':>17} {'stream x orjson':>16}")
+    got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in trees}
+    print(f"{'round':<6} {'tree':<10} {'request x orjson':>17} {'stream x orjson':>16} {'reply x json':>13}")
     for r in range(args.rounds):
         order = list(trees.items())
         for name, path in order if r % 2 == 0 else order[::-1]:  # who goes first alternates
             out = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(args.samples)],
                                  capture_output=True, text=True, check=True)
-            req, stream = map(float, out.stdout.split())
-            got[name].append((req, stream))
-            print(f"{r + 1:<6} {name:<10} {req:>17.2f} {stream:>16.2f}")
+            req, stream, whole = map(float, out.stdout.split())
+            got[name].append((req, stream, whole))
+            print(f"{r + 1:<6} {name:<10} {req:>17.2f} {stream:>16.2f} {whole:>13.2f}")
     for name, rows in got.items():
-        print(f"median {name:<10} {statistics.median(x for x, _ in rows):>10.2f} "
-              f"{statistics.median(y for _, y in rows):>16.2f}")
+        print(f"median {name:<10} {statistics.median(x for x, _, _ in rows):>10.2f} "
+              f"{statistics.median(y for _, y, _ in rows):>16.2f} {statistics.median(z for _, _, z in rows):>13.2f}")
 
 
 if __name__ == "__main__":

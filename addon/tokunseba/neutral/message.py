@@ -64,6 +64,8 @@ class Message:
                 b = Block(ev.kind, ev.id, ev.name, "", ev.signature, ev.raw)
                 by_index[ev.index] = b
                 m.blocks.append(b)
+            elif type(ev) is BlockStop:
+                continue  # nothing to keep
             elif type(ev) is MessageStart:
                 m.id, m.model = ev.id, ev.model
                 if ev.usage is not None:
@@ -79,7 +81,6 @@ class Message:
                 m.usage = ev.usage
             elif type(ev) is StreamError:
                 m.error = ev
-            # BlockStop: nothing to keep
         return m
 
     def events(self) -> list[Event]:

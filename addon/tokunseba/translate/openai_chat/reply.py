@@ -46,10 +46,12 @@ def chat_choice(doc: dict[str, Any], dropped: list[str], warnings: list[str]) ->
     if len(choices) > 1:
         note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
     choice = choices[0]
-    if choice.keys() - CHOICE_KEYS_READ:  # (a set difference first: the usual reply has no other key)
-        for k, v in choice.items():
-            if k not in CHOICE_KEYS_READ and v not in EMPTY:
-                note_once(dropped, f"choices[0].{k}")
+    for other in choice.keys() - CHOICE_KEYS_READ:  # OpenAI's usual other key: logprobs, null
+        if choice[other] not in EMPTY:  # something to record: in the reply's order
+            for k, v in choice.items():
+                if k not in CHOICE_KEYS_READ and v not in EMPTY:
+                    note_once(dropped, f"choices[0].{k}")
+            break
     msg = _o if isinstance(_o := choice.get("message"), dict) else {}
     if msg.keys() - MESSAGE_KEYS_KNOWN:
         for k, v in msg.items():
