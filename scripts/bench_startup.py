@@ -25,6 +25,7 @@ import argparse
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -92,7 +93,7 @@ def main() -> None:
     trees = {"run": ROOT / "addon"}
     if args.against:
         if not (args.against / "tokunseba" / "cli.py").exists():
-            ap.error(f"{args.against} is no addon/ directory (no tokunseba/cli.py inside)")
+            ap.error(f"--against {args.against}: no addon/ directory (no tokunseba/cli.py inside)")
         trees[f"run@{args.against_label}"] = args.against.resolve()
     counter = iter(range(1 << 30))
 
@@ -104,15 +105,20 @@ def main() -> None:
                 "--confdir", str(conf), "--ledger", str(tmp / f"ledger-{next(counter)}.db")]
 
     setups = ["bare", *trees]
-    for name in setups:  # warm-up: the CA, the bytecode caches, the page cache
-        time_to_listen(setup_cmd(name), env)
-    print(f"bench_startup: {args.rounds} interleaved rounds, rules {args.rules}, shuffle seed {seed}")
     got: dict[str, list[float]] = {s: [] for s in setups}
-    for _ in range(args.rounds):
-        order = setups[:]
-        rng.shuffle(order)
-        for name in order:
-            got[name].append(time_to_listen(setup_cmd(name), env))
+    try:
+        for name in setups:  # warm-up: the CA, the bytecode caches, the page cache
+            time_to_listen(setup_cmd(name), env)
+        print(f"bench_startup: {args.rounds} interleaved rounds, rules {args.rules}, shuffle seed {seed}")
+        for _ in range(args.rounds):
+            order = setups[:]
+            rng.shuffle(order)
+            for name in order:
+                got[name].append(time_to_listen(setup_cmd(name), env))
+    except RuntimeError as e:
+        sys.exit(f"bench_startup: {e}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     bare = got["bare"]
     print(f"  {'setup':<14} {'s med':>7} {'s p95':>7} {'+s over bare':>13} {'x bare':>7}")
     for name in setups:
