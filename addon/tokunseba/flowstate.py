@@ -40,3 +40,4 @@ class FlowState:
     chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (attempts.py)
     slot: Slot | None = None  # the endpoint slot its current attempt holds (capacity.py)
     attempt_at: float = 0.0  # when its current attempt started (time.monotonic)
+    client_close: bool = False  # the client's request said Connection: close (its rewritten copy no longer does)

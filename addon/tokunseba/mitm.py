@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
+from mitmproxy.net.http.http1 import connection_close
 
 from . import protocols
 from .access import may_spend_keys, refuse_remote_client
@@ -342,6 +343,7 @@ class Tokunseba:
         try:
             r = flow.response
             r.headers[REQUEST_ID_HEADER] = turn.request_id
+            _keep_client_close(r, state)
             if r.raw_content is not None:  # answered locally, or already buffered
                 return
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
@@ -441,6 +443,7 @@ class Tokunseba:
             elif mode is None and turn.action != "respond" and r.status_code >= 400:
                 self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
             _redact_whole_reply(r, turn)
+            _keep_client_close(r, state)
             self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
         except Exception as e:
             cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
@@ -449,6 +452,7 @@ class Tokunseba:
             msg = cause.message if isinstance(cause, TranslationError) else f"tokunseba: could not translate the reply: {cause}"
             err = turn.client_error(502, msg, "api_error")
             self._respond(flow, err)
+            _keep_client_close(flow.response, state)
             turn.outcome, turn.error = "error", msg
             self._complete(flow, state, Outcome(err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None),
                            defer=True)
@@ -612,6 +616,7 @@ class Tokunseba:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self._ledger_start(turn)
         req = flow.request
+        state.client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
         flow.metadata[CLIENT_KEY] = client_name(req.headers.get("user-agent"), turn.client_protocol)
         client_url, client_headers = req.url, req.headers.copy()
         state.shown = Shown(client_url, client_target=_target_of(req))
@@ -1185,6 +1190,14 @@ def _header_names(headers: http.Headers) -> dict[str, None]:
 def _is_provider_host(req: http.Request, extra_hosts: dict[str, str]) -> bool:
     host = req.pretty_host.lower()
     return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
+
+
+def _keep_client_close(r: http.Response, state: FlowState) -> None:
+    """A client that asked for ``Connection: close`` gets it: mitmproxy closes the client's
+    connection after a reply when the request or the reply says so, and a rewritten request
+    no longer carries the client's hop-by-hop headers (a client reading to EOF would wait)."""
+    if state.client_close and r.headers.get("connection", "").lower() != "close":
+        r.headers["connection"] = "close"
 
 
 def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:

@@ -105,22 +105,25 @@ class Mitmdump:
         return "".join(self.lines)
 
 
-def ledger_settled(ledger: Path, timeout: float = 20.0) -> None:
-    """Wait until no turn in ``ledger`` is open. A turn's end is recorded just after its
-    client got the last byte, by the ledger's writer thread: a test that reads the ledger
-    right after its client finished waits for that here."""
+def ledger_settled(ledger: Path, timeout: float = 20.0, *request_ids: str) -> None:
+    """Wait until no turn in ``ledger`` is open (and each of ``request_ids`` is there). A
+    turn's start and end are written just after they happen, by the ledger's writer thread
+    in batches: a test that reads the ledger right after its client finished waits here;
+    naming the turn's request id also waits for a turn whose start is not written yet."""
     deadline = time.monotonic() + timeout
     while True:
         con = sqlite3.connect(ledger)
         try:
             open_turns = con.execute("SELECT count(*) FROM turns WHERE outcome IS NULL").fetchone()[0]
+            open_turns += sum(con.execute("SELECT count(*) FROM turns WHERE request_id = ?", (rid,)).fetchone()[0] == 0
+                              for rid in request_ids)
         except sqlite3.OperationalError:  # not created yet
             open_turns = 1
         finally:
             con.close()
         if open_turns == 0:
             return
-        assert time.monotonic() < deadline, f"{open_turns} turns still open in {ledger}"
+        assert time.monotonic() < deadline, f"{open_turns} turns still open or not yet written in {ledger}"
         time.sleep(0.05)
 
 

@@ -52,6 +52,7 @@ routes:
   - name: easy-turns
     when: {{client: anthropic, model: "claude-*"}}
     to: local
+    on_failure: error  # the context overflow is the endpoint's answer, not a reason to try the provider
 """
 ICON = {k: emoji[v] for k, v in MARKS.items()}
 

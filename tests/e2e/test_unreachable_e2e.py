@@ -17,6 +17,7 @@ import sqlite3
 import ssl
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import anthropic
@@ -54,8 +55,8 @@ def refused(tmp_path_factory):
     m.stop()
 
 
-def rows(proxy: Mitmdump) -> dict[str, dict]:
-    ledger_settled(proxy.ledger)
+def rows(proxy: Mitmdump, *request_ids: str) -> dict[str, dict]:
+    ledger_settled(proxy.ledger, 20.0, *request_ids)
     con = sqlite3.connect(proxy.ledger)
     con.row_factory = sqlite3.Row
     try:
@@ -67,8 +68,16 @@ def rows(proxy: Mitmdump) -> dict[str, dict]:
         con.close()
 
 
+def new_rows(proxy: Mitmdump, before: set[str], timeout: float = 20.0) -> list[dict]:
+    """The turns recorded since ``before``, waiting (the writer batches) until there is one."""
+    deadline = time.monotonic() + timeout
+    while not (new := [r for rid, r in rows(proxy).items() if rid not in before]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return new
+
+
 def assert_recorded(proxy: Mitmdump, rid: str, host: str, reason: str) -> dict:
-    row = rows(proxy)[rid]
+    row = rows(proxy, rid)[rid]
     assert row["outcome"] == "error", row
     assert host in row["error"] and reason in row["error"], row["error"]
     assert row["endpoint"] is None and row["rule"] is None  # a pass-through turn
@@ -227,7 +236,7 @@ def test_claude_code_says_the_host_cannot_be_reached(refused, tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode != 0
     assert "cannot reach api.anthropic.com" in out and "connection refused" in out, out[-3000:]
-    new = [r for rid, r in rows(refused).items() if rid not in before]
+    new = new_rows(refused, before)
     assert new and all(r["outcome"] == "error" and "api.anthropic.com" in r["error"] for r in new)
     assert any(r["request_id"] in out for r in new), out[-3000:]
 
@@ -246,7 +255,7 @@ def test_codex_says_the_host_cannot_be_reached(refused, tmp_path):
                        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
     out = p.stdout + p.stderr
     assert "cannot reach api.openai.com" in out and "connection refused" in out, out[-3000:]
-    new = [r for rid, r in rows(refused).items() if rid not in before]
+    new = new_rows(refused, before)
     assert new and all(r["outcome"] == "error" and "api.openai.com" in r["error"] for r in new)
 
 
@@ -266,7 +275,7 @@ def test_gemini_cli_says_the_host_cannot_be_reached(refused, tmp_path):
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
     out = p.stdout + p.stderr
     assert "cannot reach generativelanguage.googleapis.com" in out, out[-3000:]
-    new = [r for rid, r in rows(refused).items() if rid not in before]
+    new = new_rows(refused, before)
     assert new and all(r["outcome"] == "error" for r in new)
 
 
@@ -297,7 +306,7 @@ def test_a_host_lost_after_it_answered_is_checked_again_after_one_failure(tmp_pa
         assert second.value.status_code == 502
         assert "cannot reach 127.0.0.1:" in second.value.body["error"]["message"]
         rid = second.value.response.headers[RID_HEADER]
-        turns = rows(m)
+        turns = rows(m, rid)
         assert sorted(r["outcome"] for r in turns.values()) == ["error", "error", "pass_through"]
         assert "connection refused" in turns[rid]["error"]
     finally:

@@ -90,6 +90,10 @@ def _answered_calls(body: dict[str, Any]) -> list[str]:
             and isinstance(b.get("tool_use_id"), str)] if last.get("role") == "user" else []
 
 
+def _known(call_id: object, calls: set[str]) -> bool:
+    return isinstance(call_id, str) and call_id in calls  # an id of another type (a list…) is never known
+
+
 def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
     calls: set[str] = set()
     for i, m in enumerate(lst(body.get("messages"))):
@@ -97,7 +101,7 @@ def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
             block = d(block)
             if block.get("type") in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
                 calls.add(block["id"])
-            elif block.get("type") == "tool_result" and block.get("tool_use_id") not in calls:
+            elif block.get("type") == "tool_result" and not _known(block.get("tool_use_id"), calls):
                 yield (f"messages[{i}].content[{j}].tool_use_id",
                        f"{block.get('tool_use_id')!r} matches no earlier tool_use block")
 

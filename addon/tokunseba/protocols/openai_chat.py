@@ -117,7 +117,7 @@ def _orphan_results(body: dict[str, Any]) -> Iterator[Problem]:
         for c in lst(m.get("tool_calls")):
             if isinstance(d(c).get("id"), str):
                 calls.add(c["id"])
-        if m.get("role") == "tool" and m.get("tool_call_id") not in calls:
+        if m.get("role") == "tool" and not (isinstance(m.get("tool_call_id"), str) and m["tool_call_id"] in calls):
             yield f"messages[{i}].tool_call_id", f"{m.get('tool_call_id')!r} matches no earlier assistant tool_calls id"
 
 

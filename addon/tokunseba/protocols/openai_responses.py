@@ -97,7 +97,7 @@ def _orphan_outputs(body: dict[str, Any]) -> Iterator[Problem]:
         t = item.get("type")
         if isinstance(t, str) and t in OUTPUT_OF.values() and isinstance(item.get("call_id"), str):
             calls.add((t, item["call_id"]))
-        elif t in OUTPUT_OF and (OUTPUT_OF[t], item.get("call_id")) not in calls:
+        elif isinstance(t, str) and t in OUTPUT_OF and (OUTPUT_OF[t], item.get("call_id")) not in calls:
             yield f"input[{i}].call_id", f"{item.get('call_id')!r} matches no earlier {OUTPUT_OF[t]} item"
 
 
