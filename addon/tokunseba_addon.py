@@ -16,7 +16,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
-from tokunseba.mitm import DisplayRedaction, Tokunseba  # noqa: E402
+from tokunseba.proxy.mitm import DisplayRedaction, Tokunseba  # noqa: E402
 
 _main = Tokunseba()
 addons = [_main, DisplayRedaction(_main)]  # in this order: redaction runs after the turn is finished

@@ -76,7 +76,10 @@ def child(tree: Path) -> None:
     from mitmproxy.addons.proxyserver import Proxyserver
     from mitmproxy.test import taddons, tflow, tutils
 
-    from tokunseba.mitm import DisplayRedaction, Tokunseba
+    try:
+        from tokunseba.proxy.mitm import DisplayRedaction, Tokunseba
+    except ModuleNotFoundError:  # a tree from before the packages (issue 23)
+        from tokunseba.mitm import DisplayRedaction, Tokunseba  # type: ignore[no-redef]
 
     def flow(model: str) -> http.HTTPFlow:
         body = json.dumps({"model": model, "max_tokens": 50, "metadata": {"user_id": "u-1"},
@@ -101,7 +104,7 @@ def child(tree: Path) -> None:
             tctx.configure(addon, tokunseba_rules=str(work / "rules.yaml"), tokunseba_ledger=str(work / "ledger.db"))
             await addon.running()
             if getattr(addon, "reach", None) is not None:
-                # the healthy path: the provider host answered a turn lately (provider_reach.py),
+                # the healthy path: the provider host answered a turn lately (proxy/provider_reach.py),
                 # so a pass-through turn is not held for a connect to it (none answers here)
                 addon.reach.answered("api.anthropic.com", 443)
             for line in sys.stdin:
@@ -168,8 +171,9 @@ def main() -> int:
         return 0
     if args.rounds < 1 or args.batch < 1 or args.warmup < 0:
         ap.error("--rounds and --batch must be 1 or more, --warmup 0 or more")
-    if args.against is not None and not (args.against / "addon" / "tokunseba" / "mitm.py").is_file():
-        ap.error(f"--against {args.against}: no addon/tokunseba/mitm.py there")
+    if args.against is not None and not any((args.against / "addon" / "tokunseba" / p).is_file()
+                                            for p in ("proxy/mitm.py", "proxy/mitm.py")):
+        ap.error(f"--against {args.against}: no addon/tokunseba/proxy/mitm.py there")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     trees = {"this": ROOT}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the ledger writer's CPU cost per turn, its variants interleaved in one run.
 
-A turn here is what ``mitm.py`` records for a translated streamed turn: at the request
+A turn here is what ``proxy/mitm.py`` records for a translated streamed turn: at the request
 (``_ledger_start``) ``start_turn``, ``update_turn`` (rule, endpoint, model, routing trace)
 and the turn's events (``routed``, ``left_behind``, ``protocol_translated``); at the end
 (``_complete``) ``update_turn`` (status, timings, usage as reported, outcome) and the
@@ -111,8 +111,12 @@ def thread_cpu(name: str) -> float:
 
 
 def sample(pattern: str, turns: int, gap_s: float, writer_kw: dict) -> dict:
-    from tokunseba.ledger import Ledger
-    from tokunseba.ledger_writer import LedgerWriter
+    try:
+        from tokunseba.ledger.store import Ledger
+        from tokunseba.ledger.writer import LedgerWriter
+    except ModuleNotFoundError:  # a tree from before the packages (issue 23)
+        from tokunseba.ledger import Ledger  # type: ignore[no-redef]
+        from tokunseba.ledger_writer import LedgerWriter  # type: ignore[no-redef]
 
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as d:
         path = Path(d) / "ledger.db"
@@ -241,8 +245,9 @@ def main() -> None:
     ap.add_argument("--against", type=Path, default=None, metavar="ADDON_DIR",
                     help="also another checkout's addon/ directory, its writer with its defaults")
     args = ap.parse_args()
-    if args.against is not None and not (args.against / "tokunseba" / "ledger_writer.py").exists():
-        ap.error(f"--against {args.against}: no tokunseba/ledger_writer.py there")
+    if args.against is not None and not any((args.against / "tokunseba" / p).exists()
+                                            for p in ("ledger/writer.py", "ledger/writer.py")):
+        ap.error(f"--against {args.against}: no tokunseba/ledger/writer.py there")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     variants: list[tuple[str, Path, dict]] = [("this tree", HERE, {})]

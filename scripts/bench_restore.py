@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from tokunseba import jsonc, translate
-from tokunseba.reasoning_state import Capture, Record, call_key
-from tokunseba.reasoning_store import Keeper, ReasoningStore
+from tokunseba.reasoning.state import Capture, Record, call_key
+from tokunseba.reasoning.store import Keeper, ReasoningStore
 
 CALLS = 19
 TARGET_MS = 0.3

@@ -78,8 +78,12 @@ def database(args) -> tuple[object | None, callable]:
 
 
 def writer_sample(target: str, turns: int) -> tuple[float, int]:
-    from tokunseba.ledger import Ledger
-    from tokunseba.ledger_writer import LedgerWriter
+    try:
+        from tokunseba.ledger.store import Ledger
+        from tokunseba.ledger.writer import LedgerWriter
+    except ModuleNotFoundError:  # a tree from before the packages (issue 23)
+        from tokunseba.ledger import Ledger  # type: ignore[no-redef]
+        from tokunseba.ledger_writer import LedgerWriter  # type: ignore[no-redef]
 
     w = LedgerWriter(Ledger(target))
     w.flush(30)

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(rb"proxy listening at \S*:[0-9]+")
-CLI = "import sys; sys.path.insert(0, sys.argv.pop(1)); from tokunseba.cli import main; sys.exit(main())"
+CLI = "import sys; sys.path.insert(0, sys.argv.pop(1)); exec('try: from tokunseba.cli.main import main\\nexcept ModuleNotFoundError: from tokunseba.cli import main'); sys.exit(main())"
 
 
 def time_to_listen(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> float:
@@ -92,8 +92,8 @@ def main() -> None:
     env.pop("TOKUNSEBA_LEDGER", None)
     trees = {"run": ROOT / "addon"}
     if args.against:
-        if not (args.against / "tokunseba" / "cli.py").exists():
-            ap.error(f"--against {args.against}: no addon/ directory (no tokunseba/cli.py inside)")
+        if not any((args.against / "tokunseba" / p).exists() for p in ("cli/main.py", "cli/main.py")):
+            ap.error(f"--against {args.against}: no addon/ directory (no tokunseba/cli/main.py inside)")
         trees[f"run@{args.against_label}"] = args.against.resolve()
     counter = iter(range(1 << 30))
 

@@ -1,6 +1,6 @@
 """``plan_request``: a turn planned in one call (prepare, decide, build), for the tests.
 
-The product plans in three steps because the adapter (mitm.py ``_plan``) opens the routed
+The product plans in three steps because the adapter (proxy/mitm.py ``_plan``) opens the routed
 turn's upstream connection between deciding and building (passive health: a failed connect
 rules the endpoint out and the turn is decided again). Tests that need no connection plan
 with this composition of the same three steps, all endpoints reachable unless told.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from tokunseba.endpoints import Endpoint
-from tokunseba.rules import Rules
+from tokunseba.routing.endpoints import Endpoint
+from tokunseba.routing.rules import Rules
 from tokunseba.turn import Turn, build_turn, decide_request, prepare_request
 
 

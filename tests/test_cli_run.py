@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba import cli_run
-from tokunseba.cli import main
+from tokunseba.cli import run as cli_run
+from tokunseba.cli.main import main
 from tokunseba.protocols.detect import provider_hosts
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tokunseba import jsonc
-from tokunseba.cli import main
-from tokunseba.ledger import MIGRATIONS, SESSION_COLUMNS, Ledger
-from tokunseba.session_facts import Speaker
+from tokunseba.cli.main import main
+from tokunseba.ledger.store import MIGRATIONS, SESSION_COLUMNS, Ledger
+from tokunseba.routing.session_facts import Speaker
 
 CC = "8ab4b227-2d59-4cfb-ae7b-07b54465d764"
 FP = "fp-0123456789abcdef"
@@ -169,7 +169,7 @@ def test_explain_lists_the_sessions_other_turns_around_it(capsys, ledger):
 
 def test_an_older_ledger_stays_readable_and_its_rows_have_no_session(capsys, tmp_path, monkeypatch):
     path = tmp_path / "old.db"
-    import tokunseba.ledger as ledger_mod
+    import tokunseba.ledger.store as ledger_mod
 
     monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS[:4])
     Ledger(path).close()  # the schema of 4 migrations; its row as that tokunseba wrote it (no newer column)
@@ -208,7 +208,7 @@ def test_bad_arguments_are_one_line_errors(capsys, ledger, tmp_path):
 
 
 def test_junk_who_values_are_stored_escaped_and_bounded(capsys, tmp_path):
-    from tokunseba.session_facts import speaker
+    from tokunseba.routing.session_facts import speaker
 
     who = speaker("anthropic", {"user-agent": "claude-cli/2.1.197", "x-claude-code-session-id": "\x1b[2J" + "z" * 10_000,
                                 "x-claude-code-agent-id": "sk-ant-api03-" + "A" * 40}, {"tools": [{}]})
@@ -223,8 +223,8 @@ def test_junk_who_values_are_stored_escaped_and_bounded(capsys, tmp_path):
 
 
 def test_failovers_are_counted_where_the_ledger_records_attempts():
-    from tokunseba.cli_sessions import render_sessions
-    from tokunseba.session_view import group_report, sessions_report
+    from tokunseba.cli.sessions import render_sessions
+    from tokunseba.cli.session_view import group_report, sessions_report
 
     base = {"session_id": "s1", "session_fingerprint": 0, "client_name": "codex", "client_version": "0.171.0",
             "agent": "main", "outcome": "translated", "status": 200, "error": None, "usage_reported": None}

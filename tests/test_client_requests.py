@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tokunseba.client_requests import KINDS, can_match, never_matching
-from tokunseba.rules import load_rules_text
+from tokunseba.routing.client_requests import KINDS, can_match, never_matching
+from tokunseba.routing.rules import load_rules_text
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"
 RULES = """\

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tokunseba.endpoint_startup import endpoints_in_use, unreachable_line
-from tokunseba.rules import load_rules_text
+from tokunseba.proxy.endpoint_startup import endpoints_in_use, unreachable_line
+from tokunseba.routing.rules import load_rules_text
 
 RULES = """\
 endpoints:

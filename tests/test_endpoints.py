@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokunseba.endpoints import BUILTIN_ENDPOINTS, Endpoint, url_problem
+from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS, Endpoint, url_problem
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_url_problem_accepts_plain_bases():
 
 
 def test_passive_health_backs_off_and_comes_back():
-    from tokunseba.endpoints import EndpointHealth
+    from tokunseba.routing.endpoints import EndpointHealth
 
     now = [100.0]
     h = EndpointHealth(backoff_s=2.0, max_backoff_s=5.0, clock=lambda: now[0])

@@ -12,11 +12,11 @@ import textwrap
 
 import pytest
 
-from tokunseba.capacity import Capacity
-from tokunseba.endpoints import Endpoint
-from tokunseba.failover import HOLD_MAX, classify, needs_body, retry_hint
+from tokunseba.proxy.capacity import Capacity
+from tokunseba.routing.endpoints import Endpoint
+from tokunseba.proxy.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
-from tokunseba.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
+from tokunseba.routing.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
 
 
 def _oai(message, code=None, etype="invalid_request_error") -> bytes:
@@ -258,8 +258,8 @@ def test_check_says_on_unreachable_is_the_alias(tmp_path):
 def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
     import time as _time
 
-    from tokunseba.cli import main
-    from tokunseba.ledger import Ledger
+    from tokunseba.cli.main import main
+    from tokunseba.ledger.store import Ledger
 
     path = tmp_path / "ledger.db"
     now = _time.time()
@@ -328,9 +328,9 @@ def test_back_off_is_per_endpoint_doubles_and_resets():
     assert cap.back_off(EP, "reset") == 2
 
 
-# ---- attempts.py: the next attempt, planned afresh from the client's own request
+# ---- proxy/attempts.py: the next attempt, planned afresh from the client's own request
 
-from tokunseba.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.proxy.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
 from tokunseba.turn import build_turn, decide_request, prepare_request  # noqa: E402
 
 CHAIN_RULES = """\

@@ -1,10 +1,10 @@
-"""The relay's HTTP/1.1 framing (http1.py): heads, bodies in each framing, split anywhere."""
+"""The relay's HTTP/1.1 framing (proxy/http1.py): heads, bodies in each framing, split anywhere."""
 
 from __future__ import annotations
 
 import pytest
 
-from tokunseba import http1
+from tokunseba.proxy import http1
 
 CHUNKED = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: 1\r\n\r\nNEXT"
 

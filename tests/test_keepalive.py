@@ -14,7 +14,7 @@ import re
 import pytest
 from google.genai import errors as genai_errors
 
-from tokunseba.bridge import KEEPALIVE, Bridge
+from tokunseba.proxy.relay import KEEPALIVE, Relay
 from tokunseba.neutral.events import KEEPALIVE as KA, KeepAlive, MessageStart, MessageStop
 from tokunseba.neutral.report import ReplyReport
 from tokunseba.protocols.anthropic import SSE_PING
@@ -22,7 +22,7 @@ from tokunseba.sse import KEEPALIVE_COMMENT, EventBoundary, SSEDecoder
 from tokunseba.translate import CODECS
 from tokunseba.translate import stream as make_stream
 
-from .test_bridge import _ask, _dechunk, _read_request, _serve
+from .test_relay import _ask, _dechunk, _read_request, _serve
 from .test_gemini_sdk import _text, sdk_stream
 from .test_gemini_stream import run as run_gemini
 from .test_streams import STREAMS, raw, translate
@@ -162,14 +162,14 @@ def _stalling_upstream(pieces: list[bytes], pause: float, headers: bytes = b"con
 
 async def _relay(pieces, pause=0.3, keepalive_s=0.05, headers=b"content-type: text/event-stream\r\n", **reg):
     server, port = await _serve(_stalling_upstream(pieces, pause, headers))
-    bridge = Bridge(keepalive_s=keepalive_s)
-    await bridge.start()
+    relay = Relay(keepalive_s=keepalive_s)
+    await relay.start()
     try:
-        token, url = bridge.register(f"http://127.0.0.1:{port}/v1/messages", **reg)
+        token, url = relay.register(f"http://127.0.0.1:{port}/v1/messages", **reg)
         _, body = _dechunk(await _ask(url))
-        return body, bridge.finish(token)
+        return body, relay.finish(token)
     finally:
-        bridge.stop()
+        relay.stop()
         server.close()
 
 
@@ -204,16 +204,16 @@ async def test_relay_adds_no_keep_alive_where_it_cannot(headers, reg, keepalive_
 
 async def test_silence_longer_than_the_idle_timeout_still_ends_the_turn():
     server, port = await _serve(_stalling_upstream([b"data: 1\n\n", b"data: 2\n\n"], 1.0))
-    bridge = Bridge(keepalive_s=0.05, idle_timeout=0.3)
-    await bridge.start()
+    relay = Relay(keepalive_s=0.05, idle_timeout=0.3)
+    await relay.start()
     try:
-        token, url = bridge.register(f"http://127.0.0.1:{port}/v1/messages")
+        token, url = relay.register(f"http://127.0.0.1:{port}/v1/messages")
         _, body = _dechunk(await _ask(url))
-        target = bridge.finish(token)
+        target = relay.finish(token)
         assert body.startswith(b"data: 1\n\n" + KEEPALIVE) and b"data: 2" not in body
         assert target.broken and "upstream connection broke" in target.broken
     finally:
-        bridge.stop()
+        relay.stop()
         server.close()
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba import ledger as ledger_mod
-from tokunseba.ledger import (
+from tokunseba.ledger import store as ledger_mod
+from tokunseba.ledger.store import (
     MIGRATIONS,
     SESSION_COLUMNS,
     Ledger,
@@ -156,7 +156,7 @@ def test_opens_a_ledger_written_by_a_newer_tokunseba(tmp_path):
 
 def test_two_processes_migrating_at_once_apply_each_migration_once(tmp_path):
     path = tmp_path / "ledger.db"
-    code = "import sys; from tokunseba.ledger import Ledger; Ledger(sys.argv[1]).close()"
+    code = "import sys; from tokunseba.ledger.store import Ledger; Ledger(sys.argv[1]).close()"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=30) for p in procs] == [0] * 4
     conn = sqlite3.connect(path)
@@ -575,7 +575,7 @@ def test_stats_of_an_empty_window(make):
 
 WRITER = """
 import sys, time
-from tokunseba.ledger import Ledger
+from tokunseba.ledger.store import Ledger
 led = Ledger(sys.argv[1])
 i = 0
 while True:

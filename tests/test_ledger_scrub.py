@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba import jsonc, ledger_scrub
-from tokunseba.ledger_scrub import scrubbed_json
+from tokunseba import jsonc; from tokunseba.ledger import scrub as ledger_scrub
+from tokunseba.ledger.scrub import scrubbed_json
 from tokunseba.credentials import KNOWN_SECRETS, scrub
 
 texts = st.sampled_from(["x-app", "cli", "Bearer sk-ant-api03-SECRETSECRET", "key=AIzaSyD-SECRET-GOOGLE-KEY-123",

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tokunseba.cli import main
-from tokunseba.ledger import Ledger, LedgerError, url_scheme
+from tokunseba.cli.main import main
+from tokunseba.ledger.store import Ledger, LedgerError, url_scheme
 from tokunseba.credentials import redact_text, split_url_password
 
 BAD_URLS = ["mysql://tk:hunter2@127.0.0.1:3306/db", "http://tk:hunter2@127.0.0.1/db", "sqlite://tk:hunter2@x/db"]
@@ -147,7 +147,7 @@ def test_the_addon_keeps_no_password_in_its_option(monkeypatch):
     kept without it, the password handed to libpq as $PGPASSWORD."""
     from mitmproxy.test import taddons
 
-    from tokunseba.mitm import Tokunseba
+    from tokunseba.proxy.mitm import Tokunseba
 
     monkeypatch.delenv("PGPASSWORD", raising=False)
     addon = Tokunseba()
@@ -160,7 +160,7 @@ def test_the_addon_keeps_no_password_in_its_option(monkeypatch):
 
 
 def test_run_and_stats_say_when_a_spool_waits(capsys, tmp_path, monkeypatch, _tokunseba_home):
-    from tokunseba.ledger_spool import Spool, encode_batch, ledger_key, spool_dir
+    from tokunseba.ledger.spool import Spool, encode_batch, ledger_key, spool_dir
 
     url = "postgresql://tk:hunter2@127.0.0.1:1/db"  # nothing listens there: the database is away
     sp = Spool(spool_dir(_tokunseba_home) / f"{ledger_key(url)}-1.jsonl")

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from tokunseba.ledger import INTERRUPTED, Ledger, compute_stats, instance_id, owner_alive
-from tokunseba.ledger_writer import LedgerWriter
+from tokunseba.ledger.store import INTERRUPTED, Ledger, compute_stats, instance_id, owner_alive
+from tokunseba.ledger.writer import LedgerWriter
 
 
 def start(w, rid: str, at: float = 1000.0) -> None:

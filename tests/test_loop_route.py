@@ -1,4 +1,4 @@
-"""Loops finish where they started (issue 18, loop_route.py): a turn answering tool calls made
+"""Loops finish where they started (issue 18, reasoning/loop_route.py): a turn answering tool calls made
 by a translated reply goes to that endpoint and model while a route to it takes the client;
 otherwise the rules decide, and the trace says why the loop was not followed."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import time
 
-from tokunseba.reasoning_state import Record, call_key
-from tokunseba.reasoning_store import Keeper, ReasoningStore
-from tokunseba.rules import load_rules_text
+from tokunseba.reasoning.state import Record, call_key
+from tokunseba.reasoning.store import Keeper, ReasoningStore
+from tokunseba.routing.rules import load_rules_text
 from tokunseba.turn import build_turn, decide_request, prepare_request
 
 RULES = """\

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from tests.planning import plan_request
-from tokunseba.cli import main
-from tokunseba.rules import load_rules_text
+from tokunseba.cli.main import main
+from tokunseba.routing.rules import load_rules_text
 
 RULES = """\
 endpoints:

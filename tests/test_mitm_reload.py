@@ -8,7 +8,7 @@ import os
 from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons
 
-from tokunseba.mitm import Tokunseba
+from tokunseba.proxy.mitm import Tokunseba
 
 ONE = "routes:\n  - name: first\n    to: openai\n"
 TWO = "routes:\n  - name: first\n    to: openai\n  - name: second\n    to: anthropic\n"

@@ -12,9 +12,9 @@ from mitmproxy import http
 from mitmproxy.io import FlowWriter
 from mitmproxy.test import tflow, tutils
 
-from tokunseba.bridge import PREFIX
-from tokunseba.mitm import MARKS, Tokunseba
-from tokunseba.webview import RECORD_KEY
+from tokunseba.proxy.relay import PREFIX
+from tokunseba.proxy.mitm import MARKS, Tokunseba
+from tokunseba.webview.view import RECORD_KEY
 
 from .test_mitm_addon import (ANT_BODY, CHAT_SSE, CLIENT_KEY, EP_KEY, _events, addon, anthropic_error,  # noqa: F401
                               context, endpoint_port, make_flow, rules_file)

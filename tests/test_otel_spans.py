@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from tokunseba.cli import main
-from tokunseba.otel_spans import collector_named, endpoint_problem, from_settings
+from tokunseba.cli.main import main
+from tokunseba.proxy.otel_spans import collector_named, endpoint_problem, from_settings
 
 
 def test_the_collector_is_the_option_else_the_standard_variables(monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from tokunseba import protocols, translate
 from tokunseba.protocols.facts import Protocol
 from tokunseba.sse import SSEDecoder
-from tokunseba.stream_watch import error_event
+from tokunseba.proxy.stream_watch import error_event
 from tokunseba.turn import client_error
 
 PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
@@ -62,7 +62,7 @@ def test_the_fallback_envelope_is_one_choice_for_whole_errors_and_stream_events(
 ALLOWED = {  # file -> why a protocol name may appear as a literal there
     "neutral/usage.py": "the counting conventions' own names (ANTHROPIC, OPENAI, GEMINI)",
     "protocols/__init__.py": "FALLBACK names the envelope for an unnamed protocol",
-    "client_requests.py": "measured requests of the pinned clients: each row names its client's protocol "
+    "routing/client_requests.py": "measured requests of the pinned clients: each row names its client's protocol "
                           "(facts about clients, not about a protocol)",
 }
 
@@ -90,7 +90,7 @@ def test_no_protocol_table_outside_the_registry():
 
 def test_help_describes_every_protocol(capsys):
     """`tokunseba --help` lists the protocols from the registry (it said Anthropic and Chat only)."""
-    from tokunseba.cli import main
+    from tokunseba.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -7,9 +7,15 @@ import asyncio
 import socket
 import ssl
 
-from tokunseba.provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
+from tokunseba.proxy.provider_reach import (
+    Reach,
+    Unreachable,
+    answer_unreachable,
+    describe,
+    say_endpoint_unreachable,
+)
 from tokunseba.turn import prepare_request, build_turn, decide_request
-from tokunseba.rules import load_rules
+from tokunseba.routing.rules import load_rules
 
 
 def _closed_port() -> int:

@@ -18,8 +18,8 @@ from tests.e2e.enforcing import AnthropicThinking, DeepSeekChat
 from tests.e2e.upstream import Recorded
 from tokunseba import translate
 from tokunseba.neutral.state import PROVIDER_STATE, ProviderState
-from tokunseba.reasoning_state import Capture, Record, call_key, restore, text_key
-from tokunseba.reasoning_store import Keeper, ReasoningStore
+from tokunseba.reasoning.state import Capture, Record, call_key, restore, text_key
+from tokunseba.reasoning.store import Keeper, ReasoningStore
 
 BASH_CHAT = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
 BASH_ANT = [{"name": "Bash", "input_schema": {"type": "object"}}]
@@ -301,7 +301,7 @@ def test_gemini_signatures_captured_the_same_at_every_split_point():
 
 
 def test_explain_lines_for_every_state_event():
-    from tokunseba.reasoning_state import STATE_EVENTS, explain_state
+    from tokunseba.reasoning.state import STATE_EVENTS, explain_state
 
     lines = {
         "state_restored": {"endpoint": "ds", "model": "m", "keys": ["call_ds01"], "kind": "reasoning_content", "items": [
@@ -333,7 +333,7 @@ def test_a_store_that_cannot_be_created_goes_on_in_memory(tmp_path):
 
 
 def test_open_keeper_settings(tmp_path, monkeypatch):
-    from tokunseba.reasoning_store import open_keeper
+    from tokunseba.reasoning.store import open_keeper
 
     monkeypatch.setenv("TOKUNSEBA_HOME", str(tmp_path / "home"))
     assert open_keeper("off", "", retention_h=1, max_entries=1) is None

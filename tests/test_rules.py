@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
 from tokunseba import translate
-from tokunseba.endpoints import BUILTIN_ENDPOINTS, Endpoint
-from tokunseba.rules import (
+from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS, Endpoint
+from tokunseba.routing.rules import (
     CHECKS,
     ENDPOINT_KEYS,
     ROUTE_KEYS,

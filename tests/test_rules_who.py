@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from tests.conftest import load_fixture
-from tokunseba.endpoints import BUILTIN_ENDPOINTS
-from tokunseba.rules import Route, Rules, RulesError, check_file, decide, load_rules_text, turn_facts
+from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS
+from tokunseba.routing.rules import Route, Rules, RulesError, check_file, decide, load_rules_text, turn_facts
 
 LOCAL = """\
 endpoints:

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba import cli
-from tokunseba.access import is_loopback
-from tokunseba.ledger import Ledger
-from tokunseba.private_files import readable_by_others
-from tokunseba.rules import RulesError, load_rules, load_rules_text
+from tokunseba.cli import main as cli
+from tokunseba.proxy.access import is_loopback
+from tokunseba.ledger.store import Ledger
+from tokunseba.ledger.private_files import readable_by_others
+from tokunseba.routing.rules import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
 from tokunseba.turn import apply_header_changes
@@ -186,10 +186,10 @@ def test_log_filter_redacts_keys_in_messages_and_arguments(known_key, caplog):
 
 
 def test_the_addons_loggers_redact(known_key, caplog):
-    import tokunseba.mitm  # noqa: F401 - installs the filters
+    import tokunseba.proxy.mitm  # noqa: F401 - installs the filters
 
     with caplog.at_level(logging.INFO):
-        for name in ("tokunseba", "tokunseba.ledger", "tokunseba.bridge"):
+        for name in ("tokunseba", "tokunseba.ledger", "tokunseba.relay"):
             logging.getLogger(name).warning("relay: upstream said %s", known_key)
     assert known_key not in caplog.text and caplog.text.count(REDACTED) == 3
 
@@ -373,7 +373,7 @@ def test_a_new_ledger_is_private_whatever_the_umask(tmp_path):
 
 
 def test_run_warns_about_a_ledger_others_can_read(tmp_path, capsys, monkeypatch):
-    from tokunseba import cli_run
+    from tokunseba.cli import run as cli_run
 
     ledger = tmp_path / "ledger.db"
     Ledger(ledger).close()
@@ -462,7 +462,7 @@ def test_a_shadow_only_route_passes_its_turn_even_under_unmatched_refuse():
 
 
 def test_may_spend_keys_only_for_loopback_or_opt_in():
-    from tokunseba.access import may_spend_keys
+    from tokunseba.proxy.access import may_spend_keys
 
     assert may_spend_keys("127.0.0.1", proxyauth=False, allow_remote=False)
     assert may_spend_keys("::ffff:127.0.0.1", proxyauth=False, allow_remote=False)

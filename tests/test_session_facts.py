@@ -1,4 +1,4 @@
-"""Who is talking (session_facts.py): sessions, agents, background turns and clients read from
+"""Who is talking (routing/session_facts.py): sessions, agents, background turns and clients read from
 the pinned clients' captured requests, conversation fingerprints, and bad input (bounded,
 escaped, never raising)."""
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import load_fixture
 from tokunseba.protocols import clients as c
-from tokunseba.session_facts import Speaker, clean, client_of, fingerprint, opening_texts, speaker
+from tokunseba.routing.session_facts import Speaker, clean, client_of, fingerprint, opening_texts, speaker
 
 
 def fx(name: str) -> tuple[dict, dict]:

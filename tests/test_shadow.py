@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba.endpoints import Endpoint
+from tokunseba.routing.endpoints import Endpoint
 from tokunseba.errors import TranslationError
-from tokunseba.ledger import MIGRATIONS, Ledger
+from tokunseba.ledger.store import MIGRATIONS, Ledger
 from tokunseba.prices import PricesError, parse_prices, price_report, usage_cost
-from tokunseba.reply_facts import Facts, reply_facts
-from tokunseba.rules import RulesError, decide, load_rules_text, turn_facts
-from tokunseba.shadow import build_request, compare, should_shadow
+from tokunseba.shadow.reply_facts import Facts, reply_facts
+from tokunseba.routing.rules import RulesError, decide, load_rules_text, turn_facts
+from tokunseba.shadow.turns import build_request, compare, should_shadow
 from tokunseba.neutral.usage import Usage
 
 from .conftest import load_fixture
@@ -271,13 +271,14 @@ def test_an_older_ledger_gets_the_shadows_table(tmp_path):
 
 
 def test_the_pure_parts_do_no_io():
-    """shadow.py, reply_facts.py, shadow_view.py and prices.py never send, listen or open a database;
-    the sending lives in shadow_sender.py (the addon) and replay.py (the CLI)."""
+    """shadow/turns.py, shadow/reply_facts.py, shadow/view.py and prices.py never send, listen or
+    open a database; the sending lives in shadow/sender.py (the addon) and shadow/replay.py (the CLI)."""
     import ast
 
     pkg = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
-    banned = {"asyncio", "socket", "sqlite3", "http", "httpx", "mitmproxy", "urllib", ".ledger", ".mitm", ".bridge"}
-    for name in ("shadow.py", "reply_facts.py", "shadow_view.py", "prices.py"):
+    banned = {"asyncio", "socket", "sqlite3", "http", "httpx", "mitmproxy", "urllib", "..ledger", "..proxy", ".ledger",
+              ".proxy", ".sender", ".replay"}
+    for name in ("shadow/turns.py", "shadow/reply_facts.py", "shadow/view.py", "prices.py"):
         tree = ast.parse((pkg / name).read_text())
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {("." * n.level) + (n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba.stream_watch import CUT_MID_EVENT, NO_TERMINAL, StreamWatch, whole_verdict
+from tokunseba.proxy.stream_watch import CUT_MID_EVENT, NO_TERMINAL, StreamWatch, whole_verdict
 
 ANT = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
        b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'

@@ -8,10 +8,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokunseba.web_redact import (REDACTED, credential_values, redact_header_value, redact_headers, redact_values,
-                                  redact_url)
-from tokunseba.webview import (MARKS, NOT_REWRITTEN, RESPONSE_SIDE, error_message, final_comment, final_mark,
-                               original_record, original_view_text, pretty_json, web_outcome)
+from tokunseba.webview.redact import (
+    REDACTED,
+    credential_values,
+    redact_header_value,
+    redact_headers,
+    redact_values,
+    redact_url,
+)
+from tokunseba.webview.view import (
+    MARKS,
+    NOT_REWRITTEN,
+    RESPONSE_SIDE,
+    error_message,
+    final_comment,
+    final_mark,
+    original_record,
+    original_view_text,
+    pretty_json,
+    web_outcome,
+)
 
 KEY = "sk-ant-api03-SECRETSECRET"
 

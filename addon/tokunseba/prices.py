@@ -28,9 +28,9 @@ from pathlib import Path
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
-from .endpoints import BUILTIN_ENDPOINTS
+from .routing.endpoints import BUILTIN_ENDPOINTS
 from .neutral.usage import INPUT_INCLUDES_CACHED
-from .rules import _Reader
+from .routing.rules import _Reader
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 PER_TOKENS = 1_000_000

@@ -1,6 +1,6 @@
 """One provider turn, from intercepted request to the reply the client gets (pure, no I/O).
 
-The mitmproxy adapter (mitm.py) plans a turn in three steps: ``prepare_request`` (detect and
+The mitmproxy adapter (proxy/mitm.py) plans a turn in three steps: ``prepare_request`` (detect and
 parse the intercepted request), ``decide_request`` (the rules' decision, repeated when an
 endpoint turns out unreachable as the adapter connects to it) and ``build_turn``; it applies
 the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jsonc
-from .endpoints import Endpoint
+from .routing.endpoints import Endpoint
 from .errors import Refused, TranslationError
 from . import protocols
 from .protocols import openai_chat as p_openai
 from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
-from .loop_route import follow_loop
+from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
-from .rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
+from .routing.rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
-from .session_facts import Speaker, speaker
+from .routing.session_facts import Speaker, speaker
 from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
 
@@ -95,7 +95,7 @@ class Turn:
     # another host: only these header names (lower-case) go on, besides set_headers (credentials.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
-    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: access.py)
+    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: proxy/access.py)
     body: bytes | None = None
     local: LocalResponse | None = None
     translation: RequestTranslation | None = None
@@ -103,7 +103,7 @@ class Turn:
     events: list[tuple[str, dict]] = field(default_factory=list)  # ledger events to write
     error: str | None = None
     plumbing_headers: list[str] = field(default_factory=list)
-    who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (session_facts.py)
+    who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
     capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
 
@@ -126,7 +126,7 @@ class Turn:
             parts.append(f"failed over: {self.failed_over}")
         if self.translation and self.translation.dropped:
             parts.append("dropped: " + ", ".join(_short_paths(self.translation.dropped)))
-        for kind, d in self.events:  # provider state of a tool loop (reasoning_state.py)
+        for kind, d in self.events:  # provider state of a tool loop (reasoning/state.py)
             if kind in ("state_restored", "state_withheld"):
                 parts.append(f"{kind[6:]}: {d['kind'] if kind == 'state_restored' else 'state'} of {len(d['keys'])} "
                              f"call{'s' * (len(d['keys']) != 1)}")
@@ -208,7 +208,7 @@ class Prepared:
     not_routable: str | None = None
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
-    who: Speaker = field(default_factory=Speaker)  # who is talking (session_facts.py), known even without a body
+    who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
     # the provider state store (reasoning_store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
 
@@ -324,7 +324,7 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
         turn.requested_model = req["model"]
     turn.stream = req.get("stream") is True or det.kind == "stream_generate"
     turn.decision = decision
-    if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (loop_route.py)
+    if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
         turn.events.append(("tool_loop", {"followed": t["matched"], "route": t["route"], "why": t["reasons"][0]}))
     for t in decision.trace:

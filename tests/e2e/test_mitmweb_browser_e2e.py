@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mitmproxy.utils.emoji import emoji
 
-from tokunseba.webview import MARKS
+from tokunseba.webview.view import MARKS
 
 from .browser import Browser, need_chromium
 from .test_mitmweb_e2e import Mitmweb, chat_stream, poll
@@ -219,7 +219,7 @@ def test_list_shows_path_status_mark_and_comment(page, web):
     assert len(listed) == 5 and all(r["path"] and r["status"] and r["method"] for r in listed)
     provider = [r for r in listed if "api.anthropic.com/v1/messages" in r["path"]]
     assert len(provider) == 4 and all(r["marker"] and r["comment"] for r in provider)
-    assert not any("__tokunseba_bridge" in r["path"] or "127.0.0.1" in r["path"] for r in provider)
+    assert not any("__tokunseba_relay" in r["path"] or "127.0.0.1" in r["path"] for r in provider)
     other = [r for r in listed if "/api/settings" in r["path"]]
     assert len(other) == 1 and other[0]["marker"] == "" and other[0]["comment"] == ""
 

@@ -29,8 +29,8 @@ import httpx2
 import pytest
 from mitmproxy.utils.emoji import emoji
 
-from tokunseba.bridge import PREFIX
-from tokunseba.mitm import MARKS
+from tokunseba.proxy.relay import PREFIX
+from tokunseba.proxy.mitm import MARKS
 from tokunseba.sse import SSEDecoder
 
 from .upstream import Reply, Upstream, closed_port

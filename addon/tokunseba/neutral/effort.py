@@ -72,7 +72,7 @@ def budget_for(level: str) -> int:
     return BUDGETS[level][0]
 
 
-# an endpoint's rule keys (endpoints.py): ``effort`` pins every turn's level ("omit": send none),
+# an endpoint's rule keys (routing/endpoints.py): ``effort`` pins every turn's level ("omit": send none),
 # ``max_effort`` lowers a higher one; each change recorded as converted (or dropped), in the
 # client's own path
 EFFORT_PINS = (*LEVELS, "omit")

@@ -1,5 +1,5 @@
 """Client facts: where each known client says who is talking (session, agent, background)
-and how its user-agent names it. Data only; session_facts.py reads requests with it.
+and how its user-agent names it. Data only; routing/session_facts.py reads requests with it.
 
 Measured on the pinned clients (README "Who is talking"; shared clients.md, gemini.md):
 

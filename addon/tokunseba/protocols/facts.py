@@ -74,7 +74,7 @@ class Protocol:
     # ---- usage (the ledger, prices, the stream watch) ----
     usage_counting: str = ""  # how its usage numbers count: "anthropic" | "openai" | "gemini"
     usage_key: str = "usage"  # where a whole reply carries its usage object
-    # ---- streams passed on unchanged (stream_watch.py, the relay) ----
+    # ---- streams passed on unchanged (proxy/stream_watch.py, the relay) ----
     stream_judged: bool = True  # a stream has an end of its own to judge completeness by
     terminal_event: str | None = None  # the SSE event name that ends a complete stream, if named
     skipped_events: frozenset[str] = frozenset()  # SSE event names carrying no usage, end or error
@@ -84,11 +84,11 @@ class Protocol:
     checks: tuple[Check, ...] = ()
     max_output_field: str = "max_tokens"  # the request field holding the maximum output
     max_output_required: bool = False  # the protocol refuses a request without one
-    # ---- provider state a reply carries that must go back to its origin (reasoning_state.py) ----
+    # ---- provider state a reply carries that must go back to its origin (reasoning/state.py) ----
     # a reply's blocks (kind, id, text, signature, raw) -> that state in this protocol's wire form (None: none)
     state_payload: Callable[[Sequence[Any]], dict[str, Any] | None] | None = None
     state_kind: Callable[[dict[str, Any]], str] | None = None  # what such a payload is, for explain
-    # ---- OpenTelemetry GenAI semantic conventions (otel_spans.py): their well-known values ----
+    # ---- OpenTelemetry GenAI semantic conventions (proxy/otel_spans.py): their well-known values ----
     genai_operation: str = "chat"  # gen_ai.operation.name of a turn of this protocol's clients
     genai_provider: str | None = None  # gen_ai.provider.name of an upstream asked in this protocol
 

@@ -1,4 +1,4 @@
-"""What endpoints answer when they cannot take a turn now (facts for failover.py, capacity.py).
+"""What endpoints answer when they cannot take a turn now (facts for proxy/failover.py, proxy/capacity.py).
 
 Each row says why it is there. A reply with one of ``FAILOVER_STATUSES`` means "not now,
 not here": the turn itself may be fine, another endpoint can take it. A context-window

@@ -139,6 +139,6 @@ FACTS = Protocol(
     ),
     max_output_field="max_output_tokens",
     genai_provider="openai",
-    state_payload=state_payload,  # reasoning items, before their calls (reasoning_state.py)
+    state_payload=state_payload,  # reasoning items, before their calls (reasoning/state.py)
     state_kind=lambda p: "reasoning item" + ("s" if len(p.get("items", ())) > 1 else ""),
 )

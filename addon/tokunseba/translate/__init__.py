@@ -102,7 +102,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     ``path``: the client's request path, for a protocol whose model and stream flag travel in
     the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
     the URL). ``restore``: called with the decoded (neutral) conversation before it is encoded,
-    to put back the provider state this endpoint and model produced (reasoning_state.py); what
+    to put back the provider state this endpoint and model produced (reasoning/state.py); what
     it returns is the translation's ``state_report``."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)

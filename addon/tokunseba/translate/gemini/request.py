@@ -662,7 +662,7 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
 def _sign_active_loop(e: _Encode) -> None:
     """The first functionCall of each model turn since the last user text carries Gemini's
     documented bypass signature (what Gemini CLI itself does: gemini.md 2.5, 5.2.3), unless
-    it carries its real one (restored: reasoning_state.py)."""
+    it carries its real one (restored: reasoning/state.py)."""
     start = 0
     for i, c in enumerate(e.contents):
         if c["role"] == "user" and any("text" in p for p in c["parts"]):

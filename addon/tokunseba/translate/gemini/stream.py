@@ -179,7 +179,7 @@ class GeminiDecoder:
         if "thoughtSignature" in part:  # the client cannot carry it
             note_once(self.report.dropped, f"{PARTS}.thoughtSignature")
         fc = part.get("functionCall")
-        if isinstance(fc, dict):  # its signature rides on the call (kept for this endpoint: reasoning_state.py)
+        if isinstance(fc, dict):  # its signature rides on the call (kept for this endpoint: reasoning/state.py)
             sig = part.get("thoughtSignature")
             self._call(fc, out, sig if isinstance(sig, str) and sig else None)
             return

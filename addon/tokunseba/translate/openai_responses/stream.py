@@ -385,7 +385,7 @@ def item_block(n: int, item: dict[str, Any]) -> BlockStart:
     if itype == "function_call":
         return BlockStart(n, "tool_use", id=item.get("call_id"), name=item.get("name"))
     if itype == "reasoning":  # encrypted / summarised reasoning: bound to its provider (kept for it alone:
-        # reasoning_state.py reads raw["item"], which the stream decoder completes at the item's done event)
+        # reasoning/state.py reads raw["item"], which the stream decoder completes at the item's done event)
         return BlockStart(n, "thinking", raw={"source": "output[].reasoning", "item": item})
     return BlockStart(n, "other", raw={"type": itype, "source": f"output[].{itype}"})
 

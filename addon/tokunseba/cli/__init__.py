@@ -1,0 +1,9 @@
+"""The ``tokunseba`` command (design.md §6): ``main`` parses the arguments and hands each
+subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``read``
+(``models``, ``stats``, ``explain``, ``log``, ``check``), ``sessions`` and its
+``session_view`` (turns grouped by who is talking), ``shadow`` (shadow turns and replays),
+``prices``.
+
+Contract: the CLI reads the ledger and the rules; it never imports mitmproxy nor the proxy
+path (tests/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.
+"""

@@ -1,0 +1,413 @@
+"""`tokunseba run`, `tokunseba env`, `tokunseba check`.
+
+`run` starts mitmdump (mitmweb with --web) from this same environment with the addon; it
+never imports mitmproxy itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+ADDON = Path(__file__).resolve().parents[2] / "tokunseba_addon.py"  # addon/, beside the package
+DEFAULT_HOST, DEFAULT_PORT, DEFAULT_WEB_PORT = "127.0.0.1", 8080, 8081
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen everywhere: clients on this machine use loopback
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+# mitmweb's flow list: mitmproxy 12 reads web_columns as a list, one `--set web_columns=X` per
+# column (one comma-joined value is a single unknown column: an empty list). The mark shows
+# in the path column.
+WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "size", "time", "comment")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
+                       description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
+                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched.",
+                       epilog="then, in the client's shell: eval \"$(tokunseba env)\" (it prints the exact line, "
+                       "with --port/--confdir when you changed them)")
+    p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
+                   help="routing rules (YAML); default $TOKUNSEBA_RULES, else none (everything passes through)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"listen address (default {DEFAULT_HOST}; loopback only unless you say otherwise). "
+                   "Any other address needs proxy authentication: -- --proxyauth USER:PASS")
+    p.add_argument("--port", default=str(DEFAULT_PORT),
+                   help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--ledger", metavar="PATH|URL", default=os.environ.get("TOKUNSEBA_LEDGER"),
+                   help="the ledger: a SQLite file, or postgresql://USER@HOST/DB?sslmode=... for one ledger shared by "
+                   "several proxies (the password: in the URL, $PGPASSWORD or ~/.pgpass; never on the proxy's "
+                   "command line). Default $TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db")
+    p.add_argument("--otlp-endpoint", metavar="URL", default=None,
+                   help="send one OpenTelemetry span per turn to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; "
+                   "default $OTEL_EXPORTER_OTLP_ENDPOINT; neither: no spans). Needs tokunseba[otel]")
+    p.add_argument("--otlp-bodies", action="store_true",
+                   help="also put the request and reply text in the spans (off: no prompt or reply text)")
+    p.add_argument("--instance", metavar="NAME", default=os.environ.get("TOKUNSEBA_INSTANCE"),
+                   help="this proxy's name on its turns (stats --by instance, log --instance); default "
+                   "$TOKUNSEBA_INSTANCE, else user@host")
+    p.add_argument("--ledger-bodies", action="store_true", help="also store request/response bodies in the ledger")
+    p.add_argument("--confdir", metavar="DIR", default=None, help="mitmproxy confdir holding its CA (default ~/.mitmproxy)")
+    p.add_argument("--web", action="store_true", help="start mitmweb instead of mitmdump, to inspect flows in a browser")
+    p.add_argument("--web-port", metavar="PORT", default=str(DEFAULT_WEB_PORT),
+                   help=f"mitmweb's UI port (default {DEFAULT_WEB_PORT}); the UI needs the token in the URL "
+                   "that run prints (http://127.0.0.1:PORT/?token=...)")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print mitmproxy's own lines: every connection (client/server connect, disconnect) and "
+                   "every flow, provider or not. Without it the console shows one line per provider turn "
+                   "(request id, client, model → route → endpoint, outcome, status, tokens as reported, time) "
+                   "and warnings")
+    p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
+    p.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
+                       description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
+                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA).",
+                       epilog='example: eval "$(tokunseba env)"; claude')
+    e.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"the proxy's address as clients reach it (default {DEFAULT_HOST})")
+    e.add_argument("--port", default=str(DEFAULT_PORT),
+                   help=f"the proxy's port, as given to tokunseba run (default {DEFAULT_PORT})")
+    e.add_argument("--confdir", metavar="DIR", default=None,
+                   help="mitmproxy confdir holding its CA, as given to tokunseba run (default ~/.mitmproxy)")
+    e.set_defaults(func=cmd_env)
+
+    c = sub.add_parser("check", help="validate a rules file",
+                       description="Validate a rules file; errors name the file, line and what is wrong.")
+    c.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
+                   help="the rules file (default $TOKUNSEBA_RULES)")
+    c.add_argument("rules_file", nargs="?", metavar="FILE", help="same as --rules")
+    c.set_defaults(func=cmd_check)
+
+
+def port_number(name: str, text: str, lowest: int) -> int:
+    """A TCP port from the command line; ValueError with a one-line message otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not lowest <= n <= 65535:
+        raise ValueError(f"{name}: expected a port number from {lowest} to 65535, got {text!r}")
+    return n
+
+
+def _ports(args, **names: int) -> str | None:
+    """Check the port options (attribute -> lowest allowed) in place; the error line, or None."""
+    try:
+        for attr, lowest in names.items():
+            setattr(args, attr, port_number("--" + attr.replace("_", "-"), str(getattr(args, attr)), lowest))
+    except ValueError as e:
+        return f"error: {e}"
+    return None
+
+
+def confdir(arg: str | None) -> Path:
+    return Path(arg).expanduser() if arg else Path.home() / ".mitmproxy"
+
+
+def tool_path(name: str) -> str:
+    """mitmdump/mitmweb from the same environment as this tokunseba."""
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if not found:
+        raise SystemExit(f"error: {name} not found (install tokunseba with scripts/setup.sh)")
+    return found
+
+
+def web_login(token: str | None = None) -> tuple[str, str]:
+    """A fresh random token for mitmweb's UI and the argon2 hash mitmweb is given
+    (`web_password` starting with `$`), so the token itself never appears in the process list."""
+    import argon2  # mitmproxy's own dependency (mitmweb checks web_password with it)
+
+    token = token or secrets.token_hex(16)
+    return token, argon2.PasswordHasher().hash(token)
+
+
+def web_url(port: int, token: str, host: str = "127.0.0.1") -> str:
+    return f"http://{host}:{port}/?token={token}"
+
+
+def build_command(args, web_password_hash: str | None = None) -> list[str]:
+    from ..protocols.detect import provider_hosts
+
+    hosts = list(provider_hosts())
+    if args.rules:
+        from ..routing.rules import RulesError, load_rules
+
+        try:
+            rules = load_rules(args.rules)
+        except RulesError as e:
+            raise SystemExit(f"error: {e}")
+        for ep in rules.endpoints.values():
+            if ep.url.startswith("https://") and ep.host not in hosts:
+                hosts.append(ep.host)
+    tool = tool_path("mitmweb" if args.web else "mitmdump")
+    cmd = [tool, "--listen-host", args.host, "-p", str(args.port), "-s", str(ADDON),
+           "--set", "connection_strategy=lazy"]
+    for h in hosts:
+        cmd += ["--set", f"allow_hosts=^{re.escape(h)}:443$"]
+    if args.rules:
+        cmd += ["--set", f"tokunseba_rules={os.path.abspath(args.rules)}"]
+    if args.ledger:
+        cmd += ["--set", f"tokunseba_ledger={ledger_option(args.ledger)}"]
+    if args.ledger_bodies:
+        cmd += ["--set", "tokunseba_ledger_bodies=true"]
+    if args.instance:
+        cmd += ["--set", f"tokunseba_instance={args.instance}"]
+    if args.otlp_endpoint:
+        cmd += ["--set", f"tokunseba_otlp_endpoint={args.otlp_endpoint}"]
+    if args.otlp_bodies:
+        cmd += ["--set", "tokunseba_otlp_bodies=true"]
+    if args.confdir:
+        cmd += ["--set", f"confdir={args.confdir}"]
+    if not getattr(args, "verbose", False):  # one line per provider turn; mitmproxy's own lines with -v
+        cmd += ["--set", "tokunseba_console=turns"]
+        if not args.web:  # mitmweb has no flow dump (and no flow_detail option)
+            cmd += ["--set", "flow_detail=0"]
+    if args.web:
+        cmd += ["--set", "store_streamed_bodies=true", "--set", f"web_port={args.web_port}",
+                "--set", "web_host=127.0.0.1", "--set", "web_open_browser=false"]
+        for column in WEB_COLUMNS:
+            cmd += ["--set", f"web_columns={column}"]
+        if web_password_hash:
+            cmd += ["--set", f"web_password={web_password_hash}"]
+    extra = [a for a in (args.extra or []) if a != "--"]
+    return cmd + extra
+
+
+def cli_command(argv0: str | None = None) -> str:
+    """How to call this tokunseba from another shell: ``tokunseba`` when that name on PATH is
+    this very command, else its absolute path (``.venv/bin/tokunseba`` typed in the project
+    directory: the client's shell may be elsewhere)."""
+    p = Path(argv0 if argv0 is not None else sys.argv[0])
+    if p.name != "tokunseba":  # not the console script (python -m, or in-process): the one beside python
+        p = Path(sys.executable).parent / "tokunseba"
+    on_path = shutil.which("tokunseba")
+    try:
+        if on_path and p.exists() and os.path.samefile(on_path, p):
+            return "tokunseba"
+    except OSError:
+        pass
+    return str(p.absolute()) if p.exists() else "tokunseba"
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Would mitmproxy fail to listen on host:port because something already does? (It binds
+    with SO_REUSEADDR, as asyncio does.)"""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # mitmproxy says what is wrong with the address
+    for family, kind, proto, _, addr in infos[:1]:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as e:
+                import errno
+
+                return e.errno == errno.EADDRINUSE
+    return False
+
+
+def env_command(host: str, port: int | str, conf: str | None) -> str:
+    """The `tokunseba env` line that matches a `tokunseba run` (only the options that differ)."""
+    argv = [cli_command(), "env"]
+    if host not in (DEFAULT_HOST, *WILDCARD_HOSTS):
+        argv += ["--host", host]
+    if port != DEFAULT_PORT:
+        argv += ["--port", str(port)]
+    if conf:
+        argv += ["--confdir", str(confdir(conf).absolute())]  # the client's shell may be elsewhere
+    return f'eval "$({shlex.join(argv)})"'
+
+
+def exposure_problem(host: str, extra: list[str]) -> str | None:
+    """Why listening on ``host`` would make an open proxy, or None: a non-loopback address
+    without mitmproxy's proxy authentication lets anyone who reaches it spend the endpoints' keys."""
+    from ..proxy.access import is_loopback
+
+    if host == "localhost" or is_loopback(host):
+        return None
+    if any(a.startswith("--proxyauth") or a.startswith("proxyauth=") for a in extra):
+        return None
+    return (f"error: --host {host} listens beyond this machine without proxy authentication, so anyone who can "
+            f"reach it could use your endpoints and their keys; add `-- --proxyauth USER:PASS` "
+            f"(or use --host {DEFAULT_HOST})")
+
+
+def ledger_option(ledger: str) -> str:
+    """The ledger as the addon is given it: a file path made absolute; a URL without its
+    password (moved to $PGPASSWORD, which the proxy inherits: never in its command line)."""
+    from ..ledger.store import take_password, url_scheme
+
+    if url_scheme(ledger):
+        return take_password(ledger) or ledger
+    return os.path.abspath(ledger)
+
+
+def ledger_problem(ledger: str | None) -> str | None:
+    """The error line when ``ledger`` is a URL tokunseba cannot open (never taken for a file)."""
+    from ..ledger.store import Ledger, LedgerError, url_scheme
+    from ..credentials import redact_url
+
+    if ledger is None or url_scheme(ledger) is None:
+        return None
+    try:
+        Ledger.check_target(ledger)
+    except LedgerError as e:
+        return f"error: {e}"
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        return (f"error: the ledger {redact_url(ledger)} needs psycopg: pip install 'tokunseba[postgresql]' "
+                "(psycopg 3 and its pool)")
+    return None
+
+
+def ledger_warning(ledger: str | None) -> str | None:
+    """A warning line when an existing ledger (or its -wal/-shm) is readable by others."""
+    from ..ledger.store import default_ledger_path, url_scheme
+    from ..ledger.private_files import readable_by_others
+
+    if ledger and url_scheme(ledger):
+        return None
+    path = Path(ledger).expanduser() if ledger else default_ledger_path()
+    loose = readable_by_others(path)
+    if not loose:
+        return None
+    return (f"tokunseba: warning: the ledger is readable by other users: {', '.join(loose)}; "
+            f"fix with: chmod 600 {shlex.quote(str(path))}*")
+
+
+def cmd_run(args) -> int:
+    if err := _ports(args, port=0, web_port=0):
+        print(err, file=sys.stderr)
+        return 2
+    if err := exposure_problem(args.host, args.extra or []):
+        print(err, file=sys.stderr)
+        return 2
+    if err := ledger_problem(args.ledger):
+        print(err, file=sys.stderr)
+        return 2
+    if args.otlp_endpoint:
+        from ..proxy.otel_spans import endpoint_problem
+
+        if problem := endpoint_problem(args.otlp_endpoint):
+            print(f"error: --otlp-endpoint: {problem}", file=sys.stderr)
+            return 2
+    for what, port in (("--port", args.port), *((("--web-port", args.web_port),) if args.web else ())):
+        if port and not args.dry_run and port_in_use(args.host, port):
+            print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
+                  f"server?); start on another port with {what} N ({what} 0 picks a free one)"
+                  + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
+                     else ""), file=sys.stderr)
+            return 2
+    token, hashed = web_login() if args.web else (None, None)
+    cmd = build_command(args, hashed)
+    if warning := ledger_warning(args.ledger):
+        print(warning, file=sys.stderr)
+    from ..ledger.store import spool_note
+
+    if note := spool_note(args.ledger):
+        print(note, file=sys.stderr)
+    ui = None
+    if token:
+        where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"
+        ui = f"tokunseba: mitmweb UI (open this URL; the token is new on every start):  {where}"
+    if args.dry_run:
+        print(shlex.join(cmd))
+        if ui:
+            print(ui, file=sys.stderr)
+        return 0
+    tool = Path(cmd[0]).name
+    print(f"tokunseba: starting {tool} on {args.host}:{args.port}"
+          f" ({'rules ' + args.rules if args.rules else 'no rules: everything passes through'})", file=sys.stderr)
+    if args.port == 0:
+        shown = "*" if args.host in WILDCARD_HOSTS else args.host
+        print(f"tokunseba: {tool} prints the port it picked (\"proxy listening at {shown}:N\"); "
+              f"point clients at it with:  {env_command(args.host, 'N', args.confdir)}", file=sys.stderr)
+    else:
+        print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
+              file=sys.stderr)
+    if ui:
+        print(ui, file=sys.stderr)
+    sys.stderr.flush()
+    os.environ["TOKUNSEBA_CLI"] = cli_command()  # the addon's hints name the command that works here
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover
+
+
+def ca_bundle(conf: Path) -> Path:
+    """System CA bundle + mitmproxy's CA in one file, so SSL_CERT_FILE users can still reach
+    hosts the proxy does not decrypt."""
+    from ..ledger.store import tokunseba_home
+    from ..ledger.private_files import private_dir
+
+    ca = conf / "mitmproxy-ca-cert.pem"
+    home = tokunseba_home()
+    out = home / "ca-bundle.pem"
+    parts: list[bytes] = []
+    for b in SYSTEM_BUNDLES:
+        if os.path.exists(b):
+            parts.append(Path(b).read_bytes())
+            break
+    if ca.exists():
+        parts.append(ca.read_bytes())
+    try:
+        private_dir(home)
+        data = b"\n".join(parts)
+        if not out.exists() or out.read_bytes() != data:
+            out.write_bytes(data)
+    except OSError:
+        return ca
+    return out
+
+
+def env_lines(host: str, port: int, conf: Path) -> list[str]:
+    ca = conf / "mitmproxy-ca-cert.pem"
+    proxy = f"http://[{host}]:{port}" if ":" in host and not host.startswith("[") else f"http://{host}:{port}"
+    lines = [f"export HTTPS_PROXY={shlex.quote(proxy)}",
+             f"export HTTP_PROXY={shlex.quote(proxy)}",
+             "export NO_PROXY=localhost,127.0.0.1,::1",
+             f"export NODE_EXTRA_CA_CERTS={shlex.quote(str(ca))}   # Claude Code (Node)",
+             f"export SSL_CERT_FILE={shlex.quote(str(ca_bundle(conf)))}   # Codex, Python SDKs (system CAs + mitmproxy CA)"]
+    if not ca.exists():
+        lines.insert(0, f"# note: {ca} does not exist yet: start the proxy once (tokunseba run) to create it")
+    return lines
+
+
+def cmd_env(args) -> int:
+    if err := _ports(args, port=1):
+        print(err, file=sys.stderr)
+        return 2
+    print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from ..routing.rules import check_file
+
+    path = args.rules_file or args.rules
+    if not path:
+        print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
+        return 2
+    ok, lines = check_file(path)
+    if ok:  # routes no pinned client's turns can meet (routing/client_requests.py)
+        from ..routing.client_requests import never_matching
+        from ..routing.rules import load_rules
+
+        lines += never_matching(load_rules(path))
+    for line in lines:
+        print(line, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1

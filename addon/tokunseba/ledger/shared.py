@@ -1,0 +1,170 @@
+"""A shared (PostgreSQL) ledger's writes: one batch, one transaction, exactly once, and a
+local spool while the database is away.
+
+``Ledger.write_batch`` hands its records here (on the writer thread, ``ledger_writer``):
+
+- the batch is built as on SQLite (``ledger_batch.write_folded``, same folding, same
+  scrubbing), into a ``ledger_pg.Recorder``: its statements, with a new batch id;
+- when nothing waits in a spool, it is run at once (``ledger_pg.run_program``: one
+  transaction, skipped if its id was applied); if the database is away (at start or
+  mid-run) or the connection breaks, the batch goes to the spool (``ledger_spool``) and a
+  warning says so, once per outage, with the spool's file and bound;
+- while a spool waits, every new batch is appended behind it (order kept), and the spool is
+  drained, oldest batch first, as soon as a connection can be had (tried at most every
+  ``ledger_pg.RETRY_S``); spools left by proxies of the same ledger that stopped are
+  adopted and drained first. A line says when the database is back and what was drained.
+- A batch that would pass the spool's bound is dropped, counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .batch import Record, record_name, write_folded
+from .pg import RETRY_S, Away, Recorder, run_program
+from .spool import (
+    DEFAULT_MAX_BYTES,
+    Spool,
+    decode_batch,
+    encode_batch,
+    ledger_key,
+    orphans,
+    own_path,
+    spool_dir,
+)
+
+log = logging.getLogger("tokunseba.ledger")
+
+
+class SharedWriter:
+    def __init__(self, ledger: Any, *, home: Path, fold_args: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """``ledger``: the ``Ledger`` (its connection, its record builders); ``fold_args``: its
+        ``write_folded`` arguments; ``home``: where the spool directory is."""
+        self.ledger = ledger
+        self.conn = ledger._conn
+        self._fold_args = fold_args
+        self.dir = spool_dir(home)
+        self.key = ledger_key(ledger.path)
+        self.max_bytes = max_bytes
+        self.spool: Spool | None = None  # created when first needed
+        self.adopted: list[Spool] = []
+        self.away_since: float | None = None
+        self.spooled_batches = 0
+        self.drained_batches = 0
+        self.retry_s = RETRY_S
+        self._adopt()
+
+    # ---- state
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.adopted) or (self.spool is not None and self.spool.waiting)
+
+    @property
+    def dropped_records(self) -> int:
+        return self.spool.dropped_records if self.spool is not None else 0
+
+    def _adopt(self) -> None:
+        if not self.dir.exists():
+            return
+        for p in orphans(self.dir, self.key):
+            try:
+                sp = Spool(p, self.max_bytes, adopt=True)
+            except OSError:
+                continue
+            if sp.waiting:
+                self.adopted.append(sp)
+                log.warning("ledger: %s waits to be written to %s (left by a proxy that stopped)", p, self.ledger.path)
+            else:
+                sp.close()
+
+    # ---- writes
+
+    def write_batch(self, records: list[Record]) -> bool:
+        reader = self.conn if self.away_since is None else None
+        rec = Recorder(reader)
+        left_out = write_folded(rec, self.ledger, records, **self._fold_args)
+        for what, e in left_out:
+            log.warning("ledger %s failed: %s", what, e)
+        if rec.ops:
+            self.send(rec.ops, len(records), names=records)
+        return True
+
+    def send(self, ops: list[tuple], n_records: int, names: list[Record] | None = None) -> None:
+        batch_id = uuid.uuid4().hex
+        if not self.waiting:
+            try:
+                for problem in run_program(self.conn, batch_id, ops, fresh=True):
+                    log.warning("ledger: %s", problem)
+                return
+            except Away as e:
+                self._went_away(str(e))
+        self._spool(batch_id, ops, n_records, names)
+        self.drain()
+
+    def _went_away(self, reason: str) -> None:
+        if self.away_since is None:
+            self.away_since = time.time()
+            sp = self._own()
+            log.warning("ledger: the database %s is away (%s); turns are kept in %s (at most %d MiB) until it is back",
+                        self.ledger.path, reason, sp.path, self.max_bytes // 2**20)
+
+    def _own(self) -> Spool:
+        if self.spool is None:
+            self.spool = Spool(own_path(self.dir, self.key), self.max_bytes)
+        return self.spool
+
+    def _spool(self, batch_id: str, ops: list[tuple], n_records: int, names: list[Record] | None) -> None:
+        sp = self._own()
+        if sp.append(encode_batch(batch_id, ops, n_records), n_records):
+            self.spooled_batches += 1
+            return
+        what = ", ".join(sorted({record_name(r) for r in names or []})[:4]) or "statements"
+        log.warning("ledger: the spool %s is full (%d MiB): %d records dropped (%s); %d dropped so far",
+                    sp.path, self.max_bytes // 2**20, n_records, what, sp.dropped_records)
+
+    def drain(self) -> bool:
+        """Write what waits in the spools, oldest first; True once nothing waits."""
+        if not self.waiting:
+            return True
+        try:
+            self.conn.connect()
+        except Away as e:
+            self._went_away(str(e))
+            return False
+        drained = 0
+        for sp in [*self.adopted, *([self.spool] if self.spool is not None else [])]:
+            try:
+                for nbytes, line in list(sp.batches()):
+                    batch_id, ops, _ = decode_batch(line)
+                    for problem in run_program(self.conn, batch_id, ops):
+                        log.warning("ledger: %s", problem)
+                    sp.done(nbytes)
+                    drained += 1
+            except Away as e:
+                self.drained_batches += drained
+                self._went_away(str(e))
+                return False
+            if sp is not self.spool:
+                sp.close()
+                self.adopted.remove(sp)
+        self.drained_batches += drained
+        since, self.away_since = self.away_since, None
+        log.warning("ledger: the database %s is reachable%s: %d spooled batches written", self.ledger.path,
+                    f" again after {time.time() - since:.0f} s" if since else "", drained)
+        return True
+
+    def close(self) -> None:
+        if self.waiting:
+            self.drain()
+        for sp in self.adopted:
+            sp.close(remove_if_empty=False)
+        if self.spool is not None:
+            if self.spool.waiting:
+                log.warning("ledger: %s keeps the turns not yet written to %s: the next proxy of this ledger writes "
+                            "them", self.spool.path, self.ledger.path)
+            self.spool.close()

@@ -1,0 +1,132 @@
+"""Is this attempt's reply a failure another route may answer instead? (pure, no I/O)
+
+``classify(status, body, protocol)`` -> a ``Failure`` or None. A failure is what the issue
+and protocols/failures.py list: connection refused or reset before the status line
+(``unreachable`` / ``reset``, said by the relay), no status line within the endpoint's
+``first_byte_timeout_s`` (``timeout``), a status of ``FAILOVER_STATUSES`` (408, 429, 5xx,
+529), or a context-window error read from the body (protocols/failures.CONTEXT_WINDOW, by
+the protocol of the endpoint that answered). Anything else (a plain 400, 401, 404…)
+is the request's own fault: answered, never failed over.
+
+``needs_body(status)`` says which replies the relay holds (up to ``HOLD_MAX`` bytes) until
+this is decided; every other reply is relayed at once, so the healthy path pays nothing.
+``retry_hint(headers, now)`` reads how long the endpoint asked to be left alone.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..neutral.error import UpstreamError, parse_error_body
+from ..protocols.failures import (
+    CONTEXT_STATUSES,
+    CONTEXT_WINDOW,
+    FAILOVER_STATUSES,
+    RESET_HEADERS,
+    RETRY_HEADERS,
+)
+
+_CONTEXT = {proto: [(f, re.compile(rx, re.IGNORECASE)) for f, rx, _ in rows] for proto, rows in CONTEXT_WINDOW.items()}
+# an endpoint whose protocol has no row of its own (or a server copying another's words):
+# every protocol's wordings, since local servers and gateways borrow them
+_ANY = [entry for rows in _CONTEXT.values() for entry in rows]
+
+
+def is_context_window(err: UpstreamError, protocol: str | None = None) -> bool:
+    """Whether the endpoint (of ``protocol``) said "the prompt does not fit" (CONTEXT_WINDOW):
+    its own protocol's rows first, then every other's (servers borrow each other's words)."""
+    for rows in (_CONTEXT.get(protocol or "", ()), _ANY):
+        for field, rx in rows:
+            value = getattr(err, field)
+            if isinstance(value, str) and rx.search(value):
+                return True
+    return False
+
+HOLD_MAX = 256 * 1024  # a failure reply bigger than this is relayed as it is (no error says that much)
+
+KINDS = ("unreachable", "reset", "timeout", "status", "context_window", "busy")
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # one of KINDS
+    why: str  # one line, for the ledger, explain and the mitmweb comment
+    status: int | None = None  # the endpoint's status, when it sent one
+
+    def short(self) -> str:
+        """``503``, ``context window``, ``reset``... for the chain in a comment or a log line."""
+        if self.kind == "status":
+            return str(self.status)
+        if self.kind == "context_window":
+            return f"{self.status} context window" if self.status else "context window"
+        return self.kind
+
+
+def needs_body(status: int) -> bool:
+    """Whether a reply with ``status`` must be held until classified (a failure, or a reply
+    that may be a context-window error)."""
+    return status in FAILOVER_STATUSES or status in CONTEXT_STATUSES
+
+
+def classify(status: int, body: bytes, protocol: str | None = None) -> Failure | None:
+    """A whole (held) reply of an endpoint of ``protocol``: a failure, or None when the client
+    should get it."""
+    if status in FAILOVER_STATUSES:
+        err = parse_error_body(status, body)
+        return Failure("status", f"HTTP {status}: {_line(err.message)}", status)
+    if status in CONTEXT_STATUSES:
+        err = parse_error_body(status, body)
+        if is_context_window(err, protocol):
+            return Failure("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status)
+    return None
+
+
+def _line(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _seconds(value: str, fmt: str, now: float) -> float | None:
+    v = value.strip()
+    try:
+        if fmt == "ms":
+            return float(v) / 1000
+        if fmt == "seconds-or-date":
+            if re.fullmatch(r"\d+(\.\d+)?", v):
+                return float(v)
+            when = email.utils.parsedate_to_datetime(v)
+            return when.timestamp() - now
+        if fmt == "duration":
+            parts = _DURATION.findall(v)
+            if not parts or "".join(n + u for n, u in parts) != v:
+                return None
+            return sum(float(n) * _UNIT[u] for n, u in parts)
+        if fmt == "rfc3339":
+            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() - now
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+    return None
+
+
+def retry_hint(headers: Iterable[tuple[str, str]], now: float) -> tuple[float, str] | None:
+    """How long (seconds, and the header that said it) the endpoint asked not to be sent turns:
+    ``retry-after`` / ``retry-after-ms`` first, else the reset of a used-up rate limit. None
+    without a usable hint (absent, unparseable, or already past)."""
+    h = {k.lower(): v for k, v in headers}
+    for name, fmt in RETRY_HEADERS.items():
+        if name in h and (s := _seconds(h[name], fmt, now)) is not None and s > 0:
+            return s, name
+    resets = []
+    for name, (remaining, fmt) in RESET_HEADERS.items():
+        if name in h and h.get(remaining, "").strip() == "0" and (s := _seconds(h[name], fmt, now)) is not None:
+            resets.append((s, name))
+    resets = [r for r in resets if r[0] > 0]
+    return max(resets) if resets else None

@@ -1,0 +1,43 @@
+"""What tokunseba holds for one in-flight flow (``FlowState``) and what mitmweb shows of it
+(``Shown``). Plain data: no mitmproxy, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .attempts import Chain
+from .capacity import Slot
+from .pump import Pump
+from ..turn import Turn
+
+
+@dataclass
+class Shown:
+    """What mitmweb shows of one in-flight turn: the URL the client asked for (restored on the
+    flow once the request has left) and the key values to keep out of its comment."""
+
+    client_url: str | None
+    client_target: tuple | None = None  # the client's scheme, host, port, path, authority, Host (mitm._target_of)
+    secrets: set[str] = field(default_factory=set)
+    added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
+
+
+@dataclass
+class FlowState:
+    """All tokunseba holds for one in-flight flow, from the request hook that plans its turn
+    to the ``response`` / ``error`` hook that ends it (one entry of ``Tokunseba.flows``).
+
+    Kept in a dict keyed by flow id, not in ``flow.metadata``: mitmproxy deep-copies a
+    flow's metadata into saved flows and into the copy a replay sends, and this holds live
+    objects (the stream callable, the relay's token) that belong to this flow only."""
+
+    turn: Turn
+    shown: Shown | None = None  # mitmweb presentation; None once the outcome was presented
+    relay_token: str | None = None  # the relay's target of a routed turn (proxy/relay.py)
+    shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
+    mode: str | None = None  # how the reply is handled (turn.response_mode), from responseheaders
+    pump: Pump | None = None  # the stream callable of a streamed reply
+    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (proxy/attempts.py)
+    slot: Slot | None = None  # the endpoint slot its current attempt holds (proxy/capacity.py)
+    attempt_at: float = 0.0  # when its current attempt started (time.monotonic)
+    client_close: bool = False  # the client's request said Connection: close (its rewritten copy no longer does)

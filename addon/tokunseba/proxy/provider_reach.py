@@ -1,0 +1,155 @@
+"""Can a pass-through provider turn's host be reached? Asked before mitmproxy connects to it.
+
+Why: when mitmproxy cannot open a flow's upstream connection (the name does not resolve,
+the connection is refused, the TLS handshake fails, nothing answers in time) it answers
+the client with its own HTML ``502`` page from its error path, which no addon can replace
+(mitmproxy.md §4): the client gets no error in its own protocol, no request id, no host
+named. Routed turns go through the relay (proxy/relay.py), which connects before the turn is
+committed; a turn passed through to the provider's own host does not. So before such a
+turn leaves, the adapter asks ``Reach.check`` for that host, and an ``Unreachable``
+answer becomes an error in the client's protocol (``answer_unreachable``), recorded in
+the ledger like any other turn.
+
+Contract:
+- ``check(host, port, tls=…, ssl_context=…, timeout=…)`` opens a connection as mitmproxy
+  would (TCP, then TLS with SNI = host, verified with ``ssl_context``), closes it, and
+  returns None when it worked or an ``Unreachable`` saying why. It never raises.
+- Cost on the healthy path: a host that answered within ``fresh_s`` seconds (a turn to it
+  got a reply: ``answered``; or a check passed) is not checked again; concurrent checks of
+  one host share one connect. ``forget`` (a turn to it failed in mitmproxy's error path)
+  makes the next turn check again.
+- ``say_endpoint_unreachable``: a routed turn whose endpoint is unreachable and whose route
+  says to answer with an error names that endpoint's host and the reason too.
+- Pure of mitmproxy; asyncio only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+
+from ..turn import Turn
+
+FRESH_S = 30.0  # a host that answered this recently is not checked again
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """Why a host could not be reached: ``kind`` is dns | refused | tls | timeout | connect."""
+
+    host: str
+    port: int
+    kind: str
+    reason: str
+
+    @property
+    def status(self) -> int:
+        """504 Gateway Timeout when nothing answered in time; 502 Bad Gateway otherwise."""
+        return 504 if self.kind == "timeout" else 502
+
+    def message(self, asked: str | None = None, request_id: str | None = None) -> str:
+        """One line naming the host (as the client asked for it, and where it was sought
+        when that differs), the reason, and the turn's request id (clients show the message,
+        rarely the headers: ``tokunseba explain ID``)."""
+        where = f"{self.host}:{self.port}"
+        name = where if not asked or asked in (self.host, where) else f"{asked} (at {where})"
+        rid = f" (request {request_id})" if request_id else ""
+        return f"tokunseba: cannot reach {name}: {self.reason}; the turn was not sent{rid}"
+
+
+def describe(exc: BaseException, host: str, port: int, timeout: float) -> Unreachable:
+    """An exception from connecting to ``host:port`` as an ``Unreachable`` in plain words."""
+    if isinstance(exc, socket.gaierror):
+        return Unreachable(host, port, "dns", f"the name does not resolve ({exc.strerror or exc})")
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return Unreachable(host, port, "timeout", f"no connection within {timeout:g} s")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return Unreachable(host, port, "tls", f"TLS certificate not trusted ({getattr(exc, 'verify_message', None) or exc})")
+    if isinstance(exc, ssl.SSLError):
+        return Unreachable(host, port, "tls", f"TLS handshake failed ({getattr(exc, 'reason', None) or exc})")
+    if isinstance(exc, ConnectionRefusedError):
+        return Unreachable(host, port, "refused", "connection refused")
+    if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, EOFError)):
+        # a server that drops the connection during the TLS handshake
+        return Unreachable(host, port, "tls", f"connection closed during the handshake ({exc or type(exc).__name__})")
+    if isinstance(exc, UnicodeError):  # idna: an empty or too long label
+        return Unreachable(host, port, "dns", f"not a valid host name ({exc})")
+    text = str(exc) or type(exc).__name__
+    return Unreachable(host, port, "connect", text)
+
+
+class Reach:
+    """Which provider hosts answered lately, and the shared checks of those that did not."""
+
+    def __init__(self, fresh_s: float = FRESH_S) -> None:
+        self.fresh_s = fresh_s
+        self.answered_at: dict[tuple[str, int], float] = {}
+        self.pending: dict[tuple[str, int, bool], asyncio.Future] = {}
+        self.checks = 0  # connects made (for tests and benchmarks)
+
+    def answered(self, host: str, port: int) -> None:
+        self.answered_at[(host.lower(), port)] = time.monotonic()
+
+    def forget(self, host: str, port: int) -> None:
+        self.answered_at.pop((host.lower(), port), None)
+
+    def fresh(self, host: str, port: int) -> bool:
+        at = self.answered_at.get((host.lower(), port))
+        return at is not None and time.monotonic() - at < self.fresh_s
+
+    async def check(self, host: str, port: int, *, tls: bool, ssl_context: ssl.SSLContext | None,
+                    timeout: float) -> Unreachable | None:
+        if self.fresh(host, port):
+            return None
+        key = (host.lower(), port, tls)
+        fut = self.pending.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(self._connect(host, port, tls, ssl_context, timeout))
+            self.pending[key] = fut
+            fut.add_done_callback(lambda _f: self.pending.pop(key, None))
+        try:
+            return await asyncio.shield(fut)
+        except Exception as e:  # pragma: no cover - _connect catches its own
+            return describe(e, host, port, timeout)
+
+    async def _connect(self, host: str, port: int, tls: bool, ssl_context: ssl.SSLContext | None,
+                       timeout: float) -> Unreachable | None:
+        self.checks += 1
+        try:
+            if tls and ssl_context is None:
+                ssl_context = ssl.create_default_context()
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context if tls else None,
+                                        server_hostname=host if tls else None), timeout)
+        except Exception as e:
+            return describe(e, host, port, timeout)
+        writer.close()
+        self.answered(host, port)
+        return None
+
+
+def answer_unreachable(turn: Turn, bad: Unreachable, asked: str | None = None) -> None:
+    """Make ``turn`` answer its client, in the client's protocol, that its host cannot be
+    reached (status 502, or 504 on a timeout), recorded as an error with the reason."""
+    msg = bad.message(asked, turn.request_id)
+    turn.action, turn.outcome, turn.error = "respond", "error", msg
+    turn.url = None
+    turn.local = turn.client_error(bad.status, msg)
+    turn.events.append(("upstream_unreachable", {"host": bad.host, "port": bad.port, "kind": bad.kind,
+                                                 "message": bad.reason}))
+
+
+def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
+    """A turn answered with an error because its route's endpoint is unreachable (its route
+    says ``on_unreachable: error``): the answer also names the endpoint's host and why it is
+    down (``down``: ``host:port`` -> why, endpoints.EndpointHealth.down) and the request id."""
+    ep = turn.endpoint
+    if ep is None or turn.local is None or turn.outcome != "error" or not turn.error or "unreachable" not in turn.error:
+        return
+    where = f"{ep.host}:{ep.port}"
+    turn.error = f"{turn.error}: {where}: {down.get(where) or 'in its back-off'}"
+    turn.local = turn.client_error(turn.local.status,
+                                   f"tokunseba: {turn.error}; the turn was not sent (request {turn.request_id})")

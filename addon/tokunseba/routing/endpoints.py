@@ -1,0 +1,186 @@
+"""Endpoints: where a routed turn goes, and with which credentials (design.md §2 rule 7).
+
+An endpoint's ``url`` is its API base including the version segment
+(``http://127.0.0.1:8000/v1``); request paths come from protocols.detect's table. The key is
+never stored: ``key_env`` names the environment variable that holds it.
+
+Health is passive (``EndpointHealth``): nothing probes an endpoint. A failed connect marks
+it down for a back-off (2 s, doubling per failure in a row, at most 30 s); once that has
+passed, the next turn tries it again, and a connect that works marks it up.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from .. import protocols
+from ..neutral.effort import EFFORT_PINS, LEVELS
+from ..protocols.detect import api_path
+from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
+
+DEFAULT_PORTS = {"https": 443, "http": 80}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint base URL, or None when it can."""
+    try:
+        parts = urlsplit(url)
+        if "@" in parts.netloc:  # checked first, and never echoed: it would hold a secret
+            return "url must not contain credentials (user:password@); name the key's env var in key_env"
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        return f"url {url!r} is not a valid URL ({e})"
+    if parts.scheme not in DEFAULT_PORTS:
+        return f"url must start with http:// or https://, got {url!r}"
+    if not parts.hostname:
+        return f"url {url!r} has no host"
+    if parts.query or parts.fragment:
+        return f"url {url!r} must be the API base (e.g. http://127.0.0.1:8000/v1), without query or fragment"
+    return None
+
+
+def _one_of(field: str, allowed: Collection[str]) -> Callable[[Any], str | None]:
+    return lambda v: None if v in allowed else f"{field} must be one of: {', '.join(allowed)}; got {v!r}"
+
+
+# endpoint field -> check of its value (None = fine). Shared by Endpoint and the rules loader,
+# which checks the YAML types first and reports each problem at its line.
+FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "protocol": _one_of("protocol", protocols.NAMES),  # a live view of the registry
+    "url": url_problem,
+    "key_env": lambda v: None if v is None or _ENV_NAME.fullmatch(v) else (
+        "key_env must be the NAME of an environment variable holding the key (e.g. LOCAL_KEY), "
+        "not the key itself"
+    ),
+    "max_tokens": lambda v: None if v is None or v > 0 else f"max_tokens must be a positive integer, got {v}",
+    "system_role": _one_of("system_role", SYSTEM_ROLES),
+    "max_tokens_field": _one_of("max_tokens_field", MAX_TOKENS_FIELDS),
+    "stop": lambda v: None if v is None or (0 < len(v) <= 4 and all(isinstance(x, str) and x for x in v)) else (
+        "stop must be a list of 1 to 4 non-empty strings"
+    ),
+    "first_byte_timeout_s": lambda v: None if v is None or 0 < v < float("inf") else (
+        f"first_byte_timeout_s must be a number of seconds above 0 (leave it out: no limit), got {v}"
+    ),
+    "cooldown_max_s": lambda v: None if 0 <= v < float("inf") else (
+        f"cooldown_max_s must be a number of seconds, 0 or more (0: retry-after is not heeded), got {v}"
+    ),
+    "max_concurrency": lambda v: None if v is None or v >= 1 else (
+        f"max_concurrency must be an integer of 1 or more (leave it out: no limit), got {v}"
+    ),
+    "queue_s": lambda v: None if 0 <= v < float("inf") else f"queue_s must be a number of seconds, 0 or more, got {v}",
+    "effort": lambda v: None if v is None or v in EFFORT_PINS else (
+        f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
+    "max_effort": lambda v: None if v is None or v in LEVELS else (
+        f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    protocol: str  # anthropic | openai | openai-responses | gemini
+    url: str  # API base including the version segment, e.g. http://127.0.0.1:8000/v1
+    key_env: str | None = None  # env var holding this endpoint's key
+    model: str | None = None  # model to ask for when the route names none
+    max_tokens: int | None = None  # default/cap where the target protocol needs one
+    system_role: str = "system"  # OpenAI-compatible: role for system text ("system" | "developer")
+    max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for local servers (Ollama, old llama.cpp)
+    # stop strings the server needs to end a turn (e.g. a chat template's end marker that a base
+    # model prints as text); added to translated requests and recorded as plumbing
+    stop: tuple[str, ...] | None = None
+    # failover and capacity (proxy/failover.py, proxy/capacity.py): no status line within this many
+    # seconds is a failure (None: no limit); retry-after / rate-limit reset hints keep the
+    # endpoint out of later turns for at most cooldown_max_s; at max_concurrency turns in
+    # flight a new turn goes to the next route, after waiting up to queue_s for a slot
+    first_byte_timeout_s: float | None = None
+    cooldown_max_s: float = 60.0
+    max_concurrency: int | None = None
+    queue_s: float = 0.0
+    # reasoning effort (neutral/effort.py): pin every turn's level ("omit": send none), or cap it
+    effort: str | None = None
+    max_effort: str | None = None
+    builtin: bool = False
+
+    def __post_init__(self) -> None:
+        problems = [p for f, check in FIELD_CHECKS.items() if (p := check(getattr(self, f)))]
+        if problems:
+            raise ValueError(f"endpoint {self.name!r}: {'; '.join(problems)}")
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.url).scheme
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or DEFAULT_PORTS[parts.scheme]
+
+    @property
+    def base_path(self) -> str:
+        return urlsplit(self.url).path.rstrip("/")
+
+    def request_url(self, kind: str, model: str | None = None) -> str:
+        """Full URL of a ``kind`` request ("messages", "chat", "generate"...) at this endpoint.
+
+        ``model`` (else the endpoint's model) is needed only where it travels in the path
+        (Gemini). Raises ValueError for a kind this endpoint's protocol does not have.
+        """
+        return self.url.rstrip("/") + api_path(self.protocol, kind, model or self.model)
+
+    def auth_headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """This endpoint's own credential header, from ``env[key_env]``; {} when there is none."""
+        key = env.get(self.key_env) if self.key_env else None
+        if not key:
+            return {}
+        name, template = protocols.get(self.protocol).auth_header
+        return {name: template.format(key=key)}
+
+    def same_host(self, host: str, port: int) -> bool:
+        """Whether ``host:port`` is this endpoint's host (so client credentials may go there)."""
+        return host.lower().rstrip(".").strip("[]") == self.host.rstrip(".") and port == self.port
+
+
+# one built-in endpoint per protocol whose facts name a provider base URL, named after it
+BUILTIN_ENDPOINTS: dict[str, Endpoint] = {
+    p.name: Endpoint(p.name, p.name, p.builtin_url, p.key_env, builtin=True)
+    for p in protocols.all_protocols() if p.builtin_url
+}
+
+
+class EndpointHealth:
+    """Which endpoints (by host and port) are down, from connects that failed; no probes."""
+
+    def __init__(self, backoff_s: float = 2.0, max_backoff_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.backoff_s, self.max_backoff_s, self.clock = backoff_s, max_backoff_s, clock
+        self._down: dict[tuple[str, int], tuple[float, int, str]] = {}  # -> (until, failures in a row, why)
+
+    def reachable(self, ep: Endpoint) -> bool:
+        """False while ``ep`` is in its back-off after a failed connect."""
+        state = self._down.get((ep.host, ep.port))
+        return state is None or self.clock() >= state[0]
+
+    def failed(self, ep: Endpoint, why: str = "") -> float:
+        """A connect to ``ep`` failed: down for the next back-off (returned, in seconds)."""
+        n = self._down.get((ep.host, ep.port), (0.0, 0, ""))[1] + 1
+        wait = min(self.backoff_s * 2 ** (n - 1), self.max_backoff_s)
+        self._down[(ep.host, ep.port)] = (self.clock() + wait, n, why)
+        return wait
+
+    def ok(self, ep: Endpoint) -> None:
+        self._down.pop((ep.host, ep.port), None)
+
+    def down(self) -> dict[str, str]:
+        """``host:port`` -> why, for the endpoints in their back-off now."""
+        now = self.clock()
+        return {f"{h}:{p}": why for (h, p), (until, _, why) in self._down.items() if now < until}
