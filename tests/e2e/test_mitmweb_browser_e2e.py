@@ -302,10 +302,13 @@ def test_replay_from_the_page_translates_the_turn_again(page, web, browser):
     assert json.loads(sent.body)["model"] == "claude-ok-1" and "x-api-key" not in sent.headers
 
 
-def test_comment_column_is_wide_and_a_request_id_finds_its_turn(page, browser):
+def test_comment_column_is_wide_and_a_request_id_finds_its_turn(page, web, browser):
     """The comment starts with the request id, the column is wide enough to read it and the
     error or route after it (mitmweb's own is 150 px), and the id typed into Search finds
-    that one turn."""
+    that one turn. Measured on the list as it first opens (a selected flow's detail pane
+    takes half the window)."""
+    browser.navigate(web.ui_url)
+    browser.wait_for("document.querySelector('tbody td.col-comment') !== null", "the Comment column")
     widths = browser.js("""(() => { const td = document.querySelector('tbody td.col-comment');
         const table = td.closest('table'); return [td.getBoundingClientRect().width, table.getBoundingClientRect().width]; })()""")
     assert widths[0] >= 0.35 * widths[1] and widths[0] > 300, widths
