@@ -12,6 +12,8 @@ packages mitmproxy itself depends on (``brotli``; ``compression.zstd`` or ``back
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Decoding", "EncodingError", "UnsupportedEncoding", "is_identity"]
 
@@ -26,6 +28,12 @@ class UnsupportedEncoding(EncodingError):
 
 def is_identity(header: str | None) -> bool:
     return all(c.strip().lower() in ("", "identity") for c in (header or "").split(","))
+
+
+class _Decoder(Protocol):
+    def feed(self, data: bytes) -> bytes: ...
+
+    def close(self) -> bytes: ...
 
 
 class _Zlib:
@@ -68,6 +76,9 @@ class _Framed:
     marker was seen; a body that ends before it is an error."""
 
     name = ""
+    # set by each subclass (a bound method of its decompressor, or a method of its own)
+    process: Callable[[bytes], bytes]
+    finished: Callable[[], bool]
 
     def __init__(self) -> None:
         self._any = False
@@ -124,7 +135,7 @@ class _Zstd(_Framed):
 
 
 # content-coding token -> decoder factory
-CODINGS = {
+CODINGS: dict[str, Callable[[], _Decoder]] = {
     "gzip": lambda: _Zlib(gzip=True),
     "x-gzip": lambda: _Zlib(gzip=True),
     "deflate": lambda: _Zlib(gzip=False),

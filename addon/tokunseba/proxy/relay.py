@@ -100,6 +100,7 @@ class _Upstream(asyncio.Protocol):
             self.sink.data(data)
         else:  # an idle connection has nothing to say: not reusable
             self.dead = True
+            assert self.transport is not None  # bytes come only once connected
             self.transport.close()
 
     def eof_received(self) -> bool:
@@ -525,13 +526,17 @@ class _Exchange:
         self.last = self.loop.time()
         out = b""  # what goes to mitmproxy for these bytes: one write (one send, one read there)
         try:
-            if self.body is None:
+            body = self.body
+            if body is None:
                 self.buf += data
-                out = self._head()
-                if out is None:
+                head = self._head()
+                if head is None:
                     return
+                out = head
+                body = self.body
+                assert body is not None  # set with the head
                 data, self.buf = bytes(self.buf), bytearray()
-            piece = self.body.feed(data) if data else b""
+            piece = body.feed(data) if data else b""
             if self.held_head is not None:
                 self._hold(piece)
                 return
@@ -539,8 +544,8 @@ class _Exchange:
                 if self.beat is not None:
                     self.beat.feed(piece)
                 out += http1.chunk(piece)
-            if self.body.done:
-                self._finish("keep" if self.reusable and not self.body.trailing else "done", out)
+            if body.done:
+                self._finish("keep" if self.reusable and not body.trailing else "done", out)
                 return
             if out:
                 self.down.write(out)
@@ -607,11 +612,14 @@ class _Exchange:
     # ---- a held reply (failover)
     def _hold(self, piece: bytes) -> None:
         self.held += piece
-        if self.body.done:
-            self.held_reusable = self.reusable and not self.body.trailing
+        body = self.body
+        assert body is not None  # a reply is held once its head is in
+        if body.done:
+            self.held_reusable = self.reusable and not body.trailing
             self.done.set_result("held")
         elif len(self.held) > HOLD_MAX:  # too big for an error reply: relayed as it is, from here on
             head, self.held_head = self.held_head, None
+            assert head is not None  # only a held reply is held
             self.down.write(head + http1.chunk(bytes(self.held)))
             self.held = bytearray()
 
@@ -723,7 +731,9 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, lis
         return None
     except asyncio.LimitOverrunError:
         raise http1.HeadTooLarge() from None
-    line, headers, _ = http1.split_head(head)
+    split = http1.split_head(head)
+    assert split is not None  # readuntil returned a whole head
+    line, headers, _ = split
     parts = line.split(b" ")
     if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
         raise http1.BadMessage(f"not an HTTP/1.x request: {line[:80]!r}")
