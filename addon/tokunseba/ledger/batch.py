@@ -39,6 +39,11 @@ Record = tuple
 Statements = list[tuple[str, tuple]]
 
 
+class Executes(Protocol):  # a sqlite3.Connection, or ledger/pg.py's Recorder (which records what it is given)
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+    def executemany(self, sql: str, rows: Iterable[Any], /) -> Any: ...
+
+
 class Writes(Protocol):  # what of ``Ledger`` the fold uses (ledger/store.py imports this module)
     def start_columns(self, *values: Any) -> dict[str, Any]: ...
     def start_statements(self, *values: Any) -> Statements: ...
@@ -74,7 +79,7 @@ def statements_of(ledger: Writes, record: Record) -> Statements:
 class _Fold:
     """What one batch writes, folded, until the next BUILD record."""
 
-    def __init__(self, conn: sqlite3.Connection, ledger: Writes, turn_columns: tuple[str, ...], upsert_sql,
+    def __init__(self, conn: Executes, ledger: Writes, turn_columns: tuple[str, ...], upsert_sql,
                  event_sql: str) -> None:
         self.conn, self.ledger, self.upsert_sql, self.event_sql = conn, ledger, upsert_sql, event_sql
         self.order = {c: i for i, c in enumerate(turn_columns)}
@@ -118,7 +123,8 @@ class _Fold:
 
     def write(self) -> None:
         """Execute what is folded (SQL errors raise) and start empty."""
-        run_sql, run = None, []
+        run_sql: str | None = None
+        run: list[tuple] = []
         for rid, row in self.turns.items():
             if "usage_protocol" in row:
                 self.protocols[rid] = row["usage_protocol"]
@@ -126,10 +132,12 @@ class _Fold:
             sql = self.upsert_sql(names, rid in self.started)
             if sql != run_sql:
                 if run:
+                    assert run_sql is not None  # the statement of the rows in run
                     self.conn.executemany(run_sql, run)
                 run_sql, run = sql, []
             run.append(tuple(row[n] for n in names))
         if run:
+            assert run_sql is not None
             self.conn.executemany(run_sql, run)
         for rid, bodies in self.bodies.items():
             self.conn.execute(*self.ledger.bodies_statement(rid, bodies))
@@ -138,7 +146,7 @@ class _Fold:
         self.turns, self.started, self.bodies, self.events = {}, set(), {}, []
 
 
-def write_folded(conn: sqlite3.Connection, ledger: Writes, records: Iterable[Record], *,
+def write_folded(conn: Executes, ledger: Writes, records: Iterable[Record], *,
                  turn_columns: tuple[str, ...], upsert_sql, event_sql: str) -> list[tuple[str, Exception]]:
     """Write ``records`` folded, inside the caller's transaction; return the records left
     out as (name, error). SQL errors raise (the caller rolls back)."""

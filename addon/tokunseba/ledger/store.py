@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote
 
 from .. import jsonc, protocols
@@ -43,6 +43,9 @@ from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
 from ..credentials import redact_text, redact_url, scrub, split_url_password
 from ..neutral.usage import Usage
+
+if TYPE_CHECKING:  # imported when a PostgreSQL ledger opens (psycopg is optional)
+    from .shared import SharedWriter
 
 log = logging.getLogger("tokunseba.ledger")
 
@@ -273,9 +276,9 @@ USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 
 
 @overload
-def usage_counting(name: str | None) -> str | None: ...
-@overload
 def usage_counting(name: str | None, default: str) -> str: ...
+@overload
+def usage_counting(name: str | None, default: str | None = None) -> str | None: ...
 def usage_counting(name: str | None, default: str | None = None) -> str | None:
     """The counting convention of a ``usage_protocol`` value (protocols.counting), else ``default``."""
     return protocols.counting(name) or default
@@ -389,7 +392,7 @@ class Ledger:
         self._lock = threading.RLock()  # RLock: a batch builds its statements while holding it
         self._conn: Any = None  # sqlite3.Connection, or ledger_pg.PgConnection
         self.dialect = SQLITE
-        self.shared = None  # ledger_shared.SharedWriter: the PostgreSQL writer's connection and spool
+        self.shared: SharedWriter | None = None  # ledger_shared.SharedWriter: the PostgreSQL writer's connection and spool
         if url_scheme(path) in PG_SCHEMES:
             self._open_pg(os.fspath(path))
             return
@@ -420,7 +423,7 @@ class Ledger:
         try:
             self._conn.connect()
             missing = not self._has_table("turns")
-        except (Away, *db_errors()) as e:
+        except (Away,) + db_errors() as e:
             self._conn.close()
             raise LedgerError(f"cannot open the ledger {self.path}: {redact_text(' '.join(str(e).split()))}") from None
         if missing:
@@ -435,6 +438,7 @@ class Ledger:
         """Raise ``LedgerError`` for a ledger given as a URL this tokunseba cannot open: a URL
         is never taken for a file name."""
         if (scheme := url_scheme(target)) is not None and scheme not in PG_SCHEMES:
+            assert target is not None  # it has a scheme
             raise LedgerError(f"cannot open the ledger {redact_url(os.fspath(target))}: a {scheme}: URL is not "
                               "a ledger tokunseba can open (give a SQLite file path or a postgresql:// URL)")
 
@@ -535,8 +539,8 @@ class Ledger:
                 if not isinstance(e, Exception):
                     raise
             else:
-                for what, e in left_out:
-                    log.warning("ledger %s failed: %s", what, e)
+                for what, err in left_out:
+                    log.warning("ledger %s failed: %s", what, err)
                 return True
             return self._write_one_by_one(conn, records)
 
@@ -826,7 +830,8 @@ class Ledger:
         if not self._has_table("turns"):
             return []
         sql = "SELECT * FROM turns"
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if since is not None:
             where.append("started_at >= ?")
             params.append(since)
@@ -842,12 +847,12 @@ class Ledger:
             params.append(instance)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        params = tuple(params)
+        args = tuple(params)
         sql += " ORDER BY started_at DESC, rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
-            params = (*params, limit)
-        return [self._decode(r) for r in self._query(sql, params)]
+            args = (*args, limit)
+        return [self._decode(r) for r in self._query(sql, args)]
 
     def get_turn(self, prefix: str) -> dict:
         """The turn whose request id is ``prefix`` or starts with it (when unique)."""
@@ -897,7 +902,8 @@ class Ledger:
         prim = ", ".join(f"t.{c} AS primary_{c}" for c in (
             "rule", "endpoint", "host", "model_used", "requested_model", "outcome", "status", "latency_ms",
             "usage_protocol", "usage_reported", *(f"usage_{f}" for f in USAGE_FIELDS)))
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if since is not None:
             where.append("s.started_at >= ?")
             params.append(since)
@@ -1092,8 +1098,8 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
                 u[f] = (u[f] or 0) + v  # a field no turn reported stays None, never 0
     timings = {}
     for name in ("latency_ms", "ttfb_ms"):
-        vals = [r[name] for r in rows if r[name] is not None]
-        timings[name] = {"n": len(vals), "p50": percentile(vals, 50), "p95": percentile(vals, 95)}
+        times = [r[name] for r in rows if r[name] is not None]
+        timings[name] = {"n": len(times), "p50": percentile(times, 50), "p95": percentile(times, 95)}
     return {
         "since": since,
         **totals,
