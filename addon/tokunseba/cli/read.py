@@ -234,7 +234,7 @@ def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -
     try:
         with ledger:
             return body(ledger)
-    except (*db_errors(), OverflowError) as e:
+    except db_errors() + (OverflowError,) as e:
         return _error(f"cannot read the ledger {ledger.path}: {redact_text(str(e))}", 1)
 
 
@@ -443,7 +443,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             session = ledger.turns(session=turn["session_id"]) if turn.get("session_id") else []
     except LookupError as e:
         return _error(str(e.args[0]), 1)
-    except (*db_errors(), OverflowError) as e:
+    except db_errors() + (OverflowError,) as e:
         return _error(f"cannot read the ledger {ledger.path}: {e}", 1)
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):

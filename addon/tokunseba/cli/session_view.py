@@ -90,8 +90,8 @@ class _Acc:
         self.served += kind not in NOT_SERVED
         self.errors += kind == "error"
         self.refused += kind == "refused"
-        if (f := failovers_of(row)) is not None:
-            self.failovers = (self.failovers or 0) + f
+        if (n := failovers_of(row)) is not None:
+            self.failovers = (self.failovers or 0) + n
         status, cost = turn_cost(prices, row)
         if status == "no_usage":
             self.no_usage += 1

@@ -213,7 +213,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             done = replay(ledger, turn, ep, os.environ, timeout=timeout)
     except (LookupError, ReplayError) as e:
         return _error(str(e.args[0]), 1)
-    except (LedgerError, *db_errors()) as e:
+    except (LedgerError,) + db_errors() as e:
         return _error(f"cannot use the ledger {redact_url(str(path))}: {redact_text(str(e))}", 1)
     if args.save:
         try:
