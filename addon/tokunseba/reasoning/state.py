@@ -98,7 +98,7 @@ class Capture:
             if b is not None and b.parts is not None:
                 b.parts.append(ev.text)  # type: ignore[attr-defined]
         elif t is BlockStart:
-            b = self._by_index[ev.index] = _Block(ev)  # type: ignore[arg-type]
+            b = self._by_index[ev.index] = _Block(ev)  # type: ignore[attr-defined, arg-type]
             self._blocks.append(b)
         elif t is BlockSignature:
             b = self._by_index.get(ev.index)  # type: ignore[attr-defined]
@@ -243,7 +243,9 @@ def explain_state(kind: str, d: dict) -> list[tuple[str, str]]:
         keys = x.get("keys")
         return ", ".join(map(str, keys)) if isinstance(keys, list) else ""
 
-    items = d.get("items") if isinstance(d.get("items"), list) else [d]
+    items = d.get("items")
+    if not isinstance(items, list):
+        items = [d]
     if kind == "state_restored":
         return [("reasoning", f"{x.get('kind') or 'state'} for {ids(x)} restored from {x.get('from')} "
                               f"({d.get('endpoint')}/{d.get('model')}, {x.get('message')})") for x in items]

@@ -530,7 +530,7 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             m = r.mapping(node, what, None)
             if m is None:
                 return None
-            out: dict[str, str] = {}
+            out: dict[str, str | None] = {}  # None: a bad regex (reported)
             for name, (kn, vn) in m.items():
                 if name.lower() in out:
                     r.error(kn, f"{what}: header {name!r} given twice (names are case-insensitive)")
@@ -626,6 +626,7 @@ def _routes(r: _Reader, node: Node, endpoints: dict[str, Endpoint], declared: se
             for key, (kn, vn) in (r.mapping(m["when"][1], f"{where}: when", tuple(CHECKS)) or {}).items():
                 when[key] = _when_value(r, key, vn, where)
         if len(r.problems) == before and (to in endpoints or (to is None and shadow in endpoints)):
+            assert name is not None  # a route without one has a problem
             routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable, shadow, sample))
     return routes
 
@@ -720,6 +721,7 @@ def _max_output_warnings(rules: Rules, route: Route, ep: Endpoint) -> list[str]:
 
 def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
     """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
+    assert route.shadow is not None  # called for a route with a shadow
     ep = rules.endpoints[route.shadow]
     why = [w for c in route.when.get("client") or PROTOCOLS
            if (w := shadow_refusal(c, ep.protocol) or pair_refusal(c, ep.protocol))]
