@@ -17,7 +17,9 @@ from tokunseba import sse
 from tokunseba.proxy.relay import PREFIX, Target
 from tokunseba.ledger.store import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
+from tokunseba.proxy import recorder
 from tokunseba.proxy.pump import Pump, reply_completed
+from tokunseba.proxy.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
 
@@ -520,9 +522,9 @@ CHAT_REPLY = {"id": "chatcmpl-w", "object": "chat.completion", "created": 1, "mo
 
 async def _ledger_turn(addon, tmp_path, rid: str) -> tuple[dict, list[str]]:
     """The turn's row and event kinds once recorded: a completion waits for mitmproxy to have
-    written the reply (these test flows stay live, so until mitm._after_sent gives up) and
+    written the reply (these test flows stay live, so until recorder.after_sent gives up) and
     the ledger's writer thread commits it."""
-    for _ in range(mitm.AFTER_SENT_MAX_TURNS + 5):
+    for _ in range(recorder.AFTER_SENT_MAX_TURNS + 5):
         await asyncio.sleep(0)
     assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
@@ -798,8 +800,8 @@ async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, mo
 
 @pytest.mark.parametrize("authority", [b"", b"api.anthropic.com"])
 def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(authority):
-    """mitm._point_at makes what ``req.url = relay URL`` makes (fields, Host header,
-    authority); mitm._set_target puts the client's request back exactly."""
+    """target.point_at makes what ``req.url = relay URL`` makes (fields, Host header,
+    authority); target.set_target puts the client's request back exactly."""
     def req():
         r = make_flow(ANT_BODY).request
         r.data.authority = authority
@@ -807,9 +809,9 @@ def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(auth
 
     fast, slow = req(), req()
     before = fast.get_state()
-    target = mitm._target_of(fast)
-    mitm._point_at(fast, "http", "127.0.0.1", 4321, PREFIX + "tok")
+    target = target_of(fast)
+    point_at(fast, "http", "127.0.0.1", 4321, PREFIX + "tok")
     slow.url = f"http://127.0.0.1:4321{PREFIX}tok"
     assert fast.get_state() == slow.get_state() and fast.url == slow.url
-    mitm._set_target(fast, target)
+    set_target(fast, target)
     assert fast.get_state() == before

@@ -17,7 +17,7 @@ class Shown:
     flow once the request has left) and the key values to keep out of its comment."""
 
     client_url: str | None
-    client_target: tuple | None = None  # the client's scheme, host, port, path, authority, Host (mitm._target_of)
+    client_target: tuple | None = None  # the client's scheme, host, port, path, authority, Host (target.target_of)
     secrets: set[str] = field(default_factory=set)
     added_keys: list[str] = field(default_factory=list)  # credential headers tokunseba set (the endpoint's key)
 

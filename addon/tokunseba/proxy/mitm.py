@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import ssl
 import time
 from collections import OrderedDict
@@ -37,15 +36,37 @@ from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
 from .flowstate import FlowState, Shown
 from ..ledger.writer import LedgerWriter
-from .outcome import Outcome, shape_problem, upstream_failure, usage_of
+from .outcome import Outcome, shape_problem, upstream_failure
+from .disposition import (
+    ANSWER_BROKEN,
+    ANSWER_SHAPE,
+    ANSWER_UNREACHABLE,
+    JUDGE_WHOLE,
+    RETARGET_ERROR,
+    TRANSLATE_WHOLE,
+    Disposition,
+    dispose,
+    failure_message,
+    translate_whole_reply,
+)
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
-from .pump import MAX_STORED_BODY, Pump, reply_completed
+from .pump import Pump, reply_completed
 from ..reasoning.store import DEFAULT_MAX_ENTRIES, Keeper, open_keeper
 from ..routing.rules import Rules, RulesError, load_rules
-from ..shadow.turns import should_shadow
-from ..shadow.scope import shadowable
-from ..shadow.sender import ShadowJob, ShadowSender
-from ..protocols.detect import guess, provider_hosts
+from ..shadow.sender import ShadowSender
+from .recorder import TurnRecorder, after_sent
+from .shadowing import maybe_shadow, primary_done
+from .target import (
+    extra_for,
+    field_name,
+    guess_protocol,
+    header_names,
+    is_provider_host,
+    looks_like_provider_call,
+    point_at,
+    set_target,
+    target_of,
+)
 from ..credentials import (
     KNOWN_SECRETS,
     REDACTED,
@@ -68,7 +89,6 @@ from ..turn import (
     response_mode,
     retarget_error,
     stream_translator,
-    translate_whole,
     websocket_refusal,
 )
 from ..webview.view import (
@@ -110,8 +130,7 @@ def _keepalive_seconds(value: str) -> float:
 class Tokunseba:
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)
-        self.ledger: LedgerWriter | None = None
-        self.store_bodies = False  # tokunseba_ledger_bodies (_open_ledger)
+        self.recorder = TurnRecorder()  # the ledger's writer and each turn's records, in order (proxy/recorder.py)
         self.access: tuple[bool, bool] | None = None  # (proxyauth set, tokunseba_allow_remote_clients), as _plan read them
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
@@ -129,9 +148,28 @@ class Tokunseba:
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
         self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
-        # request id -> the records of its start, until queued in the loop's next step (_ledger_start)
-        self.unstarted: dict[str, Callable[[], None]] = {}
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
+
+    @property
+    def ledger(self) -> LedgerWriter | None:
+        return self.recorder.ledger
+
+    @ledger.setter
+    def ledger(self, writer: LedgerWriter | None) -> None:
+        self.recorder.ledger = writer
+
+    @property
+    def store_bodies(self) -> bool:  # tokunseba_ledger_bodies (_open_ledger)
+        return self.recorder.store_bodies
+
+    @store_bodies.setter
+    def store_bodies(self, keep: bool) -> None:
+        self.recorder.store_bodies = keep
+
+    @property
+    def unstarted(self) -> dict[str, Callable[[], None]]:
+        """Request id -> the records of its start, until queued in the loop's next step."""
+        return self.recorder.unstarted
 
     # ---- options ----
     def load(self, loader) -> None:
@@ -233,7 +271,7 @@ class Tokunseba:
         """Open the ledger behind its writer thread, as a new owner of turns; turns left open
         by proxies that no longer run become interrupted."""
         if self.ledger is not None:
-            self._start_all()
+            self.recorder.start_all()
             self.ledger.close()
             self.ledger = None
         self.store_bodies = bool(ctx.options.tokunseba_ledger_bodies)
@@ -316,7 +354,7 @@ class Tokunseba:
             for t in list(self.shadows.tasks):
                 t.cancel()
         if self.ledger is not None:
-            self._start_all()
+            self.recorder.start_all()
             self.ledger.interrupt_own()  # turns still open now will never complete
             self.ledger.close()
             self.ledger = None
@@ -339,7 +377,7 @@ class Tokunseba:
             if flow.request.method == "GET":
                 ws = websocket_refusal(self.rules, method="GET", host=flow.request.pretty_host, path=flow.request.path,
                                        headers=flow.request.headers.items(multi=True),
-                                       extra_hosts=self._extra_for(flow.request.pretty_host, flow.request.port))
+                                       extra_hosts=extra_for(self.provider_hosts, flow.request.pretty_host, flow.request.port))
                 if ws is not None:
                     self._respond(flow, ws)
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
@@ -351,7 +389,7 @@ class Tokunseba:
                 if turn.action == "pass" and turn.local is None:
                     await self._check_reach(flow, turn)
                 origin = (turn.host, flow.request.port)  # the client's (pretty) host, before _apply retargets it
-                self._maybe_shadow(self._apply(flow, turn, conn, slot, prep), origin)
+                maybe_shadow(self.shadows, self.rules, self._apply(flow, turn, conn, slot, prep), origin)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             state = self.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
@@ -361,8 +399,8 @@ class Tokunseba:
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
                 self._show_client_url(flow, state)
                 self._present(flow, state, "error", 500)
-            elif _looks_like_provider_call(flow, self.provider_hosts):  # never let a half-handled provider call leak out
-                self._respond(flow, client_error(_guess_protocol(flow), 500, f"tokunseba internal error: {e}", "api_error"))
+            elif looks_like_provider_call(flow.request, self.provider_hosts):  # never let a half-handled provider call leak out
+                self._respond(flow, client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}", "api_error"))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self.flows.get(flow.id)
@@ -413,78 +451,79 @@ class Tokunseba:
             self.reach.answered(flow.request.host, flow.request.port)
         try:
             r = flow.response
-            rep = whole = None
             # relay-made (a turn that failed over to its own host went through the relay too)
             mark = r.headers.get(RELAY_MARK) if turn.action in ("translate", "retarget") or state.chain else None
-            if mark != "connect-failed" and (mark or (broken and mode in ("translate-whole", "leave"))):
-                # reset or truncated before the reply was whole: said as such, never "not valid JSON"
-                why = broken or r.get_text(strict=False) or "upstream connection broke"
-                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
-                r = flow.response
-                turn.outcome, turn.error = "error", why
-            elif mark == "connect-failed":
-                msg = r.get_text(strict=False) or "connection failed"
-                ep = turn.endpoint.name if turn.endpoint else "?"
-                self._event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
-                                                           "message": msg})
-                err = turn.client_error(502, f"tokunseba: endpoint {ep} is unreachable: {msg}", "api_error")
-                turn.error = msg
-                self._respond(flow, err)
-                r = flow.response
-            elif mode == "translate-whole":
-                upstream_status, raw = r.status_code, r.get_content(strict=False) or b""
-                if upstream_status >= 400:
-                    self._event(turn, "upstream_error", {"status": upstream_status, "message": _snippet(raw)})
-                try:
-                    status, headers, body, rep = translate_whole(turn, upstream_status, raw)
-                except Exception:
-                    # the reply could not be translated: its usage still happened, as reported
-                    usage = usage_of(turn.target_protocol, raw) if upstream_status < 400 else None
-                    raise _WholeReplyFailed(usage)
-                r.status_code = status
-                r.headers.pop("content-encoding", None)
-                for k, v in headers.items():
-                    r.headers[k] = v
-                r.content = body
-            elif mode == "shape-error":
-                why = shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
-                self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
-                self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
-                r = flow.response
-                turn.outcome, turn.error = "error", why
-            elif state.pump is None and turn.action in ("pass", "retarget") and r.status_code < 400:
-                # a whole reply passed on: judged (parsed) once, here, for its usage and shape
-                whole = Outcome.of_whole(turn.client_protocol, r.status_code, r.headers.get("content-type"),
-                                         r.get_content(strict=False) or b"")
-                if mode == "leave" and turn.action == "retarget" and whole.problem is not None:
-                    why = whole.problem  # HTML or cut JSON where the client's JSON was due
-                    self._event(turn, "upstream_error", {"status": r.status_code, "message": why})
-                    self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
-                    r = flow.response
-                    turn.outcome, turn.error = "error", why
-                    whole = None
-            elif mode == "leave" and turn.action == "retarget" and r.status_code >= 400:
-                raw = r.get_content(strict=False) or b""
-                self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(raw)})
-                if (said := retarget_error(turn, r.status_code, raw)) is not None:  # empty or HTML: the client's envelope
-                    self._respond(flow, said)
-                    r = flow.response
-            elif mode is None and turn.action != "respond" and r.status_code >= 400:
-                self._event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
-            _redact_whole_reply(r, turn)
-            _keep_client_close(r, state)
-            self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
+            d = dispose(mark=mark, mode=mode, action=turn.action, status=r.status_code, has_pump=state.pump is not None,
+                        broken=broken, shape=shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
+                        if mode == "shape-error" else None)
+            self._carry_out(flow, state, d)
         except Exception as e:
-            cause = e.__context__ if isinstance(e, _WholeReplyFailed) else e
-            if not isinstance(cause, TranslationError):
+            if not isinstance(e, TranslationError):
                 log.exception("tokunseba: response hook failed")
-            msg = cause.message if isinstance(cause, TranslationError) else f"tokunseba: could not translate the reply: {cause}"
-            err = turn.client_error(502, msg, "api_error")
-            self._respond(flow, err)
-            _keep_client_close(flow.response, state)
-            turn.outcome, turn.error = "error", msg
-            self._complete(flow, state, Outcome(err.status, usage=e.usage if isinstance(e, _WholeReplyFailed) else None),
-                           defer=True)
+            self._fail_reply(flow, state, failure_message(e), None)
+
+    def _carry_out(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> None:
+        """The I/O a ``Disposition`` names (proxy/disposition.py), then the turn's record."""
+        turn, r = state.turn, flow.response
+        rep = whole = None
+        if d.record_error:
+            self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
+        if d.do == ANSWER_BROKEN:  # reset or truncated before the reply was whole: said as such, never "not valid JSON"
+            why = d.message or r.get_text(strict=False) or "upstream connection broke"
+            self._answer_error(flow, turn, why)
+        elif d.do == ANSWER_UNREACHABLE:
+            msg = r.get_text(strict=False) or "connection failed"
+            ep = turn.endpoint.name if turn.endpoint else "?"
+            self.recorder.event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
+                                                       "message": msg})
+            turn.error = msg
+            self._respond(flow, turn.client_error(502, f"tokunseba: endpoint {ep} is unreachable: {msg}", "api_error"))
+        elif d.do == TRANSLATE_WHOLE:
+            done = translate_whole_reply(turn, r.status_code, r.get_content(strict=False) or b"")
+            if done.failure is not None:
+                if done.unexpected is not None:
+                    log.error("tokunseba: response hook failed", exc_info=done.unexpected)
+                self._fail_reply(flow, state, done.failure, done.usage)
+                return
+            r.status_code = done.status
+            r.headers.pop("content-encoding", None)
+            for k, v in done.headers.items():
+                r.headers[k] = v
+            r.content = done.body
+            rep = done.report
+        elif d.do == ANSWER_SHAPE:
+            self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": d.message})
+            self._answer_error(flow, turn, d.message or "upstream reply in the wrong shape")
+        elif d.do == JUDGE_WHOLE:  # a whole reply passed on: judged (parsed) once, here, for its usage and shape
+            whole = Outcome.of_whole(turn.client_protocol, r.status_code, r.headers.get("content-type"),
+                                     r.get_content(strict=False) or b"")
+            if d.strict and whole.problem is not None:  # HTML or cut JSON where the client's JSON was due
+                self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": whole.problem})
+                self._answer_error(flow, turn, whole.problem)
+                whole = None
+        elif d.do == RETARGET_ERROR:
+            said = retarget_error(turn, r.status_code, r.get_content(strict=False) or b"")
+            if said is not None:  # empty or HTML: the client's envelope
+                self._respond(flow, said)
+        r = flow.response
+        _redact_whole_reply(r, turn)
+        _keep_client_close(r, state)
+        self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
+
+    def _answer_error(self, flow: http.HTTPFlow, turn: Turn, why: str) -> None:
+        """The client gets a 502 in its protocol saying ``why``; the turn is an error."""
+        self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
+        turn.outcome, turn.error = "error", why
+
+    def _fail_reply(self, flow: http.HTTPFlow, state: FlowState, msg: str, usage) -> None:
+        """The reply could not be made: the client gets a 502 saying so, recorded with the usage
+        the upstream reported all the same (a whole reply that could not be translated)."""
+        turn = state.turn
+        err = turn.client_error(502, msg, "api_error")
+        self._respond(flow, err)
+        _keep_client_close(flow.response, state)
+        turn.outcome, turn.error = "error", msg
+        self._complete(flow, state, Outcome(err.status, usage=usage), defer=True)
 
     def error(self, flow: http.HTTPFlow) -> None:
         state = self.flows.pop(flow.id, None)
@@ -500,16 +539,16 @@ class Tokunseba:
             if _client_went_away(msg) and reply_completed(state.pump) and flow.response is not None:
                 # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
                 # as soon as it has response.completed): the turn is complete
-                self._event(turn, "client_closed", {"message": msg, "after": "completion"})
+                self.recorder.event(turn, "client_closed", {"message": msg, "after": "completion"})
                 self._complete(flow, state, self._reply_outcome(flow, state, flow.response.status_code))
                 return
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
-                self._event(turn, "client_cancelled", {"message": msg})
+                self.recorder.event(turn, "client_cancelled", {"message": msg})
                 turn.outcome = "cancelled"
                 turn.error = msg
             else:
                 turn.error = broken or upstream_failure(msg)
-                self._event(turn, "upstream_error", {"status": None, "message": turn.error})
+                self.recorder.event(turn, "upstream_error", {"status": None, "message": turn.error})
             self._complete(flow, state, self._reply_outcome(flow, state, None, failed=turn.outcome != "cancelled"))
         except Exception:
             log.exception("tokunseba: error hook failed")
@@ -528,7 +567,7 @@ class Tokunseba:
         host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
         prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
                                headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
-                               extra_hosts=self._extra_for(host, port))
+                               extra_hosts=extra_for(self.provider_hosts, host, port))
         if prep is None:
             return None
         prep.keeper = self.keeper
@@ -630,25 +669,18 @@ class Tokunseba:
         if bad is not None:
             answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (_console)
 
-    def _extra_for(self, host: str, port: int) -> dict[str, str] | None:
-        """The tokunseba_provider_hosts entry for this host, as detect() takes it."""
-        if not self.provider_hosts:
-            return None
-        proto = self.provider_hosts.get(f"{host}:{port}".lower()) or self.provider_hosts.get(host.lower())
-        return {host: proto} if proto else None
-
     def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
                prep=None) -> FlowState:
         state = self.flows[flow.id] = FlowState(turn, slot=slot, attempt_at=time.monotonic())
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
-        self._ledger_start(turn)
+        self.recorder.start(turn)
         req = flow.request
         state.client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
         flow.metadata[CLIENT_KEY] = client_name(req.headers.get("user-agent"), turn.client_protocol)
         client_url, client_headers = req.url, req.headers.copy()
-        state.shown = Shown(client_url, client_target=_target_of(req))
+        state.shown = Shown(client_url, client_target=target_of(req))
         flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
@@ -676,11 +708,11 @@ class Tokunseba:
                                             first_byte_s=ep.first_byte_timeout_s if ep else None,
                                             protocol=turn.target_protocol)
             state.relay_token = token
-            _point_at(req, "http", "127.0.0.1", self.relay.port, f"{RELAY_PREFIX}{token}")
+            point_at(req, "http", "127.0.0.1", self.relay.port, f"{RELAY_PREFIX}{token}")
         elif turn.url:
             req.url = turn.url
         if turn.keep_headers is not None:  # one pass over the raw fields (a name lookup scans them all)
-            gone = apply_header_changes(_header_names(req.headers), turn)
+            gone = apply_header_changes(header_names(req.headers), turn)
             if gone:  # as ``headers.pop(name)``: every field of that name, in any case
                 raw = {n.encode("utf-8", "surrogateescape").lower() for n in gone}
                 req.headers.fields = tuple(f for f in req.headers.fields if f[0].lower() not in raw)
@@ -732,7 +764,7 @@ class Tokunseba:
                     + (f"; cooled for {tried.cooled_s:g} s" if tried.cooled_s else "")
                     + (f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else 'the original host'}"
                        if nxt is not None else "; no next route: the client gets this failure"))
-        self._event(turn, "attempt_failed", {**tried.record(),
+        self.recorder.event(turn, "attempt_failed", {**tried.record(),
                                              "next": None if nxt is None else (
                                                  nxt.endpoint.name if nxt.action != "pass" else "original host")})
         if nxt is None:
@@ -759,34 +791,6 @@ class Tokunseba:
                       first_byte_s=ep.first_byte_timeout_s if ep else None,
                       protocol=nxt.target_protocol or nxt.client_protocol,
                       keepalive=nxt.action == "translate" or protocols.get(nxt.client_protocol).passthrough_keepalive)
-
-    def _maybe_shadow(self, state: FlowState, origin: tuple[str, int]) -> None:
-        """A route with `shadow:` also sends this turn to its shadow endpoint, in the
-        background: scheduled here, it never delays the client's turn (shadow/sender.py). A
-        failure here is logged and costs the client nothing."""
-        turn = state.turn
-        route = turn.decision.route if turn.decision else None
-        if (route is None or route.shadow is None or self.shadows is None or turn.local is not None
-                or not turn.may_shadow  # a shadow spends the shadow endpoint's key: loopback or opt-in only
-                or not shadowable(turn.client_protocol, turn.detected.kind)
-                or not should_shadow(route.shadow_sample, random.random())):
-            return
-        try:
-            job = ShadowJob(turn.request_id, route.name, self.rules.endpoints[route.shadow], turn.client_protocol,
-                            turn.detected.kind, turn.original_body, *origin)
-            if self.shadows.submit(job):
-                state.shadowed = True
-        except Exception:
-            log.exception("tokunseba: could not schedule the shadow of %s", turn.request_id)
-
-    def _shadow_primary_done(self, state: FlowState, status: int | None, body: bytes | None) -> None:
-        """Hand the reply the client got to the shadow waiting to compare with it (once)."""
-        if not state.shadowed:
-            return
-        state.shadowed = False
-        turn = state.turn
-        error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
-        self.shadows.primary_done(turn.request_id, status, body or b"", error)
 
     # ---- mitmweb: what a user sees of the turn ----
     def _record_original(self, flow: http.HTTPFlow, state: FlowState, client_url: str,
@@ -821,7 +825,7 @@ class Tokunseba:
             if shown is None:
                 return
             if shown.client_target is not None:
-                _set_target(flow.request, shown.client_target)
+                set_target(flow.request, shown.client_target)
             elif shown.client_url and flow.request.url != shown.client_url:
                 flow.request.url = shown.client_url
             for name in shown.added_keys:
@@ -866,7 +870,7 @@ class Tokunseba:
             why = ("the client's request is not kept in memory (a flow loaded from a file, or an older one): "
                    "send the turn again from the client") if kept is None else "the client's body was too large to keep"
             msg = f"tokunseba: this flow cannot be replayed: tokunseba rewrote it and {why}"
-            self._respond(flow, client_error(rec.get("client_protocol") or _guess_protocol(flow), 400, msg,
+            self._respond(flow, client_error(rec.get("client_protocol") or guess_protocol(flow.request.path), 400, msg,
                                              "invalid_request_error"))
             flow.marked, flow.comment = MARKS["refused"], msg
             return False
@@ -889,7 +893,7 @@ class Tokunseba:
             self.health.failed(turn.endpoint, target.broken)
         if target is not None and target.broken and not target.broken.startswith("cannot connect"):
             turn.error = target.broken
-            self._event(turn, "upstream_error", {"status": None, "message": target.broken})
+            self.recorder.event(turn, "upstream_error", {"status": None, "message": target.broken})
             return target.broken
         return None
 
@@ -909,52 +913,6 @@ class Tokunseba:
 
     def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
         flow.response = http.Response.make(lr.status, lr.body, lr.headers)
-
-    def _ledger_start(self, turn: Turn) -> None:
-        """Record the turn's start, decision and first events, as known now, once the request
-        hook has returned (``_soon``): mitmproxy sends the request on in the same step, so the
-        writer is handed these records while the upstream works, not before the request left.
-        Nothing of this turn is recorded before them (FIFO: every later record of the turn
-        comes from a later loop step)."""
-        ledger = self.ledger
-        if ledger is None:
-            return
-        d = turn.decision
-        rid, started_at = turn.request_id, turn.started_at
-        start = dict(started_at=started_at, client_protocol=turn.client_protocol, host=turn.host, path=turn.path,
-                     requested_model=turn.requested_model, stream=turn.stream)
-        # the outcome stays NULL (open) until the turn ends: _complete writes it
-        decided = dict(rule=d.route.name if d and d.route else None,
-                       endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
-                       model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
-                       error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
-                       **turn.who.ledger_fields())
-        events = list(turn.events)
-
-        def record() -> None:
-            ledger.start_turn(rid, **start)
-            ledger.update_turn(rid, **decided)
-            for kind, data in events:
-                ledger.event(rid, kind, data, ts=started_at)
-
-        self.unstarted[rid] = record
-        _soon(lambda: self._started(rid))
-
-    def _start_all(self) -> None:
-        for rid in list(self.unstarted):
-            self._started(rid)
-
-    def _started(self, request_id: str) -> None:
-        """Queue the turn's start records now if they still wait (``_ledger_start``): every
-        other record of a turn goes through here first, so none can precede its start."""
-        record = self.unstarted.pop(request_id, None)
-        if record is not None:
-            record()
-
-    def _event(self, turn: Turn, kind: str, data: dict) -> None:
-        if self.ledger is not None:
-            self._started(turn.request_id)
-            self.ledger.event(turn.request_id, kind, data)
 
     def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None,
                        whole: Outcome | None = None, *, failed: bool = False) -> Outcome:
@@ -986,7 +944,7 @@ class Tokunseba:
         watch judged broken; a 2xx whole reply that is not JSON) is recorded as an error
         with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
         mitmproxy calls before it writes the reply's last bytes) the record is made once
-        mitmproxy has handed those bytes to the client's connection (``_after_sent``)."""
+        mitmproxy has handed those bytes to the client's connection (``recorder.after_sent``)."""
         turn, status, usage = state.turn, out.status, out.usage
         if status is not None and status < 400 and turn.endpoint is not None and self.capacity.failures:
             self.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
@@ -1005,10 +963,10 @@ class Tokunseba:
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         body = _client_body(flow, out) if state.shadowed or self.store_bodies else None  # read only when kept
-        self._shadow_primary_done(state, status, body)
+        primary_done(self.shadows, state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
-            self._event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
+            self.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                              "model": turn.capture.model})
         self._present(flow, state, outcome, status)
         self._console(flow, turn, outcome, status, usage, now)
@@ -1019,71 +977,14 @@ class Tokunseba:
                                  attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
                                  traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
                                  response_body=_client_body(flow, out) if self.spans.bodies else None)
-        if self.ledger is None:
+        record = self.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
+                                          chain=state.chain, attempt_at=state.attempt_at, body=body)
+        if record is None:
             return
-        latency = round((now - turn.started_at) * 1000, 3)
-        ttfb = round((fb - turn.started_at) * 1000, 3) if fb else None
-        fields = dict(status=status, latency_ms=latency, ttfb_ms=ttfb,
-                      usage_reported=usage.reported if usage else None, usage_protocol=usage.counting if usage else None,
-                      usage_client=out.client_usage, outcome=outcome)
-        if turn.error:
-            fields["error"] = turn.error
-        chain = state.chain
-        if chain is not None and chain.failed and chain.gave_up:  # the last failed attempt is what the client got
-            fields["attempts"] = [a.record() for a in chain.failed]
-        elif chain is not None and chain.failed:  # the attempts, the last one the attempt the client got
-            d = turn.decision
-            last = {"route": d.route.name if d and d.route else None,
-                    "endpoint": turn.endpoint.name if turn.endpoint and turn.action != "pass" else None,
-                    "kind": "answered", "status": status, "why": turn.error,
-                    "ms": round((time.monotonic() - state.attempt_at) * 1000, 3)}
-            fields["attempts"] = [a.record() for a in chain.failed] + [last]
-        if self.store_bodies and body is not None:
-            fields["response_body"] = body[:MAX_STORED_BODY]
-        done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,
-                "usage": usage.reported if usage else None, "usage_client": out.client_usage, **details}
-        ledger, rid = self.ledger, turn.request_id
-
-        def record() -> None:
-            self._started(rid)
-            ledger.update_turn(rid, **fields)
-            ledger.event(rid, "completed", done)
-
         if defer:
-            _after_sent(flow, record)
+            after_sent(flow, record)
         else:
             record()
-
-
-def _target_of(req: http.Request) -> tuple:
-    """Where a request goes, as mitmproxy holds it: scheme, host, port, path, authority and
-    the Host header (``_set_target`` puts it back exactly)."""
-    d = req.data
-    return d.scheme, d.host, d.port, d.path, d.authority, d.headers.get("host")
-
-
-def _set_target(req: http.Request, target: tuple) -> None:
-    """Put back what ``_target_of`` read, without mitmproxy's URL parse (per turn, the
-    ``url`` setter parses and rewrites the Host header twice)."""
-    d = req.data
-    d.scheme, d.host, d.port, d.path, d.authority, host = target
-    if host is not None:
-        d.headers["host"] = host
-    elif "host" in d.headers:
-        del d.headers["host"]
-
-
-def _point_at(req: http.Request, scheme: str, host: str, port: int, path: str) -> None:
-    """``req.url = scheme://host:port/path`` for a loopback host (the relay) without
-    mitmproxy's URL parse: the same fields, Host header and authority as the setter makes."""
-    d = req.data
-    default = port == (443 if scheme == "https" else 80)
-    hostport = host if default else f"{host}:{port}"
-    d.scheme, d.host, d.port, d.path = scheme.encode(), host, port, path.encode()
-    if "host" in d.headers:
-        d.headers["host"] = hostport
-    if d.authority:
-        d.authority = hostport.encode()
 
 
 def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
@@ -1093,51 +994,6 @@ def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
     if flow.response is not None and flow.response.raw_content is not None:
         return flow.response.get_content(strict=False)
     return None
-
-
-def _soon(fn) -> None:
-    """Run ``fn`` in the event loop's next step (at once outside a running loop); a failure
-    is logged, never raised into mitmproxy."""
-    def run() -> None:
-        try:
-            fn()
-        except Exception:
-            log.exception("tokunseba: recording a turn's start failed")
-
-    try:
-        asyncio.get_running_loop().call_soon(run)
-    except RuntimeError:
-        run()
-
-
-AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow
-
-
-def _after_sent(flow: http.HTTPFlow, fn, turns: int = AFTER_SENT_MAX_TURNS) -> None:
-    """Run ``fn`` once mitmproxy has handed the reply's last bytes to the client connection.
-
-    mitmproxy calls the ``response`` hook before it writes a whole reply, and before the end
-    of a streamed one (the chunked terminator); no hook comes later. Right after writing, in
-    the same synchronous step, it sets ``flow.live = False`` (``HttpStream.flow_done``). So
-    this waits, a loop turn at a time, for ``flow.live`` to drop (at most ``turns`` turns,
-    then records anyway). What the kernel does with those bytes afterwards is not visible
-    here: a client that vanishes in that instant is not seen."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        fn()
-        return
-
-    def step(left: int) -> None:
-        if flow.live and left > 0:
-            loop.call_soon(step, left - 1)
-            return
-        try:
-            fn()
-        except Exception:
-            log.exception("tokunseba: recording a completed turn failed")
-
-    loop.call_soon(step, turns)
 
 
 def _option(name: str, default):
@@ -1189,11 +1045,11 @@ class DisplayRedaction:
     def _redact(self, flow: http.HTTPFlow) -> None:
         try:
             req = flow.request
-            if "tokunseba.request_id" not in flow.metadata and not _is_provider_host(req, self.main.provider_hosts):
+            if "tokunseba.request_id" not in flow.metadata and not is_provider_host(req, self.main.provider_hosts):
                 return
             fields = req.headers.fields
-            if any(is_credential_header(_field_name(k)) for k, _ in fields):  # one pass over the raw fields
-                req.headers.fields = tuple((k, REDACTED_BYTES) if is_credential_header(_field_name(k)) else (k, v)
+            if any(is_credential_header(field_name(k)) for k, _ in fields):  # one pass over the raw fields
+                req.headers.fields = tuple((k, REDACTED_BYTES) if is_credential_header(field_name(k)) else (k, v)
                                            for k, v in fields)
             if "?" in req.path:
                 req.path = redact_query(req.path)
@@ -1206,39 +1062,12 @@ class DisplayRedaction:
 REDACTED_BYTES = REDACTED.encode()
 
 
-def _field_name(raw: bytes) -> str:
-    """A raw header field's name as mitmproxy's ``Headers`` gives it (``keys()``, ``pop``)."""
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def _header_names(headers: http.Headers) -> dict[str, None]:
-    """The header names, each once, in order: ``headers.keys()`` without its lookup per name."""
-    return dict.fromkeys(_field_name(k) for k, _ in headers.fields)
-
-
-def _is_provider_host(req: http.Request, extra_hosts: dict[str, str]) -> bool:
-    host = req.pretty_host.lower()
-    return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
-
-
 def _keep_client_close(r: http.Response, state: FlowState) -> None:
     """A client that asked for ``Connection: close`` gets it: mitmproxy closes the client's
     connection after a reply when the request or the reply says so, and a rewritten request
     no longer carries the client's hop-by-hop headers (a client reading to EOF would wait)."""
     if state.client_close and r.headers.get("connection", "").lower() != "close":
         r.headers["connection"] = "close"
-
-
-def _looks_like_provider_call(flow: http.HTTPFlow, extra_hosts: dict[str, str]) -> bool:
-    """Planning failed before detection: is this a provider call we must not let through?"""
-    if not _is_provider_host(flow.request, extra_hosts):
-        return False
-    return flow.request.method == "POST" and guess(flow.request.path) is not None
-
-
-def _guess_protocol(flow: http.HTTPFlow) -> str:
-    """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
-    return guess(flow.request.path) or protocols.FALLBACK
 
 
 def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
@@ -1248,14 +1077,6 @@ def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
     h["content-type"] = content_type
     if flow.request.http_version.startswith("HTTP/1"):
         h["transfer-encoding"] = "chunked"
-
-
-class _WholeReplyFailed(Exception):
-    """A whole reply that could not be translated, carrying the usage it reported."""
-
-    def __init__(self, usage) -> None:
-        super().__init__("whole reply translation failed")
-        self.usage = usage
 
 
 def _client_went_away(msg: str) -> bool:

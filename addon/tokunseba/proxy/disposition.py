@@ -1,0 +1,113 @@
+"""What the ``response`` hook does with a reply that reached mitmproxy: one pure decision.
+
+Contract: ``dispose`` reads plain values of the flow's state (the relay's mark on the reply,
+how ``responseheaders`` chose to treat it, the turn's action, the upstream's status, whether
+a stream callable was installed, whether the relay saw the exchange break, the shape problem
+``responseheaders`` found) and returns a ``Disposition`` naming what the hook does; the hook
+(proxy/mitm.py) then does the I/O that answer names. ``translate_whole_reply`` translates a
+buffered reply and says how it went as a value (``WholeReply``): a reply that could not be
+translated carries the usage its upstream reported, and no exception is read back. No
+mitmproxy, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TranslationError
+from ..neutral.usage import Usage
+from ..turn import Turn, translate_whole
+from .outcome import usage_of
+
+# what the hook does (Disposition.do)
+ANSWER_BROKEN = "answer-broken"  # 502 in the client's protocol: the upstream broke before the reply was whole
+ANSWER_UNREACHABLE = "answer-unreachable"  # 502 in the client's protocol: the endpoint could not be connected to
+TRANSLATE_WHOLE = "translate-whole"  # translate the buffered reply (an error reply too) into the client's protocol
+ANSWER_SHAPE = "answer-shape"  # 502 in the client's protocol: a stream where a whole reply was due, or the reverse
+JUDGE_WHOLE = "judge-whole"  # a whole reply passed on in the client's protocol: read its usage and shape
+RETARGET_ERROR = "retarget-error"  # a retargeted endpoint's error: recorded, said again in the client's envelope if unreadable
+RECORD_ERROR = "record-error"  # an error reply that goes on as it came: recorded as the upstream's error
+RELAY = "relay"  # nothing to do: the reply goes on as it is (a stream's pump, a local answer, ...)
+
+CONNECT_FAILED = "connect-failed"  # the relay's mark on the reply it made when it could not connect (proxy/relay.py)
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """What the ``response`` hook does, and why (``why`` is for people: tests, logs)."""
+
+    do: str
+    why: str
+    message: str | None = None  # the error's text when the flow's state knows it (None: the reply's own text)
+    record_error: bool = False  # record the upstream's error reply (``upstream_error``) before anything else
+    strict: bool = False  # JUDGE_WHOLE: a problem the judgement finds answers the client with a 502
+
+
+def dispose(*, mark: str | None, mode: str | None, action: str, status: int, has_pump: bool,
+            broken: str | None = None, shape: str | None = None) -> Disposition:
+    """What to do with one reply.
+
+    ``mark``: the relay's mark on a reply it made itself (only read for a routed turn: the
+    caller passes None otherwise); ``mode``: ``FlowState.mode`` (``turn.response_mode``, or
+    "shape-error" / "failed" from ``responseheaders``; None when that hook chose none);
+    ``action``: ``Turn.action``; ``status``: the reply's status; ``has_pump``: a stream
+    callable carries the reply; ``broken``: why the relay saw the exchange break (not a
+    refused connect), or None; ``shape``: the shape problem ``responseheaders`` found (mode
+    "shape-error")."""
+    if mark is not None and mark != CONNECT_FAILED:
+        return Disposition(ANSWER_BROKEN, "the relay made this reply: the upstream reset or cut the exchange",
+                           message=broken)
+    if mark is None and broken and mode in ("translate-whole", "leave"):
+        return Disposition(ANSWER_BROKEN, "the relay saw the exchange break before the whole reply", message=broken)
+    if mark == CONNECT_FAILED:
+        return Disposition(ANSWER_UNREACHABLE, "the relay could not connect to the endpoint")
+    if mode == "translate-whole":
+        return Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply" + (" (an error)" if status >= 400 else ""),
+                           record_error=status >= 400)
+    if mode == "shape-error":
+        return Disposition(ANSWER_SHAPE, "a routed turn's reply in the other shape than the client asked for",
+                           message=shape)
+    if not has_pump and action in ("pass", "retarget") and status < 400:
+        strict = mode == "leave" and action == "retarget"
+        return Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol"
+                           + (" (retargeted: a problem is an error)" if strict else ""), strict=strict)
+    if mode == "leave" and action == "retarget" and status >= 400:
+        return Disposition(RETARGET_ERROR, "a retargeted endpoint's error reply", record_error=True)
+    if mode is None and action != "respond" and status >= 400:
+        return Disposition(RECORD_ERROR, "an error reply no mode was chosen for", record_error=True)
+    return Disposition(RELAY, "the reply goes on as it is")
+
+
+@dataclass(frozen=True)
+class WholeReply:
+    """A buffered reply translated for the client (``failure`` None), or why it could not be:
+    ``failure`` is the message for the client (502), ``usage`` what the upstream reported all
+    the same, and ``unexpected`` says the cause was not a TranslationError (to be logged)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    report: Any = None  # translate.ReplyTranslation (None for an error reply)
+    failure: str | None = None
+    usage: Usage | None = None
+    unexpected: BaseException | None = None
+
+
+def translate_whole_reply(turn: Turn, status: int, raw: bytes) -> WholeReply:
+    """``turn.translate_whole`` as a value: never raises for a reply it cannot translate."""
+    try:
+        st, headers, body, rep = translate_whole(turn, status, raw)
+    except Exception as e:
+        # the reply could not be translated: its usage still happened, as reported
+        usage = usage_of(turn.target_protocol or "", raw) if status < 400 else None
+        if isinstance(e, TranslationError):
+            return WholeReply(502, {}, b"", failure=e.message, usage=usage)
+        return WholeReply(502, {}, b"", failure=f"tokunseba: could not translate the reply: {e}", usage=usage,
+                          unexpected=e)
+    return WholeReply(st, headers, body, rep)
+
+
+def failure_message(e: BaseException) -> str:
+    """The client's 502 message for an exception the ``response`` hook caught."""
+    return e.message if isinstance(e, TranslationError) else f"tokunseba: could not translate the reply: {e}"

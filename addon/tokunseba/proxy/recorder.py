@@ -1,0 +1,170 @@
+"""A turn's records in the ledger, in order: its start, its events, how it completed.
+
+Contract: ``TurnRecorder`` holds the ledger's writer (``ledger``; None: nothing recorded)
+and writes a turn's records so that none can precede its start: ``start`` keeps the start
+records (the turn, its decision and first events) until the event loop's next step (the
+request leaves first, in the hook's own step); ``event`` and ``completion`` queue that start
+first if it still waits. ``completion`` builds the completion records (status, timings,
+usage as reported, the attempts of a turn that failed over, the reply when bodies are
+kept) and returns the callable that writes them; the adapter runs it at once or once the
+reply's bytes are handed to the client (``after_sent``). Plain Python: no mitmproxy (a flow
+is read by its ``live`` attribute only); the writer does the I/O on its own thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..ledger.writer import LedgerWriter
+from ..neutral.usage import Usage
+from ..turn import Turn
+from .attempts import Chain
+from .outcome import Outcome
+from .pump import MAX_STORED_BODY
+
+log = logging.getLogger("tokunseba")
+
+AFTER_SENT_MAX_TURNS = 100  # event-loop turns to wait for mitmproxy to finish a flow
+
+
+class TurnRecorder:
+    def __init__(self) -> None:
+        self.ledger: LedgerWriter | None = None
+        self.store_bodies = False  # tokunseba_ledger_bodies: request and reply bodies are kept
+        # request id -> the records of its start, until queued in the loop's next step (start)
+        self.unstarted: dict[str, Callable[[], None]] = {}
+
+    def start(self, turn: Turn) -> None:
+        """Record the turn's start, decision and first events, as known now, once the request
+        hook has returned (``soon``): mitmproxy sends the request on in the same step, so the
+        writer is handed these records while the upstream works, not before the request left.
+        Nothing of this turn is recorded before them (FIFO: every later record of the turn
+        comes from a later loop step)."""
+        ledger = self.ledger
+        if ledger is None:
+            return
+        d = turn.decision
+        rid, started_at = turn.request_id, turn.started_at
+        start: dict[str, Any] = dict(started_at=started_at, client_protocol=turn.client_protocol, host=turn.host, path=turn.path,
+                     requested_model=turn.requested_model, stream=turn.stream)
+        # the outcome stays NULL (open) until the turn ends: completion writes it
+        decided: dict[str, Any] = dict(rule=d.route.name if d and d.route else None,
+                       endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
+                       model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
+                       error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
+                       **turn.who.ledger_fields())
+        events = list(turn.events)
+
+        def record() -> None:
+            ledger.start_turn(rid, **start)
+            ledger.update_turn(rid, **decided)
+            for kind, data in events:
+                ledger.event(rid, kind, data, ts=started_at)
+
+        self.unstarted[rid] = record
+        soon(lambda: self.started(rid))
+
+    def start_all(self) -> None:
+        for rid in list(self.unstarted):
+            self.started(rid)
+
+    def started(self, request_id: str) -> None:
+        """Queue the turn's start records now if they still wait (``start``): every other
+        record of a turn goes through here first, so none can precede its start."""
+        record = self.unstarted.pop(request_id, None)
+        if record is not None:
+            record()
+
+    def event(self, turn: Turn, kind: str, data: dict[str, Any]) -> None:
+        if self.ledger is not None:
+            self.started(turn.request_id)
+            self.ledger.event(turn.request_id, kind, data)
+
+    def completion(self, turn: Turn, out: Outcome, *, outcome: str, details: dict[str, Any], now: float,
+                   first_byte: float | None, chain: Chain | None, attempt_at: float,
+                   body: bytes | None) -> Callable[[], None] | None:
+        """What records how the turn ended (None: no ledger): its outcome, status, timings
+        (``first_byte``: when the reply's first byte left) and usage as reported, the attempts
+        when it failed over, and ``body`` (the reply the client got) when bodies are kept."""
+        ledger = self.ledger
+        if ledger is None:
+            return None
+        status, usage = out.status, out.usage
+        latency = round((now - turn.started_at) * 1000, 3)
+        ttfb = round((first_byte - turn.started_at) * 1000, 3) if first_byte else None
+        fields: dict[str, Any] = dict(status=status, latency_ms=latency, ttfb_ms=ttfb,
+                                      usage_reported=_reported(usage), usage_protocol=usage.counting if usage else None,
+                                      usage_client=out.client_usage, outcome=outcome)
+        if turn.error:
+            fields["error"] = turn.error
+        if chain is not None and chain.failed and chain.gave_up:  # the last failed attempt is what the client got
+            fields["attempts"] = [a.record() for a in chain.failed]
+        elif chain is not None and chain.failed:  # the attempts, the last one the attempt the client got
+            d = turn.decision
+            last = {"route": d.route.name if d and d.route else None,
+                    "endpoint": turn.endpoint.name if turn.endpoint and turn.action != "pass" else None,
+                    "kind": "answered", "status": status, "why": turn.error,
+                    "ms": round((time.monotonic() - attempt_at) * 1000, 3)}
+            fields["attempts"] = [a.record() for a in chain.failed] + [last]
+        if self.store_bodies and body is not None:
+            fields["response_body"] = body[:MAX_STORED_BODY]
+        done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,
+                "usage": _reported(usage), "usage_client": out.client_usage, **details}
+        rid = turn.request_id
+
+        def record() -> None:
+            self.started(rid)
+            ledger.update_turn(rid, **fields)
+            ledger.event(rid, "completed", done)
+
+        return record
+
+
+def _reported(usage: Usage | None) -> Any:
+    return usage.reported if usage else None
+
+
+def soon(fn: Callable[[], None]) -> None:
+    """Run ``fn`` in the event loop's next step (at once outside a running loop); a failure
+    is logged, never raised into mitmproxy."""
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            log.exception("tokunseba: recording a turn's start failed")
+
+    try:
+        asyncio.get_running_loop().call_soon(run)
+    except RuntimeError:
+        run()
+
+
+def after_sent(flow: Any, fn: Callable[[], None], turns: int = AFTER_SENT_MAX_TURNS) -> None:
+    """Run ``fn`` once mitmproxy has handed the reply's last bytes to the client connection.
+
+    mitmproxy calls the ``response`` hook before it writes a whole reply, and before the end
+    of a streamed one (the chunked terminator); no hook comes later. Right after writing, in
+    the same synchronous step, it sets ``flow.live = False`` (``HttpStream.flow_done``). So
+    this waits, a loop turn at a time, for ``flow.live`` to drop (at most ``turns`` turns,
+    then records anyway). What the kernel does with those bytes afterwards is not visible
+    here: a client that vanishes in that instant is not seen."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        fn()
+        return
+
+    def step(left: int) -> None:
+        if flow.live and left > 0:
+            loop.call_soon(step, left - 1)
+            return
+        try:
+            fn()
+        except Exception:
+            log.exception("tokunseba: recording a completed turn failed")
+
+    loop.call_soon(step, turns)

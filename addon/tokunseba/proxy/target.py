@@ -1,0 +1,86 @@
+"""Where a request goes, and which requests are provider calls, as mitmproxy holds them.
+
+Contract: functions over a request's fields (mitmproxy's ``Request`` and ``Headers`` are
+passed in, read and written by attribute; this module never imports mitmproxy). The
+target helpers move a request between the client's URL and the relay's without mitmproxy's
+URL parse (per turn, its ``url`` setter parses and rewrites the Host header twice);
+``is_provider_host`` / ``looks_like_provider_call`` / ``guess_protocol`` say what a request
+is when no turn was planned for it; ``extra_for`` reads the tokunseba_provider_hosts option.
+No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import protocols
+from ..protocols.detect import guess, provider_hosts
+
+Target = tuple[Any, Any, Any, Any, Any, Any]  # scheme, host, port, path, authority, Host header
+
+
+def target_of(req: Any) -> Target:
+    """Where a request goes, as mitmproxy holds it: scheme, host, port, path, authority and
+    the Host header (``set_target`` puts it back exactly)."""
+    d = req.data
+    return d.scheme, d.host, d.port, d.path, d.authority, d.headers.get("host")
+
+
+def set_target(req: Any, target: Target) -> None:
+    """Put back what ``target_of`` read, without mitmproxy's URL parse."""
+    d = req.data
+    d.scheme, d.host, d.port, d.path, d.authority, host = target
+    if host is not None:
+        d.headers["host"] = host
+    elif "host" in d.headers:
+        del d.headers["host"]
+
+
+def point_at(req: Any, scheme: str, host: str, port: int, path: str) -> None:
+    """``req.url = scheme://host:port/path`` for a loopback host (the relay) without
+    mitmproxy's URL parse: the same fields, Host header and authority as the setter makes."""
+    d = req.data
+    default = port == (443 if scheme == "https" else 80)
+    hostport = host if default else f"{host}:{port}"
+    d.scheme, d.host, d.port, d.path = scheme.encode(), host, port, path.encode()
+    if "host" in d.headers:
+        d.headers["host"] = hostport
+    if d.authority:
+        d.authority = hostport.encode()
+
+
+def field_name(raw: bytes) -> str:
+    """A raw header field's name as mitmproxy's ``Headers`` gives it (``keys()``, ``pop``)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def header_names(headers: Any) -> dict[str, None]:
+    """The header names, each once, in order: ``headers.keys()`` without its lookup per name."""
+    return dict.fromkeys(field_name(k) for k, _ in headers.fields)
+
+
+def extra_for(extra_hosts: Mapping[str, str], host: str, port: int) -> dict[str, str] | None:
+    """The tokunseba_provider_hosts entry (``HOST[:PORT]`` -> protocol) for this host, as
+    ``detect()`` takes it."""
+    if not extra_hosts:
+        return None
+    proto = extra_hosts.get(f"{host}:{port}".lower()) or extra_hosts.get(host.lower())
+    return {host: proto} if proto else None
+
+
+def is_provider_host(req: Any, extra_hosts: Mapping[str, str]) -> bool:
+    host = req.pretty_host.lower()
+    return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
+
+
+def looks_like_provider_call(req: Any, extra_hosts: Mapping[str, str]) -> bool:
+    """Planning failed before detection: is this a provider call we must not let through?"""
+    if not is_provider_host(req, extra_hosts):
+        return False
+    return bool(req.method == "POST" and guess(req.path) is not None)
+
+
+def guess_protocol(path: str) -> str:
+    """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
+    return guess(path) or protocols.FALLBACK
