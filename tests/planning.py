@@ -34,5 +34,5 @@ def plan_request(
                            extra_hosts=extra_hosts)
     if prep is None:
         return None
-    decision = decide_request(rules, prep, reachable) if prep.req is not None else None
-    return build_turn(rules, prep, decision, env=env, now=now)
+    plan = decide_request(rules, prep, reachable) if prep.req is not None else None
+    return build_turn(rules, prep, plan, env=env, now=now)

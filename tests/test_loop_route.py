@@ -53,7 +53,7 @@ def test_the_follow_up_goes_where_its_calls_were_made_with_their_reasoning():
     rules = load_rules_text(RULES)
     p = prep_for(keeper(ds_record()))
     d = decide_request(rules, p)
-    assert (d.route.name, d.endpoint.name, d.model) == ("plan", "ds", "deepseek-reasoner")
+    assert (d.decision.route.name, d.decision.endpoint.name, d.decision.model) == ("plan", "ds", "deepseek-reasoner")
     turn = build_turn(rules, p, d, env={})
     sent = json.loads(turn.body)
     assert sent["model"] == "deepseek-reasoner" and sent["messages"][1]["reasoning_content"] == "thought"
@@ -65,19 +65,19 @@ def test_the_follow_up_goes_where_its_calls_were_made_with_their_reasoning():
 
 def test_without_known_calls_or_with_tool_loops_route_the_rules_decide():
     rules = load_rules_text(RULES)
-    assert decide_request(rules, prep_for(keeper())).route.name == "rest"  # nothing known of call_ds01
-    assert decide_request(rules, prep_for(None)).route.name == "rest"  # no store
+    assert decide_request(rules, prep_for(keeper())).decision.route.name == "rest"  # nothing known of call_ds01
+    assert decide_request(rules, prep_for(None)).decision.route.name == "rest"  # no store
     off = load_rules_text("tool_loops: route\n" + RULES)
-    assert decide_request(off, prep_for(keeper(ds_record()))).route.name == "rest"
+    assert decide_request(off, prep_for(keeper(ds_record()))).decision.route.name == "rest"
 
 
 def test_not_followed_when_no_route_takes_the_client_or_the_endpoint_is_down_said_in_the_trace():
     only_chat = RULES.replace("when: {client: anthropic, last_user_matches", "when: {client: openai, last_user_matches")
     d = decide_request(load_rules_text(only_chat), prep_for(keeper(ds_record())))
-    assert d.route.name == "rest" and "no route to ds takes anthropic clients now" in d.trace[0]["reasons"][0]
+    assert d.decision.route.name == "rest" and "no route to ds takes anthropic clients now" in d.decision.trace[0]["reasons"][0]
     rules = load_rules_text(RULES)
     d = decide_request(rules, prep_for(keeper(ds_record())), reachable=lambda ep: ep.name != "ds")
-    assert d.route.name == "rest" and "ds is unreachable" in d.trace[0]["reasons"][0]
+    assert d.decision.route.name == "rest" and "ds is unreachable" in d.decision.trace[0]["reasons"][0]
     turn = build_turn(rules, prep_for(keeper(ds_record())), d, env={})
     assert "reasoning" not in turn.body.decode() and dict(turn.events)["state_withheld"]["origin"] == "ds/deepseek-reasoner"
     assert dict(turn.events)["tool_loop"]["followed"] is False
@@ -87,4 +87,4 @@ def test_not_followed_when_no_route_takes_the_client_or_the_endpoint_is_down_sai
 def test_a_new_user_turn_is_routed_by_its_rule():
     body = {**BODY, "messages": [*BODY["messages"], {"role": "assistant", "content": "done"},
                                  {"role": "user", "content": "something else"}]}
-    assert decide_request(load_rules_text(RULES), prep_for(keeper(ds_record()), body)).route.name == "rest"
+    assert decide_request(load_rules_text(RULES), prep_for(keeper(ds_record()), body)).decision.route.name == "rest"

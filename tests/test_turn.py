@@ -692,3 +692,62 @@ def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
     rules = "endpoints:\n  g:\n    protocol: gemini\n    url: http://127.0.0.1:9/v1beta\nroutes:\n  - name: h\n" \
             "    when: {client: [anthropic, gemini], model: \"*haiku*\"}\n    to: g\n"
     assert _ws(rules) is None
+
+
+# ---------------------------------------------------------------- decide, then translate (issue 23)
+
+
+def _long_tool_prep(first: str, second: str, on_refused: str = "skip"):
+    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.turn import prepare_request
+
+    rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
+    body = json.dumps({"model": "first-m", "max_tokens": 5, "tools": [LONG_TOOL],
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=[],
+                           body=body)
+    return rules, prep
+
+
+def test_the_plan_carries_the_one_translation_of_the_route_chosen(monkeypatch):
+    from tokunseba import turn as turn_mod
+    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.turn import Plan, build_turn, decide_request, prepare_request
+
+    calls = []
+    real = turn_mod.translate_for_endpoint
+    monkeypatch.setattr(turn_mod, "translate_for_endpoint", lambda *a, **k: calls.append(a[1].name) or real(*a, **k))
+    rules = load_rules_text(REFUSAL_RULES.format(first="oai", second="ant", on_refused="skip"))
+    body = json.dumps({"model": "first-m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=[],
+                           body=body)
+    p = decide_request(rules, prep)
+    assert isinstance(p, Plan) and p.decision.endpoint.name == "oai" and p.translation is not None
+    assert calls == ["oai"] and not hasattr(prep, "translations")  # translated once; no memo on the request
+    t = build_turn(rules, prep, p, env={})
+    assert t.action == "translate" and t.translation is p.translation and calls == ["oai"]
+
+
+def test_a_refusing_translation_moves_the_decision_on_and_says_so_as_decide_would():
+    from tokunseba.turn import decide_request
+
+    rules, prep = _long_tool_prep("oai", "oai")
+    p = decide_request(rules, prep)
+    d = p.decision
+    assert d.action == "pass" and d.route is None and p.translation is None
+    assert [t["route"] for t in d.trace] == ["first", "second"] and all(t["refused"] for t in d.trace)
+    why = d.trace[0]["refused"]
+    assert d.reason == f"no usable route: first refused ({why}); second refused ({why})"
+    rules, prep = _long_tool_prep("oai", "oai", on_refused="error")
+    d = decide_request(rules, prep).decision
+    assert (d.action, d.route.name, d.reason) == ("error", "first", f"route first refused: {why}")
+    assert [t["route"] for t in d.trace] == ["first"]
+
+
+def test_a_route_refused_then_an_unreachable_one_are_both_in_the_reason():
+    from tokunseba.turn import decide_request
+
+    rules, prep = _long_tool_prep("oai", "ant")
+    d = decide_request(rules, prep, lambda ep: ep.name != "ant").decision
+    assert d.action == "pass" and d.trace[1]["unreachable"]
+    assert d.reason.startswith("no usable route: first refused (") and d.reason.endswith("; second: endpoint ant unreachable")

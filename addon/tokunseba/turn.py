@@ -1,8 +1,9 @@
 """One provider turn, from intercepted request to the reply the client gets (pure, no I/O).
 
 The mitmproxy adapter (proxy/mitm.py) plans a turn in three steps: ``prepare_request`` (detect and
-parse the intercepted request), ``decide_request`` (the rules' decision, repeated when an
-endpoint turns out unreachable as the adapter connects to it) and ``build_turn``; it applies
+parse the intercepted request), ``decide_request`` (the rules' decision, then the request
+translated for the route chosen: a ``Plan``; repeated when an endpoint turns out unreachable
+as the adapter connects to it, and for each attempt after a failure) and ``build_turn``; it applies
 the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
 on the reply it asks the same ``Turn`` how to treat the response headers
 (``response_mode``), for a stream translator (``stream_translator``) or for the translated
@@ -34,7 +35,7 @@ from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
-from .routing.rules import Decision, Route, Rules, TurnFacts, decide, turn_facts
+from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
@@ -207,10 +208,20 @@ class Prepared:
     facts: TurnFacts | None
     not_routable: str | None = None
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
-    translations: dict = field(default_factory=dict)  # (endpoint, model) -> RequestTranslation | TranslationError
     who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
     # the provider state store (reasoning_store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A routing decision and, for a route to another protocol, the request as it goes there:
+    translated once, for that endpoint and model, after the rules chose it (``decide_request``).
+    ``failure``: the translation failed without refusing the route (the client gets the error)."""
+
+    decision: Decision
+    translation: RequestTranslation | None = None
+    failure: TranslationError | None = None
 
 
 def prepare_request(*, method: str, host: str, port: int, path: str, headers: Iterable[tuple[str, str]], body: bytes,
@@ -237,23 +248,15 @@ def _model_override(prep: Prepared, model: str | None) -> str | None:
 
 
 def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTranslation:
-    """The request translated for ``ep`` (memoised: refusal checks and the final plan share it)."""
-    key = (ep.name, model)
-    if key not in prep.translations:
-        restore = None
-        if prep.keeper is not None:
-            sent = model or _requested_model(prep)
-            def restore(conv, keeper=prep.keeper, ep=ep, sent=sent):  # noqa: E306
-                return keeper.restore(conv, ep.name, sent, ep.protocol)
-        try:
-            prep.translations[key] = translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path,
-                                                            restore=restore)
-        except TranslationError as e:
-            prep.translations[key] = e
-    got = prep.translations[key]
-    if isinstance(got, TranslationError):
-        raise got
-    return got
+    """The request translated for ``ep`` (``model``: the route's override, None: the client's),
+    the provider state of this endpoint and model restored (routed turns only)."""
+    restore = None
+    if prep.keeper is not None:
+        sent = model or _requested_model(prep)
+        def restore(conv, keeper=prep.keeper, ep=ep, sent=sent):  # noqa: E306
+            return keeper.restore(conv, ep.name, sent, ep.protocol)
+    assert prep.req is not None
+    return translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path, restore=restore)
 
 
 def _requested_model(prep: Prepared) -> str | None:
@@ -276,42 +279,92 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
                              restore=restore)
 
 
+def _pair_refusal(client: str) -> Callable[[Endpoint, str | None], str | None]:
+    """Whether a pair translates at all: the rules' own check of a route, before translating."""
+    return lambda ep, model: pair_refusal(client, ep.protocol)
+
+
+def _translated(prep: Prepared, decision: Decision) -> Plan | str:
+    """Decision, then translation: the plan of a route, or why the translation refuses it."""
+    ep = decision.endpoint
+    if decision.action != "route" or ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det):
+        return Plan(decision)
+    try:
+        return Plan(decision, _translate_for(prep, ep, _model_override(prep, decision.model)))
+    except Refused as e:
+        return e.message
+    except TranslationError as e:
+        return Plan(decision, failure=e)
+
+
+def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
+    """The routes a trace shows skipped (refused, unavailable), as ``decide`` says them in its reason."""
+    out = []
+    for t in trace:
+        if t.get("refused"):
+            out.append(f"{t['route']} refused ({t['refused']})")
+        elif t.get("unreachable"):
+            out.append(f"{t['route']}: endpoint {_route_target(rules, t['route'])} {t.get('unavailable') or 'unreachable'}")
+    return out
+
+
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
-                   *, after: str | None = None) -> Decision:
-    """Route a prepared request. A route is refused (skipped, or answered with an error when
-    it says on_refused: error) when no translator exists for the pair, or when the translation
-    itself refuses (a tool name or id the target's grammar rejects): before anything is sent."""
+                   *, after: str | None = None) -> Plan:
+    """Route a prepared request, then translate it for the route chosen (once per attempt).
 
-    def refused(ep: Endpoint, model: str | None) -> str | None:
-        why = pair_refusal(prep.det.protocol, ep.protocol)
-        if why or prep.det.protocol == ep.protocol or _is_count(prep.det):
-            return why
-        try:
-            _translate_for(prep, ep, _model_override(prep, model))
-        except TranslationError as e:
-            if isinstance(e, Refused):
-                return e.message
-        return None
-
-    def refusal(route: Route, ep: Endpoint) -> str | None:
-        return refused(ep, route.model or ep.model)
-
+    A route is refused (skipped, or answered with an error when it says on_refused: error)
+    when no translator exists for the pair (the rules see that), or when the translation
+    itself refuses (a tool name or id the target's grammar rejects): the rules then go on
+    after that route, before anything is sent."""
+    assert prep.facts is not None
+    client = prep.det.protocol
     note = None
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
-        followed, note = follow_loop(rules, prep.det.protocol, prep.req, prep.keeper.lookup, refused=refused,
+        followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(client),
                                      reachable=reachable)
         if followed is not None:
-            return followed
-    decision = decide(rules, prep.facts, refusal=refusal, reachable=reachable, after=after)
-    if note is not None:
-        decision.trace.insert(0, note)
-    return decision
+            got = _translated(prep, followed)
+            if isinstance(got, Plan):
+                return got
+            note = _loop_not_followed(followed, f"{followed.endpoint.name if followed.endpoint else '?'} "
+                                                f"refuses this turn: {got}")
+    trace: list[dict] = [note] if note is not None else []
+    while True:
+        decision = decide(rules, prep.facts, reachable=reachable, after=after)
+        trace += decision.trace
+        got = _translated(prep, decision)
+        if isinstance(got, Plan):
+            break
+        route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
+        assert route is not None
+        entry["refused"] = got
+        if route.on_refused == "error":
+            return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
+        after = route.name
+    if len(trace) == len(decision.trace):  # decided in one pass
+        return got
+    reason = decision.reason
+    if decision.action == "pass" and decision.route is None:
+        skipped = _skipped(rules, trace)
+        reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
+    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
+                got.translation, got.failure)
 
 
-def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: Mapping[str, str],
+def _loop_not_followed(followed: Decision, why: str) -> dict:
+    """The trace note of a tool loop not followed (reasoning/loop_route.py says the others)."""
+    reason = followed.trace[0]["reasons"][0]  # "follows its tool loop: … (tk-…), not the turn's own conditions"
+    what = reason.removeprefix("follows its ").removesuffix(", not the turn's own conditions")
+    return {"route": f"(tool loop → {followed.endpoint.name if followed.endpoint else '?'})", "matched": False,
+            "loop": True, "reasons": [f"{what}; not followed: {why}; the routes decide"], "refused": None,
+            "unreachable": False}
+
+
+def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[str, str],
                now: float | None = None) -> Turn:
-    """The plan for one turn: pass through, retarget, translate, or answer locally."""
+    """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer locally."""
     det, req = prep.det, prep.req
+    decision = plan.decision if plan is not None else None
     turn = Turn(
         request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
@@ -375,7 +428,12 @@ def build_turn(rules: Rules, prep: Prepared, decision: Decision | None, *, env: 
         if ep.protocol == det.protocol:
             _plan_retarget(turn, ep, prep, env)
         else:
-            _plan_translate(turn, ep, _translate_for(prep, ep, _model_override(prep, decision.model)), prep, env)
+            assert plan is not None
+            if plan.failure is not None:
+                raise plan.failure
+            if plan.translation is None:  # a plan made for another endpoint cannot be sent here
+                raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
+            _plan_translate(turn, ep, plan.translation, prep, env)
     except TranslationError as e:
         turn.action, turn.outcome, turn.error = "respond", "error", e.message
         turn.local = turn.client_error(e.status, e.message)

@@ -75,10 +75,11 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
     route = failed.decision.route if failed.decision is not None else None
     if not may_fail_over(failed) or chain.prep.req is None or route is None:
         return None
-    decision = decide_request(rules, chain.prep, reachable, after=route.name)
+    plan = decide_request(rules, chain.prep, reachable, after=route.name)
+    decision = plan.decision
     if decision.action == "error" or (decision.action == "pass" and rules.unmatched == "refuse"):
         return None
-    turn = build_turn(rules, chain.prep, decision, env=env, now=failed.started_at)
+    turn = build_turn(rules, chain.prep, plan, env=env, now=failed.started_at)
     if turn.local is not None:  # refused, invalid for that target...: the client gets the failure it had
         return None
     turn.request_id, turn.may_shadow = failed.request_id, failed.may_shadow

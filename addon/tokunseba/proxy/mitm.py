@@ -571,13 +571,13 @@ class Tokunseba:
         if prep is None:
             return None
         prep.keeper = self.keeper
-        decision, conn, slot = None, None, None
+        plan, conn, slot = None, None, None
         if prep.req is not None:
             full: set[str] = set()  # endpoints found full (after their queue_s) for this turn
             available = self._available(full)
             for _ in range(2 * len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
-                decision = decide_request(self.rules, prep, available)
-                ep = decision.endpoint if decision.action == "route" else None
+                plan = decide_request(self.rules, prep, available)
+                ep = plan.decision.endpoint if plan.decision.action == "route" else None
                 if ep is None:
                     break
                 slot = await self._slot(ep, full)
@@ -595,7 +595,7 @@ class Tokunseba:
                     continue
                 self.health.ok(ep)
                 break
-        turn = build_turn(self.rules, prep, decision, env=os.environ)
+        turn = build_turn(self.rules, prep, plan, env=os.environ)
         say_endpoint_unreachable(turn, self.health.down())
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
         if self.access is None:  # read once per change (configure), not twice a turn
@@ -603,7 +603,7 @@ class Tokunseba:
         proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
-        if slot is not None and (turn.local is not None or turn.endpoint is not decision.endpoint):
+        if slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             slot.release()
             slot = None
         return turn, conn, slot, prep

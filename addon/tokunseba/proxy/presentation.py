@@ -1,0 +1,105 @@
+"""What mitmweb (and a saved flow) shows of a turn: the flow as the client sent it, and how
+the turn ended.
+
+Contract: functions over one flow and its ``FlowState`` (mitmproxy's flow, request and
+headers are passed in and read or written by attribute; this module never imports
+mitmproxy). ``record_original`` keeps the client's request line and headers (redacted) in the
+flow's metadata and notes the key values its comment must not show; ``show_client_url``
+puts the client's own URL back on the flow once the request has left and redacts the key
+tokunseba added; ``present`` sets the flow's mark and comment to the outcome as the ledger
+counts it. The adapter pushes the change to mitmweb's open pages. Never on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..credentials import is_credential_header
+from ..webview.redact import redact_header_value, redact_values
+from ..webview.view import (
+    RECORD_KEY,
+    error_message,
+    final_comment,
+    final_mark,
+    original_record,
+    secrets_of,
+    web_outcome,
+)
+from .flowstate import FlowState
+from .target import set_target
+
+log = logging.getLogger("tokunseba")
+
+ORIGINAL_KEY = "tokunseba.original_request"  # the client's body as text, when tokunseba changed it
+MAX_ORIGINAL = 4 * 1024 * 1024
+
+
+def record_original(flow: Any, state: FlowState, client_url: str, client_headers: Any) -> bool:
+    """Keep the client's request line and headers (redacted) in the flow's metadata, and the
+    key values the comment must not show. True when the flow was rewritten (URL, headers or
+    body): its client's own request is what a replay must send."""
+    req, turn = flow.request, state.turn
+    body_changed = turn.body is not None
+    rewritten = turn.local is None and (req.url != client_url or req.headers != client_headers or body_changed)
+    exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
+    flow.metadata[RECORD_KEY] = {
+        **original_record(method=req.method, url=client_url, headers=client_headers.items(multi=True),
+                          rewritten=rewritten, endpoint=turn.endpoint.name if turn.endpoint else None,
+                          endpoint_url=turn.url, target_protocol=turn.target_protocol),
+        "client_protocol": turn.client_protocol, "body_changed": body_changed, "body_exact": exact}
+    shown = state.shown
+    assert shown is not None
+    shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
+                               [client_url, turn.url])
+    shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
+    flow.comment = redact_values(flow.comment, shown.secrets)
+    return bool(rewritten)
+
+
+def show_client_url(flow: Any, state: FlowState) -> None:
+    """Once the request has left: the flow shows the URL the client asked for (the comment
+    and the tokunseba-original view name the endpoint the turn really went to), and the
+    endpoint key tokunseba added is redacted in the flow (mitmweb, saved flow files)."""
+    shown = state.shown
+    try:
+        if shown is None:
+            return
+        if shown.client_target is not None:
+            set_target(flow.request, shown.client_target)
+        elif shown.client_url and flow.request.url != shown.client_url:
+            flow.request.url = shown.client_url
+        for name in shown.added_keys:
+            if name in flow.request.headers:
+                flow.request.headers[name] = redact_header_value(name, flow.request.headers[name])
+    except Exception:
+        log.exception("tokunseba: could not restore the client's URL on the flow")
+
+
+def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int | None) -> bool:
+    """The turn has ended: its mark and comment state the outcome as the ledger counts it.
+    False when that failed (logged)."""
+    turn, shown, state.shown = state.turn, state.shown, None
+    try:
+        error = turn.error
+        if error is None and status is not None and status >= 400 and flow.response is not None \
+                and flow.response.raw_content is not None:
+            error = error_message(flow.response.get_content(strict=False))
+        outcome = web_outcome(ledger_outcome, status, error)
+        plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
+        flow.marked = final_mark(outcome)
+        flow.comment = final_comment(turn.summary(), request_id=turn.request_id, outcome=outcome, status=status,
+                                     error=error, plumbing=plumbing, endpoint_url=turn.url,
+                                     secrets=shown.secrets if shown else ())
+        return True
+    except Exception:
+        log.exception("tokunseba: could not update the flow's mark and comment")
+        return False
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
