@@ -798,13 +798,18 @@ async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, mo
     assert row["status"] == 200 and row["usage_input"] == 3 and row["usage_output"] == 4
 
 
+@pytest.mark.parametrize("host_header", [True, False])
 @pytest.mark.parametrize("authority", [b"", b"api.anthropic.com"])
-def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(authority):
+def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(authority, host_header):
     """target.point_at makes what ``req.url = relay URL`` makes (fields, Host header,
     authority); target.set_target puts the client's request back exactly."""
     def req():
         r = make_flow(ANT_BODY).request
         r.data.authority = authority
+        if not host_header:  # HTTP/2: the authority only
+            r.headers.pop("host", None)
+        else:
+            r.headers.insert(0, "x-first", "1")  # the Host field keeps its place
         return r
 
     fast, slow = req(), req()
@@ -815,3 +820,24 @@ def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(auth
     assert fast.get_state() == slow.get_state() and fast.url == slow.url
     set_target(fast, target)
     assert fast.get_state() == before
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {"content-type": "application/json", "accept-encoding": "identity", "accept": "text/event-stream",
+     "authorization": "Bearer k", "x-new": "1"},
+    {"Content-Type": "a", "content-type": "b"},  # the same name twice: the first's spelling, the last's value
+    {"X-API-KEY": "k2", "host": "h:1"},
+])
+def test_set_headers_is_the_item_setter_in_one_pass(values):
+    from tokunseba.proxy.target import set_headers
+
+    def headers():
+        return http.Headers([(b"Host", b"api"), (b"x-api-key", b"k1"), (b"Content-Type", b"text/plain"),
+                             (b"accept", b"*/*"), (b"X-Api-Key", b"dup"), (b"user-agent", b"u")])
+
+    fast, slow = headers(), headers()
+    set_headers(fast, values)
+    for k, v in values.items():
+        slow[k] = v
+    assert fast.fields == slow.fields

@@ -751,3 +751,25 @@ def test_a_route_refused_then_an_unreachable_one_are_both_in_the_reason():
     d = decide_request(rules, prep, lambda ep: ep.name != "ant").decision
     assert d.action == "pass" and d.trace[1]["unreachable"]
     assert d.reason.startswith("no usable route: first refused (") and d.reason.endswith("; second: endpoint ant unreachable")
+
+
+def test_a_refusing_route_whose_endpoint_is_down_is_skipped_as_refused_even_with_on_failure_error():
+    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.turn import decide_request
+
+    text = REFUSAL_RULES.format(first="oai", second="ant", on_refused="skip").replace(
+        "    on_refused: skip\n", "    on_refused: skip\n    on_failure: error\n")
+    rules = load_rules_text(text)
+    _, prep = _long_tool_prep("oai", "ant")
+    p = decide_request(rules, prep, lambda ep: ep.name != "oai")
+    d = p.decision
+    assert (d.action, d.route.name) == ("route", "second")  # first would refuse the turn: its failure is not the client's
+    assert d.trace[0]["refused"] and d.trace[0]["unreachable"] is False and "unavailable" not in d.trace[0]
+    # a route that would take the turn still answers its unavailability as on_failure: error says
+    body = json.dumps({"model": "first-m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    from tokunseba.turn import prepare_request
+
+    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=[],
+                           body=body)
+    d = decide_request(rules, prep, lambda ep: ep.name != "oai").decision
+    assert (d.action, d.route.name) == ("error", "first") and d.trace[0]["unreachable"]

@@ -285,16 +285,24 @@ def _pair_refusal(client: str) -> Callable[[Endpoint, str | None], str | None]:
 
 
 def _translated(prep: Prepared, decision: Decision) -> Plan | str:
-    """Decision, then translation: the plan of a route, or why the translation refuses it."""
+    """Decision, then translation: the plan of a route, or why the translation refuses it.
+
+    A route chosen is translated for its endpoint; so is one whose endpoint is unavailable
+    and which says ``on_failure: error`` (its error is only the client's if the route would
+    have taken the turn: a route refusing it is skipped as refused, as ``on_refused`` says)."""
     ep = decision.endpoint
-    if decision.action != "route" or ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det):
+    if ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det) or prep.req is None:
+        return Plan(decision)
+    unavailable = decision.action == "error" and bool(decision.trace) and decision.trace[-1].get("unreachable")
+    if decision.action != "route" and not unavailable:
         return Plan(decision)
     try:
-        return Plan(decision, _translate_for(prep, ep, _model_override(prep, decision.model)))
+        tr = _translate_for(prep, ep, _model_override(prep, decision.model))
     except Refused as e:
         return e.message
     except TranslationError as e:
-        return Plan(decision, failure=e)
+        return Plan(decision, failure=e) if decision.action == "route" else Plan(decision)
+    return Plan(decision, tr) if decision.action == "route" else Plan(decision)
 
 
 def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
@@ -337,7 +345,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
             break
         route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
         assert route is not None
-        entry["refused"] = got
+        entry.update(refused=got, unreachable=False)  # refused first, as the rules would have seen it
+        entry.pop("unavailable", None)
         if route.on_refused == "error":
             return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name

@@ -44,6 +44,18 @@ class Disposition:
     strict: bool = False  # JUDGE_WHOLE: a problem the judgement finds answers the client with a 502
 
 
+# the answers that carry nothing of the flow's own: made once (a reply hook makes none)
+_UNREACHABLE = Disposition(ANSWER_UNREACHABLE, "the relay could not connect to the endpoint")
+_TRANSLATE = Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply")
+_TRANSLATE_ERROR = Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply (an error)", record_error=True)
+_JUDGE = Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol")
+_JUDGE_STRICT = Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol (retargeted: a problem "
+                            "is an error)", strict=True)
+_RETARGET_ERROR = Disposition(RETARGET_ERROR, "a retargeted endpoint's error reply", record_error=True)
+_RECORD_ERROR = Disposition(RECORD_ERROR, "an error reply no mode was chosen for", record_error=True)
+_RELAY = Disposition(RELAY, "the reply goes on as it is")
+
+
 def dispose(*, mark: str | None, mode: str | None, action: str, status: int, has_pump: bool,
             broken: str | None = None, shape: str | None = None) -> Disposition:
     """What to do with one reply.
@@ -55,28 +67,25 @@ def dispose(*, mark: str | None, mode: str | None, action: str, status: int, has
     callable carries the reply; ``broken``: why the relay saw the exchange break (not a
     refused connect), or None; ``shape``: the shape problem ``responseheaders`` found (mode
     "shape-error")."""
-    if mark is not None and mark != CONNECT_FAILED:
+    if mark is not None:
+        if mark == CONNECT_FAILED:
+            return _UNREACHABLE
         return Disposition(ANSWER_BROKEN, "the relay made this reply: the upstream reset or cut the exchange",
                            message=broken)
-    if mark is None and broken and mode in ("translate-whole", "leave"):
+    if broken and mode in ("translate-whole", "leave"):
         return Disposition(ANSWER_BROKEN, "the relay saw the exchange break before the whole reply", message=broken)
-    if mark == CONNECT_FAILED:
-        return Disposition(ANSWER_UNREACHABLE, "the relay could not connect to the endpoint")
     if mode == "translate-whole":
-        return Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply" + (" (an error)" if status >= 400 else ""),
-                           record_error=status >= 400)
+        return _TRANSLATE_ERROR if status >= 400 else _TRANSLATE
     if mode == "shape-error":
         return Disposition(ANSWER_SHAPE, "a routed turn's reply in the other shape than the client asked for",
                            message=shape)
     if not has_pump and action in ("pass", "retarget") and status < 400:
-        strict = mode == "leave" and action == "retarget"
-        return Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol"
-                           + (" (retargeted: a problem is an error)" if strict else ""), strict=strict)
+        return _JUDGE_STRICT if mode == "leave" and action == "retarget" else _JUDGE
     if mode == "leave" and action == "retarget" and status >= 400:
-        return Disposition(RETARGET_ERROR, "a retargeted endpoint's error reply", record_error=True)
+        return _RETARGET_ERROR
     if mode is None and action != "respond" and status >= 400:
-        return Disposition(RECORD_ERROR, "an error reply no mode was chosen for", record_error=True)
-    return Disposition(RELAY, "the reply goes on as it is")
+        return _RECORD_ERROR
+    return _RELAY
 
 
 @dataclass(frozen=True)

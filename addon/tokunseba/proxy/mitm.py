@@ -13,7 +13,7 @@ import os
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
@@ -51,9 +51,11 @@ from .disposition import (
 )
 from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import Pump, reply_completed
-from ..reasoning.store import DEFAULT_MAX_ENTRIES, Keeper, open_keeper
+from ..reasoning.store import Keeper, open_keeper
 from ..routing.rules import Rules, RulesError, load_rules
 from ..shadow.sender import ShadowSender
+from .options import OPTIONS, keepalive_seconds, provider_hosts_of, stamp
+from .presentation import MAX_ORIGINAL, ORIGINAL_KEY, present, record_original, show_client_url
 from .recorder import TurnRecorder, after_sent
 from .shadowing import maybe_shadow, primary_done
 from .target import (
@@ -64,7 +66,7 @@ from .target import (
     is_provider_host,
     looks_like_provider_call,
     point_at,
-    set_target,
+    set_headers,
     target_of,
 )
 from ..credentials import (
@@ -75,7 +77,7 @@ from ..credentials import (
     is_credential_header,
     redact_query,
 )
-from ..sse import DEFAULT_MAX_EVENT_BYTES, set_max_event_bytes
+from ..sse import set_max_event_bytes
 from ..turn import (
     REQUEST_ID_HEADER,
     SSE_CONTENT_TYPE,
@@ -91,40 +93,15 @@ from ..turn import (
     stream_translator,
     websocket_refusal,
 )
-from ..webview.view import (
-    MARKS,
-    RECORD_KEY,
-    error_message,
-    final_comment,
-    final_mark,
-    original_record,
-    original_view_text,
-    secrets_of,
-    web_outcome,
-)
-from ..webview.redact import redact_header_value, redact_values
+from ..webview.view import MARKS, RECORD_KEY, error_message, original_view_text
 
 log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.relay")):
     _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
-ORIGINAL_KEY = "tokunseba.original_request"
 CLIENT_KEY = "tokunseba.client"  # the client's name on the console line (proxy/console_line.py)
-MAX_ORIGINAL = 4 * 1024 * 1024
 RULES_POLL_S = 1.0
 MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
-
-
-def _keepalive_seconds(value: str) -> float:
-    """The tokunseba_keepalive_s option as seconds (0: no keep-alives), or a one-line error."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise exceptions.OptionsError(f"tokunseba_keepalive_s: {value!r} is not a number of seconds (0 or more; "
-                                      "0: no keep-alives)")
-    return seconds
 
 
 class Tokunseba:
@@ -173,51 +150,8 @@ class Tokunseba:
 
     # ---- options ----
     def load(self, loader) -> None:
-        loader.add_option("tokunseba_rules", str, "", "Rules YAML file (empty: no routes, everything passes through).")
-        loader.add_option("tokunseba_ledger", str, "", "Ledger: a SQLite path or a postgresql:// URL (empty: "
-                          "$TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db).")
-        loader.add_option("tokunseba_instance", str, "", "This proxy's name on its turns in the ledger (empty: user@host).")
-        loader.add_option("tokunseba_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per turn (empty: "
-                          "$OTEL_EXPORTER_OTLP_ENDPOINT; neither: no spans).")
-        loader.add_option("tokunseba_otlp_bodies", bool, False, "Also put the request and reply text in the spans.")
-        loader.add_option("tokunseba_ledger_bodies", bool, False, "Store request/response bodies in the ledger.")
-        loader.add_option("tokunseba_probe_timeout_ms", int, 1500,
-                          "Connect timeout for endpoints, in ms (a routed turn's connection is opened before it is "
-                          "committed to its route; one that fails marks the endpoint down for a back-off).")
-        loader.add_option("tokunseba_connect_timeout_ms", int, 10000,
-                          "Connect timeout for a provider host a turn passes through to, in ms: a host that cannot "
-                          "be reached (no name, refused, TLS error, this timeout) gets the client an error in its "
-                          "own protocol naming the host (504 on a timeout, else 502). 0: not checked (mitmproxy "
-                          "answers such a turn with its own HTML 502 page).")
-        loader.add_option("tokunseba_console", str, "all",
-                          "all: mitmproxy's own lines as usual, plus tokunseba's one line per provider turn; turns: "
-                          "mitmproxy's per-connection lines (client/server connect, disconnect) left out, so the "
-                          "console shows tokunseba's line per turn and warnings (tokunseba run's default; -v: all).",
-                          choices=("all", "turns"))
-        loader.add_option("tokunseba_max_event_bytes", int, DEFAULT_MAX_EVENT_BYTES,
-                          "Largest SSE event (or line) read from an upstream, in bytes; a bigger one ends the turn "
-                          "with an error in the client's protocol.")
-        # a str: mitmproxy's --set cannot parse a float option
-        loader.add_option("tokunseba_keepalive_s", str, "10",
-                          "Seconds (decimals allowed) an upstream SSE reply may be silent before tokunseba sends "
-                          "the client a keep-alive (again every as many seconds), so its read timeout does not "
-                          "fire; 0: never.")
-        loader.add_option("tokunseba_allow_remote_clients", bool, False,
-                          "Route turns (and spend endpoint keys) for clients that are not on loopback, even "
-                          "without proxyauth. Off: such turns get an error in the client's protocol.")
-        loader.add_option("tokunseba_shadow_concurrency", int, 2,
-                          "At most this many shadow turns in flight; more are skipped (recorded shadow_skipped).")
-        loader.add_option("tokunseba_shadow_timeout_s", int, 120, "A shadow turn gets no more than this many seconds.")
-        loader.add_option("tokunseba_reasoning_store", str, "",
-                          "Where translated replies' provider state (reasoning_content, signed thinking, "
-                          "thoughtSignatures) is kept for the next turns of their tool loop: empty = reasoning.db "
-                          "beside the ledger; a path; 'memory' (this process only); 'off' (none kept).")
-        loader.add_option("tokunseba_reasoning_retention_h", int, 168,
-                          "Hours a piece of provider state is kept (older is never restored, and is deleted).")
-        loader.add_option("tokunseba_reasoning_max", int, DEFAULT_MAX_ENTRIES,
-                          "At most this many tool calls' (or replies') provider state kept; the oldest go first.")
-        loader.add_option("tokunseba_provider_hosts", Sequence[str], [],
-                          "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai).")
+        for o in OPTIONS:  # proxy/options.py
+            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
         if {"proxyauth", "tokunseba_allow_remote_clients"} & updated:
@@ -239,16 +173,15 @@ class Tokunseba:
                 raise exceptions.OptionsError(f"tokunseba_console: {ctx.options.tokunseba_console!r} is not all or turns")
             _CONNECTION_CHATTER.quiet = ctx.options.tokunseba_console == "turns"
         if "tokunseba_keepalive_s" in updated:
-            self.relay.keepalive_s = _keepalive_seconds(ctx.options.tokunseba_keepalive_s)
+            try:
+                self.relay.keepalive_s = keepalive_seconds(ctx.options.tokunseba_keepalive_s)
+            except ValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
         if "tokunseba_provider_hosts" in updated:
-            hosts = {}
-            for item in ctx.options.tokunseba_provider_hosts:
-                name, sep, proto = item.rpartition("=")
-                if not sep or not name or proto not in protocols.NAMES:
-                    raise exceptions.OptionsError(
-                        f"tokunseba_provider_hosts: {item!r} is not HOST[:PORT]=PROTOCOL with PROTOCOL in {', '.join(protocols.NAMES)}")
-                hosts[name.lower()] = proto
-            self.provider_hosts = hosts
+            try:
+                self.provider_hosts = provider_hosts_of(ctx.options.tokunseba_provider_hosts)
+            except ValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
         if {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"} & updated:
             self._open_ledger()
         if {"tokunseba_otlp_endpoint", "tokunseba_otlp_bodies", "tokunseba_instance"} & updated:
@@ -298,11 +231,11 @@ class Tokunseba:
 
     def _load_rules(self) -> None:
         path = ctx.options.tokunseba_rules or None
-        before = _stamp(path)
+        before = stamp(path)
         self.rules = load_rules(path)
         KNOWN_SECRETS.set(endpoint_keys(self.rules.endpoints.values(), os.environ))
         # a file still being written when read is read again at the next poll
-        self.rules_stamp = before if _stamp(path) == before else None
+        self.rules_stamp = before if stamp(path) == before else None
         for w in self.rules.warnings:
             log.warning(w)
         self.health = EndpointHealth()
@@ -317,13 +250,13 @@ class Tokunseba:
             return
         self.rules_checked = now
         path = ctx.options.tokunseba_rules or None
-        if path is None or _stamp(path) == self.rules_stamp:
+        if path is None or stamp(path) == self.rules_stamp:
             return
         try:
             self._load_rules()
             log.warning(f"tokunseba: reloaded {path}: {len(self.rules.routes)} routes")
         except RulesError as e:
-            self.rules_stamp = _stamp(path)
+            self.rules_stamp = stamp(path)
             log.error(f"tokunseba: kept the previous rules: {e}")
 
     async def running(self) -> None:
@@ -397,7 +330,7 @@ class Tokunseba:
                 t = state.turn
                 t.action, t.outcome, t.error = "respond", "error", str(e)
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
-                self._show_client_url(flow, state)
+                show_client_url(flow, state)
                 self._present(flow, state, "error", 500)
             elif looks_like_provider_call(flow.request, self.provider_hosts):  # never let a half-handled provider call leak out
                 self._respond(flow, client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}", "api_error"))
@@ -446,7 +379,7 @@ class Tokunseba:
             return
         turn, mode = state.turn, state.mode
         broken = self._relay_done(state)
-        self._show_client_url(flow, state)
+        show_client_url(flow, state)
         if turn.action == "pass":
             self.reach.answered(flow.request.host, flow.request.port)
         try:
@@ -531,7 +464,7 @@ class Tokunseba:
             return
         turn = state.turn
         broken = self._relay_done(state)
-        self._show_client_url(flow, state)
+        show_client_url(flow, state)
         if turn.action == "pass" and flow.response is None:
             self.reach.forget(flow.request.host, flow.request.port)  # the next turn checks it again
         try:
@@ -716,8 +649,7 @@ class Tokunseba:
             if gone:  # as ``headers.pop(name)``: every field of that name, in any case
                 raw = {n.encode("utf-8", "surrogateescape").lower() for n in gone}
                 req.headers.fields = tuple(f for f in req.headers.fields if f[0].lower() not in raw)
-        for k, v in turn.set_headers.items():
-            req.headers[k] = v
+        set_headers(req.headers, turn.set_headers)
         if turn.body is not None:
             req.content = turn.body
 
@@ -795,64 +727,21 @@ class Tokunseba:
     # ---- mitmweb: what a user sees of the turn ----
     def _record_original(self, flow: http.HTTPFlow, state: FlowState, client_url: str,
                          client_headers: http.Headers) -> None:
-        """Keep the client's request line and headers (redacted) in the flow's metadata, the
-        real ones in memory for a replay, and the key values the comment must not show."""
-        req, turn = flow.request, state.turn
-        body_changed = turn.body is not None
-        rewritten = turn.local is None and (req.url != client_url or req.headers != client_headers or body_changed)
-        exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
-        flow.metadata[RECORD_KEY] = {
-            **original_record(method=req.method, url=client_url, headers=client_headers.items(multi=True),
-                              rewritten=rewritten, endpoint=turn.endpoint.name if turn.endpoint else None,
-                              endpoint_url=turn.url, target_protocol=turn.target_protocol),
-            "client_protocol": turn.client_protocol, "body_changed": body_changed, "body_exact": exact}
-        shown = state.shown
-        shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
-                                   [client_url, turn.url])
-        shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
-        flow.comment = redact_values(flow.comment, shown.secrets)
-        if rewritten:
+        """The client's request as mitmweb shows it (proxy/presentation.py); the real one kept in
+        memory for a replay when tokunseba rewrote it."""
+        if record_original(flow, state, client_url, client_headers):
             self.replayable[flow.id] = (client_url, client_headers)
             while len(self.replayable) > MAX_REPLAYABLE:
                 self.replayable.popitem(last=False)
 
-    def _show_client_url(self, flow: http.HTTPFlow, state: FlowState) -> None:
-        """Once the request has left: the flow shows the URL the client asked for (the comment
-        and the tokunseba-original view name the endpoint the turn really went to), and the
-        endpoint key tokunseba added is redacted in the flow (mitmweb, saved flow files)."""
-        shown = state.shown
-        try:
-            if shown is None:
-                return
-            if shown.client_target is not None:
-                set_target(flow.request, shown.client_target)
-            elif shown.client_url and flow.request.url != shown.client_url:
-                flow.request.url = shown.client_url
-            for name in shown.added_keys:
-                if name in flow.request.headers:
-                    flow.request.headers[name] = redact_header_value(name, flow.request.headers[name])
-        except Exception:
-            log.exception("tokunseba: could not restore the client's URL on the flow")
-
     def _present(self, flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None) -> None:
-        """The turn has ended: its mark and comment state the outcome as the ledger counts it."""
-        turn, shown, state.shown = state.turn, state.shown, None
-        try:
-            error = turn.error
-            if error is None and status is not None and status >= 400 and flow.response is not None \
-                    and flow.response.raw_content is not None:
-                error = error_message(flow.response.get_content(strict=False))
-            outcome = web_outcome(ledger_outcome, status, error)
-            plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
-            flow.marked = final_mark(outcome)
-            flow.comment = final_comment(turn.summary(), request_id=turn.request_id, outcome=outcome, status=status,
-                                         error=error,
-                                         plumbing=plumbing, endpoint_url=turn.url,
-                                         secrets=shown.secrets if shown else ())
-            if ctx.master.addons.get("view") is not None:  # mitmweb pushes the change to open pages
-                ctx.master.addons.trigger(UpdateHook([flow]))  # (mitmdump has no view: nothing to update)
-        except Exception:
-            log.exception("tokunseba: could not update the flow's mark and comment")
+        """The turn has ended: its mark and comment say so (proxy/presentation.py), pushed to
+        mitmweb's open pages (mitmdump has no view: nothing to update)."""
+        if present(flow, state, ledger_outcome, status) and ctx.master.addons.get("view") is not None:
+            try:
+                ctx.master.addons.trigger(UpdateHook([flow]))
+            except Exception:
+                log.exception("tokunseba: could not update the flow's mark and comment")
 
     def _prepare_replay(self, flow: http.HTTPFlow) -> bool:
         """mitmweb's Replay of a flow tokunseba rewrote: put the client's own request back so the
@@ -1100,25 +989,8 @@ def _upstream_ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _stamp(path: str | None) -> tuple | None:
-    """What identifies one version of a file: change time, size and inode."""
-    try:
-        st = os.stat(path) if path else None
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino) if st else None
-
-
 def _snippet(body: bytes | None, n: int = 500) -> str:
     return (body or b"")[:n].decode("utf-8", "replace")
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 class OriginalRequestView(contentviews.Contentview):

@@ -41,7 +41,8 @@ def record_original(flow: Any, state: FlowState, client_url: str, client_headers
     body): its client's own request is what a replay must send."""
     req, turn = flow.request, state.turn
     body_changed = turn.body is not None
-    rewritten = turn.local is None and (req.url != client_url or req.headers != client_headers or body_changed)
+    # the cheap test first: a changed body (every translated turn) needs no URL built nor headers compared
+    rewritten = turn.local is None and (body_changed or req.url != client_url or req.headers != client_headers)
     exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
     flow.metadata[RECORD_KEY] = {
         **original_record(method=req.method, url=client_url, headers=client_headers.items(multi=True),
@@ -69,9 +70,10 @@ def show_client_url(flow: Any, state: FlowState) -> None:
             set_target(flow.request, shown.client_target)
         elif shown.client_url and flow.request.url != shown.client_url:
             flow.request.url = shown.client_url
-        for name in shown.added_keys:
-            if name in flow.request.headers:
-                flow.request.headers[name] = redact_header_value(name, flow.request.headers[name])
+        if shown.added_keys:  # one pass over the raw fields (a name lookup in mitmproxy's Headers scans them all)
+            headers = flow.request.headers
+            added = {k.lower().encode("utf-8", "surrogateescape") for k in shown.added_keys}
+            headers.fields = tuple((k, _redacted(k, v)) if k.lower() in added else (k, v) for k, v in headers.fields)
     except Exception:
         log.exception("tokunseba: could not restore the client's URL on the flow")
 
@@ -95,6 +97,12 @@ def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int
     except Exception:
         log.exception("tokunseba: could not update the flow's mark and comment")
         return False
+
+
+def _redacted(name: bytes, value: bytes) -> bytes:
+    """A raw header field's value with its credential redacted (``redact_header_value``)."""
+    return redact_header_value(name.decode("utf-8", "surrogateescape"),
+                               value.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def _is_utf8(data: bytes) -> bool:

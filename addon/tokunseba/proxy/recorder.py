@@ -84,6 +84,20 @@ class TurnRecorder:
             self.started(turn.request_id)
             self.ledger.event(turn.request_id, kind, data)
 
+    def next_attempt(self, nxt: Turn, trace: list[dict[str, Any]]) -> None:
+        """A turn failed over: its route, endpoint and trace become the next attempt's, and
+        that attempt's planning events are recorded."""
+        if self.ledger is None:
+            return
+        self.started(nxt.request_id)
+        d = nxt.decision
+        self.ledger.update_turn(nxt.request_id, rule=d.route.name if d and d.route else None,
+                                endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
+                                target_protocol=nxt.target_protocol, model_used=nxt.model_used or nxt.requested_model,
+                                trace=trace)
+        for kind, data in nxt.events:
+            self.ledger.event(nxt.request_id, kind, data)
+
     def completion(self, turn: Turn, out: Outcome, *, outcome: str, details: dict[str, Any], now: float,
                    first_byte: float | None, chain: Chain | None, attempt_at: float,
                    body: bytes | None) -> Callable[[], None] | None:

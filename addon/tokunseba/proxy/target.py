@@ -31,10 +31,7 @@ def set_target(req: Any, target: Target) -> None:
     """Put back what ``target_of`` read, without mitmproxy's URL parse."""
     d = req.data
     d.scheme, d.host, d.port, d.path, d.authority, host = target
-    if host is not None:
-        d.headers["host"] = host
-    elif "host" in d.headers:
-        del d.headers["host"]
+    _put_host(d.headers, host, add=True)
 
 
 def point_at(req: Any, scheme: str, host: str, port: int, path: str) -> None:
@@ -44,10 +41,53 @@ def point_at(req: Any, scheme: str, host: str, port: int, path: str) -> None:
     default = port == (443 if scheme == "https" else 80)
     hostport = host if default else f"{host}:{port}"
     d.scheme, d.host, d.port, d.path = scheme.encode(), host, port, path.encode()
-    if "host" in d.headers:
-        d.headers["host"] = hostport
+    _put_host(d.headers, hostport, add=False)
     if d.authority:
         d.authority = hostport.encode()
+
+
+def _put_host(headers: Any, value: str | None, *, add: bool) -> None:
+    """``headers["host"] = value`` (``del`` when None; nothing when absent and not ``add``) in
+    one pass over the raw fields, as mitmproxy's ``Headers`` would set it: the first Host
+    field keeps its place and takes the value, the others go, a new one goes last."""
+    raw = value.encode("utf-8", "surrogateescape") if value is not None else None
+    out, found = [], False
+    for k, v in headers.fields:
+        if k.lower() == b"host":
+            if raw is not None and not found:
+                out.append((k, raw))
+            found = True
+            continue
+        out.append((k, v))
+    if not found:
+        if raw is None or not add:
+            return
+        out.append((b"host", raw))
+    headers.fields = tuple(out)
+
+
+def set_headers(headers: Any, values: Mapping[str, str]) -> None:
+    """``headers[name] = value`` for each item, in one pass over the raw fields, as mitmproxy's
+    ``Headers`` sets them one by one: a field of that name (any case) keeps its name and place
+    and takes the value, other fields of that name go, a name not there is added last."""
+    if not values:
+        return
+    pending: dict[bytes, tuple[bytes, bytes]] = {}
+    for k, v in values.items():
+        name = k.encode("utf-8", "surrogateescape")
+        low = name.lower()
+        pending[low] = (pending[low][0] if low in pending else name, v.encode("utf-8", "surrogateescape"))
+    out, seen = [], set()
+    for k, v in headers.fields:
+        low = k.lower()
+        if low in pending:
+            if low not in seen:
+                out.append((k, pending[low][1]))
+                seen.add(low)
+            continue
+        out.append((k, v))
+    out.extend(kv for low, kv in pending.items() if low not in seen)
+    headers.fields = tuple(out)
 
 
 def field_name(raw: bytes) -> str:
