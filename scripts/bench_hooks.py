@@ -10,7 +10,12 @@ it times, in microseconds:
   reply      responseheaders + response + DisplayRedaction.response on a whole JSON reply
 
 for three turns: pass-through (no route matches), retarget (same protocol, model rewritten)
-and translated (Anthropic -> Chat). Each tree runs in its own child process (this checkout,
+and translated (Anthropic -> Chat). By default nothing listens to the log (the ``tokunseba``
+logger's INFO lines, the console line among them, are not emitted); with ``--termlog`` each
+child logs as mitmdump does (the root logger at DEBUG, mitmproxy's own terminal handler at
+INFO, writing to /dev/null, or to $BENCH_HOOKS_LOG), so the console line is built, redacted,
+formatted and written per turn.
+Each tree runs in its own child process (this checkout,
 and with ``--against OTHER_ROOT`` another checkout's ``addon/``); the parent asks them in
 turn, in a shuffled order each round, for a batch of turns, so noise from the machine's other
 tenants falls on both alike. It prints medians and p95s per (tree, turn, hook) and, with
@@ -18,7 +23,7 @@ tenants falls on both alike. It prints medians and p95s per (tree, turn, hook) a
 
 Not a test: it prints, it asserts nothing. The wire (sockets, mitmproxy's own work) is
 ``bench_proxy.py``'s business.
-Usage: .venv/bin/python scripts/bench_hooks.py [--rounds N] [--batch N] [--seed S]
+Usage: .venv/bin/python scripts/bench_hooks.py [--rounds N] [--batch N] [--seed S] [--termlog]
                                               [--against OTHER_ROOT [--against-label LABEL]]
 """
 
@@ -66,11 +71,20 @@ CHAT_REPLY = {"id": "c", "object": "chat.completion", "created": 1, "model": "m"
 # ---------------------------------------------------------------- the child: one tree
 
 
-def child(tree: Path) -> None:
+def child(tree: Path, termlog: bool = False) -> None:
     """Serve batches: read ``N`` lines from stdin, answer each with one JSON line of samples."""
     sys.path.insert(0, str(tree / "addon"))
     import asyncio
+    import logging
     import time
+
+    if termlog:  # as mitmdump logs (mitmproxy/tools/main.py, addons/termlog.py), into /dev/null
+        from mitmproxy.addons.termlog import TermLogHandler
+
+        logging.getLogger().setLevel(logging.DEBUG)
+        handler = TermLogHandler(open(os.environ.get("BENCH_HOOKS_LOG", os.devnull), "w"))
+        handler.setLevel(logging.INFO)
+        handler.install()
 
     from mitmproxy import http
     from mitmproxy.addons.proxyserver import Proxyserver
@@ -164,22 +178,27 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
     ap.add_argument("--against", type=Path, help="another checkout's root (its addon/ is measured too)")
     ap.add_argument("--against-label", default="other", help="its name in the table (default: other)")
+    ap.add_argument("--termlog", action="store_true",
+                    help="log as mitmdump does (root at DEBUG, its terminal handler at INFO into /dev/null): "
+                         "the console line is emitted per turn")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        child(args.child)
+        child(args.child, args.termlog)
         return 0
     if args.rounds < 1 or args.batch < 1 or args.warmup < 0:
         ap.error("--rounds and --batch must be 1 or more, --warmup 0 or more")
     if args.against is not None and not any((args.against / "addon" / "tokunseba" / p).is_file()
-                                            for p in ("proxy/mitm.py", "proxy/mitm.py")):
-        ap.error(f"--against {args.against}: no addon/tokunseba/proxy/mitm.py there")
+                                            for p in ("proxy/mitm.py", "mitm.py")):
+        ap.error(f"--against {args.against}: no addon/tokunseba/proxy/mitm.py (or mitm.py, a tree from before "
+                 "the packages) there")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     trees = {"this": ROOT}
     if args.against is not None:
         trees[args.against_label] = args.against.resolve()
-    procs = {name: subprocess.Popen([sys.executable, __file__, "--child", str(path)], stdin=subprocess.PIPE,
+    procs = {name: subprocess.Popen([sys.executable, __file__, "--child", str(path)]
+                                    + (["--termlog"] if args.termlog else []), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, cwd=str(path))
              for name, path in trees.items()}
     samples = {name: {k: {h: [] for h in HOOKS} for k in KINDS} for name in trees}
@@ -189,9 +208,12 @@ def main() -> int:
             rng.shuffle(order)
             for name in order:
                 p = procs[name]
-                p.stdin.write(f"{args.batch}\n")
-                p.stdin.flush()
-                line = p.stdout.readline()
+                try:
+                    p.stdin.write(f"{args.batch}\n")
+                    p.stdin.flush()
+                    line = p.stdout.readline()
+                except BrokenPipeError:  # it died before it was asked
+                    line = ""
                 if not line:
                     print(f"bench_hooks: the {name} tree's child died", file=sys.stderr)
                     return 1
@@ -202,14 +224,18 @@ def main() -> int:
                         samples[name][kind][hook] += values
     finally:
         for p in procs.values():
-            p.stdin.close()
+            try:
+                p.stdin.close()
+            except BrokenPipeError:
+                pass
         for p in procs.values():
             try:
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
     print(f"bench_hooks: {args.rounds} rounds (+{args.warmup} warm-up) of {args.batch} turns per kind and tree, "
-          f"trees in a shuffled order each round (seed {seed}); microseconds per turn")
+          f"trees in a shuffled order each round (seed {seed}); microseconds per turn"
+          + ("; logging as mitmdump (--termlog)" if args.termlog else ""))
     other = args.against_label if args.against is not None else None
     head = f"  {'tree':<12} {'turn':<13} {'hook':<8} {'n':>6} {'median':>8} {'p95':>8}"
     print(head + (f" {'x ' + other:>10}" if other else ""))

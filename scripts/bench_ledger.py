@@ -246,8 +246,9 @@ def main() -> None:
                     help="also another checkout's addon/ directory, its writer with its defaults")
     args = ap.parse_args()
     if args.against is not None and not any((args.against / "tokunseba" / p).exists()
-                                            for p in ("ledger/writer.py", "ledger/writer.py")):
-        ap.error(f"--against {args.against}: no tokunseba/ledger/writer.py there")
+                                            for p in ("ledger/writer.py", "ledger_writer.py")):
+        ap.error(f"--against {args.against}: no tokunseba/ledger/writer.py (or ledger_writer.py, a tree from "
+                 "before the packages) there")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     variants: list[tuple[str, Path, dict]] = [("this tree", HERE, {})]

@@ -91,3 +91,15 @@ def test_bench_ledger_rejects_bad_arguments():
         p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), *bad],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "Traceback" not in p.stderr, (bad, p.stderr)
+
+
+def test_bench_ledger_takes_a_tree_from_before_the_packages(tmp_path):
+    """--against accepts an addon/ whose writer is tokunseba/ledger_writer.py (before issue 23's
+    packages): it is measured, not refused (here it has no writer to import: the run stops
+    with the worker's error, not with the argument check's)."""
+    (tmp_path / "tokunseba").mkdir()
+    (tmp_path / "tokunseba" / "ledger_writer.py").write_text("")
+    (tmp_path / "tokunseba" / "__init__.py").write_text("")
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), "--turns", "2", "--rounds", "1",
+                        "--against", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 2 and "no tokunseba/ledger/writer.py" not in p.stderr, p.stderr
