@@ -788,6 +788,8 @@ class Tokunseba:
 
     def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float) -> None:
         """The turn's one console line (proxy/console_line.py): what happened to it, as recorded."""
+        if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
+            return
         try:
             d = turn.decision
             log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
