@@ -76,13 +76,24 @@ def statements_of(ledger: Writes, record: Record) -> Statements:
     return record[2]()
 
 
+_ORDERS: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def _column_order(turn_columns: tuple[str, ...]) -> dict[str, int]:
+    """Each column's place in ``turn_columns`` (made once per tuple, not once per batch)."""
+    order = _ORDERS.get(turn_columns)
+    if order is None:
+        order = _ORDERS[turn_columns] = {c: i for i, c in enumerate(turn_columns)}
+    return order
+
+
 class _Fold:
     """What one batch writes, folded, until the next BUILD record."""
 
     def __init__(self, conn: Executes, ledger: Writes, turn_columns: tuple[str, ...], upsert_sql,
                  event_sql: str) -> None:
         self.conn, self.ledger, self.upsert_sql, self.event_sql = conn, ledger, upsert_sql, event_sql
-        self.order = {c: i for i, c in enumerate(turn_columns)}
+        self.order = _column_order(turn_columns)
         self.turns: dict[str, dict[str, Any]] = {}  # request id -> columns (first record's order)
         self.started: set[str] = set()
         self.bodies: dict[str, dict[str, bytes]] = {}
