@@ -421,7 +421,7 @@ def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict[str, Any], o
 def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """effort -> reasoning_effort (unless thinking already named a level); format has no counterpart."""
     for k, v in ft.obj(value, key).items():
-        if k == "effort" and "reasoning_effort" not in out and v in ANTHROPIC_EFFORT:
+        if k == "effort" and "reasoning_effort" not in out and isinstance(v, str) and v in ANTHROPIC_EFFORT:
             out["reasoning_effort"] = ANTHROPIC_EFFORT[v]
             rt.origin["reasoning_effort"] = f"{key}.effort"
             rt.converted.append(f"{key}.effort {v!r} -> reasoning_effort {ANTHROPIC_EFFORT[v]!r}")
