@@ -341,7 +341,7 @@ def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
         return
     fp = f"{key}.{keys['functionCallingConfig']}"
     mode = fcc.get("mode") or "AUTO"
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise _bad(f"{fp}.mode", f"must be one of {sorted(MODES)}, not {mode!r}")
     names = _get(fcc, "allowedFunctionNames")
     if mode == "ANY" and isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
@@ -371,6 +371,13 @@ def _gc_mapped(target: str) -> Callable[[_Decode, str, Any, dict[str, Any], dict
         out[target] = v
         d.rt.origin[target] = path
     return mapped
+
+
+def _gc_max_tokens(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+    if not isinstance(v, int) or isinstance(v, bool):  # a cap is compared with the endpoint's: a number
+        raise _bad(path, f"expected an integer, not {jsonc.dumps(v)[:40]}")
+    out["max_completion_tokens"] = v
+    d.rt.origin["max_completion_tokens"] = path
 
 
 def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
@@ -427,7 +434,7 @@ def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[st
 GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
     "temperature": ("mapped", _gc_mapped("temperature"), "exact"),
     "topP": ("mapped", _gc_mapped("top_p"), "exact"),
-    "maxOutputTokens": ("mapped", _gc_mapped("max_completion_tokens"), "exact"),
+    "maxOutputTokens": ("mapped", _gc_max_tokens, "exact (an integer)"),
     "stopSequences": ("converted", _gc_stop, "-> stop"),
     "presencePenalty": ("mapped", _gc_mapped("presence_penalty"), "exact"),
     "frequencyPenalty": ("mapped", _gc_mapped("frequency_penalty"), "exact"),
