@@ -127,10 +127,11 @@ class Turn:
             parts.append(f"failed over: {self.failed_over}")
         if self.translation and self.translation.dropped:
             parts.append("dropped: " + ", ".join(_short_paths(self.translation.dropped)))
-        for kind, d in self.events:  # provider state of a tool loop (reasoning/state.py)
+        for kind, data in self.events:  # provider state of a tool loop (reasoning/state.py)
             if kind in ("state_restored", "state_withheld"):
-                parts.append(f"{kind[6:]}: {d['kind'] if kind == 'state_restored' else 'state'} of {len(d['keys'])} "
-                             f"call{'s' * (len(d['keys']) != 1)}")
+                n = len(data["keys"])
+                parts.append(f"{kind[6:]}: {data['kind'] if kind == 'state_restored' else 'state'} of {n} "
+                             f"call{'s' * (n != 1)}")
         return " · ".join(parts)
 
     def client_error(self, status: int, message: str, etype: str | None = None) -> LocalResponse:
@@ -391,7 +392,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.events.append(("tool_loop", {"followed": t["matched"], "route": t["route"], "why": t["reasons"][0]}))
     for t in decision.trace:
         if t.get("refused") or t.get("unreachable"):
-            ep = rules.endpoints.get(_route_target(rules, t["route"]))
+            ep = rules.endpoints.get(_route_target(rules, t["route"]) or "")
             if t.get("refused"):
                 turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None,
                                                       "reason": t["refused"]}))
@@ -515,8 +516,9 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
                                                 "plumbing": tr.plumbing + turn.plumbing_headers,
                                                 "converted": tr.converted, "warnings": tr.warnings}))
-    if tr.state_report is not None:
-        turn.events.extend(tr.state_report.events())
+    report: Any = tr.state_report  # reasoning.state.RestoreReport (translate/ does not know its type)
+    if report is not None:
+        turn.events.extend(report.events())
     if prep.keeper is not None:  # what this endpoint's reply carries is kept for the loop's next turn
         turn.capture = prep.keeper.capture(dst, ep.name, turn.model_used, turn.request_id)
 
@@ -609,8 +611,14 @@ def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None
     return turn.client_error(status, err.message)
 
 
+def _target(turn: Turn) -> str:
+    """The protocol of the endpoint a translated turn went to."""
+    assert turn.target_protocol is not None
+    return turn.target_protocol
+
+
 def stream_translator(turn: Turn) -> translate.StreamTranslator:
-    t = translate.stream(turn.target_protocol, turn.client_protocol, include_usage=turn.include_usage,
+    t = translate.stream(_target(turn), turn.client_protocol, include_usage=turn.include_usage,
                          created=int(turn.started_at))
     t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
     return t
@@ -629,12 +637,12 @@ def _with_hint(body: bytes, hint: str) -> bytes:
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
     if status >= 400:
-        st, out = translate.error(turn.target_protocol, turn.client_protocol, status, body)
+        st, out = translate.error(_target(turn), turn.client_protocol, status, body)
         if turn.translation is not None and turn.endpoint is not None and (
                 hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
             out = _with_hint(out, hint)
         return st, {"content-type": "application/json"}, out, None
-    rep = translate.reply(turn.target_protocol, turn.client_protocol, body, created=int(turn.started_at))
+    rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at))
     if turn.capture is not None and rep.message is not None:
         turn.capture.message(rep.message)
     return status, {"content-type": "application/json"}, rep.body, rep

@@ -14,6 +14,7 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import cast
 
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
@@ -25,12 +26,13 @@ from .relay import MARK as RELAY_MARK
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import Relay
 from .relay import Replan, UpstreamConn
-from .attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, may_fail_over, next_turn
+from .attempts import Chain, may_fail_over, next_turn
+from .next_attempt import failure_line, note_failure, replan_of, where_next
 from .capacity import Capacity, Slot
 from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
-from .failover import Failure, retry_hint
+from .failover import Failure
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
@@ -275,7 +277,8 @@ class Tokunseba:
 
             if CommentColumnStyle not in transforms:
                 transforms.insert(0, CommentColumnStyle)  # before gzip: it styles the page as written
-        self.shadows = ShadowSender(lambda: self.ledger, concurrency=ctx.options.tokunseba_shadow_concurrency,
+        # the ledger's writer takes the ledger's calls, on its own thread (ledger/writer.py)
+        self.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: self.ledger), concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
                                     ssl_context=_upstream_ssl_context())
 
@@ -370,8 +373,14 @@ class Tokunseba:
                 msg = client_error(turn.client_protocol, 502, f"tokunseba internal error: {e}", "api_error").body
                 flow.response.status_code = 502
                 _prepare_stream_headers(flow, "application/json")
-                sent = []
-                flow.response.stream = lambda b: [] if sent else (sent.append(1) or [msg])
+                sent: list[bool] = []
+
+                def once(_: bytes) -> list[bytes]:  # the error, once, whatever comes
+                    if sent:
+                        return []
+                    sent.append(True)
+                    return [msg]
+                flow.response.stream = once
 
     def response(self, flow: http.HTTPFlow) -> None:
         state = self.flows.pop(flow.id, None)
@@ -384,6 +393,7 @@ class Tokunseba:
             self.reach.answered(flow.request.host, flow.request.port)
         try:
             r = flow.response
+            assert r is not None  # the response hook has one
             # relay-made (a turn that failed over to its own host went through the relay too)
             mark = r.headers.get(RELAY_MARK) if turn.action in ("translate", "retarget") or state.chain else None
             d = dispose(mark=mark, mode=mode, action=turn.action, status=r.status_code, has_pump=state.pump is not None,
@@ -398,6 +408,7 @@ class Tokunseba:
     def _carry_out(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> None:
         """The I/O a ``Disposition`` names (proxy/disposition.py), then the turn's record."""
         turn, r = state.turn, flow.response
+        assert r is not None
         rep = whole = None
         if d.record_error:
             self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
@@ -439,6 +450,7 @@ class Tokunseba:
             if said is not None:  # empty or HTML: the client's envelope
                 self._respond(flow, said)
         r = flow.response
+        assert r is not None
         _redact_whole_reply(r, turn)
         _keep_client_close(r, state)
         self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
@@ -453,8 +465,7 @@ class Tokunseba:
         the upstream reported all the same (a whole reply that could not be translated)."""
         turn = state.turn
         err = turn.client_error(502, msg, "api_error")
-        self._respond(flow, err)
-        _keep_client_close(flow.response, state)
+        _keep_client_close(self._respond(flow, err), state)
         turn.outcome, turn.error = "error", msg
         self._complete(flow, state, Outcome(err.status, usage=usage), defer=True)
 
@@ -659,22 +670,9 @@ class Tokunseba:
         it (cooldown from its retry-after hint, else the passive back-off; its slot freed; the
         attempt recorded), then plan the next one (attempts.next_turn), or None."""
         turn, chain = state.turn, state.chain
-        ep = turn.endpoint if turn.action != "pass" else None
-        route = turn.decision.route.name if turn.decision and turn.decision.route else None
-        tried = Attempted(route, ep.name if ep else None, failure.kind, failure.status, failure.why,
-                          (time.monotonic() - state.attempt_at) * 1000)
-        if ep is not None:
-            hint = retry_hint(headers, time.time()) if failure.kind == "status" else None
-            if hint is not None:
-                tried.cooled_s = self.capacity.cool(ep, hint[0], f"HTTP {failure.status}, {hint[1]}")
-            # no hint: the passive back-off, so later turns go to the next route at once (a route
-            # that says on_failure: error keeps asking its endpoint; an unreachable one backs off as before)
-            if tried.cooled_s or failure.kind == "context_window":
-                pass  # a context window is this turn's size, not the endpoint's health
-            elif failure.kind == "unreachable":
-                tried.backoff_s = self.health.failed(ep, failure.why)
-            elif may_fail_over(turn):
-                tried.backoff_s = self.capacity.back_off(ep, failure.short())
+        assert chain is not None
+        tried = note_failure(turn, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000, now=time.time(),
+                             capacity=self.capacity, health=self.health)
         if state.slot is not None:
             state.slot.release()
             state.slot = None
@@ -685,44 +683,27 @@ class Tokunseba:
             available = self._available(full)
             for _ in range(2 * len(self.rules.endpoints) + 1):
                 nxt = next_turn(self.rules, chain, turn, reachable=available, env=os.environ)
-                if nxt is None or nxt.action == "pass":
+                if nxt is None or nxt.action == "pass" or nxt.endpoint is None:
                     break
                 slot = await self._slot(nxt.endpoint, full)
                 if slot is not None:
                     break
                 nxt = None
-        where = f"{tried.endpoint or 'the original host'}" + (f" (route {route})" if route else "")
-        log.warning(f"tokunseba: {turn.request_id}: {where} failed: {failure.why}"
-                    + (f"; cooled for {tried.cooled_s:g} s" if tried.cooled_s else "")
-                    + (f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else 'the original host'}"
-                       if nxt is not None else "; no next route: the client gets this failure"))
-        self.recorder.event(turn, "attempt_failed", {**tried.record(),
-                                             "next": None if nxt is None else (
-                                                 nxt.endpoint.name if nxt.action != "pass" else "original host")})
+        log.warning(failure_line(turn, tried, failure, nxt))
+        self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
         if nxt is None:
             chain.gave_up = True
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
-        nxt.failed_over = chain.text(nxt.endpoint.name if nxt.action != "pass" else None)
+        nxt.failed_over = chain.text(nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None)
         if nxt.decision is not None:
             chain.trace += nxt.decision.trace
-        if self.ledger is not None:
-            d = nxt.decision
-            self.ledger.update_turn(nxt.request_id, rule=d.route.name if d and d.route else None,
-                                    endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
-                                    target_protocol=nxt.target_protocol, model_used=nxt.model_used or nxt.requested_model,
-                                    trace=chain.trace)
-            for kind, data in nxt.events:
-                self.ledger.event(nxt.request_id, kind, data)
+        self.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)
         if isinstance(rec, dict):
             rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
                        endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
-        ep = nxt.endpoint if nxt.action != "pass" else None
-        return Replan(attempt_url(nxt, chain), attempt_headers(nxt, chain), attempt_body(nxt, chain),
-                      first_byte_s=ep.first_byte_timeout_s if ep else None,
-                      protocol=nxt.target_protocol or nxt.client_protocol,
-                      keepalive=nxt.action == "translate" or protocols.get(nxt.client_protocol).passthrough_keepalive)
+        return replan_of(nxt, chain)
 
     # ---- mitmweb: what a user sees of the turn ----
     def _record_original(self, flow: http.HTTPFlow, state: FlowState, client_url: str,
@@ -767,6 +748,7 @@ class Tokunseba:
         flow.request.headers = headers.copy()
         flow.request.url = url
         if rec.get("body_changed"):
+            assert original is not None  # else refused above
             flow.request.content = original.encode("utf-8")
         return True
 
@@ -802,8 +784,9 @@ class Tokunseba:
         except Exception:
             log.exception("tokunseba: could not write the turn's console line")
 
-    def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> None:
-        flow.response = http.Response.make(lr.status, lr.body, lr.headers)
+    def _respond(self, flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
+        flow.response = r = http.Response.make(lr.status, lr.body, lr.headers)
+        return r
 
     def _reply_outcome(self, flow: http.HTTPFlow, state: FlowState, status: int | None, rep=None,
                        whole: Outcome | None = None, *, failed: bool = False) -> Outcome:
@@ -815,7 +798,7 @@ class Tokunseba:
         turn, pump = state.turn, state.pump
         if pump is not None:
             out = pump.outcome(status)
-        elif rep is not None:
+        elif rep is not None and status is not None:
             out = Outcome.of_reply(status, rep)
         elif whole is not None:
             out = whole
@@ -962,6 +945,7 @@ def _keep_client_close(r: http.Response, state: FlowState) -> None:
 
 
 def _prepare_stream_headers(flow: http.HTTPFlow, content_type: str) -> None:
+    assert flow.response is not None
     h = flow.response.headers
     h.pop("content-length", None)
     h.pop("content-encoding", None)

@@ -97,6 +97,7 @@ class Pump:
                            {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
                             "errors": rpt.errors, "completed": rpt.completed},
                            problem=problem, first_byte=self.first_byte, kept=kept, model=rpt.model)
+        assert self.watch is not None  # raw: watched
         usage = self.watch.usage
         problem = self.cut_short or (self.watch.verdict() if status is not None and status < 400 else None)
         return Outcome(status, usage, usage.reported if usage else None, problem=problem,
@@ -118,6 +119,7 @@ class Pump:
 
     def _raw(self, data: bytes) -> list[bytes]:
         try:  # the side channel must never cost the client a byte
+            assert self.watch is not None  # raw: watched
             if data:
                 self._mark_first_byte()
                 self.watch.feed(data)
@@ -132,6 +134,7 @@ class Pump:
         """Relayed raw stream: the complete events so far; at the end, the rest, or (the
         upstream broke, or ended without its terminal event) an error event instead."""
         hold = self.hold
+        assert hold is not None  # relayed raw: held
         if data:
             hold += data
             end = last_event_end(hold)
@@ -149,7 +152,7 @@ class Pump:
             return error_event(self.turn.client_protocol, f"tokunseba: {why}")
         why = self.target.broken if self.target is not None else None
         verdict = self.watch.verdict() if self.watch is not None else None
-        if why is None and verdict is not None and self.watch.error is None:
+        if why is None and verdict is not None and self.watch is not None and self.watch.error is None:
             why = verdict  # an upstream error event already reached the client as it came
         if why is None:
             out = bytes(hold)
