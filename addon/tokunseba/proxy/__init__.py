@@ -1,6 +1,11 @@
 """The proxy path: from mitmproxy's hooks to the endpoint and back (design.md §2).
 
-- ``mitm``: the mitmproxy addon, the only module that imports mitmproxy;
+- ``mitm``: the mitmproxy addon, the only module that imports mitmproxy: its hooks and the
+  glue between them, over the plain parts below;
+- ``disposition``: what the ``response`` hook does with a reply (one pure decision);
+- ``target``, ``presentation``, ``recorder``, ``shadowing``, ``options``, ``next_attempt``: where
+  a request goes (and which are provider calls), what mitmweb shows of a turn, a turn's
+  ledger records in order, its shadow, the addon's options, a failed attempt and the next;
 - ``relay``: the loopback relay a routed turn goes through (its connections to endpoints,
   keep-alives, failover hand-off), with ``http1`` (the HTTP/1.1 it speaks);
 - ``attempts``, ``failover``, ``capacity``: a turn's attempts, which failures move it to the

@@ -1,8 +1,11 @@
 """The mitmproxy adapter: the only module that imports mitmproxy (design.md §3).
 
-Hooks stay a few lines each and delegate to the pure core (turn.py). Fail closed: any
-exception while handling a provider call answers the client with an error in its own
-protocol; a translated turn never falls through to the original host.
+The hooks and the glue between them: a turn is planned by turn.py (prepare, decide then
+translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the plain parts
+(target, presentation, recorder, shadowing, options, next_attempt) do the rest over plain
+values; this module holds what needs mitmproxy (its flows, options, hooks and views). Fail
+closed: any exception while handling a provider call answers the client with an error in
+its own protocol; a translated turn never falls through to the original host.
 """
 
 from __future__ import annotations
