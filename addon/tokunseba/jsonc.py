@@ -45,6 +45,35 @@ if _orjson is None:  # pragma: no cover
         return dumps(obj).encode()
 
 
+_INT64 = float(2**63)
+
+
+def _has_big_float(v: Any) -> bool:
+    """Whether ``v`` holds a float at or beyond 64-bit integer range (orjson reads a larger
+    integer as a float, losing digits)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, float):
+            if abs(x) >= _INT64:
+                return True
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """``loads`` that keeps integers beyond 64 bits exact (the stdlib reads them; orjson makes
+    them floats): for values that travel to another protocol as they are, such as a tool
+    call's arguments. A walk of the result, so meant for small documents, not whole bodies."""
+    value = loads(data)
+    if _orjson is not None and _has_big_float(value):
+        return _json.loads(data)
+    return value
+
+
 def pretty(obj: Any) -> str:
     """Indented JSON for humans (CLI --json output)."""
     return _json.dumps(obj, ensure_ascii=False, indent=2)

@@ -69,7 +69,7 @@ def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict[str, Any
     if not args:
         return {}
     try:
-        value = jsonc.loads(args)
+        value = jsonc.loads_exact(args)
     except jsonc.JSONDecodeError as e:
         raise UntranslatableReply(
             502, f"the upstream's tool call {tc_id!r} ({name}) has arguments that are not valid JSON ({e}); "

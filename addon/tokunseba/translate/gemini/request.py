@@ -629,7 +629,7 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
                 _opt_str(fn.get("name"), f"{tp}.function.name")
                 raw = fn.get("arguments")
                 try:
-                    args = jsonc.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+                    args = jsonc.loads_exact(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
                 except jsonc.JSONDecodeError:
                     args = None
                 if not isinstance(args, dict):

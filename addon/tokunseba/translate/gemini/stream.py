@@ -255,7 +255,7 @@ def _args(pieces: list[str]) -> dict[str, Any] | None:
     """A call's argument pieces as an object ("" is no arguments); None when not an object."""
     text = "".join(pieces)
     try:
-        args = jsonc.loads(text) if text.strip() else {}
+        args = jsonc.loads_exact(text) if text.strip() else {}
     except jsonc.JSONDecodeError:
         return None
     return args if isinstance(args, dict) else None
