@@ -92,7 +92,7 @@ def main() -> None:
     env.pop("TOKUNSEBA_LEDGER", None)
     trees = {"run": ROOT / "addon"}
     if args.against:
-        if not any((args.against / "tokunseba" / p).exists() for p in ("cli/main.py", "cli/main.py")):
+        if not any((args.against / "tokunseba" / p).exists() for p in ("cli/main.py", "cli.py")):
             ap.error(f"--against {args.against}: no addon/ directory (no tokunseba/cli/main.py inside)")
         trees[f"run@{args.against_label}"] = args.against.resolve()
     counter = iter(range(1 << 30))
