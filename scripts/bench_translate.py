@@ -7,9 +7,11 @@ json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
 Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
-Whole reply: a whole Chat reply translated for each client protocol (translate.reply, bytes ->
-bytes: decode -> neutral Message -> encode), next to json.loads + json.dumps of the reply's
-bytes; twice: the small reply of bench_proxy.py / bench_hooks.py, and one with text and a tool call.
+Whole reply: a whole reply of each upstream protocol (Chat, Anthropic, Responses, Gemini, each
+in its API's own shape, the same content) translated for each other client protocol
+(translate.reply, bytes -> bytes: decode -> neutral Message -> encode), next to json.loads +
+json.dumps of the upstream reply's bytes; twice: the small reply of bench_proxy.py /
+bench_hooks.py ('hi'), and one with 640 characters of text and a tool call.
 
 The variants of each table are interleaved inside one run: every round runs each variant once
 (a sample of a fixed number of calls, calibrated once to about --sample-ms), in a fresh shuffled
@@ -17,7 +19,7 @@ order; the table reports each variant's median over the rounds, and its ratios a
 of the per-round ratios (variant / floor measured in the same round), so a machine that gets
 busier or quieter during the run moves the floor and the variant together.
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S]
+Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S] [--only whole]
 """
 
 from __future__ import annotations
@@ -191,42 +193,96 @@ def stream_variants() -> list[Variant]:
     ]
 
 
+TOOL_ARGS = {"command": "ls -l", "description": "list"}
+TOOL_TEXT = "Let me look at the files first. " * 20  # 640 characters
+
+
 def chat_reply(text: str = "hi", tool: bool = False) -> dict:
     """A whole Chat reply: by default the one bench_proxy.py / bench_hooks.py's upstream sends
     (2 tokens of text); ``tool``: with one tool call (finish_reason tool_calls)."""
     msg: dict = {"role": "assistant", "content": text}
     if tool:
         msg["tool_calls"] = [{"id": "call_bench", "type": "function",
-                              "function": {"name": "Bash", "arguments": '{"command": "ls -l", "description": "list"}'}}]
+                              "function": {"name": "Bash", "arguments": json.dumps(TOOL_ARGS)}}]
     return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1767225600, "model": "gpt-bench",
             "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "tool_calls" if tool else "stop"}],
             "usage": {"prompt_tokens": 2610, "completion_tokens": 58, "total_tokens": 2668}}
 
 
-def reply_variants(doc: dict, label: str) -> list[Variant]:
-    """A whole Chat reply (bytes) -> each client protocol's reply (bytes), next to the floors."""
-    raw = jsonc.dumpb(doc)
-    print(f"whole reply: {label}, {len(raw):,} bytes, translate.reply (bytes -> bytes)")
+def anthropic_reply(text: str = "hi", tool: bool = False) -> dict:
+    """The same reply as the Messages API sends it (its usage shape as of 2026: cache counts,
+    cache_creation, service_tier)."""
+    content: list[dict] = [{"type": "text", "text": text}]
+    if tool:
+        content.append({"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "Bash", "input": TOOL_ARGS})
+    return {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": content, "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 562, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2048,
+                      "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                      "output_tokens": 58, "service_tier": "standard"}}
+
+
+def responses_reply(text: str = "hi", tool: bool = False) -> dict:
+    """The same reply as OpenAI's Responses API sends it (every top-level key it writes)."""
+    output: list[dict] = [{"id": "msg_68af1c2f3e0c81a0", "type": "message", "status": "completed",
+                           "content": [{"type": "output_text", "annotations": [], "text": text}], "role": "assistant"}]
+    if tool:
+        output.append({"id": "fc_68af1c30a1d881a0", "type": "function_call", "status": "completed",
+                       "arguments": json.dumps(TOOL_ARGS), "call_id": "call_Qm3wXb7Hc1Lz", "name": "Bash"})
+    return {"id": "resp_68af1c2e9b8c81a0", "object": "response", "created_at": 1767225600, "status": "completed",
+            "error": None, "incomplete_details": None, "instructions": None, "max_output_tokens": None,
+            "model": "gpt-5.1-codex", "output": output, "parallel_tool_calls": True, "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
+            "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": {"input_tokens": 2610, "input_tokens_details": {"cached_tokens": 2048}, "output_tokens": 58,
+                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2668},
+            "user": None, "metadata": {}}
+
+
+def gemini_reply(text: str = "hi", tool: bool = False) -> dict:
+    """The same reply as Gemini's generateContent sends it (a function call has no id)."""
+    parts: list[dict] = [{"text": text}]
+    if tool:
+        parts.append({"functionCall": {"name": "Bash", "args": TOOL_ARGS}})
+    return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 2610, "candidatesTokenCount": 58, "totalTokenCount": 2668,
+                              "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 2610}]},
+            "modelVersion": "gemini-2.5-flash", "responseId": "5c57ea85fbfd4c1da55486"}
+
+
+# every upstream protocol's whole reply, by protocol name; the same content in each
+UPSTREAM_REPLIES = {"openai": chat_reply, "anthropic": anthropic_reply, "openai-responses": responses_reply,
+                    "gemini": gemini_reply}
+LABEL = {"openai": "Chat", "anthropic": "Anthropic", "openai-responses": "Responses", "gemini": "Gemini"}
+SIZES = {"small": {}, "tool": {"text": TOOL_TEXT, "tool": True}}  # the proxy benchmarks' 'hi'; text + a tool call
+
+
+def whole_reply_bytes() -> dict[tuple[str, str], bytes]:
+    """{(size, upstream protocol): the upstream's whole reply, bytes}."""
+    return {(size, up): jsonc.dumpb(make(**kw)) for size, kw in SIZES.items() for up, make in UPSTREAM_REPLIES.items()}
+
+
+def whole_pairs() -> list[tuple[str, str]]:
+    """Every (upstream, client) pair the codec registry translates, upstream first."""
+    return [(up, cl) for up in UPSTREAM_REPLIES for cl in UPSTREAM_REPLIES if up != cl]
+
+
+def reply_variants(upstream: str, size: str) -> list[Variant]:
+    """A whole ``upstream`` reply (bytes) -> each other client protocol's reply (bytes), next to the floors."""
+    raw = whole_reply_bytes()[(size, upstream)]
+    what = "text 'hi' (the proxy benchmarks' reply)" if size == "small" else "640 characters of text and a tool call"
+    print(f"whole reply: {'an' if upstream == 'anthropic' else 'a'} {LABEL[upstream]} reply, {what}, {len(raw):,} bytes, translate.reply (bytes -> bytes)")
 
     def to(client: str):
-        return lambda: translate.reply("openai", client, raw, created=1767225600).body
+        return lambda: translate.reply(upstream, client, raw, created=1767225600).body
 
     return [
         ("floor: json.loads + json.dumps (stdlib)", lambda: json.dumps(json.loads(raw)), 1),
         ("floor: orjson.loads + orjson.dumps", lambda: orjson.dumps(orjson.loads(raw)), 1),
-        ("Chat -> Anthropic whole reply", to("anthropic"), 1),
-        ("Chat -> Responses whole reply", to("openai-responses"), 1),
-        ("Chat -> Gemini whole reply", to("gemini"), 1),
+        *((f"{LABEL[upstream]} -> {LABEL[client]} whole reply", to(client), 1)
+          for up, client in whole_pairs() if up == upstream),
     ]
-
-
-def small_reply_variants() -> list[Variant]:
-    return reply_variants(chat_reply(), "the proxy benchmarks' Chat reply (text 'hi')")
-
-
-def tool_reply_variants() -> list[Variant]:
-    return reply_variants(chat_reply("Let me look at the files first. " * 20, tool=True),
-                          "a Chat reply with 640 characters of text and a tool call")
 
 
 def table(variants: list[Variant], samples: list[list[float]]) -> None:
@@ -247,13 +303,18 @@ def main() -> None:
     ap.add_argument("--sample-ms", type=float, default=20.0,
                     help="about how long one sample of one variant runs, in ms (default 20)")
     ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
+    ap.add_argument("--only", choices=("request", "stream", "whole"), default=None,
+                    help="run one kind of table only (whole: the whole-reply tables, every pair)")
     args = ap.parse_args()
     if args.rounds < 1 or args.sample_ms <= 0:
         ap.error("--rounds must be at least 1 and --sample-ms positive")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     print(f"interleaved: {args.rounds} rounds, ~{args.sample_ms:g} ms per sample, shuffle seed {seed}")
-    for make in (request_variants, stream_variants, small_reply_variants, tool_reply_variants):
+    makers = [m for kind, m in (("request", request_variants), ("stream", stream_variants)) if args.only in (None, kind)]
+    if args.only in (None, "whole"):
+        makers += [(lambda u=up, s=size: reply_variants(u, s)) for size in SIZES for up in UPSTREAM_REPLIES]
+    for make in makers:
         variants = make()
         table(variants, interleave(variants, args.rounds, args.sample_ms / 1000, rng))
 
