@@ -157,7 +157,8 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     dec, enc = _codecs(upstream, client, "reply")
     created = int(time.time()) if created is None else created
     report = ReplyReport()
-    msg = Message.collect(dec.decode_reply(body, report))
+    msg = dec.decode_message(body, report) if dec.decode_message is not None else \
+        Message.collect(dec.decode_reply(body, report))
     out, client_usage = enc.encode_reply(msg, report, created)
     return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg)
 

@@ -73,6 +73,9 @@ class Codec:
     encode_error: Callable[[UpstreamError], tuple[int, bytes]]
     # the request field that carries stop strings, dotted when nested (None: the protocol has none)
     stop_field: str | None = None
+    # whole replies straight to the neutral message: what ``Message.collect`` makes of
+    # ``decode_reply``'s events, without making them (translate.reply's path; None: it collects)
+    decode_message: Callable[[bytes, ReplyReport], Message] | None = None
     # the model and the stream flag travel in the URL, not the body (Gemini): the request
     # decoder takes the client's ``path`` too, and an encoded body names no model
     url_carries_model: bool = False

@@ -15,6 +15,7 @@ CODEC = Codec(
     encode_reply=reply.encode,
     stream_decoder=AnthropicDecoder,
     stream_encoder=lambda report, include_usage, created: AnthropicEncoder(report, created=created),
+    decode_message=reply.decode_message,
     encode_error=pa.error_reply,
     stop_field="stop_sequences",
     refused_leaving=(),

@@ -16,8 +16,8 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
-from ...neutral.message import Message
+from ...neutral.events import Event
+from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
@@ -27,41 +27,56 @@ from .stream import BLOCK_KINDS, mint_message_id
 TOP_DROPPED = ("stop_details", "container")  # recorded when non-null
 
 
-def decode(body: bytes, report: ReplyReport) -> list[Event]:
+def decode_message(body: bytes, report: ReplyReport) -> Message:
+    """The neutral message of a whole Anthropic reply: what ``Message.collect`` makes of the
+    events the stream decoder yields for the same reply, built straight (no event objects).
+    A text or thinking that is not a string is a 502 (no client protocol can carry it)."""
     doc = parse_reply(body, "Anthropic")
     if doc.get("type") == "error":
         raise UntranslatableReply(502, f"upstream error: {jsonc.dumps(doc.get('error'))}")
-    blocks = doc.get("content")
-    if not isinstance(blocks, list):
+    content = doc.get("content")
+    if not isinstance(content, list):
         raise UntranslatableReply(502, "the upstream's Anthropic reply has no content list")
-    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
-    for n, b in enumerate(blocks):
+    m = Message(doc.get("id"), doc.get("model"))
+    blocks = m.blocks
+    for b in content:
         b = b if isinstance(b, dict) else {}
         kind = BLOCK_KINDS.get(str(b.get("type")), "other")
         if kind == "text":
-            events.append(BlockStart(n, "text"))
             text = b.get("text")
             if b.get("citations"):
                 note_once(report.dropped, "content[].citations")
+            blocks.append(Block("text", None, None, _string(text, "text")))
         elif kind == "tool_use":
-            events.append(BlockStart(n, "tool_use", id=b.get("id"), name=b.get("name")))
-            text = jsonc.dumps(b["input"]) if b.get("input") else None
+            inp = b.get("input")
+            blocks.append(Block("tool_use", b.get("id"), b.get("name"), jsonc.dumps(inp) if inp else ""))
         elif kind == "thinking":
-            events.append(BlockStart(n, "thinking", signature=b.get("signature") or "", raw=b))
-            text = b.get("thinking")
+            blocks.append(Block("thinking", None, None, _string(b.get("thinking"), "thinking"),
+                                b.get("signature") or "", b))
         else:
-            events.append(BlockStart(n, kind, id=b.get("id"), name=b.get("name"), raw=b))
-            text = None
-        if text:
-            events.append(BlockDelta(n, text))
-        events.append(BlockStop(n))
+            blocks.append(Block(kind, b.get("id"), b.get("name"), "", None, b))
     for k in TOP_DROPPED:
         if doc.get(k) is not None:
             note_once(report.dropped, k)
     u = doc.get("usage")
-    usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None
-    events.append(MessageStop(doc.get("stop_reason"), doc.get("stop_sequence"), usage))
-    return events
+    m.stop_reason, m.stop_sequence, m.stopped = doc.get("stop_reason"), doc.get("stop_sequence"), True
+    if isinstance(u, dict) and u:
+        m.usage = Usage(ANTHROPIC, u)
+    return m
+
+
+def _string(text: object, what: str) -> str:
+    """A block's text: a string ("" for none: null, absent, empty)."""
+    if type(text) is str:
+        return text
+    if not text:
+        return ""
+    raise UntranslatableReply(502, f"the upstream's Anthropic reply has a {what} that is not a string")
+
+
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
+    """The neutral events of a whole Anthropic reply (the message's, one delta per block)."""
+    return decode_message(body, report).events()
 
 
 def _tool_input(tc_id: str | None, name: str | None, args: str) -> dict[str, Any]:

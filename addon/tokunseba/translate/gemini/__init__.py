@@ -19,6 +19,7 @@ CODEC = Codec(
     encode_reply=reply.encode,
     stream_decoder=GeminiDecoder,
     stream_encoder=lambda report, include_usage, created: GeminiEncoder(report),
+    decode_message=reply.decode_message,
     encode_error=pg.error_reply,
     stop_field="generationConfig.stopSequences",
     url_carries_model=True,

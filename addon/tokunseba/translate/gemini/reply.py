@@ -4,10 +4,10 @@
 
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
-returns); ``encode`` runs the stream encoder over the message's events (keeping its chunks as
-objects: ``ChunkCollector``) and merges its chunks the way a client does (adjacent text parts of the same kind joined, function calls whole, the
-last finishReason and usageMetadata). So a whole reply and the same reply streamed are one
-thing, which the tests check.
+returns); ``encode`` writes, straight from the message, what the stream encoder's chunks for the message
+merged the way a client merges them (``merge_chunks``: adjacent text parts of the same kind
+joined, function calls whole, the last finishReason and usageMetadata) would be. So a whole
+reply and the same reply streamed are one thing, which the tests check.
 """
 
 from __future__ import annotations
@@ -16,24 +16,43 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import Event, StreamError
-from ...neutral.message import Message
-from ...neutral.report import ReplyReport
+from ...neutral.error import error_from_obj
+from ...neutral.events import BlockKind, Event, StreamError
+from ...neutral.message import Block, Message
+from ...neutral.report import ReplyReport, note_once
+from ...neutral.usage import GEMINI, Usage
 from ...protocols import gemini as pg
-from .stream import GeminiDecoder, GeminiEncoder
+from .ids import synth_call_id
+from .stream import (
+    CANDIDATE,
+    CANDIDATE_KEYS,
+    NO_FINISH,
+    OTHER_CANDIDATES,
+    PART_KEYS,
+    PARTS,
+    RESPONSE_KEYS,
+    GeminiDecoder,
+    call_args,
+    prompt_block_reason,
+    stop_for_finish,
+)
 
 
-def decode(body: bytes, report: ReplyReport) -> list[Event]:
-    """The neutral events of a whole Gemini reply; a 502 ``UntranslatableReply`` when it is not
-    one, or when it ends in an error (a broken function call, an error object)."""
+def decode_message(body: bytes, report: ReplyReport) -> Message:
+    """The neutral message of a whole Gemini reply: what ``Message.collect`` makes of the stream
+    decoder's events for it; a 502 ``UntranslatableReply`` when it is not one, or when it ends in
+    an error (a broken function call, an error object). One object (``generateContent``) is read
+    straight (``_one_object``); a JSON array (``streamGenerateContent`` without ``alt=sse``)
+    goes through the stream decoder, chunk by chunk."""
     try:
         doc = jsonc.loads(body)
     except jsonc.JSONDecodeError as e:
         raise UntranslatableReply(502, f"the upstream's Gemini reply is not valid JSON ({e})") from None
-    objs = doc if isinstance(doc, list) else [doc]
+    if isinstance(doc, dict):
+        return _one_object(doc, report)
     dec = GeminiDecoder(report)
     events: list[Event] = []
-    for obj in objs:
+    for obj in doc if isinstance(doc, list) else [doc]:
         if not isinstance(obj, dict):
             raise UntranslatableReply(502, "the upstream's Gemini reply is not a JSON object")
         events.extend(dec.on_object(obj))
@@ -41,7 +60,93 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
     for ev in events:
         if isinstance(ev, StreamError):
             raise UntranslatableReply(502, ev.message)
-    return events
+    return Message.collect(events)
+
+
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
+    """The neutral events of a whole Gemini reply (the message's, one delta per block)."""
+    return decode_message(body, report).events()
+
+
+def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
+    """One ``GenerateContentResponse`` as a message: what ``GeminiDecoder.on_object`` and
+    ``close`` yield for it, collected (the same tables, the same records in the same order)."""
+    if d.get("error"):
+        raise UntranslatableReply(502, error_from_obj(pg.stream_error_status(d), d).message)
+    dropped, warnings = report.dropped, report.warnings
+    u = d.get("usageMetadata")
+    rid, model = d.get("responseId"), d.get("modelVersion")
+    rid = rid if isinstance(rid, str) else None
+    m = Message(rid, model if isinstance(model, str) else None)
+    for key in d:
+        if key not in RESPONSE_KEYS:
+            note_once(dropped, key)
+    finish = prompt_block_reason(d.get("promptFeedback"), dropped)
+    finish_message: str | None = None
+    calls = 0
+    cands = d.get("candidates")
+    if isinstance(cands, list):
+        blocks = m.blocks
+        for pos, cand in enumerate(cands):
+            if not isinstance(cand, dict) or cand.get("index", 0) != 0 or pos > 0:
+                note_once(warnings, OTHER_CANDIDATES)
+                continue
+            for key in cand:
+                if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
+                    note_once(dropped, f"{CANDIDATE}.{key}")
+            content = cand.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if isinstance(parts, list):
+                open_block: Block | None = None  # the open text or thinking block
+                for part in parts:
+                    if not isinstance(part, dict):
+                        continue
+                    for key in part:
+                        if key not in PART_KEYS:
+                            note_once(dropped, f"{PARTS}.{key}")
+                    if "thoughtSignature" in part:  # the client cannot carry it
+                        note_once(dropped, f"{PARTS}.thoughtSignature")
+                    sig = _o if isinstance(_o := part.get("thoughtSignature"), str) and _o else None
+                    fc = part.get("functionCall")
+                    if isinstance(fc, dict):  # a tool_use block, whole; its signature rides on it
+                        open_block = None
+                        cid = fc.get("id")
+                        if not isinstance(cid, str) or not cid:
+                            cid = synth_call_id(rid, calls)
+                            note_once(warnings, f"id_synthesized: {PARTS}.functionCall.id")
+                        calls += 1
+                        name = fc.get("name")
+                        if not isinstance(name, str) or not name:
+                            note_once(warnings, "a function call arrived without a name")
+                            name = ""
+                        args = fc.get("args")
+                        blocks.append(Block("tool_use", cid, name, "" if args is None else jsonc.dumps(args), sig))
+                        continue
+                    text = part.get("text")
+                    if isinstance(text, str) and text:
+                        kind: BlockKind = "thinking" if part.get("thought") is True else "text"
+                        if open_block is None or open_block.kind != kind:
+                            open_block = Block(kind, raw={"source": f"{PARTS}.thought"} if kind == "thinking" else None)
+                            blocks.append(open_block)
+                        open_block.text += text
+                    if sig is not None and open_block is not None and open_block.kind == "text":
+                        open_block.signature = (open_block.signature or "") + sig  # kept for this endpoint
+            fr = cand.get("finishReason")
+            if isinstance(fr, str) and fr:
+                finish = fr
+                fm = cand.get("finishMessage")
+                finish_message = fm if isinstance(fm, str) else None
+    if finish is None:
+        raise UntranslatableReply(502, NO_FINISH)
+    stop = stop_for_finish(finish, warnings)
+    if stop is None:
+        detail = f": {finish_message}" if finish_message else ""
+        raise UntranslatableReply(502, f"upstream ended the turn with finishReason {finish}{detail}")
+    m.stop_reason = "tool_use" if stop == "end_turn" and calls else stop
+    m.stopped = True
+    if isinstance(u, dict) and u:
+        m.usage = Usage(GEMINI, u)
+    return m
 
 
 def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,26 +183,69 @@ def chunks_of(sse: bytes) -> list[dict[str, Any]]:
     return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
 
 
-class ChunkCollector(GeminiEncoder):
-    """The stream encoder keeping its chunks as objects: the chunks ``chunks_of`` would read
-    back from its SSE bytes, without writing and parsing them."""
-
-    def __init__(self, report: ReplyReport) -> None:
-        super().__init__(report)
-        self.chunks: list[dict[str, Any]] = []
-
-    def _emit(self, obj: dict[str, Any]) -> bytes:
-        self.chunks.append(obj)
-        return b""
-
-
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
-    field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7)."""
-    enc = ChunkCollector(report)
-    for ev in msg.events():
-        enc.encode(ev)
-    out = merge_chunks(enc.chunks)
-    if "error" in out:
-        raise UntranslatableReply(502, out["error"].get("message") or "the upstream reply cannot be carried to Gemini")
-    return jsonc.dumpb(out), enc.client_usage
+    field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7).
+
+    Written straight from the message, it is what ``merge_chunks`` makes of the stream encoder's
+    chunks for the message's events (tests/test_gemini_stream.py checks that they agree): one
+    part per text or thinking block, adjacent ones of the same kind joined, each call whole in
+    block order; the finish and usage of the last chunk; keys in the order the merge gives."""
+    parts: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None  # the last part, when it is a text or thinking part
+    broken: str | None = None  # the first call whose arguments are not an object (its error)
+    dropped = report.dropped
+    for b in msg.blocks:
+        kind = b.kind
+        if kind == "text" or kind == "thinking":
+            if kind == "thinking" and b.signature:
+                note_once(dropped, "content[].thinking.signature")
+            text = b.text
+            if not text:
+                continue  # no delta, no chunk
+            thought = kind == "thinking"
+            if last is not None and bool(last.get("thought")) == thought:
+                last["text"] += text
+            else:
+                last = {"text": text, "thought": True} if thought else {"text": text}
+                parts.append(last)
+        elif kind == "tool_use":
+            args = call_args([b.text])
+            name = b.name or ""
+            if args is None:
+                if broken is None:
+                    broken = f"upstream sent arguments for {name!r} that are not a JSON object"
+                continue
+            fc: dict[str, Any] = {"name": name, "args": args}
+            if b.id:
+                fc["id"] = b.id
+            parts.append({"functionCall": fc})
+            last = None
+        else:
+            raw = b.raw or {}
+            note_once(dropped, raw.get("source") or f"content[].{raw.get('type') or kind}")
+    err = msg.error
+    if err is not None or broken is not None:  # the stream's error chunk is the whole reply
+        message = err.message if err is not None else broken
+        report.errors.append(message)  # type: ignore[arg-type]
+        raise UntranslatableReply(502, message or "the upstream reply cannot be carried to Gemini")
+    stop = msg.stop_reason
+    finish = pg.STOP_TO_FINISH.get(stop or "")
+    if finish is None:
+        note_once(report.warnings, f"unknown stop_reason {stop!r} sent as finishReason 'STOP'")
+        finish = "STOP"
+    if msg.stop_sequence:
+        note_once(dropped, "stop_sequence")
+    usage = msg.usage.to_gemini() if msg.usage is not None else None
+    report.stop_reason, report.completed = stop, True
+    out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
+                                           "index": 0}]}
+    if usage is not None and not parts:  # the finish chunk came first: its keys lead
+        out["usageMetadata"] = usage
+    if msg.model:
+        out["modelVersion"] = msg.model
+    if msg.id:
+        out["responseId"] = msg.id
+    if usage is not None and parts:
+        out["usageMetadata"] = usage
+    return jsonc.dumpb(out), usage

@@ -73,6 +73,36 @@ PART_KEYS: dict[str, str] = {
                         "elsewhere dropped: it means nothing to another protocol",
 }
 
+OTHER_CANDIDATES = "ignored candidates other than the first (candidateCount > 1 has no counterpart)"
+
+
+def prompt_block_reason(pf: object, dropped: list[str]) -> str | None:
+    """A ``promptFeedback``: ``BLOCKED:<blockReason>`` when the prompt was blocked (a refusal,
+    gemini.md 5.2.4), else None; its other keys (safetyRatings...) are recorded as dropped."""
+    if not isinstance(pf, dict):
+        return None
+    for key in pf:
+        if key != "blockReason":
+            note_once(dropped, f"promptFeedback.{key}")
+    reason = pf.get("blockReason")
+    return "BLOCKED:" + reason if isinstance(reason, str) and reason else None
+
+
+def stop_for_finish(fr: str, warnings: list[str]) -> str | None:
+    """The neutral stop reason of a finishReason (``BLOCKED:…``: a blocked prompt); None for a
+    finish that is an error (FINISH_ERRORS); an unknown one ends the turn, with a warning."""
+    if fr.startswith("BLOCKED:"):
+        note_once(warnings, f"prompt blocked by Gemini ({fr[8:]}): a refusal")
+        return "refusal"
+    if fr in pg.FINISH_ERRORS:
+        return None
+    stop = pg.FINISH_TO_STOP.get(fr)
+    if stop is None:
+        note_once(warnings, f"unknown finishReason {fr!r} taken as end_turn")
+        return "end_turn"
+    return stop
+
+
 class GeminiDecoder:
     """Gemini ``GenerateContentResponse`` chunks -> neutral events."""
 
@@ -128,8 +158,7 @@ class GeminiDecoder:
         if isinstance(cands, list):
             for pos, cand in enumerate(cands):
                 if not isinstance(cand, dict) or cand.get("index", 0) != 0 or pos > 0:
-                    note_once(self.report.warnings, "ignored candidates other than the first (candidateCount > 1 "
-                                                    "has no counterpart)")
+                    note_once(self.report.warnings, OTHER_CANDIDATES)
                     continue
                 self._candidate(cand, out)
         if self._finish is not None and isinstance(u, dict) and u:
@@ -147,14 +176,9 @@ class GeminiDecoder:
 
     # ---- internals ----
     def _prompt_feedback(self, pf: object) -> None:
-        if not isinstance(pf, dict):
-            return
-        reason = pf.get("blockReason")
-        if isinstance(reason, str) and reason and self._finish is None:
-            self._finish = "BLOCKED:" + reason  # the prompt was blocked: a refusal (gemini.md 5.2.4)
-        for key in pf:
-            if key != "blockReason":
-                note_once(self.report.dropped, f"promptFeedback.{key}")
+        blocked = prompt_block_reason(pf, self.report.dropped)
+        if blocked is not None and self._finish is None:
+            self._finish = blocked
 
     def _candidate(self, cand: dict[str, Any], out: list[Event]) -> None:
         for key in cand:
@@ -230,18 +254,11 @@ class GeminiDecoder:
         out: list[Event] = []
         self._close(out)
         fr = self._finish or ""
-        if fr.startswith("BLOCKED:"):
-            note_once(self.report.warnings, f"prompt blocked by Gemini ({fr[8:]}): a refusal")
-            stop = "refusal"
-        elif fr in pg.FINISH_ERRORS:
+        stop = stop_for_finish(fr, self.report.warnings)
+        if stop is None:
             detail = f": {self._finish_message}" if self._finish_message else ""
             out.append(StreamError(502, "api_error", f"upstream ended the turn with finishReason {fr}{detail}"))
             return out
-        elif fr in pg.FINISH_TO_STOP:
-            stop = pg.FINISH_TO_STOP[fr]
-        else:
-            note_once(self.report.warnings, f"unknown finishReason {fr!r} taken as end_turn")
-            stop = "end_turn"
         if stop == "end_turn" and self._calls:
             stop = "tool_use"  # Gemini ends a turn with calls in STOP: the calls say it (gemini.md 4.2)
         out.append(MessageStop(stop, None, self.usage))
@@ -251,7 +268,7 @@ class GeminiDecoder:
         self._ended = True
         return [err]
 
-def _args(pieces: list[str]) -> dict[str, Any] | None:
+def call_args(pieces: list[str]) -> dict[str, Any] | None:
     """A call's argument pieces as an object ("" is no arguments); None when not an object."""
     text = "".join(pieces)
     try:
@@ -340,7 +357,7 @@ class GeminiEncoder:
         out = b""
         while self._calls:
             first = next(iter(self._calls))
-            if first not in self._stopped or _args(self._calls[first][2]) is None:
+            if first not in self._stopped or call_args(self._calls[first][2]) is None:
                 break
             out += self._call(*self._calls.pop(first))
         return out
@@ -348,7 +365,7 @@ class GeminiEncoder:
     def _call(self, cid: str | None, name: str, pieces: list[str]) -> bytes:
         """A function call goes whole, ``args`` an object (gemini.md 5.1.7): arguments that do
         not parse as a JSON object are an error, never a string."""
-        args = _args(pieces)
+        args = call_args(pieces)
         if args is None:
             return self._stream_error(StreamError(502, "api_error",
                                                   f"upstream sent arguments for {name!r} that are not a JSON object"))

@@ -17,6 +17,7 @@ CODEC = Codec(
     stream_encoder=lambda report, include_usage, created: ChatEncoder(report, include_usage=include_usage,
                                                                       created=created),
     encode_error=po.error_reply,
+    decode_message=reply.decode_message,
     stop_field="stop",
     refused_leaving=("n above 1 (every other protocol returns exactly one choice)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),

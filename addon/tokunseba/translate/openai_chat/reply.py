@@ -16,8 +16,8 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import BlockDelta, BlockStart, BlockStop, Event, MessageStart, MessageStop
-from ...neutral.message import Message
+from ...neutral.events import Event
+from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
@@ -79,51 +79,58 @@ def _text(msg: dict[str, Any], dropped: list[str]) -> str:
     return text + (refusal if isinstance(refusal, str) else "")
 
 
-def decode(body: bytes, report: ReplyReport) -> list[Event]:
+def decode_message(body: bytes, report: ReplyReport) -> Message:
+    """The neutral message of a whole Chat reply: what ``Message.collect`` makes of the events
+    the stream decoder yields for the same reply, built straight (no event objects)."""
     doc = parse_reply(body, "Chat")
     choice, msg = chat_choice(doc, report.dropped, report.warnings)
-    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
-    n = 0
-    for key in REASONING_KEYS:  # recorded as dropped above; an unsigned thinking block here
-        r = msg.get(key)
-        if r and isinstance(r, str):
-            events += [BlockStart(n, "thinking", raw={"source": f"choices[0].message.{key}"}), BlockDelta(n, r),
-                       BlockStop(n)]
-            n += 1
-            break
+    m = Message(doc.get("id"), doc.get("model"))
+    blocks = m.blocks
+    if "reasoning_content" in msg or "reasoning" in msg:  # REASONING_KEYS, tested the fast way
+        for key in REASONING_KEYS:  # recorded as dropped above; an unsigned thinking block here
+            r = msg.get(key)
+            if r and isinstance(r, str):
+                blocks.append(Block("thinking", None, None, r, None, {"source": f"choices[0].message.{key}"}))
+                break
     content = msg.get("content")
     text = content if type(content) is str and "refusal" not in msg else _text(msg, report.dropped)
     if text:
-        events += [BlockStart(n, "text"), BlockDelta(n, text), BlockStop(n)]
-        n += 1
-    for pos, tc in enumerate(msg.get("tool_calls") or ()):
-        if not isinstance(tc, dict):
-            note_once(report.dropped, f"choices[0].message.tool_calls[{pos}]")
-            continue
-        fn = _o if isinstance(_o := tc.get("function"), dict) else {}
-        tid = tc.get("id")
-        if not tid:
-            tid = synth_tool_id(doc.get("id"), pos)
-            note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
-        name = fn.get("name")
-        if not name:
-            note_once(report.warnings, "a tool call arrived without a function name")
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, str):  # some servers send the object itself
-            args = jsonc.dumps(args)
-        events.append(BlockStart(n, "tool_use", id=tid, name=name or ""))
-        if args:
-            events.append(BlockDelta(n, args))
-        events.append(BlockStop(n))
-        n += 1
+        blocks.append(Block("text", None, None, text))
+    tool_calls = msg.get("tool_calls")
+    if tool_calls:
+        for pos, tc in enumerate(tool_calls):
+            if not isinstance(tc, dict):
+                note_once(report.dropped, f"choices[0].message.tool_calls[{pos}]")
+                continue
+            fn = _o if isinstance(_o := tc.get("function"), dict) else {}
+            tid = tc.get("id")
+            if not tid:
+                tid = synth_tool_id(doc.get("id"), pos)
+                note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
+            name = fn.get("name")
+            if not name:
+                note_once(report.warnings, "a tool call arrived without a function name")
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):  # some servers send the object itself
+                args = jsonc.dumps(args)
+            blocks.append(Block("tool_use", tid, name or "", args or ""))
     finish = choice.get("finish_reason")
-    stop = stop_from_finish(finish, report.warnings)
+    stop = po.FINISH_TO_STOP.get(finish) if type(finish) is str else None
+    if stop is None:
+        stop = stop_from_finish(finish, report.warnings)
     seq = _o if finish == "stop" and isinstance(_o := choice.get("stop_reason"), str) else None
     if seq:
         stop = "stop_sequence"  # vLLM names the matched stop string
     u = doc.get("usage")
-    events.append(MessageStop(stop, seq or None, Usage(OPENAI, u) if isinstance(u, dict) else None))
-    return events
+    m.stop_reason, m.stop_sequence, m.stopped = stop, seq or None, True
+    if isinstance(u, dict):
+        m.usage = Usage(OPENAI, u)
+    return m
+
+
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
+    """The neutral events of a whole Chat reply (the message's, one delta per block)."""
+    return decode_message(body, report).events()
 
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:

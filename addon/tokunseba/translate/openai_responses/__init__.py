@@ -16,6 +16,7 @@ CODEC = Codec(
     encode_reply=reply.encode,
     stream_decoder=ResponsesDecoder,
     stream_encoder=lambda report, include_usage, created: ResponsesEncoder(report, created=created),
+    decode_message=reply.decode_message,
     encode_error=po.error_reply,  # Responses errors use the OpenAI envelope
     stop_field=None,  # Responses has no stop sequences
     refused_leaving=("freeform (custom) tools and their calls, tool namespaces, built-in tool calls "

@@ -18,15 +18,15 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import BlockDelta, BlockStop, Event, MessageStart, MessageStop
-from ...neutral.message import Message
+from ...neutral.events import Event
+from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ..codec import parse_reply
 from .stream import (
     EMPTY_ARGUMENTS,
     function_call_item,
-    item_block,
+    item_kind,
     item_content,
     item_id,
     message_item,
@@ -39,22 +39,29 @@ from .stream import (
 )
 
 
-def decode(body: bytes, report: ReplyReport) -> list[Event]:
+def decode_message(body: bytes, report: ReplyReport) -> Message:
+    """The neutral message of a whole Responses reply: what ``Message.collect`` makes of the
+    events the stream decoder yields for the same reply, built straight (no event objects)."""
     doc = parse_reply(body, "Responses")
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         err = response_error(doc)
         raise UntranslatableReply(502, f"upstream error: {err.message}")
-    events: list[Event] = [MessageStart(doc.get("id"), doc.get("model"))]
-    for n, item in enumerate(doc.get("output") or ()):
+    m = Message(doc.get("id"), doc.get("model"))
+    blocks = m.blocks
+    for item in doc.get("output") or ():
         item = item if isinstance(item, dict) else {}
-        events.append(item_block(n, item))
-        if text := item_content(item, report.dropped):
-            events.append(BlockDelta(n, text))
-        events.append(BlockStop(n))
+        kind, tool_id, name, raw = item_kind(item)
+        blocks.append(Block(kind, tool_id, name, item_content(item, report.dropped), None, raw))
     u = doc.get("usage")
-    usage = Usage(OPENAI, u) if isinstance(u, dict) else None
-    events.append(MessageStop(stop_from_response(doc, report.warnings), None, usage))
-    return events
+    m.stop_reason, m.stopped = stop_from_response(doc, report.warnings), True
+    if isinstance(u, dict):
+        m.usage = Usage(OPENAI, u)
+    return m
+
+
+def decode(body: bytes, report: ReplyReport) -> list[Event]:
+    """The neutral events of a whole Responses reply (the message's, one delta per block)."""
+    return decode_message(body, report).events()
 
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:

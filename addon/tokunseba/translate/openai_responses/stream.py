@@ -56,6 +56,7 @@ from ...sse import encode_event
 from ...neutral.events import (
     EARLY_END,
     BlockDelta,
+    BlockKind,
     BlockSignature,
     BlockStart,
     BlockStop,
@@ -377,17 +378,23 @@ def item_text(item: dict[str, Any], dropped: list[str]) -> str:
     return "".join(texts)
 
 
-def item_block(n: int, item: dict[str, Any]) -> BlockStart:
-    """The neutral block an output item opens."""
+def item_kind(item: dict[str, Any]) -> tuple[BlockKind, str | None, str | None, dict[str, Any] | None]:
+    """The neutral block an output item opens: (kind, tool id, name, raw)."""
     itype = item.get("type")
     if itype == "message":
-        return BlockStart(n, "text")
+        return "text", None, None, None
     if itype == "function_call":
-        return BlockStart(n, "tool_use", id=item.get("call_id"), name=item.get("name"))
+        return "tool_use", item.get("call_id"), item.get("name"), None
     if itype == "reasoning":  # encrypted / summarised reasoning: bound to its provider (kept for it alone:
         # reasoning/state.py reads raw["item"], which the stream decoder completes at the item's done event)
-        return BlockStart(n, "thinking", raw={"source": "output[].reasoning", "item": item})
-    return BlockStart(n, "other", raw={"type": itype, "source": f"output[].{itype}"})
+        return "thinking", None, None, {"source": "output[].reasoning", "item": item}
+    return "other", None, None, {"type": itype, "source": f"output[].{itype}"}
+
+
+def item_block(n: int, item: dict[str, Any]) -> BlockStart:
+    """The neutral block an output item opens, as the event that opens it."""
+    kind, tool_id, name, raw = item_kind(item)
+    return BlockStart(n, kind, tool_id, name, None, raw)
 
 
 def item_content(item: dict[str, Any], dropped: list[str]) -> str:
