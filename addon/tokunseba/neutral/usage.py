@@ -102,6 +102,23 @@ class Usage:
         return {"input": inp, "output": out, "cache_read": cr, "cache_write": cw, "reasoning": rs}
 
     # ---- conversions ----
+    def openai_fields(self) -> dict[str, int | None]:
+        """``fields()`` of the Chat usage object a client is sent (``to_openai()``), without
+        building it: the numbers a Chat or Responses client sees (input includes the cached
+        tokens; output includes the reasoning)."""
+        if self.counting == OPENAI:
+            return self.fields()  # to_openai keeps its numbers (a copy, or Chat names for Responses ones)
+        if self.counting == GEMINI:
+            r = self.reported
+            cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
+            return {"input": _sum(_int(r.get("promptTokenCount")), _int(r.get("toolUsePromptTokenCount"))),
+                    "output": _sum(_int(r.get("candidatesTokenCount")), thoughts),
+                    "cache_read": cached, "cache_write": None, "reasoning": thoughts}
+        f = self.fields()  # Anthropic: its input excludes the cache, OpenAI's includes it
+        if f["input"] is not None:
+            f["input"] += (f["cache_read"] or 0) + (f["cache_write"] or 0)
+        return f
+
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic usage object a client sees (only reported fields)."""
         if self.counting == ANTHROPIC:

@@ -19,6 +19,7 @@ from typing import Any
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import Event
+from ...neutral.ids import safe
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
@@ -66,27 +67,32 @@ def decode(body: bytes, report: ReplyReport) -> list[Event]:
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     items: list[dict[str, Any]] = []
+    calls = False  # a function_call item is written (the stop reason is derived from it)
+    mid = safe(msg.id)  # item ids are minted from it (item_id)
     for b in msg.blocks:
         if b.kind == "text":
-            items.append(message_item(item_id("message", msg.id, len(items)), b.text))
+            items.append(message_item(item_id("message", msg.id, len(items), mid), b.text))
         elif b.kind == "tool_use":
             if not b.id:  # a blank call_id hangs Codex after the call (pitfalls 9)
                 raise UntranslatableReply(502, "the upstream's tool call has no id")
-            iid = item_id("function_call", msg.id, len(items))
+            iid = item_id("function_call", msg.id, len(items), mid)
             items.append(function_call_item(iid, b.id, b.name or "", b.text or EMPTY_ARGUMENTS))
+            calls = True
         else:  # thinking, reasoning, server tools...
             raw = b.raw or {}
             note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
     stop = msg.stop_reason
-    if stop in ("end_turn", None) and any(i["type"] == "function_call" for i in items):
+    if calls and stop in ("end_turn", None):
         stop = "tool_use"  # derived from what is there (pitfalls 7)
     status, incomplete = status_for_stop(stop, report.warnings)
     if msg.stop_sequence:
         note_once(report.dropped, "stop_sequence")  # which sequence matched has no field
     client_usage = responses_usage(msg.usage, report.warnings)
-    extra: dict[str, Any] = {"incomplete_details": incomplete} if incomplete else {}
     rid = response_id(msg.id, created, report.warnings)
-    body = response_snapshot(rid, created, status, msg.model, items, **extra, usage=client_usage)
+    if incomplete:
+        body = response_snapshot(rid, created, status, msg.model, items, incomplete_details=incomplete,
+                                 usage=client_usage)
+    else:
+        body = response_snapshot(rid, created, status, msg.model, items, usage=client_usage)
     report.stop_reason, report.completed = stop, True
     return jsonc.dumpb(body), client_usage
-

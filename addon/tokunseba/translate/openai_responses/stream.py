@@ -78,9 +78,10 @@ EMPTY_ARGUMENTS = "{}"
 
 # ---- the Responses shapes, shared with the whole-reply encoder (reply.py) ----
 
-def item_id(kind: str, message_id: str | None, output_index: int) -> str:
-    """The deterministic id of output item ``output_index`` (protocol plumbing)."""
-    return f"{ITEM_PREFIX[kind]}_{safe(message_id)}_{output_index}"
+def item_id(kind: str, message_id: str | None, output_index: int, safe_id: str | None = None) -> str:
+    """The deterministic id of output item ``output_index`` (protocol plumbing); ``safe_id``:
+    ``safe(message_id)`` when the caller has it already."""
+    return f"{ITEM_PREFIX[kind]}_{safe(message_id) if safe_id is None else safe_id}_{output_index}"
 
 
 def message_item(iid: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -114,7 +115,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict[str, Any] 
     a zero would be a number nobody measured (the ledger keeps what was reported)."""
     if usage is None:
         return None
-    f = Usage(OPENAI, usage.to_openai()).fields()
+    f = usage.openai_fields()
     if f["input"] is None or f["output"] is None:
         note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
         return None
