@@ -24,11 +24,10 @@ GEMINI = "gemini"  # usageMetadata semantics
 INPUT_INCLUDES_CACHED = frozenset({OPENAI, GEMINI})
 
 
-def _sum(*vals: int | None) -> int | None:
-    """The sum of the reported numbers; None when the first (the base) was not reported."""
-    if vals[0] is None:
-        return None
-    return sum(v or 0 for v in vals)
+def _sum(base: int | None, extra: int | None) -> int | None:
+    """``base + extra`` of reported numbers (an unreported ``extra`` adds nothing); None when
+    the base was not reported."""
+    return None if base is None else base + (extra or 0)
 
 
 def _int(v: Any) -> int | None:
@@ -41,6 +40,17 @@ def _first(*values: Any) -> int | None:
     for v in values:
         if type(v) is int or (isinstance(v, int) and not isinstance(v, bool)):
             return v
+    return None
+
+
+def _plain_gemini(r: dict[str, Any]) -> tuple[int, int] | None:
+    """(promptTokenCount, candidatesTokenCount) of a usageMetadata that reports both and no
+    cache, thoughts or tool-use prompt (null counts as not reported); None otherwise."""
+    get = r.get
+    if get("cachedContentTokenCount") is None and get("thoughtsTokenCount") is None \
+            and get("toolUsePromptTokenCount") is None and type(p := get("promptTokenCount")) is int \
+            and type(c := get("candidatesTokenCount")) is int:
+        return p, c
     return None
 
 
@@ -80,15 +90,17 @@ class Usage:
                 "reasoning": _int(otd.get("thinking_tokens")),
             }
         get = r.get
-        if type(inp := get("prompt_tokens")) is int and type(out := get("completion_tokens")) is int \
-                and "input_tokens_details" not in r and "output_tokens_details" not in r \
-                and "cache_read_input_tokens" not in r and "cache_creation_input_tokens" not in r:
-            # the common Chat shape (Chat names only): the general case's answer, sooner
-            ptd, ctd = get("prompt_tokens_details"), get("completion_tokens_details")
-            return {"input": inp, "output": out,
-                    "cache_read": _int(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None,
-                    "cache_write": _int(ptd.get("cache_write_tokens")) if isinstance(ptd, dict) else None,
-                    "reasoning": _int(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None}
+        inp, out = get("prompt_tokens"), get("completion_tokens")
+        if type(inp) is int and type(out) is int:  # Chat names: the general case's answer, sooner
+            if len(r) == 3 and "total_tokens" in r:  # the plainest (llama.cpp, vLLM, Ollama)
+                return {"input": inp, "output": out, "cache_read": None, "cache_write": None, "reasoning": None}
+            if "input_tokens_details" not in r and "output_tokens_details" not in r \
+                    and "cache_read_input_tokens" not in r and "cache_creation_input_tokens" not in r:
+                ptd, ctd = get("prompt_tokens_details"), get("completion_tokens_details")
+                return {"input": inp, "output": out,
+                        "cache_read": _int(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None,
+                        "cache_write": _int(ptd.get("cache_write_tokens")) if isinstance(ptd, dict) else None,
+                        "reasoning": _int(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None}
         ptd, ctd = _obj(r, "prompt_tokens_details"), _obj(r, "completion_tokens_details")
         # Responses API names (input_tokens/output_tokens, *_details) share Chat semantics;
         # OpenAI-compatible servers for Anthropic-backed models (LiteLLM...) also report the cache
@@ -109,6 +121,9 @@ class Usage:
         if self.counting == OPENAI:
             return self.fields()  # to_openai keeps its numbers (a copy, or Chat names for Responses ones)
         if self.counting == GEMINI:
+            if (plain := _plain_gemini(self.reported)) is not None:
+                return {"input": plain[0], "output": plain[1], "cache_read": None, "cache_write": None,
+                        "reasoning": None}
             r = self.reported
             cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
             return {"input": _sum(_int(r.get("promptTokenCount")), _int(r.get("toolUsePromptTokenCount"))),
@@ -206,6 +221,8 @@ class Usage:
 
     def _gemini_to_anthropic(self) -> dict[str, Any]:
         r = self.reported
+        if (plain := _plain_gemini(r)) is not None:  # as below, sooner
+            return {"input_tokens": max(plain[0], 0), "output_tokens": plain[1]}
         prompt, cached = _int(r.get("promptTokenCount")), _int(r.get("cachedContentTokenCount"))
         tool, thoughts = _int(r.get("toolUsePromptTokenCount")), _int(r.get("thoughtsTokenCount"))
         out: dict[str, Any] = {}
@@ -220,8 +237,14 @@ class Usage:
 
     def _gemini_to_openai(self) -> dict[str, Any]:
         r = self.reported
+        out: dict[str, Any]
+        if (plain := _plain_gemini(r)) is not None:  # as below, sooner
+            out = {"prompt_tokens": plain[0], "completion_tokens": plain[1]}
+            if (total := _int(r.get("totalTokenCount"))) is not None:
+                out["total_tokens"] = total
+            return out
         cached, thoughts = _int(r.get("cachedContentTokenCount")), _int(r.get("thoughtsTokenCount"))
-        out: dict[str, Any] = {}
+        out = {}
         prompt = _sum(_int(r.get("promptTokenCount")), _int(r.get("toolUsePromptTokenCount")))
         if prompt is not None:
             out["prompt_tokens"] = prompt

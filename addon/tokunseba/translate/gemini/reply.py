@@ -78,10 +78,12 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     rid, model = d.get("responseId"), d.get("modelVersion")
     rid = rid if isinstance(rid, str) else None
     m = Message(rid, model if isinstance(model, str) else None)
-    for key in d:
-        if key not in RESPONSE_KEYS:
-            note_once(dropped, key)
-    finish = prompt_block_reason(d.get("promptFeedback"), dropped)
+    if not d.keys() <= RESPONSE_KEYS.keys():  # (a C-level test: the scan only when a key is unknown)
+        for key in d:
+            if key not in RESPONSE_KEYS:
+                note_once(dropped, key)
+    pf = d.get("promptFeedback")
+    finish = None if pf is None else prompt_block_reason(pf, dropped)
     finish_message: str | None = None
     calls = 0
     cands = d.get("candidates")
@@ -91,9 +93,10 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
             if not isinstance(cand, dict) or cand.get("index", 0) != 0 or pos > 0:
                 note_once(warnings, OTHER_CANDIDATES)
                 continue
-            for key in cand:
-                if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
-                    note_once(dropped, f"{CANDIDATE}.{key}")
+            if not cand.keys() <= CANDIDATE_KEYS.keys():
+                for key in cand:
+                    if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
+                        note_once(dropped, f"{CANDIDATE}.{key}")
             content = cand.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             if isinstance(parts, list):
@@ -101,12 +104,14 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
                 for part in parts:
                     if not isinstance(part, dict):
                         continue
-                    for key in part:
-                        if key not in PART_KEYS:
-                            note_once(dropped, f"{PARTS}.{key}")
+                    if not part.keys() <= PART_KEYS.keys():
+                        for key in part:
+                            if key not in PART_KEYS:
+                                note_once(dropped, f"{PARTS}.{key}")
+                    sig = None
                     if "thoughtSignature" in part:  # the client cannot carry it
                         note_once(dropped, f"{PARTS}.thoughtSignature")
-                    sig = _o if isinstance(_o := part.get("thoughtSignature"), str) and _o else None
+                        sig = _o if isinstance(_o := part["thoughtSignature"], str) and _o else None
                     fc = part.get("functionCall")
                     if isinstance(fc, dict):  # a tool_use block, whole; its signature rides on it
                         open_block = None
