@@ -17,6 +17,7 @@ whole-reply ratio for both trees. Works with trees from before the codec registr
 (make_stream_translator / anthropic_to_chat) and after (translate.stream / translate.request).
 
 Usage: .venv/bin/python scripts/bench_against.py OTHER_ADDON_DIR [--rounds N] [--samples N] [--whole-only]
+                                                [--pair UPSTREAM:CLIENT ...]
 e.g.   git archive main | tar -x -C /tmp/main && .venv/bin/python scripts/bench_against.py /tmp/main/addon
 """
 
@@ -128,6 +129,8 @@ def main() -> None:
                     help="samples per ratio inside a round, each next to a floor sample (default 9)")
     ap.add_argument("--whole-only", action="store_true",
                     help="measure only the whole-reply pairs (request and stream print nan)")
+    ap.add_argument("--pair", action="append", metavar="UPSTREAM:CLIENT",
+                    help="whole replies of this pair only (repeatable), e.g. gemini:openai-responses")
     args = ap.parse_args()
     if args.rounds < 1 or args.samples < 1:
         ap.error("--rounds and --samples must be at least 1")
@@ -139,8 +142,12 @@ def main() -> None:
     import bench_translate as B  # this tree's replies, for both trees
 
     raw = B.whole_reply_bytes()
-    pairs = [(size, up, cl) for size in B.SIZES for up, cl in B.whole_pairs()]
-    first = pairs.index(("small", "openai", "anthropic"))  # the first table's reply column
+    pairs = [(size, up, cl) for size in B.SIZES for up, cl in B.whole_pairs()
+             if not args.pair or f"{up}:{cl}" in args.pair]
+    if not pairs:
+        ap.error(f"--pair: no such pair; pairs are UPSTREAM:CLIENT of {', '.join(B.UPSTREAM_REPLIES)}")
+    # the first table's reply column: the Chat reply 'hi' for an Anthropic client (else the first pair)
+    first = pairs.index(("small", "openai", "anthropic")) if ("small", "openai", "anthropic") in pairs else 0
     got: dict[str, list[list[float]]] = {k: [] for k in trees}
     with tempfile.TemporaryDirectory() as tmp:
         replies = Path(tmp) / "replies.pickle"

@@ -113,6 +113,19 @@ class Usage:
         rs = _first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens"))
         return {"input": inp, "output": out, "cache_read": cr, "cache_write": cw, "reasoning": rs}
 
+    def plain(self) -> tuple[int, int] | None:
+        """(input, output) of a report of those two numbers alone, on which every counting
+        agrees: a Chat usage of prompt, completion and total only (llama.cpp, vLLM, Ollama), a
+        Gemini usageMetadata without cache, thoughts or tool-use prompt (null is not reported).
+        None for any other report (conversions then take their general path)."""
+        r = self.reported
+        if self.counting == OPENAI:
+            if len(r) == 3 and type(i := r.get("prompt_tokens")) is int \
+                    and type(o := r.get("completion_tokens")) is int and "total_tokens" in r:
+                return i, o
+            return None
+        return _plain_gemini(r) if self.counting == GEMINI else None
+
     # ---- conversions ----
     def openai_fields(self) -> dict[str, int | None]:
         """``fields()`` of the Chat usage object a client is sent (``to_openai()``), without

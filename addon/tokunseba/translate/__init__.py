@@ -154,7 +154,9 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     """A whole upstream reply (2xx) -> the client protocol's reply: decode -> ``Message`` ->
     encode. ``created``: the Chat ``created`` / Responses ``created_at`` timestamp (now when
     not given). Raises ``TranslationError`` (502) when the reply cannot be translated."""
-    dec, enc = _codecs(upstream, client, "reply")
+    dec, enc = CODECS.get(upstream), CODECS.get(client)
+    if dec is None or enc is None or upstream == client:
+        dec, enc = _codecs(upstream, client, "reply")  # raises: no such pair
     created = int(time.time()) if created is None else created
     report = ReplyReport()
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \

@@ -84,7 +84,7 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
                 note_once(dropped, key)
     pf = d.get("promptFeedback")
     finish = None if pf is None else prompt_block_reason(pf, dropped)
-    finish_message: str | None = None
+    finished: dict[str, Any] | None = None  # the candidate that gave the finishReason
     calls = 0
     cands = d.get("candidates")
     if isinstance(cands, list):
@@ -130,22 +130,23 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
                     text = part.get("text")
                     if isinstance(text, str) and text:
                         kind: BlockKind = "thinking" if part.get("thought") is True else "text"
-                        if open_block is None or open_block.kind != kind:
-                            open_block = Block(kind, raw={"source": f"{PARTS}.thought"} if kind == "thinking" else None)
+                        if open_block is not None and open_block.kind == kind:
+                            open_block.text += text
+                        else:
+                            open_block = Block(kind, None, None, text, None,
+                                               {"source": f"{PARTS}.thought"} if kind == "thinking" else None)
                             blocks.append(open_block)
-                        open_block.text += text
                     if sig is not None and open_block is not None and open_block.kind == "text":
                         open_block.signature = (open_block.signature or "") + sig  # kept for this endpoint
             fr = cand.get("finishReason")
             if isinstance(fr, str) and fr:
-                finish = fr
-                fm = cand.get("finishMessage")
-                finish_message = fm if isinstance(fm, str) else None
+                finish, finished = fr, cand
     if finish is None:
         raise UntranslatableReply(502, NO_FINISH)
     stop = stop_for_finish(finish, warnings)
-    if stop is None:
-        detail = f": {finish_message}" if finish_message else ""
+    if stop is None:  # an error finish: its finishMessage says why
+        fm = finished.get("finishMessage") if finished is not None else None
+        detail = f": {fm}" if isinstance(fm, str) and fm else ""
         raise UntranslatableReply(502, f"upstream ended the turn with finishReason {finish}{detail}")
     m.stop_reason = "tool_use" if stop == "end_turn" and calls else stop
     m.stopped = True

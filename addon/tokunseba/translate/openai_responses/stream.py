@@ -115,11 +115,8 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict[str, Any] 
     a zero would be a number nobody measured (the ledger keeps what was reported)."""
     if usage is None:
         return None
-    r = usage.reported
-    if usage.counting == OPENAI and len(r) == 3 and type(inp := r.get("prompt_tokens")) is int \
-            and type(outp := r.get("completion_tokens")) is int and "total_tokens" in r:
-        # the plainest Chat usage (prompt, completion, total; no cache, no reasoning): as below
-        return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}
+    if (plain := usage.plain()) is not None:  # input and output alone: as below, sooner
+        return {"input_tokens": plain[0], "output_tokens": plain[1], "total_tokens": plain[0] + plain[1]}
     f = usage.openai_fields()
     if f["input"] is None or f["output"] is None:
         note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
