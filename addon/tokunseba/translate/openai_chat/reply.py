@@ -32,6 +32,7 @@ MESSAGE_KEYS_READ = frozenset({"role", "content", "tool_calls", "refusal"})
 MESSAGE_KEYS_IGNORED = frozenset({"name", "function_call"})
 MESSAGE_KEYS_KNOWN = MESSAGE_KEYS_READ | MESSAGE_KEYS_IGNORED
 CHOICE_KEYS_READ = frozenset({"index", "message", "finish_reason", "stop_reason"})
+CHOICE_KEYS_SEEN = CHOICE_KEYS_READ | {"logprobs"}  # logprobs: null on every real OpenAI reply
 EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
@@ -46,14 +47,13 @@ def chat_choice(doc: dict[str, Any], dropped: list[str], warnings: list[str]) ->
     if len(choices) > 1:
         note_once(warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
     choice = choices[0]
-    for other in choice.keys() - CHOICE_KEYS_READ:  # OpenAI's usual other key: logprobs, null
-        if choice[other] not in EMPTY:  # something to record: in the reply's order
-            for k, v in choice.items():
-                if k not in CHOICE_KEYS_READ and v not in EMPTY:
-                    note_once(dropped, f"choices[0].{k}")
-            break
+    # OpenAI's usual other key is logprobs, null: the scan only when another key or a value is there
+    if not choice.keys() <= CHOICE_KEYS_SEEN or choice.get("logprobs") not in EMPTY:
+        for k, v in choice.items():  # in the reply's order
+            if k not in CHOICE_KEYS_READ and v not in EMPTY:
+                note_once(dropped, f"choices[0].{k}")
     msg = _o if isinstance(_o := choice.get("message"), dict) else {}
-    if msg.keys() - MESSAGE_KEYS_KNOWN:
+    if not msg.keys() <= MESSAGE_KEYS_KNOWN:
         for k, v in msg.items():
             if k not in MESSAGE_KEYS_KNOWN and v not in EMPTY:
                 note_once(dropped, f"choices[0].message.{k}")  # reasoning_content, reasoning, audio...

@@ -89,10 +89,9 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         note_once(report.dropped, "stop_sequence")  # which sequence matched has no field
     client_usage = responses_usage(msg.usage, report.warnings)
     rid = response_id(msg.id, created, report.warnings)
+    body = response_snapshot(rid, created, status, msg.model, items)  # + the stream's final extras, in its order
     if incomplete:
-        body = response_snapshot(rid, created, status, msg.model, items, incomplete_details=incomplete,
-                                 usage=client_usage)
-    else:
-        body = response_snapshot(rid, created, status, msg.model, items, usage=client_usage)
+        body["incomplete_details"] = incomplete
+    body["usage"] = client_usage
     report.stop_reason, report.completed = stop, True
     return jsonc.dumpb(body), client_usage
