@@ -153,7 +153,8 @@ class GeminiDecoder:
             if isinstance(u, dict) and u and self.usage is not None:
                 out.append(UsageUpdate(self.usage))
             return out
-        self._prompt_feedback(d.get("promptFeedback"))
+        if (pf := d.get("promptFeedback")) is not None:
+            self._prompt_feedback(pf)
         cands = d.get("candidates")
         if isinstance(cands, list):
             for pos, cand in enumerate(cands):
