@@ -64,11 +64,9 @@ def sample(fn, n):
     for _ in range(n):
         fn()
     return (time.process_time() - t0) / n
-def ratio(fn, floor):
+def paired(fn, floor, nf, nb):
     """Median over samples of (fn / floor), each pair measured back to back (order alternating),
     so a busy moment of the machine moves both sides of a ratio together."""
-    nf, _ = timeit.Timer(fn, timer=time.process_time).autorange()
-    nb, _ = timeit.Timer(floor, timer=time.process_time).autorange()
     rs = []
     for i in range(SAMPLES):
         if i % 2:
@@ -79,6 +77,9 @@ def ratio(fn, floor):
             b = sample(floor, nb)
         rs.append(a / b)
     return statistics.median(rs)
+def ratio(fn, floor):
+    return paired(fn, floor, timeit.Timer(fn, timer=time.process_time).autorange()[0],
+                  timeit.Timer(floor, timer=time.process_time).autorange()[0])
 # whole replies: every (upstream, client) pair, each next to the stdlib json floor (json.loads +
 # json.dumps of the upstream reply's bytes); the replies come from this tree's bench_translate
 # (a file written by the parent), so both trees translate the same bytes. A sample is ~SAMPLE_S
@@ -98,17 +99,7 @@ def calibrated(fn):
             return max(1, round(n * SAMPLE_S / max(took, 1e-9)))
         n *= 4
 def short_ratio(fn, floor):
-    nf, nb = calibrated(fn), calibrated(floor)
-    rs = []
-    for i in range(SAMPLES):
-        if i % 2:
-            b = sample(floor, nb)
-            a = sample(fn, nf)
-        else:
-            a = sample(fn, nf)
-            b = sample(floor, nb)
-        rs.append(a / b)
-    return statistics.median(rs)
+    return paired(fn, floor, calibrated(fn), calibrated(floor))
 whole = []
 for size, up, cl, body in replies:
     if callable(getattr(translate, "reply", None)):
