@@ -78,16 +78,17 @@ CONTEXT_SAMPLES = {
 
 def test_every_context_window_row_has_a_sample_recognised_by_failover_and_by_the_translators():
     """Each row of protocols/failures.CONTEXT_WINDOW matches its sample, for its own protocol;
-    and the translators' own test (neutral.error.is_context_overflow, which makes Claude Code
-    read "prompt is too long") agrees on every sample: the two never drift apart."""
-    from tokunseba.neutral.error import is_context_overflow, parse_error_body
-    from tokunseba.protocols.failures import CONTEXT_WINDOW
+    and the error envelopes' reader (the same is_context_window, which makes Claude Code read
+    "prompt is too long") agrees on every sample. (tests/test_context_window.py holds the rows
+    of the two tables this one replaced.)"""
+    from tokunseba.neutral.error import parse_error_body
+    from tokunseba.protocols.failures import CONTEXT_WINDOW, is_context_window
 
     assert set(CONTEXT_SAMPLES) == {(p, i) for p, rows in CONTEXT_WINDOW.items() for i in range(len(rows))}
     for (proto, i), body in CONTEXT_SAMPLES.items():
         f = classify(400, body, proto)
         assert f is not None and f.kind == "context_window", (proto, i)
-        assert is_context_overflow(parse_error_body(400, body)), (proto, i)
+        assert is_context_window(parse_error_body(400, body)), (proto, i)
 
 
 def test_only_failure_and_context_statuses_are_held():

@@ -3,28 +3,19 @@
 ``parse_error_body`` reads a whole error reply of any shape; ``error_from_obj`` an error
 object already parsed (a mid-stream ``{"error":…}`` chunk). Each protocol module turns an
 ``UpstreamError`` into its own envelope (protocols.*.from_upstream_error); the upstream's
-message text is always kept. ``is_context_overflow`` says whether the upstream meant "the
-prompt is too long", however it said it.
+message text is always kept. Whether an error means "the prompt does not fit the context
+window" is a protocol fact: ``protocols.failures.is_context_window`` reads an ``UpstreamError``
+against its one table (neutral/ knows no protocol's wording).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import re
 from dataclasses import dataclass
 
 from .. import jsonc
 
-# How an OpenAI-compatible upstream says "context overflow": code, type, or message text.
-CONTEXT_CODES = frozenset({"context_length_exceeded"})  # OpenAI's code
-CONTEXT_TYPES = frozenset({"exceed_context_size_error"})  # llama.cpp llama-server
-CONTEXT_TEXT = re.compile(
-    r"maximum context length|context length exceeded|exceeds? (?:the )?(?:available )?context"
-    r"|context window|prompt is too long|input length and `max_tokens` exceed context limit"
-    r"|input token count .* exceeds the maximum number of tokens",  # Gemini
-    re.IGNORECASE,
-)
 MAX_MESSAGE_CHARS = 4000  # a non-JSON body (an HTML error page...) is cut to this
 
 # The neutral error vocabulary: error types by HTTP status, with Anthropic's names (protocols.md
@@ -123,8 +114,3 @@ def _detail_text(detail: object) -> str:
         return "; ".join(parts)
     return jsonc.dumps(detail)
 
-
-def is_context_overflow(err: UpstreamError) -> bool:
-    if err.code in CONTEXT_CODES or err.type in CONTEXT_TYPES:
-        return True
-    return (err.status < 500) and bool(CONTEXT_TEXT.search(err.message))

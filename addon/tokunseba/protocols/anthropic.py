@@ -13,10 +13,11 @@ from typing import Any
 
 from .. import jsonc
 from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
-    ERROR_TYPES, STATUS_FOR_TYPE, UpstreamError, error_type_for_status, is_context_overflow, status_for_type,
+    ERROR_TYPES, STATUS_FOR_TYPE, UpstreamError, error_type_for_status, status_for_type,
 )
 from ..neutral.usage import ANTHROPIC
 from ..sse import encode_event
+from .failures import is_context_window
 from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "anthropic"
@@ -43,7 +44,7 @@ def from_upstream_error(err: UpstreamError) -> tuple[int, str, str]:
     """(status, Anthropic error type, message) for an error another protocol's upstream gave.
     A context overflow becomes a 400 ``invalid_request_error`` saying "prompt is too long"
     (the phrase Claude Code auto-compacts on), the upstream's text kept."""
-    if is_context_overflow(err):
+    if is_context_window(err):
         msg = err.message
         if PROMPT_TOO_LONG not in msg.lower():
             msg = f"{PROMPT_TOO_LONG}: {msg}"

@@ -1,14 +1,23 @@
-"""What endpoints answer when they cannot take a turn now (facts for proxy/failover.py, proxy/capacity.py).
+"""What endpoints answer when they cannot take a turn now (facts for proxy/failover.py,
+proxy/capacity.py, and every protocol's error envelope).
 
 Each row says why it is there. A reply with one of ``FAILOVER_STATUSES`` means "not now,
 not here": the turn itself may be fine, another endpoint can take it. A context-window
-error is told apart from the other 4xx by its body (``neutral.error.is_context_overflow``:
-OpenAI's ``context_length_exceeded``, llama-server's ``exceed_context_size_error``, vLLM's
-and Anthropic's and Gemini's wordings); ``CONTEXT_STATUSES`` are the statuses it comes with.
-Any other 4xx is the request's own fault and is answered, never failed over.
+error is told apart from the other 4xx by its body: ``CONTEXT_WINDOW`` is the one table of
+how endpoints say "the prompt does not fit" (OpenAI's ``context_length_exceeded``,
+llama-server's ``exceed_context_size_error``, vLLM's, Ollama's, Anthropic's and Gemini's
+wordings), and ``is_context_window`` its one reader: failover reads it to move a turn on,
+and the error envelopes (protocols/*.from_upstream_error, the stream codecs) read it to tell
+the client "prompt is too long" / ``context_length_exceeded`` / INVALID_ARGUMENT.
+``CONTEXT_STATUSES`` are the statuses such an error comes with. Any other 4xx is the
+request's own fault and is answered, never failed over.
 """
 
 from __future__ import annotations
+
+import re
+
+from ..neutral.error import UpstreamError
 
 # status -> why a reply with it is a failure of the endpoint, not of the request
 FAILOVER_STATUSES: dict[int, str] = {
@@ -31,13 +40,15 @@ CONTEXT_STATUSES: dict[int, str] = {
 
 # endpoint protocol -> how its endpoints say "the prompt does not fit the context window":
 # (field of the error read by neutral.error.parse_error_body: "code" | "type" | "message",
-#  a case-insensitive regex, where it comes from)
+#  a case-insensitive regex, where it comes from). Servers borrow each other's words, so a
+# reply is read against every row whatever protocol answered (is_context_window).
 CONTEXT_WINDOW: dict[str, tuple[tuple[str, str, str], ...]] = {
     "openai": (
         ("code", r"^context_length_exceeded$", "OpenAI Chat Completions; vLLM and LiteLLM copy it"),
         ("type", r"^exceed_context_size_error$", "llama.cpp llama-server (its type, with n_prompt_tokens, n_ctx)"),
-        ("message", r"exceeds? the available context size", "llama-server: 'the request exceeds the available "
-                                                              "context size, try increasing it'"),
+        ("message", r"exceeds? (?:the )?(?:available )?context", "llama-server: 'the request exceeds the available "
+                                                                   "context size, try increasing it'; and servers "
+                                                                   "saying 'exceeds context' / 'exceed the context'"),
         ("message", r"maximum context length", "OpenAI and vLLM: 'This model's maximum context length is N tokens'"),
         ("message", r"context length exceeded|context window", "Ollama, LM Studio and gateways in their own words"),
     ),
@@ -54,6 +65,37 @@ CONTEXT_WINDOW: dict[str, tuple[tuple[str, str, str], ...]] = {
          "Gemini INVALID_ARGUMENT: 'The input token count (N) exceeds the maximum number of tokens allowed (M)'"),
     ),
 }
+# A "message" row counts only in a client error (status < 500): a server error whose text
+# mentions the prompt's length ("internal error while checking whether the prompt is too
+# long") is a server error. A "code" or "type" row counts at any status (a mid-stream error
+# event has no HTTP status of its own).
+MESSAGE_ROWS_BELOW = 500
+
+_FIELDS = ("code", "type", "message")
+# one alternation per field of the error, from every protocol's rows
+_MATCHERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (f, re.compile("|".join(f"(?:{rx})" for rows in CONTEXT_WINDOW.values() for field, rx, _ in rows if field == f),
+                   re.IGNORECASE))
+    for f in _FIELDS
+    if any(field == f for rows in CONTEXT_WINDOW.values() for field, _, _ in rows)
+)
+
+
+def is_context_window(err: UpstreamError) -> bool:
+    """Whether an endpoint's error (however it was enveloped) says "the prompt does not fit
+    the context window": a row of ``CONTEXT_WINDOW`` of any protocol matches its field (a
+    ``message`` row only below ``MESSAGE_ROWS_BELOW``)."""
+    for field, rx in _MATCHERS:
+        if field == "message":
+            if err.status >= MESSAGE_ROWS_BELOW:
+                continue
+            value: str | None = err.message
+        else:
+            value = err.code if field == "code" else err.type
+        if value and rx.search(value):
+            return True
+    return False
+
 
 # header (lower-case) -> how its value says when the endpoint will take turns again
 #   "seconds-or-date": RFC 9110 Retry-After: delay-seconds or an HTTP-date

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.error import UpstreamError, is_context_overflow
+from ..neutral.error import UpstreamError
 from ..neutral.usage import GEMINI
 from ..sse import encode_event
+from .failures import is_context_window
 from .facts import Protocol, RuleShape, d, lst
 
 PROTOCOL = "gemini"
@@ -100,7 +101,7 @@ STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
 def from_upstream_error(err: UpstreamError) -> tuple[int, str]:
     """(status, message) for an error another protocol's upstream gave: a context overflow is
     400 INVALID_ARGUMENT (not retried, gemini.md 5.1.8); 429 stays RESOURCE_EXHAUSTED."""
-    if is_context_overflow(err):
+    if is_context_window(err):
         return 400, err.message
     return STATUS_FROM_OTHERS.get(err.status, err.status), err.message
 

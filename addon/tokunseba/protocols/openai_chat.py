@@ -10,9 +10,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.error import UpstreamError, is_context_overflow
+from ..neutral.error import UpstreamError
 from ..neutral.usage import OPENAI
 from ..sse import encode_event
+from .failures import is_context_window
 from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "openai"
@@ -63,7 +64,7 @@ STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
 def from_upstream_error(err: UpstreamError) -> tuple[int, str, str | None, str]:
     """(status, OpenAI error type, code, message) for an error another protocol's upstream gave."""
     status = STATUS_FROM_OTHERS.get(err.status, err.status)
-    if is_context_overflow(err):
+    if is_context_window(err):
         return status, "invalid_request_error", CONTEXT_LENGTH_CODE, err.message
     return status, error_type_for_status(status), ERROR_CODES.get(status), err.message
 

@@ -4,8 +4,9 @@
 and protocols/failures.py list: connection refused or reset before the status line
 (``unreachable`` / ``reset``, said by the relay), no status line within the endpoint's
 ``first_byte_timeout_s`` (``timeout``), a status of ``FAILOVER_STATUSES`` (408, 429, 5xx,
-529), or a context-window error read from the body (protocols/failures.CONTEXT_WINDOW, by
-the protocol of the endpoint that answered). Anything else (a plain 400, 401, 404…)
+529), or a context-window error read from the body (protocols/failures.is_context_window,
+the same table the error envelopes read: a client is told "prompt is too long" for exactly
+what fails a turn over). Anything else (a plain 400, 401, 404…)
 is the request's own fault: answered, never failed over.
 
 ``needs_body(status)`` says which replies the relay holds (up to ``HOLD_MAX`` bytes) until
@@ -21,30 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..neutral.error import UpstreamError, parse_error_body
+from ..neutral.error import parse_error_body
 from ..protocols.failures import (
     CONTEXT_STATUSES,
-    CONTEXT_WINDOW,
     FAILOVER_STATUSES,
     RESET_HEADERS,
     RETRY_HEADERS,
+    is_context_window,
 )
-
-_CONTEXT = {proto: [(f, re.compile(rx, re.IGNORECASE)) for f, rx, _ in rows] for proto, rows in CONTEXT_WINDOW.items()}
-# an endpoint whose protocol has no row of its own (or a server copying another's words):
-# every protocol's wordings, since local servers and gateways borrow them
-_ANY = [entry for rows in _CONTEXT.values() for entry in rows]
-
-
-def is_context_window(err: UpstreamError, protocol: str | None = None) -> bool:
-    """Whether the endpoint (of ``protocol``) said "the prompt does not fit" (CONTEXT_WINDOW):
-    its own protocol's rows first, then every other's (servers borrow each other's words)."""
-    for rows in (_CONTEXT.get(protocol or "", ()), _ANY):
-        for field, rx in rows:
-            value = getattr(err, field)
-            if isinstance(value, str) and rx.search(value):
-                return True
-    return False
 
 HOLD_MAX = 256 * 1024  # a failure reply bigger than this is relayed as it is (no error says that much)
 
@@ -74,13 +59,14 @@ def needs_body(status: int) -> bool:
 
 def classify(status: int, body: bytes, protocol: str | None = None) -> Failure | None:
     """A whole (held) reply of an endpoint of ``protocol``: a failure, or None when the client
-    should get it."""
+    should get it. (A context-window error is read against every protocol's wordings, since
+    servers borrow each other's: ``protocol`` does not narrow it.)"""
     if status in FAILOVER_STATUSES:
         err = parse_error_body(status, body)
         return Failure("status", f"HTTP {status}: {_line(err.message)}", status)
     if status in CONTEXT_STATUSES:
         err = parse_error_body(status, body)
-        if is_context_window(err, protocol):
+        if is_context_window(err):
             return Failure("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status)
     return None
 

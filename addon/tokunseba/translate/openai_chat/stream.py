@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status, is_context_overflow
+from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
+from ...protocols.failures import is_context_window
 from ...neutral.ids import synth_tool_id
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
@@ -253,7 +254,7 @@ class ChatDecoder:
 
     def _upstream_error(self, d: dict[str, Any]) -> list[Event]:
         err = error_from_obj(500, d, status_from_code=True)
-        code = po.CONTEXT_LENGTH_CODE if is_context_overflow(err) else err.code
+        code = po.CONTEXT_LENGTH_CODE if is_context_window(err) else err.code
         return self._error(StreamError(err.status, error_type_for_status(err.status), err.message, code))
 
     def _error(self, err: StreamError) -> list[Event]:

@@ -45,7 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_type_for_status, is_context_overflow
+from ...neutral.error import UpstreamError, error_type_for_status
+from ...protocols.failures import is_context_window
 from ...neutral.ids import safe
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
@@ -146,7 +147,7 @@ def status_for_stop(stop: str | None, warnings: list[str]) -> tuple[str, dict[st
 def failed_code(err: UpstreamError, status: int) -> str:
     """``response.failed`` error code: context overflow, a code Codex acts on, by status, or
     ``server_error``."""
-    if is_context_overflow(err):
+    if is_context_window(err):
         return po.CONTEXT_LENGTH_CODE
     if err.code in pr.CODEX_ERROR_CODES:
         return err.code
