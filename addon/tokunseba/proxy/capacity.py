@@ -12,17 +12,25 @@
   (``Slot.release``: the reply ended, the client went away, or the turn failed over).
 
 ``unavailable(ep)`` says why an endpoint cannot take a turn now (the reason rules.decide
-records in the trace), or None. Runs in mitmproxy's event loop; no locks.
+records in the trace), or None. ``say_when(turn)``: a turn answered 503 because its route's
+endpoint is cooling down (``on_failure: error``) tells the client when to come back, in
+``retry-after`` (whole seconds left, rounded up), as the endpoint itself would have. Runs in
+mitmproxy's event loop; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..routing.endpoints import Endpoint
+
+if TYPE_CHECKING:
+    from ..turn import Turn
 
 BACKOFF_S, MAX_BACKOFF_S = 2.0, 30.0  # the passive back-off after a failure without a hint
 
@@ -89,6 +97,26 @@ class Capacity:
             del self.cooling[ep.name]
             return 0.0
         return left
+
+    def retry_after(self, ep: Endpoint) -> int | None:
+        """Whole seconds, rounded up, until a cooling ``ep`` takes turns again; None when it is
+        not cooling."""
+        left = self.cooling_left(ep)
+        return math.ceil(left) if left > 0 else None
+
+    def say_when(self, turn: Turn) -> None:
+        """A turn answered 503 because the endpoint of its route (``on_failure: error``) is
+        cooling down gets ``retry-after: <seconds left, rounded up>`` on that answer: the SDKs
+        wait that long before they retry, instead of asking again at once into the same 503.
+        Any other answer (a refusal, an endpoint down or full, a turn that is sent) is left as
+        it is."""
+        d, local = turn.decision, turn.local
+        if local is None or local.status != 503 or d is None or d.action != "error" or d.endpoint is None:
+            return
+        if not (d.trace and d.trace[-1].get("unreachable")):  # decided on this endpoint's availability
+            return
+        if (seconds := self.retry_after(d.endpoint)) is not None:
+            local.headers["retry-after"] = str(seconds)
 
     # ---- slots
     def full(self, ep: Endpoint) -> bool:

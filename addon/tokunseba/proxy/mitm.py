@@ -549,6 +549,7 @@ class Tokunseba:
             self.access = bool(_option("proxyauth", "")), bool(_option("tokunseba_allow_remote_clients", False))
         proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
+        self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         if slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             slot.release()
