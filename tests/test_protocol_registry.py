@@ -35,7 +35,7 @@ def test_every_registered_protocol_has_every_fact(name):
     assert all(k in p.paths for k in p.turn_kinds) and all(k in p.paths for k in p.count_kinds)
     name_h, template = p.auth_header
     assert name_h == name_h.lower() and "{key}" in template and p.key_env
-    assert p.usage_counting in ("anthropic", "openai", "gemini") and p.usage_key
+    assert p.usage_counting in ("anthropic", "openai", "gemini") and p.usage_key and p.reply_model_key
     assert p.rule_shape is not None and p.max_output_field
     assert p.terminal_event is None or p.stream_judged
     body = json.loads(p.error_body(429, "slow down", "rate_limit_error"))

@@ -190,3 +190,58 @@ def test_anthropic_text_deltas_are_not_parsed(monkeypatch):
     assert "content_block_delta" not in seen and "message_delta" in seen
     assert w.verdict() is None and w.error is None
     assert w.usage.reported["output_tokens"] == 7
+
+
+GEMINI_CHUNKS = (b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]},"index":0}],'
+                 b'"modelVersion":"gemini-2.5-flash-001"}\r\n\r\n'
+                 b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"!"}]},"index":0,'
+                 b'"finishReason":"STOP"}],"modelVersion":"gemini-2.5-flash-001"}\r\n\r\n')
+NAMED = {  # protocol -> (a stream whose first event names the model, the model)
+    "anthropic": (ANT.replace(b'"model":"m"', b'"model":"claude-x-1"') + ANT_STOP, "claude-x-1"),
+    "openai": (chat({"model": "gpt-x-1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"},
+                                                      "finish_reason": None}]},
+                    {"model": "gpt-x-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+               + b"data: [DONE]\n\n", "gpt-x-1"),
+    "openai-responses": (RESPONSES_OK.replace(b'"response":{"id":"r1"}}', b'"response":{"id":"r1","model":"gpt-r-1"}}',
+                                              1), "gpt-r-1"),
+    "gemini": (GEMINI_CHUNKS, "gemini-2.5-flash-001"),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(NAMED))
+def test_the_model_a_passed_on_stream_names_at_every_split_point(protocol):
+    """gen_ai.response.model of a reply passed on: its first event's model, read by the
+    protocol's own decoder on the side (the stream itself is not held), whatever the split."""
+    data, model = NAMED[protocol]
+    for i in range(len(data) + 1):
+        w = StreamWatch(protocol)
+        w.feed(data[:i])
+        w.feed(data[i:])
+        w.close()
+        assert w.model == model, (protocol, i)
+    w = StreamWatch(protocol)
+    w.feed(data[:20])
+    assert w.model is None  # not yet said: nothing is guessed
+
+
+def test_a_stream_that_names_no_model_has_none():
+    w = StreamWatch("openai")
+    w.feed(CHAT_OK)
+    w.close()
+    assert w.model is None and w.verdict() is None
+
+
+@pytest.mark.parametrize("protocol,body,model", [
+    ("anthropic", {"id": "msg_1", "type": "message", "model": "claude-x-1", "content": []}, "claude-x-1"),
+    ("openai", {"id": "c1", "object": "chat.completion", "model": "gpt-x-1", "choices": []}, "gpt-x-1"),
+    ("openai-responses", {"id": "r1", "object": "response", "model": "gpt-r-1", "output": []}, "gpt-r-1"),
+    ("gemini", {"candidates": [], "modelVersion": "gemini-2.5-flash-001", "model": "not-this"}, "gemini-2.5-flash-001"),
+    ("openai", {"id": "c1", "choices": []}, None),
+    ("openai", {"id": "c1", "model": 7, "choices": []}, None),
+])
+def test_the_model_a_passed_on_whole_reply_names(protocol, body, model):
+    from tokunseba.proxy.outcome import Outcome
+
+    out = Outcome.of_whole(protocol, 200, "application/json", json.dumps(body).encode())
+    assert out.model == model
+    assert Outcome.of_whole(protocol, 200, "text/html", b"<html>").model is None

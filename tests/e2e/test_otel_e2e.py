@@ -6,6 +6,7 @@ that is down changes nothing for the clients or the ledger."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import ssl
 
@@ -93,7 +94,7 @@ def test_one_span_per_turn_with_genai_attributes_and_the_clients_trace(upstreams
     p = spans[passed.headers["x-tokunseba-request-id"]]["attributes"]
     assert p["tokunseba.outcome"] == "pass_through" and p["gen_ai.provider.name"] == "anthropic"
     assert "gen_ai.usage.input_tokens" not in p and "gen_ai.usage.output_tokens" not in p  # none reported
-    assert "gen_ai.response.model" not in p  # a reply passed on is not read for it
+    assert p["gen_ai.response.model"] == "m"  # a reply passed on names its model too (read, not parsed twice)
     every = repr(receiver.spans)
     assert PROMPT not in every and "fine words" not in every and CLIENT_KEY not in every  # no text unless asked
 
@@ -170,3 +171,151 @@ def test_a_collector_that_is_down_changes_nothing_for_the_clients(upstreams, tmp
     with sqlite3.connect(proxy.ledger) as con:
         assert con.execute("SELECT count(*), min(outcome), max(outcome) FROM turns").fetchone() == (
             20, "translated", "translated")
+
+
+# ---- gen_ai.response.model of replies passed on (retargeted, passed through), whole and streamed
+
+PASSED_RULES = """\
+endpoints:
+  ant2:
+    protocol: anthropic
+    url: {url}/v1
+  chat2:
+    protocol: openai
+    url: {url}/v1
+  resp2:
+    protocol: openai-responses
+    url: {url}/v1
+  gem2:
+    protocol: gemini
+    url: {url}/v1beta
+routes:
+  - name: ant-retarget
+    when: {{client: anthropic, model: "rt-*"}}
+    to: ant2
+  - name: chat-retarget
+    when: {{client: openai, model: "rt-*"}}
+    to: chat2
+  - name: resp-retarget
+    when: {{client: openai-responses, model: "rt-*"}}
+    to: resp2
+  - name: gem-retarget
+    when: {{client: gemini, model: "rt-*"}}
+    to: gem2
+"""
+
+
+def _sse(*events: tuple[str | None, dict]) -> list[bytes]:
+    return [(f"event: {name}\n".encode() if name else b"") + b"data: " + json.dumps(data).encode() + b"\n\n"
+            for name, data in events]
+
+
+def _replies(model: str) -> dict[tuple[str, bool], Reply]:
+    """Each protocol's reply, whole and streamed, naming ``model`` (suffixed -whole / -stream)."""
+    w, st = f"{model}-whole", f"{model}-stream"
+    text = {"type": "text", "text": "hi"}
+    ant_msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": w, "content": [text],
+               "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 1}}
+    chat_chunk = lambda delta, finish=None: ("data", {"id": "chatcmpl-1", "object": "chat.completion.chunk",  # noqa: E731
+                                                      "created": 1, "model": st, "choices": [
+                                                          {"index": 0, "delta": delta, "finish_reason": finish}]})
+    resp_item = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                 "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    resp = lambda m, status, output: {"id": "resp_1", "object": "response", "created_at": 1, "status": status,  # noqa: E731
+                                      "model": m, "output": output,
+                                      **({"usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}}
+                                         if status == "completed" else {})}
+    gem = lambda m, finish=None: {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]},  # noqa: E731
+                                                  "index": 0, **({"finishReason": finish} if finish else {})}],
+                                  "modelVersion": m}
+    return {
+        ("anthropic", False): Reply.json(ant_msg),
+        ("anthropic", True): Reply.sse(_sse(
+            ("message_start", {"type": "message_start", "message": {**ant_msg, "model": st, "content": [],
+                                                                    "stop_reason": None}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text",
+                                                                                                  "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "text_delta", "text": "hi"}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                               "usage": {"output_tokens": 1}}),
+            ("message_stop", {"type": "message_stop"}))),
+        ("openai", False): Reply.json({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": w,
+                                       "choices": [{"index": 0, "finish_reason": "stop",
+                                                    "message": {"role": "assistant", "content": "hi"}}]}),
+        ("openai", True): Reply.sse(_sse((None, chat_chunk({"role": "assistant", "content": ""})[1]),
+                                         (None, chat_chunk({"content": "hi"})[1]),
+                                         (None, chat_chunk({}, "stop")[1])) + [b"data: [DONE]\n\n"]),
+        ("openai-responses", False): Reply.json(resp(w, "completed", [resp_item])),
+        ("openai-responses", True): Reply.sse(_sse(
+            ("response.created", {"type": "response.created", "sequence_number": 0,
+                                  "response": resp(st, "in_progress", [])}),
+            ("response.output_item.added", {"type": "response.output_item.added", "sequence_number": 1,
+                                            "output_index": 0, "item": {**resp_item, "status": "in_progress",
+                                                                        "content": []}}),
+            ("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": 2,
+                                            "item_id": "msg_1", "output_index": 0, "content_index": 0,
+                                            "delta": "hi"}),
+            ("response.output_item.done", {"type": "response.output_item.done", "sequence_number": 3,
+                                           "output_index": 0, "item": resp_item}),
+            ("response.completed", {"type": "response.completed", "sequence_number": 4,
+                                    "response": resp(st, "completed", [resp_item])}))),
+        ("gemini", False): Reply.json(gem(w, "STOP")),
+        ("gemini", True): Reply.sse(_sse((None, gem(st)), (None, gem(st, "STOP")))),
+    }
+
+
+def _ask(c: httpx.Client, protocol: str, stream: bool, model: str, base: str | None = None) -> httpx.Response:
+    if protocol == "anthropic":
+        return c.post(f"{base or 'https://api.anthropic.com'}/v1/messages",
+                      headers={"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"},
+                      json={"model": model, "max_tokens": 5, "stream": stream,
+                            "messages": [{"role": "user", "content": "hi"}]})
+    if protocol == "openai":
+        return c.post("https://api.openai.com/v1/chat/completions", headers={"authorization": "Bearer sk-client"},
+                      json={"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+    if protocol == "openai-responses":
+        return c.post("https://api.openai.com/v1/responses", headers={"authorization": "Bearer sk-client"},
+                      json={"model": model, "stream": stream, "input": "hi"})
+    kind = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    return c.post(f"https://generativelanguage.googleapis.com/v1beta/models/{model}:{kind}",
+                  headers={"x-goog-api-key": "AIza-client"}, json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+
+
+def test_replies_passed_on_name_their_model_whole_and_streamed(receiver, tmp_path, monkeypatch):
+    """gen_ai.response.model for replies tokunseba does not translate: a turn retargeted to an
+    endpoint of its own protocol (all four, whole and streamed: a whole reply's model, Gemini's
+    modelVersion, a stream's first event) and a turn passed through to its provider host. The
+    client gets the upstream's bytes as they were (the model read on the side)."""
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    with Upstream() as up, Upstream() as provider:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(PASSED_RULES.format(url=up.url))
+        proxy = Mitmdump(tmp_path, rules, extra=["--set", f"tokunseba_otlp_endpoint={receiver.url}",
+                                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{provider.port}=anthropic"])
+        want: dict[str, tuple[str, str]] = {}  # request id -> (expected response model, outcome)
+        try:
+            with _client(proxy) as c:
+                for protocol in ("anthropic", "openai", "openai-responses", "gemini"):
+                    for stream in (False, True):
+                        reply = _replies(f"{protocol}-up")[(protocol, stream)]
+                        up.script(reply)
+                        r = _ask(c, protocol, stream, "rt-model")
+                        assert r.status_code == 200, (protocol, stream, r.text)
+                        assert r.content == b"".join(reply.pieces), (protocol, stream)  # passed on untouched
+                        want[r.headers["x-tokunseba-request-id"]] = (
+                            f"{protocol}-up-{'stream' if stream else 'whole'}", "retargeted")
+                for stream in (False, True):
+                    reply = _replies("provider")[("anthropic", stream)]
+                    provider.script(reply)
+                    r = _ask(c, "anthropic", stream, "claude-passed", base=provider.url)
+                    assert r.status_code == 200 and r.content == b"".join(reply.pieces), r.text
+                    want[r.headers["x-tokunseba-request-id"]] = (
+                        f"provider-{'stream' if stream else 'whole'}", "pass_through")
+            spans = {s["attributes"]["tokunseba.request_id"]: s["attributes"] for s in receiver.wait_for(len(want))}
+        finally:
+            proxy.stop()
+    got = {rid: (spans[rid].get("gen_ai.response.model"), spans[rid]["tokunseba.outcome"]) for rid in want}
+    assert got == want

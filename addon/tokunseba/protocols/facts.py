@@ -74,6 +74,9 @@ class Protocol:
     # ---- usage (the ledger, prices, the stream watch) ----
     usage_counting: str = ""  # how its usage numbers count: "anthropic" | "openai" | "gemini"
     usage_key: str = "usage"  # where a whole reply carries its usage object
+    # where a whole reply names the model that answered (a stream's first event names it too,
+    # read by the codec's decoder): OpenTelemetry's gen_ai.response.model for replies passed on
+    reply_model_key: str = "model"
     # ---- streams passed on unchanged (proxy/stream_watch.py, the relay) ----
     stream_judged: bool = True  # a stream has an end of its own to judge completeness by
     terminal_event: str | None = None  # the SSE event name that ends a complete stream, if named

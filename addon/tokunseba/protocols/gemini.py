@@ -193,6 +193,7 @@ FACTS = Protocol(
     stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
     usage_counting=GEMINI,
     usage_key="usageMetadata",
+    reply_model_key="modelVersion",
     stream_judged=False,  # no terminal event: a stream's end cannot be told from a cut
     passthrough_keepalive=False,  # Gemini CLI reads a comment line as JSON
     rule_shape=RuleShape(

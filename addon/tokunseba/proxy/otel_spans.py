@@ -56,7 +56,8 @@ ATTRIBUTES: dict[str, str] = {
     "gen_ai.operation.name": "chat; generate_content for Gemini (semconv's names for these calls)",
     "gen_ai.provider.name": "the API the upstream was asked in (anthropic, openai, gcp.gemini)",
     "gen_ai.request.model": "the model the client asked for",
-    "gen_ai.response.model": "the model a translated reply named (the upstream's); absent for replies passed on",
+    "gen_ai.response.model": "the model the reply named (the upstream's), translated, retargeted or passed on: a "
+                             "whole reply's model (Gemini modelVersion), a stream's first event; absent when none",
     "gen_ai.usage.input_tokens": "input as the upstream reported it (OpenAI's includes cached tokens)",
     "gen_ai.usage.output_tokens": "output as the upstream reported it",
     "gen_ai.response.finish_reasons": "the stop reason the reply carried, when read",

@@ -4,7 +4,7 @@
 Pure: no mitmproxy, no I/O. ``Outcome`` is filled by every reply path (a stream's pump, a
 translated whole reply, a passed-on whole reply, a local or error answer); ``usage_of``,
 ``upstream_failure`` and ``shape_problem`` say what a reply or a failure was, in words the
-ledger keeps.
+ledger keeps; ``model_of`` the model a whole reply names.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Outcome:
     failed: bool = False  # the turn failed whatever its reply (the upstream broke, ...)
     first_byte: float | None = None  # when the first byte of a stream left; None: a whole reply
     kept: bytes | None = None  # the stream the client got, when kept (--ledger-bodies, a shadowed turn)
-    model: str | None = None  # the model a translated reply named (the upstream's); None: not read or none
+    model: str | None = None  # the model the reply named (the upstream's: translated or passed on); None: none
 
     @classmethod
     def of_reply(cls, status: int, rep) -> "Outcome":
@@ -43,9 +43,9 @@ class Outcome:
     @classmethod
     def of_whole(cls, protocol: str, status: int, content_type: str | None, body: bytes) -> "Outcome":
         """A whole reply passed on in the client's own protocol (pass-through, retarget)."""
-        obj, problem = whole_verdict(content_type, body)
+        obj, problem = whole_verdict(content_type, body)  # parsed once: usage and model are read from it
         usage = usage_of(protocol, obj)
-        return cls(status, usage, usage.reported if usage else None, problem=problem)
+        return cls(status, usage, usage.reported if usage else None, problem=problem, model=model_of(protocol, obj))
 
 
 def usage_of(protocol: str, obj: object) -> Usage | None:
@@ -64,6 +64,16 @@ def usage_of(protocol: str, obj: object) -> Usage | None:
     if not isinstance(u, dict) or (not u and facts.usage_key != "usage"):
         return None
     return Usage(facts.usage_counting, u)
+
+
+def model_of(protocol: str, obj: object) -> str | None:
+    """The model a whole JSON reply (parsed) names, where the protocol's facts say it does
+    (``model``; Gemini ``modelVersion``); None when absent or not a string."""
+    facts = protocols.find(protocol)
+    if facts is None or not isinstance(obj, dict):
+        return None
+    model = obj.get(facts.reply_model_key)
+    return model if isinstance(model, str) and model else None
 
 
 def upstream_failure(msg: str) -> str:

@@ -101,7 +101,7 @@ class Pump:
         usage = self.watch.usage
         problem = self.cut_short or (self.watch.verdict() if status is not None and status < 400 else None)
         return Outcome(status, usage, usage.reported if usage else None, problem=problem,
-                       first_byte=self.first_byte, kept=kept)
+                       first_byte=self.first_byte, kept=kept, model=self.watch.model)
 
     def _redacted(self, chunks: list[bytes], *, final: bool) -> list[bytes]:
         if self.redactor is None:

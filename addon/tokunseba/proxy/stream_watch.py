@@ -2,7 +2,8 @@
 the side, so the ledger can tell a clean reply from a broken one without touching a byte.
 
 ``StreamWatch(protocol, content_encoding)`` is fed the raw body chunks (``feed`` / ``close``)
-and afterwards knows the usage the upstream reported and ``verdict()``: None for a clean
+and afterwards knows the usage the upstream reported, the ``model`` its first event named,
+and ``verdict()``: None for a clean
 stream (its terminal event seen, no error event) or when the protocol cannot be judged
 (its facts say ``stream_judged=False``: Gemini streams have no terminal event; their usage
 is still read), else why it is not clean — an upstream error
@@ -22,7 +23,7 @@ from __future__ import annotations
 from .. import jsonc, protocols
 from .encoding import Decoding, EncodingError
 from ..sse import SSEDecoder, SSEEvent, SSETooLarge
-from ..neutral.events import MessageStop, StreamError
+from ..neutral.events import MessageStart, MessageStop, StreamError
 from ..neutral.report import ReplyReport
 from ..neutral.usage import Usage
 from ..translate import CODECS
@@ -39,7 +40,7 @@ class StreamWatch:
     — set by the ``feed`` that met it; a relayed stream ends there (proxy/pump.py)."""
 
     __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut",
-                 "fatal")
+                 "fatal", "model")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         # the protocol's own codec reads its stream; its facts say what ends one and which
@@ -55,6 +56,7 @@ class StreamWatch:
         self.error: str | None = None  # the first error the stream carried
         self.cut = False
         self.fatal: str | None = None
+        self.model: str | None = None  # the model the stream's first event named (the decoder's MessageStart)
         try:
             self._inflate: Decoding | None = Decoding(content_encoding)
         except EncodingError as e:
@@ -121,7 +123,10 @@ class StreamWatch:
         (the decoder's own complaints about a stream's grammar are not the upstream's error
         event; what matters of those, a missing end, ``verdict`` says)."""
         for e in events:
-            if isinstance(e, MessageStop) and self._terminal is None:
+            if isinstance(e, MessageStart):
+                if self.model is None and e.model:
+                    self.model = e.model
+            elif isinstance(e, MessageStop) and self._terminal is None:
                 self.completed = True
             elif isinstance(e, StreamError) and upstream_error and self.error is None:
                 self.error = e.message
