@@ -147,53 +147,8 @@ def test_a_failing_statement_costs_only_itself(db, caplog):
     led.close()
 
 
-# ---------------------------------------------------------------- the same batches, both back ends
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from .test_ledger_batch import concrete, records  # noqa: E402  (the fold's own property test's records)
-
-TABLES = {"turns": "request_id", "events": "id", "bodies": "request_id", "shadows": "id"}
-
-
-def _rows(conn, table: str, order: str) -> list[tuple]:
-    rows = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows]
-
-
-@pytest.fixture(scope="module")
-def batch_db(pg_server):
-    return pg_server.url(db=pg_server.fresh_db())
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=st.lists(records, min_size=1, max_size=3))
-def test_batches_leave_the_same_rows_on_postgresql_as_on_sqlite(tmp_path_factory, monkeypatch, batch_db, batches):
-    """Start, update, event, shadow and interrupt records, folded as the writer folds them,
-    leave exactly the same rows in PostgreSQL as in SQLite (ids, values, bytes, NULLs)."""
-    import sqlite3
-
-    import psycopg
-
-    monkeypatch.setattr(time, "time", lambda: 4242.0)  # an update's default started_at, an interrupt's ts
-    path = tmp_path_factory.mktemp("both") / "l.db"
-    lite = Ledger(path, store_bodies=True)
-    with psycopg.connect(batch_db, autocommit=True) as c:
-        c.execute("DROP TABLE IF EXISTS turns, events, bodies, shadows, _migrations, _ledger_batches")
-    pg = Ledger(batch_db, store_bodies=True)
-    assert pg.schema()  # connected and migrated (the proxy's writer connects when it first writes)
-    for led in (lite, pg):
-        led.owner = "host/1/owner"
-        for recs in batches:
-            assert led.write_batch(concrete(led, recs))
-    lite.close()
-    pg.close()
-    con = sqlite3.connect(path)
-    with psycopg.connect(batch_db) as c:
-        for table, order in TABLES.items():
-            assert _rows(c, table, order) == _rows(con, table, order), table
-    con.close()
+# (the same batches on both back ends: tests/test_ledger_batch.py runs each of its tests on
+# SQLite and on PostgreSQL, the fold's property test included)
 
 
 def test_four_proxies_starting_at_once_migrate_once(pg_server):

@@ -231,12 +231,15 @@ class Recorder:
         self.ops.append((sql, [tuple(r) for r in rows], "many"))
 
 
-def run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, fresh: bool = False) -> list[str]:
+def run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, fresh: bool = False,
+                redo: Callable[[PgConnection], list[str]] | None = None) -> list[str]:
     """Run a recorded batch once, in one transaction; skipped if ``batch_id`` was applied.
     A ``fresh`` batch (its id new: never sent before) goes as one pipeline (one round trip,
     its id recorded, nothing checked). Raises ``Away`` (nothing committed, or not known);
-    any other failure of a statement rolls it alone back (a savepoint each) and is returned
-    as one line per failure."""
+    any other failure of a statement rolls the batch back and runs it again: by ``redo``
+    when given (the batch's records one savepoint each, as SQLite's ledger does: a record
+    that fails costs only itself), else one savepoint per statement; each failure is
+    returned as one line."""
     try:
         if fresh:
             with conn.pipeline():
@@ -248,11 +251,11 @@ def run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, fresh: bool
         if conn.lost(e):
             raise Away(conn.away_reason or _reason(e)) from None
         _rollback(conn)
-    return _run_program(conn, batch_id, ops, one_by_one=True)
+    return _run_program(conn, batch_id, ops, one_by_one=True, redo=redo)
 
 
 def _run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, one_by_one: bool,
-                 check: bool = True) -> list[str]:
+                 check: bool = True, redo: Callable[[PgConnection], list[str]] | None = None) -> list[str]:
     failed: list[str] = []
     conn.execute("BEGIN")
     try:
@@ -260,6 +263,9 @@ def _run_program(conn: PgConnection, batch_id: str, ops: list[Op], *, one_by_one
         if check and recorded.rowcount == 0:
             conn.execute("ROLLBACK")
             return []  # applied already
+        if one_by_one and redo is not None:
+            failed = redo(conn)
+            ops = []
         for op in ops:
             if one_by_one:
                 conn.execute("SAVEPOINT op")

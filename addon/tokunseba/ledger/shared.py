@@ -6,7 +6,11 @@ local spool while the database is away.
 - the batch is built as on SQLite (``ledger_batch.write_folded``, same folding, same
   scrubbing), into a ``ledger_pg.Recorder``: its statements, with a new batch id;
 - when nothing waits in a spool, it is run at once (``ledger_pg.run_program``: one
-  transaction, skipped if its id was applied); if the database is away (at start or
+  transaction, skipped if its id was applied); should a statement fail, the batch is
+  rolled back and its records written again one savepoint each (``_one_by_one``, as
+  ``Ledger.write_batch`` does on SQLite: a record that fails costs only itself, never the
+  other records of its turn folded with it; a batch drained from a spool, whose records are
+  gone, is redone one savepoint per statement); if the database is away (at start or
   mid-run) or the connection breaks, the batch goes to the spool (``ledger_spool``) and a
   warning says so, once per outage, with the spool's file and bound;
 - while a spool waits, every new batch is appended behind it (order kept), and the spool is
@@ -24,8 +28,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .batch import Record, record_name, write_folded
-from .pg import RETRY_S, Away, Recorder, run_program
+from ..credentials import redact_text
+from .batch import Record, record_name, statements_of, write_folded
+from .pg import RETRY_S, Away, PgConnection, Recorder, run_program
 from .spool import (
     DEFAULT_MAX_BYTES,
     Spool,
@@ -88,23 +93,49 @@ class SharedWriter:
         reader = self.conn if self.away_since is None else None
         rec = Recorder(reader)
         left_out = write_folded(rec, self.ledger, records, **self._fold_args)
-        for what, e in left_out:
-            log.warning("ledger %s failed: %s", what, e)
-        if rec.ops:
-            self.send(rec.ops, len(records), names=records)
+        redone = self.send(rec.ops, len(records), names=records) if rec.ops else False
+        if not redone:  # (written again one by one, each record that failed was said there, once)
+            for what, e in left_out:
+                log.warning("ledger %s failed: %s", what, e)
         return True
 
-    def send(self, ops: list[tuple], n_records: int, names: list[Record] | None = None) -> None:
+    def _one_by_one(self, records: list[Record], ran: list[bool]) -> Any:
+        """The batch's records again, inside ``run_program``'s transaction, one savepoint each
+        (each record's statements built there: what it reads is what the records before it
+        wrote); the failures, one line each. ``ran`` is set once it runs."""
+        def redo(conn: PgConnection) -> list[str]:
+            ran[:] = [True]
+            failed: list[str] = []
+            for record in records:
+                conn.execute("SAVEPOINT rec")
+                try:
+                    for sql, params in statements_of(self.ledger, record):
+                        conn.execute(sql, params)
+                except Away:
+                    raise
+                except Exception as e:  # this record alone (a statement, or a record that cannot be built)
+                    conn.execute("ROLLBACK TO SAVEPOINT rec")
+                    failed.append(f"{record_name(record)} failed: {redact_text(' '.join(str(e).split()))}")
+                conn.execute("RELEASE SAVEPOINT rec")
+            return failed
+        return redo
+
+    def send(self, ops: list[tuple], n_records: int, names: list[Record] | None = None) -> bool:
+        """Run (or spool) a batch's statements; True when a statement failed and the batch's
+        records (``names``) were written again one by one."""
         batch_id = uuid.uuid4().hex
+        ran = [False]
         if not self.waiting:
             try:
-                for problem in run_program(self.conn, batch_id, ops, fresh=True):
+                redo = self._one_by_one(names, ran) if names else None
+                for problem in run_program(self.conn, batch_id, ops, fresh=True, redo=redo):
                     log.warning("ledger: %s", problem)
-                return
+                return ran[0]
             except Away as e:
                 self._went_away(str(e))
         self._spool(batch_id, ops, n_records, names)
         self.drain()
+        return False
 
     def _went_away(self, reason: str) -> None:
         if self.away_since is None:
