@@ -184,7 +184,7 @@ def test_anthropic_context_overflow_wording_gets_the_openai_context_code(message
 
 
 def test_a_server_error_mentioning_the_prompt_is_not_a_context_overflow():
-    """Same test as the other direction (is_context_overflow): only a client error (< 500) is."""
+    """Same test as the other direction (protocols.failures.is_context_window): only a client error (< 500) is."""
     st, body = to_openai(500, ant("api_error", "internal error while checking whether the prompt is too long"))
     assert (st, body["error"]["type"], body["error"]["code"]) == (500, "server_error", None)
 

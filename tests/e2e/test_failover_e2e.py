@@ -258,7 +258,6 @@ def test_retry_after_keeps_the_endpoint_from_the_next_turn(tmp_path, ups):
         assert len(small.requests) == 1
         for _ in range(3):  # the next turns: small is cooling down, never asked
             r = c.ask("anthropic", False)
-            open("/tmp/h19/log.txt", "w").write(proxy.log())
             assert r.json().get("id") == "chatcmpl-big", r.text
         assert len(small.requests) == 1 and len(big.requests) == 4
         turns = rows(proxy, "SELECT trace, attempts FROM turns ORDER BY started_at", n=4)
