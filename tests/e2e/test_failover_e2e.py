@@ -367,7 +367,10 @@ def test_all_local_never_reaches_the_cloud(tmp_path, ups):
         r = Client(proxy).ask("anthropic", False)
         assert r.status_code >= 500 and "Loading model" in r.text
         assert len(small.requests) == 1
-        (t,) = rows(proxy, "SELECT host, endpoint, attempts FROM turns")
+        deadline = time.monotonic() + 20  # the attempts are written with the turn's end, in a later batch
+        while (t := rows(proxy, "SELECT host, endpoint, attempts FROM turns")[0])["attempts"] is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert t["endpoint"] == "local"
         assert [a["endpoint"] for a in json.loads(t["attempts"])] == ["local"]
     finally:
