@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from .report import note_once
+
 UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -17,6 +19,13 @@ def safe(text: str | None) -> str:
     if not text:
         return "tk"
     return text if UNSAFE_ID.search(text) is None else UNSAFE_ID.sub("_", text)  # (a search is the cheaper)
+
+
+def odd_id(path: str, dropped: list[str]) -> None:
+    """Records a reply's message id (at ``path``) that is not a string as dropped; the caller
+    then takes it as absent (an id is minted where the client's protocol needs one). Called only when
+    the value is neither a string nor null."""
+    note_once(dropped, path)
 
 
 def synth_tool_id(message_id: str | None, n: int) -> str:

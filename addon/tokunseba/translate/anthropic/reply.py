@@ -18,11 +18,12 @@ from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import Event
 from ...neutral.message import Block, Message
+from ...neutral.ids import odd_id
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
 from ..codec import parse_reply
-from .stream import BLOCK_KINDS, mint_message_id
+from .stream import BLOCK_KINDS, mint_message_id, odd_stop
 
 TOP_DROPPED = ("stop_details", "container")  # recorded when non-null
 
@@ -37,7 +38,11 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     content = doc.get("content")
     if not isinstance(content, list):
         raise UntranslatableReply(502, "the upstream's Anthropic reply has no content list")
-    m = Message(doc.get("id"), doc.get("model"))
+    mid = doc.get("id")
+    if mid is not None and type(mid) is not str:
+        odd_id("id", report.dropped)
+        mid = None
+    m = Message(mid, doc.get("model"))
     blocks = m.blocks
     for b in content:
         b = b if isinstance(b, dict) else {}
@@ -59,7 +64,10 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
         if doc.get(k) is not None:
             note_once(report.dropped, k)
     u = doc.get("usage")
-    m.stop_reason, m.stop_sequence, m.stopped = doc.get("stop_reason"), doc.get("stop_sequence"), True
+    stop, seq = doc.get("stop_reason"), doc.get("stop_sequence")
+    if (stop is not None and type(stop) is not str) or (seq is not None and type(seq) is not str):
+        stop, seq = odd_stop(stop, seq, report.dropped)
+    m.stop_reason, m.stop_sequence, m.stopped = stop, seq, True
     if isinstance(u, dict) and u:
         m.usage = Usage(ANTHROPIC, u)
     return m

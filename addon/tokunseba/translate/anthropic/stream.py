@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ... import jsonc
 from ...neutral.error import UpstreamError, status_for_type
+from ...neutral.ids import odd_id
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import ANTHROPIC, Usage
 from ...protocols import anthropic as pa
@@ -106,7 +107,11 @@ class AnthropicDecoder:
         m = d.get("message") or {}
         u = m.get("usage")
         self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
-        return [MessageStart(m.get("id"), m.get("model"), self.usage)]
+        mid = m.get("id")
+        if mid is not None and type(mid) is not str:
+            odd_id("id", self.report.dropped)
+            mid = None
+        return [MessageStart(mid, m.get("model"), self.usage)]
 
     def _block_start(self, d: dict[str, Any]) -> list[Event]:
         cb = d.get("content_block") or {}
@@ -161,7 +166,10 @@ class AnthropicDecoder:
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:
                 note_once(self.report.dropped, key)  # named by their place in a whole message
-        self._stop = MessageStop(delta.get("stop_reason"), delta.get("stop_sequence"), self.usage)
+        stop, seq = delta.get("stop_reason"), delta.get("stop_sequence")
+        if (stop is not None and type(stop) is not str) or (seq is not None and type(seq) is not str):
+            stop, seq = odd_stop(stop, seq, self.report.dropped)
+        self._stop = MessageStop(stop, seq, self.usage)
         return []
 
     def _message_stop(self, d: dict[str, Any]) -> list[Event]:
@@ -192,6 +200,27 @@ class AnthropicDecoder:
         "error": _error_event,
         "ping": lambda self, d: [KEEPALIVE],
     }
+
+
+# Stop fields of a reply that are not the documented string (or null): each is dropped and
+# recorded under its place in a whole message, as an absent one would be (a neutral stop
+# reason is a string; an unknown string is kept and each encoder maps it with a warning).
+STOP_FIELDS = (
+    ("stop_reason", "a string naming why the turn ended; any other value carries no reason"),
+    ("stop_sequence", "the matched stop string; any other value matches nothing"),
+)
+
+
+def odd_stop(stop: object, seq: object, dropped: list[str]) -> tuple[str | None, str | None]:
+    """(stop_reason, stop_sequence) with a value that is not a string dropped and recorded
+    (STOP_FIELDS); called on the error path only."""
+    values = []
+    for (field, _reason), value in zip(STOP_FIELDS, (stop, seq)):
+        if value is not None and type(value) is not str:
+            note_once(dropped, field)
+            value = None
+        values.append(value)
+    return values[0], values[1]
 
 
 def _event(name: str, obj: dict[str, Any]) -> bytes:

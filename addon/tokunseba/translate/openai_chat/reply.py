@@ -22,7 +22,7 @@ from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
-from ...neutral.ids import synth_tool_id
+from ...neutral.ids import odd_id, synth_tool_id
 from .stream import REASONING_KEYS, stop_from_finish
 
 # what becomes of each key of choices[0].message: "read" keys are decoded below; any other
@@ -84,7 +84,11 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     the stream decoder yields for the same reply, built straight (no event objects)."""
     doc = parse_reply(body, "Chat")
     choice, msg = chat_choice(doc, report.dropped, report.warnings)
-    m = Message(doc.get("id"), doc.get("model"))
+    mid = doc.get("id")
+    if mid is not None and type(mid) is not str:
+        odd_id("id", report.dropped)
+        mid = None
+    m = Message(mid, doc.get("model"))
     blocks = m.blocks
     if "reasoning_content" in msg or "reasoning" in msg:  # REASONING_KEYS, tested the fast way
         for key in REASONING_KEYS:  # recorded as dropped above; an unsigned thinking block here
@@ -97,6 +101,9 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     if text:
         blocks.append(Block("text", None, None, text))
     tool_calls = msg.get("tool_calls")
+    if tool_calls and type(tool_calls) is not list:
+        note_once(report.dropped, "choices[0].message.tool_calls")  # ODD_DROPPED
+        tool_calls = None
     if tool_calls:
         for pos, tc in enumerate(tool_calls):
             if not isinstance(tc, dict):
@@ -105,7 +112,7 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
             fn = _o if isinstance(_o := tc.get("function"), dict) else {}
             tid = tc.get("id")
             if not tid:
-                tid = synth_tool_id(doc.get("id"), pos)
+                tid = synth_tool_id(mid, pos)
                 note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
             name = fn.get("name")
             if not name:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ... import jsonc
 from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
 from ...protocols.failures import is_context_window
-from ...neutral.ids import synth_tool_id
+from ...neutral.ids import odd_id, synth_tool_id
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
@@ -48,9 +48,19 @@ CHOICE_KEYS_SEEN = CHOICE_KEYS_READ | {"logprobs"}  # logprobs: null on every re
 EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
+# Reply fields whose value is not the documented type: dropped and recorded (as absent ones
+# are treated), never raised on. Read where the value is read; the check runs only when the
+# type is wrong.
+ODD_DROPPED = (
+    ("id", "the completion id is a string; any other value names nothing (ids.odd_id; one is minted where needed)"),
+    ("choices[0].message.tool_calls", "a list of calls; any other value carries no call"),
+    # finish_reason: any non-string is an unknown finish_reason (end_turn, warned: stop_from_finish)
+)
+
+
 def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
     """Neutral stop reason for a finish_reason; an unknown one ends the turn, with a warning."""
-    stop = po.FINISH_TO_STOP.get(finish or "")
+    stop = po.FINISH_TO_STOP.get(finish) if type(finish) is str else None
     if stop is None:
         note_once(warnings, f"unknown finish_reason {finish!r} taken as end_turn")
         return "end_turn"
@@ -98,7 +108,11 @@ class ChatDecoder:
         out: list[Event] = []
         if not self._started:
             self._started = True
-            self._id = d.get("id")
+            mid = d.get("id")
+            if mid is not None and type(mid) is not str:
+                odd_id("id", self.report.dropped)
+                mid = None
+            self._id = mid
             out.append(MessageStart(self._id, d.get("model")))
         u = d.get("usage")
         if isinstance(u, dict):

@@ -19,7 +19,7 @@ from typing import Any
 from ... import jsonc
 from ...errors import UntranslatableReply
 from ...neutral.events import Event
-from ...neutral.ids import safe
+from ...neutral.ids import odd_id, safe
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
@@ -47,9 +47,16 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     if doc.get("status") == "failed" or (doc.get("error") and not doc.get("output")):
         err = response_error(doc)
         raise UntranslatableReply(502, f"upstream error: {err.message}")
-    m = Message(doc.get("id"), doc.get("model"))
+    mid = doc.get("id")
+    if mid is not None and type(mid) is not str:
+        odd_id("id", report.dropped)
+        mid = None
+    m = Message(mid, doc.get("model"))
     blocks = m.blocks
-    for item in doc.get("output") or ():
+    output = doc.get("output") or ()
+    if type(output) is not list and output != ():
+        raise UntranslatableReply(502, "the upstream's Responses reply has an output that is not a list (output)")
+    for item in output:
         item = item if isinstance(item, dict) else {}
         kind, tool_id, name, raw = item_kind(item)
         blocks.append(Block(kind, tool_id, name, item_content(item, report.dropped), None, raw))

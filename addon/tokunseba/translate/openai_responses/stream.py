@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from ... import jsonc
 from ...neutral.error import UpstreamError, error_type_for_status
 from ...protocols.failures import is_context_window
-from ...neutral.ids import safe
+from ...neutral.ids import odd_id, safe
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
@@ -365,18 +365,40 @@ def stop_from_response(resp: dict[str, Any], warnings: list[str]) -> str:
     return "end_turn"
 
 
+# Output-item fields whose value is not the documented type: dropped and recorded (as an
+# unknown part is), never raised on; checked where the value is read.
+ODD_DROPPED = (
+    ("output[].content", "a message item's list of parts; any other value carries no part"),
+    ("output[].content[].text", "an output_text part's string; any other value carries no text"),
+    ("output[].content[].refusal", "a refusal part's string; any other value carries no text"),
+    # output (the whole reply's item list) that is not a list: a 502 (reply.py), nothing to carry
+)
+
+
 def item_text(item: dict[str, Any], dropped: list[str]) -> str:
     """A message item's text (output_text and refusal parts joined); annotations recorded."""
     texts = []
-    for part in item.get("content") or ():
+    content = item.get("content") or ()
+    if type(content) is not list and content != ():
+        note_once(dropped, "output[].content")  # ODD_DROPPED
+        content = ()
+    for part in content:
         if not isinstance(part, dict):
             continue
         if part.get("type") == "output_text":
-            texts.append(part.get("text") or "")
+            text = part.get("text") or ""
+            if type(text) is not str:
+                note_once(dropped, "output[].content[].text")  # ODD_DROPPED
+                text = ""
+            texts.append(text)
             if part.get("annotations"):
                 note_once(dropped, "output[].content[].annotations")
         elif part.get("type") == "refusal":
-            texts.append(part.get("refusal") or "")
+            text = part.get("refusal") or ""
+            if type(text) is not str:
+                note_once(dropped, "output[].content[].refusal")  # ODD_DROPPED
+                text = ""
+            texts.append(text)
         else:
             note_once(dropped, f"output[].content[].{part.get('type')}")
     return "".join(texts)
@@ -461,7 +483,11 @@ class ResponsesDecoder:
         if self._started:
             return []
         self._started = True
-        return [MessageStart(resp.get("id"), resp.get("model"))]
+        rid = resp.get("id")
+        if rid is not None and type(rid) is not str:
+            odd_id("id", self.report.dropped)
+            rid = None
+        return [MessageStart(rid, resp.get("model"))]
 
     def _created(self, d: dict[str, Any]) -> list[Event]:
         resp = _o if isinstance(_o := d.get("response"), dict) else {}
