@@ -115,3 +115,35 @@ def test_every_subtree_of_a_whole_reply_replaced_by_an_odd_value_is_translated_o
                 except Exception as e:  # noqa: BLE001 - the point of the test
                     crashes.setdefault(f"{type(e).__name__}: {e}", (client, where, odd))
     assert not crashes, crashes
+
+
+@pytest.mark.parametrize("upstream", PROTOCOLS)
+def test_every_subtree_of_a_streamed_reply_replaced_by_an_odd_value_ends_the_stream_well(upstream):
+    events = _stream_events(upstream)
+    assert len(events) > 3
+    for client in PROTOCOLS:  # the unmutated stream reads to a clean end in every client protocol
+        if client != upstream:
+            st = translate.stream(upstream, client, created=CREATED)
+            out = st.feed(_sse(events)) + st.close()
+            assert _ends_cleanly_or_in_error(client, out) and not st.report.errors, (client, st.report.errors)
+    crashes, broken = {}, {}
+    for n, (name, data) in enumerate(events):
+        if isinstance(data, str):
+            continue
+        for where in list(_paths(data))[1:]:
+            for odd in ODD:
+                mutated = [*events[:n], (name, _replaced(data, where, odd)), *events[n + 1:]]
+                raw = _sse(mutated)
+                for client in PROTOCOLS:
+                    if client == upstream:
+                        continue
+                    try:
+                        st = translate.stream(upstream, client, created=CREATED)
+                        out = st.feed(raw) + st.close()
+                    except Exception as e:  # noqa: BLE001 - the point of the test
+                        crashes.setdefault(f"{type(e).__name__}: {e}", (client, n, name, where, odd))
+                        continue
+                    if not _ends_cleanly_or_in_error(client, out):
+                        broken.setdefault((client, name, where), (odd, out[-300:]))
+    assert not crashes, crashes
+    assert not broken, broken

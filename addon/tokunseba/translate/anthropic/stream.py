@@ -105,6 +105,8 @@ class AnthropicDecoder:
     # ---- handlers ----
     def _message_start(self, d: dict[str, Any]) -> list[Event]:
         m = d.get("message") or {}
+        if m.__class__ is not dict:
+            return self._odd("message")
         u = m.get("usage")
         self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
         mid = m.get("id")
@@ -115,9 +117,12 @@ class AnthropicDecoder:
 
     def _block_start(self, d: dict[str, Any]) -> list[Event]:
         cb = d.get("content_block") or {}
+        index = d.get("index")
+        if cb.__class__ is not dict or index.__class__ in UNHASHABLE:
+            return self._odd("content_block" if cb.__class__ is not dict else "index")
         n = self._next
         self._next += 1
-        self._index[d.get("index")] = n
+        self._index[index] = n
         kind = BLOCK_KINDS.get(str(cb.get("type")), "other")
         if kind == "text":
             out: list[Event] = [BlockStart(n, "text")]
@@ -132,12 +137,17 @@ class AnthropicDecoder:
             out = [BlockStart(n, kind, id=cb.get("id"), name=cb.get("name"), raw=cb)]
             first = None
         if first:
+            if first.__class__ is not str:
+                return self._odd(f"content_block.{cb.get('type')}")
             out.append(BlockDelta(n, first))
         return out
 
     def _block_delta(self, d: dict[str, Any]) -> list[Event]:
-        n = self._index.get(d.get("index"))
+        index = d.get("index")
         delta = d.get("delta") or {}
+        if delta.__class__ is not dict or index.__class__ in UNHASHABLE:
+            return self._odd("delta" if delta.__class__ is not dict else "index")
+        n = self._index.get(index)
         dt = delta.get("type")
         if n is None:
             note_once(self.report.warnings, "ignored a content_block_delta for a block that never started")
@@ -145,6 +155,8 @@ class AnthropicDecoder:
         field = DELTA_TEXT.get(dt) if isinstance(dt, str) else None
         if field is not None:
             text = delta.get(field)
+            if text and text.__class__ is not str:
+                return self._odd(f"delta.{field}")
             return [BlockDelta(n, text)] if text else []
         if dt == "signature_delta":
             return [BlockSignature(n, delta.get("signature") or "")]
@@ -155,11 +167,16 @@ class AnthropicDecoder:
         return []
 
     def _block_stop(self, d: dict[str, Any]) -> list[Event]:
-        n = self._index.get(d.get("index"))
+        index = d.get("index")
+        if index.__class__ in UNHASHABLE:
+            return self._odd("index")
+        n = self._index.get(index)
         return [] if n is None else [BlockStop(n)]
 
     def _message_delta(self, d: dict[str, Any]) -> list[Event]:
         delta = d.get("delta") or {}
+        if delta.__class__ is not dict:
+            return self._odd("delta")
         u = d.get("usage")
         if isinstance(u, dict) and u:  # cumulative: overwrite, never add (pitfalls 15)
             self.usage = self.usage.merged(u) if self.usage else Usage(ANTHROPIC, u)
@@ -190,6 +207,11 @@ class AnthropicDecoder:
         self._ended = True
         return [StreamError(502, "api_error", message)]
 
+    def _odd(self, path: str) -> list[Event]:
+        """The error that ends a stream whose event has a value of the wrong type at ``path``
+        (ODD_FIELDS), as for an event that is not JSON."""
+        return self._error(f"upstream sent an event whose {path} has a value of the wrong type")
+
     _HANDLERS: dict[str, Callable[["AnthropicDecoder", dict[str, Any]], list[Event]]] = {
         "message_start": _message_start,
         "content_block_start": _block_start,
@@ -209,6 +231,19 @@ STOP_FIELDS = (
     ("stop_reason", "a string naming why the turn ended; any other value carries no reason"),
     ("stop_sequence", "the matched stop string; any other value matches nothing"),
 )
+
+
+# Stream-event fields whose value of the wrong type ends the stream with a 502 error event (as
+# an event that is not JSON does): nothing of the turn can be placed without them.
+ODD_FIELDS = (
+    ("message", "message_start's message object: the turn's id, model and usage"),
+    ("content_block", "content_block_start's block object: the block's kind"),
+    ("index", "a block's index must be a JSON scalar to name the block (a list or object names none)"),
+    ("delta", "the delta object of content_block_delta / message_delta"),
+    ("content_block.text / .thinking, delta.text / .partial_json / .thinking",
+     "text that is not a string: no client protocol can carry it (the whole reply is a 502 too)"),
+)
+UNHASHABLE = (list, dict)  # JSON values that cannot be an index key
 
 
 def odd_stop(stop: object, seq: object, dropped: list[str]) -> tuple[str | None, str | None]:

@@ -54,6 +54,9 @@ EMPTY: tuple[Any, ...] = (None, "", [], {})
 ODD_DROPPED = (
     ("id", "the completion id is a string; any other value names nothing (ids.odd_id; one is minted where needed)"),
     ("choices[0].message.tool_calls", "a list of calls; any other value carries no call"),
+    ("choices[0].delta.tool_calls", "the same in a chunk"),
+    ("choices[0].delta.tool_calls[].function", "an object; any other value carries no name nor arguments (as in a whole reply)"),
+    # choices that is not a list: the stream ends with a 502 error event (no choice can be read)
     # finish_reason: any non-string is an unknown finish_reason (end_turn, warned: stop_from_finish)
 )
 
@@ -121,7 +124,10 @@ class ChatDecoder:
             if isinstance(u, dict) and self.usage is not None:
                 out.append(UsageUpdate(self.usage))
             return out
-        for ch in d.get("choices") or ():
+        choices = d.get("choices") or ()
+        if choices.__class__ is not list and choices != ():
+            return self._error(StreamError(502, "api_error", "upstream sent a chunk whose choices is not a list"))
+        for ch in choices:
             if not isinstance(ch, dict) or ch.get("index", 0) != 0:
                 note_once(self.report.warnings, "ignored choices with index != 0 (n > 1 has no counterpart)")
                 continue
@@ -178,6 +184,9 @@ class ChatDecoder:
         if rf and isinstance(rf, str):
             self._text("text", rf, out)  # a refusal is text to the other side (E.2, lossy)
         tcs = delta.get("tool_calls")
+        if tcs and tcs.__class__ is not list:
+            note_once(self.report.dropped, "choices[0].delta.tool_calls")  # ODD_DROPPED
+            tcs = None
         if tcs:
             for pos, tc in enumerate(tcs):
                 if isinstance(tc, dict):
@@ -220,6 +229,9 @@ class ChatDecoder:
 
     def _tool(self, tc: dict[str, Any], pos: int, out: list[Event]) -> None:
         fn = tc.get("function") or {}
+        if fn.__class__ is not dict:
+            note_once(self.report.dropped, "choices[0].delta.tool_calls[].function")  # ODD_DROPPED
+            fn = {}
         tid = tc.get("id")
         key = tc.get("index")
         if isinstance(key, int):

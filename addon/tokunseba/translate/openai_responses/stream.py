@@ -372,7 +372,10 @@ ODD_DROPPED = (
     ("output[].content[].text", "an output_text part's string; any other value carries no text"),
     ("output[].content[].refusal", "a refusal part's string; any other value carries no text"),
     # output (the whole reply's item list) that is not a list: a 502 (reply.py), nothing to carry
+    # a stream event's output_index that is a list or an object: the stream ends with a 502 error
+    # event (it names no item; an event that is not JSON ends it the same way)
 )
+UNHASHABLE = (list, dict)  # JSON values that cannot be an output_index key
 
 
 def item_text(item: dict[str, Any], dropped: list[str]) -> str:
@@ -475,6 +478,11 @@ class ResponsesDecoder:
             return []
         return self._end([StreamError(500, "api_error", EARLY_END)])
 
+    def _odd_index(self) -> list[Event]:
+        """The error that ends a stream whose event's output_index is a list or an object
+        (it names no item: ODD_DROPPED), as for an event that is not JSON."""
+        return self._end([StreamError(502, "api_error", "upstream sent an event whose output_index is not a number")])
+
     def _end(self, out: list[Event]) -> list[Event]:
         self._ended = True
         return out
@@ -497,7 +505,10 @@ class ResponsesDecoder:
         item = _o if isinstance(_o := d.get("item"), dict) else {}
         out = self._start({})
         n = len(self._index)
-        self._index[d.get("output_index", n)] = n
+        index = d.get("output_index", n)
+        if index.__class__ in UNHASHABLE:
+            return out + self._odd_index()
+        self._index[index] = n
         self._open.add(n)
         block = item_block(n, item)
         if block.raw is not None and "item" in block.raw:
@@ -505,7 +516,10 @@ class ResponsesDecoder:
         return out + [block]
 
     def _delta(self, d: dict[str, Any]) -> list[Event]:
-        n = self._index.get(d.get("output_index"))
+        index = d.get("output_index")
+        if index.__class__ in UNHASHABLE:
+            return self._odd_index()
+        n = self._index.get(index)
         text = d.get("delta")
         if n is None or not isinstance(text, str) or not text:
             return []
@@ -515,7 +529,10 @@ class ResponsesDecoder:
     def _item_done(self, d: dict[str, Any]) -> list[Event]:
         item = _o if isinstance(_o := d.get("item"), dict) else {}
         out: list[Event] = []
-        n = self._index.get(d.get("output_index"))
+        index = d.get("output_index")
+        if index.__class__ in UNHASHABLE:
+            return self._odd_index()
+        n = self._index.get(index)
         if n is None:  # an item that never announced itself: whole, here
             out += self._item_added(d)
             n = self._index[d.get("output_index", len(self._index) - 1)]
