@@ -111,18 +111,22 @@ def ledger_settled(ledger: Path, timeout: float = 20.0, *request_ids: str) -> No
     in batches: a test that reads the ledger right after its client finished waits here;
     naming the turn's request id also waits for a turn whose start is not written yet."""
     deadline = time.monotonic() + timeout
+    seen = None  # (turns, events) at the last poll: settled when nothing is open and nothing new came
     while True:
         con = sqlite3.connect(ledger)
         try:
             open_turns = con.execute("SELECT count(*) FROM turns WHERE outcome IS NULL").fetchone()[0]
             open_turns += sum(con.execute("SELECT count(*) FROM turns WHERE request_id = ?", (rid,)).fetchone()[0] == 0
                               for rid in request_ids)
+            counts = (con.execute("SELECT count(*) FROM turns").fetchone()[0],
+                      con.execute("SELECT count(*) FROM events").fetchone()[0])
         except sqlite3.OperationalError:  # not created yet
-            open_turns = 1
+            open_turns, counts = 1, None
         finally:
             con.close()
-        if open_turns == 0:
+        if open_turns == 0 and counts == seen:
             return
+        seen = counts if open_turns == 0 else None
         assert time.monotonic() < deadline, f"{open_turns} turns still open or not yet written in {ledger}"
         time.sleep(0.05)
 

@@ -82,7 +82,9 @@ def assert_no_client_key(upstream):
 
 
 def ledger_rows(proxy, sql: str, *args):
-    ledger_settled(proxy.ledger)  # records are written by the ledger's thread, just after the reply
+    # records are written by the ledger's thread, just after the reply: wait for them (and for
+    # the turns the query names, whose start may not be written yet)
+    ledger_settled(proxy.ledger, 20.0, *(a for a in args if isinstance(a, str) and a.startswith("tk-")))
     con = sqlite3.connect(proxy.ledger)
     con.row_factory = sqlite3.Row
     try:
