@@ -12,7 +12,6 @@ or a message item's content, a list as an output_text's text."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -23,9 +22,8 @@ from tokunseba.neutral.events import MessageStop, StreamError
 from tokunseba.neutral.message import Message
 from tokunseba.neutral.report import ReplyReport
 from tokunseba.sse import SSEDecoder
+from tests.mutations import ODD, PROTOCOLS, paths, replaced
 
-PROTOCOLS = ["anthropic", "openai", "openai-responses", "gemini"]
-ODD = [[], {}, [[]], {"a": []}, 1.5, -1, None, "x", True, [{"type": []}], {"type": {}}]
 CREATED = 1767225600
 CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "finish_reason": "tool_calls",
@@ -34,25 +32,6 @@ CHAT = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": 
                                                  "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
                   "prompt_tokens_details": {"cached_tokens": 1}}}
-
-
-def _paths(v, p=()):
-    yield p
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from _paths(x, (*p, k))
-    elif isinstance(v, list):
-        for i, x in enumerate(v[:4]):
-            yield from _paths(x, (*p, i))
-
-
-def _replaced(body, path, new):
-    out = copy.deepcopy(body)
-    cur = out
-    for k in path[:-1]:
-        cur = cur[k]
-    cur[path[-1]] = new
-    return out
 
 
 def _whole(protocol: str) -> dict:
@@ -102,9 +81,9 @@ def _ends_cleanly_or_in_error(protocol: str, out: bytes) -> bool:
 def test_every_subtree_of_a_whole_reply_replaced_by_an_odd_value_is_translated_or_refused(upstream):
     body = _whole(upstream)
     crashes = {}
-    for where in list(_paths(body))[1:]:
+    for where in list(paths(body))[1:]:
         for odd in ODD:
-            raw = json.dumps(_replaced(body, where, odd)).encode()
+            raw = json.dumps(replaced(body, where, odd)).encode()
             for client in PROTOCOLS:
                 if client == upstream:
                     continue
@@ -130,9 +109,9 @@ def test_every_subtree_of_a_streamed_reply_replaced_by_an_odd_value_ends_the_str
     for n, (name, data) in enumerate(events):
         if isinstance(data, str):
             continue
-        for where in list(_paths(data))[1:]:
+        for where in list(paths(data))[1:]:
             for odd in ODD:
-                mutated = [*events[:n], (name, _replaced(data, where, odd)), *events[n + 1:]]
+                mutated = [*events[:n], (name, replaced(data, where, odd)), *events[n + 1:]]
                 raw = _sse(mutated)
                 for client in PROTOCOLS:
                     if client == upstream:

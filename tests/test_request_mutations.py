@@ -9,7 +9,6 @@ goes, and a list as Anthropic's output_config.effort."""
 
 from __future__ import annotations
 
-import copy
 import json
 from urllib.parse import urlparse
 
@@ -19,30 +18,10 @@ from tokunseba import translate
 from tokunseba.errors import TranslationError
 
 from tests.conftest import load_fixture
+from tests.mutations import ODD, PROTOCOLS, paths, replaced
 CASES = [("anthropic", "claude-code-print-main-turn.json"), ("anthropic", "claude-code-title-haiku.json"),
          ("openai-responses", "codex-responses-gpt55-tool-followup.json"),
          ("gemini", "gemini-cli-tool-result-followup.json"), ("gemini", "google-genai-py-generate-content-tools.json")]
-ODD = [[], {}, [[]], {"a": []}, 1.5, -1, None, "x", True, [{"type": []}], {"type": {}}]
-PROTOCOLS = ["anthropic", "openai", "openai-responses", "gemini"]
-
-
-def _paths(v, p=()):
-    yield p
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from _paths(x, (*p, k))
-    elif isinstance(v, list):
-        for i, x in enumerate(v[:4]):
-            yield from _paths(x, (*p, i))
-
-
-def _replaced(body, path, new):
-    out = copy.deepcopy(body)
-    cur = out
-    for k in path[:-1]:
-        cur = cur[k]
-    cur[path[-1]] = new
-    return out
 
 
 def _cases():
@@ -58,9 +37,9 @@ def _cases():
 @pytest.mark.parametrize("client,name,body,path", list(_cases()), ids=lambda v: v if isinstance(v, str) else None)
 def test_every_subtree_replaced_by_an_odd_value_is_translated_or_refused(client, name, body, path):
     crashes = {}
-    for where in list(_paths(body))[1:]:
+    for where in list(paths(body))[1:]:
         for odd in ODD:
-            mutated = _replaced(body, where, odd)
+            mutated = replaced(body, where, odd)
             for target in PROTOCOLS:
                 if target == client:
                     continue
