@@ -115,12 +115,13 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
                 tid = synth_tool_id(mid, pos)
                 note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
             name = fn.get("name")
-            if not name:
-                note_once(report.warnings, "a tool call arrived without a function name")
+            if not name or type(name) is not str:  # never a nameless call (as its stream: NAMELESS_CALL)
+                raise UntranslatableReply(502, f"upstream sent a tool call without a function name "
+                                               f"(choices[0].message.tool_calls[{pos}].function.name)")
             args = fn.get("arguments")
             if args is not None and not isinstance(args, str):  # some servers send the object itself
                 args = jsonc.dumps(args)
-            blocks.append(Block("tool_use", tid, name or "", args or ""))
+            blocks.append(Block("tool_use", tid, name, args or ""))
     finish = choice.get("finish_reason")
     stop = po.FINISH_TO_STOP.get(finish) if type(finish) is str else None
     if stop is None:

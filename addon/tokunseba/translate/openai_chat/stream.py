@@ -14,6 +14,7 @@ from typing import Any
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ... import jsonc
 from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
@@ -38,6 +39,7 @@ from ...neutral.events import (
 )
 
 NO_FINISH = "upstream ended the stream without a finish_reason"
+NAMELESS_CALL = "upstream streamed a tool call without a function name"
 # delta keys that carry reasoning text, in order of preference (vLLM once sent both, equal)
 REASONING_KEYS = ("reasoning_content", "reasoning")
 # delta keys the decoder reads; any other non-empty one is recorded as dropped
@@ -71,12 +73,30 @@ def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
 
 
 
+@dataclass(slots=True)
+class _Call:
+    """One streamed Chat tool call as its fragments arrive (ChatDecoder)."""
+
+    pos: int  # its place in the chunk that first carried it (the recorded path)
+    seq: int  # its order among the stream's calls (a synthesised id's number)
+    id: str | None = None
+    name: str | None = None
+    held: list[str] = field(default_factory=list)  # argument pieces held until it opens
+    n: int | None = None  # its neutral block index once open
+
+
 class ChatDecoder:
     """Chat chunks -> neutral events.
 
-    Tool fragments are keyed by the Chat tool ``index``: the first fragment of an index opens
-    a tool block (closing the open one), later ones are argument pieces for that block, and a
-    repeated ``id``/``name`` is ignored. The end (block stop + MessageStop) is held after
+    Tool fragments are keyed by the Chat tool ``index``. A server may spread one call's
+    ``id``, ``name`` and arguments over several chunks in any order (the id with empty
+    arguments first and the name in the next chunk, the name first, ...): a call's tool block
+    opens (closing the open one) once its id and its name are both known, what every client
+    protocol needs to open a call; until then only that call's argument fragments are held,
+    text and other calls go on. Later fragments are argument pieces for its block; a repeated
+    ``id``/``name`` is ignored. At the finish a named call still without an id opens with a
+    synthesised one (recorded ``id_synthesized``); a call that never got a name ends the
+    stream with a 502 error event (never a nameless call). The end (block stop + MessageStop) is held after
     ``finish_reason`` until the usage arrives, ``[DONE]`` or the end of the body, so usage
     rides on the stop and arguments sent after ``finish_reason`` still reach their block."""
 
@@ -88,8 +108,8 @@ class ChatDecoder:
         self._next = 0  # next neutral block index
         self._open: int | None = None  # neutral index of the open block
         self._open_kind: str | None = None  # "text" | "thinking" | "tool_use"
-        self._tools: dict[object, int] = {}  # Chat tool key -> neutral index
-        self._last_tool: int | None = None
+        self._calls: dict[object, _Call] = {}  # Chat tool key -> the call
+        self._last_call: _Call | None = None
         self._finish: str | None = None
         self._stop_sequence: str | None = None
         self._ended = False
@@ -234,36 +254,67 @@ class ChatDecoder:
             fn = {}
         tid = tc.get("id")
         key = tc.get("index")
+        call: _Call | None
         if isinstance(key, int):
-            n = self._tools.get(key)
+            call = self._calls.get(key)
         elif tid:  # no index (old Ollama): by id
             key = ("id", tid)
-            n = self._tools.get(key)
+            call = self._calls.get(key)
         elif fn.get("name"):  # neither, but a name of its own: a new call (Ollama-style)
             key = None
-            n = None
+            call = None
         else:  # neither: a continuation of the latest call
-            n = self._last_tool
-        if n is None:
-            n = self._next
-            self._next += 1
-            self._tools[key if key is not None else ("n", n)] = n
-            if not tid:
-                tid = synth_tool_id(self._id, len(self._tools) - 1)
-                note_once(self.report.warnings, f"id_synthesized: choices[0].delta.tool_calls[{pos}].id")
-            name = fn.get("name")
-            if not name:
-                note_once(self.report.warnings, "a tool call arrived without a function name")
-            self._begin(BlockStart(n, "tool_use", id=tid, name=name or ""), "tool_use", out)
-            self._last_tool = n
+            call = self._last_call
+        if call is None:
+            seq = len(self._calls)
+            call = _Call(pos, seq)
+            self._calls[key if key is not None else ("n", seq)] = call
+        self._last_call = call
         args = fn.get("arguments")
+        if args and not isinstance(args, str):  # some servers send the object itself
+            args = jsonc.dumps(args)
+        if call.n is not None:  # open: a piece of its arguments
+            if args:
+                out.append(BlockDelta(call.n, args))
+            return
+        if tid and not call.id:
+            call.id = tid
+        name = fn.get("name")
+        if name and type(name) is str and not call.name:
+            call.name = name
         if args:
-            if not isinstance(args, str):  # some servers send the object itself
-                args = jsonc.dumps(args)
-            out.append(BlockDelta(n, args))
+            call.held.append(args)
+        if call.id and call.name:
+            self._open_call(call, out)
+
+    def _open_call(self, call: "_Call", out: list[Event]) -> None:
+        """Open a call's tool block and pass on the argument pieces held for it."""
+        n = call.n = self._next
+        self._next += 1
+        self._begin(BlockStart(n, "tool_use", id=call.id, name=call.name), "tool_use", out)
+        for piece in call.held:
+            out.append(BlockDelta(n, piece))
+        call.held = []
+
+    def _open_held(self, out: list[Event]) -> bool:
+        """At the finish: open the calls still held (a named one without an id gets a
+        synthesised id, recorded); False when one never got a name."""
+        for call in self._calls.values():
+            if call.n is not None:
+                continue
+            if not call.name:
+                return False
+            if not call.id:
+                call.id = synth_tool_id(self._id, call.seq)
+                note_once(self.report.warnings, f"id_synthesized: choices[0].delta.tool_calls[{call.pos}].id")
+            self._open_call(call, out)
+        return True
 
     def _end(self, out: list[Event]) -> None:
         self._ended = True
+        if not self._open_held(out):
+            out.append(StreamError(502, "api_error", NAMELESS_CALL))
+            return
         self._close(out)
         stop = stop_from_finish(self._finish, self.report.warnings)
         seq = self._stop_sequence
