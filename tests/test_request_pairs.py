@@ -57,11 +57,12 @@ def test_codex_tool_followup_to_anthropic():
     result = out["messages"][3]["content"][0]
     assert result["type"] == "tool_result" and result["tool_use_id"] == "call_91e3e748cad94115b873"
     assert result["content"].startswith("Chunk ID: 1b399a")
-    assert [t["name"] for t in out["tools"]] == ["exec_command", "write_stdin", "request_user_input", "view_image",
-                                                 "get_goal", "create_goal", "update_goal"]
+    assert [t["name"] for t in out["tools"]] == ["exec_command", "write_stdin", "request_user_input", "apply_patch",
+                                                 "view_image", "get_goal", "create_goal", "update_goal"]
     assert all(set(t) <= {"name", "description", "input_schema"} for t in out["tools"])
     # what cannot travel is recorded in Codex's own paths
-    for path in ("tools[3]", "tools[8]", "tools[9]", "text.verbosity", "include",
+    assert out["tools"][3]["input_schema"]["required"] == ["input"]  # the freeform apply_patch, as a function
+    for path in ("tools[8]", "tools[9]", "text.verbosity", "include",
                  "client_metadata", "input[].id", "store", "prompt_cache_key"):
         assert path in rt.dropped, path
     # Codex's reasoning effort reaches Anthropic as thinking (neutral/effort.py), recorded converted
@@ -77,12 +78,14 @@ def test_codex_reasoning_items_are_dropped_and_recorded_for_anthropic():
     assert "encrypted" not in str(rt.body) and "gAAA" not in str(rt.body)
 
 
-def test_codex_freeform_tool_history_is_refused_for_anthropic():
+def test_codex_freeform_tool_history_reaches_anthropic_wrapped():
     body = R(input=[msg("user", "q"), {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch",
-                                       "input": "*** Begin Patch"}])
-    with pytest.raises(TranslationError) as e:
-        translate.request("openai-responses", "anthropic", body, max_tokens=100)
-    assert e.value.kind == "refused" and e.value.message.startswith("input[1]: custom_tool_call item 'apply_patch'")
+                                       "input": "*** Begin Patch"}, {"type": "custom_tool_call_output", "call_id": "c1",
+                                                                     "output": "Done"}])
+    out = translate.request("openai-responses", "anthropic", body, max_tokens=100).body
+    assert out["messages"][1]["content"] == [{"type": "tool_use", "id": "c1", "name": "apply_patch",
+                                              "input": {"input": "*** Begin Patch"}}]
+    assert out["messages"][2]["content"][0] == {"type": "tool_result", "tool_use_id": "c1", "content": "Done"}
 
 
 def test_codex_call_id_anthropic_rejects_refuses_the_turn_naming_codexs_path():

@@ -226,8 +226,25 @@ def _sources(body: dict) -> tuple[set, set, set, set]:
     return strings, numbers, bools, objects
 
 
+# the declared encoding of a freeform tool (neutral/tools.py): its schema's own words, which the
+# client did not send but the encoding declares (a function of one required string "input")
+FREEFORM_SCHEMA_WORDS = {"object", "string", "input", False}
+
+
+def _freeform_schemas(rt) -> list[str]:
+    """The body paths of the schemas of freeform tools' functions (Chat / Anthropic shapes)."""
+    freeform = {n for n, t in getattr(rt, "client_tools", {}).items() if t.freeform}
+    out = []
+    for i, t in enumerate(rt.body.get("tools") or ()):
+        name = (t.get("function") or t).get("name")
+        if name in freeform:
+            out.append(f"tools[{i}].function.parameters" if "function" in t else f"tools[{i}].input_schema")
+    return out
+
+
 def _assert_provenance(inp: dict, rt) -> None:
     strings, numbers, bools, objects = _sources(inp)
+    schemas = _freeform_schemas(rt)
     # a value the translation reports converted into a field (effort -> thinking budget: neutral/effort.py)
     converted_into = {c.split("-> ", 1)[1].split()[0].split(".")[0] for c in rt.converted if "-> " in c}
     for path, v in _leaves(rt.body):
@@ -235,6 +252,8 @@ def _assert_provenance(inp: dict, rt) -> None:
             continue
         if path.split(".")[0].split("[")[0] in converted_into - {"messages", "tools", "system"}:
             continue
+        if v in FREEFORM_SCHEMA_WORDS and any(path.startswith(p + ".") for p in schemas):
+            continue  # a freeform tool's declared encoding
         last = path.rsplit(".", 1)[-1]
         if last in ("role", "type") or path == "tool_choice":
             assert v in VOCAB or v in strings, (path, v)

@@ -6,6 +6,7 @@ ids byte-identical, nothing invented, only TranslationError on garbage, input ne
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +28,7 @@ from tests.test_request_properties import (
     mutated,
 )
 from tokunseba import jsonc
+from tokunseba.neutral.tools import ClientTool
 from tokunseba.errors import TranslationError
 from tokunseba.neutral.conversation import RequestTranslation
 from tests.pairs import responses_to_chat
@@ -100,18 +102,24 @@ def test_codex_classic_tool_followup_translates_with_ids_and_every_text():
     texts = [p["text"] for i in items[:4] for p in i["content"]] + [fcall["arguments"], fout["output"]]
     for text in texts:
         assert jsonc.dumps(text)[1:-1] in wire
-    # the 10 tools: the 7 function tools kept exactly (minus strict); the custom apply_patch,
-    # tool_search (type "tool_search", not a function) and web_search dropped by path
+    # the 10 tools: the 7 function tools kept exactly (minus strict); the freeform apply_patch as a
+    # function of one string 'input' (its grammar in that parameter's description); tool_search
+    # (type "tool_search", not a function) and web_search dropped by path
     assert [t["type"] for t in body["tools"]] == ["function"] * 3 + ["custom"] + ["function"] * 4 + ["tool_search", "web_search"]
     kept = [t for t in body["tools"] if t["type"] == "function"]
     assert [t["function"]["name"] for t in out["tools"]] == [
-        "exec_command", "write_stdin", "request_user_input", "view_image", "get_goal", "create_goal", "update_goal"]
+        "exec_command", "write_stdin", "request_user_input", "apply_patch", "view_image", "get_goal", "create_goal",
+        "update_goal"]
+    patch = out["tools"].pop(3)
     for src, dst in zip(kept, out["tools"], strict=True):
         assert dst == {"type": "function", "function": {"name": src["name"], "description": src["description"], "parameters": src["parameters"]}}
-    assert body["tools"][3]["name"] == "apply_patch"
+    src = body["tools"][3]
+    assert src["name"] == "apply_patch"
+    assert patch["function"]["description"] == src["description"]
+    assert patch["function"]["parameters"]["properties"]["input"]["description"] == src["format"]["definition"]
     assert sorted(rt.dropped) == sorted([
         "input[].id", "input[].internal_chat_message_metadata_passthrough", "input[].status",
-        *(f"tools[{i}].strict" for i in (0, 1, 2, 4, 5, 6, 7)), "tools[3]", "tools[8]", "tools[9]",
+        *(f"tools[{i}].strict" for i in (0, 1, 2, 4, 5, 6, 7)), "tools[8]", "tools[9]",
         "text.verbosity", "include", "store", "prompt_cache_key", "client_metadata",
     ])
     assert out["reasoning_effort"] == body["reasoning"]["effort"]  # effort travels (neutral/effort.py)
@@ -123,20 +131,25 @@ def test_codex_classic_tool_followup_translates_with_ids_and_every_text():
                         "reasoning_effort"}
     assert (out["model"], out["tool_choice"], out["parallel_tool_calls"], out["stream"]) == ("gpt-5.5", "auto", True, True)
     assert rt.plumbing == ["stream_options.include_usage"] and out["stream_options"] == {"include_usage": True}
-    assert rt.converted == [] and rt.warnings == []
+    assert [c.split(":")[0] for c in rt.converted] == ["tools[3].format", "tools[3]"] and rt.warnings == []
 
 
 def test_codex_custom_provider_first_request_translates():
     body = load_fixture(CUSTOM_PROVIDER)["body"]
     rt = r2c(body, model="qwen3-8b", max_tokens_field="max_tokens")
     out = rt.body
-    assert out["model"] == "qwen3-8b" and "local-model" in rt.converted[0]
+    assert out["model"] == "qwen3-8b" and any("local-model" in c for c in rt.converted)
     assert [m["role"] for m in out["messages"]] == ["system", "user", "user"]
     assert out["messages"][0]["content"] == "\n\n".join(p["text"] for i in body["input"][:2] for p in i["content"])
     assert out["messages"][2]["content"] == "TOOLTEST run echo"
-    assert body["tools"][4]["type"] == "namespace"  # multi_agent_v1: namespaced tools have no Chat form
-    assert [t["function"]["name"] for t in out["tools"]] == [t["name"] for t in body["tools"] if t["type"] == "function"]
-    assert {"tools[4]", "tools[8]", "reasoning.summary", "input[].id", "client_metadata"} <= set(rt.dropped)
+    assert body["tools"][4]["type"] == "namespace"  # multi_agent_v1: its tools under flat names
+    ns = body["tools"][4]
+    assert [t["function"]["name"] for t in out["tools"]] == [
+        *(t["name"] for t in body["tools"][:4] if t["type"] == "function"),
+        *(f"{ns['name']}__{t['name']}" for t in ns["tools"]),
+        *(t["name"] for t in body["tools"][5:] if t["type"] == "function")]
+    assert {f"{ns['name']}__{t['name']}" for t in ns["tools"]} == set(rt.client_tools)
+    assert {"tools[8]", "reasoning.summary", "input[].id", "client_metadata"} <= set(rt.dropped)
     assert all("tool_calls" not in m for m in out["messages"])
 
 
@@ -152,28 +165,34 @@ def _lite(body: dict) -> dict:
     return lite
 
 
-def test_codex_lite_shape_is_refused():
+def test_codex_lite_shape_translates():
+    """The lite shape's additional_tools item is hoisted: its freeform exec is a function of one
+    string 'input' whose grammar moved into that parameter's description (recorded)."""
     lite = _lite(load_fixture(CLASSIC)["body"])
-    with pytest.raises(TranslationError) as e:
-        responses_to_chat(lite)
-    assert e.value.status == 400 and e.value.kind == "refused"
-    assert e.value.message.startswith("input[0]: additional_tools item")
+    rt = r2c(lite)
+    assert rt.body["tools"] == [{"type": "function", "function": {"name": "exec", "description": "JS", "parameters": {
+        "type": "object", "properties": {"input": {"type": "string", "description": "start: /.+/"}},
+        "required": ["input"], "additionalProperties": False}}}]
+    assert any(c.startswith("input[0].tools[0].tools[0].format: the lark grammar moved verbatim") for c in rt.converted)
+    assert any(c.startswith("input[0]: additional_tools item: 1 tools hoisted") for c in rt.converted)
+    assert rt.client_tools == {"exec": ClientTool("exec", "functions", freeform=True)}
+    assert rt.body["parallel_tool_calls"] is False
 
 
-def test_codex_lite_tool_round_trip_is_refused_not_dropped():
-    """A custom_tool_call / custom_tool_call_output pair (exec) in the history refuses the turn:
-    dropping it would show the model a conversation that never happened."""
+def test_codex_lite_tool_round_trip_is_carried_wrapped():
+    """A custom_tool_call / custom_tool_call_output pair (exec) in the history travels as a
+    function call whose arguments are {"input": <input>} and its tool result, the id byte for byte."""
     body = load_fixture(CLASSIC)["body"]
     followup = copy.deepcopy(body)
+    code = 'const r = await tools.exec_command({cmd: "echo hi"});\ntext(r);'
     followup["input"] += [
-        {"type": "custom_tool_call", "name": "exec", "call_id": "call_L1",
-         "input": 'const r = await tools.exec_command({cmd: "echo hi"});\ntext(r);'},
+        {"type": "custom_tool_call", "name": "exec", "call_id": "call_L1", "input": code},
         {"type": "custom_tool_call_output", "call_id": "call_L1", "output": [{"type": "input_text", "text": "hi"}]},
     ]
-    with pytest.raises(TranslationError) as e:
-        responses_to_chat(followup)
-    assert e.value.kind == "refused" and e.value.message.startswith("input[6]: custom_tool_call item 'exec'")
-    assert "apply_patch, exec" in e.value.message
+    out = r2c(followup).body
+    assert out["messages"][-2]["tool_calls"][-1] == {
+        "id": "call_L1", "type": "function", "function": {"name": "exec", "arguments": json.dumps({"input": code}, separators=(",", ":"))}}
+    assert out["messages"][-1] == {"role": "tool", "tool_call_id": "call_L1", "content": "hi"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,12 +298,17 @@ R2C_CASES = [
     ("item-level bookkeeping keys recorded once each as input[].<key>",
      R(input=[msg("user", "q") | {"id": "msg_1"}, fc("c1") | {"id": "fc_1", "status": "completed", "namespace": "ns"},
               fco("c1") | {"id": "fco_1", "status": "completed"}, msg("assistant", "a") | {"id": "msg_2", "phase": "final_answer"}]), {},
-     {}, ["input[].id", "input[].status", "input[].namespace", "input[].phase"], []),
-    ("tools: flat functions nested, strict dropped; custom and hosted tools dropped by path",
+     {}, ["input[].id", "input[].status", "input[].phase"], []),
+    ("tools: flat functions nested, strict dropped; a freeform tool as a function of one string 'input'; "
+     "a namespace's tools flat; hosted tools dropped by path",
      R(tools=[{"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}}, FN_TOOL, {"type": "web_search"},
               {"type": "namespace", "name": "ns", "tools": [FN_TOOL]}, {"type": "local_shell"}, {"type": "mcp", "server_label": "x"},
               {"type": "image_generation"}, {"type": "tool_search", "execution": "client", "parameters": {}}]), {},
-     {"tools": [CHAT_FN]}, ["tools[0]", "tools[1].strict", "tools[2]", "tools[3]", "tools[4]", "tools[5]", "tools[6]", "tools[7]"], []),
+     {"tools": [{"type": "function", "function": {"name": "apply_patch", "parameters": {
+         "type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"], "additionalProperties": False}}},
+                CHAT_FN, {"type": "function", "function": CHAT_FN["function"] | {"name": "ns__get_weather"}}]},
+     ["tools[0].format", "tools[1].strict", "tools[2]", "tools[3].tools[0].strict", "tools[4]", "tools[5]", "tools[6]",
+      "tools[7]"], []),
     ("function tool with null parameters: none sent",
      R(tools=[{"type": "function", "name": "f", "parameters": None, "strict": False}]), {},
      {"tools": [{"type": "function", "function": {"name": "f"}}]}, ["tools[0].strict"], []),
@@ -336,7 +360,17 @@ def test_mid_list_system_message_warns():
 def test_tool_choice_drop_is_explained():
     rt = r2c(R(tools=[FN_TOOL], tool_choice={"type": "custom", "name": "apply_patch"}))
     assert "tool_choice" not in rt.body and "tool_choice" in rt.dropped
-    assert rt.warnings and "'custom'" in rt.warnings[0]
+    assert rt.warnings and "'apply_patch', which no declared tool carries" in rt.warnings[0]
+    rt = r2c(R(tools=[FN_TOOL], tool_choice={"type": "allowed_tools", "mode": "auto", "tools": []}))
+    assert "tool_choice" not in rt.body and rt.warnings and "'allowed_tools'" in rt.warnings[0]
+
+
+def test_tool_choice_naming_a_freeform_or_namespaced_tool_names_its_function():
+    tools = [{"type": "custom", "name": "apply_patch"}, {"type": "namespace", "name": "clock", "tools": [FN_TOOL]}]
+    rt = r2c(R(tools=tools, tool_choice={"type": "custom", "name": "apply_patch"}))
+    assert rt.body["tool_choice"] == {"type": "function", "function": {"name": "apply_patch"}}
+    rt = r2c(R(tools=tools, tool_choice={"type": "function", "namespace": "clock", "name": "get_weather"}))
+    assert rt.body["tool_choice"] == {"type": "function", "function": {"name": "clock__get_weather"}}
 
 
 def test_max_output_tokens_capped_is_recorded_as_converted():
@@ -389,7 +423,7 @@ def test_every_dropped_responses_field_is_recorded():  # pitfalls 24
     assert sorted(rt.dropped) == sorted([
         "input[].id", "input[1]", "input[2].content[1]", "input[2].content[2]", "input[2].content[3]", "input[].status",
         "input[3].content[0].annotations", "input[3].content[0].logprobs", "input[].phase", "input[5].output[1]",
-        "tools[0].strict", "tools[1]", "tools[2]", "tool_choice",
+        "tools[0].strict", "tools[2]", "tool_choice",
         "stream_options", "text.verbosity", "include", "store", "prompt_cache_key",
         "prompt_cache_retention", "client_metadata", "service_tier", "truncation", "metadata", "safety_identifier",
         "user", "background", "max_tool_calls", "top_logprobs", "prompt", "mystery_field",
@@ -397,8 +431,9 @@ def test_every_dropped_responses_field_is_recorded():  # pitfalls 24
     assert set(rt.body) == {"model", "messages", "tools", "parallel_tool_calls", "stream", "stream_options",
                             "reasoning_effort"}
     wire = jsonc.dumps(rt.body)
-    for gone in ("strict", "annotations", "encrypted", "plan", "refusal", "file_id", "web_search", "apply_patch", "obfuscation"):
+    for gone in ("strict", "annotations", "encrypted", "plan", "refusal", "file_id", "web_search", "obfuscation"):
         assert gone not in wire
+    assert '"name":"apply_patch"' in wire  # a freeform tool travels as its function (test_codex_tools.py)
 
 
 # ---------------------------------------------------------------------------------------
@@ -409,12 +444,7 @@ R2C_REFUSALS = [
     (R(previous_response_id="resp_1"), "previous_response_id: "),
     (R(conversation="conv_1"), "conversation: "),
     (R(conversation={"id": "conv_1"}), "conversation: "),
-    (R(input=[msg("user", "q"), {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c", "input": "*** Begin Patch"}]),
-     "input[1]: custom_tool_call item 'apply_patch'"),
-    (R(input=[{"type": "custom_tool_call_output", "call_id": "c", "output": "done"}]), "input[0]: custom_tool_call_output item"),
-    (R(input=[{"type": "additional_tools", "role": "developer", "tools": []}, msg("user", "q")]), "input[0]: additional_tools item"),
     (R(input=[{"type": "local_shell_call", "call_id": "c", "action": {}}]), "input[0]: local_shell_call item"),
-    (R(input=[{"type": "web_search_call", "id": "ws_1", "status": "completed"}]), "input[0]: web_search_call item"),
     (R(input=[{"type": "compaction", "encrypted_content": "gAAA"}]), "input[0]: compaction item"),
     (R(input=[{"type": "item_reference", "id": "msg_1"}]), "input[0]: item_reference item"),
     (R(input=[{"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}]), "input[0]: tool_search_call item"),

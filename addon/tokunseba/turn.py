@@ -35,6 +35,7 @@ from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
+from .neutral.tools import ClientTools
 from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
@@ -617,9 +618,14 @@ def _target(turn: Turn) -> str:
     return turn.target_protocol
 
 
+def _client_tools(turn: Turn) -> ClientTools | None:
+    """The client's tools behind neutral names, from the turn's request translation."""
+    return turn.translation.client_tools if turn.translation is not None else None
+
+
 def stream_translator(turn: Turn) -> translate.StreamTranslator:
     t = translate.stream(_target(turn), turn.client_protocol, include_usage=turn.include_usage,
-                         created=int(turn.started_at))
+                         created=int(turn.started_at), client_tools=_client_tools(turn))
     t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
     return t
 
@@ -642,7 +648,8 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
                 hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
             out = _with_hint(out, hint)
         return st, {"content-type": "application/json"}, out, None
-    rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at))
+    rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at),
+                          client_tools=_client_tools(turn))
     if turn.capture is not None and rep.message is not None:
         turn.capture.message(rep.message)
     return status, {"content-type": "application/json"}, rep.body, rep

@@ -39,6 +39,8 @@ from typing import Any
 import re
 from dataclasses import dataclass, field
 
+from .tools import ClientTools
+
 _PATH_HEAD = re.compile(r"^[A-Za-z_][\w.\[\]]*")
 
 
@@ -56,6 +58,9 @@ class RequestTranslation:
     client_wants_usage: bool = True
     # what restoring provider state did for this endpoint and model (reasoning_state.RestoreReport)
     state_report: object | None = None
+    # the client's tools behind neutral function names (neutral/tools.py): what its reply's
+    # encoder gives back in the client's own shape (freeform calls, namespaces); empty: none
+    client_tools: ClientTools = field(default_factory=dict)
 
 
 @dataclass

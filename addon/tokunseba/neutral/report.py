@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .tools import ClientTools
 from .usage import Usage
 
 
@@ -33,3 +34,6 @@ class ReplyReport:
     errors: list[str] = field(default_factory=list)
     completed: bool = False
     model: str | None = None  # the model the upstream's reply named (its start), None when it named none
+    # context, not a record: the client's tools behind neutral function names (neutral/tools.py),
+    # from its request's translation; the client's encoder gives those calls back in their shape
+    client_tools: ClientTools | None = None

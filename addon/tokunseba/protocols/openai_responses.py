@@ -62,6 +62,24 @@ def sse_error(code: str, message: str) -> bytes:
 
 OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
 
+# Tool namespaces (Codex). Responses Lite folds every plain function and freeform tool into
+# one namespace of this name (in an ``additional_tools`` input item); its calls come back
+# with or without it and Codex runs them either way. Every other namespace (``clock``,
+# ``collaboration``, an MCP server's ``mcp__<server>__``) is part of the call's address:
+# Codex routes a call by the exact (namespace, name) pair and answers one that lost its
+# namespace with "unsupported call: <name>".
+DEFAULT_NAMESPACE = "functions"
+NAMESPACE_JOIN = "__"  # a namespaced tool's flat name elsewhere: <namespace>__<name> (MCP's own style)
+
+
+def flat_tool_name(namespace: str | None, name: str) -> str:
+    """The flat name a tool of ``namespace`` has at an endpoint of another protocol: its own
+    name in no namespace or the default one, else ``<namespace>__<name>`` (a namespace that
+    already ends in ``__``, as MCP's do, is not joined twice)."""
+    if not namespace or namespace == DEFAULT_NAMESPACE:
+        return name
+    return namespace + name if namespace.endswith(NAMESPACE_JOIN) else namespace + NAMESPACE_JOIN + name
+
 
 REASONING_ITEM_KEYS = ("type", "id", "summary", "content", "encrypted_content")
 

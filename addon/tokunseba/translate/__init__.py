@@ -36,6 +36,7 @@ from ..neutral.effort import apply_endpoint as apply_effort
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
 from ..neutral.report import ReplyReport
+from ..neutral.tools import ClientTools
 from . import fieldtable as ft
 from .anthropic import CODEC as ANTHROPIC
 from .codec import Codec, ReplyTranslation
@@ -119,6 +120,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     rt.converted = conv.converted + [conv.client_message(c) for c in rt.converted] if rt.converted else conv.converted
     rt.warnings = conv.warnings + [conv.client_message(w) for w in rt.warnings] if rt.warnings else conv.warnings
     rt.state_report = state_report
+    rt.client_tools = conv.client_tools
     if not enc.url_carries_model:
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
@@ -150,27 +152,32 @@ def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], en
         rt.warnings.append(f"{name} stop strings {skipped!r} not added: 4 stop strings at most")
 
 
-def reply(upstream: str, client: str, body: bytes, *, created: int | None = None) -> ReplyTranslation:
+def reply(upstream: str, client: str, body: bytes, *, created: int | None = None,
+          client_tools: ClientTools | None = None) -> ReplyTranslation:
     """A whole upstream reply (2xx) -> the client protocol's reply: decode -> ``Message`` ->
     encode. ``created``: the Chat ``created`` / Responses ``created_at`` timestamp (now when
-    not given). Raises ``TranslationError`` (502) when the reply cannot be translated."""
+    not given); ``client_tools``: the request translation's ``client_tools`` (calls of those
+    tools go back in the client's own shape). Raises ``TranslationError`` (502) when the reply
+    cannot be translated."""
     dec, enc = CODECS.get(upstream), CODECS.get(client)
     if dec is None or enc is None or upstream == client:
         dec, enc = _codecs(upstream, client, "reply")  # raises: no such pair
     created = int(time.time()) if created is None else created
-    report = ReplyReport()
+    report = ReplyReport(client_tools=client_tools or None)
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \
         Message.collect(dec.decode_reply(body, report))
     out, client_usage = enc.encode_reply(msg, report, created)
     return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg)
 
 
-def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None) -> StreamTranslator:
+def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None,
+           client_tools: ClientTools | None = None) -> StreamTranslator:
     """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
     ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
-    ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream)."""
+    ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream);
+    ``client_tools``: as for ``reply``."""
     dec, enc = _codecs(upstream, client, "stream")
-    report = ReplyReport()
+    report = ReplyReport(client_tools=client_tools or None)
     return StreamTranslator(dec.stream_decoder(report), enc.stream_encoder(report, include_usage, created), report)
 
 

@@ -93,8 +93,9 @@ class ChatDecoder:
     arguments first and the name in the next chunk, the name first, ...): a call's tool block
     opens (closing the open one) once its id and its name are both known, what every client
     protocol needs to open a call; until then only that call's argument fragments are held,
-    text and other calls go on. Later fragments are argument pieces for its block; a repeated
-    ``id``/``name`` is ignored. At the finish a named call still without an id opens with a
+    text and other calls go on. Later fragments are argument pieces for its block (a server
+    may interleave parallel calls' fragments, so a tool block is stopped only at the finish,
+    after every block it opened before); a repeated ``id``/``name`` is ignored. At the finish a named call still without an id opens with a
     synthesised one (recorded ``id_synthesized``); a call that never got a name ends the
     stream with a 502 error event (never a nameless call). The end (block stop + MessageStop) is held after
     ``finish_reason`` until the usage arrives, ``[DONE]`` or the end of the body, so usage
@@ -109,6 +110,7 @@ class ChatDecoder:
         self._open: int | None = None  # neutral index of the open block
         self._open_kind: str | None = None  # "text" | "thinking" | "tool_use"
         self._calls: dict[object, _Call] = {}  # Chat tool key -> the call
+        self._calls_to_stop: list[int] = []  # tool blocks another block followed: stopped at the finish
         self._last_call: _Call | None = None
         self._finish: str | None = None
         self._stop_sequence: str | None = None
@@ -231,7 +233,10 @@ class ChatDecoder:
 
     def _close(self, out: list[Event]) -> None:
         if self._open is not None:
-            out.append(BlockStop(self._open))
+            if self._open_kind == "tool_use":  # its arguments may still come: stopped at the finish
+                self._calls_to_stop.append(self._open)
+            else:
+                out.append(BlockStop(self._open))
             self._open = self._open_kind = None
 
     def _begin(self, start: BlockStart, kind: str, out: list[Event]) -> None:
@@ -316,6 +321,7 @@ class ChatDecoder:
             out.append(StreamError(502, "api_error", NAMELESS_CALL))
             return
         self._close(out)
+        out.extend(BlockStop(n) for n in self._calls_to_stop)
         stop = stop_from_finish(self._finish, self.report.warnings)
         seq = self._stop_sequence
         out.append(MessageStop("stop_sequence" if seq else stop, seq, self.usage))

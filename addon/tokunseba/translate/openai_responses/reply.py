@@ -6,7 +6,8 @@ The encoder is built from the same functions as the stream encoder (stream.py): 
 item ids, output items, status and usage, so a streamed reply and the same reply whole end
 in the same object. Text becomes a ``message`` item, each tool call a ``function_call``
 item whose ``call_id`` is the tool id byte for byte and whose ``arguments`` are the
-upstream's string verbatim (empty: ``"{}"``); reasoning, thinking and server-tool blocks
+upstream's string verbatim (empty: ``"{}"``) — or, for a tool the client declared freeform
+or in a namespace, its ``custom_tool_call`` / namespaced call (stream.call_item); reasoning, thinking and server-tool blocks
 are dropped and recorded. An upstream error becomes the OpenAI error envelope, its status
 mapped as for Chat clients, the upstream's message and (OpenAI) code kept, a context
 overflow coded ``context_length_exceeded``.
@@ -25,8 +26,8 @@ from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
 from ..codec import parse_reply
 from .stream import (
-    EMPTY_ARGUMENTS,
-    function_call_item,
+    call_item,
+    client_tool,
     item_kind,
     item_content,
     item_id,
@@ -82,8 +83,10 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         elif b.kind == "tool_use":
             if not b.id:  # a blank call_id hangs Codex after the call (pitfalls 9)
                 raise UntranslatableReply(502, "the upstream's tool call has no id")
-            iid = item_id("function_call", msg.id, len(items), mid)
-            items.append(function_call_item(iid, b.id, b.name or "", b.text or EMPTY_ARGUMENTS))
+            tool = client_tool(report, b.name)
+            kind = "custom_tool_call" if tool is not None and tool.freeform else "function_call"
+            iid = item_id(kind, msg.id, len(items), mid)
+            items.append(call_item(iid, b.id, b.name or "", b.text or "", tool, report.warnings))
             calls = True
         else:  # thinking, reasoning, server tools...
             raw = b.raw or {}

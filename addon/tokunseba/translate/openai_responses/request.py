@@ -35,6 +35,8 @@ from typing import Any
 from ...errors import InvalidRequest, Refused, TranslationError
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.state import PROVIDER_STATE, state_for
+from ...neutral.tools import ClientTool, freeform_arguments, freeform_parameters
+from ...protocols.openai_responses import DEFAULT_NAMESPACE, flat_tool_name
 from .. import fieldtable as ft
 
 JOIN = ft.JOIN
@@ -141,6 +143,7 @@ class _Walk:
     leading: bool = True  # nothing but system text yet: system items join the first message
     assistant: dict[str, Any] | None = None  # the last message, when function_call items may join it
     seen: set[str] = field(default_factory=set)  # input[].<key> summaries already recorded
+    tools: list[dict[str, Any]] = field(default_factory=list)  # tools hoisted from additional_tools items
 
 
 ItemHandler = Callable[[Conversation, dict[str, Any], str, _Walk, ft.Options], None]
@@ -155,9 +158,13 @@ def _item_extras(rt: Conversation, item: dict[str, Any], known: frozenset[str], 
 
 
 _MESSAGE_KEYS = frozenset({"type", "role", "content"})
-_FUNCTION_CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "arguments"})
+_FUNCTION_CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "arguments", "namespace"})
+_CUSTOM_CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "input", "namespace"})
 _CALL_OUTPUT_ITEM_KEYS = frozenset({"type", "call_id", "output"})
+_ADDITIONAL_TOOLS_KEYS = frozenset({"type", "role", "tools"})
 _FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters"})
+_CUSTOM_TOOL_KEYS = frozenset({"type", "name", "description", "format"})
+_NAMESPACE_TOOL_KEYS = frozenset({"type", "name", "description", "tools"})
 
 
 def _system_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
@@ -208,18 +215,58 @@ def _message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Op
     ft.pick(DECODE_ROLES, item.get("role"), f"{p}.role", "role")(rt, item, p, st, o)
 
 
+def _call_name(rt: Conversation, item: dict[str, Any], p: str, st: _Walk) -> str:
+    """A call item's tool name as the neutral function is named (a namespaced one flat)."""
+    name = ft.req(item, "name", p, ft.string)
+    ns = ft.opt(item, "namespace", p, ft.string)
+    flat = flat_tool_name(ns, name)
+    if flat != name and "namespace" not in st.seen:
+        st.seen.add("namespace")
+        rt.converted.append(f"input[].namespace: namespaced calls under their flat tool names (<namespace>__<name>)")
+    return flat
+
+
 def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     call = rt.source({
         "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (design.md rule 2)
         "type": "function",
-        "function": {"name": ft.req(item, "name", p, ft.string), "arguments": ft.req(item, "arguments", p, ft.string)},
+        "function": {"name": _call_name(rt, item, p, st), "arguments": ft.req(item, "arguments", p, ft.string)},
     }, p)
-    _item_extras(rt, item, _FUNCTION_CALL_ITEM_KEYS, st)  # id, status, namespace
+    _item_extras(rt, item, _FUNCTION_CALL_ITEM_KEYS, st)  # id, status
+    _add_call(rt, call, p, st)
+
+
+def _custom_tool_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
+    """A freeform call: the function call of its tool's encoding, arguments {"input": <input>}."""
+    call = rt.source({
+        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (design.md rule 2)
+        "type": "function",
+        "function": {"name": _call_name(rt, item, p, st),
+                     "arguments": freeform_arguments(ft.req(item, "input", p, ft.string))},
+    }, p)
+    if "custom_tool_call" not in st.seen:
+        st.seen.add("custom_tool_call")
+        rt.converted.append("input[].custom_tool_call: freeform calls as function calls whose arguments are "
+                            "{\"input\": <the input>} (the declared encoding of freeform tools)")
+    _item_extras(rt, item, _CUSTOM_CALL_ITEM_KEYS, st)  # id, status
+    _add_call(rt, call, p, st)
+
+
+def _add_call(rt: Conversation, call: dict[str, Any], p: str, st: _Walk) -> None:
+    """A call joins the assistant turn before it (one is opened when there is none)."""
     st.leading = False
     if st.assistant is None:  # "" rather than null: llama_cpp.server answers null with a 500
         st.assistant = rt.source({"role": "assistant", "content": ""}, p)
         st.msgs.append(st.assistant)
     st.assistant.setdefault("tool_calls", []).append(call)
+
+
+def _additional_tools(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
+    """Codex's Responses Lite declares its tools in an input item: hoisted into the tools."""
+    before = len(st.tools)
+    _tool_list(rt, ft.req(item, "tools", p, ft.anything), f"{p}.tools", st.tools)
+    _item_extras(rt, item, _ADDITIONAL_TOOLS_KEYS, st)
+    rt.converted.append(f"{p}: additional_tools item: {len(st.tools) - before} tools hoisted into the request's tools")
 
 
 def _function_call_output(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
@@ -242,25 +289,27 @@ def _function_call_output(rt: Conversation, item: dict[str, Any], p: str, st: _W
 
 
 def _drop_item(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
-    """Reasoning: its encrypted content is bound to the provider that made it (clients.md §3.4)."""
+    """An item left behind (DECODE_DROPPED_ITEMS says why)."""
     rt.dropped.append(p)
 
 
-_FREEFORM = ("Codex's freeform tools (apply_patch, exec) have no Chat Completions counterpart on local servers, "
-             "and dropping the item would break the history the model sees")
 _BUILTIN = "a built-in tool item has no Chat Completions counterpart, and dropping it would break the history the model sees"
 # Input item types that refuse the turn -> why
 DECODE_REFUSED_ITEMS: dict[str, str] = {
-    "custom_tool_call": _FREEFORM,
-    "custom_tool_call_output": _FREEFORM,
-    "additional_tools": "tool namespaces (Codex's lite shape) have no Chat Completions counterpart",
     "compaction": "an encrypted compaction summary is readable only by the provider that made it",
     "item_reference": "it refers to an item stored by the provider; a Chat endpoint has no stored items",
     **{t: _BUILTIN for t in (
         "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output", "apply_patch_call",
-        "apply_patch_call_output", "web_search_call", "file_search_call", "computer_call", "computer_call_output",
-        "image_generation_call", "code_interpreter_call", "tool_search_call", "tool_search_output", "mcp_call",
+        "apply_patch_call_output", "file_search_call", "computer_call", "computer_call_output",
+        "code_interpreter_call", "tool_search_call", "tool_search_output", "mcp_call",
         "mcp_list_tools", "mcp_approval_request", "mcp_approval_response")},
+}
+# Input item types that are dropped (recorded): a hosted tool's record that no later item
+# answers, which the model can do without (what it found is in the text that followed)
+DECODE_DROPPED_ITEMS: dict[str, str] = {
+    "reasoning": "encrypted reasoning is bound to the provider that made it (restored only to it: reasoning/state.py)",
+    "web_search_call": "OpenAI's own search ran on OpenAI; its results are in the assistant text after it",
+    "image_generation_call": "an image OpenAI generated; another endpoint can neither read nor continue it",
 }
 TOOL_ITEM_SUFFIXES = ("_call", "_output")  # newer tool item types: refused like the listed ones
 
@@ -277,7 +326,10 @@ DECODE_ITEMS: dict[str, ItemHandler] = {
     "message": _message,
     "function_call": _function_call,
     "function_call_output": _function_call_output,
-    "reasoning": _drop_item,
+    "custom_tool_call": _custom_tool_call,
+    "custom_tool_call_output": _function_call_output,  # the same shape: call_id, output (a string or parts)
+    "additional_tools": _additional_tools,
+    **dict.fromkeys(DECODE_DROPPED_ITEMS, _drop_item),
     **dict.fromkeys(DECODE_REFUSED_ITEMS, _refuse_item),
 }
 
@@ -314,22 +366,125 @@ def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
     for i, item in enumerate(ft.arr(value, key)):
         p = f"{key}[{i}]"
         _item_handler(ft.obj(item, p), p)(rt, item, p, st, o)
+    if st.tools:
+        out["tools"] = st.tools
+
+
+# ---------------------------------------------------------------------------------------
+# tool declarations (top-level tools, and the tools of additional_tools items)
+# ---------------------------------------------------------------------------------------
+
+ToolHandler = Callable[[Conversation, dict[str, Any], str, list[dict[str, Any]], "str | None"], None]
+
+
+def _declare(rt: Conversation, flat: str, tool: ClientTool, tp: str) -> None:
+    """The client's tool behind the neutral name ``flat``; a name already taken by another
+    tool refuses the turn (the reply could not say which of the two the model called)."""
+    have = rt.client_tools.get(flat)
+    if have is not None and have != tool:
+        def show(t: ClientTool) -> str:
+            return f"{t.namespace}.{t.name}" if t.namespace else t.name
+        raise _refused(tp, f"tools {show(have)!r} and {show(tool)!r} would have the same name {flat!r} "
+                           "at an endpoint of another protocol")
+    rt.client_tools[flat] = tool
+
+
+def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[str, Any]], ns: str | None) -> None:
+    name = ft.req(t, "name", tp, ft.string)
+    flat = flat_tool_name(ns, name)
+    fn: dict[str, Any] = {"name": flat}
+    if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
+        fn["description"] = desc
+    if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
+        fn["parameters"] = params
+    ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
+    _declare(rt, flat, ClientTool(name, ns), tp)
+    tools.append(rt.source({"type": "function", "function": fn}, tp))
+
+
+def _custom_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[str, Any]], ns: str | None) -> None:
+    """A freeform tool as a function with one required string parameter ``input``
+    (neutral/tools.py), its description verbatim; a grammar moves verbatim into the
+    parameter's description (DECODE_TOOL_TYPES says why)."""
+    name = ft.req(t, "name", tp, ft.string)
+    flat = flat_tool_name(ns, name)
+    fn: dict[str, Any] = {"name": flat}
+    if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
+        fn["description"] = desc
+    grammar = None
+    fmt = ft.opt(t, "format", tp, ft.obj)
+    if fmt is not None:
+        fp = f"{tp}.format"
+        if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+            grammar = fmt["definition"]
+            syntax = fmt.get("syntax")
+            rt.converted.append(f"{fp}: the {syntax if isinstance(syntax, str) else ''} grammar moved verbatim into "
+                                f"the description of parameter 'input' (an endpoint of another protocol cannot "
+                                f"enforce it)".replace("the  grammar", "the grammar"))
+            ft.extras(rt, fmt, frozenset({"type", "syntax", "definition"}), fp)
+        elif fmt.get("type") != "text":  # text: any input, nothing to carry
+            rt.dropped.append(fp)
+    fn["parameters"] = freeform_parameters(grammar)
+    ft.extras(rt, t, _CUSTOM_TOOL_KEYS, tp)
+    rt.converted.append(f"{tp}: freeform tool {name!r} as a function with one required string parameter 'input' "
+                        "(its calls come back as custom_tool_call)")
+    _declare(rt, flat, ClientTool(name, ns, freeform=True), tp)
+    tools.append(rt.source({"type": "function", "function": fn}, tp))
+
+
+def _namespace_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[str, Any]], ns: str | None) -> None:
+    """A namespace: each of its tools under its flat name (protocols.openai_responses.flat_tool_name)."""
+    if ns is not None:  # a namespace in a namespace: Codex declares none; nothing to address it by
+        rt.dropped.append(tp)
+        return
+    name = ft.req(t, "name", tp, ft.string)
+    if ft.opt(t, "description", tp, ft.string):
+        rt.dropped.append(f"{tp}.description")  # its tools' own descriptions travel; this one has no place
+    ft.extras(rt, t, _NAMESPACE_TOOL_KEYS, tp)
+    before = len(tools)
+    _tool_list(rt, ft.req(t, "tools", tp, ft.anything), f"{tp}.tools", tools, name)
+    if name != DEFAULT_NAMESPACE and len(tools) > before:
+        rt.converted.append(f"{tp}: namespace {name!r}: its tools as {flat_tool_name(name, '<name>')} "
+                            "(the namespace comes back on their calls)")
+
+
+# Responses tool type -> (action, handler, note). Other types are dropped, recorded.
+DECODE_TOOL_TYPES: dict[str, tuple[str, ToolHandler | None, str]] = {
+    "function": ("mapped", _function_tool, "flat -> nested function; in a namespace, under its flat name"),
+    "custom": ("converted", _custom_tool,
+               "freeform tool -> a function with one required string parameter 'input' (OpenAI's own JSON "
+               "variant of apply_patch names it so), description verbatim; calls come back as custom_tool_call "
+               "with the input byte for byte. Its grammar moves verbatim into that parameter's description "
+               "(recorded): no other protocol can enforce it, and without it the model has no definition of "
+               "the input's syntax (apply_patch's patch format); the client's bytes in a new place, no word added"),
+    "namespace": ("converted", _namespace_tool,
+                  "each tool under a flat name, <namespace>__<name> (protocols.openai_responses.flat_tool_name; "
+                  "the default namespace 'functions' adds nothing), reversible, collision-checked; calls come back "
+                  "with the namespace Codex routes by; the namespace's own description is dropped"),
+    "web_search": ("dropped", None, "a hosted tool OpenAI runs; another endpoint cannot: the model cannot call it"),
+    "web_search_preview": ("dropped", None, "as web_search"),
+    "local_shell": ("dropped", None, "a built-in tool with its own call items; no function counterpart declared"),
+    "image_generation": ("dropped", None, "a hosted tool OpenAI runs"),
+    "file_search": ("dropped", None, "a hosted tool over OpenAI's vector stores"),
+    "code_interpreter": ("dropped", None, "a hosted tool OpenAI runs"),
+    "computer_use_preview": ("dropped", None, "a built-in tool with its own call items"),
+    "mcp": ("dropped", None, "a remote MCP server OpenAI calls; another endpoint does not"),
+}
+
+
+def _tool_list(rt: Conversation, value: Any, key: str, tools: list[dict[str, Any]], ns: str | None = None) -> None:
+    for i, t in enumerate(ft.arr(value, key)):
+        tp = f"{key}[{i}]"
+        row = DECODE_TOOL_TYPES.get(ft.req(ft.obj(t, tp), "type", tp, ft.string))
+        if row is None or row[1] is None:  # hosted tools, newer types
+            rt.dropped.append(tp)
+            continue
+        row[1](rt, t, tp, tools, ns)
 
 
 def _tools(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
-    tools: list[dict[str, Any]] = []
-    for i, t in enumerate(ft.arr(value, key)):
-        tp = f"{key}[{i}]"
-        if ft.req(ft.obj(t, tp), "type", tp, ft.string) != "function":  # custom, web_search, namespace, mcp, ...
-            rt.dropped.append(tp)
-            continue
-        fn: dict[str, Any] = {"name": ft.req(t, "name", tp, ft.string)}
-        if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
-            fn["description"] = desc
-        if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
-            fn["parameters"] = params
-        ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
-        tools.append(rt.source({"type": "function", "function": fn}, tp))
+    tools: list[dict[str, Any]] = out.get("tools") or []  # after those of additional_tools items
+    _tool_list(rt, value, key, tools)
     if tools:
         out["tools"] = tools
     elif not value:
@@ -339,17 +494,24 @@ def _tools(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
 def _tool_choice(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):
         choice: Any = ft.choice(value, ("auto", "none", "required"), key, "tool_choice")
-    elif (ctype := ft.req(ft.obj(value, key), "type", key, ft.string)) == "function":
-        choice = {"type": "function", "function": {"name": ft.req(value, "name", key, ft.string)}}
-    else:  # allowed_tools, custom, hosted tools: nothing to point at on a Chat endpoint
+    elif (ctype := ft.req(ft.obj(value, key), "type", key, ft.string)) in ("function", "custom"):
+        # a freeform or namespaced tool is the neutral function of its encoding
+        name = flat_tool_name(ft.opt(value, "namespace", key, ft.string), ft.req(value, "name", key, ft.string))
+        choice = {"type": "function", "function": {"name": name}}
+    else:  # allowed_tools, hosted tools: nothing to point at on a Chat endpoint
         rt.dropped.append(key)
         rt.warnings.append(f"tool_choice {ctype!r} has no Chat counterpart here: dropped, the model chooses freely")
         return
     if "tools" not in out:  # Chat rejects tool_choice without tools
         rt.dropped.append(key)
         return
+    if isinstance(choice, dict) and not any(t["function"]["name"] == choice["function"]["name"] for t in out["tools"]):
+        rt.dropped.append(key)  # naming a tool the request does not declare: every endpoint rejects it
+        rt.warnings.append(f"tool_choice names {choice['function']['name']!r}, which no declared tool carries: "
+                           "dropped, the model chooses freely")
+        return
     if isinstance(value, dict):
-        ft.extras(rt, value, frozenset({"type", "name"}), key)
+        ft.extras(rt, value, frozenset({"type", "name", "namespace"}), key)
     out[key] = choice
 
 
@@ -389,8 +551,9 @@ DECODE_FIELDS: ft.FieldTable = {
     "previous_response_id": ("refused", _stored_state, "a Chat endpoint has no stored responses"),
     "conversation": ("refused", _stored_state, "a Chat endpoint has no stored conversations"),
     "instructions": ("converted", _instructions, "one leading system/developer message"),
-    "input": ("converted", _input, "items -> messages; leading system/developer items join the first message (E.2)"),
-    "tools": ("converted", _tools, "flat functions -> nested functions; other tool types dropped"),
+    "input": ("converted", _input, "items -> messages (DECODE_ITEMS); leading system/developer items join the first "
+                                   "message (E.2); additional_tools items hoisted into tools"),
+    "tools": ("converted", _tools, "after the tools of additional_tools items: DECODE_TOOL_TYPES, a row per tool type"),
     "tool_choice": ("converted", _tool_choice, "auto/none/required same; {type:function,name} nested; others dropped"),
     "parallel_tool_calls": ("converted", _parallel_tool_calls, "exact, when tools remain"),
     "max_output_tokens": ("converted", _max_output_tokens, "-> max_completion_tokens"),
@@ -427,6 +590,8 @@ def decode(body: dict[str, Any]) -> Conversation:
         raise ft.bad("input", "required" if body.get("input") is None else "no message is left to send (every item was dropped)")
     out["messages"] = _outputs_next_to_calls(conv, out["messages"])
     conv.body = out
+    # the reply needs the map only for tools it must give back in another shape
+    conv.client_tools = {k: t for k, t in conv.client_tools.items() if t.freeform or t.namespace}
     conv.finish_origin()
     return conv
 

@@ -49,6 +49,7 @@ from ...neutral.error import UpstreamError, error_type_for_status
 from ...protocols.failures import is_context_window
 from ...neutral.ids import odd_id, safe
 from ...neutral.report import ReplyReport, note_once
+from ...neutral.tools import ClientTool, FreeformInputStream, freeform_input
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
@@ -70,10 +71,10 @@ from ...neutral.events import (
 )
 
 __all__ = ["ResponsesEncoder", "ResponsesDecoder", "EMPTY_ARGUMENTS", "item_id", "message_item",
-           "function_call_item", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
+           "function_call_item", "call_item", "client_tool", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
            "failed_code"]
 
-ITEM_PREFIX = {"message": "msg", "function_call": "fc"}
+ITEM_PREFIX = {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc"}
 EMPTY_ARGUMENTS = "{}"
 
 
@@ -93,6 +94,43 @@ def message_item(iid: str, text: str, status: str = "completed") -> dict[str, An
 def function_call_item(iid: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
     return {"id": iid, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id,
             "name": name}
+
+
+def client_tool(report: ReplyReport, name: str | None) -> ClientTool | None:
+    """The client's tool behind a neutral call's name, when the client's request declared it
+    in a shape of its own (a freeform or namespaced tool: neutral/tools.py)."""
+    tools = report.client_tools
+    return tools.get(name) if tools and name else None
+
+
+def unwrapped_input(tool: ClientTool, arguments: str, warnings: list[str]) -> str:
+    """A freeform call's input from its function's arguments: exactly ``{"input": <string>}``
+    gives that string; anything else is handed back raw (recorded ``unwrap_failed``): Codex
+    then tells the model why its call failed. Never guessed."""
+    text = freeform_input(arguments)
+    if text is None:
+        note_once(warnings, f"unwrap_failed: {tool.name}: the arguments were not exactly "
+                            "{\"input\": <string>}; the model's raw argument text sent as the input")
+        return arguments
+    return text
+
+
+def call_item(iid: str, call_id: str, name: str, arguments: str, tool: ClientTool | None,
+              warnings: list[str], status: str = "completed") -> dict[str, Any]:
+    """The output item of a tool call: a ``function_call``, or, for a tool the client declared
+    in its own shape, its freeform ``custom_tool_call`` / its namespaced call (the namespace
+    and name as declared: Codex routes a call by that pair)."""
+    if status == "completed":
+        arguments = arguments or EMPTY_ARGUMENTS  # "" means no arguments (protocols.md A.6)
+    if tool is None:
+        return function_call_item(iid, call_id, name, arguments, status)
+    ns = {"namespace": tool.namespace} if tool.namespace else {}
+    if tool.freeform:
+        text = unwrapped_input(tool, arguments, warnings) if status == "completed" else arguments
+        return {"id": iid, "type": "custom_tool_call", "status": status, "call_id": call_id, **ns, "name": tool.name,
+                "input": text}
+    return {"id": iid, "type": "function_call", "status": status, "arguments": arguments,
+            "call_id": call_id, **ns, "name": tool.name}
 
 
 def response_id(message_id: str | None, created: int, warnings: list[str]) -> str:
@@ -158,23 +196,27 @@ def failed_code(err: UpstreamError, status: int) -> str:
 
 @dataclass(slots=True, eq=False)  # compared by identity
 class _Item:
-    kind: str  # "message" | "function_call"
+    kind: str  # "message" | "function_call" | "custom_tool_call"
     out: int  # output_index
     id: str
     call_id: str = ""
-    name: str = ""
+    name: str = ""  # the neutral (upstream's) tool name
     parts: list[str] = field(default_factory=list)  # text / argument fragments
     done: bool = False
     delta_fields: bytes = b""  # the bytes of a delta event between its sequence number and its text
+    tool: ClientTool | None = None  # the client's own tool behind the name (freeform, namespaced)
+    freeform: FreeformInputStream | None = None  # a freeform call's input, decoded as it arrives
 
 
 # the hot path of every stream: a delta event's bytes, as _ev would write
 # {"type": t, "sequence_number": n, "item_id": ..., "output_index": ..., ["content_index": 0,]
 #  "delta": text[, "logprobs": []]}, written directly from these pieces (same bytes)
-_DELTA_TYPE = {"message": "response.output_text.delta", "function_call": "response.function_call_arguments.delta"}
+_DELTA_TYPE = {"message": "response.output_text.delta", "function_call": "response.function_call_arguments.delta",
+               "custom_tool_call": "response.custom_tool_call_input.delta"}
 _DELTA_HEAD = {kind: b'event: %s\ndata: {"type":"%s","sequence_number":' % (t.encode(), t.encode())
                for kind, t in _DELTA_TYPE.items()}
-_DELTA_TAIL = {"message": b',"logprobs":[]}\n\n', "function_call": b"}\n\n"}
+_DELTA_TAIL = {"message": b',"logprobs":[]}\n\n', "function_call": b"}\n\n", "custom_tool_call": b"}\n\n"}
+_CALLS = ("function_call", "custom_tool_call")
 
 
 def _delta_fields(it: _Item) -> bytes:
@@ -237,13 +279,16 @@ class ResponsesEncoder:
                     + self._ev("response.content_part.added", item_id=it.id, output_index=it.out, content_index=0,
                                part={"type": "output_text", "annotations": [], "text": ""}))
         if ev.kind == "tool_use":
-            it = self._new_item(ev.index, "function_call")
-            it.call_id, it.name = ev.id or "", ev.name or ""
+            tool = client_tool(self.report, ev.name)
+            it = self._new_item(ev.index, "custom_tool_call" if tool is not None and tool.freeform else "function_call")
+            it.call_id, it.name, it.tool = ev.id or "", ev.name or "", tool
             if not it.call_id:  # decoders synthesize missing ids; a blank call_id hangs Codex (pitfalls 9)
                 return self._stream_error(StreamError(502, "api_error", "the upstream's tool call has no id"))
+            if it.kind == "custom_tool_call":
+                it.freeform = FreeformInputStream()
             self._tool = True
             return self._ev("response.output_item.added", output_index=it.out,
-                            item=function_call_item(it.id, it.call_id, it.name, "", "in_progress"))
+                            item=call_item(it.id, it.call_id, it.name, "", tool, self.report.warnings, "in_progress"))
         raw = ev.raw or {}
         note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or ev.kind}")
         return b""
@@ -262,18 +307,23 @@ class ResponsesEncoder:
             return self._stream_error(StreamError(
                 502, "api_error", f"the upstream sent content for output item {it.id} after it was completed"))
         it.parts.append(ev.text)
+        text = ev.text
+        if it.freeform is not None:  # the input as the JSON string of {"input": ...} arrives, decoded
+            text = it.freeform.feed(text)
+            if not text:
+                return b""
         if not it.delta_fields:
             it.delta_fields = _delta_fields(it)
         seq = self._seq
         self._seq = seq + 1
-        return b"".join((_DELTA_HEAD[it.kind], str(seq).encode(), it.delta_fields, jsonc.dumpb(ev.text),
+        return b"".join((_DELTA_HEAD[it.kind], str(seq).encode(), it.delta_fields, jsonc.dumpb(text),
                          _DELTA_TAIL[it.kind]))
 
     def _block_stop(self, ev: BlockStop) -> bytes:
         it = self._items.get(ev.index)
         if it is None or it.done or it in self._held:
             return b""
-        if it.kind == "function_call":
+        if it.kind in _CALLS:
             self._held.append(it)  # fragments of interleaved parallel calls may still come
             return b""
         return self._complete(it)
@@ -290,10 +340,14 @@ class ResponsesEncoder:
                     + self._ev("response.content_part.done", item_id=it.id, output_index=it.out, content_index=0,
                                part=part)
                     + self._ev("response.output_item.done", output_index=it.out, item=item))
-        args = joined or EMPTY_ARGUMENTS
-        item = function_call_item(it.id, it.call_id, it.name, args)
+        item = call_item(it.id, it.call_id, it.name, joined, it.tool, self.report.warnings)
         self._output[it.out] = item
-        return (self._ev("response.function_call_arguments.done", item_id=it.id, output_index=it.out, arguments=args)
+        if it.kind == "custom_tool_call":
+            return (self._ev("response.custom_tool_call_input.done", item_id=it.id, output_index=it.out,
+                             input=item["input"])
+                    + self._ev("response.output_item.done", output_index=it.out, item=item))
+        return (self._ev("response.function_call_arguments.done", item_id=it.id, output_index=it.out,
+                         arguments=item["arguments"])
                 + self._ev("response.output_item.done", output_index=it.out, item=item))
 
     def _flush_held(self) -> bytes:
