@@ -17,6 +17,7 @@ import pytest
 
 from tests.test_sdk_accumulators import WITH_REPLY, _http, _strip_nulls
 from tests.test_streams import CREATED, FAILING, FIXTURES, raw, reply_json, translate, upstream_of
+from tokunseba.neutral.tools import freeform_input
 from tokunseba.sse import SSEDecoder
 from tokunseba.translate import reply as translate_reply
 from tokunseba.translate import stream as make_stream_translator
@@ -66,6 +67,8 @@ def check_responses_grammar(events: list[dict]) -> dict:
             assert item["status"] == "in_progress" and item["id"] not in {i["id"] for i in added.values()}
             if item["type"] == "function_call":
                 assert item["call_id"] and item["arguments"] == ""
+            elif item["type"] == "custom_tool_call":  # a freeform call (neutral/tools.py)
+                assert item["call_id"] and item["input"] == ""
             else:
                 assert item["type"] == "message" and item["role"] == "assistant" and item["content"] == []
             added[e["output_index"]] = item
@@ -75,10 +78,15 @@ def check_responses_grammar(events: list[dict]) -> dict:
         assert i in added and i not in done, f"{t} for an item not open"
         if "item_id" in e:
             assert e["item_id"] == added[i]["id"]
-        if t in ("response.output_text.delta", "response.function_call_arguments.delta"):
+        if t in ("response.output_text.delta", "response.function_call_arguments.delta",
+                 "response.custom_tool_call_input.delta"):
             assert (added[i]["type"] == "message") == (t == "response.output_text.delta")
+            assert (added[i]["type"] == "custom_tool_call") == (t == "response.custom_tool_call_input.delta")
             assert e["delta"]
             pieces[i].append(e["delta"])
+        elif t == "response.custom_tool_call_input.done":
+            # the decoded deltas, or (unwrap_failed) the model's raw arguments, which decode to no input
+            assert e["input"] == "".join(pieces[i]) or freeform_input(e["input"]) is None
         elif t == "response.output_text.done":
             assert e["text"] == "".join(pieces[i])
         elif t == "response.content_part.done":
@@ -91,6 +99,9 @@ def check_responses_grammar(events: list[dict]) -> dict:
             if item["type"] == "function_call":
                 assert (item["call_id"], item["name"]) == (added[i]["call_id"], added[i]["name"])
                 assert item["arguments"] == ("".join(pieces[i]) or "{}")
+            elif item["type"] == "custom_tool_call":
+                assert (item["call_id"], item["name"]) == (added[i]["call_id"], added[i]["name"])
+                assert item["input"] == "".join(pieces[i]) or freeform_input(item["input"]) is None
             else:
                 assert item["content"] == [{"type": "output_text", "annotations": [], "text": "".join(pieces[i])}]
             done[i] = item
@@ -300,17 +311,22 @@ def test_arguments_after_finish_reason_are_kept():
     assert (call["call_id"], call["arguments"]) == ("call_L4te", "{\"command\": \"ls -la\"}")
 
 
-def test_fragment_for_an_already_completed_call_fails_the_response():
-    """A text block after a call completes the call; a later fragment for it cannot be sent."""
+def test_fragment_after_a_text_block_still_reaches_its_call():
+    """A Chat call's block is stopped only at the finish (parallel calls and text may
+    interleave with its fragments): a fragment after a text block reaches its call, which
+    completes with every fragment."""
     data = (b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1",'
             b'"type":"function","function":{"name":"f","arguments":"{"}}]},"finish_reason":null}]}\n\n'
             b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
             b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
-            b'{"arguments":"}"}}]},"finish_reason":null}]}\n\n')
+            b'{"arguments":"}"}}]},"finish_reason":null}]}\n\n'
+            b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+            b'data: [DONE]\n\n')
     out, t = rtranslate(data, "openai")
     terminal = check_responses_grammar(responses_events(out))
-    assert terminal["type"] == "response.failed"
-    assert "fc_c_0" in terminal["response"]["error"]["message"] and not t.report.completed
+    assert terminal["type"] == "response.completed" and t.report.completed
+    assert [(i["type"], i.get("arguments"), i.get("content")) for i in terminal["response"]["output"]] == [
+        ("function_call", "{}", None), ("message", None, [{"type": "output_text", "annotations": [], "text": "hi"}])]
 
 
 def test_blocks_never_stopped_still_complete_at_the_end():
