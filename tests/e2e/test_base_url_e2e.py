@@ -449,11 +449,12 @@ def test_another_host_on_a_listener_is_not_forwarded_there(run, ups, tmp_path):
 
 
 def test_claude_code_with_only_anthropic_base_url(run, ups, tmp_path):
+    """No proxy variable, no CA: a tool-less turn is routed to the local endpoint (translated), a
+    main turn with Claude Code's tools passes through to the provider; both in `tokunseba log`
+    as come by a base URL."""
     claude = need_npm_tool("claude", "Claude Code")
     local, prov = ups["local"], ups["api.anthropic.com"]
     fresh(local, prov)
-    then(local, Reply.sse(chat_text_stream("chatcmpl-cc-title", text=("Greeting",))))
-    then(prov, Reply.sse(ant_sse("hi from the provider", mid="msg_cc_main")))
     before = set(run.rows())
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
@@ -461,22 +462,30 @@ def test_claude_code_with_only_anthropic_base_url(run, ups, tmp_path):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb",
            "ANTHROPIC_BASE_URL": run.base("api.anthropic.com"), "ANTHROPIC_API_KEY": ANT_KEY,
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_MAX_RETRIES": "0", "ANTHROPIC_SMALL_FAST_MODEL": "claude-cc-small",
-           "ANTHROPIC_DEFAULT_HAIKU_MODEL": "claude-cc-small"}
-    p = subprocess.run([claude, "-p", "say hi", "--output-format", "json", "--model", "claude-opus-4-8"], cwd=work,
-                       env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
-    lines = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("{")]
-    assert p.returncode == 0 and lines, (p.stdout[-2000:], p.stderr[-2000:])
-    assert json.loads(lines[-1])["result"] == "hi from the provider"
+           "CLAUDE_CODE_MAX_RETRIES": "0"}
+
+    def claude_p(*args: str) -> str:
+        p = subprocess.run([claude, "-p", "say hi", "--output-format", "json", *args], cwd=work, env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+        lines = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("{")]
+        assert p.returncode == 0 and lines, (p.stdout[-2000:], p.stderr[-2000:])
+        return json.loads(lines[-1])["result"]
+
+    then(local, Reply.sse(chat_text_stream("chatcmpl-cc-local", text=("hi from ", "the local endpoint"))))
+    assert claude_p("--model", "claude-cc-small", "--tools", "") == "hi from the local endpoint"
+    then(prov, Reply.sse(ant_sse("hi from the provider", mid="msg_cc_main")))
+    assert claude_p("--model", "claude-opus-4-8") == "hi from the provider"
     new = [r for rid, r in run.rows().items() if rid not in before]
-    main = [r for r in new if r["outcome"] == "pass_through" and r["requested_model"] == "claude-opus-4-8"]
-    assert main and all(r["via"] == "base_url" for r in new), new
+    assert new and all(r["via"] == "base_url" for r in new), new
+    routed = [r for r in new if r["requested_model"] == "claude-cc-small"]
+    main = [r for r in new if r["requested_model"] == "claude-opus-4-8"]
+    assert routed and all((r["outcome"], r["rule"], r["endpoint"]) == ("translated", "tool-less-anthropic", "local")
+                          for r in routed), routed
+    assert main and all(r["outcome"] == "pass_through" for r in main), main
     mains = [q for q in prov.requests if q.method == "POST" and q.path.startswith("/v1/messages")]
-    assert mains and mains[-1].headers["host"] == "api.anthropic.com"
+    assert len(mains) == len(main) and all(q.headers["host"] == "api.anthropic.com" for q in mains)
+    assert len(mains[-1].json()["tools"]) >= 5  # Claude Code's tools, to the provider as sent
     assert ANT_KEY in mains[-1].headers.get("x-api-key", "") + mains[-1].headers.get("authorization", "")
-    side = [r for r in new if r["endpoint"] == "local"]  # a tool-less side turn (its title), if it sent one
-    for r in side:
-        assert r["outcome"] == "translated" and r["rule"] == "tool-less-anthropic"
     assert_local_never_saw_client_keys(local)
     log = run.cli("log", "--limit", "50")
-    assert main[0]["request_id"] in log
+    assert all(r["request_id"] in log for r in new)
