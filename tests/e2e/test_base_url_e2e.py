@@ -489,3 +489,53 @@ def test_claude_code_with_only_anthropic_base_url(run, ups, tmp_path):
     assert_local_never_saw_client_keys(local)
     log = run.cli("log", "--limit", "50")
     assert all(r["request_id"] in log for r in new)
+
+
+# ---------------------------------------------------------------- the real Codex, a provider of its own
+
+
+def codex_base_url_args(run: Run) -> list[str]:
+    """What `tokunseba env --base-url` tells Codex users, taken from its own output."""
+    env = subprocess.run([str(BIN / "tokunseba"), "env", "--base-url", "--base-url-port",
+                          str(run.reverse["api.anthropic.com"])], capture_output=True, text=True, timeout=30).stdout
+    line = next(ln for ln in env.splitlines() if ln.startswith("alias codex="))
+    import shlex
+
+    return shlex.split(shlex.split(line.split("=", 1)[1])[0])[1:]  # the alias's words after "codex", as a shell would
+
+
+def test_codex_with_a_base_url_provider_only(run, ups, tmp_path):
+    """Codex 0.171.0 with the provider `env --base-url` prints (no proxy variable, no CA, no
+    OPENAI_BASE_URL): its default-shaped turn (gpt-5.5) passes through to the provider, a
+    *-mini turn is routed to the local Chat endpoint (translated); both come by a base URL."""
+    codex = need_npm_tool("codex", "Codex")
+    local, prov = ups["local"], ups["api.openai.com"]
+    fresh(local, prov)
+    before = set(run.rows())
+    home = tmp_path / "home"
+    (home / "codex").mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+           "OPENAI_API_KEY": OAI_KEY, "TERM": "dumb"}
+
+    def codex_exec(model: str) -> subprocess.CompletedProcess:
+        return subprocess.run([codex, *codex_base_url_args(run), "exec", "--skip-git-repo-check",
+                               "-c", "analytics.enabled=false", "-c", "features.plugins=false",
+                               "-c", "features.api_key_model_discovery=false", "-c", f"model={model}", "say hi"],
+                              cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+
+    then(prov, Reply.sse(responses_stream(["hello from ", "the provider"]), delay=0.02))
+    p = codex_exec("gpt-5.5")
+    assert p.returncode == 0 and "hello from the provider" in p.stdout, (p.stdout[-2000:], p.stderr[-2000:])
+    then(local, Reply.sse(chat_text_stream("chatcmpl-codex-local", text=("hello from ", "the local endpoint"))))
+    p = codex_exec("gpt-5.4-mini")
+    assert p.returncode == 0 and "hello from the local endpoint" in p.stdout, (p.stdout[-2000:], p.stderr[-2000:])
+    new = [r for rid, r in run.rows().items() if rid not in before]
+    assert new and all(r["via"] == "base_url" for r in new), new
+    turns = {(r["requested_model"], r["outcome"], r["endpoint"]) for r in new if r["client_protocol"] == "openai-responses"}
+    assert turns == {("gpt-5.5", "pass_through", None), ("gpt-5.4-mini", "translated", "local")}, new
+    posts = [q for q in prov.requests if q.method == "POST"]
+    assert posts and all(q.path == "/v1/responses" and q.headers["host"] == "api.openai.com" for q in posts)
+    assert posts[0].headers["authorization"] == f"Bearer {OAI_KEY}"
+    assert_local_never_saw_client_keys(local)

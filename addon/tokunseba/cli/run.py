@@ -519,8 +519,11 @@ def base_url_lines(host: str, ports: list[int]) -> list[str]:
     by_protocol = {p: url[h] for h, protos in provider_listeners() for p in protos}
     ant, oai, gem = by_protocol["anthropic"], by_protocol["openai"], by_protocol["gemini"]
     prov = c.CODEX_BASE_URL_PROVIDER
-    codex_provider = (f'{{name="{prov}",base_url="{oai}{c.OPENAI_SDK_PATH}",wire_api="responses",'
-                      f'env_key="{c.CODEX_BASE_URL_KEY_ENV}"}}')
+    # one -c per field: no quotes inside the alias (Codex reads a value that is not TOML as a string)
+    codex_fields = {"name": prov, "base_url": oai + c.OPENAI_SDK_PATH, "wire_api": c.CODEX_WIRE_API,
+                    "env_key": c.CODEX_BASE_URL_KEY_ENV}
+    codex_args = " ".join([f"-c model_provider={prov}",
+                           *(f"-c model_providers.{prov}.{k}={v}" for k, v in codex_fields.items())])
     settings = '{"security": {"auth": {"selectedType": "' + c.GEMINI_CLI_API_KEY_AUTH + '"}}}'
     return [
         "# tokunseba base URLs: no HTTPS_PROXY, no CA; `tokunseba run` must be running. Each listener forwards",
@@ -530,7 +533,10 @@ def base_url_lines(host: str, ports: list[int]) -> list[str]:
         f"export {c.CLAUDE_CODE_BASE_URL_ENV}={shlex.quote(ant)}",
         f"# Codex (its OPENAI_BASE_URL variable was removed): a provider with the Responses wire API, given on "
         f"the command line (or as [model_providers.{prov}] in config.toml), key in ${c.CODEX_BASE_URL_KEY_ENV}:",
-        f"alias codex={shlex.quote('codex -c model_provider=' + prov + ' -c model_providers.' + prov + '=' + codex_provider)}",
+        f"alias codex={shlex.quote('codex ' + codex_args)}",
+        f"#   config.toml instead: [model_providers.{prov}] "
+        + " ".join(f'{k} = "{v}"' for k, v in codex_fields.items()) + f', and model_provider = "{prov}" at the top',
+
         f"# Gemini CLI: the base URL, and an API key (${c.GEMINI_CLI_KEY_ENV}) chosen in its settings "
         f"(~/.gemini/settings.json): {settings}",
         f"export {c.GEMINI_CLI_BASE_URL_ENV}={shlex.quote(gem)}",

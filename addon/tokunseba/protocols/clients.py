@@ -95,6 +95,7 @@ CLAUDE_CODE_KEY_ENVS = "ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN"
 # chosen with -c model_provider=NAME (the built-in "openai" provider cannot be redefined)
 CODEX_BASE_URL_PROVIDER = "tokunseba"
 CODEX_BASE_URL_KEY_ENV = "OPENAI_API_KEY"
+CODEX_WIRE_API = "responses"
 # the openai SDKs: OPENAI_BASE_URL, with the API's /v1
 OPENAI_SDK_BASE_URL_ENV = "OPENAI_BASE_URL"
 OPENAI_SDK_PATH = "/v1"
