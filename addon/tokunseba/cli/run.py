@@ -424,9 +424,11 @@ def cmd_run(args) -> int:
     for what, port in listening:
         if port and not args.dry_run and port_in_use(args.host, port):
             print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
-                  f"server?); start on another port with {what} N ({what} 0 picks a free one)"
+                  + (f"server?); start on other ports with {what} N ({what} 0 picks free ones; the base-URL "
+                     "listeners take N and the next ones), or --no-base-url" if what == "--base-url-port" else
+                     f"server?); start on another port with {what} N ({what} 0 picks a free one)")
                   + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
-                     else ", or --no-base-url" if what == "--base-url-port" else ""), file=sys.stderr)
+                     else ""), file=sys.stderr)
             return 2
     if args.base_url_ports and 0 in args.base_url_ports:  # mitmproxy takes one listener per port: pick them here
         args.base_url_ports = free_ports(args.host, len(args.base_url_ports))
