@@ -34,7 +34,7 @@ from .conftest import BIN, ledger_settled, need_npm_tool
 from .test_codex_e2e import responses_stream
 from .test_gemini_e2e import gemini_sse
 from .test_proxy_e2e import chat_reply, chat_text_stream
-from .test_security_e2e import listening_addresses
+from .test_security_e2e import CANARY, CANARY_HEADERS, CANARY_QUERY, listening_addresses
 from .upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -394,6 +394,46 @@ def test_a_proxy_client_and_a_base_url_client_at_once(run, ups):
         assert row["outcome"] == ("translated" if "haiku" in model else "pass_through")
     assert len({rid for _, (_, rid) in got}) == len(jobs)
     assert_local_never_saw_client_keys(local)
+
+
+# ---------------------------------------------------------------- credentials: only to the client's own provider
+
+
+def test_canary_credentials_reach_only_the_provider_on_a_base_url(run, ups):
+    """The canary rides in every header, cookie and query parameter a base-URL client sends: a
+    routed turn (translated, and retargeted) carries none of it, only the endpoint's own key;
+    a turn passed through takes it to the client's own provider; the ledger has none of it."""
+    local, ant, oai = ups["local"], ups["api.anthropic.com"], ups["api.openai.com"]
+    fresh(local, ant, oai)
+    a = anthropic.Anthropic(api_key=CANARY, base_url=run.base("api.anthropic.com"), max_retries=0,
+                            default_headers={**CANARY_HEADERS, "authorization": f"Bearer {CANARY}"},
+                            default_query=CANARY_QUERY)
+    o = openai.OpenAI(api_key=CANARY, base_url=run.base("api.openai.com") + "/v1", max_retries=0,
+                      default_headers={**CANARY_HEADERS, "x-api-key": CANARY}, default_query=CANARY_QUERY)
+    msgs = [{"role": "user", "content": "hi"}]
+    ids = []
+    then(local, Reply.sse(chat_text_stream("chatcmpl-canary-1")))
+    with a.messages.stream(model="claude-haiku-4-5", max_tokens=16, messages=msgs) as st:  # translated
+        assert st.get_final_message().content[0].text == "Hello wörld!"
+        ids.append(st.response.headers[RID])
+    then(local, Reply.json(chat_reply("chatcmpl-canary-2", "ok")))
+    r = o.chat.completions.with_raw_response.create(model="gpt-5-mini", messages=msgs)  # retargeted, another host
+    assert r.parse().choices[0].message.content == "ok"
+    ids.append(r.headers[RID])
+    then(ant, Reply.json(ANT_WHOLE))
+    r = a.messages.with_raw_response.create(model="claude-opus-4-8", max_tokens=16, messages=msgs)  # passed through
+    ids.append(r.headers[RID])
+    assert len(local.requests) == 2
+    for rec in local.requests:
+        seen = rec.path + repr(rec.headers) + rec.body.decode("utf-8", "replace")
+        assert CANARY not in seen, seen
+        assert rec.headers["authorization"] == f"Bearer {LOCAL_KEY}"
+    assert CANARY in repr(ant.requests[-1].headers) and CANARY in ant.requests[-1].path  # its own business
+    assert oai.requests == []  # the retargeted Chat turn never reached the OpenAI provider
+    rows = run.rows(*ids)
+    assert [rows[i]["via"] for i in ids] == ["base_url"] * 3
+    raw = b"".join(p.read_bytes() for p in run.ledger.parent.glob(run.ledger.name + "*"))
+    assert CANARY.encode() not in raw and LOCAL_KEY.encode() not in raw
 
 
 # ---------------------------------------------------------------- a listener forwards only to its own host
