@@ -54,7 +54,16 @@ endpoints:
     url: {local}/v1
     key_env: TK_BU_LOCAL_KEY
     max_tokens: 1024
+  busy:
+    protocol: openai
+    url: {busy}/v1
 routes:
+  - name: busy-first
+    when: {{client: anthropic, model: "claude-busy-*"}}
+    to: busy
+  - name: busy-then-local
+    when: {{client: anthropic, model: "claude-busy-*"}}
+    to: local
   - name: easy-anthropic
     when: {{client: anthropic, model: "claude-haiku-*"}}
     to: local
@@ -189,15 +198,16 @@ class Run:
 
 @pytest.fixture(scope="module")
 def ups():
-    with Upstream() as local, Upstream() as ant, Upstream() as oai, Upstream() as gem:
+    with Upstream() as local, Upstream() as ant, Upstream() as oai, Upstream() as gem, Upstream() as busy:
         yield {"local": local, "api.anthropic.com": ant, "api.openai.com": oai,
-               "generativelanguage.googleapis.com": gem}
+               "generativelanguage.googleapis.com": gem, "busy": busy}
 
 
 @pytest.fixture(scope="module")
 def run(ups, tmp_path_factory):
-    providers = {h: u for h, u in ups.items() if h != "local"}
-    r = Run(tmp_path_factory.mktemp("base-url"), providers, rules=RULES.format(local=ups["local"].url))
+    providers = {h: u for h, u in ups.items() if "." in h}
+    r = Run(tmp_path_factory.mktemp("base-url"), providers, rules=RULES.format(local=ups["local"].url,
+                                                                              busy=ups["busy"].url))
     yield r
     r.stop()
 
@@ -286,6 +296,33 @@ def test_anthropic_sdk_routed_and_passed_through_streamed_and_whole(run, ups):
     assert len(local.requests) == 2
     assert_local_never_saw_client_keys(local)
     assert_came_in(run, ids)
+    deadline = time.monotonic() + 10  # the console line of each turn names the client as come by a base URL
+    while not all(any(rid in ln for ln in run.lines) for rid in ids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for rid in ids:
+        line = next(ln for ln in run.lines if rid in ln and "→" in ln)
+        assert "anthropic-python (base URL) claude-" in line, line
+
+
+def test_failover_on_a_base_url(run, ups):
+    """An endpoint answering 503 before any byte: the turn fails over to the next route, as on
+    the proxy path, and the ledger has both attempts."""
+    local, busy = ups["local"], ups["busy"]
+    fresh(local, busy)
+    then(busy, Reply.json({"error": {"message": "overloaded", "type": "server_error"}}, 503))
+    then(local, Reply.sse(chat_text_stream("chatcmpl-bu-failover")))
+    c = anthropic.Anthropic(api_key=ANT_KEY, base_url=run.base("api.anthropic.com"), max_retries=0)
+    with c.messages.stream(model="claude-busy-1", max_tokens=16, messages=[{"role": "user", "content": "hi"}]) as st:
+        assert st.get_final_message().content[0].text == "Hello wörld!"
+        rid = st.response.headers[RID]
+    row = run.rows(rid)[rid]
+    assert (row["outcome"], row["rule"], row["endpoint"], row["via"]) == ("translated", "busy-then-local", "local",
+                                                                          "base_url"), row
+    attempts = json.loads(row["attempts"])
+    assert [a["endpoint"] for a in attempts] == ["busy", "local"] and attempts[0]["status"] == 503
+    assert len(busy.requests) == 1 and len(local.requests) == 1
+    assert_local_never_saw_client_keys(local)
+    assert not any(ANT_KEY in v for v in busy.requests[0].headers.values())
 
 
 def test_openai_sdk_chat_and_responses_routed_and_passed_through(run, ups):
@@ -470,7 +507,7 @@ def test_another_host_on_a_listener_is_not_forwarded_there(run, ups, tmp_path):
         assert not reply.startswith(b"HTTP/1.1 200") and elsewhere.requests == []
 
         # mitmproxy's keep_host_header would leave the client's Host: such a request is answered 421
-        r2 = Run(tmp_path, {h: u for h, u in ups.items() if h != "local"}, extra=("--set", "keep_host_header=true"))
+        r2 = Run(tmp_path, {h: u for h, u in ups.items() if "." in h}, extra=("--set", "keep_host_header=true"))
         try:
             for host in (f"127.0.0.1:{elsewhere.port}", "api.openai.com"):
                 req = (f"POST /v1/messages HTTP/1.1\r\nHost: {host}\r\nx-api-key: {ANT_KEY}\r\n"
