@@ -261,7 +261,7 @@ def test_run_prints_the_base_urls_it_listens_on_loopback_only(run):
     assert f"export ANTHROPIC_BASE_URL={run.base('api.anthropic.com')}" in env
     assert f"export GOOGLE_GEMINI_BASE_URL={run.base('generativelanguage.googleapis.com')}" in env
     assert f"export OPENAI_BASE_URL={run.base('api.openai.com')}/v1" in env
-    assert f'base_url="{run.base("api.openai.com")}/v1",wire_api="responses"' in env
+    assert f"model_providers.tokunseba.base_url={run.base('api.openai.com')}/v1" in env
 
 
 # ---------------------------------------------------------------- the three SDKs, base URL only
