@@ -266,8 +266,15 @@ def test_env_base_url_prints_every_clients_settings_and_no_proxy(capsys):
     assert words[:3] == ["codex", "-c", "model_provider=tokunseba"]
     assert "model_providers.tokunseba.base_url=http://127.0.0.1:9501/v1" in words
     assert "model_providers.tokunseba.wire_api=responses" in words
-    # every line is a comment, an export or the alias: safe to eval
+    # every line is a comment, an export or the alias: safe to eval, and a shell reads it as meant
     assert all(ln.startswith(("#", "export ", "alias ")) for ln in lines), lines
+    r = subprocess.run(["bash", "-c", 'shopt -s expand_aliases; eval "$1"\necho "$ANTHROPIC_BASE_URL|$OPENAI_BASE_URL|'
+                        '$GOOGLE_GEMINI_BASE_URL|${HTTPS_PROXY-unset}"; alias codex', "bash", out],
+                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    first, alias_line = r.stdout.splitlines()
+    assert first == "http://127.0.0.1:9500|http://127.0.0.1:9501/v1|http://127.0.0.1:9502|unset"
+    assert alias_line == alias
     rc, out, _ = run(capsys, "env", "--base-url", "--host", "::1", "--port", "9000")
     assert "export ANTHROPIC_BASE_URL='http://[::1]:9002'" in out
 
