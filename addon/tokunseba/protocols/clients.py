@@ -1,5 +1,7 @@
-"""Client facts: where each known client says who is talking (session, agent, background)
-and how its user-agent names it. Data only; routing/session_facts.py reads requests with it.
+"""Client facts: where each known client says who is talking (session, agent, background),
+how its user-agent names it, and how it takes a base URL instead of the proxy (what
+`tokunseba env --base-url` prints). Data only; routing/session_facts.py reads requests with
+it, cli/run.py the base-URL settings.
 
 Measured on the pinned clients (README "Who is talking"; shared clients.md, gemini.md):
 

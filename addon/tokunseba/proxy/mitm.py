@@ -5,7 +5,9 @@ translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the
 (target, presentation, recorder, shadowing, options, next_attempt) do the rest over plain
 values; this module holds what needs mitmproxy (its flows, options, hooks and views). Fail
 closed: any exception while handling a provider call answers the client with an error in
-its own protocol; a translated turn never falls through to the original host.
+its own protocol; a translated turn never falls through to the original host. A flow that
+came in on a base-URL (reverse) listener (``client_conn.proxy_mode``) takes the same path,
+recorded as such; one naming another host than its listener's is refused (proxy/base_url.py).
 """
 
 from __future__ import annotations
