@@ -6,8 +6,10 @@ scripted local endpoint, another passes through to a scripted "provider" (``poin
 makes each provider host a loopback upstream), streamed and whole, and the ledger says how
 each came in. Also: a proxy-path client and a base-URL client at once, one ledger; the
 listeners bind loopback only; a request naming another host is not forwarded there; the
-client's key never reaches a routed endpoint; the real Claude Code with only
-ANTHROPIC_BASE_URL set, where installed."""
+client's key never reaches a routed endpoint; failover; the real Claude Code with only
+ANTHROPIC_BASE_URL set, Codex with only a provider of its own and Gemini CLI with only
+GOOGLE_GEMINI_BASE_URL and its API-key setting, each where installed (skipped otherwise,
+failing under CI=true)."""
 
 from __future__ import annotations
 
@@ -618,4 +620,54 @@ def test_codex_with_a_base_url_provider_only(run, ups, tmp_path):
     posts = [q for q in prov.requests if q.method == "POST"]
     assert posts and all(q.path == "/v1/responses" and q.headers["host"] == "api.openai.com" for q in posts)
     assert posts[0].headers["authorization"] == f"Bearer {OAI_KEY}"
+    assert_local_never_saw_client_keys(local)
+
+
+# ---------------------------------------------------------------- the real Gemini CLI, GOOGLE_GEMINI_BASE_URL
+
+
+def test_gemini_cli_with_only_its_base_url(run, ups, tmp_path):
+    """Gemini CLI 0.61.0 with GOOGLE_GEMINI_BASE_URL and an API key (no proxy, no CA): without
+    the settings `env --base-url` names it refuses at once (exit 41); with them, a *-lite turn
+    is routed to the local endpoint and a gemini-2.5-pro turn passes through to the provider."""
+    gemini = need_npm_tool("gemini", "Gemini CLI")
+    local, prov = ups["local"], ups["generativelanguage.googleapis.com"]
+    fresh(local, prov)
+    before = set(run.rows())
+    home, project, scratch = tmp_path / "home", tmp_path / "project", tmp_path / "scratch"
+    for d in (home / ".gemini", project, scratch):
+        d.mkdir(parents=True)
+    env = {"PATH": f"{Path(gemini).parent}:{os.environ['PATH']}", "HOME": str(home), "TERM": "dumb",
+           "TMPDIR": str(scratch), "GOOGLE_GEMINI_BASE_URL": run.base("generativelanguage.googleapis.com"),
+           "GEMINI_API_KEY": GEM_KEY, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+
+    def settings(**extra) -> None:
+        (home / ".gemini" / "settings.json").write_text(json.dumps({
+            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
+            **extra}))
+
+    def gemini_p(model: str) -> subprocess.CompletedProcess:
+        return subprocess.run([gemini, "-m", model, "-p", "say hi", "-o", "json"], cwd=project, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+    settings()
+    p = gemini_p("gemini-2.5-pro")
+    assert p.returncode == 41, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])  # the variable alone
+    settings(security={"auth": {"selectedType": "gemini-api-key"}})  # as `tokunseba env --base-url` says
+    then(local, Reply.sse(chat_text_stream("chatcmpl-gcli-bu", text=("hi from ", "the local endpoint"))))
+    p = gemini_p("gemini-2.5-flash-lite")
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert json.loads(p.stdout)["response"].strip() == "hi from the local endpoint"
+    then(prov, Reply.sse(gemini_sse([[{"text": "hi from "}], [{"text": "the provider"}]], GEM_USAGE, "gem-cli-bu")))
+    p = gemini_p("gemini-2.5-pro")
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert json.loads(p.stdout)["response"].strip() == "hi from the provider"
+    new = [r for rid, r in run.rows().items() if rid not in before]
+    assert new and all(r["via"] == "base_url" for r in new), new
+    got = {(r["requested_model"], r["outcome"], r["endpoint"]) for r in new}
+    assert got == {("gemini-2.5-flash-lite", "translated", "local"), ("gemini-2.5-pro", "pass_through", None)}, new
+    posts = [q for q in prov.requests if q.method == "POST"]
+    assert posts and all(q.headers["host"] == "generativelanguage.googleapis.com" for q in posts)
+    assert posts[0].headers["x-goog-api-key"] == GEM_KEY and ":streamGenerateContent" in posts[0].path
     assert_local_never_saw_client_keys(local)
