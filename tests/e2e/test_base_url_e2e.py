@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anthropic
+import httpx
 import openai
 import pytest
 from google import genai
@@ -433,6 +434,30 @@ def test_a_proxy_client_and_a_base_url_client_at_once(run, ups):
         assert row["outcome"] == ("translated" if "haiku" in model else "pass_through")
     assert len({rid for _, (_, rid) in got}) == len(jobs)
     assert_local_never_saw_client_keys(local)
+
+
+# ---------------------------------------------------------------- calls that are not model turns
+
+
+def test_calls_that_are_not_turns_behave_as_on_the_proxy_path(run, ups):
+    """A model list passes through untouched to the listener's provider and gets its answer
+    (not in the ledger); Codex's WebSocket upgrade is declined with 426 (a rule takes Responses
+    turns), as on the proxy path."""
+    prov = ups["api.openai.com"]
+    fresh(prov)
+    before = set(run.rows())
+    then(prov, Reply.json({"object": "list", "data": [{"id": "gpt-5", "object": "model"}]}))
+    with httpx.Client(trust_env=False) as h:
+        r = h.get(run.base("api.openai.com") + "/v1/models", headers={"authorization": f"Bearer {OAI_KEY}"})
+        assert r.status_code == 200 and r.json()["data"][0]["id"] == "gpt-5"
+        assert prov.requests[-1].path == "/v1/models" and prov.requests[-1].headers["host"] == "api.openai.com"
+        assert prov.requests[-1].headers["authorization"] == f"Bearer {OAI_KEY}"
+        ws = h.get(run.base("api.openai.com") + "/v1/responses",
+                   headers={"upgrade": "websocket", "connection": "Upgrade", "sec-websocket-version": "13",
+                            "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "authorization": f"Bearer {OAI_KEY}"})
+        assert ws.status_code == 426, ws.text
+    assert len(prov.requests) == 1  # the upgrade never reached the provider
+    assert set(run.rows()) == before  # neither is a turn
 
 
 # ---------------------------------------------------------------- credentials: only to the client's own provider
