@@ -35,7 +35,10 @@ WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "size", "time", "comme
 def add_commands(sub) -> None:
     p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
                        description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
-                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched.",
+                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched. "
+                       "The same process also listens as one plain-HTTP base-URL listener per provider (a reverse proxy "
+                       "to its API host, same rules and ledger), for clients that cannot trust a CA: see "
+                       "tokunseba env --base-url.",
                        epilog="then, in the client's shell: eval \"$(tokunseba env)\" (it prints the exact line, "
                        "with --port/--confdir when you changed them)")
     p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
@@ -83,7 +86,8 @@ def add_commands(sub) -> None:
 
     e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
                        description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
-                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA).",
+                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA); with --base-url, each "
+                       "client's settings for the base-URL listeners instead (no proxy, no CA).",
                        epilog='example: eval "$(tokunseba env)"; claude')
     e.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the proxy's address as clients reach it (default {DEFAULT_HOST})")
