@@ -280,7 +280,9 @@ def test_env_base_url_prints_every_clients_settings_and_no_proxy(capsys):
 
 
 @pytest.mark.parametrize("argv,line", [
-    (["run", "--dry-run", "--base-url-port", "65534"], "error: --base-url-port: 65534 to 65536 passes 65535"),
+    (["run", "--dry-run", "--base-url-port", "65534"], "error: --base-url-port: the base-URL ports 65534 to 65536 "
+                                                        "pass 65535; give --base-url-port N"),
+    (["run", "--dry-run", "--port", "65534"], "error: --base-url-port: the base-URL ports 65536 to 65538 pass"),
     (["run", "--dry-run", "--base-url-port", "x"], "error: --base-url-port: expected a port number from 0 to 65535"),
     (["run", "--dry-run", "--port", "9000", "--base-url-port", "8999"], "error: two listeners on one port"),
     (["run", "--dry-run", "--web", "--port", "9000", "--web-port", "9003"], "error: two listeners on one port"),

@@ -150,7 +150,8 @@ def base_url_ports(port: int, first: int | None) -> list[int]:
     if first == 0:
         return [0] * n
     if first + n - 1 > 65535:
-        raise ValueError(f"--base-url-port: {first} to {first + n - 1} passes 65535")
+        raise ValueError(f"--base-url-port: the base-URL ports {first} to {first + n - 1} pass 65535; give "
+                         f"--base-url-port N (0 picks free ones) or --no-base-url")
     return [first + i for i in range(n)]
 
 
