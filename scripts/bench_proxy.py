@@ -16,6 +16,8 @@ five setups:
   translated    client -> tokunseba (Anthropic -> Chat -> Anthropic) -> upstream
   failover      client -> tokunseba -> an endpoint answering a context-window error (400) at
                 once -> the next route, translated as above -> upstream (issue 19)
+  bare-reverse  client -> bare ``mitmdump --mode reverse:http://upstream`` -> upstream (a base URL)
+  base-url      client -> tokunseba's base-URL (reverse) listener, no route -> upstream (issue 30)
 
 each whole and streamed (``--events`` SSE events). With ``--against OTHER_ADDON`` (another
 tree's ``addon/tokunseba_addon.py``, e.g. a clean checkout of main) that tree's tokunseba
@@ -35,6 +37,9 @@ and how many streams were lost (failed or incomplete).
 Failover: the ledger records how long each failover turn's failed attempt took; the report
 ends with what failing over added beyond it: median(failover) - median(translated) - the
 median failed attempt, per shape (the --against tree runs no failover setup).
+
+Base URL: the report also sets what a turn through tokunseba's base-URL listener adds over a
+bare reverse-mode mitmdump beside what the proxy path (pass-through) adds over a bare one.
 
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
@@ -63,11 +68,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
-SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover"]  # + the --against tree's
+SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover", "bare-reverse",
+          "base-url"]  # + the --against tree's
 ROUTED = ("pass-through", "retarget", "translated", "failover")  # the setups that run through a tokunseba
 SHAPES = ("whole", "stream")
 MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
-          "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench"}
+          "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench",
+          "bare-reverse": "claude-bench", "base-url": "claude-bench"}
 
 
 def model_of(setup: str) -> str:
@@ -210,6 +217,14 @@ def serve_upstream(events: int) -> None:
 # ---------------------------------------------------------------- processes
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Child:
     """A child process whose first matching output line names its port; output drained."""
 
@@ -268,14 +283,15 @@ class Results:
 class Client:
     """One keep-alive connection per setup; absolute-form URIs when talking to a proxy."""
 
-    def __init__(self, upstream_port: int, proxy_port: int | None) -> None:
+    def __init__(self, upstream_port: int, proxy_port: int | None, reverse_port: int | None = None) -> None:
         self.upstream = f"http://127.0.0.1:{upstream_port}"
         self.via = proxy_port
+        self.reverse = reverse_port  # a reverse proxy (base URL): origin-form requests to it
         self.conn = self._connect()
         self.upstream_port = upstream_port
 
     def _connect(self) -> http.client.HTTPConnection:
-        port = self.via if self.via else int(self.upstream.rsplit(":", 1)[1])
+        port = self.via or self.reverse or int(self.upstream.rsplit(":", 1)[1])
         return http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def turn(self, body: bytes, stream: bool) -> tuple[Sample, bytes, int]:
@@ -344,8 +360,8 @@ def run(clients: dict[str, Client], rounds: int, warmup: int, prompt_bytes: int,
     return res
 
 
-def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rounds: int, prompt_bytes: int,
-                   rng: random.Random) -> Results:
+def run_concurrent(ports: dict[str, tuple[int | None, int | None]], upstream_port: int, n: int, rounds: int,
+                   prompt_bytes: int, rng: random.Random) -> Results:
     """``n`` streams at once per setup and round, each on a new connection; setups shuffled."""
     res = Results()
     setups = [s for s in SETUPS if s != "direct" and (s in ONLY or not ONLY)]
@@ -357,7 +373,7 @@ def run_concurrent(ports: dict[str, int | None], upstream_port: int, n: int, rou
             out: list[tuple[Sample | None, str | None]] = [(None, None)] * n
 
             def one(i: int, setup: str = setup, body: bytes = body, start: threading.Barrier = start) -> None:
-                c = Client(upstream_port, ports[setup])
+                c = Client(upstream_port, *ports[setup])
                 start.wait()
                 try:
                     sample, data, status = c.turn(body, True)
@@ -436,6 +452,22 @@ def report(res: Results) -> None:
         print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
 
 
+def report_base_url(res: Results) -> None:
+    """What a turn through the base-URL listener adds over bare reverse-mode mitmdump, beside
+    what the proxy path adds over bare mitmdump (no route: pass-through both; medians, ms)."""
+    print("\nbase URL vs proxy path (no route): median(base-url) - median(bare-reverse) beside "
+          "median(pass-through) - median(bare)")
+    for shape in SHAPES:
+        med = {s: statistics.median([x.total for x in res.samples[(s, shape)]]) * 1e3
+               for s in ("base-url", "bare-reverse", "pass-through", "bare") if res.samples.get((s, shape))}
+        if len(med) < 4:
+            print(f"  {shape}: not enough samples")
+            continue
+        print(f"  {shape:<6} base URL adds {med['base-url'] - med['bare-reverse']:+.2f} ms over bare reverse "
+              f"({med['base-url']:.2f} vs {med['bare-reverse']:.2f}); proxy path adds "
+              f"{med['pass-through'] - med['bare']:+.2f} ms over bare ({med['pass-through']:.2f} vs {med['bare']:.2f})")
+
+
 def failed_attempts_ms(ledger: Path) -> dict[str, list[float]]:
     """Per shape, how long each failover turn's failed attempt took (turns.attempts, ms)."""
     import sqlite3
@@ -510,16 +542,26 @@ def main() -> None:
             children.append(up)
             bare = mitmdump(work / "bare", "--set", "stream_large_bodies=1")
             children.append(bare)
+            bare_rev = Child([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--mode",
+                              f"reverse:http://127.0.0.1:{up.port}@0", "--set", f"confdir={work / 'bare-rev' / 'conf'}",
+                              "--set", "connection_strategy=lazy", "--set", "stream_large_bodies=1"],
+                             r"reverse proxy to .* listening at .*:(\d+)")
+            children.append(bare_rev)
             rules = work / "rules.yaml"
             rules.write_text(RULES.format(port=up.port))
+            rev_port = free_port()  # mitmproxy takes one listener per port: port 0 only once
             tk = mitmdump(work / "tokunseba", "-s", str(ADDON), "--set", f"tokunseba_rules={rules}",
                           "--set", f"tokunseba_ledger={work / 'ledger.db'}",
-                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
+                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic",
+                          "--mode", "regular", "--mode", f"reverse:http://127.0.0.1:{up.port}@{rev_port}")
             children.append(tk)
-            clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port)}
-            ports = {"bare": bare.port}
+            clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port),
+                       "bare-reverse": Client(up.port, None, bare_rev.port), "base-url": Client(up.port, None, rev_port)}
+            ports: dict[str, tuple[int | None, int | None]] = {"bare": (bare.port, None),
+                                                                "bare-reverse": (None, bare_rev.port),
+                                                                "base-url": (None, rev_port)}
             for s in ROUTED:
-                clients[s], ports[s] = Client(up.port, tk.port), tk.port
+                clients[s], ports[s] = Client(up.port, tk.port), (tk.port, None)
             if args.against is not None:
                 global W
                 other = mitmdump(work / "against", "-s", str(args.against.resolve()), "--set", f"tokunseba_rules={rules}",
@@ -529,7 +571,7 @@ def main() -> None:
                 for s in ROUTED[:-1]:  # no failover there
                     name = f"{s}@{args.against_label}"
                     SETUPS.append(name)
-                    clients[name], ports[name] = Client(up.port, other.port), other.port
+                    clients[name], ports[name] = Client(up.port, other.port), (other.port, None)
                 W = max(W, max(len(s) for s in SETUPS))
             print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
@@ -545,6 +587,7 @@ def main() -> None:
         failed_ms = failed_attempts_ms(work / "ledger.db")
     report(res)
     report_failover(res, failed_ms)
+    report_base_url(res)
     if conc is not None:
         print()
         report_concurrent(conc, args.concurrent)

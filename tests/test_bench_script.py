@@ -43,6 +43,10 @@ def test_bench_proxy_measures_every_setup():
             assert rows[3][1] == "3" and rows[3][-1] == "0", out  # 3 concurrent streams, none lost
     assert "+median" in out and "x bare" in out
     assert "failed turns: 0" in out and "3 concurrent streams (ms)" in out
+    for setup in ("bare-reverse", "base-url"):  # issue 30: a base URL beside bare reverse-mode mitmdump
+        rows = [line.split() for line in out.splitlines() if line.split()[:1] == [setup]]
+        assert len(rows) == 4 and all(r[1] == "2" for r in rows[:3]) and rows[3][-1] == "0", out
+    assert "base URL adds" in out and "proxy path adds" in out
 
 
 def test_bench_proxy_rejects_bad_counts():

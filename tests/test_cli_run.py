@@ -203,3 +203,117 @@ def test_run_on_a_busy_port_says_to_use_port(tmp_path):
     assert p.stderr.startswith(f"error: 127.0.0.1:{port} is already in use")
     assert "start on another port with --port N (--port 0 picks a free one)" in p.stderr
     assert "--mode" not in p.stderr and "regular@" not in p.stderr
+
+
+# ---------------------------------------------------------------- base URLs (issue 30)
+
+
+def _modes(cmd: list[str]) -> list[str]:
+    return [cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--mode"]
+
+
+def test_run_listens_as_the_proxy_and_one_reverse_listener_per_provider_host(capsys):
+    rc, out, err = run(capsys, "run", "--dry-run", "--port", "9100")
+    assert (rc, err) == (0, "")
+    assert _modes(shlex.split(out)) == ["regular", *(f"reverse:https://{h}@{9102 + i}"
+                                                     for i, h in enumerate(provider_hosts()))]
+    assert list(provider_hosts()) == ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"]
+    rc, out, _ = run(capsys, "run", "--dry-run", "--base-url-port", "9300")
+    assert _modes(shlex.split(out))[1:] == [f"reverse:https://{h}@{9300 + i}" for i, h in enumerate(provider_hosts())]
+    rc, out, _ = run(capsys, "run", "--dry-run", "--no-base-url")
+    assert _modes(shlex.split(out)) == []  # mitmproxy's default: the proxy alone, as before
+
+
+def test_run_on_port_0_picks_consecutive_free_base_url_ports(capsys):
+    for argv in (["--port", "0"], ["--base-url-port", "0"]):
+        rc, out, _ = run(capsys, "run", "--dry-run", *argv)
+        ports = [int(m.rsplit("@", 1)[1]) for m in _modes(shlex.split(out))[1:]]
+        assert rc == 0 and len(ports) == 3 and 0 not in ports and ports == list(range(ports[0], ports[0] + 3))
+
+
+def test_user_modes_after_the_double_dash_replace_the_proxys_own(capsys):
+    rc, out, _ = run(capsys, "run", "--dry-run", "--", "--mode", "upstream:http://corp-proxy:3128")
+    modes = _modes(shlex.split(out))
+    assert rc == 0 and "regular" not in modes and "upstream:http://corp-proxy:3128" in modes
+    assert sum(m.startswith("reverse:https://") for m in modes) == 3
+
+
+def test_run_prints_the_base_urls_and_the_env_line_that_matches(capsys, execv):
+    need_free(18400, 18402, 18403, 18404)
+    rc, _, err = run(capsys, "run", "--port", "18400")
+    assert rc == 0 and execv
+    assert ("tokunseba: base URLs (no proxy, no CA: each forwards only to its provider, same rules and ledger):  "
+            "anthropic http://127.0.0.1:18402 · openai / openai-responses http://127.0.0.1:18403 · "
+            "gemini http://127.0.0.1:18404") in err
+    assert f"each client's settings for them:  {cli_run.cli_command()} env --base-url --port 18400" in err
+    rc, out, _ = run(capsys, "env", "--base-url", "--port", "18400")
+    assert "export ANTHROPIC_BASE_URL=http://127.0.0.1:18402" in out
+    assert "export OPENAI_BASE_URL=http://127.0.0.1:18403/v1" in out
+    assert "export GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:18404" in out
+
+
+def test_env_base_url_prints_every_clients_settings_and_no_proxy(capsys):
+    rc, out, err = run(capsys, "env", "--base-url", "--base-url-port", "9500")
+    assert (rc, err) == (0, "")
+    lines = out.splitlines()
+    assert not any(ln.startswith("export HTTPS_PROXY") or "NODE_EXTRA_CA_CERTS=" in ln or "SSL_CERT_FILE=" in ln
+                   for ln in lines)
+    assert "export ANTHROPIC_BASE_URL=http://127.0.0.1:9500" in lines
+    assert "export GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9502" in lines
+    assert '"selectedType": "gemini-api-key"' in out
+    alias = next(ln for ln in lines if ln.startswith("alias codex="))
+    words = shlex.split(shlex.split(alias.split("=", 1)[1])[0])  # as the shell expands the alias
+    assert words[:3] == ["codex", "-c", "model_provider=tokunseba"]
+    assert "model_providers.tokunseba.base_url=http://127.0.0.1:9501/v1" in words
+    assert "model_providers.tokunseba.wire_api=responses" in words
+    # every line is a comment, an export or the alias: safe to eval, and a shell reads it as meant
+    assert all(ln.startswith(("#", "export ", "alias ")) for ln in lines), lines
+    r = subprocess.run(["bash", "-c", 'shopt -s expand_aliases; eval "$1"\necho "$ANTHROPIC_BASE_URL|$OPENAI_BASE_URL|'
+                        '$GOOGLE_GEMINI_BASE_URL|${HTTPS_PROXY-unset}"; alias codex', "bash", out],
+                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    first, alias_line = r.stdout.splitlines()
+    assert first == "http://127.0.0.1:9500|http://127.0.0.1:9501/v1|http://127.0.0.1:9502|unset"
+    assert alias_line == alias
+    rc, out, _ = run(capsys, "env", "--base-url", "--host", "::1", "--port", "9000")
+    assert "export ANTHROPIC_BASE_URL='http://[::1]:9002'" in out
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["run", "--dry-run", "--base-url-port", "65534"], "error: --base-url-port: the base-URL ports 65534 to 65536 "
+                                                        "pass 65535; give --base-url-port N"),
+    (["run", "--dry-run", "--port", "65534"], "error: --base-url-port: the base-URL ports 65536 to 65538 pass"),
+    (["run", "--dry-run", "--base-url-port", "x"], "error: --base-url-port: expected a port number from 0 to 65535"),
+    (["run", "--dry-run", "--port", "9000", "--base-url-port", "8999"], "error: two listeners on one port"),
+    (["run", "--dry-run", "--web", "--port", "9000", "--web-port", "9003"], "error: two listeners on one port"),
+    (["env", "--base-url", "--base-url-port", "0"], "error: --base-url-port: expected a port number from 1"),
+])
+def test_bad_base_url_ports_are_one_line(tmp_path, argv, line):
+    p = subprocess.run([str(SCRIPT), *argv], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "TOKUNSEBA_HOME": str(tmp_path)})
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "" and p.stderr.startswith(line) and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_run_on_a_busy_base_url_port_says_to_use_base_url_port(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        free = [p for p in (port - 3,) if p > 1024 and not cli_run.port_in_use("127.0.0.1", p)]
+        if not free:
+            pytest.skip("no free port just below the busy one")
+        p = subprocess.run([str(SCRIPT), "run", "--port", str(free[0]), "--confdir", str(tmp_path / "c")],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)  # base URLs: port-1 .. port+1
+    assert p.returncode == 2
+    assert re.match(r"error: 127\.0\.0\.1:\d+ is already in use", p.stderr), p.stderr  # port, or port-1 if taken too
+    assert ("start on other ports with --base-url-port N (--base-url-port 0 picks free ones; the base-URL listeners "
+            "take N and the next ones), or --no-base-url") in p.stderr
+
+
+def test_run_help_explains_the_base_url_options():
+    p = subprocess.run([str(SCRIPT), "run", "--help"], capture_output=True, text=True, timeout=30)
+    text = " ".join(p.stdout.split())
+    assert "--base-url-port PORT the first port of the base-URL listeners" in text
+    assert "anthropic PORT, openai / openai-responses PORT+1, gemini PORT+2" in text
+    assert "--no-base-url listen only as the HTTPS proxy" in text

@@ -183,7 +183,7 @@ def test_turn_row_holds_every_field(make):
         trace = [{"route": "easy", "matched": True, "reasons": ["client 'anthropic' is anthropic"],
                   "refused": None, "unreachable": False}]
         led.update_turn("tk-1", rule="easy", endpoint="local", target_protocol="openai", model_used="gemma",
-                        outcome="translated", trace=trace)
+                        outcome="translated", trace=trace, via="base_url")
         led.update_turn("tk-1", status=200, latency_ms=250.5, ttfb_ms=40.25, error=None)
         t = led.get_turn("tk-1")
     assert t == {
@@ -194,7 +194,7 @@ def test_turn_row_holds_every_field(make):
         "usage_input": None, "usage_output": None, "usage_cache_read": None, "usage_cache_write": None,
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
-        "instance": None,
+        "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
     }
 
 

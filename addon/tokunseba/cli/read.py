@@ -517,11 +517,16 @@ TRANSLATION_NONE = {
 }
 
 
+VIA = {"proxy": "via the HTTPS proxy", "base_url": "via a base URL"}  # turns.via
+
+
 def render_explain(turn: dict, events: list[dict]) -> str:
     t0 = turn["started_at"]
     flags = []
     if turn.get("stream") is not None:
         flags.append("stream" if turn["stream"] else "not streamed")
+    if turn.get("via") in VIA:  # how it came in (NULL in ledgers older than base URLs)
+        flags.append(VIA[turn["via"]])
     out = [
         _kv("request", turn["request_id"]),
         _kv("time", fmt_time(t0)),

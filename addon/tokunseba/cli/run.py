@@ -1,7 +1,13 @@
 """`tokunseba run`, `tokunseba env`, `tokunseba check`.
 
 `run` starts mitmdump (mitmweb with --web) from this same environment with the addon; it
-never imports mitmproxy itself.
+never imports mitmproxy itself. It listens two ways at once, in that one process: the HTTPS
+proxy (``--mode regular``, on --port) and, unless --no-base-url, one plain-HTTP base-URL
+listener per provider host (``--mode reverse:https://HOST@PORT``; the hosts are read from
+protocols/, in the registry's order: Anthropic, OpenAI (Chat and Responses share it), Gemini)
+on consecutive ports from --base-url-port (default --port + 2; 0, or --port 0, picks free
+ones). Both bind --host, so the same rule holds for both: loopback unless proxy
+authentication is set. `env --base-url` prints each client's settings for those listeners.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 
 ADDON = Path(__file__).resolve().parents[2] / "tokunseba_addon.py"  # addon/, beside the package
 DEFAULT_HOST, DEFAULT_PORT, DEFAULT_WEB_PORT = "127.0.0.1", 8080, 8081
+BASE_URL_OFFSET = 2  # the base-URL listeners start at --port + 2 (--port + 1 is mitmweb's UI by default)
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # listen everywhere: clients on this machine use loopback
 SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 # mitmweb's flow list: mitmproxy 12 reads web_columns as a list, one `--set web_columns=X` per
@@ -28,7 +35,10 @@ WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "size", "time", "comme
 def add_commands(sub) -> None:
     p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
                        description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
-                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched.",
+                       "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched. "
+                       "The same process also listens as one plain-HTTP base-URL listener per provider (a reverse proxy "
+                       "to its API host, same rules and ledger), for clients that cannot trust a CA: see "
+                       "tokunseba env --base-url.",
                        epilog="then, in the client's shell: eval \"$(tokunseba env)\" (it prints the exact line, "
                        "with --port/--confdir when you changed them)")
     p.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
@@ -38,6 +48,15 @@ def add_commands(sub) -> None:
                    "Any other address needs proxy authentication: -- --proxyauth USER:PASS")
     p.add_argument("--port", default=str(DEFAULT_PORT),
                    help=f"listen port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--base-url-port", metavar="PORT", default=None,
+                   help="the first port of the base-URL listeners (no CA needed: point a client's base URL at one), "
+                   "one per provider on consecutive ports: " + ", ".join(
+                       f"{' / '.join(protos)} PORT+{i}" if i else f"{' / '.join(protos)} PORT"
+                       for i, (_, protos) in enumerate(provider_listeners()))
+                   + f" (default --port + {BASE_URL_OFFSET}: 8082 and on; 0, or --port 0, picks free ones, printed at "
+                   "start)")
+    p.add_argument("--no-base-url", action="store_true",
+                   help="listen only as the HTTPS proxy (no base-URL listeners)")
     p.add_argument("--ledger", metavar="PATH|URL", default=os.environ.get("TOKUNSEBA_LEDGER"),
                    help="the ledger: a SQLite file, or postgresql://USER@HOST/DB?sslmode=... for one ledger shared by "
                    "several proxies (the password: in the URL, $PGPASSWORD or ~/.pgpass; never on the proxy's "
@@ -67,7 +86,8 @@ def add_commands(sub) -> None:
 
     e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
                        description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
-                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA).",
+                       "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA); with --base-url, each "
+                       "client's settings for the base-URL listeners instead (no proxy, no CA).",
                        epilog='example: eval "$(tokunseba env)"; claude')
     e.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the proxy's address as clients reach it (default {DEFAULT_HOST})")
@@ -75,6 +95,12 @@ def add_commands(sub) -> None:
                    help=f"the proxy's port, as given to tokunseba run (default {DEFAULT_PORT})")
     e.add_argument("--confdir", metavar="DIR", default=None,
                    help="mitmproxy confdir holding its CA, as given to tokunseba run (default ~/.mitmproxy)")
+    e.add_argument("--base-url", action="store_true",
+                   help="instead: what each client needs to use the base-URL listeners (no proxy variable, no CA): "
+                   "Claude Code, Codex, Gemini CLI and the SDKs")
+    e.add_argument("--base-url-port", metavar="PORT", default=None,
+                   help=f"with --base-url: the first base-URL port, as given to or printed by tokunseba run "
+                   f"(default --port + {BASE_URL_OFFSET})")
     e.set_defaults(func=cmd_env)
 
     c = sub.add_parser("check", help="validate a rules file",
@@ -104,6 +130,70 @@ def _ports(args, **names: int) -> str | None:
     except ValueError as e:
         return f"error: {e}"
     return None
+
+
+def provider_listeners() -> list[tuple[str, tuple[str, ...]]]:
+    """(provider host, the client protocols it serves) for each base-URL listener, in the
+    registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini)."""
+    from ..protocols.detect import provider_hosts
+
+    return list(provider_hosts().items())
+
+
+def base_url_ports(port: int, first: int | None) -> list[int]:
+    """The base-URL listeners' ports: consecutive from ``first`` (default ``port`` +
+    BASE_URL_OFFSET); all 0 (free ones to pick) when ``first`` is 0, or unset with ``port`` 0.
+    ValueError when the last one would pass 65535."""
+    n = len(provider_listeners())
+    if first is None:
+        first = 0 if port == 0 else port + BASE_URL_OFFSET
+    if first == 0:
+        return [0] * n
+    if first + n - 1 > 65535:
+        raise ValueError(f"--base-url-port: the base-URL ports {first} to {first + n - 1} pass 65535; give "
+                         f"--base-url-port N (0 picks free ones) or --no-base-url")
+    return [first + i for i in range(n)]
+
+
+def free_ports(host: str, n: int, tries: int = 64) -> list[int]:
+    """``n`` consecutive ports free on ``host`` now (so one --base-url-port names them all):
+    the OS picks the first, the next ones are tried; held together while picking."""
+    import socket
+
+    info = socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    for _ in range(tries):
+        socks: list[socket.socket] = []
+        try:
+            first = socket.socket(info[0], info[1], info[2])
+            socks.append(first)
+            first.bind(info[4])
+            port = first.getsockname()[1]
+            if port + n - 1 > 65535:
+                continue
+            for i in range(1, n):
+                s = socket.socket(info[0], info[1], info[2])
+                socks.append(s)
+                s.bind((info[4][0], port + i, *info[4][2:]))
+            return [port + i for i in range(n)]
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise SystemExit(f"error: found no {n} consecutive free ports on {host}; give --base-url-port N")
+
+
+def base_urls(host: str, ports: list[int]) -> list[tuple[str, tuple[str, ...], str]]:
+    """(provider host, its client protocols, the listener's URL) for each base-URL listener."""
+    shown = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    shown = f"[{shown}]" if ":" in shown and not shown.startswith("[") else shown
+    return [(h, protos, f"http://{shown}:{p}") for (h, protos), p in zip(provider_listeners(), ports)]
+
+
+def _user_modes(extra: list[str]) -> bool:
+    """The user gave mitmproxy modes of their own after -- (then the proxy's mode is theirs)."""
+    return any(a in ("--mode", "-m") or a.startswith("--mode=") or (a.startswith("-m") and not a.startswith("--"))
+               for a in extra)
 
 
 def confdir(arg: str | None) -> Path:
@@ -151,6 +241,12 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     tool = tool_path("mitmweb" if args.web else "mitmdump")
     cmd = [tool, "--listen-host", args.host, "-p", str(args.port), "-s", str(ADDON),
            "--set", "connection_strategy=lazy"]
+    ports = getattr(args, "base_url_ports", None) or []
+    if ports:  # a --mode replaces mitmproxy's default (regular): say it, unless the user chose theirs
+        if not _user_modes(args.extra or []):
+            cmd += ["--mode", "regular"]
+        for (h, _), p in zip(provider_listeners(), ports):
+            cmd += ["--mode", f"reverse:https://{h}@{p}"]
     for h in hosts:
         cmd += ["--set", f"allow_hosts=^{re.escape(h)}:443$"]
     if args.rules:
@@ -231,6 +327,18 @@ def env_command(host: str, port: int | str, conf: str | None) -> str:
     return f'eval "$({shlex.join(argv)})"'
 
 
+def base_url_env_command(host: str, port: int, first: int) -> str:
+    """The `tokunseba env --base-url` line that matches a `tokunseba run` (only what differs)."""
+    argv = [cli_command(), "env", "--base-url"]
+    if host not in (DEFAULT_HOST, *WILDCARD_HOSTS):
+        argv += ["--host", host]
+    if first != (port or DEFAULT_PORT) + BASE_URL_OFFSET or port == 0:
+        argv += ["--base-url-port", str(first)]
+    elif port != DEFAULT_PORT:
+        argv += ["--port", str(port)]
+    return shlex.join(argv)
+
+
 def exposure_problem(host: str, extra: list[str]) -> str | None:
     """Why listening on ``host`` would make an open proxy, or None: a non-loopback address
     without mitmproxy's proxy authentication lets anyone who reaches it spend the endpoints' keys."""
@@ -291,8 +399,13 @@ def ledger_warning(ledger: str | None) -> str | None:
 
 
 def cmd_run(args) -> int:
-    if err := _ports(args, port=0, web_port=0):
+    if err := _ports(args, port=0, web_port=0, **({"base_url_port": 0} if args.base_url_port is not None else {})):
         print(err, file=sys.stderr)
+        return 2
+    try:
+        args.base_url_ports = [] if args.no_base_url else base_url_ports(args.port, args.base_url_port)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if err := exposure_problem(args.host, args.extra or []):
         print(err, file=sys.stderr)
@@ -306,13 +419,24 @@ def cmd_run(args) -> int:
         if problem := endpoint_problem(args.otlp_endpoint):
             print(f"error: --otlp-endpoint: {problem}", file=sys.stderr)
             return 2
-    for what, port in (("--port", args.port), *((("--web-port", args.web_port),) if args.web else ())):
+    listening = [("--port", args.port), *((("--web-port", args.web_port),) if args.web else ()),
+                 *(("--base-url-port", p) for p in args.base_url_ports)]
+    taken = [p for _, p in listening if p]
+    if len(set(taken)) != len(taken):
+        print(f"error: two listeners on one port ({', '.join(f'{w} {p}' for w, p in listening if p)}); "
+              f"give --base-url-port N (0 picks free ones) or another --port / --web-port", file=sys.stderr)
+        return 2
+    for what, port in listening:
         if port and not args.dry_run and port_in_use(args.host, port):
             print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
-                  f"server?); start on another port with {what} N ({what} 0 picks a free one)"
+                  + (f"server?); start on other ports with {what} N ({what} 0 picks free ones; the base-URL "
+                     "listeners take N and the next ones), or --no-base-url" if what == "--base-url-port" else
+                     f"server?); start on another port with {what} N ({what} 0 picks a free one)")
                   + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
                      else ""), file=sys.stderr)
             return 2
+    if args.base_url_ports and 0 in args.base_url_ports:  # mitmproxy takes one listener per port: pick them here
+        args.base_url_ports = free_ports(args.host, len(args.base_url_ports))
     token, hashed = web_login() if args.web else (None, None)
     cmd = build_command(args, hashed)
     if warning := ledger_warning(args.ledger):
@@ -340,6 +464,12 @@ def cmd_run(args) -> int:
     else:
         print(f"tokunseba: point clients at it with:  {env_command(args.host, args.port, args.confdir)}",
               file=sys.stderr)
+    if args.base_url_ports:
+        urls = " · ".join(f"{' / '.join(protos)} {url}" for _, protos, url in base_urls(args.host, args.base_url_ports))
+        print(f"tokunseba: base URLs (no proxy, no CA: each forwards only to its provider, same rules and ledger):  "
+              f"{urls}", file=sys.stderr)
+        print(f"tokunseba: each client's settings for them:  "
+              f"{base_url_env_command(args.host, args.port, args.base_url_ports[0])}", file=sys.stderr)
     if ui:
         print(ui, file=sys.stderr)
     sys.stderr.flush()
@@ -387,10 +517,55 @@ def env_lines(host: str, port: int, conf: Path) -> list[str]:
     return lines
 
 
+def base_url_lines(host: str, ports: list[int]) -> list[str]:
+    """What each client needs to use the base-URL listeners: no proxy variable, no CA. Measured
+    with the pinned clients (README "No CA: base URLs"); the facts are protocols/clients.py's."""
+    from ..protocols import clients as c
+
+    url = {h: u for h, _, u in base_urls(host, ports)}
+    by_protocol = {p: url[h] for h, protos in provider_listeners() for p in protos}
+    ant, oai, gem = by_protocol["anthropic"], by_protocol["openai"], by_protocol["gemini"]
+    prov = c.CODEX_BASE_URL_PROVIDER
+    # one -c per field: no quotes inside the alias (Codex reads a value that is not TOML as a string)
+    codex_fields = {"name": prov, "base_url": oai + c.OPENAI_SDK_PATH, "wire_api": c.CODEX_WIRE_API,
+                    "env_key": c.CODEX_BASE_URL_KEY_ENV}
+    codex_args = " ".join([f"-c model_provider={prov}",
+                           *(f"-c model_providers.{prov}.{k}={v}" for k, v in codex_fields.items())])
+    settings = '{"security": {"auth": {"selectedType": "' + c.GEMINI_CLI_API_KEY_AUTH + '"}}}'
+    return [
+        "# tokunseba base URLs: no HTTPS_PROXY, no CA; `tokunseba run` must be running. Each listener forwards",
+        "# only to its own provider host, through the same rules and ledger as the proxy.",
+        "# (HTTPS_PROXY and the CA variables of `tokunseba env` are not needed for these)",
+        f"# Claude Code (also the anthropic SDKs), with your key as always ({c.CLAUDE_CODE_KEY_ENVS}):",
+        f"export {c.CLAUDE_CODE_BASE_URL_ENV}={shlex.quote(ant)}",
+        f"# Codex (its OPENAI_BASE_URL variable was removed): a provider with the Responses wire API, given on "
+        f"the command line (or as [model_providers.{prov}] in config.toml), key in ${c.CODEX_BASE_URL_KEY_ENV}:",
+        f"alias codex={shlex.quote('codex ' + codex_args)}",
+        f"#   config.toml instead: [model_providers.{prov}] "
+        + " ".join(f'{k} = "{v}"' for k, v in codex_fields.items()) + f', and model_provider = "{prov}" at the top',
+
+        f"# Gemini CLI: the base URL, and an API key (${c.GEMINI_CLI_KEY_ENV}) chosen in its settings "
+        f"(~/.gemini/settings.json): {settings}",
+        f"export {c.GEMINI_CLI_BASE_URL_ENV}={shlex.quote(gem)}",
+        "# the openai SDKs read this (Codex does not):",
+        f"export {c.OPENAI_SDK_BASE_URL_ENV}={shlex.quote(oai + c.OPENAI_SDK_PATH)}",
+        f"# in code: anthropic.Anthropic(base_url={ant!r}) · openai.OpenAI(base_url={oai + c.OPENAI_SDK_PATH!r}) · "
+        f"genai.Client(http_options=types.HttpOptions(base_url={gem!r}))",
+    ]
+
+
 def cmd_env(args) -> int:
-    if err := _ports(args, port=1):
+    if err := _ports(args, port=1, **({"base_url_port": 1} if args.base_url_port is not None else {})):
         print(err, file=sys.stderr)
         return 2
+    if args.base_url:
+        try:
+            ports = base_url_ports(args.port, args.base_url_port)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print("\n".join(base_url_lines(args.host, ports)))
+        return 0
     print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
     return 0
 

@@ -266,6 +266,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0008_ledger_batches",
         ("CREATE TABLE _ledger_batches (id TEXT PRIMARY KEY, applied_at REAL NOT NULL)",),
     ),
+    (
+        # how the turn came in (issue 30): "proxy" (the HTTPS proxy, CONNECT + mitmproxy's CA) or
+        # "base_url" (a reverse listener the client's base URL points at); NULL in older rows
+        "0009_turn_via",
+        ("ALTER TABLE turns ADD COLUMN via TEXT",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -312,6 +318,7 @@ TURN_FIELDS: dict[str, str] = {
     "background": "plain",
     "client_name": "text",
     "client_version": "text",
+    "via": "plain",  # how the turn came in: proxy | base_url (Turn.via)
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")
@@ -322,7 +329,7 @@ TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS, "attempts", "instance")
+                *SESSION_COLUMNS, "attempts", "instance", "via")
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner",
                  "instance")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"

@@ -1,5 +1,7 @@
-"""Client facts: where each known client says who is talking (session, agent, background)
-and how its user-agent names it. Data only; routing/session_facts.py reads requests with it.
+"""Client facts: where each known client says who is talking (session, agent, background),
+how its user-agent names it, and how it takes a base URL instead of the proxy (what
+`tokunseba env --base-url` prints). Data only; routing/session_facts.py reads requests with
+it, cli/run.py the base-URL settings.
 
 Measured on the pinned clients (README "Who is talking"; shared clients.md, gemini.md):
 
@@ -86,3 +88,20 @@ VISIBILITY: dict[str, tuple[tuple[str, str], ...]] = {
                                       "message(s)"),
     ),
 }
+
+# ---- base URLs (no proxy, no CA: `tokunseba env --base-url`), measured on the pinned clients
+# Claude Code 2.1.197 (and the anthropic SDKs): the base URL without /v1; its key as always
+CLAUDE_CODE_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+CLAUDE_CODE_KEY_ENVS = "ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN"
+# Codex 0.171.0: OPENAI_BASE_URL is not read; a provider of its own with the Responses wire API,
+# chosen with -c model_provider=NAME (the built-in "openai" provider cannot be redefined)
+CODEX_BASE_URL_PROVIDER = "tokunseba"
+CODEX_BASE_URL_KEY_ENV = "OPENAI_API_KEY"
+CODEX_WIRE_API = "responses"
+# the openai SDKs: OPENAI_BASE_URL, with the API's /v1
+OPENAI_SDK_BASE_URL_ENV = "OPENAI_BASE_URL"
+OPENAI_SDK_PATH = "/v1"
+# Gemini CLI: the variable alone breaks its headless auth unless its settings choose the API key
+GEMINI_CLI_BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+GEMINI_CLI_KEY_ENV = "GEMINI_API_KEY"
+GEMINI_CLI_API_KEY_AUTH = "gemini-api-key"  # settings.json security.auth.selectedType

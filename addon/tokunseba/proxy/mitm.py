@@ -5,7 +5,9 @@ translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the
 (target, presentation, recorder, shadowing, options, next_attempt) do the rest over plain
 values; this module holds what needs mitmproxy (its flows, options, hooks and views). Fail
 closed: any exception while handling a provider call answers the client with an error in
-its own protocol; a translated turn never falls through to the original host.
+its own protocol; a translated turn never falls through to the original host. A flow that
+came in on a base-URL (reverse) listener (``client_conn.proxy_mode``) takes the same path,
+recorded as such; one naming another host than its listener's is refused (proxy/base_url.py).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import cast
 from mitmproxy import command, contentviews, ctx, exceptions, http
 from mitmproxy.hooks import UpdateHook
 from mitmproxy.net.http.http1 import connection_close
+from mitmproxy.proxy.mode_specs import ReverseMode
 
 from .. import protocols
 from .access import may_spend_keys, refuse_remote_client
+from . import base_url
 from .relay import MARK as RELAY_MARK
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import Relay
@@ -312,6 +316,11 @@ class Tokunseba:
         turn = None
         try:
             if flow.is_replay == "request" and not self._prepare_replay(flow):
+                return
+            if (listener := _reverse_host(flow)) is not None and \
+                    (wrong := base_url.misdirected(listener, flow.request.pretty_host, flow.request.path)) is not None:
+                self._respond(flow, wrong)  # a base-URL listener forwards only to its own provider host
+                flow.comment = f"tokunseba: refused (421): this base URL forwards only to {listener}"
                 return
             if flow.request.method == "GET":
                 ws = websocket_refusal(self.rules, method="GET", host=flow.request.pretty_host, path=flow.request.path,
@@ -620,13 +629,15 @@ class Tokunseba:
     def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
                prep=None) -> FlowState:
         state = self.flows[flow.id] = FlowState(turn, slot=slot, attempt_at=time.monotonic())
+        turn.via = base_url.PROXY if _reverse_host(flow) is None else base_url.BASE_URL
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == "translate" or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self.recorder.start(turn)
         req = flow.request
         state.client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
-        flow.metadata[CLIENT_KEY] = client_name(req.headers.get("user-agent"), turn.client_protocol)
+        flow.metadata[CLIENT_KEY] = base_url.client_label(client_name(req.headers.get("user-agent"), turn.client_protocol),
+                                                          turn.via)
         client_url, client_headers = req.url, req.headers.copy()
         state.shown = Shown(client_url, client_target=target_of(req))
         flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
@@ -872,6 +883,13 @@ def _client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
     if flow.response is not None and flow.response.raw_content is not None:
         return flow.response.get_content(strict=False)
     return None
+
+
+def _reverse_host(flow: http.HTTPFlow) -> str | None:
+    """The provider host of the base-URL (reverse) listener the flow came in on; None when it
+    came through the HTTPS proxy (proxy/base_url.py)."""
+    mode = getattr(flow.client_conn, "proxy_mode", None)
+    return mode.address[0] if isinstance(mode, ReverseMode) else None
 
 
 def _option(name: str, default):
