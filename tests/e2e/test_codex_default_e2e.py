@@ -1,0 +1,162 @@
+"""The real Codex CLI as shipped — its default model (no ``-c model=``), whose tools come in an
+``additional_tools`` item grouped in namespaces with the freeform ``exec`` tool — through a real
+mitmdump with the addon, to an Anthropic, a Chat Completions and a Gemini endpoint (scripted
+loopback upstreams whose replies are rendered by each protocol's own stream encoder), and to
+the real llama-server (issue 27).
+
+The model calls ``exec`` with JavaScript that runs ``tools.apply_patch(...)``: the file appears
+on disk, the result goes back with the same call id, Codex prints the model's final text. A
+namespaced function (``clock`` ``sleep``) round-trips with its namespace: Codex runs it (it
+answers a call that lost its namespace with "unsupported call")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tokunseba import translate as tr
+from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
+from tokunseba.neutral.report import ReplyReport
+from tokunseba.neutral.tools import freeform_arguments
+from tokunseba.neutral.usage import OPENAI, Usage
+
+from .conftest import BIN, Mitmdump, ledger_settled, need_npm_tool
+from .upstream import Reply, Upstream
+
+pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
+
+DUMMY = "sk-codex-client-dummy-key-0123456789"
+ENDPOINT_KEY = "sk-endpoint-key-for-codex-default"
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi from the routed model\n*** End Patch\n"
+JS = "const r = await tools.apply_patch(" + json.dumps(PATCH) + ");\ntext(r);"
+FINAL = "Patched: hello.txt is written."
+ENDPOINTS = {
+    "anthropic": "protocol: anthropic\n    url: {url}/v1\n    max_tokens: 8192",
+    "openai": "protocol: openai\n    url: {url}/v1\n    max_tokens: 8192",
+    "gemini": "protocol: gemini\n    url: {url}/v1beta\n    max_tokens: 8192",
+}
+RULES = """\
+endpoints:
+  target:
+    {endpoint}
+    key_env: TK_TEST_CODEX_KEY
+routes:
+  - name: codex-default-elsewhere
+    when: {{client: openai-responses}}
+    to: target
+    model: {model}
+"""
+MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "local-model", "gemini": "gemini-2.5-flash"}
+
+
+def rendered(protocol: str, events: list) -> Reply:
+    """A reply as ``protocol``'s endpoint streams it (its own stream encoder), in pieces."""
+    enc = tr.CODECS[protocol].stream_encoder(ReplyReport(), True, 1767225600)
+    pieces = [b for b in (enc.encode(e) for e in events) if b]
+    return Reply.sse(pieces, delay=0.01)
+
+
+def call_reply(protocol: str, call_id: str, name: str, args: str) -> Reply:
+    step = 23
+    return rendered(protocol, [
+        MessageStart("msg_codexdefault1", MODELS[protocol]),
+        BlockStart(0, "tool_use", id=call_id, name=name),
+        *[BlockDelta(0, args[k:k + step]) for k in range(0, len(args), step)],
+        BlockStop(0),
+        MessageStop("tool_use", None, Usage(OPENAI, {"prompt_tokens": 9000, "completion_tokens": 60})),
+    ])
+
+
+def text_reply(protocol: str, text: str) -> Reply:
+    return rendered(protocol, [
+        MessageStart("msg_codexdefault2", MODELS[protocol]), BlockStart(0, "text"), BlockDelta(0, text), BlockStop(0),
+        MessageStop("end_turn", None, Usage(OPENAI, {"prompt_tokens": 9100, "completion_tokens": 9})),
+    ])
+
+
+def run_codex(m: Mitmdump, tmp_path: Path, prompt: str) -> tuple[subprocess.CompletedProcess, Path]:
+    codex = need_npm_tool("codex", "Codex")
+    home = tmp_path / "home"
+    (home / "codex").mkdir(parents=True, exist_ok=True)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
+           "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
+           "TERM": "dumb"}
+    p = subprocess.run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                        "-c", "analytics.enabled=false", "-c", "features.plugins=false",
+                        "-c", "features.api_key_model_discovery=false", prompt],
+                       cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    return p, work
+
+
+def tool_results(protocol: str, body: dict) -> list[tuple[str, str]]:
+    """(call id, result text) of every tool result in a request of ``protocol``."""
+    if protocol == "anthropic":
+        return [(b["tool_use_id"], json.dumps(b["content"])) for m in body["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b.get("type") == "tool_result"]
+    if protocol == "openai":
+        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    return [(p["functionResponse"].get("id"), json.dumps(p["functionResponse"]["response"]))
+            for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+
+
+def declared(protocol: str, body: dict) -> list[str]:
+    if protocol == "anthropic":
+        return [t["name"] for t in body["tools"]]
+    if protocol == "openai":
+        return [t["function"]["name"] for t in body["tools"]]
+    return [f["name"] for t in body["tools"] for f in t.get("functionDeclarations", [])]
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai", "gemini"])
+def test_default_codex_applies_a_patch_through_exec_on_another_protocol(tmp_path, protocol):
+    call_id = f"call_exec_{protocol}_01"
+    with Upstream() as up:
+        up.script(call_reply(protocol, call_id, "exec", freeform_arguments(JS)), text_reply(protocol, FINAL))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(endpoint=ENDPOINTS[protocol].format(url=up.url), model=MODELS[protocol]))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+        try:
+            p, work = run_codex(m, tmp_path, "create hello.txt")
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert (work / "hello.txt").read_text() == "hi from the routed model\n"
+        assert FINAL in p.stdout
+        posts = [r for r in up.requests if r.method == "POST"]
+        assert len(posts) == 2
+        first, second = posts[0].json(), posts[1].json()
+        names = declared(protocol, first)
+        assert names[0] == "exec" and "clock__sleep" in names and "collaboration__spawn_agent" in names
+        results = tool_results(protocol, second)
+        assert [r[0] for r in results] == [call_id] and "Script completed" in results[0][1]
+        assert all(DUMMY not in v for r in up.requests for v in r.headers.values())
+    log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    turns = [t for t in log if t["client_protocol"] == "openai-responses"]
+    assert len(turns) == 2 and all(t["outcome"] == "translated" and t["target_protocol"] == protocol for t in turns)
+
+
+def test_default_codex_runs_a_namespaced_tool_routed_to_anthropic(tmp_path):
+    with Upstream() as up:
+        up.script(call_reply("anthropic", "toolu_sleep01", "clock__sleep", '{"duration_ms": 20}'),
+                  text_reply("anthropic", "Slept."))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(endpoint=ENDPOINTS["anthropic"].format(url=up.url), model=MODELS["anthropic"]))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+        try:
+            p, _ = run_codex(m, tmp_path, "sleep a little")
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert "Slept." in p.stdout
+        posts = [r for r in up.requests if r.method == "POST"]
+        (result,) = tool_results("anthropic", posts[1].json())
+        assert result[0] == "toolu_sleep01"
+        assert "unsupported call" not in result[1] and "Sleep completed" in result[1]
