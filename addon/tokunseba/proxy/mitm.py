@@ -36,6 +36,7 @@ from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from .failover import Failure
+from .last_word import Told, answer, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
@@ -392,9 +393,13 @@ class Tokunseba:
         turn, mode = state.turn, state.mode
         broken = self._relay_done(state)
         show_client_url(flow, state)
-        if turn.action == "pass":
-            self.reach.answered(flow.request.host, flow.request.port)
+        if turn.action == "pass":  # the host answered, unless the relay could not reach it (a failed-over turn)
+            lost = state.chain is not None and state.chain.gave_up and state.chain.failed[-1].kind == "unreachable"
+            (self.reach.forget if lost else self.reach.answered)(flow.request.host, flow.request.port)
         try:
+            if state.chain is not None and state.chain.told is not None and state.pump is None:
+                self._tell(flow, state, state.chain.told)
+                return
             r = flow.response
             assert r is not None  # the response hook has one
             # relay-made (a turn that failed over to its own host went through the relay too)
@@ -420,7 +425,7 @@ class Tokunseba:
             self._answer_error(flow, turn, why)
         elif d.do == ANSWER_UNREACHABLE:
             msg = r.get_text(strict=False) or "connection failed"
-            ep = turn.endpoint.name if turn.endpoint else "?"
+            ep = turn.endpoint.name if turn.endpoint and turn.action != "pass" else turn.host
             self.recorder.event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
                                                        "message": msg})
             turn.error = msg
@@ -457,6 +462,15 @@ class Tokunseba:
         _redact_whole_reply(r, turn)
         _keep_client_close(r, state)
         self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
+
+    def _tell(self, flow: http.HTTPFlow, state: FlowState, told: Told) -> None:
+        """Every attempt failed: the client gets the failure that says most (proxy/last_word.py)."""
+        turn = state.turn
+        r = self._respond(flow, told.reply)
+        _keep_client_close(r, state)
+        turn.outcome, turn.error = "error", told.message
+        self.recorder.event(turn, "failover_answer", told.record())
+        self._complete(flow, state, Outcome(r.status_code), defer=True)
 
     def _answer_error(self, flow: http.HTTPFlow, turn: Turn, why: str) -> None:
         """The client gets a 502 in its protocol saying ``why``; the turn is an error."""
@@ -550,6 +564,8 @@ class Tokunseba:
         proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
+        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
+            say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         if slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             slot.release()
@@ -616,6 +632,8 @@ class Tokunseba:
                                      timeout=timeout_ms / 1000)
         if bad is not None:
             answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (_console)
+            say_busy(turn, self.rules, self.capacity, self.health,  # routes skipped as busy: 429/503
+                     then=f"{turn.host} could not be reached: {bad.reason}")
 
     def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
                prep=None) -> FlowState:
@@ -697,9 +715,11 @@ class Tokunseba:
         self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
         if nxt is None:
             chain.gave_up = True
+            if len(chain.failed) > 1:  # the failure that says most, every attempt named (proxy/last_word.py)
+                chain.told = answer(turn.client_protocol, chain.failed, turn.request_id)
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
-        nxt.failed_over = chain.text(nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None)
+        nxt.failed_over = chain.text(where_next(nxt))
         if nxt.decision is not None:
             chain.trace += nxt.decision.trace
         self.recorder.next_attempt(nxt, chain.trace)

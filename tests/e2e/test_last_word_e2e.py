@@ -1,0 +1,145 @@
+"""Issue 29 end to end: what the client hears after a chain of attempts, with a real mitmdump
+and scripted loopback upstreams. The local endpoint answers 429 with retry-after (or a
+context-window error), then the turn moves on to the provider's own host, which cannot be
+reached: the client gets the 429 with its retry-after (or its own "prompt is too long"), and a
+message naming both attempts, never a 502 saying the turn was not sent. The next turn, with
+the local endpoint cooling and the provider still away, is a 429 with retry-after, never a
+400. The ledger says the same."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import httpx
+import pytest
+
+from .conftest import Mitmdump, ledger_settled
+from .upstream import Reply, Upstream, closed_port
+
+pytestmark = pytest.mark.e2e
+
+KEYS = {"TK_LOCAL_KEY": "sk-local-0001"}
+
+RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: {local}/v1
+    key_env: TK_LOCAL_KEY
+    max_tokens: 256
+routes:
+  - name: small
+    when: {{model: "claude-*"}}
+    to: local
+unmatched: {unmatched}
+"""
+
+
+def oai_err(msg, code=None, etype="server_error"):
+    return json.dumps({"error": {"message": msg, "type": etype, "param": None, "code": code}}).encode()
+
+
+RATE_LIMITED = Reply(429, {"content-type": "application/json", "retry-after": "7"},
+                     [oai_err("Rate limit reached", "rate_limit_exceeded", "rate_limit_error")])
+TOO_LONG = Reply(400, {"content-type": "application/json"}, [json.dumps({"error": {
+    "code": 400, "message": "the request exceeds the available context size, try increasing it",
+    "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}}).encode()])
+
+
+def start(tmp_path, local: Upstream, provider_port: int, unmatched="pass") -> Mitmdump:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(local=local.url, unmatched=unmatched))
+    return Mitmdump(tmp_path, rules, env=KEYS, extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{provider_port}=anthropic"])
+
+
+def ask(proxy: Mitmdump, port: int, stream: bool = False) -> httpx.Response:
+    body = {"model": "claude-x", "max_tokens": 50, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(proxy=proxy.url, timeout=30) as c:
+        return c.post(f"http://127.0.0.1:{port}/v1/messages", json=body,
+                      headers={"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01"})
+
+
+def rows(proxy: Mitmdump, sql: str) -> list[dict]:
+    ledger_settled(proxy.ledger)
+    con = sqlite3.connect(proxy.ledger)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_429_then_an_unreachable_provider_is_the_429_with_its_retry_after(tmp_path, stream):
+    gone = closed_port()
+    with Upstream() as local:
+        local.script(RATE_LIMITED)
+        proxy = start(tmp_path, local, gone)
+        try:
+            r = ask(proxy, gone, stream)
+            assert r.status_code == 429, r.text
+            assert r.headers["retry-after"] == "7"
+            err = r.json()
+            assert err["type"] == "error" and err["error"]["type"] == "rate_limit_error"
+            msg = err["error"]["message"]
+            assert msg.startswith("tokunseba: local answered 429 (retry after 7 s): Rate limit reached; then ")
+            assert f"127.0.0.1 could not be reached: cannot connect to 127.0.0.1:{gone}" in msg
+            assert "not sent" not in msg and "endpoint ?" not in msg
+            rid = r.headers["x-tokunseba-request-id"]
+            assert rid in msg
+            # the next turn: local cools down (7 s), the provider is still away: busy, not 400 / 502
+            r2 = ask(proxy, gone, stream)
+            assert r2.status_code == 429, r2.text
+            assert 1 <= int(r2.headers["retry-after"]) <= 7
+            msg2 = r2.json()["error"]["message"]
+            assert "route small: local is cooling down (HTTP 429" in msg2
+            assert f"then 127.0.0.1 could not be reached" in msg2
+            assert len(local.requests) == 1  # the cooling endpoint was left alone
+            t1, t2 = rows(proxy, "SELECT request_id, outcome, status, error, attempts, rule FROM turns ORDER BY started_at")
+            assert (t1["request_id"], t1["outcome"], t1["status"]) == (rid, "error", 429)
+            assert t1["error"] == msg
+            assert [(a["endpoint"], a.get("host"), a["kind"], a["status"]) for a in json.loads(t1["attempts"])] == [
+                ("local", None, "status", 429), (None, "127.0.0.1", "unreachable", None)]
+            assert json.loads(t1["attempts"])[0]["retry_after_s"] == 7
+            (told,) = rows(proxy, f"SELECT data FROM events WHERE request_id = '{rid}' AND kind = 'failover_answer'")
+            assert json.loads(told["data"])["chosen"] == 0
+            assert (t2["outcome"], t2["status"], t2["rule"]) == ("error", 429, None)
+            assert ": local (route small) failed: HTTP 429: Rate limit reached; cooled for 7 s; next: 127.0.0.1" in proxy.log()
+        finally:
+            proxy.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_context_window_error_then_an_unreachable_provider_is_prompt_is_too_long(tmp_path, stream):
+    gone = closed_port()
+    with Upstream() as local:
+        local.script(TOO_LONG)
+        proxy = start(tmp_path, local, gone)
+        try:
+            r = ask(proxy, gone, stream)
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["type"] == "invalid_request_error" and "prompt is too long" in err["message"].lower()
+            assert "exceeds the available context size" in err["message"]
+            assert "127.0.0.1 could not be reached" in err["message"]
+            assert "retry-after" not in r.headers
+        finally:
+            proxy.stop()
+
+
+def test_every_route_busy_under_refuse_is_429_not_400(tmp_path):
+    gone = closed_port()
+    with Upstream() as local:
+        local.script(RATE_LIMITED)
+        proxy = start(tmp_path, local, gone, unmatched="refuse")
+        try:
+            r = ask(proxy, gone)
+            assert r.status_code == 429 and r.headers["retry-after"] == "7"  # the only route: as it came
+            r2 = ask(proxy, gone)
+            assert r2.status_code == 429, r2.text
+            assert 1 <= int(r2.headers["retry-after"]) <= 7
+            assert r2.json()["error"]["type"] == "rate_limit_error"
+            assert "no endpoint can take this turn now" in r2.json()["error"]["message"]
+        finally:
+            proxy.stop()
