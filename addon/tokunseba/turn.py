@@ -35,6 +35,7 @@ from .protocols import openai_responses as p_responses
 from .protocols.detect import Detected, detect
 from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
+from .outcomes import route_text
 from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
@@ -115,6 +116,10 @@ class Turn:
         parts: list[str] = []
         if d is not None and d.route is not None:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
+        elif self.failed_over:  # its routes failed: passed on to the client's own host (the chain follows)
+            parts.append(f"passed on to {self.host}")
+        elif d is not None and (said := route_text(None, d.trace)) != "no route":  # matched, skipped: never "no route"
+            parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
@@ -346,7 +351,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
             break
         route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
         assert route is not None
-        entry.update(refused=got, unreachable=False)  # refused first, as the rules would have seen it
+        entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
         entry.pop("unavailable", None)
         if route.on_refused == "error":
             return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))

@@ -143,3 +143,69 @@ def test_every_route_busy_under_refuse_is_429_not_400(tmp_path):
             assert "no endpoint can take this turn now" in r2.json()["error"]["message"]
         finally:
             proxy.stop()
+
+
+def chat_reply(text="ok") -> Reply:
+    return Reply.json({"id": "chatcmpl-1", "object": "chat.completion", "created": 1767225600, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+                                                                                     "content": text}}],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+
+
+ANT_REPLY = {"id": "msg_own", "type": "message", "role": "assistant", "model": "other-x",
+             "content": [{"type": "text", "text": "own host"}], "stop_reason": "end_turn", "stop_sequence": None,
+             "usage": {"input_tokens": 3, "output_tokens": 2}}
+
+
+def test_a_mixed_ledger_every_view_says_the_same(tmp_path, capsys):
+    """Translated, a translated turn answered 400, passed through, refused, failed over to the
+    client's own host: the console line, `log`, `explain` and `stats` agree turn by turn, and
+    the stats classes add up to the turns."""
+    from tokunseba.cli.main import main
+
+    with Upstream() as local, Upstream() as own:
+        proxy = start(tmp_path, local, own.port)
+        try:
+            local.script(chat_reply(), Reply(400, {"content-type": "application/json"},
+                                             [oai_err("temperature: out of range", None, "invalid_request_error")]),
+                         Reply(503, {"content-type": "application/json"}, [oai_err("Loading model")]))
+            own.script(Reply.json(ANT_REPLY))
+            got = {}
+            got["translated"] = ask(proxy, own.port)
+            got["error"] = ask(proxy, own.port)
+            with httpx.Client(proxy=proxy.url, timeout=30) as c:
+                hdrs = {"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01"}
+                got["pass_through"] = c.post(f"http://127.0.0.1:{own.port}/v1/messages", headers=hdrs, json={
+                    "model": "other-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+                got["refused"] = c.post(f"http://127.0.0.1:{own.port}/v1/messages/count_tokens", headers=hdrs, json={
+                    "model": "claude-x", "messages": [{"role": "user", "content": "hi"}]})
+            got["failed_over"] = ask(proxy, own.port)  # local 503 -> the client's own host answers
+            assert [r.status_code for r in got.values()] == [200, 400, 200, 400, 200], [r.text for r in got.values()]
+            rids = {k: r.headers["x-tokunseba-request-id"] for k, r in got.items()}
+            ledger_settled(proxy.ledger)
+            want = {"translated": "translated 200", "error": "error 400", "pass_through": "pass-through 200",
+                    "refused": "refused 400", "failed_over": "pass-through 200"}
+            console = {line.split(" tk-")[1].split()[0]: line for line in proxy.log().splitlines()
+                       if " tk-" in line and " · " in line and "failed:" not in line}
+            capsys.readouterr()
+            assert main(["log", "--ledger", str(proxy.ledger)]) == 0
+            log = {line.split()[2]: line for line in capsys.readouterr().out.splitlines()[1:]}
+            for k, rid in rids.items():
+                c_line, l_line = console[rid[3:]], log[rid]
+                assert f" · {want[k]} · " in c_line, (k, c_line)
+                cls, status = want[k].split()
+                assert f" {cls} " in l_line and f" {status} " in l_line, (k, l_line)
+                assert " → no route → " not in c_line or k == "pass_through"
+                assert main(["explain", rid, "--ledger", str(proxy.ledger)]) == 0
+                decision = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("decision"))
+                if k != "pass_through" and k != "failed_over":
+                    assert cls in decision, (k, decision)
+            assert "route small matched → 127.0.0.1" in console[rids["failed_over"][3:]]
+            assert "route small matched → 127.0.0.1" in log[rids["failed_over"]]
+            assert main(["stats", "--ledger", str(proxy.ledger), "--json"]) == 0
+            st = json.loads(capsys.readouterr().out)
+            assert st["turns"] == 5 and sum(st[k] for k in ("translated", "retargeted", "pass_through", "errors",
+                                                             "refused", "cancelled", "interrupted", "unfinished")) == 5
+            assert (st["translated"], st["errors"], st["pass_through"], st["refused"], st["served"]) == (1, 1, 2, 1, 3)
+        finally:
+            proxy.stop()

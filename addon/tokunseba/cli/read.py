@@ -33,7 +33,7 @@ from ..ledger.store import (
     spool_note,
 )
 from ..ledger.dialect import db_errors
-from ..webview.view import web_outcome
+from ..outcomes import client_label, label, outcome_class, route_text, seconds, was_sent
 from .. import protocols
 from ..credentials import redact_text
 from ..reasoning.state import STATE_EVENTS, explain_state
@@ -131,17 +131,18 @@ def fmt_share(v: float | None) -> str:
 
 
 def counted_outcome(t: dict) -> str | None:
-    """The outcome as `stats` counts it (and mitmweb marks it): a finished turn with a status
-    >= 400 or an error is an error whatever path it took (a translated turn the upstream
-    answered with a 400 included); refused and cancelled stay themselves."""
+    """The outcome as `stats` counts it, the console and mitmweb say it (outcomes.outcome_class):
+    a finished turn with a status >= 400 or an error is an error whatever path it took (a
+    translated turn the upstream answered with a 400 included); refused, cancelled and
+    interrupted stay themselves; None while open."""
     o = t.get("outcome")
-    if o is None or o == "interrupted":
-        return o
-    return web_outcome(o, t.get("status"), t.get("error"))
+    if o is None:
+        return None
+    return outcome_class(o, t.get("status"), t.get("error"))
 
 
 def outcome_label(o: str | None) -> str:
-    return (o or "-").replace("_", "-")
+    return label(o)
 
 
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?( ms|%)?$")
@@ -262,6 +263,9 @@ def cmd_log(args: argparse.Namespace) -> int:
                 for r, t in zip(rows, turns):
                     r.insert(2, t.get("instance") or "-")
             print(table(head, rows))
+            total = ledger.count_turns(instance=args.instance)
+            if total > len(turns):
+                print(f"{len(turns)} of {total} shown, newest first (--limit N shows more)")
         return 0
 
     return _read(args, [], body)
@@ -275,12 +279,14 @@ def _model_cell(t: dict) -> str:
 
 
 def _route_cell(t: dict) -> str:
+    """The route as the console says it (outcomes.route_text), then where the turn went."""
+    route = route_text(t.get("rule"), t.get("trace"), t.get("attempts"))
     if t.get("rule"):
-        cell = f"{t['rule']} → {t.get('endpoint') or '-'}"
-    elif t.get("attempts"):
-        cell = f"→ {t.get('host') or 'original host'}"
+        cell = f"{route} → {t.get('endpoint') or '-'}"
+    elif was_sent(t):
+        cell = f"{route} → {t.get('endpoint') or t.get('host') or '-'}"
     else:
-        cell = t.get("endpoint") or "-"
+        cell = f"{route} → {t.get('host') or '-'} (not sent)"
     failed = _failed_attempts(t)[: len(t.get("attempts") or []) - 1]  # every attempt before the last one
     if failed:  # failed over (the last attempt answered, or its failure is what the client got)
         cell += f" (failed over from {', '.join(failed)})"
@@ -293,7 +299,7 @@ def _failed_attempts(t: dict) -> list[str]:
     for a in t.get("attempts") or []:
         if isinstance(a, dict) and a.get("kind") != "answered":
             what = str(a["status"]) if a.get("kind") == "status" and a.get("status") else str(a.get("kind", "?"))
-            out.append(f"{a.get('endpoint') or 'original host'} {what.replace('_', ' ')}")
+            out.append(f"{a.get('endpoint') or a.get('host') or 'original host'} {what.replace('_', ' ')}")
     return out
 
 
@@ -325,12 +331,12 @@ def _log_row(t: dict) -> list[str]:
     return [
         fmt_time(t["started_at"]),
         t["request_id"],
-        t.get("client_protocol") or "-",
+        client_label(t.get("client_name"), t.get("client_protocol")),  # as the console names it
         _model_cell(t),
         _route_cell(t),
         outcome_label(counted_outcome(t)),
         fmt_num(t.get("status")),
-        fmt_ms(t.get("latency_ms")),
+        seconds(t.get("latency_ms")),  # as the console shows it
         err[:77] + "..." if len(err) > 80 else err,
     ]
 
@@ -378,7 +384,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return _read(args, compute_stats([], since), body)
 
 
-GROUP_NONE = {"route": "(no route)", "endpoint": "(unknown)", "model": "(unknown)", "instance": "(unknown)"}
+GROUP_NONE = {"route": "(no route)", "endpoint": "(nothing sent)", "model": "(unknown)", "instance": "(unknown)"}
 USAGE_LABELS = {"input": "INPUT", "output": "OUTPUT", "cache_read": "CACHE READ", "cache_write": "CACHE WRITE",
                 "reasoning": "REASONING"}
 
@@ -394,16 +400,19 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     if not st["turns"]:
         out.append("no turns in this window")
         return "\n".join(out)
+    # the classes partition the turns (outcomes.CLASSES): served ones, then errors, refused, and
+    # the unserved ones when there are any; failed over is not a class (said after them)
     out.append(
-        f"turns {st['turns']}  ·  translated {st['translated']}  ·  refused {st['refused']}  ·  errors {st['errors']}"
-        f"  ·  pass-through {st['pass_through']}  ·  retargeted {st['retargeted']}"
-        + "".join(f"  ·  {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
+        f"turns {st['turns']} = served {st.get('served', 0)} (translated {st['translated']}  ·  retargeted "
+        f"{st['retargeted']}  ·  pass-through {st['pass_through']}) + errors {st['errors']} + refused {st['refused']}"
+        + "".join(f" + {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
     )
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
-                 fmt_share(g["share"])] for g in st[f"by_{name}"]]
-        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "SHARE SERVED"], rows)]
+                 str(g.get("cancelled", 0)), fmt_share(g["share"])] for g in st[f"by_{name}"]]
+        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED"],
+                          rows)]
     if st.get("failover_by_endpoint"):
         rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
         out += ["", f"failover: {st['failed_over']} turns went on to a later attempt"
@@ -540,11 +549,15 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         target = turn.get("endpoint") or refused_to or "-"
         if turn.get("target_protocol"):
             target += f" ({turn['target_protocol']})"
-        decision = f"{turn['rule']} → {target} · {outcome_label(outcome)}"
-    elif outcome == "pass_through":
-        decision = f"no route: passed through unchanged to {turn.get('host') or '-'}"
-    else:
-        decision = f"no route · {outcome_label(outcome)}"
+        decision = f"{turn['rule']} → {target} · {outcome_label(counted_outcome(turn))}"
+    else:  # the route as the console and `log` say it: "route X matched; endpoint Y unreachable", or "no route"
+        route = route_text(None, turn.get("trace"), turn.get("attempts"))
+        if not was_sent(turn):
+            decision = f"{route} → {turn.get('host') or '-'} (not sent) · {outcome_label(counted_outcome(turn))}"
+        elif counted_outcome(turn) == "pass_through":
+            decision = f"{route}: passed through unchanged to {turn.get('host') or '-'}"
+        else:
+            decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
     out.append(_kv("decision", decision))

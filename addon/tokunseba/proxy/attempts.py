@@ -72,6 +72,11 @@ class Chain:
         return " → ".join([*parts, last or "original host"])
 
 
+    def failed_text(self) -> str:
+        """``local (429) → api.anthropic.com (unreachable)``: every attempt, all of them failed."""
+        return " → ".join(f"{a.name} ({_short(a)})" for a in self.failed)
+
+
 def _short(a: Attempted) -> str:
     return Failure(a.kind, a.why, a.status).short()
 

@@ -469,6 +469,7 @@ class Tokunseba:
         r = self._respond(flow, told.reply)
         _keep_client_close(r, state)
         turn.outcome, turn.error = "error", told.message
+        turn.failed_over = state.chain.failed_text() if state.chain else turn.failed_over
         self.recorder.event(turn, "failover_answer", told.record())
         self._complete(flow, state, Outcome(r.status_code), defer=True)
 
@@ -792,19 +793,24 @@ class Tokunseba:
             return target.broken
         return None
 
-    def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float) -> None:
+    def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
+                 chain: Chain | None = None) -> None:
         """The turn's one console line (proxy/console_line.py): what happened to it, as recorded."""
         if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
             return
         try:
             d = turn.decision
+            sent = turn.action != "respond"
             log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
                                model=turn.requested_model, route=d.route.name if d and d.route else None,
-                               to=(turn.endpoint.name if turn.endpoint else turn.host)
+                               to=(turn.endpoint.name if turn.endpoint and (sent or d and d.route) else turn.host)
+                               + ("" if sent or d and d.route else " (not sent)")
                                + (f" (failed over: {turn.failed_over})" if turn.failed_over else ""),
                                outcome=outcome, status=status,
                                usage=usage.reported if usage else None, seconds=now - turn.started_at,
-                               error=turn.error if outcome in ("error", "refused", "cancelled") else None))
+                               error=turn.error,
+                               trace=d.trace if d else None,
+                               attempts=[a.record() for a in chain.failed] if chain else None))
         except Exception:
             log.exception("tokunseba: could not write the turn's console line")
 
@@ -867,7 +873,7 @@ class Tokunseba:
             self.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                              "model": turn.capture.model})
         self._present(flow, state, outcome, status)
-        self._console(flow, turn, outcome, status, usage, now)
+        self._console(flow, turn, outcome, status, usage, now, state.chain)
         if self.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
             chain, headers = state.chain, self.replayable.get(flow.id, (None, flow.request.headers))[1]
             self.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,

@@ -124,6 +124,8 @@ class TurnRecorder:
                     "kind": "answered", "status": status, "why": turn.error,
                     "ms": round((time.monotonic() - attempt_at) * 1000, 3)}
             fields["attempts"] = [a.record() for a in chain.failed] + [last]
+        elif turn.action == "respond":  # answered here: nothing was sent (outcomes.was_sent)
+            fields["attempts"] = []
         if self.store_bodies and body is not None:
             fields["response_body"] = body[:MAX_STORED_BODY]
         done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,
