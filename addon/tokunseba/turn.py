@@ -167,19 +167,32 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
 # request side
 
 
+def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
+                           extra_hosts: Mapping[str, str] | None = None) -> bool:
+    """Whether this is Codex's WebSocket upgrade of GET /v1/responses to a Responses host."""
+    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
+        return False
+    hdrs = {k.lower(): v for k, v in headers}
+    if "websocket" not in hdrs.get("upgrade", "").lower():
+        return False
+    det = detect(host, "/v1/responses", "POST", extra_hosts)
+    return det is not None and det.protocol == p_responses.PROTOCOL
+
+
+def websocket_declined(why: str) -> LocalResponse:
+    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once."""
+    body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
+    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
+
+
 def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
                       extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
     """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
     it would bypass routing and the ledger. When some route can take Responses turns, answer
     426: Codex then falls back to HTTPS POST at once (clients.md §3.2), which is routed.
-    Otherwise None: the upgrade passes through untouched."""
-    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
-        return None
-    hdrs = {k.lower(): v for k, v in headers}
-    if "websocket" not in hdrs.get("upgrade", "").lower():
-        return None
-    det = detect(host, "/v1/responses", "POST", extra_hosts)
-    if det is None or det.protocol != p_responses.PROTOCOL:
+    Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
+    in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
+    if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
         return None
     if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
                and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):

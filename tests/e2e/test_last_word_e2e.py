@@ -209,3 +209,26 @@ def test_a_mixed_ledger_every_view_says_the_same(tmp_path, capsys):
             assert (st["translated"], st["errors"], st["pass_through"], st["refused"], st["served"]) == (1, 1, 2, 1, 3)
         finally:
             proxy.stop()
+
+
+def test_codexs_websocket_upgrade_to_an_unreachable_host_is_answered_in_its_envelope(tmp_path):
+    """No route takes Responses turns, so Codex's WebSocket upgrade passes through; its host
+    cannot be reached: the answer is a 426 in the OpenAI envelope naming the host (Codex falls
+    back to HTTPS, whose turn is answered and recorded), not mitmproxy's HTML 502 page."""
+    gone = closed_port()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("routes: []\n")
+    proxy = Mitmdump(tmp_path, rules, extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{gone}=openai-responses"])
+    try:
+        with httpx.Client(proxy=proxy.url, timeout=30) as c:
+            r = c.get(f"http://127.0.0.1:{gone}/v1/responses",
+                      headers={"upgrade": "websocket", "connection": "Upgrade", "sec-websocket-version": "13",
+                               "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "authorization": "Bearer sk-x"})
+        assert r.status_code == 426, r.text
+        assert r.headers["content-type"] == "application/json" and "<html" not in r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"}
+        assert f"cannot reach 127.0.0.1:{gone}: connection refused" in err["message"]
+        assert "WebSocket upgrade declined; send the turn over HTTPS" in err["message"]
+    finally:
+        proxy.stop()

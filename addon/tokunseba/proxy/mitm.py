@@ -55,7 +55,7 @@ from .disposition import (
     failure_message,
     translate_whole_reply,
 )
-from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
+from .provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import Pump, reply_completed
 from ..reasoning.store import Keeper, open_keeper
 from ..routing.rules import Rules, RulesError, load_rules
@@ -93,10 +93,12 @@ from ..turn import (
     build_turn,
     client_error,
     decide_request,
+    is_responses_websocket,
     prepare_request,
     response_mode,
     retarget_error,
     stream_translator,
+    websocket_declined,
     websocket_refusal,
 )
 from ..webview.view import MARKS, RECORD_KEY, error_message, original_view_text
@@ -321,6 +323,13 @@ class Tokunseba:
                 if ws is not None:
                     self._respond(flow, ws)
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
+                elif is_responses_websocket(method="GET", host=flow.request.pretty_host, path=flow.request.path,
+                                            headers=flow.request.headers.items(multi=True),
+                                            extra_hosts=extra_for(self.provider_hosts, flow.request.pretty_host,
+                                                                  flow.request.port)) \
+                        and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+                    self._respond(flow, websocket_declined(bad.message(flow.request.pretty_host)))
+                    flow.comment = f"❌ error 426: {bad.message(flow.request.pretty_host)}"
                 return
             self._maybe_reload_rules()
             planned = await self._plan(flow)
@@ -625,16 +634,21 @@ class Tokunseba:
         mitmproxy would; one that cannot be reached is answered in the client's protocol
         (proxy/provider_reach.py) instead of with mitmproxy's HTML 502 page. Not in upstream-proxy
         mode (mitmproxy connects through that proxy, not directly)."""
-        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
-        if timeout_ms <= 0 or any(str(m).startswith("upstream:") for m in ctx.options.mode):
-            return
-        req = flow.request
-        bad = await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
-                                     timeout=timeout_ms / 1000)
+        bad = await self._unreachable(flow)
         if bad is not None:
             answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (_console)
             say_busy(turn, self.rules, self.capacity, self.health,  # routes skipped as busy: 429/503
                      then=f"{turn.host} could not be reached: {bad.reason}")
+
+    async def _unreachable(self, flow: http.HTTPFlow) -> Unreachable | None:
+        """Why the flow's own host cannot be reached (connected to as mitmproxy would), or None
+        (reached, or not checked: the check is off, or in upstream-proxy mode)."""
+        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
+        if timeout_ms <= 0 or any(str(m).startswith("upstream:") for m in ctx.options.mode):
+            return None
+        req = flow.request
+        return await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
+                                      timeout=timeout_ms / 1000)
 
     def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
                prep=None) -> FlowState:
