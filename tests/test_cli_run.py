@@ -203,3 +203,15 @@ def test_run_on_a_busy_port_says_to_use_port(tmp_path):
     assert p.stderr.startswith(f"error: 127.0.0.1:{port} is already in use")
     assert "start on another port with --port N (--port 0 picks a free one)" in p.stderr
     assert "--mode" not in p.stderr and "regular@" not in p.stderr
+
+
+def test_an_option_given_after_dashdash_wins_over_the_one_run_adds(capsys):
+    """`tokunseba run -- --set flow_detail=3`: mitmproxy refuses an option given twice, so run
+    leaves its own flow_detail=0 out and the user's value is the one mitmdump gets."""
+    rc, out, err = run(capsys, "run", "--dry-run", "--", "--set", "flow_detail=3", "--set=tokunseba_console=all")
+    assert rc == 0, err
+    cmd = shlex.split(out.strip().splitlines()[-1])
+    sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"] + [a[6:] for a in cmd if a.startswith("--set=")]
+    assert [s for s in sets if s.startswith("flow_detail=")] == ["flow_detail=3"]
+    assert [s for s in sets if s.startswith("tokunseba_console=")] == ["tokunseba_console=all"]
+    assert "connection_strategy=lazy" in sets  # the others stay
