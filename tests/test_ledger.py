@@ -194,7 +194,7 @@ def test_turn_row_holds_every_field(make):
         "usage_input": None, "usage_output": None, "usage_cache_read": None, "usage_cache_write": None,
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
-        "instance": None,
+        "instance": None, "retry_of": None,  # not a retry of an earlier request (proxy/retries.py)
     }
 
 

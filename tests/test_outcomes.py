@@ -172,3 +172,18 @@ def test_sessions_count_an_endpoint_only_when_something_was_sent(mixed):
         led.close()
     # tk-a5 (answered here: its host unreachable) and tk-a6 (refused) sent nothing
     assert s["endpoints"] == {"local": 4, "big": 1, "api.anthropic.com": 2}
+
+
+def test_explain_says_which_failure_the_client_got(tmp_path):
+    path = tmp_path / "l.db"
+    led = Ledger(path)
+    _turn(led, "tk-told", time.time(), outcome="error", status=429, error="tokunseba: local answered 429 …",
+          attempts=[{"route": "small", "endpoint": "local", "kind": "status", "status": 429, "why": "HTTP 429: slow",
+                     "ms": 3.0, "told": True},
+                    {"route": None, "endpoint": None, "host": "api.anthropic.com", "kind": "unreachable",
+                     "status": None, "why": "cannot connect", "ms": 1.0}])
+    led.close()
+    out = run("explain", "tk-told", "--ledger", str(path))
+    assert "1. small → local: failed (status) after 3.0 ms; moved on; the client got this failure, which says most" in out
+    assert "2. unmatched → api.anthropic.com: failed (unreachable) after 1.0 ms; no next route" in out
+    assert "decision     route small matched → api.anthropic.com · error" in out

@@ -108,6 +108,7 @@ class Turn:
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
     capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
+    retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:

@@ -53,8 +53,8 @@ def start(tmp_path, local: Upstream, provider_port: int, unmatched="pass") -> Mi
     return Mitmdump(tmp_path, rules, env=KEYS, extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{provider_port}=anthropic"])
 
 
-def ask(proxy: Mitmdump, port: int, stream: bool = False) -> httpx.Response:
-    body = {"model": "claude-x", "max_tokens": 50, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+def ask(proxy: Mitmdump, port: int, stream: bool = False, text: str = "hi") -> httpx.Response:
+    body = {"model": "claude-x", "max_tokens": 50, "stream": stream, "messages": [{"role": "user", "content": text}]}
     with httpx.Client(proxy=proxy.url, timeout=30) as c:
         return c.post(f"http://127.0.0.1:{port}/v1/messages", json=body,
                       headers={"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01"})
@@ -102,6 +102,7 @@ def test_a_429_then_an_unreachable_provider_is_the_429_with_its_retry_after(tmp_
             assert [(a["endpoint"], a.get("host"), a["kind"], a["status"]) for a in json.loads(t1["attempts"])] == [
                 ("local", None, "status", 429), (None, "127.0.0.1", "unreachable", None)]
             assert json.loads(t1["attempts"])[0]["retry_after_s"] == 7
+            assert json.loads(t1["attempts"])[0]["told"] is True and "told" not in json.loads(t1["attempts"])[1]
             (told,) = rows(proxy, f"SELECT data FROM events WHERE request_id = '{rid}' AND kind = 'failover_answer'")
             assert json.loads(told["data"])["chosen"] == 0
             assert (t2["outcome"], t2["status"], t2["rule"]) == ("error", 429, None)
@@ -171,15 +172,15 @@ def test_a_mixed_ledger_every_view_says_the_same(tmp_path, capsys):
                          Reply(503, {"content-type": "application/json"}, [oai_err("Loading model")]))
             own.script(Reply.json(ANT_REPLY))
             got = {}
-            got["translated"] = ask(proxy, own.port)
-            got["error"] = ask(proxy, own.port)
+            got["translated"] = ask(proxy, own.port, text="one")  # three requests, not retries of one
+            got["error"] = ask(proxy, own.port, text="two")
             with httpx.Client(proxy=proxy.url, timeout=30) as c:
                 hdrs = {"x-api-key": "sk-ant-client-DO-NOT-LEAK", "anthropic-version": "2023-06-01"}
                 got["pass_through"] = c.post(f"http://127.0.0.1:{own.port}/v1/messages", headers=hdrs, json={
                     "model": "other-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
                 got["refused"] = c.post(f"http://127.0.0.1:{own.port}/v1/messages/count_tokens", headers=hdrs, json={
                     "model": "claude-x", "messages": [{"role": "user", "content": "hi"}]})
-            got["failed_over"] = ask(proxy, own.port)  # local 503 -> the client's own host answers
+            got["failed_over"] = ask(proxy, own.port, text="three")  # local 503 -> the client's own host answers
             assert [r.status_code for r in got.values()] == [200, 400, 200, 400, 200], [r.text for r in got.values()]
             rids = {k: r.headers["x-tokunseba-request-id"] for k, r in got.items()}
             ledger_settled(proxy.ledger)
@@ -232,3 +233,29 @@ def test_codexs_websocket_upgrade_to_an_unreachable_host_is_answered_in_its_enve
         assert "WebSocket upgrade declined; send the turn over HTTPS" in err["message"]
     finally:
         proxy.stop()
+
+
+def test_a_clients_retries_are_recognised(tmp_path, capsys):
+    """The same request sent again (the provider away, as a client retries it) is recorded as a
+    retry of the first; another request is not; `log` folds them, `stats` counts them apart."""
+    from tokunseba.cli.main import main
+
+    gone = closed_port()
+    with Upstream() as local:
+        local.script(Reply(503, {"content-type": "application/json"}, [oai_err("Loading model")]))
+        proxy = start(tmp_path, local, gone)
+        try:
+            first, again, third = ask(proxy, gone), ask(proxy, gone), ask(proxy, gone)
+            other = ask(proxy, gone, stream=True)  # another body: another request
+            rids = [r.headers["x-tokunseba-request-id"] for r in (first, again, third, other)]
+            got = {t["request_id"]: t["retry_of"] for t in rows(proxy, "SELECT request_id, retry_of FROM turns")}
+            assert [got[r] for r in rids] == [None, rids[0], rids[0], None]
+            capsys.readouterr()
+            assert main(["log", "--ledger", str(proxy.ledger)]) == 0
+            out = capsys.readouterr().out
+            assert rids[1] not in out and rids[2] not in out and "+2 retries, the last error" in out
+            assert main(["stats", "--ledger", str(proxy.ledger), "--json"]) == 0
+            st = json.loads(capsys.readouterr().out)
+            assert (st["turns"], st["requests"], st["retries"]) == (4, 2, 2)
+        finally:
+            proxy.stop()

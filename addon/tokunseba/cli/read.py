@@ -257,18 +257,39 @@ def cmd_log(args: argparse.Namespace) -> int:
                   else f"no turns of instance {args.instance!r} in {ledger.path}")
         else:
             head = ["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "ERROR"]
+            turns, folded = fold_retries(turns)
             rows = [_log_row(t) for t in turns]
             if args.instance is None and len({t.get("instance") for t in turns}) > 1:  # a shared ledger
                 head.insert(2, "INSTANCE")
                 for r, t in zip(rows, turns):
                     r.insert(2, t.get("instance") or "-")
             print(table(head, rows))
+            if folded:
+                print(f"{folded} retr{'y' if folded == 1 else 'ies'} folded into the request they repeat "
+                      "(+N retries in its row; log --json lists every turn)")
             total = ledger.count_turns(instance=args.instance)
-            if total > len(turns):
-                print(f"{len(turns)} of {total} shown, newest first (--limit N shows more)")
+            shown = len(turns) + folded
+            if total > shown:
+                print(f"{shown} of {total} shown, newest first (--limit N shows more)")
         return 0
 
     return _read(args, [], body)
+
+
+def fold_retries(turns: list[dict]) -> tuple[list[dict], int]:
+    """``log``: the retries of a request (turns.retry_of) that is in ``turns`` folded into its
+    row (``retries``: how many, and the outcome of the last one), and how many were folded."""
+    by_id = {t["request_id"]: t for t in turns}
+    out, folded = [], 0
+    for t in reversed(turns):  # oldest first: the last retry's outcome is the latest word
+        first = by_id.get(t.get("retry_of") or "")
+        if first is not None:
+            first["retries"] = first.get("retries", 0) + 1
+            first["last_retry"] = t
+            folded += 1
+        else:
+            out.append(t)
+    return list(reversed(out)), folded
 
 
 def _model_cell(t: dict) -> str:
@@ -310,12 +331,19 @@ def _attempt_lines(t: dict) -> list[str]:
         return []
     out = ["", "attempts"]
     for i, a in enumerate(attempts, 1):
-        where = f"{a.get('route') or 'unmatched'} → {a.get('endpoint') or 'the host the client asked for'}"
+        where = f"{a.get('route') or 'unmatched'} → {a.get('endpoint') or a.get('host') or 'the host the client asked for'}"
         took = fmt_ms(a.get("ms"))
         if a.get("kind") == "answered":
             out.append(f"  {i}. {where}: answered, status {fmt_num(a.get('status'))}, after {took}")
             continue
-        after = ("moved on to the next route" if i < len(attempts) else "the client got this failure")
+        told = any(x.get("told") for x in attempts)  # every attempt failed: the one that said most was told
+        if a.get("told"):
+            after = ("moved on; the client got this failure, which says most about the turn" if i < len(attempts)
+                     else "the client got this failure, which says most about the turn")
+        elif i < len(attempts):
+            after = "moved on to the next route"
+        else:
+            after = "no next route" if told else "the client got this failure"
         out.append(f"  {i}. {where}: failed ({str(a.get('kind')).replace('_', ' ')}) after {took}; {after}")
         out.append(f"       {a.get('why') or ''}")
         if a.get("cooled_s"):
@@ -328,6 +356,11 @@ def _attempt_lines(t: dict) -> list[str]:
 
 def _log_row(t: dict) -> list[str]:
     err = (t.get("error") or "").replace("\n", " ")
+    if t.get("retries"):  # folded: the request, then how its retries ended
+        last = t["last_retry"]
+        n = t["retries"]
+        err = (f"+{n} retr{'y' if n == 1 else 'ies'}, the last {label(counted_outcome(last))} "
+               f"{fmt_num(last.get('status'))}" + (f" · {err}" if err else ""))
     return [
         fmt_time(t["started_at"]),
         t["request_id"],
@@ -407,6 +440,7 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
         f"{st['retargeted']}  ·  pass-through {st['pass_through']}) + errors {st['errors']} + refused {st['refused']}"
         + "".join(f" + {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
+        + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")
     )
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
@@ -537,6 +571,8 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         _kv("client", f"{turn.get('client_protocol') or '-'} · {turn.get('host') or '-'}{turn.get('path') or ''}"
             + (f" · {', '.join(flags)}" if flags else "")),
         _kv("requested", turn.get("requested_model") or "- (no model in the request)"),
+        *([_kv("retry of", f"{turn['retry_of']} (the same request, sent again by the client)")]
+          if turn.get("retry_of") else []),
         "",
         "rules tried",
         *_trace_lines(turn.get("trace") or []),

@@ -267,6 +267,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0008_ledger_batches",
         ("CREATE TABLE _ledger_batches (id TEXT PRIMARY KEY, applied_at REAL NOT NULL)",),
     ),
+    (
+        # a request that repeats a recent one of the same session (same body, within the retry
+        # window: proxy/retries.py) names the first of them: `log` folds them, `stats` counts
+        # requests and retries apart (issue 29)
+        "0009_turn_retry_of",
+        ("ALTER TABLE turns ADD COLUMN retry_of TEXT",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -313,6 +320,7 @@ TURN_FIELDS: dict[str, str] = {
     "background": "plain",
     "client_name": "text",
     "client_version": "text",
+    "retry_of": "plain",  # the request id of the first request this one repeats (proxy/retries.py)
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")
@@ -323,7 +331,7 @@ TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS, "attempts", "instance")
+                *SESSION_COLUMNS, "attempts", "instance", "retry_of")
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner",
                  "instance")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
@@ -939,8 +947,11 @@ class Ledger:
         if self._has_table("turns"):
             if "instance" in self._columns("turns"):
                 cols += ", instance"  # a ledger older than instances: every turn's instance unknown
-            if "attempts" in self._columns("turns"):
+            columns = self._columns("turns")
+            if "attempts" in columns:
                 cols += ", attempts"
+            if "retry_of" in columns:  # a ledger older than retries: none recognised
+                cols += ", retry_of"
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
@@ -1074,7 +1085,10 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         "cancelled": kinds.count("cancelled"),
         "interrupted": kinds.count(INTERRUPTED),
         "unfinished": kinds.count("unfinished"),
+        # a client's retries of a request (turns.retry_of) are turns of their own, counted apart
+        "retries": sum(1 for r in rows if r.get("retry_of")),
     }
+    totals["requests"] = totals["turns"] - totals["retries"]
     groups: dict[str, list[dict]] = {}
     for gname, key in GROUPS.items():
         acc: dict[str | None, dict] = {}

@@ -40,6 +40,7 @@ class Attempted:
     host: str | None = None  # where it went: the endpoint's host, or the client's own host (passed on)
     retry_after_s: float | None = None  # how long the endpoint asked to be left alone (its hint, uncapped)
     error: UpstreamError | None = None  # the endpoint's error as it said it (a reply with a status)
+    told: bool = False  # the client got this attempt's failure (proxy/last_word.py: it said most)
 
     @property
     def name(self) -> str:
@@ -51,7 +52,8 @@ class Attempted:
                 "why": self.why, "ms": round(self.ms, 3), "cooled_s": round(self.cooled_s, 3),
                 "backoff_s": round(self.backoff_s, 3),
                 **({"host": self.host} if self.endpoint is None and self.host else {}),
-                **({"retry_after_s": round(self.retry_after_s, 3)} if self.retry_after_s is not None else {})}
+                **({"retry_after_s": round(self.retry_after_s, 3)} if self.retry_after_s is not None else {}),
+                **({"told": True} if self.told else {})}
 
 
 @dataclass

@@ -106,6 +106,7 @@ def answer(client: str, attempts: Sequence[Attempted], request_id: str | None = 
     """The reply for a turn none of whose ``attempts`` served it (see the module's contract)."""
     i = choose(attempts)
     a = attempts[i]
+    a.told = True
     message = f"tokunseba: {story(attempts)}" + (f" (request {request_id})" if request_id else "")
     status = a.status if a.kind in ("status", "context_window") and a.status else NO_STATUS.get(a.kind, 502)
     err = UpstreamError(status, message, a.error.type if a.error else None, a.error.code if a.error else None)

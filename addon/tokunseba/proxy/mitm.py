@@ -63,6 +63,7 @@ from ..shadow.sender import ShadowSender
 from .options import OPTIONS, keepalive_seconds, provider_hosts_of, stamp
 from .presentation import MAX_ORIGINAL, ORIGINAL_KEY, present, record_original, show_client_url
 from .recorder import TurnRecorder, after_sent
+from .retries import RetryWatch, retry_key
 from .shadowing import maybe_shadow, primary_done
 from .target import (
     extra_for,
@@ -120,6 +121,7 @@ class Tokunseba:
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.capacity = Capacity()  # cooldowns (retry-after) and max_concurrency slots, across reloads
+        self.retries = RetryWatch()  # a request that repeats a recent one of its session (proxy/retries.py)
         self.provider_hosts: dict[str, str] = {}
         self.relay = Relay()
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
@@ -567,6 +569,10 @@ class Tokunseba:
                 self.health.ok(ep)
                 break
         turn = build_turn(self.rules, prep, plan, env=os.environ)
+        turn.retry_of = self.retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=host,
+                                                    path=req.path, body=prep.body), turn.request_id, turn.started_at)
+        if turn.retry_of:
+            turn.events.append(("retry", {"of": turn.retry_of}))
         say_endpoint_unreachable(turn, self.health.down())
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
         if self.access is None:  # read once per change (configure), not twice a turn

@@ -56,6 +56,7 @@ class TurnRecorder:
                        endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
                        model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
                        error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
+                       **({"retry_of": turn.retry_of} if turn.retry_of else {}),
                        **turn.who.ledger_fields())
         events = list(turn.events)
 
