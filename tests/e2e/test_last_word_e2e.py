@@ -259,3 +259,41 @@ def test_a_clients_retries_are_recognised(tmp_path, capsys):
             assert (st["turns"], st["requests"], st["retries"]) == (4, 2, 2)
         finally:
             proxy.stop()
+
+
+def test_a_retargeted_stream_that_is_not_utf8_ends_with_an_error_event_and_is_recorded(tmp_path, monkeypatch):
+    """The Anthropic SDK decodes a stream as strict UTF-8: bytes that are not end the stream
+    with an error event in its protocol (the SDK raises an API error, not a UnicodeDecodeError),
+    and the ledger records an error, not a clean retarget."""
+    import anthropic
+
+    ant = [b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
+           b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
+           b'"usage":{"input_tokens":7,"output_tokens":1}}}\n\n',
+           b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+           b'"content_block":{"type":"text","text":""}}\n\n',
+           b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+           b'"delta":{"type":"text_delta","text":"H\xff\xfei"}}\n\n',
+           b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+           b'event: message_stop\ndata: {"type":"message_stop"}\n\n']
+    with Upstream() as up:
+        up.script(Reply.sse(ant, delay=0.05))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(f"endpoints:\n  ant:\n    protocol: anthropic\n    url: {up.url}\n    key_env: TK_LOCAL_KEY\n"
+                         "routes:\n  - name: same\n    when: {model: \"claude-*\"}\n    to: ant\n")
+        gone = closed_port()
+        proxy = Mitmdump(tmp_path, rules, env=KEYS,
+                         extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{gone}=anthropic"])
+        try:
+            for k, v in proxy.client_env().items():
+                monkeypatch.setenv(k, v)
+            c = anthropic.Anthropic(api_key="sk-ant-client", base_url=f"http://127.0.0.1:{gone}", max_retries=0)
+            with pytest.raises(anthropic.APIError) as ei:
+                with c.messages.stream(model="claude-x", max_tokens=5, messages=[{"role": "user", "content": "hi"}]) as s:
+                    for _ in s:
+                        pass
+            assert "not valid UTF-8" in str(ei.value)
+            (t,) = rows(proxy, "SELECT outcome, status, error FROM turns")
+            assert t["outcome"] == "error" and "not valid UTF-8" in t["error"]
+        finally:
+            proxy.stop()

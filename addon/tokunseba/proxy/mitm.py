@@ -515,6 +515,12 @@ class Tokunseba:
                 self.recorder.event(turn, "client_closed", {"message": msg, "after": "completion"})
                 self._complete(flow, state, self._reply_outcome(flow, state, flow.response.status_code))
                 return
+            if _client_went_away(msg) and state.pump is not None and state.pump.cut_short:
+                # the stream had been ended with an error event (the pump): the client left after it
+                turn.error = state.pump.cut_short
+                status = flow.response.status_code if flow.response is not None else None
+                self._complete(flow, state, self._reply_outcome(flow, state, status, failed=True))
+                return
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self.recorder.event(turn, "client_cancelled", {"message": msg})
                 turn.outcome = "cancelled"
