@@ -297,3 +297,27 @@ def test_a_retargeted_stream_that_is_not_utf8_ends_with_an_error_event_and_is_re
             assert t["outcome"] == "error" and "not valid UTF-8" in t["error"]
         finally:
             proxy.stop()
+
+
+def test_local_down_and_the_provider_away_is_503_naming_both(tmp_path):
+    """The local endpoint is down (refused connect, before anything is sent) and the provider
+    host cannot be reached: 503 with retry-after (nothing was rate-limited), the message names
+    the local endpoint and the host; the console says the route matched, never 'no route'."""
+    gone, local_gone = closed_port(), closed_port()
+
+    class Down:
+        url = f"http://127.0.0.1:{local_gone}"
+    proxy = start(tmp_path, Down, gone)  # type: ignore[arg-type]
+    try:
+        r = ask(proxy, gone)
+        assert r.status_code == 503, r.text
+        assert int(r.headers["retry-after"]) >= 1
+        msg = r.json()["error"]["message"]
+        assert "route small: local is unreachable" in msg and "then 127.0.0.1 could not be reached" in msg
+        rid = r.headers["x-tokunseba-request-id"]
+        (t,) = rows(proxy, "SELECT outcome, status, attempts FROM turns")
+        assert (t["outcome"], t["status"], json.loads(t["attempts"])) == ("error", 503, [])  # nothing was sent
+        line = next(ln for ln in proxy.log().splitlines() if rid in ln and " · " in ln)
+        assert "route small matched; endpoint local unreachable → 127.0.0.1 (not sent) · error 503" in line, line
+    finally:
+        proxy.stop()
