@@ -321,3 +321,49 @@ def test_local_down_and_the_provider_away_is_503_naming_both(tmp_path):
         assert "route small matched; endpoint local unreachable → 127.0.0.1 (not sent) · error 503" in line, line
     finally:
         proxy.stop()
+
+
+SPILL_RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: {local}/v1
+    key_env: TK_LOCAL_KEY
+    max_tokens: 256
+  big:
+    protocol: anthropic
+    url: http://127.0.0.1:{big}
+    key_env: TK_LOCAL_KEY
+routes:
+  - name: small
+    when: {{model: "claude-*"}}
+    to: local
+  - name: spill
+    when: {{model: "claude-*"}}
+    to: big
+unmatched: refuse
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_context_window_error_with_the_next_hop_known_down_is_kept(tmp_path, stream):
+    """unmatched: refuse; the next route's endpoint is known down (the proxy's startup check
+    found it unreachable): it is not tried, and the client gets local's context-window error as
+    it came, "prompt is too long" (as before issue 29: kept)."""
+    big = closed_port()
+    with Upstream() as local:
+        local.script(TOO_LONG)
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(SPILL_RULES.format(local=local.url, big=big))
+        gone = closed_port()
+        proxy = Mitmdump(tmp_path, rules, env=KEYS, extra=["--set", f"tokunseba_provider_hosts=127.0.0.1:{gone}=anthropic"])
+        try:
+            for text in ("one", "two"):
+                r = ask(proxy, gone, stream, text=text)
+                assert r.status_code == 400, r.text
+                err = r.json()["error"]
+                assert err["type"] == "invalid_request_error" and "prompt is too long" in err["message"].lower()
+                assert "exceeds the available context size" in err["message"] and "big" not in err["message"]
+            assert len(local.requests) == 2
+        finally:
+            proxy.stop()
