@@ -187,3 +187,19 @@ def test_explain_says_which_failure_the_client_got(tmp_path):
     assert "1. small → local: failed (status) after 3.0 ms; moved on; the client got this failure, which says most" in out
     assert "2. unmatched → api.anthropic.com: failed (unreachable) after 1.0 ms; no next route" in out
     assert "decision     route small matched → api.anthropic.com · error" in out
+
+
+def test_stats_and_sessions_count_a_matched_route_under_its_name(mixed):
+    st = json.loads(run("stats", "--ledger", str(mixed), "--json"))
+    routes = {g["route"]: g["turns"] for g in st["by_route"]}
+    # tk-a4, tk-a5: small matched, its endpoint skipped; tk-a9: small failed over to the host
+    assert routes["small (matched, skipped)"] == 2 and routes["small (failed over)"] == 1
+    assert routes[None] == 1  # tk-a6: no route matched
+    endpoints = {g["endpoint"]: g["turns"] for g in st["by_endpoint"]}
+    assert endpoints[None] == 2  # tk-a5 and tk-a6 sent nothing
+    led = Ledger(mixed)
+    try:
+        (s,) = sessions_report(led.turns())
+    finally:
+        led.close()
+    assert s["routes"]["small (matched, skipped)"] == 2 and s["routes"]["(no route)"] == 1

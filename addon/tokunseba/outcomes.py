@@ -16,6 +16,9 @@ Contract (pure: no I/O, no imports of the rest of the package):
   everywhere: the rule that took it; else ``route X matched; endpoint Y unreachable`` when
   routes matched but were skipped (cooling down, full, unreachable, refused) or failed over
   to the client's own host; ``no route`` only when no route matched.
+- ``route_group(rule, trace, attempts)``: the route a turn is counted under (``stats`` by
+  route, ``sessions``): its rule; else ``X (matched, skipped)`` / ``X (failed over)`` for a
+  route that matched but did not take it; None (no route) only when none matched.
 - ``client_label(name, protocol)``: the client as the console names it (its User-Agent's
   product, else ``<protocol> client``).
 - ``seconds(ms)``: durations as the console shows them (``1.42 s``).
@@ -74,7 +77,8 @@ def was_sent(row: Mapping[str, Any]) -> bool:
     unreachable, an invalid request)."""
     if outcome_class(row.get("outcome"), row.get("status"), row.get("error")) == "refused":
         return False
-    return row.get("attempts") != []
+    attempts = row.get("attempts")
+    return attempts not in ([], "[]")  # parsed, or JSON text as a plain query returns it
 
 
 def _skipped(trace: Iterable[Any]) -> list[str]:
@@ -103,3 +107,29 @@ def route_text(rule: str | None, trace: Iterable[Any] | None = None, attempts: I
     if skipped:
         return "; ".join(skipped)
     return "no route"
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        try:
+            import json
+
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def route_group(rule: str | None, trace: Any = None, attempts: Any = None) -> str | None:
+    """The route a turn is counted under (see the module's contract); ``trace`` and
+    ``attempts`` as the ledger holds them (JSON text or parsed)."""
+    if rule:
+        return rule
+    for a in _json(attempts) or ():
+        if isinstance(a, Mapping) and a.get("route"):
+            return f"{a['route']} (failed over)"
+    for t in _json(trace) or ():
+        if isinstance(t, Mapping) and t.get("matched") and not t.get("loop") and (t.get("unreachable")
+                                                                                 or t.get("refused")):
+            return f"{t.get('route')} (matched, skipped)"
+    return None

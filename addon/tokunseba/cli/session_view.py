@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import jsonc
 from ..ledger.store import NOT_SERVED, USAGE_FIELDS, _kind, usage_counting
-from ..outcomes import label, outcome_class, was_sent
+from ..outcomes import label, outcome_class, route_group, was_sent
 from ..prices import Price, endpoint_of, find_price, usage_cost
 
 NONE_LABEL = {"session": "(no session)", "agent": "(unknown)", "client": "(unknown)", "route": "(no route)",
@@ -41,7 +41,7 @@ GROUP_BY: dict[str, Callable[[dict], str | None]] = {
     "session": lambda r: r.get("session_id"),
     "agent": agent_label,
     "client": client_label,
-    "route": lambda r: r.get("rule"),
+    "route": lambda r: route_group(r.get("rule"), r.get("trace"), r.get("attempts")),
     "endpoint": lambda r: r.get("endpoint") or r.get("host"),
     "instance": lambda r: r.get("instance"),  # which proxy wrote the turn (a ledger shared by several)
 }
@@ -159,7 +159,7 @@ def sessions_report(rows: list[dict], prices: list[Price] | None = None, limit: 
         if was_sent(r):  # an endpoint counts only when something was sent there
             ep = r.get("endpoint") or r.get("host") or "-"
             s["endpoints"][ep] = s["endpoints"].get(ep, 0) + 1
-        route = r.get("rule") or "(no route)"
+        route = route_group(r.get("rule"), r.get("trace"), r.get("attempts")) or "(no route)"
         s["routes"][route] = s["routes"].get(route, 0) + 1
         accs[sid].add(r, prices)
     out = [{**s, **accs[sid].facts(prices is not None)} for sid, s in by.items()]

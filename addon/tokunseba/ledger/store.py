@@ -43,7 +43,7 @@ from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
 from ..credentials import redact_text, redact_url, scrub, split_url_password
 from ..neutral.usage import Usage
-from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, was_sent
+from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, route_group, was_sent
 
 if TYPE_CHECKING:  # imported when a PostgreSQL ledger opens (psycopg is optional)
     from .shared import SharedWriter
@@ -952,6 +952,7 @@ class Ledger:
                 cols += ", attempts"
             if "retry_of" in columns:  # a ledger older than retries: none recognised
                 cols += ", retry_of"
+            cols += ", CASE WHEN rule IS NULL THEN trace END AS trace"  # read only where no rule took the turn
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
@@ -1064,7 +1065,7 @@ def _kind(row: dict) -> str:
 # stats group -> a turn's group key (None = no route / model unknown). A turn passed
 # through without an endpoint counts as served by the host it went to.
 GROUPS: dict[str, Any] = {
-    "route": lambda r: r["rule"],
+    "route": lambda r: route_group(r["rule"], r.get("trace"), r.get("attempts")),  # matched, skipped: not "no route"
     "endpoint": lambda r: (r["endpoint"] or r["host"]) if was_sent(r) else None,  # only where something was sent
     "model": lambda r: r["model_used"],
     "instance": lambda r: r.get("instance"),

@@ -6,7 +6,8 @@ records (the turn, its decision and first events) until the event loop's next st
 request leaves first, in the hook's own step); ``event`` and ``completion`` queue that start
 first if it still waits. ``completion`` builds the completion records (status, timings,
 usage as reported, the attempts of a turn that failed over, the reply when bodies are
-kept) and returns the callable that writes them; the adapter runs it at once or once the
+kept; ``attempts`` ``[]`` for a turn answered here before anything was sent: outcomes.was_sent)
+and returns the callable that writes them; the adapter runs it at once or once the
 reply's bytes are handed to the client (``after_sent``). Plain Python: no mitmproxy (a flow
 is read by its ``live`` attribute only); the writer does the I/O on its own thread.
 """
