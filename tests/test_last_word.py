@@ -15,7 +15,7 @@ from tokunseba.neutral.error import parse_error_body
 from tokunseba.proxy.attempts import Attempted
 from tokunseba.proxy.capacity import Capacity
 from tokunseba.proxy.failover import Failure, classify
-from tokunseba.proxy.last_word import answer, busy, choose, say_busy, story, waits
+from tokunseba.proxy.last_word import answer, busy, choose, final, say_busy, story, waits
 from tokunseba.routing.endpoints import EndpointHealth
 from tokunseba.routing.rules import load_rules_text
 from tokunseba.turn import build_turn, decide_request, prepare_request
@@ -239,3 +239,30 @@ def test_busy_speaks_every_clients_envelope(client):
     envelope_ok(client, reply.body)
     assert reply.status == 429 and reply.headers["retry-after"] == "5" and "retry after 5 s" in msg
     assert protocols.for_errors(client).name == client
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("last", ["refused", "known down", "on_failure: error", "unmatched: refuse"])
+@pytest.mark.parametrize("first", sorted(ANSWERS))
+def test_with_no_next_attempt_the_failure_goes_as_it_came_in_the_clients_protocol(first, last, client, stream):
+    """The next route refuses the turn or its endpoint is known down (not tried), or nothing
+    comes next: one attempt, whose failure the client gets as it came, translated into its
+    protocol (a context window as its own "too long"), status kept (529/503 as the protocol
+    says overloaded); no story to tell."""
+    from tokunseba import translate
+
+    chain = [attempt("local", first)]
+    assert final(client, chain, "tk-1") is None
+    status, body, _ = ANSWERS[first]
+    st, out = translate.error("openai", client, status, body) if client != "openai" else (status, body)
+    if client == "openai":  # the endpoint's own protocol: byte for byte
+        assert out == body
+        return
+    doc = envelope_ok(client, out)
+    if first.startswith("context"):
+        assert st == 400 and context_said(client, doc), (client, doc)
+    elif first == "429":
+        assert st == 429 and "Rate limit reached" in parse_error_body(st, out).message
+    else:
+        assert st in (status, 503, 529) and not context_said(client, doc)

@@ -123,6 +123,14 @@ def answer(client: str, attempts: Sequence[Attempted], request_id: str | None = 
     return Told(LocalResponse(status, headers, body), i, message)
 
 
+def final(client: str, attempts: Sequence[Attempted], request_id: str | None = None) -> Told | None:
+    """What the client is told when the last of ``attempts`` failed and no next attempt is made:
+    with two or more attempts, ``answer``; with one (its next route refused the turn, its
+    endpoint is known down, on_failure: error, unmatched: refuse), None: that failure goes to
+    the client as it came, in its protocol (its status, its headers, its words)."""
+    return answer(client, attempts, request_id) if len(attempts) > 1 else None
+
+
 # ---- before anything is sent: every way is busy
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from .failover import Failure
-from .last_word import Told, answer, say_busy
+from .last_word import Told, final, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
@@ -742,8 +742,7 @@ class Tokunseba:
         self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
         if nxt is None:
             chain.gave_up = True
-            if len(chain.failed) > 1:  # the failure that says most, every attempt named (proxy/last_word.py)
-                chain.told = answer(turn.client_protocol, chain.failed, turn.request_id)
+            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # proxy/last_word.py
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
         nxt.failed_over = chain.text(where_next(nxt))
