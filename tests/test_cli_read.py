@@ -129,12 +129,12 @@ def test_log_lists_turns_newest_first(capsys, story):
     rc, out, err = run(capsys, "log", "--ledger", str(story))
     assert (rc, err) == (0, "")
     assert scrub(out) == expected("""
-        TIME                 REQUEST ID   CLIENT     MODEL                            ROUTE               OUTCOME       STATUS   LATENCY  ERROR
-        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic  claude-opus-4-1                  -                   error            529  300.0 ms  upstream 529: Overloaded
-        YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic  claude-sonnet-4-5                to-gemini → gemini  refused          400    0.5 ms  route to-gemini refused: no translator from anthropic to gemini
-        YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai     gpt-4o-mini                      -                   pass-through     200  100.0 ms
-        YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic  claude-haiku-4-5 → gemma-3-270m  easy-turns → local  translated       200  250.0 ms
-        YYYY-MM-DD hh:mm:ss  tk-01dd01dd  anthropic  claude-haiku-4-5                 -                   pass-through     200  900.0 ms
+        TIME                 REQUEST ID   CLIENT            MODEL                            ROUTE                         OUTCOME       STATUS  LATENCY  ERROR
+        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic client  claude-opus-4-1                  no route → api.anthropic.com  error            529  0.30 s   upstream 529: Overloaded
+        YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic client  claude-sonnet-4-5                to-gemini → gemini            refused          400  0.00 s   route to-gemini refused: no translator from anthropic to gemini
+        YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai client     gpt-4o-mini                      no route → api.openai.com     pass-through     200  0.10 s
+        YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic client  claude-haiku-4-5 → gemma-3-270m  easy-turns → local            translated       200  0.25 s
+        YYYY-MM-DD hh:mm:ss  tk-01dd01dd  anthropic client  claude-haiku-4-5                 no route → api.anthropic.com  pass-through     200  0.90 s
     """)
 
 
@@ -148,7 +148,8 @@ def test_log_limit_and_json(capsys, story):
                              "usage_reported", "usage_input", "error"}
     assert turns[0]["status"] == 529 and isinstance(turns[0]["started_at"], float)
     rc, out, _ = run(capsys, "log", "--ledger", str(story), "--limit", "1")
-    assert len(out.splitlines()) == 2 and "tk-8d9e0f1a" in out
+    assert len(out.splitlines()) == 3 and "tk-8d9e0f1a" in out
+    assert out.splitlines()[-1] == "1 of 5 shown, newest first (--limit N shows more)"
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "ten", "1.5"])
@@ -205,25 +206,25 @@ def test_stats_whole_output(capsys, story):
     assert (rc, err) == (0, "")
     assert out == expected("""
         window: all time
-        turns 5  ·  translated 1  ·  refused 1  ·  errors 1  ·  pass-through 3  ·  retargeted 0
+        turns 5 = served 3 (translated 1  ·  retargeted 0  ·  pass-through 2) + errors 1 + refused 1
 
-        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
-        (no route)      3           0        0       1         75.0%
-        easy-turns      1           1        0       0         25.0%
-        to-gemini       1           0        1       0          0.0%
+        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
+        (no route)      3           0        0       1          0         66.7%
+        easy-turns      1           1        0       0          0         33.3%
+        to-gemini       1           0        1       0          0          0.0%
 
-        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
-        api.anthropic.com      2           0        0       1         50.0%
-        api.openai.com         1           0        0       0         25.0%
-        gemini                 1           0        1       0          0.0%
-        local                  1           1        0       0         25.0%
+        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
+        api.anthropic.com      2           0        0       1          0         33.3%
+        api.openai.com         1           0        0       0          0         33.3%
+        local                  1           1        0       0          0         33.3%
+        (nothing sent)         1           0        1       0          0          0.0%
 
-        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  SHARE SERVED
-        claude-haiku-4-5      1           0        0       0         25.0%
-        claude-opus-4-1       1           0        0       1         25.0%
-        gemma-3-270m          1           1        0       0         25.0%
-        gpt-4o-mini           1           0        0       0         25.0%
-        (unknown)             1           0        1       0          0.0%
+        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
+        claude-haiku-4-5      1           0        0       0          0         33.3%
+        claude-opus-4-1       1           0        0       1          0          0.0%
+        gemma-3-270m          1           1        0       0          0         33.3%
+        gpt-4o-mini           1           0        0       0          0         33.3%
+        (unknown)             1           0        1       0          0          0.0%
 
         usage as reported (openai input includes cache reads; anthropic input does not):
           COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING
@@ -242,7 +243,7 @@ def test_stats_since_a_window(capsys, story):
     assert rc == 0
     lines = scrub(out).splitlines()
     assert lines[:2] == ["window: since YYYY-MM-DD hh:mm:ss (24h)",
-                         "turns 4  ·  translated 1  ·  refused 1  ·  errors 1  ·  pass-through 2  ·  retargeted 0"]
+                         "turns 4 = served 2 (translated 1  ·  retargeted 0  ·  pass-through 1) + errors 1 + refused 1"]
     assert "  anthropic" not in out  # the only anthropic-counted usage is ten days old
     assert "  turns that reported usage: 2; reported none: 2" in lines
     rc, out, _ = run(capsys, "stats", "--ledger", str(story), "--since", "2m")
@@ -255,9 +256,9 @@ def test_stats_json_structure(capsys, story):
     st = jsonc.loads(out)
     assert abs(st["since"] - (time.time() - 7 * 86400)) < 60
     assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "served")} == {
-        "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 2, "served": 3}
-    assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "served": 2,
-                                  "share": 0.6667}
+        "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 1, "served": 2}  # errors are not served
+    assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0,
+                                  "served": 1, "share": 0.5}
     assert st["usage"] == {"by_counting": {"openai": {"turns": 2, "input": 132, "output": 34, "cache_read": 100,
                                                       "cache_write": None, "reasoning": None}},
                            "turns_reported": 2, "turns_none": 2}
@@ -376,7 +377,7 @@ def test_explain_an_upstream_error(capsys, story):
         rules tried
           (none: no routes in the rules, or the turn was not routable)
 
-        decision     no route: passed through unchanged to api.anthropic.com · model claude-opus-4-1
+        decision     no route → api.anthropic.com · error · model claude-opus-4-1
         translation  none (same protocol, body untouched)
 
         upstream     status 529

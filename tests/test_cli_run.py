@@ -317,3 +317,15 @@ def test_run_help_explains_the_base_url_options():
     assert "--base-url-port PORT the first port of the base-URL listeners" in text
     assert "anthropic PORT, openai / openai-responses PORT+1, gemini PORT+2" in text
     assert "--no-base-url listen only as the HTTPS proxy" in text
+
+
+def test_an_option_given_after_dashdash_wins_over_the_one_run_adds(capsys):
+    """`tokunseba run -- --set flow_detail=3`: mitmproxy refuses an option given twice, so run
+    leaves its own flow_detail=0 out and the user's value is the one mitmdump gets."""
+    rc, out, err = run(capsys, "run", "--dry-run", "--", "--set", "flow_detail=3", "--set=tokunseba_console=all")
+    assert rc == 0, err
+    cmd = shlex.split(out.strip().splitlines()[-1])
+    sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"] + [a[6:] for a in cmd if a.startswith("--set=")]
+    assert [s for s in sets if s.startswith("flow_detail=")] == ["flow_detail=3"]
+    assert [s for s in sets if s.startswith("tokunseba_console=")] == ["tokunseba_console=all"]
+    assert "connection_strategy=lazy" in sets  # the others stay

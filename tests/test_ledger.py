@@ -195,6 +195,7 @@ def test_turn_row_holds_every_field(make):
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
         "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
+        "retry_of": None,  # not a retry of an earlier request (proxy/retries.py)
     }
 
 
@@ -540,16 +541,22 @@ def test_stats(make):
         st = led.stats(since=100.0)
     assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "retargeted",
                                "unfinished", "served")} == {
-        "turns": 5, "translated": 2, "refused": 1, "errors": 1, "pass_through": 2, "retargeted": 0,
-        "unfinished": 0, "served": 4}
+        "turns": 5, "translated": 2, "refused": 1, "errors": 1, "pass_through": 1, "retargeted": 0,
+        "unfinished": 0, "served": 3}  # the classes add up to the turns; an error (a 529) is not served
+    assert sum(st[k] for k in ("translated", "retargeted", "pass_through", "errors", "refused", "cancelled",
+                               "interrupted", "unfinished")) == st["turns"]
     # most turns first; on a tie by name, "no route" last
     assert st["by_route"] == [
-        {"route": "easy", "turns": 2, "translated": 2, "refused": 0, "errors": 0, "served": 2, "share": 0.5},
-        {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "served": 2, "share": 0.5},
-        {"route": "to-gemini", "turns": 1, "translated": 0, "refused": 1, "errors": 0, "served": 0, "share": 0.0},
+        {"route": "easy", "turns": 2, "translated": 2, "refused": 0, "errors": 0, "cancelled": 0, "served": 2,
+         "share": 0.6667},
+        {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0, "served": 1,
+         "share": 0.3333},
+        {"route": "to-gemini", "turns": 1, "translated": 0, "refused": 1, "errors": 0, "cancelled": 0, "served": 0,
+         "share": 0.0},
     ]
+    # a refused turn sent nothing to its endpoint: not counted there
     assert [(g["endpoint"], g["turns"], g["share"]) for g in st["by_endpoint"]] == [
-        ("api.anthropic.com", 2, 0.5), ("local", 2, 0.5), ("gemini", 1, 0.0)]
+        ("api.anthropic.com", 2, 0.3333), ("local", 2, 0.6667), (None, 1, 0.0)]
     assert [(g["model"], g["turns"]) for g in st["by_model"]] == [("claude-haiku-4-5", 2), ("gemma", 2), (None, 1)]
     assert st["usage"] == {
         "by_counting": {

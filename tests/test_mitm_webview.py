@@ -22,10 +22,13 @@ from .test_mitm_addon import (ANT_BODY, CHAT_SSE, CLIENT_KEY, EP_KEY, _events, a
 CLIENT_URL = "https://api.anthropic.com/v1/messages"
 
 def comment_of(f) -> str:
-    """The flow's comment after its leading request id (every turn's comment starts with it)."""
+    """The flow's comment after its headline (the outcome's emoji and status word, a failed turn's
+    error) and its request id: ``<headline> · <request id> · <details>``."""
     rid = f.metadata["tokunseba.request_id"]
-    assert f.comment.startswith(rid + " · "), f.comment
-    return f.comment[len(rid) + 3:]
+    if f.comment.startswith(rid + " · "):  # in flight: no headline yet
+        return f.comment[len(rid) + 3:]
+    assert f" · {rid} · " in f.comment and f.comment[:1] in "⚪➡🔁⛔❌⏹", f.comment
+    return f.comment.split(f" · {rid} · ", 1)[1]
 
 
 

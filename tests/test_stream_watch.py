@@ -245,3 +245,24 @@ def test_the_model_a_passed_on_whole_reply_names(protocol, body, model):
     out = Outcome.of_whole(protocol, 200, "application/json", json.dumps(body).encode())
     assert out.model == model
     assert Outcome.of_whole(protocol, 200, "text/html", b"<html>").model is None
+
+
+@pytest.mark.parametrize(("protocol", "data"), [
+    ("anthropic", ANT.replace(b'"text":"Hi"', b'"text":"H\xff\xfei"') + ANT_STOP),
+    ("openai", CHAT_OK.replace(b'"content": "Hi"', b'"content": "H\xc3i"')),
+    ("openai-responses", RESPONSES_OK.replace(b'"id":"r1"}}', b'"id":"r\xed\xa0\x80"}}', 1)),  # a lone surrogate
+])
+def test_bytes_that_are_not_utf8_are_fatal_at_every_split_point(protocol, data):
+    """The official SDKs decode a stream as strict UTF-8 and raise on it (issue 29: a retargeted
+    stream the Anthropic SDK crashed on was recorded as clean): the stream ends there."""
+    for i in range(len(data) + 1):
+        w = watch(protocol, data, [i])
+        assert w.fatal and "not valid UTF-8" in w.fatal and w.verdict() == w.fatal, i
+
+
+def test_utf8_cut_at_the_end_is_a_problem_and_multibyte_text_is_fine():
+    ok = ANT.replace(b'"text":"Hi"', "\"text\":\"H\u00e9 \u4f60\u597d \U0001f600\"".encode()) + ANT_STOP
+    for i in range(len(ok) + 1):
+        assert watch("anthropic", ok, [i]).verdict() is None, i
+    w = watch("anthropic", ANT + ANT_STOP + "\u4f60".encode()[:2], [])
+    assert w.verdict() is not None and "UTF-8" in w.verdict()

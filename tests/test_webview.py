@@ -144,3 +144,20 @@ def test_comment_starts_with_the_request_id_then_the_error():
     c = final_comment("easy-turns → local · anthropic→openai", request_id="tk-0123456789abcdef01234567",
                       outcome="error", status=400, error="prompt is too long")
     assert c == "tk-0123456789abcdef01234567 · error 400: prompt is too long · easy-turns → local · anthropic→openai"
+
+
+def test_the_comment_starts_with_the_short_reason():
+    from tokunseba.webview.view import final_comment, headline
+
+    head = headline("error", 429, chain="local (429) → api.anthropic.com (unreachable)", error="tokunseba: local …")
+    assert head == "❌ error 429 · local (429) → api.anthropic.com (unreachable)"
+    assert headline("translated", 200, chain="local (429) → anthropic") == "🔁 translated 200 · local (429) → anthropic"
+    assert headline("translated", 200) == "🔁 translated 200"
+    assert headline("pass_through", 200) == "⚪ pass-through 200"
+    long = "tokunseba: cannot reach api.anthropic.com:443: connection refused; " + "x" * 200
+    short = headline("error", 502, error=long)
+    assert short.startswith("❌ error 502: cannot reach api.anthropic.com:443: connection refused") and short.endswith("…")
+    assert len(short) < 120
+    assert headline("error", 200, error="cut") == "❌ error mid-stream: cut"
+    comment = final_comment("small → local", outcome="error", status=502, error=long, request_id="tk-1", head=short)
+    assert comment.startswith(short + " · tk-1 · error 502: " + long[:40])  # the details, whole, after it

@@ -36,6 +36,7 @@ from .protocols.detect import Detected, detect
 from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
 from .neutral.tools import ClientTools
+from .outcomes import route_text
 from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
@@ -109,6 +110,7 @@ class Turn:
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
     capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
+    retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -117,6 +119,10 @@ class Turn:
         parts: list[str] = []
         if d is not None and d.route is not None:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
+        elif self.failed_over:  # its routes failed: passed on to the client's own host (the chain follows)
+            parts.append(f"passed on to {self.host}")
+        elif d is not None and (said := route_text(None, d.trace)) != "no route":  # matched, skipped: never "no route"
+            parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
@@ -164,19 +170,32 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
 # request side
 
 
+def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
+                           extra_hosts: Mapping[str, str] | None = None) -> bool:
+    """Whether this is Codex's WebSocket upgrade of GET /v1/responses to a Responses host."""
+    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
+        return False
+    hdrs = {k.lower(): v for k, v in headers}
+    if "websocket" not in hdrs.get("upgrade", "").lower():
+        return False
+    det = detect(host, "/v1/responses", "POST", extra_hosts)
+    return det is not None and det.protocol == p_responses.PROTOCOL
+
+
+def websocket_declined(why: str) -> LocalResponse:
+    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once."""
+    body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
+    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
+
+
 def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
                       extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
     """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
     it would bypass routing and the ledger. When some route can take Responses turns, answer
     426: Codex then falls back to HTTPS POST at once (clients.md §3.2), which is routed.
-    Otherwise None: the upgrade passes through untouched."""
-    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
-        return None
-    hdrs = {k.lower(): v for k, v in headers}
-    if "websocket" not in hdrs.get("upgrade", "").lower():
-        return None
-    det = detect(host, "/v1/responses", "POST", extra_hosts)
-    if det is None or det.protocol != p_responses.PROTOCOL:
+    Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
+    in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
+    if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
         return None
     if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
                and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):
@@ -348,7 +367,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
             break
         route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
         assert route is not None
-        entry.update(refused=got, unreachable=False)  # refused first, as the rules would have seen it
+        entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
         entry.pop("unavailable", None)
         if route.on_refused == "error":
             return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))

@@ -119,9 +119,9 @@ def test_one_line_per_provider_turn_and_no_connection_chatter(tmp_path, monkeypa
     assert "anthropic-python claude-haiku-4-5 → haiku-scripted → scripted · translated 200 · " in translated
     assert "prompt_tokens=2610 completion_tokens=58 total_tokens=2668" in translated  # as the endpoint reported
     assert re.search(r" · \d+\.\d\d s$", translated)
-    assert "anthropic-python claude-opus-4-8 → no route → 127.0.0.1 · pass_through 200 · " in passed
+    assert "anthropic-python claude-opus-4-8 → no route → 127.0.0.1 · pass-through 200 · " in passed
     assert "input_tokens=21 output_tokens=3" in passed
-    assert "→ no route → api.anthropic.com · error 502 · no usage reported" in unreachable
+    assert "→ no route → api.anthropic.com (not sent) · error 502 · no usage reported" in unreachable
     assert "cannot reach api.anthropic.com" in unreachable and "connection refused" in unreachable
     # mitmproxy's own lines: none for connections, none for flows (provider or not)
     for chatter in ("client connect", "server connect", "client disconnect", "server disconnect", "<< ",

@@ -227,7 +227,9 @@ def test_list_shows_path_status_mark_and_comment(page, web):
 def test_translated_turn_shows_the_clients_url_and_the_endpoint(page, web):
     (row,) = [r for r in page[0] if r["marker"] == ICON["translated"]]
     assert row["path"].startswith("https://api.anthropic.com/v1/messages") and row["status"] == "200"
-    assert re.match(r"tk-[0-9a-f]{24} · easy-turns → local · anthropic→openai · dropped: thinking", row["comment"])
+    # the short reason first, then the request id and the details
+    assert re.match(r"🔁 translated 200 · tk-[0-9a-f]{24} · easy-turns → local · anthropic→openai · dropped: thinking",
+                    row["comment"])
     assert "added: stream_options.include_usage" in row["comment"]
     assert f"sent to {web.upstream.url}/v1/chat/completions" in row["comment"]
 
@@ -249,7 +251,7 @@ def test_failed_turns_carry_the_error_mark(page):
     ("~marker :repeat:", 1),  # translated and ended well
     ("~marker :x:", 2),  # failed turns
     ("~comment dropped", 3),  # turns that left fields behind
-    ("~comment ^tk-", 4),  # every turn's comment starts with its request id
+    ("~comment tk-", 4),  # every turn's comment names its request id, after the short reason
     ("~h x-tokunseba-request-id", 4),  # every turn tokunseba planned (the reply header)
     ("~d api.anthropic.com", 4),  # translated turns too: the flow keeps the client's URL
 ])
@@ -312,7 +314,7 @@ def test_comment_column_is_wide_and_a_request_id_finds_its_turn(page, web, brows
     widths = browser.js("""(() => { const td = document.querySelector('tbody td.col-comment');
         const table = td.closest('table'); return [td.getBoundingClientRect().width, table.getBoundingClientRect().width]; })()""")
     assert widths[0] >= 0.35 * widths[1] and widths[0] > 300, widths
-    rid = by_comment(page[0], "refused:")["comment"].split(" · ")[0]
+    rid = next(p for p in by_comment(page[0], "refused:")["comment"].split(" · ") if p.startswith("tk-"))
     assert re.fullmatch(r"tk-[0-9a-f]{24}", rid)
     (row,) = rows(browser, f"~comment {rid[:10]}", 1)
     assert "refused:" in row["comment"]

@@ -240,7 +240,7 @@ def test_the_turn_itself_was_translated(web, traffic):
 
 def test_translated_flow_shows_the_decision_and_mark(web, traffic):
     f = traffic["translated"]
-    assert f["comment"] == (f"{traffic['request_id']} · easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
+    assert f["comment"] == (f"🔁 translated 200 · {traffic['request_id']} · easy-turns → local · anthropic→openai · dropped: thinking, metadata.user_id"
                             f" · added: stream_options.include_usage · sent to {web.upstream.url}/v1/chat/completions")
     assert f["request"]["scheme"] == "https" and not f["request"]["path"].startswith(PREFIX)
     assert f["marked"] == emoji[MARKS["translated"]] == "🔁"

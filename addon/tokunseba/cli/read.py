@@ -33,7 +33,7 @@ from ..ledger.store import (
     spool_note,
 )
 from ..ledger.dialect import db_errors
-from ..webview.view import web_outcome
+from ..outcomes import client_label, label, outcome_class, route_text, seconds, was_sent
 from .. import protocols
 from ..credentials import redact_text
 from ..reasoning.state import STATE_EVENTS, explain_state
@@ -131,17 +131,18 @@ def fmt_share(v: float | None) -> str:
 
 
 def counted_outcome(t: dict) -> str | None:
-    """The outcome as `stats` counts it (and mitmweb marks it): a finished turn with a status
-    >= 400 or an error is an error whatever path it took (a translated turn the upstream
-    answered with a 400 included); refused and cancelled stay themselves."""
+    """The outcome as `stats` counts it, the console and mitmweb say it (outcomes.outcome_class):
+    a finished turn with a status >= 400 or an error is an error whatever path it took (a
+    translated turn the upstream answered with a 400 included); refused, cancelled and
+    interrupted stay themselves; None while open."""
     o = t.get("outcome")
-    if o is None or o == "interrupted":
-        return o
-    return web_outcome(o, t.get("status"), t.get("error"))
+    if o is None:
+        return None
+    return outcome_class(o, t.get("status"), t.get("error"))
 
 
 def outcome_label(o: str | None) -> str:
-    return (o or "-").replace("_", "-")
+    return label(o)
 
 
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?( ms|%)?$")
@@ -256,15 +257,39 @@ def cmd_log(args: argparse.Namespace) -> int:
                   else f"no turns of instance {args.instance!r} in {ledger.path}")
         else:
             head = ["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "ERROR"]
+            turns, folded = fold_retries(turns)
             rows = [_log_row(t) for t in turns]
             if args.instance is None and len({t.get("instance") for t in turns}) > 1:  # a shared ledger
                 head.insert(2, "INSTANCE")
                 for r, t in zip(rows, turns):
                     r.insert(2, t.get("instance") or "-")
             print(table(head, rows))
+            if folded:
+                print(f"{folded} retr{'y' if folded == 1 else 'ies'} folded into the request they repeat "
+                      "(+N retries in its row; log --json lists every turn)")
+            total = ledger.count_turns(instance=args.instance)
+            shown = len(turns) + folded
+            if total > shown:
+                print(f"{shown} of {total} shown, newest first (--limit N shows more)")
         return 0
 
     return _read(args, [], body)
+
+
+def fold_retries(turns: list[dict]) -> tuple[list[dict], int]:
+    """``log``: the retries of a request (turns.retry_of) that is in ``turns`` folded into its
+    row (``retries``: how many, and the outcome of the last one), and how many were folded."""
+    by_id = {t["request_id"]: t for t in turns}
+    out, folded = [], 0
+    for t in reversed(turns):  # oldest first: the last retry's outcome is the latest word
+        first = by_id.get(t.get("retry_of") or "")
+        if first is not None:
+            first["retries"] = first.get("retries", 0) + 1
+            first["last_retry"] = t
+            folded += 1
+        else:
+            out.append(t)
+    return list(reversed(out)), folded
 
 
 def _model_cell(t: dict) -> str:
@@ -275,12 +300,14 @@ def _model_cell(t: dict) -> str:
 
 
 def _route_cell(t: dict) -> str:
+    """The route as the console says it (outcomes.route_text), then where the turn went."""
+    route = route_text(t.get("rule"), t.get("trace"), t.get("attempts"))
     if t.get("rule"):
-        cell = f"{t['rule']} → {t.get('endpoint') or '-'}"
-    elif t.get("attempts"):
-        cell = f"→ {t.get('host') or 'original host'}"
+        cell = f"{route} → {t.get('endpoint') or '-'}"
+    elif was_sent(t):
+        cell = f"{route} → {t.get('endpoint') or t.get('host') or '-'}"
     else:
-        cell = t.get("endpoint") or "-"
+        cell = f"{route} → {t.get('host') or '-'} (not sent)"
     failed = _failed_attempts(t)[: len(t.get("attempts") or []) - 1]  # every attempt before the last one
     if failed:  # failed over (the last attempt answered, or its failure is what the client got)
         cell += f" (failed over from {', '.join(failed)})"
@@ -293,7 +320,7 @@ def _failed_attempts(t: dict) -> list[str]:
     for a in t.get("attempts") or []:
         if isinstance(a, dict) and a.get("kind") != "answered":
             what = str(a["status"]) if a.get("kind") == "status" and a.get("status") else str(a.get("kind", "?"))
-            out.append(f"{a.get('endpoint') or 'original host'} {what.replace('_', ' ')}")
+            out.append(f"{a.get('endpoint') or a.get('host') or 'original host'} {what.replace('_', ' ')}")
     return out
 
 
@@ -304,12 +331,19 @@ def _attempt_lines(t: dict) -> list[str]:
         return []
     out = ["", "attempts"]
     for i, a in enumerate(attempts, 1):
-        where = f"{a.get('route') or 'unmatched'} → {a.get('endpoint') or 'the host the client asked for'}"
+        where = f"{a.get('route') or 'unmatched'} → {a.get('endpoint') or a.get('host') or 'the host the client asked for'}"
         took = fmt_ms(a.get("ms"))
         if a.get("kind") == "answered":
             out.append(f"  {i}. {where}: answered, status {fmt_num(a.get('status'))}, after {took}")
             continue
-        after = ("moved on to the next route" if i < len(attempts) else "the client got this failure")
+        told = any(x.get("told") for x in attempts)  # every attempt failed: the one that said most was told
+        if a.get("told"):
+            after = ("moved on; the client got this failure, which says most about the turn" if i < len(attempts)
+                     else "the client got this failure, which says most about the turn")
+        elif i < len(attempts):
+            after = "moved on to the next route"
+        else:
+            after = "no next route" if told else "the client got this failure"
         out.append(f"  {i}. {where}: failed ({str(a.get('kind')).replace('_', ' ')}) after {took}; {after}")
         out.append(f"       {a.get('why') or ''}")
         if a.get("cooled_s"):
@@ -322,15 +356,20 @@ def _attempt_lines(t: dict) -> list[str]:
 
 def _log_row(t: dict) -> list[str]:
     err = (t.get("error") or "").replace("\n", " ")
+    if t.get("retries"):  # folded: the request, then how its retries ended
+        last = t["last_retry"]
+        n = t["retries"]
+        err = (f"+{n} retr{'y' if n == 1 else 'ies'}, the last {label(counted_outcome(last))} "
+               f"{fmt_num(last.get('status'))}" + (f" · {err}" if err else ""))
     return [
         fmt_time(t["started_at"]),
         t["request_id"],
-        t.get("client_protocol") or "-",
+        client_label(t.get("client_name"), t.get("client_protocol")),  # as the console names it
         _model_cell(t),
         _route_cell(t),
         outcome_label(counted_outcome(t)),
         fmt_num(t.get("status")),
-        fmt_ms(t.get("latency_ms")),
+        seconds(t.get("latency_ms")),  # as the console shows it
         err[:77] + "..." if len(err) > 80 else err,
     ]
 
@@ -378,7 +417,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return _read(args, compute_stats([], since), body)
 
 
-GROUP_NONE = {"route": "(no route)", "endpoint": "(unknown)", "model": "(unknown)", "instance": "(unknown)"}
+GROUP_NONE = {"route": "(no route)", "endpoint": "(nothing sent)", "model": "(unknown)", "instance": "(unknown)"}
 USAGE_LABELS = {"input": "INPUT", "output": "OUTPUT", "cache_read": "CACHE READ", "cache_write": "CACHE WRITE",
                 "reasoning": "REASONING"}
 
@@ -394,16 +433,20 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     if not st["turns"]:
         out.append("no turns in this window")
         return "\n".join(out)
+    # the classes partition the turns (outcomes.CLASSES): served ones, then errors, refused, and
+    # the unserved ones when there are any; failed over is not a class (said after them)
     out.append(
-        f"turns {st['turns']}  ·  translated {st['translated']}  ·  refused {st['refused']}  ·  errors {st['errors']}"
-        f"  ·  pass-through {st['pass_through']}  ·  retargeted {st['retargeted']}"
-        + "".join(f"  ·  {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
+        f"turns {st['turns']} = served {st.get('served', 0)} (translated {st['translated']}  ·  retargeted "
+        f"{st['retargeted']}  ·  pass-through {st['pass_through']}) + errors {st['errors']} + refused {st['refused']}"
+        + "".join(f" + {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
+        + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")
     )
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
-                 fmt_share(g["share"])] for g in st[f"by_{name}"]]
-        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "SHARE SERVED"], rows)]
+                 str(g.get("cancelled", 0)), fmt_share(g["share"])] for g in st[f"by_{name}"]]
+        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED"],
+                          rows)]
     if st.get("failover_by_endpoint"):
         rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
         out += ["", f"failover: {st['failed_over']} turns went on to a later attempt"
@@ -533,6 +576,8 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         _kv("client", f"{turn.get('client_protocol') or '-'} · {turn.get('host') or '-'}{turn.get('path') or ''}"
             + (f" · {', '.join(flags)}" if flags else "")),
         _kv("requested", turn.get("requested_model") or "- (no model in the request)"),
+        *([_kv("retry of", f"{turn['retry_of']} (the same request, sent again by the client)")]
+          if turn.get("retry_of") else []),
         "",
         "rules tried",
         *_trace_lines(turn.get("trace") or []),
@@ -545,11 +590,15 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         target = turn.get("endpoint") or refused_to or "-"
         if turn.get("target_protocol"):
             target += f" ({turn['target_protocol']})"
-        decision = f"{turn['rule']} → {target} · {outcome_label(outcome)}"
-    elif outcome == "pass_through":
-        decision = f"no route: passed through unchanged to {turn.get('host') or '-'}"
-    else:
-        decision = f"no route · {outcome_label(outcome)}"
+        decision = f"{turn['rule']} → {target} · {outcome_label(counted_outcome(turn))}"
+    else:  # the route as the console and `log` say it: "route X matched; endpoint Y unreachable", or "no route"
+        route = route_text(None, turn.get("trace"), turn.get("attempts"))
+        if not was_sent(turn):
+            decision = f"{route} → {turn.get('host') or '-'} (not sent) · {outcome_label(counted_outcome(turn))}"
+        elif counted_outcome(turn) == "pass_through":
+            decision = f"{route}: passed through unchanged to {turn.get('host') or '-'}"
+        else:
+            decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
     out.append(_kv("decision", decision))

@@ -275,7 +275,31 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
         if web_password_hash:
             cmd += ["--set", f"web_password={web_password_hash}"]
     extra = [a for a in (args.extra or []) if a != "--"]
-    return cmd + extra
+    return _without_options(cmd, _set_names(extra)) + extra
+
+
+def _set_names(argv: list[str]) -> set[str]:
+    """The mitmproxy option names ``argv`` sets (``--set NAME=V`` or ``--set=NAME=V``)."""
+    names = set()
+    for i, a in enumerate(argv):
+        value = argv[i + 1] if a == "--set" and i + 1 < len(argv) else a[6:] if a.startswith("--set=") else None
+        if value and "=" in value:
+            names.add(value.split("=", 1)[0].strip())
+    return names
+
+
+def _without_options(cmd: list[str], names: set[str]) -> list[str]:
+    """``cmd`` without its own ``--set NAME=V`` for each option the user set after ``--``: the
+    user's value wins (mitmproxy refuses an option given twice: "Received multiple values")."""
+    out: list[str] = []
+    i = 0
+    while i < len(cmd):
+        if cmd[i] == "--set" and i + 1 < len(cmd) and cmd[i + 1].split("=", 1)[0] in names:
+            i += 2
+            continue
+        out.append(cmd[i])
+        i += 1
+    return out
 
 
 def cli_command(argv0: str | None = None) -> str:

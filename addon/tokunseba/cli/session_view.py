@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import jsonc
 from ..ledger.store import NOT_SERVED, USAGE_FIELDS, _kind, usage_counting
+from ..outcomes import label, outcome_class, route_group, was_sent
 from ..prices import Price, endpoint_of, find_price, usage_cost
 
 NONE_LABEL = {"session": "(no session)", "agent": "(unknown)", "client": "(unknown)", "route": "(no route)",
@@ -40,7 +41,7 @@ GROUP_BY: dict[str, Callable[[dict], str | None]] = {
     "session": lambda r: r.get("session_id"),
     "agent": agent_label,
     "client": client_label,
-    "route": lambda r: r.get("rule"),
+    "route": lambda r: route_group(r.get("rule"), r.get("trace"), r.get("attempts")),
     "endpoint": lambda r: r.get("endpoint") or r.get("host"),
     "instance": lambda r: r.get("instance"),  # which proxy wrote the turn (a ledger shared by several)
 }
@@ -155,9 +156,10 @@ def sessions_report(rows: list[dict], prices: list[Price] | None = None, limit: 
         s["agents"][label] = s["agents"].get(label, 0) + 1
         if r.get("agent_id") and r["agent_id"] not in s["subagents"]:
             s["subagents"].append(r["agent_id"])
-        ep = r.get("endpoint") or r.get("host") or "-"
-        s["endpoints"][ep] = s["endpoints"].get(ep, 0) + 1
-        route = r.get("rule") or "(no route)"
+        if was_sent(r):  # an endpoint counts only when something was sent there
+            ep = r.get("endpoint") or r.get("host") or "-"
+            s["endpoints"][ep] = s["endpoints"].get(ep, 0) + 1
+        route = route_group(r.get("rule"), r.get("trace"), r.get("attempts")) or "(no route)"
         s["routes"][route] = s["routes"].get(route, 0) + 1
         accs[sid].add(r, prices)
     out = [{**s, **accs[sid].facts(prices is not None)} for sid, s in by.items()]
@@ -218,7 +220,8 @@ def explain_lines(turn: dict, session_turns: list[dict], n: int = 5) -> list[str
     cells = [[("▶ " if t["request_id"] == turn["request_id"] else "  ") + _time(t["started_at"]), t["request_id"],
               agent_label(t) or "-", (f"{t['rule']} → {t.get('endpoint') or '-'}" if t.get("rule")
                                       else t.get("endpoint") or t.get("host") or "-"),
-              (t.get("outcome") or "open").replace("_", "-")] for t in shown]
+              label(outcome_class(t.get("outcome"), t.get("status"), t.get("error"))) if t.get("outcome")
+              else "open"] for t in shown]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return out

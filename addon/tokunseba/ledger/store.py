@@ -43,6 +43,7 @@ from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
 from ..credentials import redact_text, redact_url, scrub, split_url_password
 from ..neutral.usage import Usage
+from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, route_group, was_sent
 
 if TYPE_CHECKING:  # imported when a PostgreSQL ledger opens (psycopg is optional)
     from .shared import SharedWriter
@@ -272,6 +273,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0009_turn_via",
         ("ALTER TABLE turns ADD COLUMN via TEXT",),
     ),
+    (
+        # a request that repeats a recent one of the same session (same body, within the retry
+        # window: proxy/retries.py) names the first of them: `log` folds them, `stats` counts
+        # requests and retries apart (issue 29)
+        "0010_turn_retry_of",
+        ("ALTER TABLE turns ADD COLUMN retry_of TEXT",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -319,6 +327,7 @@ TURN_FIELDS: dict[str, str] = {
     "client_name": "text",
     "client_version": "text",
     "via": "plain",  # how the turn came in: proxy | base_url (Turn.via)
+    "retry_of": "plain",  # the request id of the first request this one repeats (proxy/retries.py)
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")
@@ -329,7 +338,7 @@ TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS, "attempts", "instance", "via")
+                *SESSION_COLUMNS, "attempts", "instance", "via", "retry_of")
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner",
                  "instance")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
@@ -861,6 +870,16 @@ class Ledger:
             args = (*args, limit)
         return [self._decode(r) for r in self._query(sql, args)]
 
+    def count_turns(self, *, instance: str | None = None) -> int:
+        """How many turns the ledger holds (of proxy ``instance`` when given)."""
+        if not self._has_table("turns"):
+            return 0
+        if instance is not None:
+            if "instance" not in self._columns("turns"):
+                return 0
+            return int(self._query("SELECT count(*) AS n FROM turns WHERE instance = ?", (instance,))[0]["n"])
+        return int(self._query("SELECT count(*) AS n FROM turns")[0]["n"])
+
     def get_turn(self, prefix: str) -> dict:
         """The turn whose request id is ``prefix`` or starts with it (when unique)."""
         prefix = prefix.strip()
@@ -935,8 +954,12 @@ class Ledger:
         if self._has_table("turns"):
             if "instance" in self._columns("turns"):
                 cols += ", instance"  # a ledger older than instances: every turn's instance unknown
-            if "attempts" in self._columns("turns"):
+            columns = self._columns("turns")
+            if "attempts" in columns:
                 cols += ", attempts"
+            if "retry_of" in columns:  # a ledger older than retries: none recognised
+                cols += ", retry_of"
+            cols += ", CASE WHEN rule IS NULL THEN trace END AS trace"  # read only where no rule took the turn
             where, params = ("WHERE started_at >= ?", (since,)) if since is not None else ("", ())
             rows = self._query(f"SELECT {cols} FROM turns {where}", params)
         return compute_stats(rows, since)
@@ -1035,28 +1058,22 @@ def percentile(values: list[float], p: float) -> float | None:
     return s[max(math.ceil(p / 100 * len(s)) - 1, 0)]
 
 
-# outcomes that are not a served turn, each counted on its own
-NOT_SERVED = ("refused", "unfinished", "interrupted", "cancelled")
+# classes that are not a served turn, each counted on its own (outcomes.CLASSES: errors are not served)
+NOT_SERVED = NOT_SENT_OR_FAILED
 
 
 def _kind(row: dict) -> str:
-    """refused / cancelled / interrupted / error / unfinished / the outcome: one class per
-    turn, for counting. An open turn (outcome NULL) is unfinished: in flight, or left by a
-    proxy that has not restarted since it stopped."""
-    if row["outcome"] in ("refused", "cancelled", INTERRUPTED):
-        return row["outcome"]
-    if row["outcome"] == "error" or (row["status"] or 0) >= 400 or row["error"]:
-        return "error"
-    if row["outcome"] is None:
-        return "unfinished"
-    return row["outcome"]
+    """The turn's one class (outcomes.outcome_class): refused / cancelled / interrupted /
+    error / unfinished, or the way it was served. An open turn (outcome NULL) is unfinished:
+    in flight, or left by a proxy that has not restarted since it stopped."""
+    return outcome_class(row["outcome"], row["status"], row["error"])
 
 
 # stats group -> a turn's group key (None = no route / model unknown). A turn passed
 # through without an endpoint counts as served by the host it went to.
 GROUPS: dict[str, Any] = {
-    "route": lambda r: r["rule"],
-    "endpoint": lambda r: r["endpoint"] or r["host"],
+    "route": lambda r: route_group(r["rule"], r.get("trace"), r.get("attempts")),  # matched, skipped: not "no route"
+    "endpoint": lambda r: (r["endpoint"] or r["host"]) if was_sent(r) else None,  # only where something was sent
     "model": lambda r: r["model_used"],
     "instance": lambda r: r.get("instance"),
 }
@@ -1065,26 +1082,32 @@ GROUPS: dict[str, Any] = {
 def compute_stats(rows: list[dict], since: float | None) -> dict:
     kinds = [_kind(r) for r in rows]
     served_total = sum(1 for k in kinds if k not in NOT_SERVED)
+    # the headline classes partition the turns (outcomes.CLASSES): they add up to "turns"
     totals = {
         "turns": len(rows),
-        "translated": sum(1 for r in rows if r["outcome"] == "translated"),
-        "refused": kinds.count("refused"),
+        "translated": kinds.count("translated"),
+        "retargeted": kinds.count("retargeted"),
+        "pass_through": kinds.count("pass_through"),
         "errors": kinds.count("error"),
-        "pass_through": sum(1 for r in rows if r["outcome"] == "pass_through"),
-        "retargeted": sum(1 for r in rows if r["outcome"] == "retargeted"),
-        "unfinished": kinds.count("unfinished"),
-        "interrupted": kinds.count(INTERRUPTED),
+        "refused": kinds.count("refused"),
         "cancelled": kinds.count("cancelled"),
+        "interrupted": kinds.count(INTERRUPTED),
+        "unfinished": kinds.count("unfinished"),
+        # a client's retries of a request (turns.retry_of) are turns of their own, counted apart
+        "retries": sum(1 for r in rows if r.get("retry_of")),
     }
+    totals["requests"] = totals["turns"] - totals["retries"]
     groups: dict[str, list[dict]] = {}
     for gname, key in GROUPS.items():
         acc: dict[str | None, dict] = {}
         for r, k in zip(rows, kinds):
-            g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "served": 0})
+            g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "cancelled": 0,
+                                        "served": 0})
             g["turns"] += 1
-            g["translated"] += r["outcome"] == "translated"
+            g["translated"] += k == "translated"
             g["refused"] += k == "refused"
             g["errors"] += k == "error"
+            g["cancelled"] += k == "cancelled"
             g["served"] += k not in NOT_SERVED
         groups[gname] = [
             {gname: name, **g, "share": round(g["served"] / served_total, 4) if served_total else None}

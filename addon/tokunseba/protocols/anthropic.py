@@ -134,6 +134,7 @@ FACTS = Protocol(
                      "anthropic-beta": "beta features the body uses"},
     kept_query={"beta": "the SDK's beta namespace (?beta=true)"},
     sent_headers={"anthropic-version": ANTHROPIC_VERSION},
+    upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message, etype),
     stream_error=lambda message: sse_error("api_error", message),
     usage_counting=ANTHROPIC,

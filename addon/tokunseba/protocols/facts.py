@@ -69,6 +69,10 @@ class Protocol:
     # ---- errors in this protocol's own envelope (design.md rule 6) ----
     # (status, message, neutral error type or None) -> a whole JSON error body
     error_body: Callable[[int, str, str | None], bytes] = field(default=lambda s, m, t: b"")
+    # an endpoint's error (any protocol's, read neutrally: neutral.error.UpstreamError) -> (status,
+    # whole JSON error body) in this protocol, in its own words: a context-window error as the
+    # "too long" error its clients act on (None: error_body with the error's status and message)
+    upstream_error: Callable[[Any], tuple[int, bytes]] | None = None
     # message -> one SSE event that ends a passed-on stream with an error (502 semantics)
     stream_error: Callable[[str], bytes] = field(default=lambda m: b"")
     # ---- usage (the ledger, prices, the stream watch) ----

@@ -189,6 +189,7 @@ FACTS = Protocol(
     key_env=KEY_ENV,
     builtin_url="https://generativelanguage.googleapis.com/v1beta",
     kept_query={"alt": "stream framing (alt=sse); the endpoint URL sets it too"},
+    upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),
     stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
     usage_counting=GEMINI,

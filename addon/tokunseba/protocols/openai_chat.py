@@ -150,6 +150,7 @@ FACTS = Protocol(
     key_env="OPENAI_API_KEY",
     builtin_url="https://api.openai.com/v1",
     version_headers={"openai-beta": "beta features the body uses"},
+    upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stream_error=lambda message: sse_error("server_error", message),
     usage_counting=OPENAI,

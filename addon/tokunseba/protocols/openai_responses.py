@@ -136,6 +136,7 @@ FACTS = Protocol(
     auth_header=AUTH_HEADER,
     key_env=KEY_ENV,
     version_headers={"openai-beta": "beta features the body uses (Codex: responses=experimental)"},
+    upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
     stream_error=lambda message: sse_error("server_error", message),
     usage_counting=OPENAI,  # Responses usage shares Chat's definitions

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..neutral.error import UpstreamError
 from ..routing.endpoints import Endpoint
 from .failover import Failure
 from ..routing.rules import Rules
@@ -35,11 +37,23 @@ class Attempted:
     ms: float  # how long the attempt took, from its start to its failure
     cooled_s: float = 0.0  # the endpoint's cooldown from its retry-after / rate-limit hint
     backoff_s: float = 0.0  # the passive health back-off it started (no hint)
+    host: str | None = None  # where it went: the endpoint's host, or the client's own host (passed on)
+    retry_after_s: float | None = None  # how long the endpoint asked to be left alone (its hint, uncapped)
+    error: UpstreamError | None = None  # the endpoint's error as it said it (a reply with a status)
+    told: bool = False  # the client got this attempt's failure (proxy/last_word.py: it said most)
+
+    @property
+    def name(self) -> str:
+        """The attempt's endpoint, else the host it was passed on to."""
+        return self.endpoint or self.host or "the original host"
 
     def record(self) -> dict:
         return {"route": self.route, "endpoint": self.endpoint, "kind": self.kind, "status": self.status,
                 "why": self.why, "ms": round(self.ms, 3), "cooled_s": round(self.cooled_s, 3),
-                "backoff_s": round(self.backoff_s, 3)}
+                "backoff_s": round(self.backoff_s, 3),
+                **({"host": self.host} if self.endpoint is None and self.host else {}),
+                **({"retry_after_s": round(self.retry_after_s, 3)} if self.retry_after_s is not None else {}),
+                **({"told": True} if self.told else {})}
 
 
 @dataclass
@@ -52,11 +66,17 @@ class Chain:
     failed: list[Attempted] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)  # the decisions' traces, attempt after attempt
     gave_up: bool = False  # the last failure went to the client (no next attempt)
+    told: Any = None  # what the client is told instead of the last failure as it came (proxy/last_word.py)
 
     def text(self, last: str | None) -> str:
         """``small (503) → big`` for the mitmweb comment and the log."""
-        parts = [f"{a.endpoint or 'original host'} ({_short(a)})" for a in self.failed]
+        parts = [f"{a.endpoint or a.host or 'original host'} ({_short(a)})" for a in self.failed]
         return " → ".join([*parts, last or "original host"])
+
+
+    def failed_text(self) -> str:
+        """``local (429) → api.anthropic.com (unreachable)``: every attempt, all of them failed."""
+        return " → ".join(f"{a.name} ({_short(a)})" for a in self.failed)
 
 
 def _short(a: Attempted) -> str:

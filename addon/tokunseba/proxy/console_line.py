@@ -13,20 +13,22 @@ Pure: no mitmproxy, no I/O. The client is named as the ledger names it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from ..outcomes import SERVED, client_label, head as outcome_head, outcome_class, route_text
 from ..routing.session_facts import client_of
 
 ERROR_MAX = 160  # characters of an error shown on the line (the ledger keeps it whole)
 
 
 def client_name(user_agent: str | None, protocol: str) -> str:
-    """The client's name from its User-Agent (``client_of``), else its protocol (``openai client``)."""
+    """The client's name from its User-Agent (``client_of``), else its protocol (``openai client``),
+    as ``log`` names it from the ledger (outcomes.client_label)."""
     try:
         name = client_of(user_agent)[0]
     except Exception:  # a name is never worth a failed line
         name = None
-    return name or f"{protocol} client"
+    return client_label(name, protocol)
 
 
 def usage_text(reported: Mapping | None) -> str:
@@ -39,13 +41,17 @@ def usage_text(reported: Mapping | None) -> str:
 
 def turn_line(*, request_id: str, client: str, model: str | None, route: str | None, to: str,
               outcome: str, status: int | None, usage: Mapping | None, seconds: float,
-              error: str | None = None) -> str:
+              error: str | None = None, trace: Sequence | None = None, attempts: Sequence | None = None) -> str:
     """One line for one ended turn (see the module docstring); ``to`` is the endpoint's name,
-    or the host the turn passed through to."""
-    path = f"{model or '(no model)'} → {route or 'no route'} → {to}"
-    head = f"{outcome} {status if status is not None else 'no reply'}"
+    or the host the turn passed through to. The route and the outcome are said in the one
+    vocabulary of every view (outcomes.py): ``route X matched; endpoint Y unreachable``, never
+    ``no route`` when a route matched (``trace``, ``attempts``: as the ledger records them);
+    ``error 400`` for a translated turn answered 400."""
+    cls = outcome_class(outcome, status, error)
+    path = f"{model or '(no model)'} → {route_text(route, trace, attempts)} → {to}"
+    head = outcome_head(cls, status)
     line = f"{request_id} {client} {path} · {head} · {usage_text(usage)} · {seconds:.2f} s"
-    if error:
+    if error and cls not in SERVED:
         one = " ".join(error.split())
         line += f" · {one[:ERROR_MAX]}{'…' if len(one) > ERROR_MAX else ''}"
     return line

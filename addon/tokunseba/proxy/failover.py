@@ -19,10 +19,10 @@ from __future__ import annotations
 import email.utils
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..neutral.error import parse_error_body
+from ..neutral.error import UpstreamError, parse_error_body
 from ..protocols.failures import (
     CONTEXT_STATUSES,
     FAILOVER_STATUSES,
@@ -41,6 +41,7 @@ class Failure:
     kind: str  # one of KINDS
     why: str  # one line, for the ledger, explain and the mitmweb comment
     status: int | None = None  # the endpoint's status, when it sent one
+    error: UpstreamError | None = field(default=None, compare=False)  # the endpoint's error, read (a status failure)
 
     def short(self) -> str:
         """``503``, ``context window``, ``reset``... for the chain in a comment or a log line."""
@@ -63,11 +64,11 @@ def classify(status: int, body: bytes, protocol: str | None = None) -> Failure |
     servers borrow each other's: ``protocol`` does not narrow it.)"""
     if status in FAILOVER_STATUSES:
         err = parse_error_body(status, body)
-        return Failure("status", f"HTTP {status}: {_line(err.message)}", status)
+        return Failure("status", f"HTTP {status}: {_line(err.message)}", status, err)
     if status in CONTEXT_STATUSES:
         err = parse_error_body(status, body)
         if is_context_window(err):
-            return Failure("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status)
+            return Failure("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status, err)
     return None
 
 

@@ -40,6 +40,7 @@ from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from .failover import Failure
+from .last_word import Told, final, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
@@ -58,7 +59,7 @@ from .disposition import (
     failure_message,
     translate_whole_reply,
 )
-from .provider_reach import Reach, answer_unreachable, describe, say_endpoint_unreachable
+from .provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import Pump, reply_completed
 from ..reasoning.store import Keeper, open_keeper
 from ..routing.rules import Rules, RulesError, load_rules
@@ -66,6 +67,7 @@ from ..shadow.sender import ShadowSender
 from .options import OPTIONS, keepalive_seconds, provider_hosts_of, stamp
 from .presentation import MAX_ORIGINAL, ORIGINAL_KEY, present, record_original, show_client_url
 from .recorder import TurnRecorder, after_sent
+from .retries import RetryWatch, retry_key
 from .shadowing import maybe_shadow, primary_done
 from .target import (
     extra_for,
@@ -96,10 +98,12 @@ from ..turn import (
     build_turn,
     client_error,
     decide_request,
+    is_responses_websocket,
     prepare_request,
     response_mode,
     retarget_error,
     stream_translator,
+    websocket_declined,
     websocket_refusal,
 )
 from ..webview.view import MARKS, RECORD_KEY, error_message, original_view_text
@@ -121,6 +125,7 @@ class Tokunseba:
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.capacity = Capacity()  # cooldowns (retry-after) and max_concurrency slots, across reloads
+        self.retries = RetryWatch()  # a request that repeats a recent one of its session (proxy/retries.py)
         self.provider_hosts: dict[str, str] = {}
         self.relay = Relay()
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
@@ -329,6 +334,13 @@ class Tokunseba:
                 if ws is not None:
                     self._respond(flow, ws)
                     flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
+                elif is_responses_websocket(method="GET", host=flow.request.pretty_host, path=flow.request.path,
+                                            headers=flow.request.headers.items(multi=True),
+                                            extra_hosts=extra_for(self.provider_hosts, flow.request.pretty_host,
+                                                                  flow.request.port)) \
+                        and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+                    self._respond(flow, websocket_declined(bad.message(flow.request.pretty_host)))
+                    flow.comment = f"❌ error 426: {bad.message(flow.request.pretty_host)}"
                 return
             self._maybe_reload_rules()
             planned = await self._plan(flow)
@@ -401,9 +413,13 @@ class Tokunseba:
         turn, mode = state.turn, state.mode
         broken = self._relay_done(state)
         show_client_url(flow, state)
-        if turn.action == "pass":
-            self.reach.answered(flow.request.host, flow.request.port)
+        if turn.action == "pass":  # the host answered, unless the relay could not reach it (a failed-over turn)
+            lost = state.chain is not None and state.chain.gave_up and state.chain.failed[-1].kind == "unreachable"
+            (self.reach.forget if lost else self.reach.answered)(flow.request.host, flow.request.port)
         try:
+            if state.chain is not None and state.chain.told is not None and state.pump is None:
+                self._tell(flow, state, state.chain.told)
+                return
             r = flow.response
             assert r is not None  # the response hook has one
             # relay-made (a turn that failed over to its own host went through the relay too)
@@ -429,7 +445,7 @@ class Tokunseba:
             self._answer_error(flow, turn, why)
         elif d.do == ANSWER_UNREACHABLE:
             msg = r.get_text(strict=False) or "connection failed"
-            ep = turn.endpoint.name if turn.endpoint else "?"
+            ep = turn.endpoint.name if turn.endpoint and turn.action != "pass" else turn.host
             self.recorder.event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
                                                        "message": msg})
             turn.error = msg
@@ -467,6 +483,16 @@ class Tokunseba:
         _keep_client_close(r, state)
         self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
 
+    def _tell(self, flow: http.HTTPFlow, state: FlowState, told: Told) -> None:
+        """Every attempt failed: the client gets the failure that says most (proxy/last_word.py)."""
+        turn = state.turn
+        r = self._respond(flow, told.reply)
+        _keep_client_close(r, state)
+        turn.outcome, turn.error = "error", told.message
+        turn.failed_over = state.chain.failed_text() if state.chain else turn.failed_over
+        self.recorder.event(turn, "failover_answer", told.record())
+        self._complete(flow, state, Outcome(r.status_code), defer=True)
+
     def _answer_error(self, flow: http.HTTPFlow, turn: Turn, why: str) -> None:
         """The client gets a 502 in its protocol saying ``why``; the turn is an error."""
         self._respond(flow, turn.client_error(502, f"tokunseba: {why}", "api_error"))
@@ -497,6 +523,12 @@ class Tokunseba:
                 # as soon as it has response.completed): the turn is complete
                 self.recorder.event(turn, "client_closed", {"message": msg, "after": "completion"})
                 self._complete(flow, state, self._reply_outcome(flow, state, flow.response.status_code))
+                return
+            if _client_went_away(msg) and state.pump is not None and state.pump.cut_short:
+                # the stream had been ended with an error event (the pump): the client left after it
+                turn.error = state.pump.cut_short
+                status = flow.response.status_code if flow.response is not None else None
+                self._complete(flow, state, self._reply_outcome(flow, state, status, failed=True))
                 return
             if _client_went_away(msg):  # Esc in Claude Code: the user's choice, not an upstream failure
                 self.recorder.event(turn, "client_cancelled", {"message": msg})
@@ -552,6 +584,10 @@ class Tokunseba:
                 self.health.ok(ep)
                 break
         turn = build_turn(self.rules, prep, plan, env=os.environ)
+        turn.retry_of = self.retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=host,
+                                                    path=req.path, body=prep.body), turn.request_id, turn.started_at)
+        if turn.retry_of:
+            turn.events.append(("retry", {"of": turn.retry_of}))
         say_endpoint_unreachable(turn, self.health.down())
         peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
         if self.access is None:  # read once per change (configure), not twice a turn
@@ -559,6 +595,8 @@ class Tokunseba:
         proxyauth, allow_remote = self.access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
+        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
+            say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         if slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             slot.release()
@@ -617,14 +655,21 @@ class Tokunseba:
         mitmproxy would; one that cannot be reached is answered in the client's protocol
         (proxy/provider_reach.py) instead of with mitmproxy's HTML 502 page. Not in upstream-proxy
         mode (mitmproxy connects through that proxy, not directly)."""
-        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
-        if timeout_ms <= 0 or any(str(m).startswith("upstream:") for m in ctx.options.mode):
-            return
-        req = flow.request
-        bad = await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
-                                     timeout=timeout_ms / 1000)
+        bad = await self._unreachable(flow)
         if bad is not None:
             answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (_console)
+            say_busy(turn, self.rules, self.capacity, self.health,  # routes skipped as busy: 429/503
+                     then=f"{turn.host} could not be reached: {bad.reason}")
+
+    async def _unreachable(self, flow: http.HTTPFlow) -> Unreachable | None:
+        """Why the flow's own host cannot be reached (connected to as mitmproxy would), or None
+        (reached, or not checked: the check is off, or in upstream-proxy mode)."""
+        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
+        if timeout_ms <= 0 or any(str(m).startswith("upstream:") for m in ctx.options.mode):
+            return None
+        req = flow.request
+        return await self.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.reach_ssl,
+                                      timeout=timeout_ms / 1000)
 
     def _apply(self, flow: http.HTTPFlow, turn: Turn, conn: UpstreamConn | None = None, slot: Slot | None = None,
                prep=None) -> FlowState:
@@ -708,9 +753,10 @@ class Tokunseba:
         self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
         if nxt is None:
             chain.gave_up = True
+            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # proxy/last_word.py
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
-        nxt.failed_over = chain.text(nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None)
+        nxt.failed_over = chain.text(where_next(nxt))
         if nxt.decision is not None:
             chain.trace += nxt.decision.trace
         self.recorder.next_attempt(nxt, chain.trace)
@@ -783,19 +829,24 @@ class Tokunseba:
             return target.broken
         return None
 
-    def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float) -> None:
+    def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
+                 chain: Chain | None = None) -> None:
         """The turn's one console line (proxy/console_line.py): what happened to it, as recorded."""
         if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
             return
         try:
             d = turn.decision
+            sent = turn.action != "respond"
             log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
                                model=turn.requested_model, route=d.route.name if d and d.route else None,
-                               to=(turn.endpoint.name if turn.endpoint else turn.host)
+                               to=(turn.endpoint.name if turn.endpoint and (sent or d and d.route) else turn.host)
+                               + ("" if sent or d and d.route else " (not sent)")
                                + (f" (failed over: {turn.failed_over})" if turn.failed_over else ""),
                                outcome=outcome, status=status,
                                usage=usage.reported if usage else None, seconds=now - turn.started_at,
-                               error=turn.error if outcome in ("error", "refused", "cancelled") else None))
+                               error=turn.error,
+                               trace=d.trace if d else None,
+                               attempts=[a.record() for a in chain.failed] if chain else None))
         except Exception:
             log.exception("tokunseba: could not write the turn's console line")
 
@@ -858,7 +909,7 @@ class Tokunseba:
             self.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                              "model": turn.capture.model})
         self._present(flow, state, outcome, status)
-        self._console(flow, turn, outcome, status, usage, now)
+        self._console(flow, turn, outcome, status, usage, now, state.chain)
         if self.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
             chain, headers = state.chain, self.replayable.get(flow.id, (None, flow.request.headers))[1]
             self.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,

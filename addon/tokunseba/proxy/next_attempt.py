@@ -28,9 +28,12 @@ def note_failure(turn: Turn, failure: Failure, headers: Iterable[tuple[str, str]
     """The attempt ``turn`` made, failed after ``ms``; its endpoint cooled or backed off."""
     ep = turn.endpoint if turn.action != "pass" else None
     route = turn.decision.route.name if turn.decision and turn.decision.route else None
-    tried = Attempted(route, ep.name if ep else None, failure.kind, failure.status, failure.why, ms)
+    tried = Attempted(route, ep.name if ep else None, failure.kind, failure.status, failure.why, ms,
+                      host=ep.host if ep else turn.host, error=failure.error)
+    hint = retry_hint(headers, now) if failure.kind == "status" else None
+    if hint is not None:
+        tried.retry_after_s = hint[0]
     if ep is not None:
-        hint = retry_hint(headers, now) if failure.kind == "status" else None
         if hint is not None:
             tried.cooled_s = capacity.cool(ep, hint[0], f"HTTP {failure.status}, {hint[1]}")
         # no hint: the passive back-off, so later turns go to the next route at once (a route
@@ -45,17 +48,17 @@ def note_failure(turn: Turn, failure: Failure, headers: Iterable[tuple[str, str]
 
 
 def where_next(nxt: Turn) -> str:
-    """The endpoint the next attempt goes to, or the original host."""
-    return nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else "original host"
+    """The endpoint the next attempt goes to, or the host the client asked for."""
+    return nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else nxt.host
 
 
 def failure_line(turn: Turn, tried: Attempted, failure: Failure, nxt: Turn | None) -> str:
     """``tokunseba: tk-…: small (route a) failed: HTTP 503; next: big``."""
-    where = f"{tried.endpoint or 'the original host'}" + (f" (route {tried.route})" if tried.route else "")
+    where = tried.name + (f" (route {tried.route})" if tried.route else "")
     if nxt is None:
         then = "; no next route: the client gets this failure"
     else:
-        then = f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else 'the original host'}"
+        then = f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else nxt.host}"
     return (f"tokunseba: {turn.request_id}: {where} failed: {failure.why}"
             + (f"; cooled for {tried.cooled_s:g} s" if tried.cooled_s else "") + then)
 

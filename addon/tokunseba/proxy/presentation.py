@@ -22,10 +22,12 @@ from ..webview.view import (
     error_message,
     final_comment,
     final_mark,
+    headline,
     original_record,
     secrets_of,
     web_outcome,
 )
+from ..outcomes import outcome_class
 from .flowstate import FlowState
 from .target import set_target
 
@@ -88,11 +90,13 @@ def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int
                 and flow.response.raw_content is not None:
             error = error_message(flow.response.get_content(strict=False))
         outcome = web_outcome(ledger_outcome, status, error)
+        cls = outcome_class(ledger_outcome, status, error)  # the one vocabulary (outcomes.py), as `log` says it
         plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
         flow.marked = final_mark(outcome)
+        head = headline(cls, status, chain=turn.failed_over, error=error)
         flow.comment = final_comment(turn.summary(), request_id=turn.request_id, outcome=outcome, status=status,
                                      error=error, plumbing=plumbing, endpoint_url=turn.url,
-                                     secrets=shown.secrets if shown else ())
+                                     secrets=shown.secrets if shown else (), head=head)
         return True
     except Exception:
         log.exception("tokunseba: could not update the flow's mark and comment")

@@ -6,7 +6,8 @@ records (the turn, its decision and first events) until the event loop's next st
 request leaves first, in the hook's own step); ``event`` and ``completion`` queue that start
 first if it still waits. ``completion`` builds the completion records (status, timings,
 usage as reported, the attempts of a turn that failed over, the reply when bodies are
-kept) and returns the callable that writes them; the adapter runs it at once or once the
+kept; ``attempts`` ``[]`` for a turn answered here before anything was sent: outcomes.was_sent)
+and returns the callable that writes them; the adapter runs it at once or once the
 reply's bytes are handed to the client (``after_sent``). Plain Python: no mitmproxy (a flow
 is read by its ``live`` attribute only); the writer does the I/O on its own thread.
 """
@@ -56,7 +57,8 @@ class TurnRecorder:
                        endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
                        model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
                        error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
-                       via=turn.via, **turn.who.ledger_fields())
+                       via=turn.via, **({"retry_of": turn.retry_of} if turn.retry_of else {}),
+                       **turn.who.ledger_fields())
         events = list(turn.events)
 
         def record() -> None:
@@ -124,6 +126,8 @@ class TurnRecorder:
                     "kind": "answered", "status": status, "why": turn.error,
                     "ms": round((time.monotonic() - attempt_at) * 1000, 3)}
             fields["attempts"] = [a.record() for a in chain.failed] + [last]
+        elif turn.action == "respond":  # answered here: nothing was sent (outcomes.was_sent)
+            fields["attempts"] = []
         if self.store_bodies and body is not None:
             fields["response_body"] = body[:MAX_STORED_BODY]
         done = {"status": status, "latency_ms": latency, "ttfb_ms": ttfb,

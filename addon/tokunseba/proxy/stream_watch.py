@@ -8,8 +8,9 @@ stream (its terminal event seen, no error event) or when the protocol cannot be 
 (its facts say ``stream_judged=False``: Gemini streams have no terminal event; their usage
 is still read), else why it is not clean — an upstream error
 event, a stream cut in the middle of an event, a stream that ended without its terminal
-event, an event larger than the SSE cap or whose data is not JSON (``fatal``: the stream
-cannot go on from there), bytes that are not the declared encoding. ``whole_verdict`` does the same for a
+event, an event larger than the SSE cap or whose data is not JSON, bytes that are not UTF-8
+(the official SDKs raise on them) (``fatal``: the stream cannot go on from there), bytes that
+are not the declared encoding. ``whole_verdict`` does the same for a
 whole reply that should be JSON. Neither ever raises.
 
 The protocol codecs' own stream decoders (``translate.CODECS``) read the SSE: the watch is
@@ -19,6 +20,8 @@ JSON their client can read.
 """
 
 from __future__ import annotations
+
+import codecs
 
 from .. import jsonc, protocols
 from .encoding import Decoding, EncodingError
@@ -40,13 +43,16 @@ class StreamWatch:
     — set by the ``feed`` that met it; a relayed stream ends there (proxy/pump.py)."""
 
     __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut",
-                 "fatal", "model")
+                 "fatal", "model", "_utf8")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         # the protocol's own codec reads its stream; its facts say what ends one and which
         # events carry neither usage, nor an end, nor an error (not decoded: most of a stream)
         codec, facts = CODECS.get(protocol), protocols.find(protocol)
         self._sse = SSEDecoder()
+        # the stream's bytes as its client's SDK reads them: strict UTF-8 (the SSE decoder here
+        # replaces what is not; the official SDKs raise on it)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._dec = codec.stream_decoder(ReplyReport()) if codec is not None and facts is not None else None
         self._judged = facts is not None and facts.stream_judged
         self._terminal = facts.terminal_event if facts is not None else None
@@ -78,9 +84,12 @@ class StreamWatch:
         try:
             if self._inflate is not None:
                 data = self._inflate.feed(data)
+            self._utf8.decode(data)
             self._events(self._sse.feed(data))
         except SSETooLarge as e:
             self._problem = self.fatal = str(e)
+        except UnicodeDecodeError as e:  # its client cannot read the stream from here on
+            self._problem = self.fatal = f"upstream sent bytes that are not valid UTF-8 ({e.reason})"
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
 
@@ -108,13 +117,18 @@ class StreamWatch:
             return
         try:
             if self._inflate is not None:
-                self._events(self._sse.feed(self._inflate.close()))
+                rest = self._inflate.close()
+                self._utf8.decode(rest)
+                self._events(self._sse.feed(rest))
+            self._utf8.decode(b"", True)
             self.cut = self._sse.pending
             self._events(self._sse.close(), whole=not self.cut)
             if not self.completed and not self.error:
                 # the decoder's own end: a held-back stop (Chat waits for usage), or its
                 # early-end error, which says no more than `completed` stays False
                 self._note([e for e in self._dec.close() if isinstance(e, MessageStop)])
+        except UnicodeDecodeError as e:
+            self._problem = f"upstream sent bytes that are not valid UTF-8 ({e.reason})"
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
 

@@ -180,6 +180,16 @@ class EndpointHealth:
     def ok(self, ep: Endpoint) -> None:
         self._down.pop((ep.host, ep.port), None)
 
+    def left(self, ep: Endpoint) -> float:
+        """Seconds left of ``ep``'s back-off (0 when it is not down)."""
+        state = self._down.get((ep.host, ep.port))
+        return max(0.0, state[0] - self.clock()) if state is not None else 0.0
+
+    def why(self, ep: Endpoint) -> str | None:
+        """Why ``ep`` is down (its last failed connect), while it is."""
+        state = self._down.get((ep.host, ep.port))
+        return state[2] if state is not None and self.clock() < state[0] else None
+
     def down(self) -> dict[str, str]:
         """``host:port`` -> why, for the endpoints in their back-off now."""
         now = self.clock()

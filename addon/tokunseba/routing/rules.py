@@ -321,7 +321,7 @@ class Decision:
     route: Route | None  # with "pass": a shadow-only route that matched, else None
     endpoint: Endpoint | None
     model: str | None  # model to send; None = keep the client's
-    trace: list[dict]  # per route tried: route, matched, reasons, refused, unreachable
+    trace: list[dict]  # per route tried: route, matched, reasons, refused, unreachable (+ endpoint when skipped)
     reason: str  # one-line summary
 
 
@@ -364,7 +364,7 @@ def decide(
             return Decision("pass", route, None, None, trace, f"{route.name}: shadow only, passed through")
         ep = rules.endpoints[route.to]
         if why := refusal(route, ep):
-            entry["refused"] = why
+            entry["refused"], entry["endpoint"] = why, ep.name
             if route.on_refused == "error":
                 return Decision("error", route, ep, None, trace, f"route {route.name} refused: {why}")
             skipped.append(f"{route.name} refused ({why})")
@@ -372,7 +372,7 @@ def decide(
         ok = True if reachable is None else reachable(ep)
         if ok is not True and ok is not None:
             why = "unreachable" if ok is False else str(ok)
-            entry["unreachable"] = True
+            entry["unreachable"], entry["endpoint"] = True, ep.name
             if ok is not False:
                 entry["unavailable"] = why
             if route.on_failure == "error":

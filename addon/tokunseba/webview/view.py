@@ -27,6 +27,10 @@ from .redact import credential_values, redact_headers, redact_url, redact_values
 # outcome -> mitmweb marker (emoji shortcode; mitmweb shows the emoji)
 MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
          "refused": ":no_entry:", "error": ":x:", "cancelled": ":stop_button:"}
+# outcome class -> the emoji a comment's headline starts with (the marks' own pictures)
+EMOJI = {"pass_through": "⚪", "retargeted": "➡️", "translated": "🔁", "refused": "⛔", "error": "❌",
+         "cancelled": "⏹️"}
+HEADLINE_MAX = 90  # characters of the reason in a headline (the details follow it)
 RECORD_KEY = "tokunseba.original"  # flow.metadata: original_record()
 MAX_COMMENT_ERROR = 300  # characters of an error message kept in a comment
 NOT_REWRITTEN = ("not rewritten by tokunseba: the request body above is exactly what the client sent"
@@ -58,21 +62,40 @@ def final_mark(outcome: str) -> str:
     return MARKS.get(outcome, MARKS["error"])
 
 
+def headline(outcome: str, status: int | None, *, chain: str | None = None, error: str | None = None) -> str:
+    """The short reason a comment starts with, so a narrow column shows it: the outcome's
+    emoji and status word, then the chain of attempts when the turn failed over (``🔁
+    translated 200 · local (429) → big``, ``❌ error 429 · local (429) → api.anthropic.com
+    (unreachable)``), else a failed turn's error, cut short (``❌ error 529: Overloaded``)."""
+    emoji = EMOJI.get(outcome, EMOJI["error"])
+    word = "error mid-stream" if outcome == "error" and status is not None and status < 400 else outcome
+    head = f"{emoji} {word.replace('_', '-')}" + (f" {status}" if status is not None and word != "error mid-stream"
+                                                  else "")
+    if chain:
+        return f"{head} · {chain}"
+    if outcome in ("pass_through", "retargeted", "translated"):
+        return head
+    text = " ".join((error or "no error text").split()).removeprefix("tokunseba: ")
+    return f"{head}: {text if len(text) <= HEADLINE_MAX else text[:HEADLINE_MAX] + '…'}"
+
+
 def final_comment(summary: str, *, outcome: str, status: int | None, error: str | None,
                   plumbing: Iterable[str] = (), endpoint_url: str | None = None,
-                  secrets: Iterable[str] = (), request_id: str | None = None) -> str:
+                  secrets: Iterable[str] = (), request_id: str | None = None,
+                  head: str | None = None) -> str:
     """`tk-… · easy-turns → local · anthropic→openai · dropped: thinking · added: max_tokens ·
     sent to http://…/v1/chat/completions`: the request id first (``~comment tk-…`` finds the
     turn; ``tokunseba explain`` takes it), then a failed turn's error, `error 400: … · `
     (`error mid-stream: … · ` when the status line had already left), so the flow list's
-    comment column shows both."""
+    comment column shows both. With ``head`` (``headline``), the comment starts with that
+    short reason, before the request id."""
     parts = [summary] if summary else []
     added = _unique(plumbing)
     if added:
         parts.append("added: " + ", ".join(added))
     if endpoint_url:
         parts.append("sent to " + redact_url(endpoint_url))
-    if outcome in ("error", "cancelled") and f"{outcome}:" not in summary:  # first: a narrow column shows it
+    if outcome in ("error", "cancelled") and f"{outcome}:" not in summary:  # the whole error, after the headline
         if outcome == "cancelled":
             what = "cancelled"
         elif status is not None and status < 400:  # the status line had left: the stream broke later
@@ -85,6 +108,8 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
         parts.insert(0, f"{what}: {text}")
     if request_id:
         parts.insert(0, request_id)
+    if head:  # the short reason first, the details after it
+        parts.insert(0, head)
     return redact_values(" · ".join(parts), secrets)
 
 
