@@ -544,11 +544,12 @@ def env_lines(host: str, port: int, conf: Path) -> list[str]:
 def base_url_lines(host: str, ports: list[int]) -> list[str]:
     """What each client needs to use the base-URL listeners: no proxy variable, no CA. Measured
     with the pinned clients (README "No CA: base URLs"); the facts are protocols/clients.py's."""
+    from ..protocols import anthropic, gemini, openai_chat
     from ..protocols import clients as c
 
     url = {h: u for h, _, u in base_urls(host, ports)}
     by_protocol = {p: url[h] for h, protos in provider_listeners() for p in protos}
-    ant, oai, gem = by_protocol["anthropic"], by_protocol["openai"], by_protocol["gemini"]
+    ant, oai, gem = (by_protocol[m.PROTOCOL] for m in (anthropic, openai_chat, gemini))
     prov = c.CODEX_BASE_URL_PROVIDER
     # one -c per field: no quotes inside the alias (Codex reads a value that is not TOML as a string)
     codex_fields = {"name": prov, "base_url": oai + c.OPENAI_SDK_PATH, "wire_api": c.CODEX_WIRE_API,
