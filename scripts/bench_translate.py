@@ -5,6 +5,9 @@ Request: the Claude Code main turn (fixtures/claude-code-print-main-turn.json, 4
 the whole request path (parse bytes -> translate.request -> serialise bytes), next to one
 json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
 Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
+Codex: the default-model turn of Codex 0.171.0 (tests/data/codex/default-turn.json, 74 KB: its
+tools in an additional_tools item, namespaced, the freeform exec) to a Chat, an Anthropic and a
+Gemini endpoint, bytes -> bytes, next to the same two floors of its own bytes.
 Stream: a 2,000-event Chat stream translated to Anthropic SSE, fed one event per feed() call,
 per-event cost next to json.loads + json.dumps (and orjson) of each event's data.
 Whole reply: a whole reply of each upstream protocol (Chat, Anthropic, Responses, Gemini, each
@@ -19,7 +22,7 @@ order; the table reports each variant's median over the rounds, and its ratios a
 of the per-round ratios (variant / floor measured in the same round), so a machine that gets
 busier or quieter during the run moves the floor and the variant together.
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S] [--only whole]
+Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S] [--only codex|whole|...]
 """
 
 from __future__ import annotations
@@ -285,6 +288,25 @@ def reply_variants(upstream: str, size: str) -> list[Variant]:
     ]
 
 
+CODEX_TURN = ROOT / "tests" / "data" / "codex" / "default-turn.json"
+
+
+def codex_variants() -> list[Variant]:
+    """Codex's default-model turn through the whole request path to each other protocol."""
+    raw = jsonc.dumpb(json.loads(CODEX_TURN.read_text()))
+
+    def to(target: str):
+        return lambda: jsonc.dumpb(translate.request("openai-responses", target, parse_body(raw), max_tokens=4096).body)
+
+    print(f"request: Codex's default-model turn ({CODEX_TURN.name}), {len(raw):,} bytes")
+    return [
+        ("floor: json.loads + json.dumps (stdlib)", lambda: json.dumps(json.loads(raw)), 1),
+        ("floor: orjson.loads + orjson.dumps", lambda: orjson.dumps(orjson.loads(raw)), 1),
+        *((f"Codex->{name} request path: bytes -> bytes", to(target), 1)
+          for name, target in (("Chat", "openai"), ("Anthropic", "anthropic"), ("Gemini", "gemini"))),
+    ]
+
+
 def table(variants: list[Variant], samples: list[list[float]]) -> None:
     """Median µs per unit, p95, and the median per-round ratio to each floor (rows 0 and 1)."""
     stdlib, orj = samples[0], samples[1]
@@ -303,15 +325,17 @@ def main() -> None:
     ap.add_argument("--sample-ms", type=float, default=20.0,
                     help="about how long one sample of one variant runs, in ms (default 20)")
     ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random, printed)")
-    ap.add_argument("--only", choices=("request", "stream", "whole"), default=None,
-                    help="run one kind of table only (whole: the whole-reply tables, every pair)")
+    ap.add_argument("--only", choices=("request", "codex", "stream", "whole"), default=None,
+                    help="run one kind of table only (codex: Codex's default-model turn to each protocol; "
+                         "whole: the whole-reply tables, every pair)")
     args = ap.parse_args()
     if args.rounds < 1 or args.sample_ms <= 0:
         ap.error("--rounds must be at least 1 and --sample-ms positive")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     print(f"interleaved: {args.rounds} rounds, ~{args.sample_ms:g} ms per sample, shuffle seed {seed}")
-    makers = [m for kind, m in (("request", request_variants), ("stream", stream_variants)) if args.only in (None, kind)]
+    makers = [m for kind, m in (("request", request_variants), ("codex", codex_variants), ("stream", stream_variants))
+              if args.only in (None, kind)]
     if args.only in (None, "whole"):
         makers += [(lambda u=up, s=size: reply_variants(u, s)) for size in SIZES for up in UPSTREAM_REPLIES]
     for make in makers:

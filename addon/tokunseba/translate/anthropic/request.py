@@ -677,26 +677,34 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, A
         out["system"] = JOIN.join(st.system)
 
 
+_TOOL_KEYS = frozenset({"type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
+
+
 def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     tools: list[dict[str, Any]] = []
     for i, t in enumerate(ft.arr(value, key)):
-        tp = f"tools[{i}]"
-        ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
-        if ttype == "custom":  # free-form grammar tools have no Anthropic counterpart
-            rt.dropped.append(tp)
-            continue
-        fp = f"{tp}.function"
-        fn = ft.req(t, "function", tp, ft.obj)
-        tool: dict[str, Any] = {"name": ft.req(fn, "name", fp, ft.string)}
-        if (desc := ft.opt(fn, "description", fp, ft.string)) is not None:
-            tool["description"] = desc
-        if (params := ft.opt(fn, "parameters", fp, ft.obj)) is not None:
-            tool["input_schema"] = params
+        fn = t.get("function") if type(t) is dict and t.get("type") == "function" else None
+        if type(fn) is not dict or type(name := fn.get("name")) is not str:  # the checks, naming the path
+            tp = f"tools[{i}]"
+            ttype = ft.choice(ft.obj(t, tp).get("type"), ("function", "custom"), f"{tp}.type", "tool type")
+            if ttype == "custom":  # free-form grammar tools have no Anthropic counterpart
+                rt.dropped.append(tp)
+                continue
+            fn = ft.req(t, "function", tp, ft.obj)
+            name = ft.req(fn, "name", f"{tp}.function", ft.string)
+        tool: dict[str, Any] = {"name": name}
+        desc, params = fn.get("description"), fn.get("parameters")
+        if desc is not None:
+            tool["description"] = desc if type(desc) is str else ft.string(desc, f"tools[{i}].function.description")
+        if params is not None:
+            tool["input_schema"] = params if type(params) is dict else ft.obj(params, f"tools[{i}].function.parameters")
         else:  # Chat: no parameters = no arguments; Anthropic requires a schema saying so
             tool["input_schema"] = {"type": "object"}
             rt.plumbing.append(f"tools[{len(tools)}].input_schema")
-        ft.extras(rt, t, frozenset({"type", "function"}), tp)
-        ft.extras(rt, fn, frozenset({"name", "description", "parameters"}), fp)  # strict
+        if not (t.keys() <= _TOOL_KEYS and fn.keys() <= _FUNCTION_KEYS):
+            ft.extras(rt, t, _TOOL_KEYS, f"tools[{i}]")
+            ft.extras(rt, fn, _FUNCTION_KEYS, f"tools[{i}].function")  # strict
         tools.append(tool)
     out["tools"] = tools
 

@@ -43,6 +43,7 @@ JOIN = ft.JOIN
 OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
 CHAT_IMAGE_DETAIL = ("auto", "low", "high")  # Chat's image_url.detail values
 _TEXT_KEYS = frozenset({"type", "text"})
+_TEXT_TYPES = ("input_text", "output_text")
 
 
 def _refused(path: str, why: str) -> TranslationError:
@@ -123,6 +124,10 @@ def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandl
     None when parts were given and none is left."""
     if isinstance(content, str):
         return content
+    if content.__class__ is list and content and all(  # the usual case: text parts alone, nothing left behind
+            x.__class__ is dict and x.get("type") in _TEXT_TYPES and x.get("text").__class__ is str
+            and x.keys() <= _TEXT_KEYS for x in content):
+        return JOIN.join([x["text"] for x in content])  # every table takes both text types as text
     parts = ft.each_part(rt, content, cp, table)
     if not parts:
         return None
@@ -144,6 +149,7 @@ class _Walk:
     assistant: dict[str, Any] | None = None  # the last message, when function_call items may join it
     seen: set[str] = field(default_factory=set)  # input[].<key> summaries already recorded
     tools: list[dict[str, Any]] = field(default_factory=list)  # tools hoisted from additional_tools items
+    lead: list[str] | None = None  # the leading system texts, joined into the first message at the end
 
 
 ItemHandler = Callable[[Conversation, dict[str, Any], str, _Walk, ft.Options], None]
@@ -151,6 +157,8 @@ ItemHandler = Callable[[Conversation, dict[str, Any], str, _Walk, ft.Options], N
 
 def _item_extras(rt: Conversation, item: dict[str, Any], known: frozenset[str], st: _Walk) -> None:
     """Item-level keys outside ``known``, recorded once each as ``input[].<key>``."""
+    if item.keys() - known <= st.seen:  # the usual case: every such key recorded already (C-level sets)
+        return
     for k in item:
         if k not in known and k not in st.seen:
             st.seen.add(k)
@@ -173,8 +181,11 @@ def _system_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o
     st.assistant = None
     if not content:
         rt.dropped.append(p)
-    elif st.leading and st.msgs and isinstance(content, str):  # one leading system message: local templates want that
-        st.msgs[0]["content"] += JOIN + content
+    elif st.leading and st.msgs and isinstance(content, str) and isinstance(st.msgs[0]["content"], str):
+        # one leading system message: local templates want that (joined once, at the end of the input)
+        if st.lead is None:
+            st.lead = [st.msgs[0]["content"]]
+        st.lead.append(content)
     else:
         st.msgs.append(rt.source({"role": "system", "content": content}, p))
         if not st.leading:
@@ -366,6 +377,8 @@ def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
     for i, item in enumerate(ft.arr(value, key)):
         p = f"{key}[{i}]"
         _item_handler(ft.obj(item, p), p)(rt, item, p, st, o)
+    if st.lead is not None:
+        st.msgs[0]["content"] = JOIN.join(st.lead)
     if st.tools:
         out["tools"] = st.tools
 
@@ -374,6 +387,7 @@ def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
 # tool declarations (top-level tools, and the tools of additional_tools items)
 # ---------------------------------------------------------------------------------------
 
+_PLAIN = ClientTool("")  # a plain function tool's entry: it takes its name, nothing comes back for it
 ToolHandler = Callable[[Conversation, dict[str, Any], str, list[dict[str, Any]], "str | None"], None]
 
 
@@ -381,6 +395,8 @@ def _declare(rt: Conversation, flat: str, tool: ClientTool, tp: str) -> None:
     """The client's tool behind the neutral name ``flat``; a name already taken by another
     tool refuses the turn (the reply could not say which of the two the model called)."""
     have = rt.client_tools.get(flat)
+    if have is _PLAIN:
+        have = ClientTool(flat)
     if have is not None and have != tool:
         def show(t: ClientTool) -> str:
             return f"{t.namespace}.{t.name}" if t.namespace else t.name
@@ -390,15 +406,21 @@ def _declare(rt: Conversation, flat: str, tool: ClientTool, tp: str) -> None:
 
 
 def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[str, Any]], ns: str | None) -> None:
-    name = ft.req(t, "name", tp, ft.string)
-    flat = flat_tool_name(ns, name)
+    name = t.get("name")
+    if type(name) is not str:
+        name = ft.req(t, "name", tp, ft.string)  # a 400 naming the path, or a string subclass
+    flat = name if ns is None else flat_tool_name(ns, name)
     fn: dict[str, Any] = {"name": flat}
-    if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
-        fn["description"] = desc
-    if (params := ft.opt(t, "parameters", tp, ft.obj)) is not None:
-        fn["parameters"] = params
+    desc, params = t.get("description"), t.get("parameters")
+    if desc is not None:
+        fn["description"] = desc if type(desc) is str else ft.string(desc, f"{tp}.description")
+    if params is not None:
+        fn["parameters"] = params if type(params) is dict else ft.obj(params, f"{tp}.parameters")
     ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
-    _declare(rt, flat, ClientTool(name, ns), tp)
+    if ns is not None or flat in rt.client_tools:  # plain tools are never mapped back (only collisions matter)
+        _declare(rt, flat, ClientTool(name, ns), tp)
+    else:
+        rt.client_tools[flat] = _PLAIN
     tools.append(rt.source({"type": "function", "function": fn}, tp))
 
 
@@ -475,7 +497,8 @@ DECODE_TOOL_TYPES: dict[str, tuple[str, ToolHandler | None, str]] = {
 def _tool_list(rt: Conversation, value: Any, key: str, tools: list[dict[str, Any]], ns: str | None = None) -> None:
     for i, t in enumerate(ft.arr(value, key)):
         tp = f"{key}[{i}]"
-        row = DECODE_TOOL_TYPES.get(ft.req(ft.obj(t, tp), "type", tp, ft.string))
+        ttype = t.get("type") if type(t) is dict else None
+        row = DECODE_TOOL_TYPES.get(ttype if type(ttype) is str else ft.req(ft.obj(t, tp), "type", tp, ft.string))
         if row is None or row[1] is None:  # hosted tools, newer types
             rt.dropped.append(tp)
             continue
