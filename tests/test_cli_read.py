@@ -579,7 +579,7 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
 
         A translated turn is still refused, before anything is sent, when it carries what the target cannot take without inventing (`explain` names the JSON path):
           turns of openai clients, to another protocol: n above 1 (every other protocol returns exactly one choice)
-          turns of openai-responses clients, to another protocol: freeform (custom) tools and their calls, tool namespaces, built-in tool calls (shell, apply_patch, web search, MCP, ...), items or state stored by the provider (previous_response_id, item_reference, encrypted compaction)
+          turns of openai-responses clients, to another protocol: built-in tool calls in the history (local shell, shell, apply_patch_call, computer, MCP server calls, ...), items or state stored by the provider (previous_response_id, item_reference, encrypted compaction); two tools that would share one flat name (freeform tools and namespaced tools travel as declared encodings)
           turns of gemini clients, to another protocol: cachedContent (content stored at Google); candidateCount above 1; a functionResponse that answers no call in the history; streamGenerateContent without alt=sse
           turns translated to anthropic endpoints: tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)
           turns translated to openai endpoints: tool names longer than 64 characters (renaming would invent a tool)

@@ -275,3 +275,30 @@ def test_held_out_custom_tool_whose_name_arrives_late():
     out, t = to_codex("openai", raw)
     (item,) = _items(out)
     assert (item["type"], item["call_id"], item["name"], item["input"]) == ("custom_tool_call", "call_late", "exec", JS)
+
+
+# ---------------------------------------------------------------------------------------
+# rules see the default turn as it is, and the shipped example routes its easy turns
+# ---------------------------------------------------------------------------------------
+
+def test_rules_count_the_tools_inside_the_namespaces():
+    from tokunseba.protocols import openai_responses
+
+    assert openai_responses.FACTS.rule_shape.tool_count(codex("default-turn.json")) == 12
+
+
+def test_the_codex_example_routes_questions_and_passes_the_rest():
+    from tokunseba.routing.rules import decide, load_rules_text, turn_facts
+
+    path = Path(__file__).resolve().parents[1] / "rules" / "examples" / "codex-easy-turns.yaml"
+    rules = load_rules_text(path.read_text(), str(path))
+    body = codex("default-turn.json")
+    assert body["input"][-1]["content"][0]["text"] == "make hello.txt"
+    d = decide(rules, turn_facts("openai-responses", body, len(jsonc.dumpb(body)), {}))
+    assert d.action == "pass"  # a change to make: OpenAI
+    question = json.loads(json.dumps(body))
+    question["input"][-1]["content"][0]["text"] = "explain what main.py does"
+    d = decide(rules, turn_facts("openai-responses", question, len(jsonc.dumpb(question)), {}))
+    assert d.action == "route" and d.route is not None and d.route.name == "codex-questions"
+    rt = tr.request("openai-responses", "anthropic", question, model="claude-haiku-4-5", max_tokens=8192)
+    assert rt.body["tools"][0]["name"] == "exec"

@@ -346,7 +346,7 @@ def test_facts_of_claude_code_haiku_title():
 
 @pytest.mark.parametrize("name,tools,thinking", [
     ("codex-responses-gpt55-tool-followup.json", 10, True),
-    ("codex-responses-custom-provider.json", 9, True),  # reasoning: {"summary": "auto"}
+    ("codex-responses-custom-provider.json", 13, True),  # reasoning: {"summary": "auto"}; a namespace of 5 counts 5
 ])
 def test_facts_of_codex_turns(name, tools, thinking):
     body = load_fixture(name)["body"]

@@ -119,9 +119,13 @@ def _orphan_outputs(body: dict[str, Any]) -> Iterator[Problem]:
             yield f"input[{i}].call_id", f"{item.get('call_id')!r} matches no earlier {OUTPUT_OF[t]} item"
 
 
-def _tool_count(body: dict[str, Any]) -> int:  # Codex "lite" models declare tools in an input item
+def _tool_count(body: dict[str, Any]) -> int:
+    """The tools a request declares: Codex's "lite" models declare them in an input item, grouped
+    in namespaces (a namespace counts its tools)."""
+    def count(tools: Any) -> int:
+        return sum(len(lst(d(t).get("tools"))) if d(t).get("type") == "namespace" else 1 for t in lst(tools))
     extra = [i for i in lst(body.get("input")) if d(i).get("type") == "additional_tools"]
-    return len(lst(body.get("tools"))) + sum(len(lst(i.get("tools"))) for i in extra)
+    return count(body.get("tools")) + sum(count(d(i).get("tools")) for i in extra)
 
 
 FACTS = Protocol(

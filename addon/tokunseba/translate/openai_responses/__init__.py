@@ -19,8 +19,9 @@ CODEC = Codec(
     decode_message=reply.decode_message,
     encode_error=po.error_reply,  # Responses errors use the OpenAI envelope
     stop_field=None,  # Responses has no stop sequences
-    refused_leaving=("freeform (custom) tools and their calls, tool namespaces, built-in tool calls "
-                     "(shell, apply_patch, web search, MCP, ...), items or state stored by the provider "
-                     "(previous_response_id, item_reference, encrypted compaction)",),
+    refused_leaving=("built-in tool calls in the history (local shell, shell, apply_patch_call, computer, MCP "
+                     "server calls, ...), items or state stored by the provider (previous_response_id, "
+                     "item_reference, encrypted compaction); two tools that would share one flat name "
+                     "(freeform tools and namespaced tools travel as declared encodings)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )
