@@ -7,7 +7,9 @@ the real llama-server (issue 27).
 The model calls ``exec`` with JavaScript that runs ``tools.apply_patch(...)``: the file appears
 on disk, the result goes back with the same call id, Codex prints the model's final text. A
 namespaced function (``clock`` ``sleep``) round-trips with its namespace: Codex runs it (it
-answers a call that lost its namespace with "unsupported call")."""
+answers a call that lost its namespace with "unsupported call"). A tool of a small stdio MCP
+server the test starts (the default model reaches MCP tools as ``exec``'s nested tools:
+``tools.mcp__notes__read_note(...)``, its namespace deferred) answers through the routed turn."""
 
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def text_reply(protocol: str, text: str) -> Reply:
     ])
 
 
-def run_codex(m: Mitmdump, tmp_path: Path, prompt: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run_codex(m: Mitmdump, tmp_path: Path, prompt: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     codex = need_npm_tool("codex", "Codex")
     home = tmp_path / "home"
     (home / "codex").mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ def run_codex(m: Mitmdump, tmp_path: Path, prompt: str) -> tuple[subprocess.Comp
            "TERM": "dumb"}
     p = subprocess.run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                         "-c", "analytics.enabled=false", "-c", "features.plugins=false",
-                        "-c", "features.api_key_model_discovery=false", prompt],
+                        "-c", "features.api_key_model_discovery=false", *extra, prompt],
                        cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
     return p, work
 
@@ -160,3 +162,25 @@ def test_default_codex_runs_a_namespaced_tool_routed_to_anthropic(tmp_path):
         (result,) = tool_results("anthropic", posts[1].json())
         assert result[0] == "toolu_sleep01"
         assert "unsupported call" not in result[1] and "Sleep completed" in result[1]
+
+
+def test_default_codex_reaches_an_mcp_servers_tool_through_exec_routed_to_anthropic(tmp_path):
+    server = Path(__file__).with_name("mcp_notes_server.py")
+    js = 'const r = await tools.mcp__notes__read_note({name: "greeting"});\ntext(r);'
+    with Upstream() as up:
+        up.script(call_reply("anthropic", "toolu_mcp01", "exec", freeform_arguments(js)),
+                  text_reply("anthropic", "The note says hello."))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(endpoint=ENDPOINTS["anthropic"].format(url=up.url), model=MODELS["anthropic"]))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+        try:
+            p, _ = run_codex(m, tmp_path, "read the greeting note", "-c", 'mcp_servers.notes.command="python3"',
+                             "-c", f'mcp_servers.notes.args=["{server}"]')
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert "The note says hello." in p.stdout
+        first, second = (r.json() for r in up.requests if r.method == "POST")
+        assert "mcp__notes" in json.dumps(first)  # Codex named the deferred namespace to the model
+        (result,) = tool_results("anthropic", second)
+        assert result[0] == "toolu_mcp01" and "hello from the MCP note" in result[1]
