@@ -24,6 +24,7 @@ BUILD=$CACHE/build/llama-server-$LCP_VERSION
 MODEL=$MODELS/gemma-3-270m-q4_k_m.gguf
 SERVER_BIN=$BIN/llama-server
 START_TIMEOUT=${LOCALMODEL_START_TIMEOUT:-90}
+CTX=${LOCALMODEL_CTX:-4096}  # the context in tokens (start --ctx N)
 
 usage() {
   cat <<EOF
@@ -43,10 +44,14 @@ commands:
                                 llama.cpp, about ${EST_WHEEL_MIN} min more); the e2e tests use both
                                 (scripts/ci-extras.sh installs both)
       --dry-run                 print the steps that would run and what is cached; change nothing
-  start [--server K] [--port P] start a server and wait until it is ready; prints its base URL
+  start [--server K] [--port P] [--ctx N]
+                                start a server and wait until it is ready; prints its base URL
                                 (http://127.0.0.1:P/v1) as the last line of stdout.
                                 K: llama-server (default) or llama-cpp-python.
                                 P: --port, else \$LOCALMODEL_PORT, else a free port.
+                                N: the context in tokens (default \$LOCALMODEL_CTX, else 4096);
+                                Codex's default-model turn needs 16384 (about 7k prompt tokens
+                                and its tools' text; the model supports 32768)
   stop [--server K]             stop the server this script started (all kinds if K is omitted)
   status                        show what is installed and which servers are running
   url [--server K]              print the base URL of a running server (default K: llama-server)
@@ -56,7 +61,7 @@ Already running a local OpenAI-compatible server (llama-server, Ollama, LM Studi
 Skip all this: point an endpoint at it (README: "Use a local server you already run") and
 check it with: tokunseba models --rules FILE --probe
 
-environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_START_TIMEOUT (s, default 90),
+environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_CTX, LOCALMODEL_START_TIMEOUT (s, default 90),
              LOCALMODEL_JOBS (parallel compile jobs, default: every core, now $JOBS),
              LOCALMODEL_TEMP (llama-server's default sampling temperature, default 0),
              LOCALMODEL_PYTHON (python used to create the cache venv),
@@ -343,12 +348,12 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
     # --temp: the sampling temperature for requests that name none (Claude Code sends none).
     # 0 makes this base model deterministic: it then ends its turn (prints <|im_end|>) reliably,
     # where sampled text often runs to max_tokens and sends Claude Code into its continuation loop.
-    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c 4096 -t 2 -np 1 \
+    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c "$CTX" -t 2 -np 1 \
       --temp "${LOCALMODEL_TEMP:-0}" --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
   else
     python_server_ok || die "llama-cpp-python's server is not installed: run scripts/localmodel.sh install --with-python-server"
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$ALIAS" \
-      --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 2 --logits_all False \
+      --host 127.0.0.1 --port "$port" --n_ctx "$CTX" --n_threads 2 --logits_all False \
       --interrupt_requests False --chat_format gemma >"$log" 2>&1 </dev/null &
   fi
   echo $!
@@ -362,11 +367,14 @@ cmd_start() {
       --server=*) kind=${1#*=}; shift ;;
       --port) [ $# -ge 2 ] || die "--port needs a value"; port=$2; shift 2 ;;
       --port=*) port=${1#*=}; shift ;;
+      --ctx) [ $# -ge 2 ] || die "--ctx needs a value"; CTX=$2; shift 2 ;;
+      --ctx=*) CTX=${1#*=}; shift ;;
       *) die "unknown option '$1' (see --help)" ;;
     esac
   done
   check_kind "$kind"
   [ -z "$port" ] || [[ $port =~ ^[0-9]+$ && $port -ge 1 && $port -le 65535 ]] || die "bad port '$port'"
+  [[ $CTX =~ ^[0-9]+$ && $CTX -ge 512 && $CTX -le 32768 ]] || die "bad --ctx '$CTX' (a number of tokens, 512 to 32768: the model's context)"
   [ -f "$MODEL" ] || die "no model at $MODEL: run scripts/localmodel.sh install"
   mkdir -p "$STATE"
   if pid=$(running_pid "$kind"); then

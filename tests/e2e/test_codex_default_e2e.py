@@ -184,3 +184,55 @@ def test_default_codex_reaches_an_mcp_servers_tool_through_exec_routed_to_anthro
         assert "mcp__notes" in json.dumps(first)  # Codex named the deferred namespace to the model
         (result,) = tool_results("anthropic", second)
         assert result[0] == "toolu_mcp01" and "hello from the MCP note" in result[1]
+
+
+LOCAL_RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: {url}
+    model: gemma-3-270m
+    max_tokens: 256
+    max_tokens_field: max_tokens
+    stop: ["<|im_end|>"]
+routes:
+  - name: codex-local
+    when: {{client: openai-responses}}
+    to: local
+"""
+
+
+@pytest.mark.localmodel
+def test_default_codex_turn_served_by_the_real_llama_server(tmp_path):
+    """The real llama-server (gemma-3-270m, started with the 16384-token context Codex's turn
+    needs: `scripts/localmodel.sh start --ctx 16384`) answers Codex's default-model turn,
+    translated: Codex exits 0 and the ledger has the turn translated to the local endpoint.
+    Assertions are on structure, never on the model's text."""
+    from .test_localmodel_e2e import SCRIPT, _installed
+
+    if not _installed("llama-server"):
+        if os.environ.get("CI"):
+            pytest.fail("llama-server is not installed: .ci/run must run scripts/ci-extras.sh")
+        pytest.skip("llama-server not installed (scripts/localmodel.sh install)")
+    state = tmp_path / "localmodel-state"
+    env = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
+    p = subprocess.run([str(SCRIPT), "start", "--ctx", "16384"], capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    url = p.stdout.strip().splitlines()[-1]
+    try:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(LOCAL_RULES.format(url=url))
+        m = Mitmdump(tmp_path, rules)
+        try:
+            p, _ = run_codex(m, tmp_path, "say hi")
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+    log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    turns = [t for t in log if t["client_protocol"] == "openai-responses"]
+    assert turns and all(t["outcome"] == "translated" and t["endpoint"] == "local" and t["status"] == 200
+                         for t in turns), turns
