@@ -302,3 +302,37 @@ def test_the_codex_example_routes_questions_and_passes_the_rest():
     assert d.action == "route" and d.route is not None and d.route.name == "codex-questions"
     rt = tr.request("openai-responses", "anthropic", question, model="claude-haiku-4-5", max_tokens=8192)
     assert rt.body["tools"][0]["name"] == "exec"
+
+
+NS = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+TOOL_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True)
+
+
+@SETTINGS
+@given(st.one_of(st.none(), NS), TOOL_NAME, st.text(max_size=40), st.one_of(st.none(), st.text(min_size=1, max_size=40)),
+       st.sampled_from(["openai", "anthropic", "gemini"]))
+def test_a_freeform_declaration_comes_back_byte_for_byte(ns, name, description, grammar, target):
+    """What the endpoint gets, and the map beside it, give the client's declaration back: its
+    name and namespace (the map), its description (verbatim) and its grammar (verbatim, as the
+    'input' parameter's description)."""
+    tool: dict = {"type": "custom", "name": name, "description": description}
+    if grammar is not None:
+        tool["format"] = {"type": "grammar", "syntax": "lark", "definition": grammar}
+    tools = [{"type": "namespace", "name": ns, "tools": [tool]}] if ns else [tool]
+    rt = tr.request("openai-responses", target, {"model": "m", "input": "hi", "tools": tools}, model="m", max_tokens=64)
+    flat = flat_tool_name(ns, name)
+    assert rt.client_tools[flat] == ClientTool(name, ns, freeform=True)
+    if target == "openai":
+        fn = rt.body["tools"][0]["function"]
+        got_name, got_desc, schema = fn["name"], fn.get("description"), fn["parameters"]
+    elif target == "anthropic":
+        t = rt.body["tools"][0]
+        got_name, got_desc, schema = t["name"], t.get("description"), t["input_schema"]
+        assert t.get("type") in (None, "custom") and "format" not in t  # never Anthropic's own "custom" meaning
+    else:
+        fd = rt.body["tools"][0]["functionDeclarations"][0]
+        got_name, got_desc = fd["name"], fd.get("description")
+        schema = fd.get("parametersJsonSchema") or fd.get("parameters")
+    assert got_name == flat and got_desc == description
+    assert schema["required"] == ["input"]
+    assert schema["properties"]["input"].get("description") == grammar
