@@ -26,12 +26,12 @@ from tokunseba.neutral.report import ReplyReport
 from tokunseba.neutral.tools import freeform_arguments
 from tokunseba.neutral.usage import OPENAI, Usage
 
-from .conftest import BIN, Mitmdump, ledger_settled, need_npm_tool
+from .conftest import BIN, Mitmdump, ledger_settled
+from .test_codex_e2e import DUMMY as CODEX_DUMMY, codex_exec
 from .upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
-DUMMY = "sk-codex-client-dummy-key-0123456789"
 ENDPOINT_KEY = "sk-endpoint-key-for-codex-default"
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi from the routed model\n*** End Patch\n"
 JS = "const r = await tools.apply_patch(" + json.dumps(PATCH) + ");\ntext(r);"
@@ -81,19 +81,8 @@ def text_reply(protocol: str, text: str) -> Reply:
 
 
 def run_codex(m: Mitmdump, tmp_path: Path, prompt: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
-    codex = need_npm_tool("codex", "Codex")
-    home = tmp_path / "home"
-    (home / "codex").mkdir(parents=True, exist_ok=True)
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
-           "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
-           "TERM": "dumb"}
-    p = subprocess.run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                        "-c", "analytics.enabled=false", "-c", "features.plugins=false",
-                        "-c", "features.api_key_model_discovery=false", *extra, prompt],
-                       cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
-    return p, work
+    """Codex as shipped (no -c model=), free to write its working folder."""
+    return codex_exec(m, tmp_path, prompt, "--dangerously-bypass-approvals-and-sandbox", *extra)
 
 
 def tool_results(protocol: str, body: dict) -> list[tuple[str, str]]:
@@ -138,7 +127,7 @@ def test_default_codex_applies_a_patch_through_exec_on_another_protocol(tmp_path
         assert names[0] == "exec" and "clock__sleep" in names and "collaboration__spawn_agent" in names
         results = tool_results(protocol, second)
         assert [r[0] for r in results] == [call_id] and "Script completed" in results[0][1]
-        assert all(DUMMY not in v for r in up.requests for v in r.headers.values())
+        assert all(CODEX_DUMMY not in v for r in up.requests for v in r.headers.values())
     log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
                                     capture_output=True, text=True, check=True).stdout)
     turns = [t for t in log if t["client_protocol"] == "openai-responses"]

@@ -69,24 +69,14 @@ routes:
 
 
 def test_codex_turn_is_retargeted_with_the_endpoints_key(tmp_path):
-    codex = need_codex()
+    need_codex()  # skipped (or failed under CI) without it
     with Upstream() as up:
         up.script(Reply.sse(responses_stream(["hello from ", "the retargeted endpoint"]), delay=0.02))
         rules = tmp_path / "rules.yaml"
         rules.write_text(RULES.format(url=up.url))
         m = Mitmdump(tmp_path, rules, env={"TK_TEST_RESP_KEY": ENDPOINT_KEY})
         try:
-            home = tmp_path / "home"
-            (home / "codex").mkdir(parents=True)
-            work = tmp_path / "work"
-            work.mkdir()
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
-                   "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
-                   "TERM": "dumb"}
-            p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
-                                "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
-                                "-c", "model=gpt-5.5", "say hi"], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                               capture_output=True, text=True, timeout=180)
+            p, _ = codex_exec(m, tmp_path, "say hi", "-c", "model=gpt-5.5")
         finally:
             m.stop()
         assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
@@ -120,7 +110,11 @@ routes:
 """
 
 
-def _codex(codex: str, m: Mitmdump, tmp_path: Path, prompt: str) -> subprocess.CompletedProcess:
+def codex_exec(m: Mitmdump, tmp_path: Path, prompt: str, *args: str,
+               timeout: float = 180) -> tuple[subprocess.CompletedProcess, Path]:
+    """`codex exec PROMPT` through the proxy ``m`` (its CA trusted, a dummy key, its home and
+    working folder under ``tmp_path``), with ``args`` before the prompt; (the run, the folder)."""
+    codex = need_codex()
     home = tmp_path / "home"
     (home / "codex").mkdir(parents=True, exist_ok=True)
     work = tmp_path / "work"
@@ -128,10 +122,14 @@ def _codex(codex: str, m: Mitmdump, tmp_path: Path, prompt: str) -> subprocess.C
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
            "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
            "TERM": "dumb"}
-    return subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
-                           "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
-                           "-c", "model=gpt-5.5", prompt], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=180)
+    p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
+                        "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false", *args, prompt],
+                       cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    return p, work
+
+
+def _codex(codex: str, m: Mitmdump, tmp_path: Path, prompt: str) -> subprocess.CompletedProcess:
+    return codex_exec(m, tmp_path, prompt, "-c", "model=gpt-5.5")[0]
 
 
 def test_codex_tool_loop_translated_to_a_chat_endpoint(tmp_path):
@@ -207,7 +205,7 @@ def test_codex_tool_loop_with_reasoning_effort_high_against_anthropic_thinking(t
     starts with the signed thinking block that endpoint made (it rejects the loop otherwise)."""
     from .enforcing import AnthropicThinking
 
-    codex = need_codex()
+    need_codex()  # skipped (or failed under CI) without it
     with Upstream() as up:
         ant = AnthropicThinking(tool_turns=3)
         up.responder = ant
@@ -215,18 +213,8 @@ def test_codex_tool_loop_with_reasoning_effort_high_against_anthropic_thinking(t
         rules.write_text(ANTHROPIC_RULES.format(url=up.url))
         m = Mitmdump(tmp_path, rules, env={"TK_TEST_ANT_KEY": ENDPOINT_KEY})
         try:
-            home = tmp_path / "home"
-            (home / "codex").mkdir(parents=True, exist_ok=True)
-            work = tmp_path / "work"
-            work.mkdir(exist_ok=True)
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home / "codex"),
-                   "HTTPS_PROXY": m.url, "HTTP_PROXY": m.url, "SSL_CERT_FILE": str(m.ca), "CODEX_API_KEY": DUMMY,
-                   "TERM": "dumb"}
-            p = subprocess.run([codex, "exec", "--skip-git-repo-check", "-c", "analytics.enabled=false",
-                                "-c", "features.plugins=false", "-c", "features.api_key_model_discovery=false",
-                                "-c", "model=gpt-5.5", "-c", "model_reasoning_effort=high",
-                                "run the three steps"], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                               capture_output=True, text=True, timeout=240)
+            p, _ = codex_exec(m, tmp_path, "run the three steps", "-c", "model=gpt-5.5",
+                              "-c", "model_reasoning_effort=high", timeout=240)
         finally:
             m.stop()
         assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
