@@ -12,11 +12,15 @@ items, message roles and content parts have their own tables. Rules kept through
   ``status``, its metadata passthrough) are recorded once each as ``input[].<key>`` to keep
   the list readable;
 - ``call_id`` travels byte for byte into the neutral tool call ids and back;
+- Codex's freeform (``custom``) tools and namespaced tools (its default "lite" models declare
+  them in an ``additional_tools`` input item, hoisted into the tools) travel as a declared
+  two-way encoding (neutral/tools.py; DECODE_TOOL_TYPES): a freeform tool is a function of one
+  string ``input``, a namespaced one has a flat name; their past calls are wrapped the same way
+  and the map goes with the translation (``client_tools``) so the reply gives them back;
 - history that cannot travel refuses the turn (``Refused``) instead of being dropped, since
-  the model would see a broken conversation: custom (freeform) tool calls, tool namespaces
-  (the lite shape), built-in tool calls, compaction, stored state (``previous_response_id``,
-  ``conversation``). Tools another endpoint cannot offer are only dropped: the model simply
-  cannot call them;
+  the model would see a broken conversation: built-in tool calls (DECODE_REFUSED_ITEMS),
+  compaction, stored state (``previous_response_id``, ``conversation``). Tools another
+  endpoint cannot offer are only dropped: the model simply cannot call them;
 - decoder flag: a tool output Codex sent after a later user message moves back next to its
   call (recorded in ``converted``): every other protocol requires it there;
 - encoder checks: Responses has no stop sequences (dropped, recorded); function tools say
@@ -491,6 +495,8 @@ DECODE_TOOL_TYPES: dict[str, tuple[str, ToolHandler | None, str]] = {
     "code_interpreter": ("dropped", None, "a hosted tool OpenAI runs"),
     "computer_use_preview": ("dropped", None, "a built-in tool with its own call items"),
     "mcp": ("dropped", None, "a remote MCP server OpenAI calls; another endpoint does not"),
+    "tool_search": ("dropped", None, "Codex's client-side search of deferred tools (its gpt-5.5 MCP tools): "
+                                     "no function counterpart; its past calls refuse the route"),
 }
 
 

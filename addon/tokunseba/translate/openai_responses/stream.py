@@ -16,7 +16,12 @@ its ``type`` and a ``sequence_number`` counting from 0.
 
 Mapping of the neutral blocks: text -> a ``message`` item with one ``output_text`` part;
 tool_use -> a ``function_call`` item whose ``call_id`` is the tool id byte for byte (never
-blank: pitfalls 9) and whose argument fragments go out verbatim; thinking and other blocks are
+blank: pitfalls 9) and whose argument fragments go out verbatim — or, for a tool the client's
+request declared freeform or in a namespace (``ReplyReport.client_tools``, neutral/tools.py),
+a ``custom_tool_call`` whose input is decoded from the ``{"input": ...}`` arguments as they
+arrive (``response.custom_tool_call_input.delta``; arguments of any other shape go back raw,
+recorded ``unwrap_failed``), or a ``function_call`` with its namespace and name as declared
+(``call_item``); thinking and other blocks are
 dropped and recorded (an unsigned local reasoning summary is no OpenAI reasoning item, and no
 ``encrypted_content`` is ever invented).
 
