@@ -225,3 +225,28 @@ def test_a_whole_reply_with_a_nameless_call_is_a_502():
         with pytest.raises(UntranslatableReply) as e:
             tr.reply("openai", client, body)
         assert e.value.status == 502 and "without a function name" in e.value.message
+
+
+@pytest.mark.parametrize("upstream", ["anthropic", "openai-responses"])
+@pytest.mark.parametrize("client", ["anthropic", "openai", "openai-responses", "gemini"])
+def test_no_upstream_passes_a_nameless_call_on(upstream, client):
+    """The other upstreams carry a call's id and name in one event (Anthropic's
+    content_block_start, Responses' output_item.added, Gemini's whole functionCall); one that
+    names nothing ends in the client's error, streamed and whole, never a nameless call."""
+    if upstream == client:
+        pytest.skip("same protocol: passed on, not translated")
+    from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
+    from tokunseba.neutral.message import Message
+    from tokunseba.neutral.report import ReplyReport
+
+    evs = [MessageStart("msg_nameless", "m"), BlockStart(0, "tool_use", id="call_nn", name=""), BlockDelta(0, "{}"),
+           BlockStop(0), MessageStop("tool_use")]
+    enc = tr.CODECS[upstream].stream_encoder(ReplyReport(), True, CREATED)
+    raw = b"".join(enc.encode(e) for e in evs)
+    t = tr.stream(upstream, client, created=CREATED)
+    out = t.feed(raw) + t.close()
+    assert t.report.errors and "without a function name" in t.report.errors[0] and b"call_nn" not in out
+    whole = tr.CODECS[upstream].encode_reply(Message.collect(evs), ReplyReport(), CREATED)[0]
+    from tokunseba.errors import UntranslatableReply
+    with pytest.raises(UntranslatableReply):
+        tr.reply(upstream, client, whole)

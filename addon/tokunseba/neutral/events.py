@@ -24,6 +24,7 @@ from .usage import Usage
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal", "pause_turn",
                           "model_context_window_exceeded"})
 EARLY_END = "upstream ended the stream early"  # the error when a stream ends before its end
+NAMELESS_CALL = "upstream sent a tool call without a function name"  # never passed on: no client can run it
 
 BlockKind = Literal["text", "tool_use", "thinking", "redacted_thinking", "other"]
 

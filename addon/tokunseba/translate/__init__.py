@@ -30,9 +30,10 @@ import time
 from collections.abc import Callable
 
 from .. import protocols
-from ..errors import TranslationError
+from ..errors import TranslationError, UntranslatableReply
 from ..neutral.conversation import Conversation, RequestTranslation
 from ..neutral.effort import apply_endpoint as apply_effort
+from ..neutral.events import NAMELESS_CALL
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
 from ..neutral.report import ReplyReport
@@ -166,6 +167,9 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     report = ReplyReport(client_tools=client_tools or None)
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \
         Message.collect(dec.decode_reply(body, report))
+    for b in msg.blocks:
+        if b.kind == "tool_use" and not b.name:  # never a call the client cannot run (as in a stream)
+            raise UntranslatableReply(502, NAMELESS_CALL)
     out, client_usage = enc.encode_reply(msg, report, created)
     return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg)
 

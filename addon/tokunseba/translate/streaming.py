@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..neutral.events import KEEPALIVE, MessageStart, StreamError
+from ..neutral.events import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, StreamError
 from ..neutral.report import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 from .codec import StreamDecoder, StreamEncoder
@@ -80,6 +80,8 @@ class StreamTranslator:
                     tap(ev)
                 if ev.__class__ is MessageStart:
                     self.report.model = ev.model
+                elif ev.__class__ is BlockStart and ev.kind == "tool_use" and not ev.name:
+                    ev = StreamError(502, "api_error", NAMELESS_CALL)  # never a call the client cannot run
                 b = enc.encode(ev)
                 if b:
                     parts.append(b)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import Event
+from ...neutral.events import NAMELESS_CALL, Event
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.usage import OPENAI, Usage
@@ -116,8 +116,7 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
                 note_once(report.warnings, f"id_synthesized: choices[0].message.tool_calls[{pos}].id")
             name = fn.get("name")
             if not name or type(name) is not str:  # never a nameless call (as its stream: NAMELESS_CALL)
-                raise UntranslatableReply(502, f"upstream sent a tool call without a function name "
-                                               f"(choices[0].message.tool_calls[{pos}].function.name)")
+                raise UntranslatableReply(502, f"{NAMELESS_CALL} (choices[0].message.tool_calls[{pos}].function.name)")
             args = fn.get("arguments")
             if args is not None and not isinstance(args, str):  # some servers send the object itself
                 args = jsonc.dumps(args)

@@ -26,6 +26,7 @@ from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
     EARLY_END,
+    NAMELESS_CALL,
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -39,7 +40,6 @@ from ...neutral.events import (
 )
 
 NO_FINISH = "upstream ended the stream without a finish_reason"
-NAMELESS_CALL = "upstream streamed a tool call without a function name"
 # delta keys that carry reasoning text, in order of preference (vLLM once sent both, equal)
 REASONING_KEYS = ("reasoning_content", "reasoning")
 # delta keys the decoder reads; any other non-empty one is recorded as dropped
