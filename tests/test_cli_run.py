@@ -329,3 +329,13 @@ def test_an_option_given_after_dashdash_wins_over_the_one_run_adds(capsys):
     assert [s for s in sets if s.startswith("flow_detail=")] == ["flow_detail=3"]
     assert [s for s in sets if s.startswith("tokunseba_console=")] == ["tokunseba_console=all"]
     assert "connection_strategy=lazy" in sets  # the others stay
+
+
+def test_run_says_when_its_rules_route_nothing(tmp_path):
+    """rules/default.yaml routes nothing: run says so at start, with where to look."""
+    from tokunseba.cli.run import _routes_nothing
+
+    root = Path(__file__).resolve().parents[1]
+    said = _routes_nothing(str(root / "rules" / "default.yaml"))
+    assert said and "has no routes: nothing is routed: every turn passes through" in said and "rules/examples/" in said
+    assert _routes_nothing(str(root / "rules" / "examples" / "easy-turns-local.yaml")) is None

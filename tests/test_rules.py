@@ -233,14 +233,14 @@ def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
         f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
         "such turns are refused here and answered with an error",
     ]
-    assert check_file(path) == (True, ["OK: 5 endpoints, 3 routes", *policy_lines(rules), *rules.warnings])
+    assert check_file(path) == (True, ["OK: 2 endpoints declared (+3 built in), 3 routes", *policy_lines(rules), *rules.warnings])
 
 
 def test_check_file_ok(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(LOCAL + "routes:\n  - name: r\n    when: {client: anthropic}\n    to: local\n")
     assert check_file(path) == (True, [
-        "OK: 4 endpoints, 1 routes",
+        "OK: 1 endpoint declared (+3 built in), 1 route",
         "unmatched: pass (turns no route takes, unparseable ones included: pass through to the host the client asked for)",
         "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)",
         "tool_loops: follow (a turn answering tool calls: goes to the endpoint and model that made them, while a route to that endpoint takes its client)"])

@@ -224,6 +224,20 @@ def web_url(port: int, token: str, host: str = "127.0.0.1") -> str:
     return f"http://{host}:{port}/?token={token}"
 
 
+def _routes_nothing(path: str) -> str | None:
+    """What to say when a rules file routes nothing (rules/default.yaml does not), else None."""
+    from ..routing.rules import RulesError, counts_line, load_rules
+
+    try:
+        rules = load_rules(path)
+    except RulesError:
+        return None  # build_command has said why already
+    if rules.routes:
+        return None
+    return (f"{path} has no routes: " + counts_line(rules).split(" — ", 1)[-1]
+            + " (rules/examples/ has setups that route; `tokunseba check FILE` says what a file does)")
+
+
 def build_command(args, web_password_hash: str | None = None) -> list[str]:
     from ..protocols.detect import provider_hosts
 
@@ -481,6 +495,8 @@ def cmd_run(args) -> int:
     tool = Path(cmd[0]).name
     print(f"tokunseba: starting {tool} on {args.host}:{args.port}"
           f" ({'rules ' + args.rules if args.rules else 'no rules: everything passes through'})", file=sys.stderr)
+    if args.rules and (quiet := _routes_nothing(args.rules)):
+        print(f"tokunseba: note: {quiet}", file=sys.stderr)
     if args.port == 0:
         shown = "*" if args.host in WILDCARD_HOSTS else args.host
         print(f"tokunseba: {tool} prints the port it picked (\"proxy listening at {shown}:N\"); "

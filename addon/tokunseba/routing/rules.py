@@ -787,8 +787,23 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [f"OK: {len(rules.endpoints)} endpoints, {len(rules.routes)} routes", *policy_lines(rules),
-                  *who_lines(rules), *rules.warnings]
+    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *rules.warnings]
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def counts_line(rules: Rules) -> str:
+    """``check``'s first line: what the file declares, the built-in endpoints apart, and a
+    file that routes nothing said as such."""
+    declared = sum(1 for e in rules.endpoints.values() if not e.builtin)
+    builtin = len(rules.endpoints) - declared
+    line = f"OK: {_n(declared, 'endpoint')} declared (+{builtin} built in), {_n(len(rules.routes), 'route')}"
+    if not rules.routes:
+        line += (" — nothing is routed: every turn passes through" if rules.unmatched == "pass"
+                 else f" — every provider turn is refused (unmatched: {rules.unmatched})")
+    return line
 
 
 def who_lines(rules: Rules) -> list[str]:
