@@ -108,7 +108,7 @@ class Turn:
     plumbing_headers: list[str] = field(default_factory=list)
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
-    capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
+    capture: Any = None  # reasoning.state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
     retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
 
@@ -156,7 +156,7 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
 
 def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
                  request_id: str | None = None) -> LocalResponse:
-    """An error in the client's own protocol (design.md rule 6)."""
+    """An error in the client's own protocol (docs/architecture.md rule 6)."""
     # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
     body = protocols.for_errors(protocol).error_body(status, message, etype)
     headers = {"content-type": "application/json"}
@@ -192,7 +192,7 @@ def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, header
                       extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
     """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
     it would bypass routing and the ledger. When some route can take Responses turns, answer
-    426: Codex then falls back to HTTPS POST at once (clients.md §3.2), which is routed.
+    426: Codex then falls back to HTTPS POST at once (docs/clients.md §3.2), which is routed.
     Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
     in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
     if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
@@ -231,7 +231,7 @@ class Prepared:
     not_routable: str | None = None
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
-    # the provider state store (reasoning_store.Keeper): restores each translation's state for its own endpoint+model
+    # the provider state store (reasoning.store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
 
 
@@ -291,7 +291,7 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
     """``req`` (in protocol ``src``) translated for endpoint ``ep``, with the endpoint's rule keys
     (max_tokens, system_role, stop strings, …): what a routed turn, a shadow and a replay send.
     ``restore(neutral conversation) -> RestoreReport``: puts back the provider state of this
-    endpoint and model (reasoning_store.Keeper.restore); routed turns only.
+    endpoint and model (reasoning.store.Keeper.restore); routed turns only.
     Raises TranslationError (a pair with no translator, or a turn the translation refuses)."""
     if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
@@ -621,7 +621,7 @@ def response_mode(turn: Turn, status: int, content_type: str) -> str:
 def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
     """A retargeted endpoint's error reply (status >= 400) the client could not read as its
     protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
-    client's own envelope with the same status and the upstream's text (design.md rule 6);
+    client's own envelope with the same status and the upstream's text (docs/architecture.md rule 6);
     None when it is JSON, which goes on byte for byte (rule 8)."""
     try:
         if isinstance(jsonc.loads(body), dict):

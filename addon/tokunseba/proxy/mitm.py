@@ -1,4 +1,4 @@
-"""The mitmproxy adapter: the only module that imports mitmproxy (design.md §3).
+"""The mitmproxy adapter: the only module that imports mitmproxy (docs/architecture.md §3).
 
 The hooks and the glue between them: a turn is planned by turn.py (prepare, decide then
 translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the plain parts

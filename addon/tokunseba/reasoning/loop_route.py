@@ -1,8 +1,8 @@
-"""Loops finish where they started (design.md §4b; issue 18): a request whose last turn
+"""Loops finish where they started (docs/architecture.md §4b; issue 18): a request whose last turn
 answers tool calls that a translated reply made goes to the endpoint and model that made them,
 so the provider state kept for that loop (reasoning/store.py) can come back to its origin.
 
-Pure: the store is read through ``lookup`` (call keys -> records, reasoning_state.Record).
+Pure: the store is read through ``lookup`` (call keys -> records, reasoning.state.Record).
 ``follow_loop`` returns the Decision to follow the loop, or None and a trace note saying why
 not, when the rules' own order must decide:
 

@@ -1,9 +1,9 @@
 """Routing rules: YAML -> validated endpoints and routes; ``decide(turn)`` -> decision + trace.
 
-The file format is design.md §4. Every mistake is reported at load time as one line
+The file format is docs/architecture.md §4. Every mistake is reported at load time as one line
 ``FILE:LINE: what is wrong``; a route whose target its client protocol cannot reach is a
 warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
-evaluation simply goes on with the next route (design.md §2 rule 4).
+evaluation simply goes on with the next route (docs/architecture.md §2 rule 4).
 
 Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
 ``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
