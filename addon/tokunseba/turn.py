@@ -42,6 +42,7 @@ from . import translate
 from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
 from .routing.session_facts import Speaker, speaker
+from .states import Action, Decided, ReplyMode
 from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
 
@@ -86,7 +87,7 @@ class Turn:
     stream: bool
     original_body: bytes
     # the decision
-    action: str = "pass"  # pass | retarget | translate | respond
+    action: Action = Action.PASS
     outcome: str = "pass_through"  # pass_through | retargeted | translated | refused | error
     decision: Decision | None = None
     endpoint: Endpoint | None = None
@@ -315,16 +316,16 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     ep = decision.endpoint
     if ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det) or prep.req is None:
         return Plan(decision)
-    unavailable = decision.action == "error" and bool(decision.trace) and decision.trace[-1].get("unreachable")
-    if decision.action != "route" and not unavailable:
+    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].get("unreachable")
+    if decision.action != Decided.ROUTE and not unavailable:
         return Plan(decision)
     try:
         tr = _translate_for(prep, ep, _model_override(prep, decision.model))
     except Refused as e:
         return e.message
     except TranslationError as e:
-        return Plan(decision, failure=e) if decision.action == "route" else Plan(decision)
-    return Plan(decision, tr) if decision.action == "route" else Plan(decision)
+        return Plan(decision, failure=e) if decision.action == Decided.ROUTE else Plan(decision)
+    return Plan(decision, tr) if decision.action == Decided.ROUTE else Plan(decision)
 
 
 def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
@@ -370,12 +371,12 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
         entry.pop("unavailable", None)
         if route.on_refused == "error":
-            return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
+            return Plan(Decision(Decided.ERROR, route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name
     if len(trace) == len(decision.trace):  # decided in one pass
         return got
     reason = decision.reason
-    if decision.action == "pass" and decision.route is None:
+    if decision.action == Decided.PASS and decision.route is None:
         skipped = _skipped(rules, trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
@@ -420,19 +421,19 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
             else:
                 turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
                                                              "url": ep.url if ep else None}))
-    if decision.action == "pass":
+    if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
         if decision.route is not None:  # a shadow-only route took it: passed through on purpose
             return turn
         return _unmatched(rules, turn, decision.reason)
-    if decision.action == "error":
+    if decision.action == Decided.ERROR:
         turn.endpoint = decision.endpoint
         turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
         if decision.trace and decision.trace[-1].get("unreachable"):  # on_unreachable: error
-            turn.action, turn.outcome, turn.error = "respond", "error", decision.reason
+            turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
             turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
             return turn
-        turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
         turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
         return turn
     ep = decision.endpoint
@@ -442,16 +443,16 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
         why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
                f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
-        turn.action, turn.outcome, turn.error = "respond", "refused", why
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
         return turn
     turn.model_used = decision.model or turn.requested_model
-    turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
+    turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     if ep.protocol != det.protocol and (problem := first_problem(det.protocol, req)):
         path, what = problem
-        turn.action, turn.outcome, turn.error = "respond", "error", f"invalid request: {path}: {what}"
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", f"invalid request: {path}: {what}"
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
@@ -466,7 +467,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
                 raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
             _plan_translate(turn, ep, plan.translation, prep, env)
     except TranslationError as e:
-        turn.action, turn.outcome, turn.error = "respond", "error", e.message
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", e.message
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
@@ -485,7 +486,7 @@ def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
     if rules.unmatched != "refuse":
         return turn
     why = f"no route takes this turn ({reason}) and the rules say unmatched: refuse"
-    turn.action, turn.outcome, turn.error = "respond", "refused", why
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
     turn.events.append(("unmatched_refused", {"reason": reason}))
     turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
     return turn
@@ -506,7 +507,7 @@ def _leave_behind(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, st
 
 
 def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str]) -> None:
-    turn.action, turn.outcome = "retarget", "retargeted"
+    turn.action, turn.outcome = Action.RETARGET, "retargeted"
     cross = not ep.same_host(turn.host, prep.port)
     turn.url, query_withheld = outgoing_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path,
                                               turn.client_protocol, ep.protocol, cross_host=cross)
@@ -523,7 +524,7 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     src, dst = turn.client_protocol, ep.protocol
     turn.include_usage = tr.client_wants_usage
     turn.translation = tr
-    turn.action, turn.outcome = "translate", "translated"
+    turn.action, turn.outcome = Action.TRANSLATE, "translated"
     turn.body = jsonc.dumpb(tr.body)
     target = protocols.get(dst)
     turn.url = ep.request_url(target.turn_kind(turn.stream), turn.model_used)
@@ -605,17 +606,17 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
 # reply side
 
 
-def response_mode(turn: Turn, status: int, content_type: str) -> str:
-    """How the adapter treats a reply: "raw-stream" (pass bytes on as they come),
-    "translate-stream", "translate-whole" (buffer, then translate_whole), or "leave"."""
+def response_mode(turn: Turn, status: int, content_type: str) -> ReplyMode:
+    """How the adapter treats a reply: RAW_STREAM (pass bytes on as they come),
+    TRANSLATE_STREAM, TRANSLATE_WHOLE (buffer, then translate_whole), or LEAVE."""
     is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
-    if turn.action != "translate":
-        return "raw-stream" if is_sse else "leave"
+    if turn.action != Action.TRANSLATE:
+        return ReplyMode.RAW_STREAM if is_sse else ReplyMode.LEAVE
     if status >= 400:
-        return "translate-whole"
+        return ReplyMode.TRANSLATE_WHOLE
     if is_sse:
-        return "translate-stream"
-    return "translate-whole"
+        return ReplyMode.TRANSLATE_STREAM
+    return ReplyMode.TRANSLATE_WHOLE
 
 
 def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:

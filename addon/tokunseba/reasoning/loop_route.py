@@ -25,6 +25,7 @@ from .. import protocols
 from ..routing.endpoints import Endpoint
 from .state import Record, call_key
 from ..routing.rules import Decision, Route, Rules
+from ..states import Decided
 
 Lookup = Callable[[Iterable[str]], Mapping[str, list[Record]]]
 
@@ -78,5 +79,5 @@ def follow_loop(rules: Rules, client: str, body: dict, lookup: Lookup, *,
     assert ep is not None and route is not None
     entry = {"route": route.name, "matched": True, "loop": True, "refused": None, "unreachable": False,
              "reasons": [f"follows its {what}, not the turn's own conditions"]}
-    return Decision("route", route, ep, rec.model, [entry],
+    return Decision(Decided.ROUTE, route, ep, rec.model, [entry],
                     f"{route.name} → {ep.name}: follows its tool loop ({rec.request_id})"), None
