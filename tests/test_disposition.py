@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tokunseba.proxy import disposition as dp
+from tokunseba.states import Do
 from tokunseba.proxy.disposition import Disposition, dispose, failure_message, translate_whole_reply
 from tokunseba.errors import TranslationError
 
@@ -15,73 +15,73 @@ from tokunseba.errors import TranslationError
 ROWS = [
     # the relay made the reply: the upstream reset or cut the exchange
     (("upstream-broke", "translate-stream", "translate", 502, True, "upstream connection broke: reset", None),
-     (dp.ANSWER_BROKEN, "upstream connection broke: reset", False, False), "relay mark on a translated stream"),
+     (Do.ANSWER_BROKEN, "upstream connection broke: reset", False, False), "relay mark on a translated stream"),
     (("upstream-broke", "raw-stream", "retarget", 502, True, None, None),
-     (dp.ANSWER_BROKEN, None, False, False), "relay mark, no reason known: the reply's own text says it"),
+     (Do.ANSWER_BROKEN, None, False, False), "relay mark, no reason known: the reply's own text says it"),
     (("error", "translate-whole", "translate", 502, False, None, None),
-     (dp.ANSWER_BROKEN, None, False, False), "any relay mark but connect-failed is a break"),
+     (Do.ANSWER_BROKEN, None, False, False), "any relay mark but connect-failed is a break"),
     (("upstream-broke", "leave", "pass", 502, False, "cut", None),
-     (dp.ANSWER_BROKEN, "cut", False, False), "a turn failed over to its own host went through the relay too"),
+     (Do.ANSWER_BROKEN, "cut", False, False), "a turn failed over to its own host went through the relay too"),
     # the relay saw the exchange break, the reply is unmarked
     ((None, "translate-whole", "translate", 200, False, "upstream connection broke", None),
-     (dp.ANSWER_BROKEN, "upstream connection broke", False, False), "broken whole translated reply: never 'not JSON'"),
+     (Do.ANSWER_BROKEN, "upstream connection broke", False, False), "broken whole translated reply: never 'not JSON'"),
     ((None, "leave", "retarget", 200, False, "upstream connection broke", None),
-     (dp.ANSWER_BROKEN, "upstream connection broke", False, False), "broken whole retargeted reply"),
+     (Do.ANSWER_BROKEN, "upstream connection broke", False, False), "broken whole retargeted reply"),
     ((None, "translate-stream", "translate", 200, True, "upstream connection broke", None),
-     (dp.RELAY, None, False, False), "a broken stream: its pump has said it (error event)"),
+     (Do.RELAY, None, False, False), "a broken stream: its pump has said it (error event)"),
     ((None, "raw-stream", "retarget", 200, True, "upstream connection broke", None),
-     (dp.RELAY, None, False, False), "a broken relayed raw stream: its pump has said it"),
+     (Do.RELAY, None, False, False), "a broken relayed raw stream: its pump has said it"),
     # the relay could not connect
     (("connect-failed", "leave", "translate", 502, False, None, None),
-     (dp.ANSWER_UNREACHABLE, None, False, False), "endpoint unreachable (no failover left)"),
+     (Do.ANSWER_UNREACHABLE, None, False, False), "endpoint unreachable (no failover left)"),
     (("connect-failed", "leave", "retarget", 502, False, "ignored", None),
-     (dp.ANSWER_UNREACHABLE, None, False, False), "connect-failed wins over a break"),
+     (Do.ANSWER_UNREACHABLE, None, False, False), "connect-failed wins over a break"),
     # a translated whole reply
     ((None, "translate-whole", "translate", 200, False, None, None),
-     (dp.TRANSLATE_WHOLE, None, False, False), "translated whole reply"),
+     (Do.TRANSLATE_WHOLE, None, False, False), "translated whole reply"),
     ((None, "translate-whole", "translate", 429, False, None, None),
-     (dp.TRANSLATE_WHOLE, None, True, False), "translated error reply: recorded, then its envelope translated"),
+     (Do.TRANSLATE_WHOLE, None, True, False), "translated error reply: recorded, then its envelope translated"),
     # the other shape than asked for
     ((None, "shape-error", "translate", 200, False, None, "upstream sent a stream where a whole reply was due"),
-     (dp.ANSWER_SHAPE, "upstream sent a stream where a whole reply was due", False, False), "shape error, translated"),
+     (Do.ANSWER_SHAPE, "upstream sent a stream where a whole reply was due", False, False), "shape error, translated"),
     ((None, "shape-error", "retarget", 200, False, None, "upstream sent a whole reply (x) where a stream was due"),
-     (dp.ANSWER_SHAPE, "upstream sent a whole reply (x) where a stream was due", False, False), "shape error, retarget"),
+     (Do.ANSWER_SHAPE, "upstream sent a whole reply (x) where a stream was due", False, False), "shape error, retarget"),
     # a whole reply passed on in the client's own protocol
     ((None, "leave", "pass", 200, False, None, None),
-     (dp.JUDGE_WHOLE, None, False, False), "pass-through whole reply: judged for usage; a problem is only noted"),
+     (Do.JUDGE_WHOLE, None, False, False), "pass-through whole reply: judged for usage; a problem is only noted"),
     ((None, "leave", "retarget", 200, False, None, None),
-     (dp.JUDGE_WHOLE, None, False, True), "retargeted whole reply: HTML or cut JSON is answered as an error"),
+     (Do.JUDGE_WHOLE, None, False, True), "retargeted whole reply: HTML or cut JSON is answered as an error"),
     ((None, None, "pass", 200, False, None, None),
-     (dp.JUDGE_WHOLE, None, False, False), "no mode chosen (already buffered): still judged"),
+     (Do.JUDGE_WHOLE, None, False, False), "no mode chosen (already buffered): still judged"),
     ((None, None, "retarget", 204, False, None, None),
-     (dp.JUDGE_WHOLE, None, False, False), "no mode chosen, retarget: judged, not strict"),
+     (Do.JUDGE_WHOLE, None, False, False), "no mode chosen, retarget: judged, not strict"),
     # a retargeted endpoint's error
     ((None, "leave", "retarget", 500, False, None, None),
-     (dp.RETARGET_ERROR, None, True, False), "retarget error: recorded, re-enveloped if not JSON"),
+     (Do.RETARGET_ERROR, None, True, False), "retarget error: recorded, re-enveloped if not JSON"),
     ((None, "leave", "retarget", 404, False, None, None),
-     (dp.RETARGET_ERROR, None, True, False), "retarget 4xx alike"),
+     (Do.RETARGET_ERROR, None, True, False), "retarget 4xx alike"),
     # an error reply with no mode
     ((None, None, "pass", 503, False, None, None),
-     (dp.RECORD_ERROR, None, True, False), "no mode (buffered), an error: recorded"),
+     (Do.RECORD_ERROR, None, True, False), "no mode (buffered), an error: recorded"),
     ((None, None, "translate", 500, False, None, None),
-     (dp.RECORD_ERROR, None, True, False), "no mode, translate action, an error: recorded"),
+     (Do.RECORD_ERROR, None, True, False), "no mode, translate action, an error: recorded"),
     # nothing to do
     ((None, None, "respond", 400, False, None, None),
-     (dp.RELAY, None, False, False), "a local answer (refused): already recorded"),
+     (Do.RELAY, None, False, False), "a local answer (refused): already recorded"),
     ((None, None, "respond", 200, False, None, None),
-     (dp.RELAY, None, False, False), "a local answer"),
+     (Do.RELAY, None, False, False), "a local answer"),
     ((None, "leave", "pass", 500, False, None, None),
-     (dp.RELAY, None, False, False), "pass-through error reply goes on as it came (its own host's envelope)"),
+     (Do.RELAY, None, False, False), "pass-through error reply goes on as it came (its own host's envelope)"),
     ((None, "raw-stream", "pass", 200, True, None, None),
-     (dp.RELAY, None, False, False), "pass-through stream: the pump judges it"),
+     (Do.RELAY, None, False, False), "pass-through stream: the pump judges it"),
     ((None, "raw-stream", "retarget", 200, True, None, None),
-     (dp.RELAY, None, False, False), "retargeted stream: the pump judges it"),
+     (Do.RELAY, None, False, False), "retargeted stream: the pump judges it"),
     ((None, "raw-stream", "pass", 500, True, None, None),
-     (dp.RELAY, None, False, False), "an SSE error reply passed through"),
+     (Do.RELAY, None, False, False), "an SSE error reply passed through"),
     ((None, "translate-stream", "translate", 200, True, None, None),
-     (dp.RELAY, None, False, False), "translated stream: the pump did the work"),
+     (Do.RELAY, None, False, False), "translated stream: the pump did the work"),
     ((None, "failed", "translate", 502, False, None, None),
-     (dp.RELAY, None, False, False), "responseheaders failed and installed its error stream"),
+     (Do.RELAY, None, False, False), "responseheaders failed and installed its error stream"),
 ]
 
 
@@ -96,11 +96,11 @@ def test_dispose_table(given, want, why):
 def test_disposition_is_frozen():
     d = dispose(mark=None, mode=None, action="respond", status=200, has_pump=False)
     with pytest.raises(Exception):
-        d.do = dp.ANSWER_BROKEN  # type: ignore[misc]
+        d.do = Do.ANSWER_BROKEN  # type: ignore[misc]
 
 
 def test_every_kind_has_a_row():
-    kinds = {v for k, v in vars(dp).items() if k.isupper() and k != "CONNECT_FAILED" and isinstance(v, str)}
+    kinds = set(Do)  # every value of states.Do
     assert kinds == {w[0] for _, w, _ in ROWS}
 
 

@@ -1,6 +1,6 @@
-"""Gemini requests both ways through the codec registry (issue 11; gemini.md 2.3-2.5, 3.1,
-4.1, 5.1, 5.2): every field of the decode table, the model and stream from the URL path,
-function-call ids (minted deterministically and recorded when absent; answered by name and
+"""Gemini requests both ways through the codec registry (issue 11; docs/clients.md
+§5.2-§5.4, §6.1; docs/protocols.md D.1, D.3, D.4): every field of the decode table, the
+model and stream from the URL path, function-call ids (minted deterministically and recorded when absent; answered by name and
 order; ids sent travel byte for byte), names from the history on the way to Gemini, the
 active-loop bypass signature (plumbing), refusals before sending, nothing invented; and the
 turn plumbing: the model path, the endpoint's x-goog-api-key, countTokens answered with a

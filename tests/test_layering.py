@@ -1,4 +1,4 @@
-"""The import rules of design.md §3: the core never imports mitmproxy, sqlite3, yaml, the
+"""The import rules of docs/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
 CLI, the ledger, the proxy path or the rules; the CLI never imports mitmproxy nor the
 adapter; only tokunseba/proxy/mitm.py imports mitmproxy. And the
 codec rules of issue 9: no codec package imports another; ``neutral/`` imports no codec and

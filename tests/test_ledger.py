@@ -193,7 +193,7 @@ def test_turn_row_holds_every_field(make):
         "status": 200, "latency_ms": 250.5, "ttfb_ms": 40.25, "usage_protocol": None, "usage_reported": None,
         "usage_input": None, "usage_output": None, "usage_cache_read": None, "usage_cache_write": None,
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
-        **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_ledger_sessions.py)
+        **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_cli_sessions.py)
         "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
         "retry_of": None,  # not a retry of an earlier request (proxy/retries.py)
     }

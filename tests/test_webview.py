@@ -1,4 +1,4 @@
-"""The pure mitmweb presentation (webview) and its display redaction (web_redact)."""
+"""The pure mitmweb presentation (webview) and its display redaction (webview/redact.py)."""
 
 from __future__ import annotations
 

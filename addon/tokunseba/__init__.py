@@ -1,6 +1,6 @@
 """tokunseba: route LLM API turns by rules and translate between provider protocols.
 
-Everything in this package except ``tokunseba.mitm`` is pure Python and importable
+Everything in this package except ``tokunseba.proxy.mitm`` is pure Python and importable
 without mitmproxy (see tests/test_layering.py).
 """
 

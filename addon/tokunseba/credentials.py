@@ -1,5 +1,5 @@
 """Credentials: which headers and query parameters carry them, what may leave for another
-host, and redaction (design.md §2 rule 7). The one list every module uses.
+host, and redaction (docs/architecture.md §2 rule 7). The one list every module uses.
 
 - ``is_credential_header`` / ``is_secret_param``: names that hold a credential (known
   provider and gateway names, and any name containing auth/key/token/cookie/secret/...).

@@ -42,6 +42,7 @@ from . import translate
 from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
 from .routing.session_facts import Speaker, speaker
+from .states import Action, Decided, ReplyMode
 from .translate import RequestTranslation, pair_refusal, parse_body
 from .validate import first_problem
 
@@ -86,7 +87,7 @@ class Turn:
     stream: bool
     original_body: bytes
     # the decision
-    action: str = "pass"  # pass | retarget | translate | respond
+    action: Action = Action.PASS
     outcome: str = "pass_through"  # pass_through | retargeted | translated | refused | error
     decision: Decision | None = None
     endpoint: Endpoint | None = None
@@ -108,7 +109,7 @@ class Turn:
     plumbing_headers: list[str] = field(default_factory=list)
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
-    capture: Any = None  # reasoning_state.Capture: the provider state this turn's reply carries
+    capture: Any = None  # reasoning.state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
     retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
 
@@ -156,7 +157,7 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
 
 def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
                  request_id: str | None = None) -> LocalResponse:
-    """An error in the client's own protocol (design.md rule 6)."""
+    """An error in the client's own protocol (docs/architecture.md rule 6)."""
     # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
     body = protocols.for_errors(protocol).error_body(status, message, etype)
     headers = {"content-type": "application/json"}
@@ -192,7 +193,7 @@ def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, header
                       extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
     """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
     it would bypass routing and the ledger. When some route can take Responses turns, answer
-    426: Codex then falls back to HTTPS POST at once (clients.md §3.2), which is routed.
+    426: Codex then falls back to HTTPS POST at once (docs/clients.md §3.2), which is routed.
     Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
     in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
     if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
@@ -231,7 +232,7 @@ class Prepared:
     not_routable: str | None = None
     header_names: tuple[str, ...] = ()  # as the client sent them (names only: what stays behind is recorded)
     who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
-    # the provider state store (reasoning_store.Keeper): restores each translation's state for its own endpoint+model
+    # the provider state store (reasoning.store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
 
 
@@ -291,7 +292,7 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
     """``req`` (in protocol ``src``) translated for endpoint ``ep``, with the endpoint's rule keys
     (max_tokens, system_role, stop strings, …): what a routed turn, a shadow and a replay send.
     ``restore(neutral conversation) -> RestoreReport``: puts back the provider state of this
-    endpoint and model (reasoning_store.Keeper.restore); routed turns only.
+    endpoint and model (reasoning.store.Keeper.restore); routed turns only.
     Raises TranslationError (a pair with no translator, or a turn the translation refuses)."""
     if pair_refusal(src, ep.protocol):  # decide() only lets translatable pairs through
         raise TranslationError(400, f"tokunseba: {pair_refusal(src, ep.protocol)}")
@@ -315,16 +316,16 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     ep = decision.endpoint
     if ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det) or prep.req is None:
         return Plan(decision)
-    unavailable = decision.action == "error" and bool(decision.trace) and decision.trace[-1].get("unreachable")
-    if decision.action != "route" and not unavailable:
+    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].get("unreachable")
+    if decision.action != Decided.ROUTE and not unavailable:
         return Plan(decision)
     try:
         tr = _translate_for(prep, ep, _model_override(prep, decision.model))
     except Refused as e:
         return e.message
     except TranslationError as e:
-        return Plan(decision, failure=e) if decision.action == "route" else Plan(decision)
-    return Plan(decision, tr) if decision.action == "route" else Plan(decision)
+        return Plan(decision, failure=e) if decision.action == Decided.ROUTE else Plan(decision)
+    return Plan(decision, tr) if decision.action == Decided.ROUTE else Plan(decision)
 
 
 def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
@@ -370,12 +371,12 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
         entry.pop("unavailable", None)
         if route.on_refused == "error":
-            return Plan(Decision("error", route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
+            return Plan(Decision(Decided.ERROR, route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name
     if len(trace) == len(decision.trace):  # decided in one pass
         return got
     reason = decision.reason
-    if decision.action == "pass" and decision.route is None:
+    if decision.action == Decided.PASS and decision.route is None:
         skipped = _skipped(rules, trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
@@ -420,19 +421,19 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
             else:
                 turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
                                                              "url": ep.url if ep else None}))
-    if decision.action == "pass":
+    if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
         if decision.route is not None:  # a shadow-only route took it: passed through on purpose
             return turn
         return _unmatched(rules, turn, decision.reason)
-    if decision.action == "error":
+    if decision.action == Decided.ERROR:
         turn.endpoint = decision.endpoint
         turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
         if decision.trace and decision.trace[-1].get("unreachable"):  # on_unreachable: error
-            turn.action, turn.outcome, turn.error = "respond", "error", decision.reason
+            turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
             turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
             return turn
-        turn.action, turn.outcome, turn.error = "respond", "refused", decision.reason
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
         turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
         return turn
     ep = decision.endpoint
@@ -442,16 +443,16 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
         why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
                f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
-        turn.action, turn.outcome, turn.error = "respond", "refused", why
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
         return turn
     turn.model_used = decision.model or turn.requested_model
-    turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
+    turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     if ep.protocol != det.protocol and (problem := first_problem(det.protocol, req)):
         path, what = problem
-        turn.action, turn.outcome, turn.error = "respond", "error", f"invalid request: {path}: {what}"
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", f"invalid request: {path}: {what}"
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
@@ -466,7 +467,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
                 raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
             _plan_translate(turn, ep, plan.translation, prep, env)
     except TranslationError as e:
-        turn.action, turn.outcome, turn.error = "respond", "error", e.message
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", e.message
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
@@ -485,7 +486,7 @@ def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
     if rules.unmatched != "refuse":
         return turn
     why = f"no route takes this turn ({reason}) and the rules say unmatched: refuse"
-    turn.action, turn.outcome, turn.error = "respond", "refused", why
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
     turn.events.append(("unmatched_refused", {"reason": reason}))
     turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
     return turn
@@ -506,7 +507,7 @@ def _leave_behind(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, st
 
 
 def _plan_retarget(turn: Turn, ep: Endpoint, prep: Prepared, env: Mapping[str, str]) -> None:
-    turn.action, turn.outcome = "retarget", "retargeted"
+    turn.action, turn.outcome = Action.RETARGET, "retargeted"
     cross = not ep.same_host(turn.host, prep.port)
     turn.url, query_withheld = outgoing_query(ep.request_url(turn.detected.kind, turn.model_used), turn.path,
                                               turn.client_protocol, ep.protocol, cross_host=cross)
@@ -523,7 +524,7 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     src, dst = turn.client_protocol, ep.protocol
     turn.include_usage = tr.client_wants_usage
     turn.translation = tr
-    turn.action, turn.outcome = "translate", "translated"
+    turn.action, turn.outcome = Action.TRANSLATE, "translated"
     turn.body = jsonc.dumpb(tr.body)
     target = protocols.get(dst)
     turn.url = ep.request_url(target.turn_kind(turn.stream), turn.model_used)
@@ -605,23 +606,23 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
 # reply side
 
 
-def response_mode(turn: Turn, status: int, content_type: str) -> str:
-    """How the adapter treats a reply: "raw-stream" (pass bytes on as they come),
-    "translate-stream", "translate-whole" (buffer, then translate_whole), or "leave"."""
+def response_mode(turn: Turn, status: int, content_type: str) -> ReplyMode:
+    """How the adapter treats a reply: RAW_STREAM (pass bytes on as they come),
+    TRANSLATE_STREAM, TRANSLATE_WHOLE (buffer, then translate_whole), or LEAVE."""
     is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
-    if turn.action != "translate":
-        return "raw-stream" if is_sse else "leave"
+    if turn.action != Action.TRANSLATE:
+        return ReplyMode.RAW_STREAM if is_sse else ReplyMode.LEAVE
     if status >= 400:
-        return "translate-whole"
+        return ReplyMode.TRANSLATE_WHOLE
     if is_sse:
-        return "translate-stream"
-    return "translate-whole"
+        return ReplyMode.TRANSLATE_STREAM
+    return ReplyMode.TRANSLATE_WHOLE
 
 
 def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
     """A retargeted endpoint's error reply (status >= 400) the client could not read as its
     protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
-    client's own envelope with the same status and the upstream's text (design.md rule 6);
+    client's own envelope with the same status and the upstream's text (docs/architecture.md rule 6);
     None when it is JSON, which goes on byte for byte (rule 8)."""
     try:
         if isinstance(jsonc.loads(body), dict):

@@ -1,4 +1,4 @@
-"""The ``tokunseba`` command (design.md §6): ``main`` parses the arguments and hands each
+"""The ``tokunseba`` command (docs/architecture.md §6): ``main`` parses the arguments and hands each
 subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``read``
 (``models``, ``stats``, ``explain``, ``log``, ``check``), ``sessions`` and its
 ``session_view`` (turns grouped by who is talking), ``shadow`` (shadow turns and replays),

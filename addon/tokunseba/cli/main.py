@@ -1,7 +1,7 @@
 """The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
-command starts mitmdump as a separate process). A command of ``cli_run`` (run, env, check)
+command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
 named first builds only that module's parser: `tokunseba run` imports neither the read
 commands nor the ledger queries, so the proxy starts sooner (scripts/bench_startup.py).
 """
@@ -25,12 +25,12 @@ typical use:
 """
 
 
-# the commands cli_run defines: named first, nothing else is imported (start-up time)
+# the commands cli/run.py defines: named first, nothing else is imported (start-up time)
 RUN_COMMANDS = frozenset({"run", "env", "check"})
 
 
 def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
-    """The whole parser; ``only_run``: only cli_run's commands (the first word is one of them)."""
+    """The whole parser; ``only_run``: only cli/run.py's commands (the first word is one of them)."""
     from . import run as cli_run
 
     from .. import protocols

@@ -1,5 +1,5 @@
 """`tokunseba stats --prices FILE`: the stats, plus the cost of the usage each endpoint
-reported (prices.py). Without --prices, `stats` is exactly cli_read's; with it, a cost view
+reported (prices.py). Without --prices, `stats` is exactly cli/read.py's; with it, a cost view
 follows: per endpoint and model, the shadow and replay calls apart, and "would have cost
 at the original provider" only where that provider's own usage for the turn was recorded."""
 

@@ -1,4 +1,4 @@
-"""The read commands: `models`, `stats`, `explain`, `log` (design.md §4).
+"""The read commands: `models`, `stats`, `explain`, `log` (docs/architecture.md §4).
 
 Each prints an aligned plain-text table (or the same facts as JSON with ``--json``) and
 returns an exit code. Bad arguments are one ``error: ...`` line on stderr (exit 2); a

@@ -1,4 +1,4 @@
-"""The ledger: every turn recorded, as it happened (design.md §5).
+"""The ledger: every turn recorded, as it happened (docs/architecture.md §5).
 
 - ``store``: the schema, its migrations and every read and write (``Ledger``);
 - ``dialect``: what differs between SQLite and PostgreSQL; ``pg``, ``shared``, ``spool``:

@@ -99,7 +99,7 @@ class _Fold:
         self.bodies: dict[str, dict[str, bytes]] = {}
         self.events: list[tuple] = []
         # request id -> usage_protocol as written by this batch so far (outlives write(): what a
-        # later record reads is what the earlier ones wrote, even before they ran: ledger_pg.Recorder)
+        # later record reads is what the earlier ones wrote, even before they ran: pg.Recorder)
         self.protocols: dict[str, str | None] = {}
 
     def _row(self, rid: str) -> dict[str, Any]:

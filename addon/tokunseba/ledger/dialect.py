@@ -84,7 +84,7 @@ class PostgreSQL(Dialect):
 
 class DatabaseAway(Exception):
     """A shared ledger's database cannot be reached, or its connection broke (one line,
-    no password): ``ledger_pg.Away``."""
+    no password): ``pg.Away``."""
 
 
 SQLITE = Dialect()

@@ -1,7 +1,7 @@
 """The ledger on PostgreSQL: psycopg 3 connections used as the ledger uses sqlite3's.
 
 - ``PgConnection``: ``execute`` / ``executemany`` / ``close``, every statement given in the
-  ledger's SQLite text and run as ``ledger_dialect.POSTGRESQL_DIALECT`` rewrites it, in
+  ledger's SQLite text and run as ``dialect.POSTGRESQL_DIALECT`` rewrites it, in
   autocommit mode so the ledger's own BEGIN / COMMIT / SAVEPOINT run as written. A read
   command connects once (``readonly``); the proxy takes its one connection from a
   ``psycopg_pool.ConnectionPool`` (checked before use, reconnected in the background, tried

@@ -1,21 +1,21 @@
 """A shared (PostgreSQL) ledger's writes: one batch, one transaction, exactly once, and a
 local spool while the database is away.
 
-``Ledger.write_batch`` hands its records here (on the writer thread, ``ledger_writer``):
+``Ledger.write_batch`` hands its records here (on the writer thread, ``writer``):
 
-- the batch is built as on SQLite (``ledger_batch.write_folded``, same folding, same
-  scrubbing), into a ``ledger_pg.Recorder``: its statements, with a new batch id;
-- when nothing waits in a spool, it is run at once (``ledger_pg.run_program``: one
+- the batch is built as on SQLite (``batch.write_folded``, same folding, same
+  scrubbing), into a ``pg.Recorder``: its statements, with a new batch id;
+- when nothing waits in a spool, it is run at once (``pg.run_program``: one
   transaction, skipped if its id was applied); should a statement fail, the batch is
   rolled back and its records written again one savepoint each (``_one_by_one``, as
   ``Ledger.write_batch`` does on SQLite: a record that fails costs only itself, never the
   other records of its turn folded with it; a batch drained from a spool, whose records are
   gone, is redone one savepoint per statement); if the database is away (at start or
-  mid-run) or the connection breaks, the batch goes to the spool (``ledger_spool``) and a
+  mid-run) or the connection breaks, the batch goes to the spool (``spool``) and a
   warning says so, once per outage, with the spool's file and bound;
 - while a spool waits, every new batch is appended behind it (order kept), and the spool is
   drained, oldest batch first, as soon as a connection can be had (tried at most every
-  ``ledger_pg.RETRY_S``); spools left by proxies of the same ledger that stopped are
+  ``pg.RETRY_S``); spools left by proxies of the same ledger that stopped are
   adopted and drained first. A line says when the database is back and what was drained.
 - A batch that would pass the spool's bound is dropped, counted and logged.
 """

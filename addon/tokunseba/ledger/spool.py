@@ -8,7 +8,7 @@
   (``dropped_batches`` / ``dropped_records``) and logged with the bound.
 - ``batches()`` reads what waits, in order, from where the last drain stopped; ``done(n)``
   marks the next ``n`` lines drained (the file is emptied once all are). Drained batches
-  are applied exactly once (``ledger_pg.run_program`` skips a batch id already applied),
+  are applied exactly once (``pg.run_program`` skips a batch id already applied),
   so a drain cut short, or a file adopted after a crash, is simply drained again.
 - ``orphans(dir, key)``: spool files of the same ledger left by proxies that stopped (not
   locked): the next proxy adopts and drains them. ``waiting(dir, key)`` says what waits in

@@ -2,9 +2,9 @@
 
 - One database file (default ``$TOKUNSEBA_HOME/ledger.db``), WAL mode so the CLI reads
   while the proxy writes; ``synchronous=NORMAL``. The proxy never writes here from its
-  event loop: ``ledger_writer.LedgerWriter`` queues records and one thread commits them in
+  event loop: ``writer.LedgerWriter`` queues records and one thread commits them in
   batches (``write_batch``: one transaction; the records folded into few statements
-  (``ledger_batch``), or, should one fail, one savepoint per record).
+  (``batch``), or, should one fail, one savepoint per record).
 - A turn's ``outcome`` is NULL while it is open; it is written when known. A turn is owned
   by the proxy instance that started it (``owner``, see ``instance_id``); on start-up
   ``recover_interrupted`` marks the open turns of instances that no longer run
@@ -263,7 +263,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         # the batches a shared (PostgreSQL) ledger has applied: a batch spooled while the database
-        # was away, or whose commit was not acknowledged, is applied once (ledger_pg.run_program)
+        # was away, or whose commit was not acknowledged, is applied once (pg.run_program)
         "0008_ledger_batches",
         ("CREATE TABLE _ledger_batches (id TEXT PRIMARY KEY, applied_at REAL NOT NULL)",),
     ),
@@ -406,9 +406,9 @@ class Ledger:
         self.owner: str | None = None  # this proxy instance (instance_id()); written on start_turn
         self.instance: str | None = None  # the proxy's name (--instance); written on start_turn
         self._lock = threading.RLock()  # RLock: a batch builds its statements while holding it
-        self._conn: Any = None  # sqlite3.Connection, or ledger_pg.PgConnection
+        self._conn: Any = None  # sqlite3.Connection, or pg.PgConnection
         self.dialect = SQLITE
-        self.shared: SharedWriter | None = None  # ledger_shared.SharedWriter: the PostgreSQL writer's connection and spool
+        self.shared: SharedWriter | None = None  # shared.SharedWriter: the PostgreSQL writer's connection and spool
         if url_scheme(path) in PG_SCHEMES:
             self._open_pg(os.fspath(path))
             return
@@ -529,7 +529,7 @@ class Ledger:
                 log.warning("ledger %s failed: %s", what, e)
 
     def write_batch(self, records: list[Record]) -> bool:
-        """Write ``records`` (``ledger_batch``'s tuples, in queue order) in ONE immediate
+        """Write ``records`` (``batch``'s tuples, in queue order) in ONE immediate
         transaction: folded into few statements (``write_folded``); should any statement
         fail, the transaction is rolled back and the batch written again with one savepoint
         per record, so a record that fails is logged and rolled back alone. Returns False,

@@ -2,7 +2,7 @@
 
 Contract:
 - ``start_turn`` / ``update_turn`` / ``event`` / ``add_shadow`` / ``recover_interrupted`` /
-  ``interrupt_own`` only append a record (``ledger_batch``'s tuples) to a bounded queue
+  ``interrupt_own`` only append a record (``batch``'s tuples) to a bounded queue
   and return at once; they never block and never raise, and wake the writer only when it
   sleeps (once per batch, not once per record). One daemon thread takes the records
   waiting (up to ``max_batch``) and commits them in one transaction

@@ -1,4 +1,4 @@
-"""A request in neutral form: a ``Conversation`` (design.md §3), and what a request
+"""A request in neutral form: a ``Conversation`` (docs/architecture.md §3), and what a request
 translation returns (``RequestTranslation``).
 
 The neutral request is written in the vocabulary of Chat Completions, the common ground of
@@ -56,7 +56,7 @@ class RequestTranslation:
     # False only when a streaming Chat client did not ask stream_options.include_usage
     # (the reply encoder then sends no usage chunk); non-streamed replies always carry usage.
     client_wants_usage: bool = True
-    # what restoring provider state did for this endpoint and model (reasoning_state.RestoreReport)
+    # what restoring provider state did for this endpoint and model (reasoning.state.RestoreReport)
     state_report: object | None = None
     # the client's tools behind neutral function names (neutral/tools.py): what its reply's
     # encoder gives back in the client's own shape (freeform calls, namespaces); empty: none

@@ -1,10 +1,10 @@
-"""Provider state put back on a neutral assistant message (design.md rule 1, §4b).
+"""Provider state put back on a neutral assistant message (docs/architecture.md rule 1, §4b).
 
 ``ProviderState`` is what an endpoint itself produced on an earlier turn of a conversation
 and the client's protocol could not hand back (DeepSeek's ``reasoning_content``, Anthropic's
 signed thinking blocks, Gemini's ``thoughtSignature``s). It is attached to the neutral
 assistant message under the key ``PROVIDER_STATE`` only by the restore step
-(``reasoning_state.restore``), only when the request goes to the endpoint and model that
+(``reasoning.state.restore``), only when the request goes to the endpoint and model that
 produced it, and only the target protocol's encoder reads it; its ``payload`` is already in
 that protocol's wire form:
 

@@ -1,4 +1,4 @@
-"""Usage exactly as reported, and its conversion between protocols (protocols.md E.4).
+"""Usage exactly as reported, and its conversion between protocols (docs/protocols.md E.4).
 
 Part of the neutral model: every codec reads and writes usage through it.
 
@@ -8,7 +8,7 @@ where definitions differ:
 OpenAI ``prompt_tokens`` includes cached tokens, Anthropic ``input_tokens`` does not;
 Gemini ``promptTokenCount`` includes ``cachedContentTokenCount`` and ``candidatesTokenCount``
 excludes ``thoughtsTokenCount`` (billed as output), ``toolUsePromptTokenCount`` is input
-outside ``promptTokenCount`` (gemini.md 5.5).
+outside ``promptTokenCount`` (docs/protocols.md D.6).
 A field the upstream did not report stays absent: never zero-filled, never estimated.
 """
 
@@ -206,7 +206,7 @@ class Usage:
         return out
 
     def to_gemini(self) -> dict[str, Any]:
-        """The Gemini usageMetadata a client sees (only reported fields; gemini.md 5.5):
+        """The Gemini usageMetadata a client sees (only reported fields; docs/protocols.md D.6):
         promptTokenCount includes cached (and Anthropic's cache writes), the reasoning part of
         the output goes to thoughtsTokenCount, totalTokenCount is the reported total or the
         arithmetic sum of what was reported."""
@@ -275,7 +275,7 @@ class Usage:
 
     def merged(self, newer: dict[str, Any]) -> "Usage":
         """Anthropic's message_delta usage is cumulative: a non-null field overwrites the
-        running value, it is never added (pitfalls.md 15)."""
+        running value, it is never added (docs/pitfalls.md 15)."""
         d = dict(self.reported)
         for k, v in newer.items():
             if v is not None:

@@ -1,4 +1,4 @@
-"""Anthropic Messages: the protocol's facts as data (protocols.md A).
+"""Anthropic Messages: the protocol's facts as data (docs/protocols.md A).
 
 Error types by HTTP status (A.7, E.6), the error envelope (as a JSON body and as an
 ``event: error`` SSE event), the API version tokunseba sends, and the tool-id rule.

@@ -2,7 +2,7 @@
 
 Only provider turns are detected; everything else (Claude Code's ``/api/claude_code/settings``,
 Codex's WebSocket ``GET /v1/responses``, model lists, telemetry...) returns ``None`` and must
-pass through untouched (design.md §2 rule 8).
+pass through untouched (docs/architecture.md §2 rule 8).
 
 Provider hosts need the exact API path (``/v1/messages``); hosts given in ``extra_hosts`` (a
 user's own endpoint, e.g. ``"127.0.0.1:8000"``) accept any prefix before the protocol's path

@@ -66,7 +66,7 @@ class Protocol:
     version_headers: Mapping[str, str] = field(default_factory=dict)  # kept on a same-protocol retarget: why
     kept_query: Mapping[str, str] = field(default_factory=dict)  # query parameters kept likewise: why
     sent_headers: Mapping[str, str] = field(default_factory=dict)  # sent to its endpoints when translating/probing
-    # ---- errors in this protocol's own envelope (design.md rule 6) ----
+    # ---- errors in this protocol's own envelope (docs/architecture.md rule 6) ----
     # (status, message, neutral error type or None) -> a whole JSON error body
     error_body: Callable[[int, str, str | None], bytes] = field(default=lambda s, m, t: b"")
     # an endpoint's error (any protocol's, read neutrally: neutral.error.UpstreamError) -> (status,

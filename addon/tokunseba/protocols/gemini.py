@@ -1,5 +1,5 @@
-"""Google Gemini (generativelanguage API): the protocol's facts as data (protocols.md D,
-gemini.md): paths, auth, finishReason <-> neutral stop reasons, the error envelope and its
+"""Google Gemini (generativelanguage API): the protocol's facts as data (docs/protocols.md
+D): paths, auth, finishReason <-> neutral stop reasons, the error envelope and its
 status names, the SSE framing the clients' parsers accept.
 
 The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``.
@@ -45,11 +45,11 @@ ERROR_STATUS: dict[int, str] = {
 UNKNOWN_STATUS = "UNKNOWN"
 STATUS_CODES: dict[str, int] = {name: code for code, name in ERROR_STATUS.items() if code != 502}  # UNAVAILABLE: 503
 
-# Gemini CLI's JS parser takes only `data: <one-line JSON>` + a blank line (gemini.md 2.6);
+# Gemini CLI's JS parser takes only `data: <one-line JSON>` + a blank line (docs/clients.md §5.5);
 # Google frames with CRLF.
 SSE_END = b"\r\n\r\n"
 
-# upstream finishReason -> neutral stop reason (gemini.md 5.3). Content filters are never a
+# upstream finishReason -> neutral stop reason (docs/protocols.md D.5). Content filters are never a
 # clean stop; a turn with function calls ends in STOP too (the decoder makes it tool_use).
 FINISH_TO_STOP: dict[str, str] = {
     "STOP": "end_turn",
@@ -70,7 +70,7 @@ FINISH_ERRORS: frozenset[str] = frozenset({
     "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "MISSING_THOUGHT_SIGNATURE",
     "MALFORMED_RESPONSE",
 })
-# neutral stop reason -> finishReason (gemini.md 5.3; STOP also for tool_use)
+# neutral stop reason -> finishReason (docs/protocols.md D.5; STOP also for tool_use)
 STOP_TO_FINISH: dict[str, str] = {
     "end_turn": "STOP",
     "tool_use": "STOP",
@@ -80,7 +80,7 @@ STOP_TO_FINISH: dict[str, str] = {
     "model_context_window_exceeded": "MAX_TOKENS",
     "refusal": "SAFETY",
 }
-# a thought signature Gemini accepts on a function call whose real one is unknown (gemini.md 5.2.3)
+# a thought signature Gemini accepts on a function call whose real one is unknown (docs/protocols.md D.4.3)
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
 
@@ -100,7 +100,7 @@ STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
 
 def from_upstream_error(err: UpstreamError) -> tuple[int, str]:
     """(status, message) for an error another protocol's upstream gave: a context overflow is
-    400 INVALID_ARGUMENT (not retried, gemini.md 5.1.8); 429 stays RESOURCE_EXHAUSTED."""
+    400 INVALID_ARGUMENT (not retried, docs/protocols.md D.3.8); 429 stays RESOURCE_EXHAUSTED."""
     if is_context_window(err):
         return 400, err.message
     return STATUS_FROM_OTHERS.get(err.status, err.status), err.message
@@ -114,7 +114,7 @@ def error_reply(err: UpstreamError) -> tuple[int, bytes]:
 
 def sse_error(err: UpstreamError) -> bytes:
     """A mid-stream error chunk: the Python SDK raises on it; Gemini CLI cannot see one
-    (gemini.md 2.6), which is why errors before the first byte go as a status instead."""
+    (docs/clients.md §5.5), which is why errors before the first byte go as a status instead."""
     return sse_event(error_chunk(err))
 
 

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions: the protocol's facts as data (protocols.md B).
+"""OpenAI Chat Completions: the protocol's facts as data (docs/protocols.md B).
 
 finish_reason <-> neutral (Anthropic-named) stop reasons (E.3), error types by status (B.6),
 the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.

@@ -1,5 +1,5 @@
 """OpenAI Responses API (Codex CLI): paths, detection facts and stop reasons
-(protocols.md C.1, C.3, E.3; clients.md §3). Its codec is translate/openai_responses/.
+(docs/protocols.md C.1, C.3, E.3; docs/clients.md §3). Its codec is translate/openai_responses/.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
     "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
     "refusal": ("incomplete", "content_filter"),
 }
-# error codes Codex acts on (protocols.md C.3): an upstream that said one keeps it
+# error codes Codex acts on (docs/protocols.md C.3): an upstream that said one keeps it
 CODEX_ERROR_CODES = frozenset({"context_length_exceeded", "insufficient_quota", "usage_not_included",
                                "rate_limit_exceeded"})
 

@@ -1,4 +1,4 @@
-"""The proxy path: from mitmproxy's hooks to the endpoint and back (design.md §2).
+"""The proxy path: from mitmproxy's hooks to the endpoint and back (docs/architecture.md §2).
 
 - ``mitm``: the mitmproxy addon, the only module that imports mitmproxy: its hooks and the
   glue between them, over the plain parts below;

@@ -17,6 +17,8 @@ import functools
 import ipaddress
 from typing import TYPE_CHECKING
 
+from ..states import Action
+
 if TYPE_CHECKING:  # a type only: `tokunseba run` imports is_loopback without the turn machinery
     from ..turn import Turn
 
@@ -50,7 +52,7 @@ def refuse_remote_client(turn: Turn, peer_host: str | None, *, proxyauth: bool, 
     why = (f"client {peer_host or '?'} is not on loopback: tokunseba does not route its turns to endpoints "
            "(nor spend their keys) unless the proxy requires authentication (proxyauth) or "
            "tokunseba_allow_remote_clients is set")
-    turn.action, turn.outcome, turn.error = "respond", "refused", why
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
     turn.set_headers.clear()
     turn.key_injected = False
     turn.events.append(("remote_client_refused", {"peer": peer_host, "reason": why}))

@@ -23,6 +23,7 @@ from ..routing.endpoints import Endpoint
 from .failover import Failure
 from ..routing.rules import Rules
 from ..turn import Prepared, Turn, build_turn, decide_request
+from ..states import Decided
 
 
 @dataclass
@@ -97,7 +98,7 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
         return None
     plan = decide_request(rules, chain.prep, reachable, after=route.name)
     decision = plan.decision
-    if decision.action == "error" or (decision.action == "pass" and rules.unmatched == "refuse"):
+    if decision.action == Decided.ERROR or (decision.action == Decided.PASS and rules.unmatched == "refuse"):
         return None
     turn = build_turn(rules, chain.prep, plan, env=env, now=failed.started_at)
     if turn.local is not None:  # refused, invalid for that target...: the client gets the failure it had

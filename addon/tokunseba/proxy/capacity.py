@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..routing.endpoints import Endpoint
+from ..states import Decided
 
 if TYPE_CHECKING:
     from ..turn import Turn
@@ -111,7 +112,7 @@ class Capacity:
         Any other answer (a refusal, an endpoint down or full, a turn that is sent) is left as
         it is."""
         d, local = turn.decision, turn.local
-        if local is None or local.status != 503 or d is None or d.action != "error" or d.endpoint is None:
+        if local is None or local.status != 503 or d is None or d.action != Decided.ERROR or d.endpoint is None:
             return
         if not (d.trace and d.trace[-1].get("unreachable")):  # decided on this endpoint's availability
             return

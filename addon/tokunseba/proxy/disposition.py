@@ -19,16 +19,7 @@ from ..errors import TranslationError
 from ..neutral.usage import Usage
 from ..turn import Turn, translate_whole
 from .outcome import usage_of
-
-# what the hook does (Disposition.do)
-ANSWER_BROKEN = "answer-broken"  # 502 in the client's protocol: the upstream broke before the reply was whole
-ANSWER_UNREACHABLE = "answer-unreachable"  # 502 in the client's protocol: the endpoint could not be connected to
-TRANSLATE_WHOLE = "translate-whole"  # translate the buffered reply (an error reply too) into the client's protocol
-ANSWER_SHAPE = "answer-shape"  # 502 in the client's protocol: a stream where a whole reply was due, or the reverse
-JUDGE_WHOLE = "judge-whole"  # a whole reply passed on in the client's protocol: read its usage and shape
-RETARGET_ERROR = "retarget-error"  # a retargeted endpoint's error: recorded, said again in the client's envelope if unreadable
-RECORD_ERROR = "record-error"  # an error reply that goes on as it came: recorded as the upstream's error
-RELAY = "relay"  # nothing to do: the reply goes on as it is (a stream's pump, a local answer, ...)
+from ..states import Action, Do, ReplyMode
 
 CONNECT_FAILED = "connect-failed"  # the relay's mark on the reply it made when it could not connect (proxy/relay.py)
 
@@ -37,7 +28,7 @@ CONNECT_FAILED = "connect-failed"  # the relay's mark on the reply it made when 
 class Disposition:
     """What the ``response`` hook does, and why (``why`` is for people: tests, logs)."""
 
-    do: str
+    do: Do  # what the hook does (states.Do)
     why: str
     message: str | None = None  # the error's text when the flow's state knows it (None: the reply's own text)
     record_error: bool = False  # record the upstream's error reply (``upstream_error``) before anything else
@@ -45,45 +36,45 @@ class Disposition:
 
 
 # the answers that carry nothing of the flow's own: made once (a reply hook makes none)
-_UNREACHABLE = Disposition(ANSWER_UNREACHABLE, "the relay could not connect to the endpoint")
-_TRANSLATE = Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply")
-_TRANSLATE_ERROR = Disposition(TRANSLATE_WHOLE, "a translated turn's whole reply (an error)", record_error=True)
-_JUDGE = Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol")
-_JUDGE_STRICT = Disposition(JUDGE_WHOLE, "a whole reply passed on in the client's protocol (retargeted: a problem "
+_UNREACHABLE = Disposition(Do.ANSWER_UNREACHABLE, "the relay could not connect to the endpoint")
+_TRANSLATE = Disposition(Do.TRANSLATE_WHOLE, "a translated turn's whole reply")
+_TRANSLATE_ERROR = Disposition(Do.TRANSLATE_WHOLE, "a translated turn's whole reply (an error)", record_error=True)
+_JUDGE = Disposition(Do.JUDGE_WHOLE, "a whole reply passed on in the client's protocol")
+_JUDGE_STRICT = Disposition(Do.JUDGE_WHOLE, "a whole reply passed on in the client's protocol (retargeted: a problem "
                             "is an error)", strict=True)
-_RETARGET_ERROR = Disposition(RETARGET_ERROR, "a retargeted endpoint's error reply", record_error=True)
-_RECORD_ERROR = Disposition(RECORD_ERROR, "an error reply no mode was chosen for", record_error=True)
-_RELAY = Disposition(RELAY, "the reply goes on as it is")
+_RETARGET_ERROR = Disposition(Do.RETARGET_ERROR, "a retargeted endpoint's error reply", record_error=True)
+_RECORD_ERROR = Disposition(Do.RECORD_ERROR, "an error reply no mode was chosen for", record_error=True)
+_RELAY = Disposition(Do.RELAY, "the reply goes on as it is")
 
 
-def dispose(*, mark: str | None, mode: str | None, action: str, status: int, has_pump: bool,
+def dispose(*, mark: str | None, mode: ReplyMode | None, action: Action, status: int, has_pump: bool,
             broken: str | None = None, shape: str | None = None) -> Disposition:
     """What to do with one reply.
 
     ``mark``: the relay's mark on a reply it made itself (only read for a routed turn: the
     caller passes None otherwise); ``mode``: ``FlowState.mode`` (``turn.response_mode``, or
-    "shape-error" / "failed" from ``responseheaders``; None when that hook chose none);
+    SHAPE_ERROR / FAILED from ``responseheaders``; None when that hook chose none);
     ``action``: ``Turn.action``; ``status``: the reply's status; ``has_pump``: a stream
     callable carries the reply; ``broken``: why the relay saw the exchange break (not a
     refused connect), or None; ``shape``: the shape problem ``responseheaders`` found (mode
-    "shape-error")."""
+    SHAPE_ERROR)."""
     if mark is not None:
         if mark == CONNECT_FAILED:
             return _UNREACHABLE
-        return Disposition(ANSWER_BROKEN, "the relay made this reply: the upstream reset or cut the exchange",
+        return Disposition(Do.ANSWER_BROKEN, "the relay made this reply: the upstream reset or cut the exchange",
                            message=broken)
-    if broken and mode in ("translate-whole", "leave"):
-        return Disposition(ANSWER_BROKEN, "the relay saw the exchange break before the whole reply", message=broken)
-    if mode == "translate-whole":
+    if broken and mode in (ReplyMode.TRANSLATE_WHOLE, ReplyMode.LEAVE):
+        return Disposition(Do.ANSWER_BROKEN, "the relay saw the exchange break before the whole reply", message=broken)
+    if mode == ReplyMode.TRANSLATE_WHOLE:
         return _TRANSLATE_ERROR if status >= 400 else _TRANSLATE
-    if mode == "shape-error":
-        return Disposition(ANSWER_SHAPE, "a routed turn's reply in the other shape than the client asked for",
+    if mode == ReplyMode.SHAPE_ERROR:
+        return Disposition(Do.ANSWER_SHAPE, "a routed turn's reply in the other shape than the client asked for",
                            message=shape)
-    if not has_pump and action in ("pass", "retarget") and status < 400:
-        return _JUDGE_STRICT if mode == "leave" and action == "retarget" else _JUDGE
-    if mode == "leave" and action == "retarget" and status >= 400:
+    if not has_pump and action in (Action.PASS, Action.RETARGET) and status < 400:
+        return _JUDGE_STRICT if mode == ReplyMode.LEAVE and action == Action.RETARGET else _JUDGE
+    if mode == ReplyMode.LEAVE and action == Action.RETARGET and status >= 400:
         return _RETARGET_ERROR
-    if mode is None and action != "respond" and status >= 400:
+    if mode is None and action != Action.RESPOND and status >= 400:
         return _RECORD_ERROR
     return _RELAY
 

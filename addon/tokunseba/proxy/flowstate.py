@@ -9,6 +9,7 @@ from .attempts import Chain
 from .capacity import Slot
 from .pump import Pump
 from ..turn import Turn
+from ..states import ReplyMode
 
 
 @dataclass
@@ -35,7 +36,7 @@ class FlowState:
     shown: Shown | None = None  # mitmweb presentation; None once the outcome was presented
     relay_token: str | None = None  # the relay's target of a routed turn (proxy/relay.py)
     shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
-    mode: str | None = None  # how the reply is handled (turn.response_mode), from responseheaders
+    mode: ReplyMode | None = None  # how the reply is handled (turn.response_mode), from responseheaders
     pump: Pump | None = None  # the stream callable of a streamed reply
     chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (proxy/attempts.py)
     slot: Slot | None = None  # the endpoint slot its current attempt holds (proxy/capacity.py)

@@ -37,6 +37,7 @@ from ..routing.rules import Rules
 from ..turn import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
 from .attempts import Attempted
 from .capacity import Capacity
+from ..states import Action, Decided
 
 # how much an attempt's failure says about the turn (higher wins)
 RANK: dict[str, int] = {
@@ -186,13 +187,13 @@ def say_busy(turn: Turn, rules: Rules, capacity: Capacity, health: EndpointHealt
     to a host that cannot be reached either — is answered ``busy`` instead (429/503 with
     retry-after), recorded as an error; whether it was."""
     d = turn.decision
-    if turn.local is None or d is None or d.action != "pass":
+    if turn.local is None or d is None or d.action != Decided.PASS:
         return False
     ws = waits(d.trace, rules, capacity, health)
     if not ws:
         return False
     reply, msg = busy(turn.client_protocol, ws, then=then, request_id=turn.request_id)
-    turn.action, turn.outcome, turn.error, turn.local, turn.url = "respond", "error", msg, reply, None
+    turn.action, turn.outcome, turn.error, turn.local, turn.url = Action.RESPOND, "error", msg, reply, None
     turn.events.append(("busy", {"status": reply.status, "retry_after": int(reply.headers["retry-after"]),
                                  "waits": [w.__dict__ for w in ws], **({"then": then} if then else {})}))
     return True

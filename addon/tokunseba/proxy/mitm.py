@@ -1,4 +1,4 @@
-"""The mitmproxy adapter: the only module that imports mitmproxy (design.md §3).
+"""The mitmproxy adapter: the only module that imports mitmproxy (docs/architecture.md §3).
 
 The hooks and the glue between them: a turn is planned by turn.py (prepare, decide then
 translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the plain parts
@@ -47,18 +47,8 @@ from . import otel_spans
 from .flowstate import FlowState, Shown
 from ..ledger.writer import LedgerWriter
 from .outcome import Outcome, shape_problem, upstream_failure
-from .disposition import (
-    ANSWER_BROKEN,
-    ANSWER_SHAPE,
-    ANSWER_UNREACHABLE,
-    JUDGE_WHOLE,
-    RETARGET_ERROR,
-    TRANSLATE_WHOLE,
-    Disposition,
-    dispose,
-    failure_message,
-    translate_whole_reply,
-)
+from .disposition import Disposition, dispose, failure_message, translate_whole_reply
+from ..states import Action, Decided, Do, ReplyMode
 from .provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
 from .pump import Pump, reply_completed
 from ..reasoning.store import Keeper, open_keeper
@@ -346,7 +336,7 @@ class Tokunseba:
             planned = await self._plan(flow)
             if planned is not None:
                 turn, conn, slot, prep = planned
-                if turn.action == "pass" and turn.local is None:
+                if turn.action == Action.PASS and turn.local is None:
                     await self._check_reach(flow, turn)
                 origin = (turn.host, flow.request.port)  # the client's (pretty) host, before _apply retargets it
                 maybe_shadow(self.shadows, self.rules, self._apply(flow, turn, conn, slot, prep), origin)
@@ -355,7 +345,7 @@ class Tokunseba:
             state = self.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
             if state is not None:
                 t = state.turn
-                t.action, t.outcome, t.error = "respond", "error", str(e)
+                t.action, t.outcome, t.error = Action.RESPOND, "error", str(e)
                 self._respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
                 show_client_url(flow, state)
                 self._present(flow, state, "error", 500)
@@ -375,13 +365,13 @@ class Tokunseba:
                 return
             mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
             if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
-                mode = "shape-error"  # buffered (not streamed): the response hook answers with the error
+                mode = ReplyMode.SHAPE_ERROR  # buffered (not streamed): the response hook answers with the error
             state.mode = mode
             keep = self.store_bodies or state.shadowed
-            if mode == "raw-stream":
+            if mode == ReplyMode.RAW_STREAM:
                 target = self.relay.targets.get(state.relay_token or "")
                 pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
-            elif mode == "translate-stream":
+            elif mode == ReplyMode.TRANSLATE_STREAM:
                 pump = Pump(turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"),
                             keep=keep)
                 _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
@@ -391,8 +381,8 @@ class Tokunseba:
             r.stream = pump
         except Exception as e:
             log.exception("tokunseba: responseheaders hook failed")
-            if turn.action == "translate":
-                state.mode = "failed"
+            if turn.action == Action.TRANSLATE:
+                state.mode = ReplyMode.FAILED
                 turn.outcome, turn.error = "error", str(e)
                 msg = client_error(turn.client_protocol, 502, f"tokunseba internal error: {e}", "api_error").body
                 flow.response.status_code = 502
@@ -413,7 +403,7 @@ class Tokunseba:
         turn, mode = state.turn, state.mode
         broken = self._relay_done(state)
         show_client_url(flow, state)
-        if turn.action == "pass":  # the host answered, unless the relay could not reach it (a failed-over turn)
+        if turn.action == Action.PASS:  # the host answered, unless the relay could not reach it (a failed-over turn)
             lost = state.chain is not None and state.chain.gave_up and state.chain.failed[-1].kind == "unreachable"
             (self.reach.forget if lost else self.reach.answered)(flow.request.host, flow.request.port)
         try:
@@ -423,10 +413,10 @@ class Tokunseba:
             r = flow.response
             assert r is not None  # the response hook has one
             # relay-made (a turn that failed over to its own host went through the relay too)
-            mark = r.headers.get(RELAY_MARK) if turn.action in ("translate", "retarget") or state.chain else None
+            mark = r.headers.get(RELAY_MARK) if turn.action in (Action.TRANSLATE, Action.RETARGET) or state.chain else None
             d = dispose(mark=mark, mode=mode, action=turn.action, status=r.status_code, has_pump=state.pump is not None,
                         broken=broken, shape=shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
-                        if mode == "shape-error" else None)
+                        if mode == ReplyMode.SHAPE_ERROR else None)
             self._carry_out(flow, state, d)
         except Exception as e:
             if not isinstance(e, TranslationError):
@@ -440,17 +430,17 @@ class Tokunseba:
         rep = whole = None
         if d.record_error:
             self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": _snippet(r.get_content(strict=False))})
-        if d.do == ANSWER_BROKEN:  # reset or truncated before the reply was whole: said as such, never "not valid JSON"
+        if d.do == Do.ANSWER_BROKEN:  # reset or truncated before the reply was whole: said as such, never "not valid JSON"
             why = d.message or r.get_text(strict=False) or "upstream connection broke"
             self._answer_error(flow, turn, why)
-        elif d.do == ANSWER_UNREACHABLE:
+        elif d.do == Do.ANSWER_UNREACHABLE:
             msg = r.get_text(strict=False) or "connection failed"
-            ep = turn.endpoint.name if turn.endpoint and turn.action != "pass" else turn.host
+            ep = turn.endpoint.name if turn.endpoint and turn.action != Action.PASS else turn.host
             self.recorder.event(turn, "endpoint_unreachable", {"endpoint": ep, "url": turn.endpoint.url if turn.endpoint else None,
                                                        "message": msg})
             turn.error = msg
             self._respond(flow, turn.client_error(502, f"tokunseba: endpoint {ep} is unreachable: {msg}", "api_error"))
-        elif d.do == TRANSLATE_WHOLE:
+        elif d.do == Do.TRANSLATE_WHOLE:
             done = translate_whole_reply(turn, r.status_code, r.get_content(strict=False) or b"")
             if done.failure is not None:
                 if done.unexpected is not None:
@@ -463,17 +453,17 @@ class Tokunseba:
                 r.headers[k] = v
             r.content = done.body
             rep = done.report
-        elif d.do == ANSWER_SHAPE:
+        elif d.do == Do.ANSWER_SHAPE:
             self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": d.message})
             self._answer_error(flow, turn, d.message or "upstream reply in the wrong shape")
-        elif d.do == JUDGE_WHOLE:  # a whole reply passed on: judged (parsed) once, here, for its usage and shape
+        elif d.do == Do.JUDGE_WHOLE:  # a whole reply passed on: judged (parsed) once, here, for its usage and shape
             whole = Outcome.of_whole(turn.client_protocol, r.status_code, r.headers.get("content-type"),
                                      r.get_content(strict=False) or b"")
             if d.strict and whole.problem is not None:  # HTML or cut JSON where the client's JSON was due
                 self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": whole.problem})
                 self._answer_error(flow, turn, whole.problem)
                 whole = None
-        elif d.do == RETARGET_ERROR:
+        elif d.do == Do.RETARGET_ERROR:
             said = retarget_error(turn, r.status_code, r.get_content(strict=False) or b"")
             if said is not None:  # empty or HTML: the client's envelope
                 self._respond(flow, said)
@@ -514,7 +504,7 @@ class Tokunseba:
         turn = state.turn
         broken = self._relay_done(state)
         show_client_url(flow, state)
-        if turn.action == "pass" and flow.response is None:
+        if turn.action == Action.PASS and flow.response is None:
             self.reach.forget(flow.request.host, flow.request.port)  # the next turn checks it again
         try:
             msg = flow.error.msg if flow.error else "unknown error"
@@ -565,7 +555,7 @@ class Tokunseba:
             available = self._available(full)
             for _ in range(2 * len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
                 plan = decide_request(self.rules, prep, available)
-                ep = plan.decision.endpoint if plan.decision.action == "route" else None
+                ep = plan.decision.endpoint if plan.decision.action == Decided.ROUTE else None
                 if ep is None:
                     break
                 slot = await self._slot(ep, full)
@@ -676,7 +666,7 @@ class Tokunseba:
         state = self.flows[flow.id] = FlowState(turn, slot=slot, attempt_at=time.monotonic())
         turn.via = base_url.PROXY if _reverse_host(flow) is None else base_url.BASE_URL
         flow.metadata["tokunseba.request_id"] = turn.request_id
-        if turn.action == "translate" or turn.body is not None:
+        if turn.action == Action.TRANSLATE or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         self.recorder.start(turn)
         req = flow.request
@@ -688,7 +678,7 @@ class Tokunseba:
         flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
         flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
-            if prep is not None and turn.action in ("translate", "retarget"):
+            if prep is not None and turn.action in (Action.TRANSLATE, Action.RETARGET):
                 state.chain = Chain(prep, client_url, client_headers.fields,
                                     trace=list(turn.decision.trace) if turn.decision else [])
             self._rewrite(flow, state, conn)
@@ -701,11 +691,11 @@ class Tokunseba:
 
     def _rewrite(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None) -> None:
         req, turn = flow.request, state.turn
-        if turn.action in ("translate", "retarget") and turn.url:  # every routed turn goes through the relay
+        if turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url:  # every routed turn goes through the relay
             if not self.relay.port:  # the relay starts in running(); be sure in odd embeddings
                 raise RuntimeError("the tokunseba relay is not running")
             # some clients read a comment line as JSON (Gemini CLI): their unchanged stream gets no keep-alive
-            keepalive = turn.action == "translate" or protocols.get(turn.client_protocol).passthrough_keepalive
+            keepalive = turn.action == Action.TRANSLATE or protocols.get(turn.client_protocol).passthrough_keepalive
             ep = turn.endpoint
             replan = (lambda failure, headers: self._failover(flow, state, failure, headers)) if state.chain else None
             token, _ = self.relay.register(turn.url, conn, keepalive=keepalive, replan=replan,
@@ -743,7 +733,7 @@ class Tokunseba:
             available = self._available(full)
             for _ in range(2 * len(self.rules.endpoints) + 1):
                 nxt = next_turn(self.rules, chain, turn, reachable=available, env=os.environ)
-                if nxt is None or nxt.action == "pass" or nxt.endpoint is None:
+                if nxt is None or nxt.action == Action.PASS or nxt.endpoint is None:
                     break
                 slot = await self._slot(nxt.endpoint, full)
                 if slot is not None:
@@ -762,7 +752,7 @@ class Tokunseba:
         self.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)
         if isinstance(rec, dict):
-            rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
+            rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else None,
                        endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
         return replan_of(nxt, chain)
 
@@ -836,7 +826,7 @@ class Tokunseba:
             return
         try:
             d = turn.decision
-            sent = turn.action != "respond"
+            sent = turn.action != Action.RESPOND
             log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
                                model=turn.requested_model, route=d.route.name if d and d.route else None,
                                to=(turn.endpoint.name if turn.endpoint and (sent or d and d.route) else turn.host)
@@ -868,7 +858,7 @@ class Tokunseba:
             out = Outcome.of_reply(status, rep)
         elif whole is not None:
             out = whole
-        elif turn.action in ("pass", "retarget") and flow.response is not None and status is not None and status < 400:
+        elif turn.action in (Action.PASS, Action.RETARGET) and flow.response is not None and status is not None and status < 400:
             out = Outcome.of_whole(turn.client_protocol, status, flow.response.headers.get("content-type"),
                                    flow.response.get_content(strict=False) or b"")
         else:

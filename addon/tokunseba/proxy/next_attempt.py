@@ -21,12 +21,13 @@ from .attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_u
 from .capacity import Capacity
 from .failover import Failure, retry_hint
 from .relay import Replan
+from ..states import Action
 
 
 def note_failure(turn: Turn, failure: Failure, headers: Iterable[tuple[str, str]], *, ms: float, now: float,
                  capacity: Capacity, health: EndpointHealth) -> Attempted:
     """The attempt ``turn`` made, failed after ``ms``; its endpoint cooled or backed off."""
-    ep = turn.endpoint if turn.action != "pass" else None
+    ep = turn.endpoint if turn.action != Action.PASS else None
     route = turn.decision.route.name if turn.decision and turn.decision.route else None
     tried = Attempted(route, ep.name if ep else None, failure.kind, failure.status, failure.why, ms,
                       host=ep.host if ep else turn.host, error=failure.error)
@@ -49,7 +50,7 @@ def note_failure(turn: Turn, failure: Failure, headers: Iterable[tuple[str, str]
 
 def where_next(nxt: Turn) -> str:
     """The endpoint the next attempt goes to, or the host the client asked for."""
-    return nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else nxt.host
+    return nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else nxt.host
 
 
 def failure_line(turn: Turn, tried: Attempted, failure: Failure, nxt: Turn | None) -> str:
@@ -58,15 +59,15 @@ def failure_line(turn: Turn, tried: Attempted, failure: Failure, nxt: Turn | Non
     if nxt is None:
         then = "; no next route: the client gets this failure"
     else:
-        then = f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != 'pass' else nxt.host}"
+        then = f"; next: {nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else nxt.host}"
     return (f"tokunseba: {turn.request_id}: {where} failed: {failure.why}"
             + (f"; cooled for {tried.cooled_s:g} s" if tried.cooled_s else "") + then)
 
 
 def replan_of(nxt: Turn, chain: Chain) -> Replan:
     """The next attempt as the relay sends it."""
-    ep = nxt.endpoint if nxt.action != "pass" else None
+    ep = nxt.endpoint if nxt.action != Action.PASS else None
     return Replan(attempt_url(nxt, chain), attempt_headers(nxt, chain), attempt_body(nxt, chain),
                   first_byte_s=ep.first_byte_timeout_s if ep else None,
                   protocol=nxt.target_protocol or nxt.client_protocol,
-                  keepalive=nxt.action == "translate" or protocols.get(nxt.client_protocol).passthrough_keepalive)
+                  keepalive=nxt.action == Action.TRANSLATE or protocols.get(nxt.client_protocol).passthrough_keepalive)

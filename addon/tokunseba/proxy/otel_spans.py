@@ -32,6 +32,7 @@ from typing import Any
 from .. import protocols
 from ..neutral.usage import Usage
 from ..credentials import redact_text
+from ..states import Action
 
 log = logging.getLogger("tokunseba")
 
@@ -193,7 +194,7 @@ class TurnSpans:
 
 def _server(turn: Any) -> tuple[str | None, int | None]:
     ep = turn.endpoint
-    if ep is not None and turn.action != "pass":
+    if ep is not None and turn.action != Action.PASS:
         from urllib.parse import urlsplit
 
         try:

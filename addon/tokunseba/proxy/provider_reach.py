@@ -3,7 +3,7 @@
 Why: when mitmproxy cannot open a flow's upstream connection (the name does not resolve,
 the connection is refused, the TLS handshake fails, nothing answers in time) it answers
 the client with its own HTML ``502`` page from its error path, which no addon can replace
-(mitmproxy.md §4): the client gets no error in its own protocol, no request id, no host
+(docs/mitmproxy.md §4): the client gets no error in its own protocol, no request id, no host
 named. Routed turns go through the relay (proxy/relay.py), which connects before the turn is
 committed; a turn passed through to the provider's own host does not. So before such a
 turn leaves, the adapter asks ``Reach.check`` for that host, and an ``Unreachable``
@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 from ..turn import Turn
+from ..states import Action
 
 FRESH_S = 30.0  # a host that answered this recently is not checked again
 
@@ -135,7 +136,7 @@ def answer_unreachable(turn: Turn, bad: Unreachable, asked: str | None = None) -
     """Make ``turn`` answer its client, in the client's protocol, that its host cannot be
     reached (status 502, or 504 on a timeout), recorded as an error with the reason."""
     msg = bad.message(asked, turn.request_id)
-    turn.action, turn.outcome, turn.error = "respond", "error", msg
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "error", msg
     turn.url = None
     turn.local = turn.client_error(bad.status, msg)
     turn.events.append(("upstream_unreachable", {"host": bad.host, "port": bad.port, "kind": bad.kind,

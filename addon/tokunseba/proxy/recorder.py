@@ -26,6 +26,7 @@ from ..turn import Turn
 from .attempts import Chain
 from .outcome import Outcome
 from .pump import MAX_STORED_BODY
+from ..states import Action
 
 log = logging.getLogger("tokunseba")
 
@@ -94,7 +95,7 @@ class TurnRecorder:
         self.started(nxt.request_id)
         d = nxt.decision
         self.ledger.update_turn(nxt.request_id, rule=d.route.name if d and d.route else None,
-                                endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != "pass" else None,
+                                endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else None,
                                 target_protocol=nxt.target_protocol, model_used=nxt.model_used or nxt.requested_model,
                                 trace=trace)
         for kind, data in nxt.events:
@@ -122,11 +123,11 @@ class TurnRecorder:
         elif chain is not None and chain.failed:  # the attempts, the last one the attempt the client got
             d = turn.decision
             last = {"route": d.route.name if d and d.route else None,
-                    "endpoint": turn.endpoint.name if turn.endpoint and turn.action != "pass" else None,
+                    "endpoint": turn.endpoint.name if turn.endpoint and turn.action != Action.PASS else None,
                     "kind": "answered", "status": status, "why": turn.error,
                     "ms": round((time.monotonic() - attempt_at) * 1000, 3)}
             fields["attempts"] = [a.record() for a in chain.failed] + [last]
-        elif turn.action == "respond":  # answered here: nothing was sent (outcomes.was_sent)
+        elif turn.action == Action.RESPOND:  # answered here: nothing was sent (outcomes.was_sent)
             fields["attempts"] = []
         if self.store_bodies and body is not None:
             fields["response_body"] = body[:MAX_STORED_BODY]

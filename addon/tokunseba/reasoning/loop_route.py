@@ -1,8 +1,8 @@
-"""Loops finish where they started (design.md §4b; issue 18): a request whose last turn
+"""Loops finish where they started (docs/architecture.md §4b; issue 18): a request whose last turn
 answers tool calls that a translated reply made goes to the endpoint and model that made them,
 so the provider state kept for that loop (reasoning/store.py) can come back to its origin.
 
-Pure: the store is read through ``lookup`` (call keys -> records, reasoning_state.Record).
+Pure: the store is read through ``lookup`` (call keys -> records, reasoning.state.Record).
 ``follow_loop`` returns the Decision to follow the loop, or None and a trace note saying why
 not, when the rules' own order must decide:
 
@@ -25,6 +25,7 @@ from .. import protocols
 from ..routing.endpoints import Endpoint
 from .state import Record, call_key
 from ..routing.rules import Decision, Route, Rules
+from ..states import Decided
 
 Lookup = Callable[[Iterable[str]], Mapping[str, list[Record]]]
 
@@ -78,5 +79,5 @@ def follow_loop(rules: Rules, client: str, body: dict, lookup: Lookup, *,
     assert ep is not None and route is not None
     entry = {"route": route.name, "matched": True, "loop": True, "refused": None, "unreachable": False,
              "reasons": [f"follows its {what}, not the turn's own conditions"]}
-    return Decision("route", route, ep, rec.model, [entry],
+    return Decision(Decided.ROUTE, route, ep, rec.model, [entry],
                     f"{route.name} → {ep.name}: follows its tool loop ({rec.request_id})"), None

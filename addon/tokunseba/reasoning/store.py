@@ -1,5 +1,5 @@
 """The provider state store: reasoning a translated reply carried, kept for the later turns
-of its conversation (design.md §4b; what is kept and how it is put back: reasoning/state.py).
+of its conversation (docs/architecture.md §4b; what is kept and how it is put back: reasoning/state.py).
 
 One SQLite file beside the ledger (``reasoning.db`` in the ledger's directory unless given),
 created 0600 in a 0700 dir (ledger/private_files.py): it holds model reasoning text, as private as
@@ -11,7 +11,7 @@ restore what it captured before.
 
 Fail soft, never a traceback: a store that cannot be opened or read (missing dir we cannot
 create, a corrupted file) leaves the proxy working as without a store; ``problem`` says why,
-and every turn that would have used it records that (reasoning_state.RestoreReport.problem).
+and every turn that would have used it records that (reasoning.state.RestoreReport.problem).
 
 ``Keeper`` is what the adapter holds: ``restore(conv, endpoint, model, protocol)`` for the
 request planning step (turn.py), ``capture(...)`` for a translated reply, ``keep(capture)``

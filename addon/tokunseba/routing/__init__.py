@@ -1,4 +1,4 @@
-"""Where a turn goes (design.md §4).
+"""Where a turn goes (docs/architecture.md §4).
 
 - ``rules``: the YAML rules file, validated, and ``decide(turn)``;
 - ``endpoints``: the endpoints a route sends to, with their credentials;

@@ -1,9 +1,9 @@
 """Routing rules: YAML -> validated endpoints and routes; ``decide(turn)`` -> decision + trace.
 
-The file format is design.md §4. Every mistake is reported at load time as one line
+The file format is docs/architecture.md §4. Every mistake is reported at load time as one line
 ``FILE:LINE: what is wrong``; a route whose target its client protocol cannot reach is a
 warning at load time (``FILE:LINE: warning: ...``) and ``refused`` at run time, where
-evaluation simply goes on with the next route (design.md §2 rule 4).
+evaluation simply goes on with the next route (docs/architecture.md §2 rule 4).
 
 Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
 ``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
@@ -39,6 +39,7 @@ from .. import protocols
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
 from ..protocols.facts import RuleShape
 from ..translate import pair_refusal
+from ..states import Decided
 
 
 class RulesError(Exception):
@@ -317,7 +318,7 @@ AGENTS = ("main", "subagent")
 
 @dataclass
 class Decision:
-    action: str  # "pass" (no route: pass through untouched) | "route" | "error" (refused, on_refused: error)
+    action: Decided  # PASS (no route: pass through untouched) | ROUTE | ERROR (refused, on_refused: error)
     route: Route | None  # with "pass": a shadow-only route that matched, else None
     endpoint: Endpoint | None
     model: str | None  # model to send; None = keep the client's
@@ -361,12 +362,12 @@ def decide(
         if not entry["matched"]:
             continue
         if route.to is None:  # shadow-only: served as if unrouted, shadowed in the background
-            return Decision("pass", route, None, None, trace, f"{route.name}: shadow only, passed through")
+            return Decision(Decided.PASS, route, None, None, trace, f"{route.name}: shadow only, passed through")
         ep = rules.endpoints[route.to]
         if why := refusal(route, ep):
             entry["refused"], entry["endpoint"] = why, ep.name
             if route.on_refused == "error":
-                return Decision("error", route, ep, None, trace, f"route {route.name} refused: {why}")
+                return Decision(Decided.ERROR, route, ep, None, trace, f"route {route.name} refused: {why}")
             skipped.append(f"{route.name} refused ({why})")
             continue
         ok = True if reachable is None else reachable(ep)
@@ -376,13 +377,13 @@ def decide(
             if ok is not False:
                 entry["unavailable"] = why
             if route.on_failure == "error":
-                return Decision("error", route, ep, None, trace,
+                return Decision(Decided.ERROR, route, ep, None, trace,
                                 f"route {route.name}: endpoint {ep.name} is {why} (on_failure: error)")
             skipped.append(f"{route.name}: endpoint {ep.name} {why}")
             continue
-        return Decision("route", route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
+        return Decision(Decided.ROUTE, route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
     reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
-    return Decision("pass", None, None, None, trace, reason)
+    return Decision(Decided.PASS, None, None, None, trace, reason)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The stream translator: SSE codec + decoder(upstream) + encoder(client), sans-IO (design.md §3).
+"""The stream translator: SSE codec + decoder(upstream) + encoder(client), sans-IO (docs/architecture.md §3).
 
 ``translate.stream(upstream, client)`` returns a ``StreamTranslator``: ``feed(bytes)``
 returns every complete translated event at once (``b""`` when nothing is complete yet),
@@ -34,7 +34,7 @@ class StreamTranslator:
     def __init__(self, decoder: StreamDecoder, encoder: StreamEncoder, report: ReplyReport) -> None:
         self.report = report
         self.started = False
-        self.tap = None  # called with each neutral event of the upstream's reply (reasoning_state.Capture.on)
+        self.tap = None  # called with each neutral event of the upstream's reply (reasoning.state.Capture.on)
         self._sse = SSEDecoder(comments=True)  # comments are keep-alives
         self._dec = decoder
         self._enc = encoder

@@ -3,7 +3,7 @@ ended, the record of the client's original request kept in the flow's metadata, 
 text of the `tokunseba-original` content view.
 
 Pure presentation: no mitmproxy import (proxy/mitm.py holds the thin glue), nothing here changes
-what is sent. Everything shown passes through `web_redact`, so no key reaches the screen
+what is sent. Everything shown passes through `webview/redact.py`, so no key reaches the screen
 or a comment: header values, URL query credentials and known key values in free text.
 
 Contract:

@@ -1,11 +1,11 @@
 """Anthropic Messages requests: the decoder (Anthropic -> neutral) and the encoder (neutral
--> Anthropic) (protocols.md A.1-A.5, E.1, E.2).
+-> Anthropic) (docs/protocols.md A.1-A.5, E.1, E.2).
 
 Sans-IO: dict in, ``Conversation`` / ``RequestTranslation`` out. Every top-level field
 decision lives in one table per direction, ``DECODE_FIELDS`` and ``ENCODE_FIELDS`` (field ->
 (action, handler-or-target, note), action in mapped / converted / dropped); content blocks,
 message roles and content parts have their own tables below. Rules kept throughout
-(design.md §2):
+(docs/architecture.md §2):
 
 - drop, never invent: whatever cannot travel is left behind and its JSON path recorded; the
   only additions are protocol plumbing, recorded in ``plumbing``;
@@ -14,7 +14,7 @@ message roles and content parts have their own tables below. Rules kept througho
   any body exists (never a half-translated body); the input is never mutated.
 
 Decoder flag: the Claude Code billing-header system block (it changes on every request and
-would defeat a local server's prefix cache: pitfalls 25, clients.md §2.3) is dropped and
+would defeat a local server's prefix cache: docs/pitfalls.md 25, docs/clients.md §2.3) is dropped and
 recorded. Encoder checks: tool ids Anthropic rejects refuse the turn; temperature above 1 is
 dropped (never clamped); ``max_tokens`` is required (the endpoint's default as plumbing).
 
@@ -43,7 +43,7 @@ DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a 
 
 
 def _anthropic_id(v: Any, path: str) -> str:
-    """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (design.md rule 2)."""
+    """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (docs/architecture.md rule 2)."""
     tool_id = ft.string(v, path)
     if not TOOL_ID_RE.fullmatch(tool_id):
         raise Refused(
@@ -174,7 +174,7 @@ _TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 
 
 def _dec_tool_result(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], tool_msgs: list[Any]) -> None:
-    tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # pitfalls 10: no id, no tool message
+    tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # docs/pitfalls.md 10: no id, no tool message
     content, cp = b.get("content"), f"{bp}.content"
     if content is None or isinstance(content, str):
         text = content or ""
@@ -649,7 +649,7 @@ _ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 
 def _enc_tool(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
-    tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # pitfalls 10
+    tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # docs/pitfalls.md 10
     content = ft.req(m, "content", p, ft.anything)
     texts = _enc_texts(rt, content, f"{p}.content")
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id}

@@ -1,5 +1,5 @@
 """The Gemini codec (generativelanguage ``generateContent`` / ``streamGenerateContent``):
-request.py (decode + encode), reply.py, stream.py, over the neutral model (design.md §3,
+request.py (decode + encode), reply.py, stream.py, over the neutral model (docs/architecture.md §3,
 issue 11). The model and the stream flag travel in the URL, so the request decoder reads
 the client's path and an encoded body names no model (the caller puts it in the URL).
 """

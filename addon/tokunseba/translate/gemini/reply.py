@@ -1,6 +1,6 @@
 """Whole Gemini replies (``generateContent``): the decoder (a ``GenerateContentResponse``
 -> neutral events) and the encoder (a neutral ``Message`` -> a ``GenerateContentResponse``)
-(design.md §3, gemini.md 4.2).
+(docs/architecture.md §3, docs/protocols.md D.2).
 
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
@@ -191,7 +191,7 @@ def chunks_of(sse: bytes) -> list[dict[str, Any]]:
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
-    field). Arguments that are not a JSON object are a 502, never a string (gemini.md 5.1.7).
+    field). Arguments that are not a JSON object are a 502, never a string (docs/protocols.md D.3.7).
 
     Written straight from the message, it is what ``merge_chunks`` makes of the stream encoder's
     chunks for the message's events (tests/test_gemini_stream.py checks that they agree): one

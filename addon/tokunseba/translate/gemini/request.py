@@ -1,5 +1,5 @@
 """Gemini requests <-> the neutral request (Chat-shaped: see neutral.conversation), by field
-tables (gemini.md 4.1, 5.1, 5.2; issue 11).
+tables (docs/protocols.md D.1, D.3, D.4; issue 11).
 
 ``decode(body, path=…)``: a ``generateContent`` / ``streamGenerateContent`` body (lowerCamel
 or snake_case keys: google-genai leaks snake_case) as the neutral request. The model and the
@@ -16,7 +16,7 @@ the preceding model turn's calls by name, then order.
 call's id byte for byte; JSON Schemas go as ``parametersJsonSchema``; the first function call
 of each model turn in the active tool loop carries Gemini's documented
 ``skip_thought_signature_validator`` (plumbing, recorded: Gemini 3 rejects unsigned calls
-from another model's history, gemini.md 5.2.3). The model and the stream flag go in the URL.
+from another model's history, docs/protocols.md D.4.3). The model and the stream flag go in the URL.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -
             d.system.append(part["text"])
         else:
             d.drop(f"{key}.parts[{j}]")
-    # its "role" (Gemini CLI sends "user") means nothing: ignored (gemini.md 5.1.2)
+    # its "role" (Gemini CLI sends "user") means nothing: ignored (docs/protocols.md D.3.2)
 
 
 def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
@@ -482,7 +482,7 @@ DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]]
     "cachedContent": ("refused", _refuse_cached, "content stored at Google: no other endpoint can read it"),
     "safetySettings": ("dropped", _drop, "Google's filters: no counterpart"),
     "labels": ("dropped", _drop, "billing labels: no counterpart"),
-    "model": ("dropped", _drop, "the model is the URL's (gemini.md 4.1)"),
+    "model": ("dropped", _drop, "the model is the URL's (docs/protocols.md D.1)"),
 }
 
 
@@ -668,8 +668,8 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
 
 def _sign_active_loop(e: _Encode) -> None:
     """The first functionCall of each model turn since the last user text carries Gemini's
-    documented bypass signature (what Gemini CLI itself does: gemini.md 2.5, 5.2.3), unless
-    it carries its real one (restored: reasoning/state.py)."""
+    documented bypass signature (what Gemini CLI itself does: docs/clients.md §5.4,
+    docs/protocols.md D.4.3), unless it carries its real one (restored: reasoning/state.py)."""
     start = 0
     for i, c in enumerate(e.contents):
         if c["role"] == "user" and any("text" in p for p in c["parts"]):

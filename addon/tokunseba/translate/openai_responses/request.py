@@ -1,11 +1,11 @@
 """OpenAI Responses requests (Codex CLI): the decoder (Responses -> neutral) and the encoder
-(neutral -> Responses) (protocols.md C.1, E.1, E.2; clients.md §3).
+(neutral -> Responses) (docs/protocols.md C.1, E.1, E.2; docs/clients.md §3).
 
 Sans-IO: dict in, ``Conversation`` / ``RequestTranslation`` out. Every top-level field
 decision lives in one table per direction, ``DECODE_FIELDS`` and ``ENCODE_FIELDS`` (field ->
 (action, handler-or-target, note), action in mapped / converted / dropped / refused); input
 items, message roles and content parts have their own tables. Rules kept throughout
-(design.md §2):
+(docs/architecture.md §2):
 
 - drop, never invent: whatever cannot travel is left behind and its JSON path recorded in
   ``dropped``. Item-level bookkeeping keys that Codex puts on every item (``id``,
@@ -44,7 +44,7 @@ from ...protocols.openai_responses import DEFAULT_NAMESPACE, flat_tool_name
 from .. import fieldtable as ft
 
 JOIN = ft.JOIN
-OPENAI_TOOL_NAME_MAX = 64  # pitfalls 20
+OPENAI_TOOL_NAME_MAX = 64  # docs/pitfalls.md 20
 CHAT_IMAGE_DETAIL = ("auto", "low", "high")  # Chat's image_url.detail values
 _TEXT_KEYS = frozenset({"type", "text"})
 _TEXT_TYPES = ("input_text", "output_text")
@@ -243,7 +243,7 @@ def _call_name(rt: Conversation, item: dict[str, Any], p: str, st: _Walk) -> str
 
 def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     call = rt.source({
-        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (design.md rule 2)
+        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/architecture.md rule 2)
         "type": "function",
         "function": {"name": _call_name(rt, item, p, st), "arguments": ft.req(item, "arguments", p, ft.string)},
     }, p)
@@ -254,7 +254,7 @@ def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o:
 def _custom_tool_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     """A freeform call: the function call of its tool's encoding, arguments {"input": <input>}."""
     call = rt.source({
-        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (design.md rule 2)
+        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/architecture.md rule 2)
         "type": "function",
         "function": {"name": _call_name(rt, item, p, st),
                      "arguments": freeform_arguments(ft.req(item, "input", p, ft.string))},
