@@ -24,6 +24,9 @@ from ..protocols.detect import api_path
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
+# an endpoint's token counter (``count_tokens``): its protocol's own (native), or none at all;
+# left out: native where its protocol has one (protocols.<name>.COUNTER), else none
+COUNT_TOKENS = ("native", "none")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -78,7 +81,19 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
     "max_effort": lambda v: None if v is None or v in LEVELS else (
         f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
+    "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS else (
+        f"count_tokens must be one of: {', '.join(COUNT_TOKENS)} (leave it out: native where the protocol "
+        f"has a counter); got {v!r}"),
 }
+
+
+def count_tokens_problem(protocol: str, count_tokens: str | None) -> str | None:
+    """Why an endpoint of ``protocol`` cannot say ``count_tokens`` (native where its protocol has no counter)."""
+    facts = protocols.find(protocol)
+    if count_tokens == "native" and facts is not None and facts.counter is None:
+        return (f"count_tokens: native, but {facts.title} has no token counter of its own; "
+                "say count_tokens: none (count requests routed here are then answered with an error)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -105,10 +120,14 @@ class Endpoint:
     # reasoning effort (neutral/effort.py): pin every turn's level ("omit": send none), or cap it
     effort: str | None = None
     max_effort: str | None = None
+    # its token counter (COUNT_TOKENS; None: native where its protocol has one): ``counter``
+    count_tokens: str | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:
         problems = [p for f, check in FIELD_CHECKS.items() if (p := check(getattr(self, f)))]
+        if not problems and (p := count_tokens_problem(self.protocol, self.count_tokens)):
+            problems.append(p)
         if problems:
             raise ValueError(f"endpoint {self.name!r}: {'; '.join(problems)}")
 
@@ -128,6 +147,20 @@ class Endpoint:
     @property
     def base_path(self) -> str:
         return urlsplit(self.url).path.rstrip("/")
+
+    @property
+    def counter(self) -> protocols.Counter | None:
+        """The token counter a count request routed here is asked of (None: it has none)."""
+        return None if self.count_tokens == "none" else protocols.get(self.protocol).counter
+
+    @property
+    def counter_said(self) -> str:
+        """What ``models`` shows of its counter: "Anthropic count_tokens", or "none (...)"."""
+        c = self.counter
+        if c is not None:
+            return c.name
+        return "none (count_tokens: none)" if self.count_tokens == "none" else \
+            f"none ({protocols.get(self.protocol).title} has no token counter)"
 
     def request_url(self, kind: str, model: str | None = None) -> str:
         """Full URL of a ``kind`` request ("messages", "chat", "generate"...) at this endpoint.
