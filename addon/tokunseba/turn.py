@@ -455,10 +455,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.endpoint, turn.target_protocol = ep, ep.protocol
     if is_count(det) and ep.protocol != det.protocol and ep.counter is None:
         # the endpoint has no counter of its own; an estimate would be invented
-        has = ("count_tokens: none in the rules" if ep.count_tokens == "none"
-               else f"{protocols.get(ep.protocol).title} has no token counter")
         why = (f"route {decision.route.name} sends {det.kind} to endpoint {ep.name} ({ep.protocol}), which cannot "
-               f"count tokens ({has}); tokunseba does not estimate them")
+               f"count tokens ({ep.no_counter_why}); tokunseba does not estimate them")
         turn.action, turn.outcome, turn.error = "respond", "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")

@@ -713,7 +713,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         "unmatched": rules.unmatched,
         "endpoints": [
             {"name": n, "protocol": ep.protocol, "url": ep.url, "builtin": ep.builtin, "key_env": ep.key_env,
-             "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n]}
+             "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n],
+             "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
+             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -772,8 +774,12 @@ def render_models(rep: dict) -> str:
     rows = []
     for e in rep["endpoints"]:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
-        rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key])
-    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY"], rows))
+        rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
+                     e["counter"] or "none"])
+    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER"], rows))
+    if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
+        out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
+                + " are answered with an error naming the endpoint: a count is never estimated."]
     out.append("")
     rows = [[p["client"], p["endpoint"], p["result"] + (f": {p['reason']}" if p["reason"] else "")]
             for p in rep["pairs"]]

@@ -154,13 +154,12 @@ class Endpoint:
         return None if self.count_tokens == "none" else protocols.get(self.protocol).counter
 
     @property
-    def counter_said(self) -> str:
-        """What ``models`` shows of its counter: "Anthropic count_tokens", or "none (...)"."""
-        c = self.counter
-        if c is not None:
-            return c.name
-        return "none (count_tokens: none)" if self.count_tokens == "none" else \
-            f"none ({protocols.get(self.protocol).title} has no token counter)"
+    def no_counter_why(self) -> str | None:
+        """Why a count routed here cannot be answered (None: it has a counter)."""
+        if self.counter is not None:
+            return None
+        return "count_tokens: none in the rules" if self.count_tokens == "none" else \
+            f"{protocols.get(self.protocol).title} has no token counter"
 
     def request_url(self, kind: str, model: str | None = None) -> str:
         """Full URL of a ``kind`` request ("messages", "chat", "generate"...) at this endpoint.
