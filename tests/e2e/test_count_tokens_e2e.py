@@ -1,0 +1,179 @@
+"""Token counts follow their turns, end to end (issue 32): a real mitmdump with the addon on a
+free loopback port, scripted loopback upstreams standing for each protocol's counter.
+
+- the anthropic SDK's ``messages.count_tokens`` routed to a Gemini endpoint gets the number
+  that endpoint's ``countTokens`` replied, and the counter was asked the translated body;
+- the google-genai SDK's ``count_tokens`` routed to an Anthropic endpoint gets Anthropic's
+  ``count_tokens`` number; the openai SDK's ``responses.input_tokens.count`` likewise;
+- a count routed to a Chat endpoint (no counter) is answered with the client's error naming
+  the endpoint, and nothing is sent;
+- the ledger records each as a count (event ``counted``: the number, the counter, the
+  endpoint), never as a turn's usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import anthropic
+import openai
+import pytest
+from google import genai
+from google.genai import types
+
+from .conftest import Mitmdump, ledger_settled
+from .upstream import Reply, Upstream
+
+KEYS = {"TK_TEST_ANT_KEY": "sk-endpoint-ant-count-0001", "TK_TEST_GEM_KEY": "gem-endpoint-count-0002"}
+CLIENT_KEYS = ("sk-ant-client-count-SECRET", "AIza-client-count-SECRET", "sk-oai-client-count-SECRET")
+
+RULES = """\
+endpoints:
+  ant:
+    protocol: anthropic
+    url: {ant}/v1
+    key_env: TK_TEST_ANT_KEY
+  gem:
+    protocol: gemini
+    url: {gem}/v1beta
+    key_env: TK_TEST_GEM_KEY
+  chat:
+    protocol: openai
+    url: {chat}/v1
+routes:
+  - name: count-nowhere
+    when: {{model: "chat-*"}}
+    to: chat
+  - name: claude-to-gemini
+    when: {{client: anthropic}}
+    to: gem
+    model: gemini-2.5-flash
+  - name: others-to-claude
+    when: {{client: [gemini, openai-responses]}}
+    to: ant
+    model: claude-sonnet-4-6
+"""
+
+
+@pytest.fixture(scope="module")
+def ups():
+    with Upstream() as ant, Upstream() as gem, Upstream() as chat:
+        yield {"ant": ant, "gem": gem, "chat": chat}
+
+
+@pytest.fixture(scope="module")
+def count_proxy(ups, tmp_path_factory):
+    work = tmp_path_factory.mktemp("count-proxy")
+    rules = work / "rules.yaml"
+    rules.write_text(RULES.format(ant=ups["ant"].url, gem=ups["gem"].url, chat=ups["chat"].url))
+    m = Mitmdump(work, rules, env=KEYS)
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def via_proxy(count_proxy, monkeypatch):
+    for k, v in count_proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GEMINI_API_KEY",
+              "GOOGLE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    return count_proxy
+
+
+def counted(proxy: Mitmdump, path_like: str) -> tuple[dict, dict]:
+    """The last turn whose path is like ``path_like`` and its ``counted`` event."""
+    ledger_settled(proxy.ledger)
+    with sqlite3.connect(proxy.ledger) as db:
+        db.row_factory = sqlite3.Row
+        turn = dict(db.execute("SELECT * FROM turns WHERE path LIKE ? ORDER BY started_at DESC LIMIT 1",
+                               (path_like,)).fetchone())
+        ev = db.execute("SELECT data FROM events WHERE request_id = ? AND kind = 'counted'",
+                        (turn["request_id"],)).fetchone()
+    return turn, json.loads(ev[0]) if ev else {}
+
+
+def no_client_key(rec) -> None:
+    assert not any(k in v for v in rec.headers.values() for k in CLIENT_KEYS), rec.headers
+
+
+def test_anthropic_sdk_count_tokens_routed_to_gemini_gets_geminis_number(via_proxy, ups):
+    gem = ups["gem"]
+    gem.script(Reply.json({"totalTokens": 4242, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 4242}]}))
+    before = len(gem.requests)
+    client = anthropic.Anthropic(api_key=CLIENT_KEYS[0], max_retries=0)
+    got = client.messages.count_tokens(
+        model="claude-haiku-4-5", system="Be brief.", messages=[{"role": "user", "content": "count me"}],
+        tools=[{"name": "ls", "description": "list files", "input_schema": {"type": "object", "properties": {}}}])
+    assert got.input_tokens == 4242
+    (rec,) = gem.requests[before:]
+    assert rec.path == "/v1beta/models/gemini-2.5-flash:countTokens"
+    assert rec.headers.get("x-goog-api-key") == KEYS["TK_TEST_GEM_KEY"]
+    no_client_key(rec)
+    inner = rec.json()["generateContentRequest"]  # the translated turn, counted as a whole
+    assert inner["model"] == "models/gemini-2.5-flash"
+    assert inner["contents"] == [{"role": "user", "parts": [{"text": "count me"}]}]
+    assert inner["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert inner["tools"][0]["functionDeclarations"][0]["name"] == "ls"
+    turn, ev = counted(via_proxy, "/v1/messages/count_tokens%")
+    assert ev == {"input_tokens": 4242, "counter": "Gemini countTokens", "endpoint": "gem"}
+    assert (turn["outcome"], turn["endpoint"], turn["target_protocol"], turn["status"]) == \
+        ("translated", "gem", "gemini", 200)
+    assert turn["usage_input"] is None and turn["usage_reported"] is None  # a count, not a turn's usage
+
+
+def test_genai_sdk_count_tokens_routed_to_anthropic_gets_anthropics_number(via_proxy, ups):
+    ant = ups["ant"]
+    ant.script(Reply.json({"input_tokens": 77}))
+    before = len(ant.requests)
+    client = genai.Client(api_key=CLIENT_KEYS[1], http_options=types.HttpOptions(api_version="v1beta"))
+    got = client.models.count_tokens(model="gemini-2.5-flash", contents="how many tokens am I?")
+    assert got.total_tokens == 77
+    (rec,) = ant.requests[before:]
+    assert rec.path == "/v1/messages/count_tokens"
+    assert rec.headers.get("x-api-key") == KEYS["TK_TEST_ANT_KEY"] and rec.headers.get("anthropic-version")
+    no_client_key(rec)
+    assert rec.json() == {"model": "claude-sonnet-4-6",
+                          "messages": [{"role": "user", "content": "how many tokens am I?"}]}
+    turn, ev = counted(via_proxy, "%:countTokens")
+    assert ev == {"input_tokens": 77, "counter": "Anthropic count_tokens", "endpoint": "ant"}
+    assert turn["outcome"] == "translated" and turn["usage_input"] is None
+
+
+def test_openai_sdk_responses_input_tokens_routed_to_anthropic_gets_anthropics_number(via_proxy, ups):
+    ant = ups["ant"]
+    ant.script(Reply.json({"input_tokens": 19}))
+    before = len(ant.requests)
+    client = openai.OpenAI(api_key=CLIENT_KEYS[2], max_retries=0)
+    got = client.responses.input_tokens.count(model="gpt-5.1-codex", instructions="Be brief.", input="hello")
+    assert got.input_tokens == 19 and got.object == "response.input_tokens"
+    (rec,) = ant.requests[before:]
+    assert rec.path == "/v1/messages/count_tokens"
+    no_client_key(rec)
+    body = rec.json()
+    assert body["system"] == "Be brief." and body["model"] == "claude-sonnet-4-6" and "max_tokens" not in body
+    _, ev = counted(via_proxy, "/v1/responses/input_tokens")
+    assert ev == {"input_tokens": 19, "counter": "Anthropic count_tokens", "endpoint": "ant"}
+
+
+def test_a_counter_error_reaches_the_client_in_its_own_envelope(via_proxy, ups):
+    ant = ups["ant"]
+    ant.script(Reply.json({"type": "error", "error": {"type": "not_found_error", "message": "no such model"}}, 404))
+    client = genai.Client(api_key=CLIENT_KEYS[1], http_options=types.HttpOptions(api_version="v1beta"))
+    with pytest.raises(genai.errors.ClientError) as ei:
+        client.models.count_tokens(model="gemini-2.5-flash", contents="x")
+    assert ei.value.code == 404 and ei.value.status == "NOT_FOUND" and "no such model" in ei.value.message
+
+
+def test_a_count_routed_to_a_chat_endpoint_is_an_error_naming_it_and_nothing_is_sent(via_proxy, ups):
+    chat = ups["chat"]
+    before = len(chat.requests)
+    client = anthropic.Anthropic(api_key=CLIENT_KEYS[0], max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as ei:
+        client.messages.count_tokens(model="chat-small", messages=[{"role": "user", "content": "hi"}])
+    msg = ei.value.body["error"]["message"]
+    assert "endpoint chat (openai)" in msg and "no token counter" in msg and "does not estimate" in msg
+    assert len(chat.requests) == before
+    turn, ev = counted(via_proxy, "/v1/messages/count_tokens%")
+    assert turn["outcome"] == "refused" and ev == {}
