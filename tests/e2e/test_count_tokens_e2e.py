@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import anthropic
 import openai
@@ -121,6 +124,11 @@ def test_anthropic_sdk_count_tokens_routed_to_gemini_gets_geminis_number(via_pro
     assert (turn["outcome"], turn["endpoint"], turn["target_protocol"], turn["status"]) == \
         ("translated", "gem", "gemini", 200)
     assert turn["usage_input"] is None and turn["usage_reported"] is None  # a count, not a turn's usage
+    explained = subprocess.run([str(Path(sys.executable).parent / "tokunseba"), "explain", "--ledger",
+                                str(via_proxy.ledger), turn["request_id"]], capture_output=True, text=True, timeout=60)
+    assert explained.returncode == 0, explained.stderr
+    assert "4242 input tokens, counted by Gemini countTokens of endpoint gem (a count, not a turn's usage)" \
+        in explained.stdout
 
 
 def test_genai_sdk_count_tokens_routed_to_anthropic_gets_anthropics_number(via_proxy, ups):

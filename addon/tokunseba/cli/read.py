@@ -636,6 +636,11 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         out.append(_kv("stop reason", str(done["stop_reason"])))
     for j, item in enumerate(done.get("dropped") or []):  # reply fields left behind by the translation
         out.append(_kv("reply drops" if j == 0 else "", _compact(item)))
+    for e in events:  # a token count answered by the endpoint's own counter (issue 32)
+        if e["kind"] == "counted" and isinstance(e["data"], dict):
+            d = e["data"]
+            out.append(_kv("count", f"{d.get('input_tokens')} input tokens, counted by {d.get('counter')} of endpoint "
+                                    f"{d.get('endpoint')} (a count, not a turn's usage)"))
     if turn.get("usage_reported") is None:
         out.append(_kv("usage", "none reported"))
     else:
