@@ -226,3 +226,53 @@ def test_each_protocols_counter_lives_in_its_facts():
             assert counter.kind in protocols.get(name).paths and counter.kind in protocols.get(name).count_kinds
             assert counter.read(counter.answer(7)) == 7  # a client's own count reply reads as its number
             assert counter.read({"input_tokens": -1, "totalTokens": True}) is None
+
+
+LLAMA_RULES = """\
+endpoints:
+  llama: {protocol: openai, url: "http://127.0.0.1:9006/v1", model: gemma-3-270m, count_tokens: anthropic}
+  mute-ant: {protocol: anthropic, url: "http://127.0.0.1:9005/v1", count_tokens: none}
+routes:
+  - {name: mute, when: {model: "mute-*"}, to: mute-ant}
+  - {name: local, to: llama, model: gemma-3-270m}
+"""
+
+
+@pytest.fixture(scope="module")
+def llama_rules():
+    return load_rules_text(LLAMA_RULES, "llama.yaml")
+
+
+def test_a_chat_endpoint_may_count_with_the_anthropic_route_its_server_also_serves(llama_rules):
+    """llama-server serves Anthropic's count_tokens beside its Chat Completions: an Anthropic
+    client's count goes there in its own shape, with the route's model (no translation)."""
+    ep = llama_rules.endpoints["llama"]
+    assert (ep.counter_protocol, ep.counter.name, ep.no_counter_why) == ("anthropic", "Anthropic count_tokens", None)
+    body = {"model": "claude-haiku-4-5", "system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    t = plan(llama_rules, "anthropic", ANT_COUNT, body, headers=[("anthropic-beta", "token-counting-2024-11-01")])
+    assert (t.action, t.url, t.target_protocol) == ("translate", "http://127.0.0.1:9006/v1/messages/count_tokens",
+                                                    "anthropic")
+    assert json.loads(t.body) == {**body, "model": "gemma-3-270m"}
+    assert "x-api-key" not in (t.keep_headers or set()) and "anthropic-beta" not in (t.keep_headers or set())
+    assert json.loads(count_reply(t, 200, b'{"input_tokens":26}')[2]) == {"input_tokens": 26}
+
+
+def test_a_gemini_count_to_that_chat_endpoint_is_translated_for_its_anthropic_counter(llama_rules):
+    path, body = count_request("gemini", "gemini-2.5-flash")
+    t = plan(llama_rules, "gemini", path, body)
+    assert t.url == "http://127.0.0.1:9006/v1/messages/count_tokens"
+    assert json.loads(t.body) == {"model": "gemma-3-270m", "messages": [{"role": "user", "content": "hi"}],
+                                  "system": "Be brief."}
+    assert json.loads(count_reply(t, 200, b'{"input_tokens":43}')[2]) == {"totalTokens": 43}
+
+
+def test_count_tokens_none_on_an_endpoint_of_the_clients_own_protocol_is_not_sent_there(llama_rules):
+    t = plan(llama_rules, "anthropic", ANT_COUNT, {"model": "mute-1", "messages": [{"role": "user", "content": "x"}]})
+    assert t.outcome == "refused" and t.url is None and "count_tokens: none" in json.loads(t.local.body)["error"]["message"]
+
+
+def test_count_tokens_names_a_protocol_with_a_counter():
+    with pytest.raises(RulesError) as ei:
+        load_rules_text("endpoints:\n  c: {protocol: openai, url: 'http://x/v1', count_tokens: openai}\nroutes: []\n",
+                        "r.yaml")
+    assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, anthropic" in str(ei.value)

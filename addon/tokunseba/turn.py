@@ -288,10 +288,16 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
         def restore(conv, keeper=prep.keeper, ep=ep, sent=sent):  # noqa: E306
             return keeper.restore(conv, ep.name, sent, ep.protocol)
     assert prep.req is not None
-    if is_count(prep.det) and ep.max_tokens is None and protocols.get(ep.protocol).max_output_required:
-        # a count's turn has no maximum output; the target's turn needs one, its counter does not
-        # take one (Counter.request leaves it out): a placeholder that lets the translation run
-        ep = dataclasses.replace(ep, max_tokens=COUNT_MAX_TOKENS)
+    if is_count(prep.det):
+        # a count is translated as its turn would be for the protocol of the endpoint's counter
+        # (its own; or one the same server also serves: llama-server's Anthropic count route)
+        counting = ep.counter_protocol or ep.protocol
+        if counting != ep.protocol:
+            ep = dataclasses.replace(ep, protocol=counting)
+        if ep.max_tokens is None and protocols.get(ep.protocol).max_output_required:
+            # a count's turn has no maximum output; the target's turn needs one, its counter does not
+            # take one (Counter.request leaves it out): a placeholder that lets the translation run
+            ep = dataclasses.replace(ep, max_tokens=COUNT_MAX_TOKENS)
     return translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path, restore=restore)
 
 
@@ -327,8 +333,12 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     and which says ``on_failure: error`` (its error is only the client's if the route would
     have taken the turn: a route refusing it is skipped as refused, as ``on_refused`` says)."""
     ep = decision.endpoint
-    if ep is None or ep.protocol == prep.det.protocol or prep.req is None or (
-            is_count(prep.det) and ep.counter is None):  # no counter there: build_turn says so
+    if ep is None or prep.req is None:
+        return Plan(decision)
+    if is_count(prep.det):  # asked of the endpoint's counter: translated unless it speaks the client's protocol
+        if ep.counter_protocol in (None, prep.det.protocol):  # none (build_turn says so), or no translation
+            return Plan(decision)
+    elif ep.protocol == prep.det.protocol:
         return Plan(decision)
     unavailable = decision.action == "error" and bool(decision.trace) and decision.trace[-1].get("unreachable")
     if decision.action != "route" and not unavailable:
@@ -453,7 +463,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
-    if is_count(det) and ep.protocol != det.protocol and ep.counter is None:
+    if is_count(det) and ep.counter is None:
         # the endpoint has no counter of its own; an estimate would be invented
         why = (f"route {decision.route.name} sends {det.kind} to endpoint {ep.name} ({ep.protocol}), which cannot "
                f"count tokens ({ep.no_counter_why}); tokunseba does not estimate them")
@@ -464,14 +474,25 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.model_used = decision.model or turn.requested_model
     turn.events.append(("routed", {"decision": "route", "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
-    if ep.protocol != det.protocol and (problem := first_problem(det.protocol, req)):
+    counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
+    if (ep.protocol != det.protocol or counting) and (problem := first_problem(det.protocol, req)):
         path, what = problem
         turn.action, turn.outcome, turn.error = "respond", "error", f"invalid request: {path}: {what}"
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
     try:
-        if ep.protocol == det.protocol:
+        if is_count(det) and (ep.protocol != det.protocol or ep.counter_protocol != det.protocol):
+            if ep.counter_protocol == det.protocol:  # the server also serves the client's counter
+                _plan_count(turn, ep, None, prep, env)
+            else:
+                assert plan is not None
+                if plan.failure is not None:
+                    raise plan.failure
+                if plan.translation is None:
+                    raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
+                _plan_count(turn, ep, plan.translation, prep, env)
+        elif ep.protocol == det.protocol:
             _plan_retarget(turn, ep, prep, env)
         else:
             assert plan is not None
@@ -479,10 +500,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
                 raise plan.failure
             if plan.translation is None:  # a plan made for another endpoint cannot be sent here
                 raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
-            if is_count(det):
-                _plan_count(turn, ep, plan.translation, prep, env)
-            else:
-                _plan_translate(turn, ep, plan.translation, prep, env)
+            _plan_translate(turn, ep, plan.translation, prep, env)
     except TranslationError as e:
         turn.action, turn.outcome, turn.error = "respond", "error", e.message
         turn.local = turn.client_error(e.status, e.message)
@@ -562,32 +580,43 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
         turn.capture = prep.keeper.capture(dst, ep.name, turn.model_used, turn.request_id)
 
 
-def _plan_count(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prepared, env: Mapping[str, str]) -> None:
-    """A count request for an endpoint of another protocol: the turn it counts, translated as a
-    turn would be (``tr``), asked of that endpoint's own counter (``Endpoint.counter``) in its
-    counter's request shape; its number is the client's (``count_reply``), never an estimate."""
-    counter = ep.counter
-    assert counter is not None  # _translated plans no translation for an endpoint without one
-    src, dst = turn.client_protocol, ep.protocol
+def _plan_count(turn: Turn, ep: Endpoint, tr: RequestTranslation | None, prep: Prepared,
+                env: Mapping[str, str]) -> None:
+    """A count request asked of the endpoint's own counter (``Endpoint.counter``) in that
+    counter's request shape: the turn it counts translated as a turn would be (``tr``), or, when
+    the counter speaks the client's protocol (llama-server's Anthropic count route for an
+    Anthropic client), the client's own body with the route's model. Its number is the client's
+    (``count_reply``), never an estimate."""
+    counter, counting = ep.counter, ep.counter_protocol
+    assert counter is not None and counting is not None  # build_turn refuses a count to an endpoint without one
+    src = turn.client_protocol
     turn.translation, turn.counter = tr, counter
+    turn.target_protocol = counting
     turn.include_usage = False
     turn.action, turn.outcome = "translate", "translated"
-    sent = counter.request(tr.body, turn.model_used)
+    if tr is not None:
+        whole = tr.body
+    else:
+        assert prep.req is not None
+        whole = {**prep.req, **({"model": turn.model_used} if turn.model_used else {})}
+    sent = counter.request(whole, turn.model_used)
     turn.body = jsonc.dumpb(sent)
     # what a turn would carry and its counter takes not (max_tokens, stream, sampling): not sent
-    left_out = [k for k in tr.body if k not in sent and not any(isinstance(v, dict) and k in v for v in sent.values())]
-    turn.url = ep.request_url(counter.kind, turn.model_used)
-    _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)
+    left_out = [k for k in whole if k not in sent and not any(isinstance(v, dict) and k in v for v in sent.values())]
+    turn.url = ep.counter_url(turn.model_used)
+    _, query_withheld = outgoing_query(turn.url, turn.path, src, ep.protocol, cross_host=True)
     _leave_behind(turn, ep, prep, env, translated=True, query_withheld=query_withheld)
     turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
                              "accept": "application/json"})
-    for name, value in protocols.get(dst).sent_headers.items():
+    for name, value in protocols.get(counting).sent_headers.items():
         turn.set_headers[name] = value
         turn.plumbing_headers.append(f"header {name}: {value}")
-    plumbing = [p for p in tr.plumbing if p.split(".")[0] not in left_out]
-    turn.events.append(("protocol_translated", {"from": src, "to": dst, "dropped": tr.dropped,
+    plumbing = [p for p in (tr.plumbing if tr else []) if p.split(".")[0] not in left_out]
+    turn.events.append(("protocol_translated", {"from": src, "to": counting,
+                                                "dropped": tr.dropped if tr else [],
                                                 "plumbing": plumbing + turn.plumbing_headers,
-                                                "converted": tr.converted, "warnings": tr.warnings,
+                                                "converted": tr.converted if tr else [],
+                                                "warnings": tr.warnings if tr else [],
                                                 "count": {"counter": counter.name, "left_out": left_out}}))
 
 

@@ -780,7 +780,8 @@ def render_models(rep: dict) -> str:
     for e in rep["endpoints"]:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
         rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
-                     e["counter"] or "none"])
+                     (e["counter"] or "none") + (f" (count_tokens: {e['count_tokens']})"
+                                                 if e["count_tokens"] not in ("native", "none") else "")])
     out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER"], rows))
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
