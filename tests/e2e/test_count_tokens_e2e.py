@@ -185,3 +185,67 @@ def test_a_count_routed_to_a_chat_endpoint_is_an_error_naming_it_and_nothing_is_
     assert len(chat.requests) == before
     turn, ev = counted(via_proxy, "/v1/messages/count_tokens%")
     assert turn["outcome"] == "refused" and ev == {}
+
+
+# ---------------------------------------------------------------- the real llama-server's own counter
+
+LLAMA_RULES = """\
+endpoints:
+  llama:
+    protocol: openai
+    url: {llama}
+    model: gemma-3-270m
+    max_tokens: 48
+    max_tokens_field: max_tokens
+    count_tokens: anthropic   # llama-server serves Anthropic's count route beside its Chat Completions
+routes:
+  - name: all-local
+    to: llama
+"""
+
+
+@pytest.fixture(scope="module")
+def llama_proxy(tmp_path_factory):
+    from .test_localmodel_e2e import _start, _stop  # skipped when not installed; fails under CI
+
+    state = tmp_path_factory.mktemp("count-localmodel-state")
+    url = _start("llama-server", state)
+    work = tmp_path_factory.mktemp("count-llama-proxy")
+    rules = work / "rules.yaml"
+    rules.write_text(LLAMA_RULES.format(llama=url))
+    m = Mitmdump(work, rules)
+    try:
+        yield m, url
+    finally:
+        m.stop()
+        _stop("llama-server", state)
+
+
+@pytest.mark.localmodel
+def test_counts_routed_to_the_real_llama_server_are_its_own_numbers(llama_proxy, monkeypatch):
+    """With all-local rules, Claude Code's count (the anthropic SDK's count_tokens) and a Gemini
+    client's countTokens are answered by llama-server's own counter (its tokenizer over the
+    prompt its chat template builds): the numbers it gives for the bodies it was sent, equal to
+    the prompt tokens of the same turn sent through the proxy; nothing reaches a cloud host."""
+    import httpx
+
+    proxy, url = llama_proxy
+    for k, v in proxy.client_env().items():
+        monkeypatch.setenv(k, v)
+    for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    text = "Count the tokens of this sentence, please."
+    client = anthropic.Anthropic(api_key=CLIENT_KEYS[0], max_retries=0)
+    n = client.messages.count_tokens(model="claude-haiku-4-5", messages=[{"role": "user", "content": text}]).input_tokens
+    with httpx.Client(trust_env=False) as direct:  # the server's own number for what it was sent
+        own = direct.post(f"{url}/messages/count_tokens", json={"model": "gemma-3-270m",
+                                                                "messages": [{"role": "user", "content": text}]})
+    assert n == own.json()["input_tokens"] > 0
+    turn = client.messages.create(model="claude-haiku-4-5", max_tokens=1, messages=[{"role": "user", "content": text}])
+    prompt = turn.usage.input_tokens + (turn.usage.cache_read_input_tokens or 0)
+    assert n == prompt, (n, turn.usage)  # the count is what the same turn's prompt costs there
+
+    g = genai.Client(api_key=CLIENT_KEYS[1], http_options=types.HttpOptions(api_version="v1beta"))
+    assert g.models.count_tokens(model="gemini-2.5-flash", contents=text).total_tokens == n
+    _, ev = counted(proxy, "%:countTokens")
+    assert ev == {"input_tokens": n, "counter": "Anthropic count_tokens", "endpoint": "llama"}
