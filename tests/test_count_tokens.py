@@ -276,3 +276,14 @@ def test_count_tokens_names_a_protocol_with_a_counter():
         load_rules_text("endpoints:\n  c: {protocol: openai, url: 'http://x/v1', count_tokens: openai}\nroutes: []\n",
                         "r.yaml")
     assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, anthropic" in str(ei.value)
+
+
+def test_a_server_without_the_borrowed_count_route_is_named_in_the_clients_error(llama_rules):
+    """count_tokens: anthropic on a server that does not serve that route (llama-cpp-python:
+    404 {"detail":"Not Found"}): the Anthropic client gets its own envelope naming the endpoint."""
+    t = plan(llama_rules, "anthropic", ANT_COUNT, {"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    done = translate_whole_reply(t, 404, b'{"detail":"Not Found"}')
+    doc = json.loads(done.body)
+    assert done.status == 404 and doc["type"] == "error" and doc["error"]["type"] == "not_found_error"
+    assert "Anthropic count_tokens route of endpoint llama (count_tokens: anthropic) answered 404: Not Found" \
+        in doc["error"]["message"]

@@ -771,6 +771,13 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
     if turn.counter is not None and status < 400:
         st, headers, out, _ = count_reply(turn, status, body)
         return st, headers, out, None
+    if turn.counter is not None and _target(turn) == turn.client_protocol and turn.endpoint is not None:
+        # the client's own counter, borrowed from a server of another protocol (count_tokens: <protocol>):
+        # its error said in the client's envelope, naming the endpoint (it may not serve that route at all)
+        err = parse_error_body(status, body)
+        return status, {"content-type": "application/json"}, turn.client_error(
+            status, f"tokunseba: the {turn.counter.name} route of endpoint {turn.endpoint.name} (count_tokens: "
+                    f"{turn.endpoint.count_tokens}) answered {status}: {err.message}").body, None
     if status >= 400:
         st, out = translate.error(_target(turn), turn.client_protocol, status, body)
         if turn.translation is not None and turn.endpoint is not None and (
