@@ -287,3 +287,8 @@ def test_a_server_without_the_borrowed_count_route_is_named_in_the_clients_error
     assert done.status == 404 and doc["type"] == "error" and doc["error"]["type"] == "not_found_error"
     assert "Anthropic count_tokens route of endpoint llama (count_tokens: anthropic) answered 404: Not Found" \
         in doc["error"]["message"]
+
+
+def test_mitmwebs_summary_names_the_counter(rules):
+    path, body = count_request("anthropic", "claude-haiku-4-5")
+    assert plan(rules, "anthropic", path, body).summary() == "a2g → gem · anthropic→gemini · count by Gemini countTokens"

@@ -132,9 +132,8 @@ class Turn:
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
-            parts.append(f"{self.client_protocol}→{self.target_protocol}")
-        if self.counter is not None:
-            parts.append(f"count by {self.counter.name}")
+            parts.append(f"{self.client_protocol}→{self.target_protocol}"
+                         + (f" · count by {self.counter.name}" if self.counter is not None else ""))
         elif self.outcome == "retargeted":
             parts.append(f"retarget {self.client_protocol}")
         elif self.outcome in ("refused", "error"):
