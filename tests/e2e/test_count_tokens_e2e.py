@@ -249,3 +249,55 @@ def test_counts_routed_to_the_real_llama_server_are_its_own_numbers(llama_proxy,
     assert g.models.count_tokens(model="gemini-2.5-flash", contents=text).total_tokens == n
     _, ev = counted(proxy, "%:countTokens")
     assert ev == {"input_tokens": n, "counter": "Anthropic count_tokens", "endpoint": "llama"}
+
+
+# ---------------------------------------------------------------- the real Claude Code's /context
+
+CC_RULES = """\
+endpoints:
+  gem:
+    protocol: gemini
+    url: {gem}/v1beta
+    key_env: TK_TEST_GEM_KEY
+routes:
+  - name: claude-code-to-gemini
+    when: {{client: anthropic}}
+    to: gem
+    model: gemini-2.5-flash
+"""
+
+
+@pytest.mark.claudecode
+def test_claude_codes_context_view_is_filled_by_the_gemini_counter(tmp_path):
+    """`claude -p /context` routed to a Gemini endpoint: each of its count_tokens calls is asked of
+    the scripted countTokens (translated: Gemini contents, never Anthropic's body), none goes
+    elsewhere, and the view shows the counter's number; the ledger has one count per call."""
+    from .test_claude_code_e2e import result_json, run_claude  # skipped when Claude Code is not installed
+
+    with Upstream() as gem:
+        gem.responder = lambda rec: (
+            Reply.json({"totalTokens": 4321}) if rec.path.endswith(":countTokens") else
+            Reply.json({"error": {"code": 500, "message": "no turns in this test", "status": "INTERNAL"}}, 500))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(CC_RULES.format(gem=gem.url))
+        proxy = Mitmdump(tmp_path, rules, env=KEYS)
+        try:
+            p = run_claude(proxy, tmp_path, "/context")
+            res = result_json(p)
+            assert p.returncode == 0 and not res["is_error"], p.stderr[-2000:]
+            paths = [r.path for r in gem.requests]
+            assert paths and set(paths) == {"/v1beta/models/gemini-2.5-flash:countTokens"}, paths
+            for rec in gem.requests:
+                body = rec.json()
+                inner = body.get("generateContentRequest", body)
+                assert set(body) <= {"contents", "generateContentRequest"} and "contents" in inner
+                assert "messages" not in inner and "max_tokens" not in inner
+                no_client_key(rec)
+            assert "| Messages | 4.3k |" in res["result"], res["result"]
+            ledger_settled(proxy.ledger)
+            with sqlite3.connect(proxy.ledger) as db:
+                events = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE kind = 'counted'")]
+            assert len(events) == len(paths)
+            assert all(e == {"input_tokens": 4321, "counter": "Gemini countTokens", "endpoint": "gem"} for e in events)
+        finally:
+            proxy.stop()
