@@ -35,7 +35,7 @@ TABLE = [
     (O, "/v1/chat/completions", "POST", Detected("openai", "chat")),
     (O, "/v1/responses", "POST", Detected("openai-responses", "responses")),
     (O, "/v1/responses", "GET", None),  # Codex's WebSocket upgrade is not a turn
-    (O, "/v1/responses/input_tokens", "POST", None),
+    (O, "/v1/responses/input_tokens", "POST", Detected("openai-responses", "input_tokens")),  # its counter (issue 32)
     (O, "/v1/completions", "POST", None),
     (O, "/v1/embeddings", "POST", None),
     (O, "/v1/models", "GET", None),

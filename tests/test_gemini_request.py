@@ -345,7 +345,8 @@ def test_count_tokens_from_gemini_routed_elsewhere_is_a_clear_gemini_error():
     assert (t.action, t.outcome) == ("respond", "refused") and t.url is None
     err = json.loads(t.local.body)["error"]
     assert t.local.status == 400 and err["status"] == "INVALID_ARGUMENT" and err["code"] == 400
-    assert "cannot count Gemini tokens" in err["message"] and "does not estimate" in err["message"]
+    assert "endpoint local (openai), which cannot count tokens (OpenAI Chat Completions has no token counter)" \
+        in err["message"] and "does not estimate" in err["message"]
 
 
 # ---------------------------------------------------------------- the shipped example

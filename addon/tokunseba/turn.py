@@ -19,6 +19,7 @@ stays behind is recorded by name (``left_behind``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -48,6 +49,9 @@ from .validate import first_problem
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+# the maximum output a count's turn is translated with for a target that requires one (Anthropic);
+# never sent: the counter's request has no such field (protocols.<name>.COUNTER.request)
+COUNT_MAX_TOKENS = 32000
 
 
 
@@ -112,6 +116,8 @@ class Turn:
     capture: Any = None  # reasoning.state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
     retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
+    # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
+    counter: protocols.Counter | None = None
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -127,7 +133,8 @@ class Turn:
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
         if self.outcome == "translated" and self.target_protocol:
-            parts.append(f"{self.client_protocol}→{self.target_protocol}")
+            parts.append(f"{self.client_protocol}→{self.target_protocol}"
+                         + (f" · count by {self.counter.name}" if self.counter is not None else ""))
         elif self.outcome == "retargeted":
             parts.append(f"retarget {self.client_protocol}")
         elif self.outcome in ("refused", "error"):
@@ -205,8 +212,8 @@ def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, header
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
-def _is_count(det: Detected) -> bool:
-    """A token-count request: only an endpoint of the client's own protocol can count its tokens."""
+def is_count(det: Detected) -> bool:
+    """A token-count request: answered by its route's endpoint's own counter, never estimated."""
     facts = protocols.find(det.protocol)
     return facts is not None and det.kind in facts.count_kinds
 
@@ -261,6 +268,8 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
     except TranslationError as e:
         return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names,
                         who=speaker(det.protocol, hdrs, None))
+    if is_count(det) and (counter := protocols.get(det.protocol).counter) is not None:
+        req = counter.as_turn(req)  # routed (and translated) as the turn it counts
     facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
     return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who)
 
@@ -279,6 +288,16 @@ def _translate_for(prep: Prepared, ep: Endpoint, model: str | None) -> RequestTr
         def restore(conv, keeper=prep.keeper, ep=ep, sent=sent):  # noqa: E306
             return keeper.restore(conv, ep.name, sent, ep.protocol)
     assert prep.req is not None
+    if is_count(prep.det):
+        # a count is translated as its turn would be for the protocol of the endpoint's counter
+        # (its own; or one the same server also serves: llama-server's Anthropic count route)
+        counting = ep.counter_protocol or ep.protocol
+        if counting != ep.protocol:
+            ep = dataclasses.replace(ep, protocol=counting)
+        if ep.max_tokens is None and protocols.get(ep.protocol).max_output_required:
+            # a count's turn has no maximum output; the target's turn needs one, its counter does not
+            # take one (Counter.request leaves it out): a placeholder that lets the translation run
+            ep = dataclasses.replace(ep, max_tokens=COUNT_MAX_TOKENS)
     return translate_for_endpoint(prep.det.protocol, ep, prep.req, model, prep.path, restore=restore)
 
 
@@ -314,7 +333,12 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     and which says ``on_failure: error`` (its error is only the client's if the route would
     have taken the turn: a route refusing it is skipped as refused, as ``on_refused`` says)."""
     ep = decision.endpoint
-    if ep is None or ep.protocol == prep.det.protocol or _is_count(prep.det) or prep.req is None:
+    if ep is None or prep.req is None:
+        return Plan(decision)
+    if is_count(prep.det):  # asked of the endpoint's counter: translated unless it speaks the client's protocol
+        if ep.counter_protocol in (None, prep.det.protocol):  # none (build_turn says so), or no translation
+            return Plan(decision)
+    elif ep.protocol == prep.det.protocol:
         return Plan(decision)
     unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].get("unreachable")
     if decision.action != Decided.ROUTE and not unavailable:
@@ -407,7 +431,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         return _unmatched(rules, turn, prep.not_routable or "not routed")
     if isinstance(req.get("model"), str):
         turn.requested_model = req["model"]
-    turn.stream = req.get("stream") is True or det.kind == "stream_generate"
+    turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.decision = decision
     if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
@@ -439,10 +463,10 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
-    if _is_count(det) and ep.protocol != det.protocol:
-        # only an endpoint of the client's protocol can count its tokens; an estimate would be invented
-        why = (f"route {decision.route.name} sends {det.kind} to {ep.name} ({ep.protocol}), which cannot count "
-               f"{det.protocol.capitalize()} tokens; tokunseba does not estimate them")
+    if is_count(det) and ep.counter is None:
+        # the endpoint has no counter of its own; an estimate would be invented
+        why = (f"route {decision.route.name} sends {det.kind} to endpoint {ep.name} ({ep.protocol}), which cannot "
+               f"count tokens ({ep.no_counter_why}); tokunseba does not estimate them")
         turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why
         turn.events.append(("route_refused", {"rule": decision.route.name, "target": ep.name, "reason": why}))
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
@@ -450,14 +474,25 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.model_used = decision.model or turn.requested_model
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
-    if ep.protocol != det.protocol and (problem := first_problem(det.protocol, req)):
+    counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
+    if (ep.protocol != det.protocol or counting) and (problem := first_problem(det.protocol, req)):
         path, what = problem
         turn.action, turn.outcome, turn.error = Action.RESPOND, "error", f"invalid request: {path}: {what}"
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
     try:
-        if ep.protocol == det.protocol:
+        if is_count(det) and (ep.protocol != det.protocol or ep.counter_protocol != det.protocol):
+            if ep.counter_protocol == det.protocol:  # the server also serves the client's counter
+                _plan_count(turn, ep, None, prep, env)
+            else:
+                assert plan is not None
+                if plan.failure is not None:
+                    raise plan.failure
+                if plan.translation is None:
+                    raise TranslationError(500, f"tokunseba: no translation planned for {ep.name}")
+                _plan_count(turn, ep, plan.translation, prep, env)
+        elif ep.protocol == det.protocol:
             _plan_retarget(turn, ep, prep, env)
         else:
             assert plan is not None
@@ -543,6 +578,46 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
         turn.events.extend(report.events())
     if prep.keeper is not None:  # what this endpoint's reply carries is kept for the loop's next turn
         turn.capture = prep.keeper.capture(dst, ep.name, turn.model_used, turn.request_id)
+
+
+def _plan_count(turn: Turn, ep: Endpoint, tr: RequestTranslation | None, prep: Prepared,
+                env: Mapping[str, str]) -> None:
+    """A count request asked of the endpoint's own counter (``Endpoint.counter``) in that
+    counter's request shape: the turn it counts translated as a turn would be (``tr``), or, when
+    the counter speaks the client's protocol (llama-server's Anthropic count route for an
+    Anthropic client), the client's own body with the route's model. Its number is the client's
+    (``count_reply``), never an estimate."""
+    counter, counting = ep.counter, ep.counter_protocol
+    assert counter is not None and counting is not None  # build_turn refuses a count to an endpoint without one
+    src = turn.client_protocol
+    turn.translation, turn.counter = tr, counter
+    turn.target_protocol = counting
+    turn.include_usage = False
+    turn.action, turn.outcome = Action.TRANSLATE, "translated"
+    if tr is not None:
+        whole = tr.body
+    else:
+        assert prep.req is not None
+        whole = {**prep.req, **({"model": turn.model_used} if turn.model_used else {})}
+    sent = counter.request(whole, turn.model_used)
+    turn.body = jsonc.dumpb(sent)
+    # what a turn would carry and its counter takes not (max_tokens, stream, sampling): not sent
+    left_out = [k for k in whole if k not in sent and not any(isinstance(v, dict) and k in v for v in sent.values())]
+    turn.url = ep.counter_url(turn.model_used)
+    _, query_withheld = outgoing_query(turn.url, turn.path, src, ep.protocol, cross_host=True)
+    _leave_behind(turn, ep, prep, env, translated=True, query_withheld=query_withheld)
+    turn.set_headers.update({"content-type": "application/json", "accept-encoding": "identity",
+                             "accept": "application/json"})
+    for name, value in protocols.get(counting).sent_headers.items():
+        turn.set_headers[name] = value
+        turn.plumbing_headers.append(f"header {name}: {value}")
+    plumbing = [p for p in (tr.plumbing if tr else []) if p.split(".")[0] not in left_out]
+    turn.events.append(("protocol_translated", {"from": src, "to": counting,
+                                                "dropped": tr.dropped if tr else [],
+                                                "plumbing": plumbing + turn.plumbing_headers,
+                                                "converted": tr.converted if tr else [],
+                                                "warnings": tr.warnings if tr else [],
+                                                "count": {"counter": counter.name, "left_out": left_out}}))
 
 
 def replace_top_level_model(body: bytes, model: str) -> bytes | None:
@@ -661,8 +736,48 @@ def _with_hint(body: bytes, hint: str) -> bytes:
         return body
 
 
+@dataclass(frozen=True)
+class Counted:
+    """A count answered by an endpoint's own counter: what the ledger records (event ``counted``)."""
+
+    tokens: int
+    counter: str  # the counter that answered: "Gemini countTokens"
+    endpoint: str
+
+    def record(self) -> dict[str, Any]:
+        return {"input_tokens": self.tokens, "counter": self.counter, "endpoint": self.endpoint}
+
+
+def count_reply(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Counted]:
+    """A counter's 2xx reply (``turn.counter``) -> the client's own count reply with its number.
+    Raises TranslationError (the client's 502) when the reply carries no count: never estimated."""
+    assert turn.counter is not None and turn.endpoint is not None
+    try:
+        doc = jsonc.loads(body)
+    except Exception:
+        doc = None
+    n = turn.counter.read(doc)
+    if n is None:
+        raise TranslationError(502, f"tokunseba: the {turn.counter.name} counter of endpoint {turn.endpoint.name} "
+                                    "replied without a token count; tokunseba does not estimate one")
+    mine = protocols.get(turn.client_protocol).counter
+    assert mine is not None  # a count kind is one of a protocol with a counter
+    return (status, {"content-type": "application/json"}, jsonc.dumpb(mine.answer(n)),
+            Counted(n, turn.counter.name, turn.endpoint.name))
+
+
 def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
     """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
+    if turn.counter is not None and status < 400:
+        st, headers, out, _ = count_reply(turn, status, body)
+        return st, headers, out, None
+    if turn.counter is not None and _target(turn) == turn.client_protocol and turn.endpoint is not None:
+        # the client's own counter, borrowed from a server of another protocol (count_tokens: <protocol>):
+        # its error said in the client's envelope, naming the endpoint (it may not serve that route at all)
+        err = parse_error_body(status, body)
+        return status, {"content-type": "application/json"}, turn.client_error(
+            status, f"tokunseba: the {turn.counter.name} route of endpoint {turn.endpoint.name} (count_tokens: "
+                    f"{turn.endpoint.count_tokens}) answered {status}: {err.message}").body, None
     if status >= 400:
         st, out = translate.error(_target(turn), turn.client_protocol, status, body)
         if turn.translation is not None and turn.endpoint is not None and (

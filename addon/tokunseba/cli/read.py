@@ -636,6 +636,11 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         out.append(_kv("stop reason", str(done["stop_reason"])))
     for j, item in enumerate(done.get("dropped") or []):  # reply fields left behind by the translation
         out.append(_kv("reply drops" if j == 0 else "", _compact(item)))
+    for e in events:  # a token count answered by the endpoint's own counter (issue 32)
+        if e["kind"] == "counted" and isinstance(e["data"], dict):
+            d = e["data"]
+            out.append(_kv("count", f"{d.get('input_tokens')} input tokens, counted by {d.get('counter')} of endpoint "
+                                    f"{d.get('endpoint')} (a count, not a turn's usage)"))
     if turn.get("usage_reported") is None:
         out.append(_kv("usage", "none reported"))
     else:
@@ -713,7 +718,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         "unmatched": rules.unmatched,
         "endpoints": [
             {"name": n, "protocol": ep.protocol, "url": ep.url, "builtin": ep.builtin, "key_env": ep.key_env,
-             "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n]}
+             "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n],
+             "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
+             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -772,8 +779,13 @@ def render_models(rep: dict) -> str:
     rows = []
     for e in rep["endpoints"]:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
-        rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key])
-    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY"], rows))
+        rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
+                     (e["counter"] or "none") + (f" (count_tokens: {e['count_tokens']})"
+                                                 if e["count_tokens"] not in ("native", "none") else "")])
+    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER"], rows))
+    if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
+        out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
+                + " are answered with an error naming the endpoint: a count is never estimated."]
     out.append("")
     rows = [[p["client"], p["endpoint"], p["result"] + (f": {p['reason']}" if p["reason"] else "")]
             for p in rep["pairs"]]

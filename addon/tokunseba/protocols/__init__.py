@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import anthropic, gemini, openai_chat, openai_responses
-from .facts import Check, Problem, Protocol, RuleShape
+from .facts import Check, Counter, Problem, Protocol, RuleShape
 
-__all__ = ["Protocol", "RuleShape", "Check", "Problem", "REGISTRY", "NAMES", "get", "find", "register",
+__all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "NAMES", "get", "find", "register",
            "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting"]
 
 REGISTRY: dict[str, Protocol] = {}

@@ -18,7 +18,8 @@ from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
 from ..neutral.usage import ANTHROPIC
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
+from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only,
+                    positive_int, role_user, typed)
 
 PROTOCOL = "anthropic"
 # The anthropic-version tokunseba sends to an Anthropic endpoint when the client sent none
@@ -118,6 +119,18 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
     return {"blocks": out} if out else None
 
 
+# POST /v1/messages/count_tokens (docs/protocols.md A): a turn's body without max_tokens, stream and the
+# sampling keys -> {"input_tokens": N}
+COUNTER = Counter(
+    kind="count_tokens",
+    name="Anthropic count_tokens",
+    request=only(("model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers",
+                  "context_management")),
+    read=count_of("input_tokens"),
+    answer=lambda n: {"input_tokens": n},
+)
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="Anthropic Messages",
@@ -127,6 +140,7 @@ FACTS = Protocol(
     paths={"messages": "/messages", "count_tokens": "/messages/count_tokens"},
     turn_kinds=("messages", "messages"),
     count_kinds=frozenset({"count_tokens"}),
+    counter=COUNTER,
     auth_header=("x-api-key", "{key}"),
     key_env="ANTHROPIC_API_KEY",
     builtin_url="https://api.anthropic.com/v1",

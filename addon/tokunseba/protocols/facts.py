@@ -46,6 +46,38 @@ class RuleShape:
 
 
 @dataclass(frozen=True)
+class Counter:
+    """A protocol's own token counter, as its endpoints serve it: what a count request routed to
+    an endpoint of this protocol is asked as, and how its number comes back (docs/architecture.md §4c:
+    counted by the target's own counter, never estimated). Pure functions over JSON values."""
+
+    kind: str  # the request kind (a key of ``Protocol.paths``) of a count at an endpoint
+    name: str  # how the ledger and errors name it: "Anthropic count_tokens"
+    # a turn's request body in this protocol (a translated one) and the model asked -> the count request body
+    request: Callable[[dict[str, Any], str | None], dict[str, Any]]
+    read: Callable[[Any], int | None]  # the counter's reply (parsed JSON) -> its number (None: none in it)
+    answer: Callable[[int], dict[str, Any]]  # a number -> this protocol's count reply to its client
+    # a client's count request body -> the body of the turn it counts (what rules and translators read)
+    as_turn: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body
+
+
+def count_of(key: str) -> Callable[[Any], int | None]:
+    """A counter reply's number at top-level ``key``: a non-negative integer, else None."""
+
+    def read(doc: Any) -> int | None:
+        v = doc.get(key) if isinstance(doc, dict) else None
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    return read
+
+
+def only(keys: Sequence[str]) -> Callable[[dict[str, Any], str | None], dict[str, Any]]:
+    """A count request body: the turn's body with only ``keys`` (what the counter takes), in the turn's order."""
+    wanted = frozenset(keys)
+    return lambda body, model: {k: v for k, v in body.items() if k in wanted}
+
+
+@dataclass(frozen=True)
 class Protocol:
     """Everything tokunseba knows of one protocol outside its codec (translate/<name>/)."""
 
@@ -57,7 +89,8 @@ class Protocol:
     api_prefixes: tuple[str, ...]  # the API version prefixes on a provider host
     paths: Mapping[str, str]  # request kind -> path under the prefix; "{model}" is a path segment
     turn_kinds: tuple[str, str]  # the kind of a turn asked (whole, streamed) of an endpoint
-    count_kinds: frozenset[str] = frozenset()  # token-count kinds (never translated, never shadowed)
+    count_kinds: frozenset[str] = frozenset()  # token-count kinds of its clients (never shadowed)
+    counter: Counter | None = None  # its endpoints' own token counter (None: the protocol has none)
     queries: Mapping[str, str] = field(default_factory=dict)  # kind -> query string a request needs
     # ---- credentials and headers (endpoints, credentials.py) ----
     auth_header: tuple[str, str] = ("authorization", "Bearer {key}")  # (name, value template)

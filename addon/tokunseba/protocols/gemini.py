@@ -15,7 +15,7 @@ from ..neutral.error import UpstreamError
 from ..neutral.usage import GEMINI
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import Protocol, RuleShape, d, lst
+from .facts import Counter, Protocol, RuleShape, count_of, d, lst
 
 PROTOCOL = "gemini"
 HOSTS = ("generativelanguage.googleapis.com",)
@@ -175,6 +175,36 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
     return {"text_signature": text_sigs[-1]} if text_sigs else None
 
 
+def count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """A generateContent body -> its countTokens body: ``{"contents"}`` alone when that is all
+    the turn has, else the whole turn as ``generateContentRequest`` (system instruction, tools
+    and config are counted too; it names its model, ``models/…``)."""
+    if set(body) <= {"contents"}:
+        return {"contents": body.get("contents", [])}
+    named = model if model is None or model.startswith("models/") else f"models/{model}"
+    return {"generateContentRequest": {**({"model": named} if named else {}), **body}}
+
+
+def count_as_turn(body: dict[str, Any]) -> dict[str, Any]:
+    """A client's countTokens body -> the generateContent body it counts (docs/protocols.md D.1: the
+    SDKs send ``{"contents"}``; the API also takes a whole ``generateContentRequest``)."""
+    inner = body.get("generateContentRequest", body.get("generate_content_request"))
+    if isinstance(inner, dict):
+        return {k: v for k, v in inner.items() if k != "model"}
+    return body
+
+
+# POST /models/{model}:countTokens (docs/protocols.md D.1) -> {"totalTokens": N, "promptTokensDetails"?: …}
+COUNTER = Counter(
+    kind="count",
+    name="Gemini countTokens",
+    request=count_request,
+    read=count_of("totalTokens"),
+    answer=lambda n: {"totalTokens": n},
+    as_turn=count_as_turn,
+)
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="Google Gemini",
@@ -185,6 +215,7 @@ FACTS = Protocol(
     queries=QUERIES,
     turn_kinds=("generate", "stream_generate"),  # the stream flag travels in the path
     count_kinds=frozenset({"count"}),
+    counter=COUNTER,
     auth_header=AUTH_HEADER,
     key_env=KEY_ENV,
     builtin_url="https://generativelanguage.googleapis.com/v1beta",

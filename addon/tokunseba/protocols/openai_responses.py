@@ -11,14 +11,14 @@ from .. import jsonc
 from ..neutral.usage import OPENAI
 from ..sse import encode_event
 from . import openai_chat
-from .facts import Check, Problem, Protocol, RuleShape, d, lst, positive_int, role_user, typed
+from .facts import Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, role_user, typed
 
 PROTOCOL = "openai-responses"
 HOSTS = ("api.openai.com",)  # shared with Chat Completions: the path decides
 API_PREFIXES = ("/v1",)
 # kind -> path under the API prefix. `GET /v1/responses` (Codex's WebSocket upgrade) is not a
-# turn: detection only looks at POST. `/v1/responses/input_tokens` is not routed (passes through).
-PATHS = {"responses": "/responses"}
+# turn: detection only looks at POST. `/v1/responses/input_tokens` is its token counter.
+PATHS = {"responses": "/responses", "input_tokens": "/responses/input_tokens"}
 QUERIES: dict[str, str] = {}  # kind -> query string the request URL needs
 AUTH_HEADER = ("authorization", "Bearer {key}")
 KEY_ENV = "OPENAI_API_KEY"
@@ -128,6 +128,17 @@ def _tool_count(body: dict[str, Any]) -> int:
     return count(body.get("tools")) + sum(count(d(i).get("tools")) for i in extra)
 
 
+# POST /v1/responses/input_tokens (docs/protocols.md C) -> {"object": "response.input_tokens", "input_tokens": N}
+COUNTER = Counter(
+    kind="input_tokens",
+    name="OpenAI Responses input_tokens",
+    request=only(("model", "input", "instructions", "tools", "tool_choice", "reasoning", "text",
+                  "parallel_tool_calls", "previous_response_id", "conversation", "truncation")),
+    read=count_of("input_tokens"),
+    answer=lambda n: {"object": "response.input_tokens", "input_tokens": n},
+)
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Responses",
@@ -137,6 +148,8 @@ FACTS = Protocol(
     paths=PATHS,
     queries=QUERIES,
     turn_kinds=("responses", "responses"),
+    count_kinds=frozenset({"input_tokens"}),
+    counter=COUNTER,
     auth_header=AUTH_HEADER,
     key_env=KEY_ENV,
     version_headers={"openai-beta": "beta features the body uses (Codex: responses=experimental)"},

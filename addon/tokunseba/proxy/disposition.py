@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import TranslationError
 from ..neutral.usage import Usage
-from ..turn import Turn, translate_whole
+from ..turn import Counted, Turn, count_reply, translate_whole
 from .outcome import usage_of
 from ..states import Action, Do, ReplyMode
 
@@ -92,11 +92,15 @@ class WholeReply:
     failure: str | None = None
     usage: Usage | None = None
     unexpected: BaseException | None = None
+    counted: Counted | None = None  # a count answered by the endpoint's own counter (recorded: ``counted``)
 
 
 def translate_whole_reply(turn: Turn, status: int, raw: bytes) -> WholeReply:
     """``turn.translate_whole`` as a value: never raises for a reply it cannot translate."""
     try:
+        if turn.counter is not None and status < 400:
+            st, headers, body, counted = count_reply(turn, status, raw)
+            return WholeReply(st, headers, body, counted=counted)
         st, headers, body, rep = translate_whole(turn, status, raw)
     except Exception as e:
         # the reply could not be translated: its usage still happened, as reported

@@ -453,6 +453,8 @@ class Tokunseba:
                 r.headers[k] = v
             r.content = done.body
             rep = done.report
+            if done.counted is not None:  # a count, not a turn's usage: recorded with the counter that answered
+                self.recorder.event(turn, "counted", done.counted.record())
         elif d.do == Do.ANSWER_SHAPE:
             self.recorder.event(turn, "upstream_error", {"status": r.status_code, "message": d.message})
             self._answer_error(flow, turn, d.message or "upstream reply in the wrong shape")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import jsonc, protocols
 from ..neutral.usage import Usage
 from .stream_watch import whole_verdict
-from ..turn import Turn
+from ..turn import Turn, is_count
 from ..states import Action
 
 
@@ -88,7 +88,7 @@ def upstream_failure(msg: str) -> str:
 def shape_problem(turn: Turn, status: int, content_type: str) -> str | None:
     """A routed turn's 2xx reply in the other shape than the client asked for (a stream for
     a whole request, or the reverse): what the client would choke on, said as such."""
-    if turn.action not in (Action.TRANSLATE, Action.RETARGET) or status >= 400 or turn.detected.kind in ("count_tokens", "count"):
+    if turn.action not in (Action.TRANSLATE, Action.RETARGET) or status >= 400 or is_count(turn.detected):
         return None
     is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
     if turn.stream and not is_sse:

@@ -24,6 +24,16 @@ from ..protocols.detect import api_path
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
+# an endpoint's token counter (``count_tokens``): its protocol's own ("native"; the default where
+# its protocol has one: protocols.<name>.COUNTER), none at all, or the counter of another protocol
+# that the same server also serves under the endpoint's URL (a protocol name: llama-server serves
+# Anthropic's POST /v1/messages/count_tokens beside its Chat Completions, counted by its own
+# tokenizer over the prompt its chat template builds)
+COUNT_TOKENS = ("native", "none")
+
+
+def _counting_protocols() -> list[str]:
+    return [p.name for p in protocols.all_protocols() if p.counter is not None]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -78,7 +88,21 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
     "max_effort": lambda v: None if v is None or v in LEVELS else (
         f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
+    "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
+        f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
+        "protocol's own counter, the default where it has one; a protocol name: that protocol's counter, served "
+        f"by the same server under the endpoint's URL); got {v!r}"),
 }
+
+
+def count_tokens_problem(protocol: str, count_tokens: str | None) -> str | None:
+    """Why an endpoint of ``protocol`` cannot say ``count_tokens`` (native where its protocol has no counter)."""
+    facts = protocols.find(protocol)
+    if count_tokens == "native" and facts is not None and facts.counter is None:
+        return (f"count_tokens: native, but {facts.title} has no token counter of its own; "
+                "say count_tokens: none (count requests routed here are then answered with an error), or the "
+                "protocol whose counter the same server also serves (llama-server: anthropic)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -105,10 +129,14 @@ class Endpoint:
     # reasoning effort (neutral/effort.py): pin every turn's level ("omit": send none), or cap it
     effort: str | None = None
     max_effort: str | None = None
+    # its token counter (COUNT_TOKENS; None: native where its protocol has one): ``counter``
+    count_tokens: str | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:
         problems = [p for f, check in FIELD_CHECKS.items() if (p := check(getattr(self, f)))]
+        if not problems and (p := count_tokens_problem(self.protocol, self.count_tokens)):
+            problems.append(p)
         if problems:
             raise ValueError(f"endpoint {self.name!r}: {'; '.join(problems)}")
 
@@ -128,6 +156,34 @@ class Endpoint:
     @property
     def base_path(self) -> str:
         return urlsplit(self.url).path.rstrip("/")
+
+    @property
+    def counter_protocol(self) -> str | None:
+        """The protocol whose counter a count request routed here is asked of (None: none)."""
+        if self.count_tokens == "none":
+            return None
+        name = self.protocol if self.count_tokens in (None, "native") else self.count_tokens
+        return name if protocols.get(name).counter is not None else None
+
+    @property
+    def counter(self) -> protocols.Counter | None:
+        """The token counter a count request routed here is asked of (None: it has none)."""
+        name = self.counter_protocol
+        return protocols.get(name).counter if name is not None else None
+
+    def counter_url(self, model: str | None = None) -> str:
+        """Full URL of this endpoint's counter (``counter``, which must exist), e.g. ``…/v1/messages/count_tokens``."""
+        name, counter = self.counter_protocol, self.counter
+        assert name is not None and counter is not None
+        return self.url.rstrip("/") + api_path(name, counter.kind, model or self.model)
+
+    @property
+    def no_counter_why(self) -> str | None:
+        """Why a count routed here cannot be answered (None: it has a counter)."""
+        if self.counter is not None:
+            return None
+        return "count_tokens: none in the rules" if self.count_tokens == "none" else \
+            f"{protocols.get(self.protocol).title} has no token counter"
 
     def request_url(self, kind: str, model: str | None = None) -> str:
         """Full URL of a ``kind`` request ("messages", "chat", "generate"...) at this endpoint.

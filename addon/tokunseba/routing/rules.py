@@ -30,7 +30,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint
+from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
 from .session_facts import Speaker, speaker
@@ -412,6 +412,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "queue_s": ("number", False),
     "effort": ("text", False),
     "max_effort": ("text", False),
+    "count_tokens": ("text", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -575,6 +576,9 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
             if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
                 r.error(kv, f"{where}: {problem}")
             kwargs[key] = tuple(v) if key == "stop" and v is not None else v
+        if "count_tokens" in m and isinstance(kwargs.get("protocol"), str) and (
+                problem := count_tokens_problem(kwargs["protocol"], kwargs.get("count_tokens"))):
+            r.error(m["count_tokens"][1], f"{where}: {problem}")
         if "queue_s" in m and "max_concurrency" not in m:
             r.error(m["queue_s"][0], f"{where}: queue_s without max_concurrency (queue_s is how long a turn "
                                      "waits for one of the endpoint's max_concurrency slots)")
