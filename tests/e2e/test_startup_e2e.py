@@ -117,16 +117,19 @@ def test_tokunseba_run_really_starts_mitmdump_with_the_addon(tmp_path):
                           "--confdir", str(tmp_path / "conf"), "--ledger", str(tmp_path / "ledger.db")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines, port = [], None
+        lines, port, reverse = [], None, 0
         deadline = time.time() + 30
-        while time.time() < deadline and port is None:
+        # every listener up (the proxy and the 3 base-URL listeners) before the SIGTERM: mitmproxy
+        # 12's Rust side panics (SIGSEGV) when the interpreter stops while a listener still starts
+        while time.time() < deadline and (port is None or reverse < 3):
             line = p.stdout.readline()
             if not line:
                 break
             lines.append(line)
-            m = re.search(r"proxy listening at 127\.0\.0\.1:(\d+)", line)
-            port = int(m.group(1)) if m else None
-        assert port, "".join(lines)
+            m = re.search(r"HTTP\(S\) proxy listening at 127\.0\.0\.1:(\d+)", line)
+            port = int(m.group(1)) if m else port
+            reverse += bool(re.search(r"reverse proxy to \S+ listening at 127\.0\.0\.1:\d+", line))
+        assert port and reverse == 3, "".join(lines)
         # port 0: the hint says where the port is printed and which env line to run with it
         # the command as it works from another shell: its name when on PATH, else its absolute path
         on_path = shutil.which("tokunseba")
