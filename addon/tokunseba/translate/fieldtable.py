@@ -140,7 +140,12 @@ def extras(rt: RequestTranslation, obj: dict[str, Any], known: frozenset[str], p
     """Record every key of ``obj`` outside ``known`` as dropped."""
     if obj.keys() <= known:  # the usual case, decided without a Python loop
         return
-    for k in obj:
+    extra = obj.keys() - known  # C-level: one extra key (such as "strict") needs no loop either
+    if len(extra) == 1:
+        (k,) = extra
+        rt.dropped.append(f"{path}.{k}" if path else k)
+        return
+    for k in obj:  # in the object's own order
         if k not in known:
             rt.dropped.append(at(path, k))
 
