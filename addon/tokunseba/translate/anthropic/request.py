@@ -579,8 +579,9 @@ class _Turns:
 
 
 def _enc_system(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
-    text = JOIN.join(_enc_texts(rt, ft.req(m, "content", p, ft.anything), f"{p}.content"))
-    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    content = ft.req(m, "content", p, ft.anything)
+    text = content if content.__class__ is str else JOIN.join(_enc_texts(rt, content, f"{p}.content"))
+    ft.extras(rt, m, _MESSAGE_KEYS, p)  # name
     if not text:
         rt.dropped.append(p)
     elif st.leading:
@@ -594,7 +595,7 @@ def _enc_system(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -
 def _enc_user(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
     content = ft.req(m, "content", p, ft.anything)
-    ft.extras(rt, m, frozenset({"role", "content"}), p)  # name
+    ft.extras(rt, m, _MESSAGE_KEYS, p)  # name
     if isinstance(content, str):
         blocks = [{"type": "text", "text": content}] if content else []
     else:
@@ -670,7 +671,9 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, A
     st = _Turns()
     for i, m in enumerate(ft.arr(value, key)):
         p = f"messages[{i}]"
-        ft.pick(ENCODE_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role")(rt, m, p, st)
+        role = m.get("role") if m.__class__ is dict else None
+        handler = ENCODE_ROLES.get(role) if role.__class__ is str else None
+        (handler or ft.pick(ENCODE_ROLES, ft.obj(m, p).get("role"), f"{p}.role", "role"))(rt, m, p, st)
     st.flush()
     out["messages"] = st.msgs
     if st.system:

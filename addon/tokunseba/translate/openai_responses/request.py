@@ -227,7 +227,9 @@ DECODE_ROLES: dict[str, ItemHandler] = {
 
 
 def _message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
-    ft.pick(DECODE_ROLES, item.get("role"), f"{p}.role", "role")(rt, item, p, st, o)
+    role = item.get("role")
+    handler = DECODE_ROLES.get(role) if role.__class__ is str else None
+    (handler or ft.pick(DECODE_ROLES, role, f"{p}.role", "role"))(rt, item, p, st, o)
 
 
 def _call_name(rt: Conversation, item: dict[str, Any], p: str, st: _Walk) -> str:
@@ -354,6 +356,8 @@ DECODE_ITEMS: dict[str, ItemHandler] = {
 
 def _item_handler(item: dict[str, Any], p: str) -> ItemHandler:
     itype = item.get("type")
+    if itype.__class__ is str and (handler := DECODE_ITEMS.get(itype)) is not None:
+        return handler  # the usual case
     if itype is None and "role" in item:  # the easy form {role, content} is a message
         return _message
     if isinstance(itype, str) and itype in DECODE_ITEMS:
@@ -383,7 +387,7 @@ def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
         return
     for i, item in enumerate(ft.arr(value, key)):
         p = f"{key}[{i}]"
-        _item_handler(ft.obj(item, p), p)(rt, item, p, st, o)
+        _item_handler(item if item.__class__ is dict else ft.obj(item, p), p)(rt, item, p, st, o)
     if st.lead is not None:
         st.msgs[0]["content"] = JOIN.join(st.lead)
     if st.tools:
