@@ -1,0 +1,57 @@
+"""The real Claude Code after a chain of attempts (issue 29): its turn goes to a local endpoint
+first, which answers a context-window error; the next hop, Anthropic itself, cannot be reached.
+Claude Code must hear "prompt is too long" (the wording it compacts on, the local endpoint's text
+kept), never a 502 saying the turn was not sent; the ledger names both attempts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from .conftest import BIN, Mitmdump, ledger_settled
+from .test_claude_code_e2e import result_json, run_claude
+from .test_unreachable_e2e import HERE, HOSTS
+from .upstream import Reply, Upstream, closed_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
+
+RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: {url}/v1
+    max_tokens: 4096
+routes:
+  - name: local-first
+    when: {{client: anthropic}}
+    to: local
+"""
+OVERFLOW = {"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested "
+                                 "9000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}
+
+
+def test_a_context_window_error_then_an_unreachable_provider_reaches_claude_code_as_prompt_too_long(tmp_path):
+    with Upstream() as local:
+        local.script(Reply.json(OVERFLOW, status=400))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(url=local.url))
+        point = ";".join(f"{h}=127.0.0.1:{closed_port()}" for h in HOSTS)  # the provider: nobody listens
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": point}, extra=["-s", str(HERE / "point_hosts.py")])
+        try:
+            p = run_claude(m, tmp_path, "say hi", timeout=120)
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+        assert any(r.path == "/v1/chat/completions" for r in local.requests)
+    said = p.stdout + p.stderr
+    assert "prompt is too long" in said.lower(), said[-3000:]
+    result = result_json(p)  # Claude Code read it as its own context-window error (it compacts on it)
+    assert result["api_error_status"] == 400 and result["terminal_reason"] == "prompt_too_long", result
+    assert "not sent" not in said and "502" not in said, said[-3000:]
+    log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    main = [t for t in log if t["client_protocol"] == "anthropic" and t["status"] == 400]
+    assert main, log
+    assert all(t["outcome"] == "error" for t in main)
