@@ -53,7 +53,8 @@ def cc_proxy(tmp_path_factory):
             m.stop()
 
 
-def run_claude(proxy: Mitmdump, tmp_path: Path, prompt: str, *extra: str, timeout: int = 180) -> subprocess.CompletedProcess:
+def run_claude(proxy: Mitmdump, tmp_path: Path, prompt: str, *extra: str, timeout: int = 180,
+               env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     home = tmp_path / "home"
     work = tmp_path / "work"
     home.mkdir(exist_ok=True)
@@ -62,7 +63,7 @@ def run_claude(proxy: Mitmdump, tmp_path: Path, prompt: str, *extra: str, timeou
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb",
         "HTTPS_PROXY": proxy.url, "HTTP_PROXY": proxy.url, "NODE_EXTRA_CA_CERTS": str(proxy.ca),
         "ANTHROPIC_API_KEY": DUMMY_KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_RETRIES": "0",
+        "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_RETRIES": "0", **(env_extra or {}),
     }
     return subprocess.run([need_claude(), "-p", prompt, "--output-format", "json", *extra], cwd=work, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
