@@ -113,3 +113,19 @@ def test_codexs_retries_with_the_provider_away_are_recorded_as_retries(tmp_path)
     turns = _turns(m, "openai-responses")
     firsts, retries = _one_request_and_its_retries(turns)
     assert retries and len(firsts) < len(turns) / 2, (len(firsts), len(turns))  # most of them are retries
+
+
+def test_gemini_clis_retries_with_the_provider_away_are_recorded_as_retries(tmp_path):
+    """Gemini CLI (maxAttempts 3) retries its failed turn with the same body: recorded as retries."""
+    from .test_gemini_e2e import run_gemini_cli
+
+    m = _provider_away(tmp_path)
+    try:
+        r = run_gemini_cli(m, tmp_path, "say hi", extra_settings={"general": {
+            "enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 3}}, timeout=180)
+        ledger_settled(m.ledger)
+    finally:
+        m.stop()
+    assert r.returncode != 0
+    firsts, retries = _one_request_and_its_retries(_turns(m, "gemini"))
+    assert retries, (firsts, retries)
