@@ -420,7 +420,7 @@ def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dic
     name = t.get("name")
     if type(name) is not str:
         name = ft.req(t, "name", tp, ft.string)  # a 400 naming the path, or a string subclass
-    flat = name if ns is None else flat_tool_name(ns, name)
+    flat = name if ns is None or ns == DEFAULT_NAMESPACE else flat_tool_name(ns, name)
     fn: dict[str, Any] = {"name": flat}
     desc, params = t.get("description"), t.get("parameters")
     if desc is not None:
@@ -428,10 +428,11 @@ def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dic
     if params is not None:
         fn["parameters"] = params if type(params) is dict else ft.obj(params, f"{tp}.parameters")
     ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
-    if ns is not None or flat in rt.client_tools:  # plain tools are never mapped back (only collisions matter)
-        _declare(rt, flat, ClientTool(name, ns), tp)
-    else:
-        rt.client_tools[flat] = _PLAIN
+    declared = rt.client_tools
+    if flat in declared:
+        _declare(rt, flat, ClientTool(name, ns), tp)  # a second tool behind this name: the same one, or refused
+    else:  # plain tools are never mapped back: only their names (for collisions) are kept
+        declared[flat] = ClientTool(name, ns) if ns is not None else _PLAIN
     tools.append(rt.source({"type": "function", "function": fn}, tp))
 
 
