@@ -27,6 +27,7 @@ from ...neutral.usage import OPENAI, Usage
 from ..codec import parse_reply
 from .stream import (
     call_item,
+    call_kind,
     client_tool,
     item_kind,
     item_content,
@@ -84,8 +85,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
             if not b.id:  # a blank call_id hangs Codex after the call (docs/pitfalls.md 9)
                 raise UntranslatableReply(502, "the upstream's tool call has no id")
             tool = client_tool(report, b.name)
-            kind = "custom_tool_call" if tool is not None and tool.freeform else "function_call"
-            iid = item_id(kind, msg.id, len(items), mid)
+            iid = item_id(call_kind(tool), msg.id, len(items), mid)
             items.append(call_item(iid, b.id, b.name or "", b.text or "", tool, report.warnings))
             calls = True
         else:  # thinking, reasoning, server tools...

@@ -177,6 +177,7 @@ _ADDITIONAL_TOOLS_KEYS = frozenset({"type", "role", "tools"})
 _FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters"})
 _CUSTOM_TOOL_KEYS = frozenset({"type", "name", "description", "format"})
 _NAMESPACE_TOOL_KEYS = frozenset({"type", "name", "description", "tools"})
+_GRAMMAR_KEYS = frozenset({"type", "syntax", "definition"})
 
 
 def _system_message(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
@@ -398,7 +399,6 @@ def _input(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Op
 # tool declarations (top-level tools, and the tools of additional_tools items)
 # ---------------------------------------------------------------------------------------
 
-_PLAIN = ClientTool("")  # a plain function tool's entry: it takes its name, nothing comes back for it
 ToolHandler = Callable[[Conversation, dict[str, Any], str, list[dict[str, Any]], "str | None"], None]
 
 
@@ -406,8 +406,6 @@ def _declare(rt: Conversation, flat: str, tool: ClientTool, tp: str) -> None:
     """The client's tool behind the neutral name ``flat``; a name already taken by another
     tool refuses the turn (the reply could not say which of the two the model called)."""
     have = rt.client_tools.get(flat)
-    if have is _PLAIN:
-        have = ClientTool(flat)
     if have is not None and have != tool:
         def show(t: ClientTool) -> str:
             return f"{t.namespace}.{t.name}" if t.namespace else t.name
@@ -420,7 +418,7 @@ def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dic
     name = t.get("name")
     if type(name) is not str:
         name = ft.req(t, "name", tp, ft.string)  # a 400 naming the path, or a string subclass
-    flat = name if ns is None or ns == DEFAULT_NAMESPACE else flat_tool_name(ns, name)
+    flat = flat_tool_name(ns, name)
     fn: dict[str, Any] = {"name": flat}
     desc, params = t.get("description"), t.get("parameters")
     if desc is not None:
@@ -428,11 +426,7 @@ def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dic
     if params is not None:
         fn["parameters"] = params if type(params) is dict else ft.obj(params, f"{tp}.parameters")
     ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
-    declared = rt.client_tools
-    if flat in declared:
-        _declare(rt, flat, ClientTool(name, ns), tp)  # a second tool behind this name: the same one, or refused
-    else:  # plain tools are never mapped back: only their names (for collisions) are kept
-        declared[flat] = ClientTool(name, ns) if ns is not None else _PLAIN
+    _declare(rt, flat, ClientTool(name, ns), tp)
     tools.append(rt.source({"type": "function", "function": fn}, tp))
 
 
@@ -452,10 +446,10 @@ def _custom_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[
         if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
             grammar = fmt["definition"]
             syntax = fmt.get("syntax")
-            rt.converted.append(f"{fp}: the {syntax if isinstance(syntax, str) else ''} grammar moved verbatim into "
-                                f"the description of parameter 'input' (an endpoint of another protocol cannot "
-                                f"enforce it)".replace("the  grammar", "the grammar"))
-            ft.extras(rt, fmt, frozenset({"type", "syntax", "definition"}), fp)
+            what = f"the {syntax} grammar" if isinstance(syntax, str) and syntax else "the grammar"
+            rt.converted.append(f"{fp}: {what} moved verbatim into the description of parameter 'input' "
+                                "(an endpoint of another protocol cannot enforce it)")
+            ft.extras(rt, fmt, _GRAMMAR_KEYS, fp)
         elif fmt.get("type") != "text":  # text: any input, nothing to carry
             rt.dropped.append(fp)
     fn["parameters"] = freeform_parameters(grammar)

@@ -76,7 +76,7 @@ from ...neutral.events import (
 )
 
 __all__ = ["ResponsesEncoder", "ResponsesDecoder", "EMPTY_ARGUMENTS", "item_id", "message_item",
-           "function_call_item", "call_item", "client_tool", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
+           "function_call_item", "call_item", "call_kind", "client_tool", "response_id", "response_snapshot", "responses_usage", "status_for_stop",
            "failed_code"]
 
 ITEM_PREFIX = {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc"}
@@ -106,6 +106,11 @@ def client_tool(report: ReplyReport, name: str | None) -> ClientTool | None:
     in a shape of its own (a freeform or namespaced tool: neutral/tools.py)."""
     tools = report.client_tools
     return tools.get(name) if tools and name else None
+
+
+def call_kind(tool: ClientTool | None) -> str:
+    """The output item kind of a call of ``tool`` (client_tool): a freeform one's, or a function call."""
+    return "custom_tool_call" if tool is not None and tool.freeform else "function_call"
 
 
 def unwrapped_input(tool: ClientTool, arguments: str, warnings: list[str]) -> str:
@@ -285,7 +290,7 @@ class ResponsesEncoder:
                                part={"type": "output_text", "annotations": [], "text": ""}))
         if ev.kind == "tool_use":
             tool = client_tool(self.report, ev.name)
-            it = self._new_item(ev.index, "custom_tool_call" if tool is not None and tool.freeform else "function_call")
+            it = self._new_item(ev.index, call_kind(tool))
             it.call_id, it.name, it.tool = ev.id or "", ev.name or "", tool
             if not it.call_id:  # decoders synthesize missing ids; a blank call_id hangs Codex (docs/pitfalls.md 9)
                 return self._stream_error(StreamError(502, "api_error", "the upstream's tool call has no id"))
