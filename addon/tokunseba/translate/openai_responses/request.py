@@ -175,6 +175,7 @@ _CUSTOM_CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "input", "namespa
 _CALL_OUTPUT_ITEM_KEYS = frozenset({"type", "call_id", "output"})
 _ADDITIONAL_TOOLS_KEYS = frozenset({"type", "role", "tools"})
 _FUNCTION_TOOL_KEYS = frozenset({"type", "name", "description", "parameters"})
+_FUNCTION_TOOL_KEYS_STRICT = _FUNCTION_TOOL_KEYS | {"strict"}  # Codex's usual declaration: one known drop
 _CUSTOM_TOOL_KEYS = frozenset({"type", "name", "description", "format"})
 _NAMESPACE_TOOL_KEYS = frozenset({"type", "name", "description", "tools"})
 _GRAMMAR_KEYS = frozenset({"type", "syntax", "definition"})
@@ -405,13 +406,12 @@ ToolHandler = Callable[[Conversation, dict[str, Any], str, list[dict[str, Any]],
 def _declare(rt: Conversation, flat: str, tool: ClientTool, tp: str) -> None:
     """The client's tool behind the neutral name ``flat``; a name already taken by another
     tool refuses the turn (the reply could not say which of the two the model called)."""
-    have = rt.client_tools.get(flat)
-    if have is not None and have != tool:
+    have = rt.client_tools.setdefault(flat, tool)
+    if have is not tool and have != tool:
         def show(t: ClientTool) -> str:
             return f"{t.namespace}.{t.name}" if t.namespace else t.name
         raise _refused(tp, f"tools {show(have)!r} and {show(tool)!r} would have the same name {flat!r} "
                            "at an endpoint of another protocol")
-    rt.client_tools[flat] = tool
 
 
 def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[str, Any]], ns: str | None) -> None:
@@ -425,7 +425,12 @@ def _function_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dic
         fn["description"] = desc if type(desc) is str else ft.string(desc, f"{tp}.description")
     if params is not None:
         fn["parameters"] = params if type(params) is dict else ft.obj(params, f"{tp}.parameters")
-    ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)  # strict, ...
+    keys = t.keys()
+    if not keys <= _FUNCTION_TOOL_KEYS:  # strict (OpenAI's schema enforcement), ...
+        if keys <= _FUNCTION_TOOL_KEYS_STRICT:
+            rt.dropped.append(f"{tp}.strict")
+        else:
+            ft.extras(rt, t, _FUNCTION_TOOL_KEYS, tp)
     _declare(rt, flat, ClientTool(name, ns), tp)
     tools.append(rt.source({"type": "function", "function": fn}, tp))
 
