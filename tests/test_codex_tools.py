@@ -89,7 +89,7 @@ def test_the_default_model_turn_translates_to_every_protocol(target):
     for (ns, t), name in zip(declared, flat, strict=True):
         assert jsonc.dumps(name) in wire
         assert jsonc.dumps(t["description"])[1:-1] in wire  # descriptions verbatim
-        assert rt.client_tools[name] == ClientTool(t["name"], ns, t["type"] == "custom")
+        assert rt.client_tools[name][:3] == (t["name"], ns, t["type"] == "custom")
     exec_tool = declared[0][1]
     assert exec_tool["type"] == "custom"
     assert jsonc.dumps(exec_tool["format"]["definition"])[1:-1] in wire  # the grammar, moved verbatim
@@ -321,7 +321,8 @@ def test_a_freeform_declaration_comes_back_byte_for_byte(ns, name, description, 
     tools = [{"type": "namespace", "name": ns, "tools": [tool]}] if ns else [tool]
     rt = tr.request("openai-responses", target, {"model": "m", "input": "hi", "tools": tools}, model="m", max_tokens=64)
     flat = flat_tool_name(ns, name)
-    assert rt.client_tools[flat] == ClientTool(name, ns, freeform=True)
+    assert rt.client_tools[flat] == ClientTool(name, ns, freeform=True,
+                                               grammar=("lark", grammar) if grammar is not None else None)
     if target == "openai":
         fn = rt.body["tools"][0]["function"]
         got_name, got_desc, schema = fn["name"], fn.get("description"), fn["parameters"]

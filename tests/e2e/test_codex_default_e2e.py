@@ -175,6 +175,55 @@ def test_default_codex_reaches_an_mcp_servers_tool_through_exec_routed_to_anthro
         assert result[0] == "toolu_mcp01" and "hello from the MCP note" in result[1]
 
 
+def custom_call_reply(call_id: str, name: str, text: str) -> Reply:
+    """OpenAI's own Chat stream of a custom (freeform) call, in the reported chunk shape
+    (``delta.tool_calls[{index, id, type: custom, custom: {name, input}}]``), input in pieces."""
+    def chunk(delta: dict, finish: str | None = None) -> bytes:
+        return b"data: " + json.dumps({"id": "chatcmpl-native1", "object": "chat.completion.chunk",
+                                       "created": 1767225600, "model": "gpt-5.5",
+                                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+    pieces = [chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": call_id, "type": "custom",
+                                                           "custom": {"name": name, "input": ""}}]})]
+    pieces += [chunk({"tool_calls": [{"index": 0, "custom": {"input": text[k:k + 17]}}]}) for k in range(0, len(text), 17)]
+    pieces.append(chunk({}, "tool_calls"))
+    pieces.append(b"data: " + json.dumps({"id": "chatcmpl-native1", "object": "chat.completion.chunk", "choices": [],
+                                          "usage": {"prompt_tokens": 9000, "completion_tokens": 60}}).encode() + b"\n\n")
+    return Reply.sse([*pieces, b"data: [DONE]\n\n"], delay=0.01)
+
+
+def test_default_codex_exec_as_a_native_custom_tool_at_a_chat_endpoint_that_takes_them(tmp_path):
+    """An OpenAI-style Chat endpoint that takes custom tools (``custom_tools: native``, the default
+    at api.openai.com): ``exec`` arrives as Chat's own custom tool with its lark grammar, the
+    model's custom call (streamed as OpenAI streams it) reaches Codex as a custom_tool_call, the
+    patch is applied, and the follow-up carries the call back as a custom call with its input
+    byte for byte."""
+    call_id = "call_native_exec01"
+    endpoint = ENDPOINTS["openai"] + "\n    custom_tools: native"
+    with Upstream() as up:
+        up.script(custom_call_reply(call_id, "exec", JS), text_reply("openai", FINAL))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(endpoint=endpoint.format(url=up.url), model="gpt-5.5"))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+        try:
+            p, work = run_codex(m, tmp_path, "create hello.txt")
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert (work / "hello.txt").read_text() == "hi from the routed model\n"
+        assert FINAL in p.stdout
+        first, second = (r.json() for r in up.requests if r.method == "POST")
+        (exec_tool,) = [t for t in first["tools"] if t["type"] == "custom"]
+        assert exec_tool["custom"]["name"] == "exec"
+        assert exec_tool["custom"]["format"]["type"] == "grammar"
+        assert exec_tool["custom"]["format"]["grammar"]["syntax"] == "lark"
+        assert "clock__sleep" in [t["function"]["name"] for t in first["tools"] if t["type"] == "function"]
+        calls = [tc for msg in second["messages"] for tc in msg.get("tool_calls") or ()]
+        assert calls == [{"id": call_id, "type": "custom", "custom": {"name": "exec", "input": JS}}]
+        (result,) = tool_results("openai", second)
+        assert result[0] == call_id and "Script completed" in result[1]
+
+
 LOCAL_RULES = """\
 endpoints:
   local:

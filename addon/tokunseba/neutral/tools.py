@@ -39,9 +39,17 @@ class ClientTool(NamedTuple):
     name: str  # the client's name, byte for byte
     namespace: str | None = None  # the namespace it was declared in (None: none)
     freeform: bool = False  # its input is raw text, carried as {"input": <text>}
+    # a freeform tool's grammar as declared, (syntax, definition) byte for byte (None: any text):
+    # for an endpoint that takes freeform tools as they are (a Chat endpoint's custom tools)
+    grammar: tuple[str, str] | None = None
 
 
 ClientTools = dict[str, ClientTool]  # neutral function name -> the client's tool
+
+
+def freeform_tools(tools: ClientTools) -> dict[str, ClientTool]:
+    """The freeform ones, by neutral function name."""
+    return {flat: t for flat, t in tools.items() if t.freeform}
 
 
 def freeform_parameters(grammar: str | None = None) -> dict[str, Any]:

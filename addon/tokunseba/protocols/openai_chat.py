@@ -52,6 +52,11 @@ ERROR_TYPES: dict[int, str] = {
     500: "server_error",
     503: "server_error",
 }
+# hosts whose Chat Completions take freeform tools as they are (``{"type": "custom", "custom":
+# {name, description, format}}``, answered with ``tool_calls[].custom.input``): OpenAI's own API.
+# Another Chat server (llama-server, vLLM, Ollama) gets them as functions of one string ``input``
+# (neutral/tools.py); an endpoint says otherwise with ``custom_tools:`` in the rules
+NATIVE_CUSTOM_TOOL_HOSTS = frozenset({"api.openai.com"})
 # HTTP status -> error.code when nothing more specific is known
 ERROR_CODES: dict[int, str] = {429: "rate_limit_exceeded"}
 CONTEXT_LENGTH_CODE = "context_length_exceeded"

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import protocols
+from ..protocols import openai_chat as openai_chat_facts
 from ..neutral.effort import EFFORT_PINS, LEVELS
 from ..protocols.detect import api_path
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
@@ -30,6 +31,10 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 # Anthropic's POST /v1/messages/count_tokens beside its Chat Completions, counted by its own
 # tokenizer over the prompt its chat template builds)
 COUNT_TOKENS = ("native", "none")
+# how a Chat endpoint takes a client's freeform tools (Codex's exec and apply_patch): "native" as
+# Chat's own custom tools, "function" as functions of one string ``input``; unset, native at the
+# hosts protocols.openai_chat.NATIVE_CUSTOM_TOOL_HOSTS names
+CUSTOM_TOOLS = ("native", "function")
 
 
 def _counting_protocols() -> list[str]:
@@ -88,6 +93,9 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
     "max_effort": lambda v: None if v is None or v in LEVELS else (
         f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
+    "custom_tools": lambda v: None if v is None or v in CUSTOM_TOOLS else (
+        f"custom_tools must be one of: {', '.join(CUSTOM_TOOLS)} (native: the endpoint takes Chat's custom tools, "
+        "as OpenAI's own API does; function: as functions of one string parameter 'input'); got {v!r}"),
     "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
         f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
         "protocol's own counter, the default where it has one; a protocol name: that protocol's counter, served "
@@ -131,6 +139,8 @@ class Endpoint:
     max_effort: str | None = None
     # its token counter (COUNT_TOKENS; None: native where its protocol has one): ``counter``
     count_tokens: str | None = None
+    # a Chat endpoint's way with freeform tools (CUSTOM_TOOLS; None: by its host): ``native_custom_tools``
+    custom_tools: str | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:
@@ -156,6 +166,15 @@ class Endpoint:
     @property
     def base_path(self) -> str:
         return urlsplit(self.url).path.rstrip("/")
+
+    @property
+    def native_custom_tools(self) -> bool:
+        """Whether this endpoint takes freeform tools as Chat's own ``custom`` tools."""
+        if self.protocol != openai_chat_facts.PROTOCOL:
+            return False
+        if self.custom_tools is not None:
+            return self.custom_tools == "native"
+        return self.host in openai_chat_facts.NATIVE_CUSTOM_TOOL_HOSTS
 
     @property
     def counter_protocol(self) -> str | None:

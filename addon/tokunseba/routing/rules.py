@@ -413,6 +413,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "effort": ("text", False),
     "max_effort": ("text", False),
     "count_tokens": ("text", False),
+    "custom_tools": ("text", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -579,6 +580,9 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
         if "count_tokens" in m and isinstance(kwargs.get("protocol"), str) and (
                 problem := count_tokens_problem(kwargs["protocol"], kwargs.get("count_tokens"))):
             r.error(m["count_tokens"][1], f"{where}: {problem}")
+        if "custom_tools" in m and kwargs.get("protocol") != "openai":
+            r.error(m["custom_tools"][0], f"{where}: custom_tools is for Chat Completions endpoints (protocol: "
+                                          "openai): the other protocols take freeform tools one way only")
         if "queue_s" in m and "max_concurrency" not in m:
             r.error(m["queue_s"][0], f"{where}: queue_s without max_concurrency (queue_s is how long a turn "
                                      "waits for one of the endpoint's max_concurrency slots)")

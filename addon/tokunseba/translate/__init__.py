@@ -96,7 +96,8 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
             path: str | None = None, effort: str | None = None, max_effort: str | None = None,
-            restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:
+            restore: Callable[[Conversation], object] | None = None,
+            native_custom_tools: bool = False) -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
     Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
@@ -105,14 +106,16 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
     the URL). ``restore``: called with the decoded (neutral) conversation before it is encoded,
     to put back the provider state this endpoint and model produced (reasoning/state.py); what
-    it returns is the translation's ``state_report``."""
+    it returns is the translation's ``state_report``. ``native_custom_tools``: a Chat target
+    takes the client's freeform tools as its own custom tools (routing.endpoints)."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     state_report = restore(conv) if restore is not None else None
     apply_effort(conv, effort, max_effort, endpoint)  # the endpoint's effort / max_effort (neutral/effort.py)
     try:
         rt = enc.encode_request(conv, max_tokens=max_tokens, max_tokens_field=max_tokens_field,
-                                system_role=system_role, endpoint=endpoint)
+                                system_role=system_role, endpoint=endpoint,
+                                native_custom_tools=native_custom_tools)
     except TranslationError as e:
         raise type(e)(e.status, conv.client_message(e.message)) from None
     # the decoder's records (client paths already), then the encoder's (named in the client's paths)

@@ -28,6 +28,7 @@ class Options:
     max_tokens_field: str = "max_completion_tokens"
     max_tokens_cap: int | None = None
     include_usage: bool = False  # a Chat client's stream_options.include_usage
+    native_custom_tools: bool = False  # a Chat endpoint that takes freeform tools as custom tools
 
 
 # (the record: a decoder's Conversation or an encoder's RequestTranslation)

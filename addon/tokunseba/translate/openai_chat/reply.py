@@ -19,6 +19,7 @@ from ...errors import UntranslatableReply
 from ...neutral.events import NAMELESS_CALL, Event
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
+from ...neutral.tools import freeform_arguments
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
@@ -110,6 +111,10 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
                 note_once(report.dropped, f"choices[0].message.tool_calls[{pos}]")
                 continue
             fn = _o if isinstance(_o := tc.get("function"), dict) else {}
+            custom = tc.get("custom") if not fn else None
+            if isinstance(custom, dict):  # a custom (freeform) call: its input as the encoding's arguments
+                given = custom.get("input")
+                fn = {"name": custom.get("name"), "arguments": freeform_arguments(given) if isinstance(given, str) else ""}
             tid = tc.get("id")
             if not tid:
                 tid = synth_tool_id(mid, pos)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from ...errors import Refused
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.state import PROVIDER_STATE, ProviderState
+from ...neutral.tools import ClientTool, freeform_input, freeform_tools
 from .. import fieldtable as ft
 
 SYSTEM_ROLES = ("system", "developer")
@@ -96,9 +97,59 @@ def _tool_names(conv: Conversation, rt: RequestTranslation, out: dict[str, Any],
             ft.name_within(name, f"tools[{i}].name", OPENAI_TOOL_NAME_MAX, "Chat Completions")
 
 
+def _custom_declaration(name: str, fn: dict[str, Any], tool: ClientTool) -> dict[str, Any]:
+    custom: dict[str, Any] = {"name": name}
+    if "description" in fn:
+        custom["description"] = fn["description"]
+    if tool.grammar is not None:
+        syntax, definition = tool.grammar
+        grammar = {"definition": definition, **({"syntax": syntax} if syntax else {})}
+        custom["format"] = {"type": "grammar", "grammar": grammar}
+    return {"type": "custom", "custom": custom}
+
+
+def _custom_call(tc: dict[str, Any]) -> dict[str, Any]:
+    """A past call of a freeform tool as Chat's custom call; as it is when its arguments are not
+    the encoding's ``{"input": <string>}`` (never guessed)."""
+    fn = tc.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    text = freeform_input(args) if isinstance(args, str) else None
+    if text is None or not isinstance(fn, dict):
+        return tc
+    return {"id": tc.get("id"), "type": "custom", "custom": {"name": fn["name"], "input": text}}
+
+
+def _custom_tools(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
+    if not o.native_custom_tools or not conv.client_tools:
+        return
+    free = freeform_tools(conv.client_tools)
+    if not free:
+        return
+    tools = out.get("tools") or []
+    if any(t.get("type") == "function" and t.get("function", {}).get("name") in free for t in tools):
+        out["tools"] = [_custom_declaration(fn["name"], fn, free[fn["name"]])
+                        if t.get("type") == "function" and (fn := t.get("function", {})).get("name") in free else t
+                        for t in tools]
+        rt.converted.append("tools: the client's freeform tools as Chat custom tools, each grammar as its format "
+                            "(this endpoint takes them as they are: custom_tools native)")
+    msgs = out.get("messages") or []
+    if any(m.get("tool_calls") for m in msgs if type(m) is dict):
+        out["messages"] = [
+            {**m, "tool_calls": [_custom_call(tc) if type(tc) is dict and type(tc.get("function")) is dict
+                                 and tc["function"].get("name") in free else tc for tc in m["tool_calls"]]}
+            if type(m) is dict and m.get("tool_calls") else m
+            for m in msgs]
+    choice = out.get("tool_choice")
+    if type(choice) is dict and choice.get("type") == "function" and choice.get("function", {}).get("name") in free:
+        out["tool_choice"] = {"type": "custom", "custom": {"name": choice["function"]["name"]}}
+
+
 # what the endpoint asks of a neutral request, in order -> why
 ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict[str, Any], ft.Options], None], str] = {
     _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
+    _custom_tools: "an endpoint that takes freeform tools as they are (custom_tools native: OpenAI's own API) gets "
+                   "the client's as Chat custom tools with their grammar, past calls as custom calls (their input "
+                   "byte for byte); any other Chat endpoint gets functions of one string 'input' (neutral/tools.py)",
     _provider_state: "restored state of this endpoint and model -> its reasoning_content / reasoning on the "
                      "assistant message (DeepSeek's thinking mode requires it back in a tool loop)",
     _system_role: "system messages take the endpoint's system_role (system or developer)",
@@ -109,12 +160,12 @@ ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict[str, Any], f
 
 
 def encode(conv: Conversation, *, system_role: str = "system", max_tokens_field: str = "max_completion_tokens",
-           max_tokens: int | None = None, **_: object) -> RequestTranslation:
+           max_tokens: int | None = None, native_custom_tools: bool = False, **_: object) -> RequestTranslation:
     """A neutral conversation as a Chat Completions request body."""
     check_options(system_role, max_tokens_field)
     out = dict(conv.body)
     rt = RequestTranslation(body=out)
-    o = ft.Options(system_role, max_tokens_field, max_tokens)
+    o = ft.Options(system_role, max_tokens_field, max_tokens, native_custom_tools=native_custom_tools)
     for step in ENCODE_STEPS:
         step(conv, rt, out, o)
     return rt

@@ -21,6 +21,7 @@ from ...neutral.error import UpstreamError, error_from_obj, error_type_for_statu
 from ...protocols.failures import is_context_window
 from ...neutral.ids import odd_id, synth_tool_id
 from ...neutral.report import ReplyReport, note_once
+from ...neutral.tools import FREEFORM_PARAM
 from ...neutral.usage import OPENAI, Usage
 from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
@@ -73,6 +74,19 @@ def stop_from_finish(finish: str | None, warnings: list[str]) -> str:
 
 
 
+# a streamed custom call's input as the arguments of its function (neutral/tools.py): the JSON
+# text of {"input": <input>}, its string written as the input arrives (each piece escaped on its
+# own: JSON escapes one character at a time, so any split gives the same text)
+FREEFORM_OPEN = '{"' + FREEFORM_PARAM + '":"'
+FREEFORM_CLOSE = '"}'
+
+
+def _custom_as_function(custom: dict[str, Any]) -> dict[str, Any]:
+    """A custom call's delta as a function delta: its name, its input piece as arguments text."""
+    piece = custom.get("input")
+    return {"name": custom.get("name"), "arguments": jsonc.dumps(piece)[1:-1] if type(piece) is str and piece else None}
+
+
 @dataclass(slots=True)
 class _Call:
     """One streamed Chat tool call as its fragments arrive (ChatDecoder)."""
@@ -83,6 +97,7 @@ class _Call:
     name: str | None = None
     held: list[str] = field(default_factory=list)  # argument pieces held until it opens
     n: int | None = None  # its neutral block index once open
+    custom: bool = False  # a custom (freeform) call: its input streams as the encoding's arguments
 
 
 class ChatDecoder:
@@ -257,6 +272,9 @@ class ChatDecoder:
         if fn.__class__ is not dict:
             note_once(self.report.dropped, "choices[0].delta.tool_calls[].function")  # ODD_DROPPED
             fn = {}
+        custom = tc.get("custom") if not fn else None
+        if custom.__class__ is dict:  # a custom (freeform) call: OpenAI's own Chat API
+            fn = _custom_as_function(custom)
         tid = tc.get("id")
         key = tc.get("index")
         call: _Call | None
@@ -272,7 +290,7 @@ class ChatDecoder:
             call = self._last_call
         if call is None:
             seq = len(self._calls)
-            call = _Call(pos, seq)
+            call = _Call(pos, seq, custom=custom.__class__ is dict)
             self._calls[key if key is not None else ("n", seq)] = call
         self._last_call = call
         args = fn.get("arguments")
@@ -297,6 +315,8 @@ class ChatDecoder:
         n = call.n = self._next
         self._next += 1
         self._begin(BlockStart(n, "tool_use", id=call.id, name=call.name), "tool_use", out)
+        if call.custom:
+            out.append(BlockDelta(n, FREEFORM_OPEN))
         for piece in call.held:
             out.append(BlockDelta(n, piece))
         call.held = []
@@ -320,6 +340,7 @@ class ChatDecoder:
         if not self._open_held(out):
             out.append(StreamError(502, "api_error", NAMELESS_CALL))
             return
+        out.extend(BlockDelta(c.n, FREEFORM_CLOSE) for c in self._calls.values() if c.custom and c.n is not None)
         self._close(out)
         out.extend(BlockStop(n) for n in self._calls_to_stop)
         stop = stop_from_finish(self._finish, self.report.warnings)

@@ -444,7 +444,7 @@ def _custom_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[
     fn: dict[str, Any] = {"name": flat}
     if (desc := ft.opt(t, "description", tp, ft.string)) is not None:
         fn["description"] = desc
-    grammar = None
+    grammar = syntax = None
     fmt = ft.opt(t, "format", tp, ft.obj)
     if fmt is not None:
         fp = f"{tp}.format"
@@ -461,7 +461,8 @@ def _custom_tool(rt: Conversation, t: dict[str, Any], tp: str, tools: list[dict[
     ft.extras(rt, t, _CUSTOM_TOOL_KEYS, tp)
     rt.converted.append(f"{tp}: freeform tool {name!r} as a function with one required string parameter 'input' "
                         "(its calls come back as custom_tool_call)")
-    _declare(rt, flat, ClientTool(name, ns, freeform=True), tp)
+    declared = (syntax if isinstance(syntax, str) else "", grammar) if grammar is not None else None
+    _declare(rt, flat, ClientTool(name, ns, freeform=True, grammar=declared), tp)
     tools.append(rt.source({"type": "function", "function": fn}, tp))
 
 
