@@ -224,6 +224,48 @@ def test_default_codex_exec_as_a_native_custom_tool_at_a_chat_endpoint_that_take
         assert result[0] == call_id and "Script completed" in result[1]
 
 
+# a model provider of Codex's own at OpenAI's URL (through the proxy as before): Codex then
+# compacts a long session with an ordinary turn instead of its remote compaction
+OWN_PROVIDER = ("-c", 'model_providers.tk.name="tk"', "-c", 'model_providers.tk.base_url="https://api.openai.com/v1"',
+                "-c", 'model_providers.tk.env_key="CODEX_API_KEY"', "-c", 'model_providers.tk.wire_api="responses"',
+                "-c", "model_provider=tk")
+
+
+@pytest.mark.parametrize("own_provider", [False, True])
+def test_a_long_routed_codex_session_compacts_on_its_endpoint_with_a_provider_of_its_own(tmp_path, own_provider):
+    """Past ``model_auto_compact_token_limit`` Codex compacts. With its built-in provider that is
+    its remote compaction (an encrypted item only OpenAI makes): refused for the route, so it
+    goes to OpenAI — unreachable here, so Codex says so and the routed endpoint never sees it.
+    With a provider of its own (same URL, same proxy) Codex compacts locally: an ordinary turn
+    asking for a summary, routed like any other, and the session goes on on its endpoint."""
+    with Upstream() as up:
+        up.script(call_reply("anthropic", "toolu_compact01", "clock__sleep", '{"duration_ms": 10}'),
+                  text_reply("anthropic", "SUMMARY-OF-THE-SESSION"), text_reply("anthropic", FINAL))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES.format(endpoint=ENDPOINTS["anthropic"].format(url=up.url), model=MODELS["anthropic"]))
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+        try:
+            p, _ = run_codex(m, tmp_path, "sleep a little, then say done", "-c", "model_auto_compact_token_limit=5000",
+                             *(OWN_PROVIDER if own_provider else ()))
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+        bodies = [json.dumps(r.json()) for r in up.requests if r.method == "POST"]
+        assert not any("compaction_trigger" in b for b in bodies)  # never sent to another endpoint
+        if not own_provider:
+            assert "Error running remote compact task" in p.stderr
+            log = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger)], capture_output=True,
+                                 text=True, check=True).stdout
+            assert "compaction_trigger item" in log and "-c model_provider=" in log  # the refusal names what to set
+            assert len(bodies) == 1
+            return
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert "context compacted" in p.stderr + p.stdout and FINAL in p.stdout
+        assert len(bodies) == 3
+        assert "CONTEXT CHECKPOINT COMPACTION" in bodies[1]  # Codex's own summary turn, routed
+        assert "SUMMARY-OF-THE-SESSION" in bodies[2]  # the session goes on from its summary, same endpoint
+
+
 LOCAL_RULES = """\
 endpoints:
   local:

@@ -318,7 +318,9 @@ DECODE_REFUSED_ITEMS: dict[str, str] = {
     "compaction": "an encrypted compaction summary is readable only by the provider that made it",
     # Codex 0.171.0's remote compaction (v2): the history plus this item, answered with exactly one
     # encrypted `compaction` output item that only OpenAI makes (none is ever invented here)
-    "compaction_trigger": "Codex asks for an encrypted compaction item that only OpenAI makes",
+    "compaction_trigger": "Codex asks for an encrypted compaction item that only OpenAI makes (give Codex a model "
+                          "provider of its own, `-c model_provider=…`, and it compacts with an ordinary turn, which "
+                          "routes: README, Long routed sessions)",
     "item_reference": "it refers to an item stored by the provider; a Chat endpoint has no stored items",
     **{t: _BUILTIN for t in (
         "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output", "apply_patch_call",
