@@ -104,25 +104,31 @@ def declared(protocol: str, body: dict) -> list[str]:
     return [f["name"] for t in body["tools"] for f in t.get("functionDeclarations", [])]
 
 
+def patched_through(tmp_path: Path, up: Upstream, endpoint: str, model: str) -> tuple[Mitmdump, dict, dict]:
+    """Codex asked to create hello.txt through a route to ``endpoint`` (its rules text, ``up``
+    scripted with the call and the final text): the file is written and the final text printed;
+    (the proxy, the first and the second request's body)."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(endpoint=endpoint.format(url=up.url), model=model))
+    m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
+    try:
+        p, work = run_codex(m, tmp_path, "create hello.txt")
+        ledger_settled(m.ledger)
+    finally:
+        m.stop()
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+    assert (work / "hello.txt").read_text() == "hi from the routed model\n"
+    assert FINAL in p.stdout
+    first, second = (r.json() for r in up.requests if r.method == "POST")
+    return m, first, second
+
+
 @pytest.mark.parametrize("protocol", ["anthropic", "openai", "gemini"])
 def test_default_codex_applies_a_patch_through_exec_on_another_protocol(tmp_path, protocol):
     call_id = f"call_exec_{protocol}_01"
     with Upstream() as up:
         up.script(call_reply(protocol, call_id, "exec", freeform_arguments(JS)), text_reply(protocol, FINAL))
-        rules = tmp_path / "rules.yaml"
-        rules.write_text(RULES.format(endpoint=ENDPOINTS[protocol].format(url=up.url), model=MODELS[protocol]))
-        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
-        try:
-            p, work = run_codex(m, tmp_path, "create hello.txt")
-            ledger_settled(m.ledger)
-        finally:
-            m.stop()
-        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
-        assert (work / "hello.txt").read_text() == "hi from the routed model\n"
-        assert FINAL in p.stdout
-        posts = [r for r in up.requests if r.method == "POST"]
-        assert len(posts) == 2
-        first, second = posts[0].json(), posts[1].json()
+        m, first, second = patched_through(tmp_path, up, ENDPOINTS[protocol], MODELS[protocol])
         names = declared(protocol, first)
         assert names[0] == "exec" and "clock__sleep" in names and "collaboration__spawn_agent" in names
         results = tool_results(protocol, second)
@@ -201,18 +207,7 @@ def test_default_codex_exec_as_a_native_custom_tool_at_a_chat_endpoint_that_take
     endpoint = ENDPOINTS["openai"] + "\n    custom_tools: native"
     with Upstream() as up:
         up.script(custom_call_reply(call_id, "exec", JS), text_reply("openai", FINAL))
-        rules = tmp_path / "rules.yaml"
-        rules.write_text(RULES.format(endpoint=endpoint.format(url=up.url), model="gpt-5.5"))
-        m = Mitmdump(tmp_path, rules, env={"TK_TEST_CODEX_KEY": ENDPOINT_KEY})
-        try:
-            p, work = run_codex(m, tmp_path, "create hello.txt")
-            ledger_settled(m.ledger)
-        finally:
-            m.stop()
-        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
-        assert (work / "hello.txt").read_text() == "hi from the routed model\n"
-        assert FINAL in p.stdout
-        first, second = (r.json() for r in up.requests if r.method == "POST")
+        _, first, second = patched_through(tmp_path, up, endpoint, "gpt-5.5")
         (exec_tool,) = [t for t in first["tools"] if t["type"] == "custom"]
         assert exec_tool["custom"]["name"] == "exec"
         assert exec_tool["custom"]["format"]["type"] == "grammar"
