@@ -60,7 +60,6 @@ def test_the_fallback_envelope_is_one_choice_for_whole_errors_and_stream_events(
 # ---- no module outside the codecs and protocols/ lists something per protocol ----
 
 ALLOWED = {  # file -> why a protocol name may appear as a literal there
-    "neutral/usage.py": "the counting conventions' own names (ANTHROPIC, OPENAI, GEMINI)",
     "protocols/__init__.py": "FALLBACK names the envelope for an unnamed protocol",
     "routing/client_requests.py": "measured requests of the pinned clients: each row names its client's protocol "
                           "(facts about clients, not about a protocol)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tokunseba.neutral.usage import ANTHROPIC
+from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
 from tokunseba.protocols.facts import Check, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 from tokunseba.sse import encode_event
 

@@ -8,7 +8,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.usage import OPENAI
 from ..sse import encode_event
 from . import openai_chat
 from .facts import Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, role_user, typed
@@ -156,7 +155,7 @@ FACTS = Protocol(
     upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
     stream_error=lambda message: sse_error("server_error", message),
-    usage_counting=OPENAI,  # Responses usage shares Chat's definitions
+    counting=openai_chat.COUNTING,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
                               "response.reasoning_summary_text.delta"}),
     rule_shape=RuleShape(

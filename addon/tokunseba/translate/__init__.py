@@ -6,12 +6,13 @@ Protocol names used everywhere: ``anthropic`` (Messages), ``openai`` (Chat Compl
 Every protocol contributes one codec (``translate/<protocol>/``: request, reply and stream
 decoders and encoders over the neutral model in ``tokunseba.neutral``); any pair is the
 client's decoder + the target's encoder, so N protocols cost 2N parts and which pairs
-translate is derived from ``CODECS`` below. Registering a protocol's codec is one line; its
-facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
+translate is derived from ``CODECS`` below. A protocol's codec is registered with its facts, in
+one call: ``protocols.register(facts, codec)``, made by the protocol's plugin (each codec
+package's ``register_protocols``, named in the entry-point group ``tokunseba.protocols``).
 
     from tokunseba import translate
     translate.PROTOCOLS                  # anthropic, openai, openai-responses, gemini (protocols.NAMES)
-    translate.register(codec)            # a protocol's codec (its facts: protocols.register)
+    translate.CODECS                     # protocol -> its codec (protocols.CODECS, typed)
     translate.pairs()                    # {(client, target): None | "why refused"}
     translate.request(client, target, body, **endpoint_options) -> RequestTranslation
     translate.reply(upstream, client, body, *, created=None) -> ReplyTranslation
@@ -24,7 +25,7 @@ facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import time
 from collections.abc import Callable
@@ -39,12 +40,8 @@ from ..neutral.message import Message
 from ..neutral.report import ReplyReport
 from ..neutral.tools import ClientTools
 from . import fieldtable as ft
-from .anthropic import CODEC as ANTHROPIC
 from .codec import Codec, ReplyTranslation
-from .gemini import CODEC as GEMINI
-from .openai_chat import CODEC as OPENAI_CHAT
 from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
-from .openai_responses import CODEC as OPENAI_RESPONSES
 from .streaming import StreamTranslator
 
 __all__ = ["PROTOCOLS", "CODECS", "register", "unregister", "pairs", "pair_refusal", "request", "reply", "stream", "error",
@@ -54,18 +51,11 @@ __all__ = ["PROTOCOLS", "CODECS", "register", "unregister", "pairs", "pair_refus
 # The protocols tokunseba knows: a live view of the protocol registry (protocols/__init__.py)
 PROTOCOLS = protocols.NAMES
 
-# The registered codecs: a pair translates when both of its protocols have one.
-CODECS: dict[str, Codec] = {c.protocol: c for c in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)}
-
-
-def register(codec: Codec) -> Codec:
-    """Add (or replace) a protocol's codec; its facts go to ``protocols.register``."""
-    CODECS[codec.protocol] = codec
-    return codec
-
-
-def unregister(protocol: str) -> None:
-    CODECS.pop(protocol, None)
+# The registered codecs (the registry's own table, typed): a pair translates when both of its
+# protocols have one.
+CODECS = cast(dict[str, Codec], protocols.CODECS)
+register = protocols.register  # the one seam: register(facts, codec)
+unregister = protocols.unregister
 
 
 parse_body = ft.parse_body

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...protocols import anthropic as pa
 from ..codec import Codec
 from . import reply, request
@@ -21,3 +23,8 @@ CODEC = Codec(
     refused_leaving=(),
     refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry point ``tokunseba.protocols``): this protocol's facts and codec."""
+    register(pa.FACTS, CODEC)

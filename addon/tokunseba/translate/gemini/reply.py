@@ -20,7 +20,7 @@ from ...neutral.error import error_from_obj
 from ...neutral.events import BlockKind, Event, StreamError
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import GEMINI, Usage
+from ...neutral.usage import Usage
 from ...protocols import gemini as pg
 from .ids import synth_call_id
 from .stream import (
@@ -151,7 +151,7 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     m.stop_reason = "tool_use" if stop == "end_turn" and calls else stop
     m.stopped = True
     if isinstance(u, dict) and u:
-        m.usage = Usage(GEMINI, u)
+        m.usage = Usage(pg.COUNTING_NAME, u)
     return m
 
 
@@ -242,7 +242,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         finish = "STOP"
     if msg.stop_sequence:
         note_once(dropped, "stop_sequence")
-    usage = msg.usage.to_gemini() if msg.usage is not None else None
+    usage = msg.usage.to(pg.COUNTING) if msg.usage is not None else None
     report.stop_reason, report.completed = stop, True
     out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
                                            "index": 0}]}

@@ -1,0 +1,118 @@
+"""Finding the protocols: every protocol, the four built in included, is a plugin named in the
+entry-point group ``tokunseba.protocols`` (docs/architecture.md, "Adding a protocol").
+
+An entry point names a function that is handed the registry's one seam and calls it once per
+protocol it brings::
+
+    # pyproject.toml of a package that ships a protocol
+    [project.entry-points."tokunseba.protocols"]
+    echo = "tokunseba_echo_protocol:register_protocols"
+
+    # tokunseba_echo_protocol/__init__.py
+    def register_protocols(register):
+        register(FACTS, CODEC)          # its facts (protocols.facts.Protocol) and its codec
+
+The built-ins are declared the same way in tokunseba's own pyproject.toml. ``BUILTIN`` repeats
+those four lines for a checkout run without installing (``mitmdump -s addon/tokunseba_addon.py``
+from a fresh clone has no package metadata): a built-in missing from the installed metadata is
+loaded from its line here, through the same ``EntryPoint.load``. tests/test_plugins.py keeps
+the two lists equal.
+
+``TOKUNSEBA_PLUGINS`` chooses the outside plugins: unset, every installed one; a comma-separated
+list of entry-point names, those only; empty, none. The built-ins always load.
+
+A plugin that fails to load, or brings a protocol whose name is taken, is left out and said
+(``problems()``: `tokunseba check` and the proxy's start-up print them), never a traceback.
+
+Contract: no codec import here (the entry points name them); ``load`` runs once, when
+``tokunseba.protocols`` is first imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+GROUP = "tokunseba.protocols"
+ENV = "TOKUNSEBA_PLUGINS"
+
+# the built-in protocols, in their order (the first four everywhere): as pyproject.toml declares them
+BUILTIN: dict[str, str] = {
+    "anthropic": "tokunseba.translate.anthropic:register_protocols",
+    "openai": "tokunseba.translate.openai_chat:register_protocols",
+    "openai-responses": "tokunseba.translate.openai_responses:register_protocols",
+    "gemini": "tokunseba.translate.gemini:register_protocols",
+}
+
+Register = Callable[..., Any]  # register(facts, codec=None)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a registered protocol came from: for `--help`, `check` and `models`."""
+
+    plugin: str  # the entry point's name
+    package: str | None  # the distribution that declared it ("tokunseba" for a built-in; None: from BUILTIN)
+    version: str | None
+
+    @property
+    def builtin(self) -> bool:
+        return self.plugin in BUILTIN and self.package in ("tokunseba", None)
+
+    def __str__(self) -> str:
+        if self.builtin:
+            return "built in"
+        return f"plugin {self.plugin} ({self.package or '?'} {self.version or ''})".replace(" )", ")")
+
+
+_problems: list[str] = []
+
+
+def problems() -> list[str]:
+    """What could not be loaded, and why (one line each)."""
+    return list(_problems)
+
+
+def wanted(env: str | None = None) -> frozenset[str] | None:
+    """The outside plugins ``TOKUNSEBA_PLUGINS`` asks for (None: all of them)."""
+    raw = os.environ.get(ENV) if env is None else env
+    if raw is None:
+        return None
+    return frozenset(n.strip() for n in raw.split(",") if n.strip())
+
+
+def discovered(only: Iterable[str] | None = None) -> list[EntryPoint]:
+    """The group's entry points to load: the built-ins first in ``BUILTIN``'s order (from the
+    installed metadata, else from ``BUILTIN``), then the outside ones by name (those of
+    ``only`` when given)."""
+    installed = {ep.name: ep for ep in entry_points(group=GROUP)}
+    out = [installed.get(name) or EntryPoint(name, value, GROUP) for name, value in BUILTIN.items()]
+    chosen = None if only is None else frozenset(only)
+    out += [installed[n] for n in sorted(installed) if n not in BUILTIN and (chosen is None or n in chosen)]
+    return out
+
+
+def origin_of(ep: EntryPoint) -> Origin:
+    dist = getattr(ep, "dist", None)
+    return Origin(ep.name, dist.name if dist is not None else None, dist.version if dist is not None else None)
+
+
+def load(register: Callable[[Any, Any, Origin], Any], only: Iterable[str] | None = None) -> list[str]:
+    """Load the plugins (``discovered(only)``; ``only`` defaults to ``wanted()``), each calling
+    ``register(facts, codec)``; ``register`` here also gets the plugin's ``Origin``. Returns the
+    problems of this load (also kept for ``problems()``)."""
+    found: list[str] = []
+    for ep in discovered(wanted() if only is None else only):
+        where = origin_of(ep)
+        try:
+            hook = ep.load()
+            hook(lambda facts, codec=None: register(facts, codec, where))
+        except Exception as e:  # a broken plugin is left out and said, the product runs on
+            if ep.name in BUILTIN and where.builtin:
+                raise  # a built-in that does not load is tokunseba's own bug: never hidden
+            found.append(f"protocol plugin {ep.name!r} ({ep.value}) not loaded: {type(e).__name__}: {e}")
+    _problems.extend(found)
+    return found
