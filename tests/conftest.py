@@ -4,9 +4,16 @@ user's real ledger."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+# Protocols shipped as packages (the test plugin, tests/plugins/tokunseba_echo_protocol, is
+# installed in the test venv) are loaded only by the tests about them (tests/test_echo_plugin.py
+# loads it, its e2e test starts mitmdump without this variable): every other test sees the four
+# built in, as before. Set before anything imports tokunseba.protocols, which loads plugins once.
+os.environ["TOKUNSEBA_PLUGINS"] = ""
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 FIXTURES = SHARED / "fixtures"

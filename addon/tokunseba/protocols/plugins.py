@@ -6,9 +6,9 @@ protocol it brings::
 
     # pyproject.toml of a package that ships a protocol
     [project.entry-points."tokunseba.protocols"]
-    echo = "tokunseba_echo_protocol:register_protocols"
+    acme = "tokunseba_acme:register_protocols"
 
-    # tokunseba_echo_protocol/__init__.py
+    # tokunseba_acme/__init__.py
     def register_protocols(register):
         register(FACTS, CODEC)          # its facts (protocols.facts.Protocol) and its codec
 
