@@ -121,6 +121,10 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
 
 # POST /v1/messages/count_tokens (docs/protocols.md A): a turn's body without max_tokens, stream and the
 # sampling keys -> {"input_tokens": N}
+# output_config.effort (adaptive thinking) -> the neutral effort level (neutral/effort.py SPELLINGS)
+EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
 # ---- usage: how Anthropic counts (docs/protocols.md E.4) ----
 # input_tokens excludes the cached tokens (cache_read_input_tokens, cache_creation_input_tokens);
 # output_tokens_details.thinking_tokens is the reasoning part of output_tokens where a server reports it.

@@ -8,14 +8,14 @@ protocol it brings::
     [project.entry-points."tokunseba.protocols"]
     acme = "tokunseba_acme:register_protocols"
 
-    # tokunseba_acme/__init__.py
+    # the package tokunseba_acme
     def register_protocols(register):
         register(FACTS, CODEC)          # its facts (protocols.facts.Protocol) and its codec
 
 The built-ins are declared the same way in tokunseba's own pyproject.toml. ``BUILTIN`` repeats
 those four lines for a checkout run without installing (``mitmdump -s addon/tokunseba_addon.py``
 from a fresh clone has no package metadata): a built-in missing from the installed metadata is
-loaded from its line here, through the same ``EntryPoint.load``. tests/test_plugins.py keeps
+loaded from its line here, through the same ``EntryPoint.load``. tests/test_echo_plugin.py keeps
 the two lists equal.
 
 ``TOKUNSEBA_PLUGINS`` chooses the outside plugins: unset, every installed one; a comma-separated
