@@ -15,8 +15,8 @@ import pytest
 # built in, as before. Set before anything imports tokunseba.protocols, which loads plugins once.
 os.environ["TOKUNSEBA_PLUGINS"] = ""
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# captured client requests (redacted), kept in the repository: the code never points outside it
+FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"
 
 
 @pytest.fixture(autouse=True)
@@ -27,11 +27,8 @@ def _tokunseba_home(tmp_path_factory, monkeypatch):
 
 
 def load_fixture(name: str) -> dict:
-    """A captured request: {"method","url","headers":[[k,v]...],"body":{...}}."""
-    p = FIXTURES / name
-    if not p.exists():  # CI lays shared/ beside the clone; fall back to /work/shared
-        p = Path("/work/shared/fixtures") / name
-    return json.loads(p.read_text())
+    """A captured request (tests/data/fixtures): {"method","url","headers":[[k,v]...],"body":{...}}."""
+    return json.loads((FIXTURES / name).read_text())
 
 
 @pytest.fixture(autouse=True)
