@@ -30,8 +30,8 @@ from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
 from tokunseba.protocols.gemini import COUNTING_NAME as GEMINI
 from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 from tokunseba.protocols import gemini as pg
+from tests.gemini_chunks import chunks_of, merge_chunks
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.gemini.reply import chunks_of, merge_chunks
 
 GEMINI_DATA = Path(__file__).resolve().parent / "data" / "gemini"
 GEMINI_FIXTURES = sorted(p.name for p in GEMINI_DATA.glob("*.sse"))

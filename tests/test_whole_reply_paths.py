@@ -29,8 +29,8 @@ from tokunseba.neutral.usage import Usage
 from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
 from tokunseba.protocols.gemini import COUNTING_NAME as GEMINI
 from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
+from tests.gemini_chunks import chunks_of, merge_chunks
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.gemini.reply import chunks_of, merge_chunks
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CREATED = 1767225600
