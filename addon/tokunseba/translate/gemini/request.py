@@ -33,6 +33,7 @@ from ...neutral.report import note_once
 from ...neutral.effort import BUDGETS, LEVELS, budget_for, level_for_budget
 from ...neutral.state import state_for
 from ...protocols import gemini as pg
+from .. import fieldtable as ft
 
 JOIN = "\n\n"  # how several text parts (system, user) become one string
 DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
@@ -540,6 +541,8 @@ def _shift(path: str) -> str:
 
 
 class _Encode:
+    """What encoding ``messages`` keeps on the way (the row's handler makes one)."""
+
     def __init__(self, rt: RequestTranslation) -> None:
         self.rt = rt
         self.names: dict[str, str] = {}  # tool call id -> function name, from the history
@@ -599,7 +602,9 @@ def _add(e: _Encode, role: str, parts: list[dict[str, Any]]) -> None:
         e.contents.append({"role": role, "parts": parts})
 
 
-def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """-> ``contents`` (and ``systemInstruction``): the body's first keys, as the row comes first."""
+    e = _Encode(rt)
     results: list[dict[str, Any]] = []  # functionResponse parts waiting for their user content
     for i, m in enumerate(_arr(value, key)):
         mp = f"{key}[{i}]"
@@ -664,6 +669,9 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
     if results:
         _add(e, "user", results)
     _sign_active_loop(e)
+    out["contents"] = e.contents
+    if e.system:
+        out["systemInstruction"] = {"parts": [{"text": JOIN.join(e.system)}]}
 
 
 def _sign_active_loop(e: _Encode) -> None:
@@ -692,14 +700,14 @@ def _sign_active_loop(e: _Encode) -> None:
 FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,63}")
 
 
-def _enc_tools(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     decls = []
     for i, t in enumerate(_arr(value, key)):
         if type(t) is not dict:
             _obj(t, f"{key}[{i}]")  # a 400 naming the path (a path is built only for a failure or a record)
         fn = t.get("function")
         if t.get("type") != "function" or not isinstance(fn, dict):
-            e.drop(f"{key}[{i}]")
+            note_once(rt.dropped, f"{key}[{i}]")
             continue
         name = fn.get("name")
         if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
@@ -712,13 +720,13 @@ def _enc_tools(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[st
         if (params := fn.get("parameters")) is not None:
             fd["parametersJsonSchema"] = params
         if fn.get("strict") is not None:
-            e.drop(f"{key}[{i}].function.strict")
+            note_once(rt.dropped, f"{key}[{i}].function.strict")
         decls.append(fd)
     if decls:
         out["tools"] = [{"functionDeclarations": decls}]
 
 
-def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str) and value in CHOICES:
         fcc: dict[str, Any] = {"mode": CHOICES[value]}
     elif isinstance(value, dict) and isinstance(value.get("function"), dict) and value["function"].get("name"):
@@ -728,33 +736,33 @@ def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict[str, Any], o: d
     out["toolConfig"] = {"functionCallingConfig": fcc}
 
 
-def _gen(name: str) -> Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None]:
-    def mapped(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _gen(name: str) -> ft.Handler:
+    def mapped(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
         out.setdefault("generationConfig", {})[name] = value
     return mapped
 
 
-def _enc_max_tokens(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
-    cap = o.get("max_tokens")
+def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    cap = o.max_tokens_cap
     if isinstance(cap, int) and isinstance(value, int) and value > cap:
         value = cap
-        e.rt.converted.append(f"{key} -> generationConfig.maxOutputTokens (capped at {cap})")
+        rt.converted.append(f"{key} -> generationConfig.maxOutputTokens (capped at {cap})")
     out.setdefault("generationConfig", {})["maxOutputTokens"] = value
 
 
-def _enc_stop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     stops = [value] if isinstance(value, str) else list(_arr(value, key))
     if len(stops) > GEMINI_MAX_STOP:
-        e.rt.dropped.extend(f"{key}[{i}]" for i in range(GEMINI_MAX_STOP, len(stops)))
+        rt.dropped.extend(f"{key}[{i}]" for i in range(GEMINI_MAX_STOP, len(stops)))
         stops = stops[:GEMINI_MAX_STOP]
     out.setdefault("generationConfig", {})["stopSequences"] = stops
 
 
-def _enc_n(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     pass  # 1: the Chat decoder refuses more (the same toward every target)
 
 
-def _enc_response_format(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     value = _obj(value, key)
     gc = out.setdefault("generationConfig", {})
     if value.get("type") == "json_object":
@@ -764,41 +772,41 @@ def _enc_response_format(e: _Encode, key: str, value: Any, out: dict[str, Any], 
         if value["json_schema"].get("schema") is not None:
             gc["responseJsonSchema"] = value["json_schema"]["schema"]
     elif value.get("type") != "text":
-        e.drop(key)
+        note_once(rt.dropped, key)
 
 
-def _enc_effort(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if not isinstance(value, str) or value not in BUDGETS:
-        e.drop(key)
-        e.rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
+        note_once(rt.dropped, key)
+        rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
         return
     budget = budget_for(value)
     out.setdefault("generationConfig", {})["thinkingConfig"] = {"thinkingBudget": budget}
-    e.rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
+    rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
 
 
-def _enc_nothing(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_nothing(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     pass
 
 
-def _enc_drop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_drop(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if value not in (None, False):
-        e.drop(key)
+        note_once(rt.dropped, key)
 
 
-# neutral field -> (action, handler, why). Anything not listed is dropped, recorded.
-ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None], str]] = {
+# neutral field -> (action, handler, why). Processed in this order; anything not listed is dropped, recorded.
+ENCODE_FIELDS: ft.FieldTable = {
     "messages": ("converted", _enc_messages, "system -> systemInstruction; user/assistant -> user/model contents; "
                                              "tool results -> functionResponse parts named from the history"),
     "tools": ("converted", _enc_tools, "function tools -> functionDeclarations (parameters as parametersJsonSchema)"),
     "tool_choice": ("converted", _enc_tool_choice, "auto/none/required/function -> AUTO/NONE/ANY/ANY+allowed name"),
     "max_completion_tokens": ("converted", _enc_max_tokens, "-> maxOutputTokens, capped by the endpoint's max_tokens"),
     "max_tokens": ("converted", _enc_max_tokens, "-> maxOutputTokens"),
-    "temperature": ("mapped", _gen("temperature"), "exact"),
-    "top_p": ("mapped", _gen("topP"), "exact"),
-    "presence_penalty": ("mapped", _gen("presencePenalty"), "exact"),
-    "frequency_penalty": ("mapped", _gen("frequencyPenalty"), "exact"),
-    "seed": ("mapped", _gen("seed"), "exact"),
+    "temperature": ("converted", _gen("temperature"), "exact, as generationConfig.temperature"),
+    "top_p": ("converted", _gen("topP"), "exact, as generationConfig.topP"),
+    "presence_penalty": ("converted", _gen("presencePenalty"), "exact, as generationConfig.presencePenalty"),
+    "frequency_penalty": ("converted", _gen("frequencyPenalty"), "exact, as generationConfig.frequencyPenalty"),
+    "seed": ("converted", _gen("seed"), "exact, as generationConfig.seed"),
     "stop": ("converted", _enc_stop, "-> stopSequences (5 at most; the rest dropped)"),
     "n": ("converted", _enc_n, "1 is Gemini's one candidate (the Chat decoder refuses more)"),
     "response_format": ("converted", _enc_response_format, "json_object/json_schema -> responseMimeType "
@@ -814,22 +822,9 @@ ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict[str, Any],
 
 def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral request as a Gemini ``generateContent`` body (model and stream go in the URL)."""
-    neutral = conv.body
     rt = RequestTranslation(body={})
-    e = _Encode(rt)
-    out: dict[str, Any] = {}
-    o: dict[str, object] = {"max_tokens": max_tokens}
-    for key in neutral:
-        if key not in ENCODE_FIELDS:
-            e.drop(key)
-    for key, (_action, handler, _why) in ENCODE_FIELDS.items():
-        if key in neutral and neutral[key] is not None:
-            handler(e, key, neutral[key], out, o)
-    body: dict[str, Any] = {"contents": e.contents}
-    if e.system:
-        body["systemInstruction"] = {"parts": [{"text": JOIN.join(e.system)}]}
-    body.update(out)
-    if not e.contents:
+    body = ft.run(ENCODE_FIELDS, {}, conv.body, rt, ft.Options(max_tokens_cap=max_tokens))
+    if not body.get("contents"):
         raise _bad("messages", "no user or assistant content to send")
     rt.body = body
     return rt
