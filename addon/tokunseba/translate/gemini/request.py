@@ -94,11 +94,16 @@ def _opt_str(v: Any, path: str) -> str | None:
 
 
 class _Decode:
+    """The decoder's record for the field tables (``ft.run`` records drops in ``dropped``: the
+    conversation's own list) and what the rows build on the way."""
+
     def __init__(self, rt: Conversation) -> None:
         self.rt = rt
+        self.dropped = rt.dropped
         self.messages: list[dict[str, Any]] = []
         self.system: list[str] = []
         self.calls: list[tuple[str, str]] = []  # (name, id) of the latest model turn's calls, unanswered
+        self.gc: dict[str, Any] = {}  # the generationConfig its rows read besides their own field
 
     def drop(self, path: str) -> None:
         note_once(self.rt.dropped, path)
@@ -269,7 +274,7 @@ def _model(d: _Decode, parts: list[Any], cp: str, ci: int) -> None:
     d.messages.append(msg)
 
 
-def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     for i, c in enumerate(_arr(value, key)):
         cp = f"{key}[{i}]"
         c = _obj(c, cp)
@@ -286,7 +291,7 @@ def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
             raise _bad(f"{cp}.role", f"must be user or model, not {role!r}")
 
 
-def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):  # the SDKs accept a bare string
         d.system.append(value)
         return
@@ -299,7 +304,7 @@ def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -
     # its "role" (Gemini CLI sends "user") means nothing: ignored (docs/protocols.md D.3.2)
 
 
-def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     tools: list[dict[str, Any]] = []
     for i, t in enumerate(_arr(value, key)):
         tp = f"{key}[{i}]"
@@ -331,7 +336,7 @@ def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
         out["tools"] = tools
 
 
-def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     value = _obj(value, key)
     keys = _keys(value)
     for k in keys:
@@ -355,42 +360,35 @@ def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
             note_once(d.rt.converted, f"{fp}.mode: VALIDATED -> auto (schema-constrained calls have no counterpart)")
 
 
-def _generation_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
-    value = _obj(value, key)
-    for camel, spelled in _keys(value).items():
-        row = GENERATION_FIELDS.get(camel)
-        path = f"{key}.{spelled}"
-        if row is None or row[0] == "dropped":
-            if value[spelled] is not None:
-                d.drop(path)
-            continue
-        row[1](d, path, value[spelled], out, value)
+def _generation_config(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """Field by field (``GENERATION_FIELDS``), each by the client's spelling of it."""
+    d.gc = value = _obj(value, key)
+    keys = _keys(value)
+    view = {camel: value[spelled] for camel, spelled in keys.items() if value[spelled] is not None}
+    paths = {camel: f"{key}.{spelled}" for camel, spelled in keys.items()}
+    got = ft.run(GENERATION_FIELDS, GENERATION_CHECKS, view, d, o, paths)
+    for camel, (action, target, _why) in GENERATION_FIELDS.items():
+        if action == "mapped" and camel in view:
+            d.rt.origin[target] = paths[camel]  # type: ignore[index]
+    out.update(got)
 
 
-def _gc_mapped(target: str) -> Callable[[_Decode, str, Any, dict[str, Any], dict[str, Any]], None]:
-    def mapped(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
-        out[target] = v
-        d.rt.origin[target] = path
-    return mapped
-
-
-def _gc_max_tokens(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _max_output_tokens(v: Any, path: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool):  # a cap is compared with the endpoint's: a number
         raise _bad(path, f"expected an integer, not {jsonc.dumps(v)[:40]}")
-    out["max_completion_tokens"] = v
-    d.rt.origin["max_completion_tokens"] = path
+    return v
 
 
-def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     if v != 1:
         raise _bad(path, f"{v} candidates requested; the target returns one", refused=True)
 
 
-def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     if v == "application/json":
-        schema = _get(gc, "responseJsonSchema")
+        schema = _get(d.gc, "responseJsonSchema")
         if schema is None:
-            schema = _get(gc, "responseSchema")
+            schema = _get(d.gc, "responseSchema")
         if schema is None:
             out["response_format"] = {"type": "json_object"}
         else:
@@ -402,17 +400,17 @@ def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, A
         d.drop(path)
 
 
-def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
-    if _get(gc, "responseMimeType") != "application/json":
+def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
+    if _get(d.gc, "responseMimeType") != "application/json":
         d.drop(path)  # a schema without JSON output: nothing to constrain
 
 
-def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     out["stop"] = list(_arr(v, path))
     d.rt.origin["stop"] = path
 
 
-def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     """thinkingConfig -> reasoning_effort (neutral/effort.py): a level as named, a budget by level
     (0, off, and -1, dynamic: no level, dropped); includeThoughts asks for thought parts back: dropped."""
     for camel, spelled in _keys(_obj(v, path)).items():
@@ -431,15 +429,15 @@ def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[st
         d.rt.converted.append(f"{p} {value!r} -> reasoning_effort {level!r}")
 
 
-# generationConfig field (lowerCamel) -> (action, handler | None, why)
-GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
-    "temperature": ("mapped", _gc_mapped("temperature"), "exact"),
-    "topP": ("mapped", _gc_mapped("top_p"), "exact"),
-    "maxOutputTokens": ("mapped", _gc_max_tokens, "exact (an integer)"),
+# generationConfig field (lowerCamel) -> (action, neutral field or handler, why). Processed in this order.
+GENERATION_FIELDS: ft.FieldTable = {
+    "temperature": ("mapped", "temperature", "exact"),
+    "topP": ("mapped", "top_p", "exact"),
+    "maxOutputTokens": ("mapped", "max_completion_tokens", "exact (an integer)"),
     "stopSequences": ("converted", _gc_stop, "-> stop"),
-    "presencePenalty": ("mapped", _gc_mapped("presence_penalty"), "exact"),
-    "frequencyPenalty": ("mapped", _gc_mapped("frequency_penalty"), "exact"),
-    "seed": ("mapped", _gc_mapped("seed"), "exact"),
+    "presencePenalty": ("mapped", "presence_penalty", "exact"),
+    "frequencyPenalty": ("mapped", "frequency_penalty", "exact"),
+    "seed": ("mapped", "seed", "exact"),
     "candidateCount": ("converted", _gc_candidates, "1 is the only answer the client can get; more refused"),
     "responseMimeType": ("converted", _gc_mime, "application/json -> response_format (json_schema with the schema)"),
     "responseSchema": ("converted", _gc_schema, "read with responseMimeType (types lowercased)"),
@@ -459,19 +457,20 @@ GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
     "modelSelectionConfig": ("dropped", None, "Google-only"),
     "enableAffectiveDialog": ("dropped", None, "Google-only"),
 }
+# the mapped rows' checks (a value carried as it came; the maximum output is compared with the endpoint's)
+GENERATION_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "temperature": ft.anything, "topP": ft.anything, "maxOutputTokens": _max_output_tokens,
+    "presencePenalty": ft.anything, "frequencyPenalty": ft.anything, "seed": ft.anything}
 
 
-def _refuse_cached(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _refuse_cached(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     raise _bad(key, "names content cached at Google; another endpoint cannot read it, and the turn without it "
                     "is not the turn the client sent", refused=True)
 
 
-def _drop(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
-    d.drop(key)
-
-
-# top-level field (lowerCamel) -> (action, handler, why). Processed in this order.
-DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]], None], str]] = {
+# top-level field (lowerCamel) -> (action, handler, why). Processed in this order; anything not listed is
+# dropped, recorded.
+DECODE_FIELDS: ft.FieldTable = {
     "systemInstruction": ("converted", _system_instruction, "parts' text joined -> a leading system message; role ignored"),
     "contents": ("converted", _contents, "user/model -> user/assistant; functionCall -> tool_calls; "
                                          "functionResponse -> tool messages; inlineData -> image/file parts"),
@@ -481,9 +480,9 @@ DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]]
                                               "that function"),
     "generationConfig": ("converted", _generation_config, "field by field: GENERATION_FIELDS"),
     "cachedContent": ("refused", _refuse_cached, "content stored at Google: no other endpoint can read it"),
-    "safetySettings": ("dropped", _drop, "Google's filters: no counterpart"),
-    "labels": ("dropped", _drop, "billing labels: no counterpart"),
-    "model": ("dropped", _drop, "the model is the URL's (docs/protocols.md D.1)"),
+    "safetySettings": ("dropped", None, "Google's filters: no counterpart"),
+    "labels": ("dropped", None, "billing labels: no counterpart"),
+    "model": ("dropped", None, "the model is the URL's (docs/protocols.md D.1)"),
 }
 
 
@@ -506,14 +505,11 @@ def decode(body: dict[str, Any], *, path: str = "") -> Conversation:
     model, stream = url_facts(path)
     rt = Conversation(body={})
     d = _Decode(rt)
-    out: dict[str, Any] = {}
     spelled = _keys(body)
-    for camel in spelled:
-        if camel not in DECODE_FIELDS:
-            d.drop(spelled[camel])
-    for camel, (_, handler, _) in DECODE_FIELDS.items():
-        if camel in spelled and body[spelled[camel]] is not None:
-            handler(d, spelled[camel], body[spelled[camel]], out)
+    if all(camel == k for camel, k in spelled.items()):  # lowerCamel throughout (the usual case)
+        out = ft.run(DECODE_FIELDS, {}, body, d, ft.Options())
+    else:
+        out = ft.run(DECODE_FIELDS, {}, {camel: body[k] for camel, k in spelled.items()}, d, ft.Options(), spelled)
     messages = d.messages
     if d.system:
         messages = [{"role": "system", "content": JOIN.join(d.system)}] + messages
