@@ -21,8 +21,9 @@ the two lists equal.
 ``TOKUNSEBA_PLUGINS`` chooses the outside plugins: unset, every installed one; a comma-separated
 list of entry-point names, those only; empty, none. The built-ins always load.
 
-A plugin that fails to load, or brings a protocol whose name is taken, is left out and said
-(``problems()``: `tokunseba check` and the proxy's start-up print them), never a traceback.
+A plugin that fails to load, or brings a protocol whose name is taken, is left out and said,
+never a traceback: a warning in the log (mitmdump's event log, the CLI's stderr) and
+``problems()`` (`tokunseba --help` lists them).
 
 Contract: no codec import here (the entry points name them); ``load`` runs once, when
 ``tokunseba.protocols`` is first imported.
@@ -30,11 +31,14 @@ Contract: no codec import here (the entry points name them); ``load`` runs once,
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 GROUP = "tokunseba.protocols"
 ENV = "TOKUNSEBA_PLUGINS"
@@ -114,5 +118,6 @@ def load(register: Callable[[Any, Any, Origin], Any], only: Iterable[str] | None
             if ep.name in BUILTIN and where.builtin:
                 raise  # a built-in that does not load is tokunseba's own bug: never hidden
             found.append(f"protocol plugin {ep.name!r} ({ep.value}) not loaded: {type(e).__name__}: {e}")
+            log.warning("tokunseba: %s", found[-1])
     _problems.extend(found)
     return found
