@@ -107,9 +107,24 @@ def test_the_built_ins_are_declared_in_the_entry_point_group_as_plugins_list_the
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][plugins.GROUP]
     assert declared == plugins.BUILTIN
     installed = {ep.name: ep.value for ep in entry_points(group=plugins.GROUP) if ep.name in plugins.BUILTIN}
-    assert installed == plugins.BUILTIN  # the venv's metadata is current (pip install -e . after a change)
+    if installed != plugins.BUILTIN:  # a venv installed before the entry points: BUILTIN stands in (below)
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the installed entry points {installed} are not pyproject.toml's: setup.sh must reinstall")
+        pytest.skip("this venv's tokunseba metadata predates its entry points: run scripts/setup.sh")
     for name in plugins.BUILTIN:
         assert protocols.origin(name) == "built in" and name in translate.CODECS
+
+
+def test_a_checkout_without_package_metadata_loads_the_built_ins_from_their_own_lines(monkeypatch):
+    """`mitmdump -s addon/tokunseba_addon.py` from a clone never installed: no entry points at
+    all, and the four come from ``BUILTIN`` through the same ``EntryPoint.load``."""
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [])
+    eps = plugins.discovered(None)
+    assert [(ep.name, ep.value) for ep in eps] == list(plugins.BUILTIN.items())
+    assert all(plugins.origin_of(ep).builtin and str(plugins.origin_of(ep)) == "built in" for ep in eps)
+    got: list[tuple[str, str]] = []
+    assert plugins.load(lambda facts, codec, where: got.append((facts.name, codec.protocol)), None) == []
+    assert got == [(n, n) for n in plugins.BUILTIN]
 
 
 def test_the_plugin_declares_itself_and_nothing_in_the_product_names_it():
