@@ -123,8 +123,9 @@ def test_a_checkout_without_package_metadata_loads_the_built_ins_from_their_own_
     assert [(ep.name, ep.value) for ep in eps] == list(plugins.BUILTIN.items())
     assert all(plugins.origin_of(ep).builtin and str(plugins.origin_of(ep)) == "built in" for ep in eps)
     got: list[tuple[str, str]] = []
-    assert plugins.load(lambda facts, codec, where: got.append((facts.name, codec.protocol)), None) == []
-    assert got == [(n, n) for n in plugins.BUILTIN]
+    assert plugins.load(lambda facts, codec, where: got.append((facts.name, codec)), None) == []
+    assert [name for name, _ in got] == list(plugins.BUILTIN)
+    assert all(codec.startswith("tokunseba.translate.") for _, codec in got)  # imported when first used
 
 
 def test_the_plugin_declares_itself_and_nothing_in_the_product_names_it():
@@ -155,7 +156,7 @@ def test_plugins_environment_variable_chooses_the_outside_ones():
 
 def test_a_broken_plugin_is_left_out_and_said_never_raised(monkeypatch):
     broken = [EntryPoint("nothere", "tokunseba_no_such_module:register_protocols", plugins.GROUP),
-              EntryPoint("clash", "tokunseba.translate.gemini:register_protocols", plugins.GROUP)]
+              EntryPoint("clash", "tokunseba.protocols.gemini:register_protocols", plugins.GROUP)]
     real = plugins.entry_points
     monkeypatch.setattr(plugins, "entry_points", lambda group: [*real(group=group), *broken])
     found = protocols.load_plugins(["nothere", "clash"])
@@ -171,7 +172,22 @@ def test_register_refuses_a_codec_of_another_protocol(echo):
     facts = protocols.get("echo")
     with pytest.raises(ValueError, match="is for 'anthropic'"):
         protocols.register(facts, translate.CODECS["anthropic"])
+    with pytest.raises(ValueError, match="'module:attr'"):
+        protocols.register(facts, "tokunseba_echo_protocol.codec")
     assert translate.CODECS["echo"].protocol == "echo"
+    protocols.register(facts, "tokunseba.translate.gemini:CODEC")  # named: checked when first used
+    with pytest.raises(ValueError, match="is the codec of 'gemini', not of 'echo'"):
+        translate.CODECS.get("echo")
+
+
+def test_the_cli_that_never_translates_imports_no_codec():
+    """A codec named "module:attr" is imported when first used: `tokunseba run` (its parser
+    lists every protocol) starts without importing one (start-up time)."""
+    code = ("import sys; from tokunseba.cli.main import build_parser; build_parser(only_run=True); "
+            "from tokunseba import protocols; assert len(protocols.NAMES) >= 4; "
+            "print(sorted(m for m in sys.modules if m.startswith('tokunseba.translate')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 # ---- its own usage counting, converted through the common base ----

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
 _NOTHING: dict[str, int | None] = dict.fromkeys(FIELDS)
@@ -51,10 +51,9 @@ def sub(r: dict[str, Any], key: str) -> dict[str, Any]:
     return v if isinstance(v, dict) else _NO_OBJ
 
 
-@dataclass(frozen=True, slots=True)
-class Tokens:
+class Tokens(TypedDict):
     """A report's numbers on the common base every conversion goes through (None: not reported,
-    or not derivable from what was)."""
+    or not derivable from what was). A dict: made once or twice per reply, it must be cheap."""
 
     input: int | None  # every input token, those read from or written to a cache included
     uncached: int | None  # the input tokens neither read from nor written to a cache
@@ -65,11 +64,7 @@ class Tokens:
     total: int | None  # the total as reported, or the sum where the counting's own rules derive one
     # the reasoning count may be shown as a detail of the output where a counting has no field of
     # its own for it (Anthropic's output_tokens_details); False where it never was (Gemini's thoughts)
-    reasoning_detail: bool = True
-
-    def common_fields(self) -> dict[str, int | None]:
-        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
-                "cache_write": self.cache_write, "reasoning": self.reasoning}
+    reasoning_detail: bool
 
 
 @dataclass(frozen=True)
@@ -142,13 +137,14 @@ class Usage:
         the reasoning): the numbers a Chat or Responses client sees."""
         if (p := self.plain()) is not None:
             return {"input": p[0], "output": p[1], "cache_read": None, "cache_write": None, "reasoning": None}
-        return self.tokens().common_fields()
+        t = self.tokens()
+        return {"input": t["input"], "output": t["output"], "cache_read": t["cache_read"],
+                "cache_write": t["cache_write"], "reasoning": t["reasoning"]}
 
     # ---- conversions ----
     def to(self, counting: Counting | str) -> dict[str, Any]:
         """The usage object a client of ``counting`` sees (only reported fields)."""
-        c = counting if isinstance(counting, Counting) else counting_of(counting)
-        return c.write(self)
+        return (counting if isinstance(counting, Counting) else counting_of(counting)).write(self)
 
     def merged(self, newer: dict[str, Any]) -> "Usage":
         """Anthropic's message_delta usage is cumulative: a non-null field overwrites the

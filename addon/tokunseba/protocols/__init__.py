@@ -5,8 +5,11 @@ auth header, error envelope, usage counting and conversions, stream end and keep
 version headers, rule shape, validation checks, maximum output field...) as a
 ``facts.Protocol`` named ``FACTS``; its codec is ``translate/<name>/``'s ``CODEC``. A protocol
 joins through one seam, ``register(facts, codec)``, called by a plugin that the entry-point
-group ``tokunseba.protocols`` names: the four built in are such plugins, and a package that
-ships a fifth is found the same way (protocols/plugins.py), when this package is first imported.
+group ``tokunseba.protocols`` names: the four built in are such plugins (each facts module's
+``register_protocols``), and a package that ships a fifth is found the same way
+(protocols/plugins.py), when this package is first imported. A codec may be given as
+``"module:attr"``: it is imported when first used (the CLI's commands that never translate,
+`tokunseba run` among them, never import one).
 Detection, endpoints, rules, credentials, validation, the stream watch, the ledger, shadows,
 replay, prices and the CLI read the registry, never a table of their own, so a registered
 protocol is known everywhere.
@@ -23,6 +26,7 @@ them) and no adapter.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,19 +38,51 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            "register", "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting", "origin"]
 
 REGISTRY: dict[str, Protocol] = {}
-# name -> its codec (a ``translate.codec.Codec``; typed there: protocols/ imports no codec)
-CODECS: dict[str, Any] = {}
+
+
+class _Codecs(dict[str, Any]):
+    """name -> its codec (a ``translate.codec.Codec``, typed there: protocols/ imports no codec).
+    A codec registered as ``"module:attr"`` is imported on first use and kept."""
+
+    def __getitem__(self, name: str) -> Any:
+        v = dict.__getitem__(self, name)
+        return self._resolve(name, v) if isinstance(v, str) else v
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = dict.get(self, name, default)
+        return self._resolve(name, v) if isinstance(v, str) else v
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [self[k] for k in self]
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        return [(k, self[k]) for k in self]
+
+    def _resolve(self, name: str, ref: str) -> Any:
+        module, _, attr = ref.partition(":")
+        codec = getattr(importlib.import_module(module), attr)
+        if getattr(codec, "protocol", None) != name:
+            raise ValueError(f"{ref} is the codec of {getattr(codec, 'protocol', None)!r}, not of {name!r}")
+        dict.__setitem__(self, name, codec)
+        return codec
+
+
+CODECS = _Codecs()
 NAMES = REGISTRY.keys()  # a live view: in registration order
 _ORIGINS: dict[str, plugins.Origin] = {}
 _generation = [0]  # bumped on every change, so derived tables (detect's regexes) rebuild
 
 
 def register(facts: Protocol, codec: Any = None) -> Protocol:
-    """The one seam: add (or replace) a protocol, its facts and its codec (None: a protocol
-    without one, whose turns are only passed on or retargeted to its own endpoints). Its usage
-    counting (``facts.counting``) is registered with it. ``ValueError`` when the codec is for
-    another protocol or the counting's name is taken by another one."""
-    if codec is not None and getattr(codec, "protocol", None) != facts.name:
+    """The one seam: add (or replace) a protocol, its facts and its codec (a ``Codec``, or
+    ``"module:attr"`` naming one, imported on first use; None: a protocol without one, whose
+    turns are only passed on or retargeted to its own endpoints). Its usage counting
+    (``facts.counting``) is registered with it. ``ValueError`` when the codec is for another
+    protocol, or the counting's name is taken by another one."""
+    if isinstance(codec, str):
+        if not codec.partition(":")[2]:
+            raise ValueError(f"the codec of protocol {facts.name!r} must be named as 'module:attr', not {codec!r}")
+    elif codec is not None and getattr(codec, "protocol", None) != facts.name:
         raise ValueError(f"the codec given for protocol {facts.name!r} is for {getattr(codec, 'protocol', None)!r}")
     if facts.counting is not None:
         add_counting(facts.counting)

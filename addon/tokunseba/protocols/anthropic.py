@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -142,11 +142,12 @@ def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
 def usage_tokens(r: dict[str, Any]) -> Tokens:
     """On the common base: the input re-based to include the cache; the total is arithmetic
     (Anthropic reports none)."""
-    f = usage_fields(r)
-    uncached, out = f["input"], f["output"]
-    inp = None if uncached is None else uncached + (f["cache_read"] or 0) + (f["cache_write"] or 0)
-    return Tokens(inp, uncached, out, f["cache_read"], f["cache_write"], f["reasoning"],
-                  inp + out if inp is not None and out is not None else None)
+    uncached, out = count(r.get("input_tokens")), count(r.get("output_tokens"))
+    cr, cw = count(r.get("cache_read_input_tokens")), count(r.get("cache_creation_input_tokens"))
+    inp = None if uncached is None else uncached + (cr or 0) + (cw or 0)
+    return {"input": inp, "uncached": uncached, "output": out, "cache_read": cr, "cache_write": cw,
+            "reasoning": count(sub(r, "output_tokens_details").get("thinking_tokens")),
+            "total": inp + out if inp is not None and out is not None else None, "reasoning_detail": True}
 
 
 def usage_object(u: Usage) -> dict[str, Any]:
@@ -158,16 +159,16 @@ def usage_object(u: Usage) -> dict[str, Any]:
         return {"input_tokens": max(plain[0], 0), "output_tokens": plain[1]}
     t = u.tokens()
     out: dict[str, Any] = {}
-    if t.uncached is not None:
-        out["input_tokens"] = t.uncached
-    if t.cache_write is not None:
-        out["cache_creation_input_tokens"] = t.cache_write
-    if t.cache_read is not None:
-        out["cache_read_input_tokens"] = t.cache_read
-    if t.output is not None:
-        out["output_tokens"] = t.output
-    if t.reasoning is not None and t.reasoning_detail:
-        out["output_tokens_details"] = {"thinking_tokens": t.reasoning}
+    if (v := t["uncached"]) is not None:
+        out["input_tokens"] = v
+    if (v := t["cache_write"]) is not None:
+        out["cache_creation_input_tokens"] = v
+    if (v := t["cache_read"]) is not None:
+        out["cache_read_input_tokens"] = v
+    if (v := t["output"]) is not None:
+        out["output_tokens"] = v
+    if (v := t["reasoning"]) is not None and t["reasoning_detail"]:
+        out["output_tokens_details"] = {"thinking_tokens": v}
     return out
 
 
@@ -226,3 +227,9 @@ FACTS = Protocol(
     genai_provider="anthropic",
     state_kind=lambda p: "+".join(sorted({b["type"] for b in p.get("blocks", ())})),
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.anthropic:CODEC")

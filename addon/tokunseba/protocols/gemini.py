@@ -7,7 +7,7 @@ The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -228,9 +228,10 @@ def usage_tokens(r: dict[str, Any]) -> Tokens:
     total only as reported."""
     prompt, cached = count(r.get("promptTokenCount")), count(r.get("cachedContentTokenCount"))
     tool, thoughts = count(r.get("toolUsePromptTokenCount")), count(r.get("thoughtsTokenCount"))
-    return Tokens(plus(prompt, tool), None if prompt is None else max(prompt - (cached or 0), 0) + (tool or 0),
-                  plus(count(r.get("candidatesTokenCount")), thoughts), cached, None, thoughts,
-                  count(r.get("totalTokenCount")), reasoning_detail=False)
+    return {"input": plus(prompt, tool),
+            "uncached": None if prompt is None else max(prompt - (cached or 0), 0) + (tool or 0),
+            "output": plus(count(r.get("candidatesTokenCount")), thoughts), "cache_read": cached, "cache_write": None,
+            "reasoning": thoughts, "total": count(r.get("totalTokenCount")), "reasoning_detail": False}
 
 
 def usage_object(u: Usage) -> dict[str, Any]:
@@ -242,16 +243,16 @@ def usage_object(u: Usage) -> dict[str, Any]:
         return dict(u.reported)
     t = u.tokens()
     out: dict[str, Any] = {}
-    if t.input is not None:
-        out["promptTokenCount"] = t.input
-    if t.output is not None:
-        out["candidatesTokenCount"] = t.output - (t.reasoning or 0)
-    if t.cache_read is not None:
-        out["cachedContentTokenCount"] = t.cache_read
-    if t.reasoning is not None:
-        out["thoughtsTokenCount"] = t.reasoning
-    if t.total is not None:
-        out["totalTokenCount"] = t.total
+    if (v := t["input"]) is not None:
+        out["promptTokenCount"] = v
+    if (v := t["output"]) is not None:
+        out["candidatesTokenCount"] = v - (t["reasoning"] or 0)
+    if (v := t["cache_read"]) is not None:
+        out["cachedContentTokenCount"] = v
+    if (v := t["reasoning"]) is not None:
+        out["thoughtsTokenCount"] = v
+    if (v := t["total"]) is not None:
+        out["totalTokenCount"] = v
     return out
 
 
@@ -306,3 +307,9 @@ FACTS = Protocol(
     genai_operation="generate_content",
     genai_provider="gcp.gemini",
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.gemini:CODEC")

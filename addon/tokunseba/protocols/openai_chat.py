@@ -6,7 +6,7 @@ the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -182,14 +182,24 @@ def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
 
 def usage_tokens(r: dict[str, Any]) -> Tokens:
     """On the common base (OpenAI's own: input with the cache); the total as reported, else
-    the sum of input and output."""
-    f = usage_fields(r)
-    inp, out, cr, cw = f["input"], f["output"], f["cache_read"], f["cache_write"]
-    total = count(r.get("total_tokens"))
+    the sum of input and output. (``usage_fields``' reading, written out: once per reply.)"""
+    if (plain := usage_plain(r)) is not None:  # prompt, completion and total alone: as below, sooner
+        p, c = plain
+        reported = count(r["total_tokens"])
+        return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
+                "reasoning": None, "total": p + c if reported is None else reported, "reasoning_detail": True}
+    ptd, ctd = sub(r, "prompt_tokens_details"), sub(r, "completion_tokens_details")
+    itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
+    get = r.get
+    inp, out = first(get("prompt_tokens"), get("input_tokens")), first(get("completion_tokens"), get("output_tokens"))
+    cr = first(ptd.get("cached_tokens"), itd.get("cached_tokens"), get("cache_read_input_tokens"))
+    cw = first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"), get("cache_creation_input_tokens"))
+    total = count(get("total_tokens"))
     if total is None and inp is not None and out is not None:
         total = inp + out
-    return Tokens(inp, None if inp is None else max(inp - (cr or 0) - (cw or 0), 0), out, cr, cw, f["reasoning"],
-                  total)
+    return {"input": inp, "uncached": None if inp is None else max(inp - (cr or 0) - (cw or 0), 0), "output": out,
+            "cache_read": cr, "cache_write": cw, "reasoning": first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens")),
+            "total": total, "reasoning_detail": True}
 
 
 def usage_object(u: Usage) -> dict[str, Any]:
@@ -201,21 +211,22 @@ def usage_object(u: Usage) -> dict[str, Any]:
         return dict(r)
     t = u.tokens()
     out: dict[str, Any] = {}
-    if t.input is not None:
-        out["prompt_tokens"] = t.input
-    if t.output is not None:
-        out["completion_tokens"] = t.output
-    if t.total is not None:
-        out["total_tokens"] = t.total
-    ptd: dict[str, int] = {}
-    if t.cache_read is not None:
-        ptd["cached_tokens"] = t.cache_read
-    if t.cache_write is not None:
-        ptd["cache_write_tokens"] = t.cache_write
-    if ptd:
+    if (v := t["input"]) is not None:
+        out["prompt_tokens"] = v
+    if (v := t["output"]) is not None:
+        out["completion_tokens"] = v
+    if (v := t["total"]) is not None:
+        out["total_tokens"] = v
+    cr, cw = t["cache_read"], t["cache_write"]
+    if cr is not None or cw is not None:
+        ptd: dict[str, int] = {}
+        if cr is not None:
+            ptd["cached_tokens"] = cr
+        if cw is not None:
+            ptd["cache_write_tokens"] = cw
         out["prompt_tokens_details"] = ptd
-    if t.reasoning is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": t.reasoning}
+    if (v := t["reasoning"]) is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": v}
     return out
 
 
@@ -258,3 +269,9 @@ FACTS = Protocol(
     state_kind=lambda p: p.get("field") or "reasoning_content",
     genai_provider="openai",
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.openai_chat:CODEC")

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -177,3 +177,9 @@ FACTS = Protocol(
     state_payload=state_payload,  # reasoning items, before their calls (reasoning/state.py)
     state_kind=lambda p: "reasoning item" + ("s" if len(p.get("items", ())) > 1 else ""),
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.openai_responses:CODEC")

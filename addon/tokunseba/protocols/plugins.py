@@ -11,6 +11,7 @@ protocol it brings::
     # the package tokunseba_acme
     def register_protocols(register):
         register(FACTS, CODEC)          # its facts (protocols.facts.Protocol) and its codec
+                                        # (or "module:CODEC": imported when first used)
 
 The built-ins are declared the same way in tokunseba's own pyproject.toml. ``BUILTIN`` repeats
 those four lines for a checkout run without installing (``mitmdump -s addon/tokunseba_addon.py``
@@ -31,24 +32,21 @@ Contract: no codec import here (the entry points name them); ``load`` runs once,
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-log = logging.getLogger(__name__)
-
 GROUP = "tokunseba.protocols"
 ENV = "TOKUNSEBA_PLUGINS"
 
 # the built-in protocols, in their order (the first four everywhere): as pyproject.toml declares them
 BUILTIN: dict[str, str] = {
-    "anthropic": "tokunseba.translate.anthropic:register_protocols",
-    "openai": "tokunseba.translate.openai_chat:register_protocols",
-    "openai-responses": "tokunseba.translate.openai_responses:register_protocols",
-    "gemini": "tokunseba.translate.gemini:register_protocols",
+    "anthropic": "tokunseba.protocols.anthropic:register_protocols",
+    "openai": "tokunseba.protocols.openai_chat:register_protocols",
+    "openai-responses": "tokunseba.protocols.openai_responses:register_protocols",
+    "gemini": "tokunseba.protocols.gemini:register_protocols",
 }
 
 Register = Callable[..., Any]  # register(facts, codec=None)
@@ -118,6 +116,8 @@ def load(register: Callable[[Any, Any, Origin], Any], only: Iterable[str] | None
             if ep.name in BUILTIN and where.builtin:
                 raise  # a built-in that does not load is tokunseba's own bug: never hidden
             found.append(f"protocol plugin {ep.name!r} ({ep.value}) not loaded: {type(e).__name__}: {e}")
-            log.warning("tokunseba: %s", found[-1])
+            import logging  # only when something is wrong (start-up time)
+
+            logging.getLogger(__name__).warning("tokunseba: %s", found[-1])
     _problems.extend(found)
     return found

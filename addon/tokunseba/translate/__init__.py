@@ -56,6 +56,7 @@ PROTOCOLS = protocols.NAMES
 CODECS = cast(dict[str, Codec], protocols.CODECS)
 register = protocols.register  # the one seam: register(facts, codec)
 unregister = protocols.unregister
+_known = dict.get  # a codec as registered (a Codec, or the "module:attr" the registry imports on first use)
 
 
 parse_body = ft.parse_body
@@ -150,9 +151,9 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     not given); ``client_tools``: the request translation's ``client_tools`` (calls of those
     tools go back in the client's own shape). Raises ``TranslationError`` (502) when the reply
     cannot be translated."""
-    dec, enc = CODECS.get(upstream), CODECS.get(client)
-    if dec is None or enc is None or upstream == client:
-        dec, enc = _codecs(upstream, client, "reply")  # raises: no such pair
+    dec, enc = _known(CODECS, upstream), _known(CODECS, client)  # plain dict reads: per turn
+    if type(dec) is not Codec or type(enc) is not Codec or upstream == client:
+        dec, enc = _codecs(upstream, client, "reply")  # a codec named, not imported yet; or raises: no such pair
     created = int(time.time()) if created is None else created
     report = ReplyReport(client_tools=client_tools or None)
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ...protocols import anthropic as pa
 from ..codec import Codec
 from . import reply, request
@@ -24,7 +22,3 @@ CODEC = Codec(
     refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),
 )
 
-
-def register_protocols(register: Callable[..., object]) -> None:
-    """The built-in plugin (entry point ``tokunseba.protocols``): this protocol's facts and codec."""
-    register(pa.FACTS, CODEC)

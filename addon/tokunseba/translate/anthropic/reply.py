@@ -126,7 +126,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     stop = msg.stop_reason
     if calls and stop in ("end_turn", None):
         stop = "tool_use"  # derived from what is there (docs/pitfalls.md 7)
-    client_usage = msg.usage.to(pa.COUNTING) if msg.usage else None
+    client_usage = pa.COUNTING.write(msg.usage) if msg.usage else None
     mid = msg.id or mint_message_id(created, report)
     out = {"id": mid, "type": "message", "role": "assistant", "model": msg.model, "content": content,
            "stop_reason": stop, "stop_sequence": msg.stop_sequence, "usage": client_usage or {}}

@@ -293,7 +293,7 @@ class AnthropicEncoder:
         if self._started:
             return b""
         self._started = True
-        usage = ev.usage.to(pa.COUNTING) if ev.usage else {}  # {}: nothing measured yet, never zeros
+        usage = pa.COUNTING.write(ev.usage) if ev.usage else {}  # {}: nothing measured yet, never zeros
         msg: dict[str, Any] = {"id": ev.id or mint_message_id(self.created, self.report), "type": "message", "role": "assistant", "model": ev.model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}
         return _event("message_start", {"type": "message_start", "message": msg})
@@ -357,7 +357,7 @@ class AnthropicEncoder:
         stop = ev.stop_reason
         if self._tool and stop in ("end_turn", None):
             stop = "tool_use"  # derived from what was emitted (docs/pitfalls.md 7)
-        usage = ev.usage.to(pa.COUNTING) if ev.usage else None
+        usage = pa.COUNTING.write(ev.usage) if ev.usage else None
         self.client_usage = usage
         self.finished = True
         rep = self.report

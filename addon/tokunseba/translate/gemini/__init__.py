@@ -6,8 +6,6 @@ the client's path and an encoded body names no model (the caller puts it in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ...protocols import gemini as pg
 from ..codec import Codec
 from . import reply, request
@@ -33,7 +31,3 @@ CODEC = Codec(
                       "function-call arguments that are not a JSON object"),
 )
 
-
-def register_protocols(register: Callable[..., object]) -> None:
-    """The built-in plugin (entry point ``tokunseba.protocols``): this protocol's facts and codec."""
-    register(pg.FACTS, CODEC)

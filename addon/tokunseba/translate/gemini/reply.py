@@ -208,7 +208,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         finish = "STOP"
     if msg.stop_sequence:
         note_once(dropped, "stop_sequence")
-    usage = msg.usage.to(pg.COUNTING) if msg.usage is not None else None
+    usage = pg.COUNTING.write(msg.usage) if msg.usage is not None else None
     report.stop_reason, report.completed = stop, True
     out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
                                            "index": 0}]}

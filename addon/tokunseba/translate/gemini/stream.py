@@ -387,7 +387,7 @@ class GeminiEncoder:
             finish = "STOP"
         if ev.stop_sequence:
             note_once(self.report.dropped, "stop_sequence")
-        usage = ev.usage.to(pg.COUNTING) if ev.usage is not None else None
+        usage = pg.COUNTING.write(ev.usage) if ev.usage is not None else None
         self.client_usage = usage
         self.finished = True
         self.report.stop_reason, self.report.completed = stop, True

@@ -172,7 +172,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         message["reasoning_content"] = "".join(thoughts)
     if calls:
         message["tool_calls"] = calls
-    client_usage = msg.usage.to(po.COUNTING) if msg.usage else None
+    client_usage = po.COUNTING.write(msg.usage) if msg.usage else None
     out: dict[str, Any] = {"id": msg.id, "object": "chat.completion", "created": created, "model": msg.model,
                  "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
     if client_usage is not None:

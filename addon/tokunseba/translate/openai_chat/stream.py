@@ -428,7 +428,7 @@ class ChatEncoder:
             note_once(self.report.dropped, "stop_sequence")
         out = self._chunk({}, finish)
         if ev.usage is not None:
-            self.client_usage = ev.usage.to(po.COUNTING)
+            self.client_usage = po.COUNTING.write(ev.usage)
             if self.include_usage:
                 chunk = dict(self._base)
                 chunk["choices"] = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
 from ..codec import Codec
@@ -28,7 +26,3 @@ CODEC = Codec(
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )
 
-
-def register_protocols(register: Callable[..., object]) -> None:
-    """The built-in plugin (entry point ``tokunseba.protocols``): this protocol's facts and codec."""
-    register(pr.FACTS, CODEC)

@@ -48,7 +48,9 @@ def meter_fields(r: dict[str, Any]) -> dict[str, int | None]:
 def meter_tokens(r: dict[str, Any]) -> Tokens:
     fresh, reused, made = count(r.get("fresh")), count(r.get("reused")), count(r.get("made"))
     inp = None if fresh is None else fresh + (reused or 0)
-    return Tokens(inp, fresh, made, reused, None, None, inp + made if inp is not None and made is not None else None)
+    return {"input": inp, "uncached": fresh, "output": made, "cache_read": reused, "cache_write": None,
+            "reasoning": None, "total": inp + made if inp is not None and made is not None else None,
+            "reasoning_detail": True}
 
 
 def meter_object(u: Usage) -> dict[str, Any]:
@@ -57,12 +59,12 @@ def meter_object(u: Usage) -> dict[str, Any]:
         return dict(u.reported)
     t = u.tokens()
     out: dict[str, Any] = {}
-    if t.uncached is not None:
-        out["fresh"] = t.uncached
-    if t.cache_read is not None:
-        out["reused"] = t.cache_read
-    if t.output is not None:
-        out["made"] = t.output
+    if t["uncached"] is not None:
+        out["fresh"] = t["uncached"]
+    if t["cache_read"] is not None:
+        out["reused"] = t["cache_read"]
+    if t["output"] is not None:
+        out["made"] = t["output"]
     return out
 
 
