@@ -121,11 +121,10 @@ def test_a_checkout_without_package_metadata_loads_the_built_ins_from_their_own_
     monkeypatch.setattr(plugins, "entry_points", lambda group: [])
     eps = plugins.discovered(None)
     assert [(ep.name, ep.value) for ep in eps] == list(plugins.BUILTIN.items())
-    assert all(plugins.origin_of(ep).builtin and str(plugins.origin_of(ep)) == "built in" for ep in eps)
     got: list[tuple[str, str]] = []
-    assert plugins.load(lambda facts, codec, where: got.append((facts.name, codec)), None) == []
-    assert [name for name, _ in got] == list(plugins.BUILTIN)
-    assert all(codec.startswith("tokunseba.translate.") for _, codec in got)  # imported when first used
+    assert plugins.load(lambda facts, codec, where: got.append((facts.name, codec, str(where))), None) == []
+    assert [(name, where) for name, _, where in got] == [(n, "built in") for n in plugins.BUILTIN]
+    assert all(codec.startswith("tokunseba.translate.") for _, codec, _ in got)  # imported when first used
 
 
 def test_the_plugin_declares_itself_and_nothing_in_the_product_names_it():
@@ -156,12 +155,14 @@ def test_plugins_environment_variable_chooses_the_outside_ones():
 
 def test_a_broken_plugin_is_left_out_and_said_never_raised(monkeypatch):
     broken = [EntryPoint("nothere", "tokunseba_no_such_module:register_protocols", plugins.GROUP),
-              EntryPoint("clash", "tokunseba.protocols.gemini:register_protocols", plugins.GROUP)]
+              EntryPoint("clash", "tokunseba.protocols.gemini:register_protocols", plugins.GROUP),
+              EntryPoint("anthropic", "tokunseba.protocols.openai_chat:register_protocols", plugins.GROUP)]
     real = plugins.entry_points
     monkeypatch.setattr(plugins, "entry_points", lambda group: [*real(group=group), *broken])
-    found = protocols.load_plugins(["nothere", "clash"])
-    assert len(found) == 2
-    clash, nothere = found  # in the entry points' name order
+    found = protocols.load_plugins(["nothere", "clash", "anthropic"])
+    assert len(found) == 3
+    posing, clash, nothere = found  # in the entry points' name order
+    assert "'anthropic'" in posing and "protocol 'openai' is already registered (built in)" in posing  # not built in
     assert "'nothere'" in nothere and "ModuleNotFoundError" in nothere
     assert "'clash'" in clash and "protocol 'gemini' is already registered (built in)" in clash
     assert list(protocols.NAMES) == list(plugins.BUILTIN) and protocols.origin("gemini") == "built in"

@@ -49,20 +49,14 @@ BUILTIN: dict[str, str] = {
     "gemini": "tokunseba.protocols.gemini:register_protocols",
 }
 
-Register = Callable[..., Any]  # register(facts, codec=None)
-
-
 @dataclass(frozen=True)
 class Origin:
     """Where a registered protocol came from: for `--help`, `check` and `models`."""
 
     plugin: str  # the entry point's name
-    package: str | None  # the distribution that declared it ("tokunseba" for a built-in; None: from BUILTIN)
+    package: str | None  # the distribution that declared it (None: a built-in's line in BUILTIN)
     version: str | None
-
-    @property
-    def builtin(self) -> bool:
-        return self.plugin in BUILTIN and self.package in ("tokunseba", None)
+    builtin: bool = False  # one of tokunseba's own four
 
     def __str__(self) -> str:
         if self.builtin:
@@ -87,19 +81,31 @@ def wanted(env: str | None = None) -> frozenset[str] | None:
 
 
 def discovered(only: Iterable[str] | None = None) -> list[EntryPoint]:
-    """The group's entry points to load: the built-ins first in ``BUILTIN``'s order (from the
-    installed metadata, else from ``BUILTIN``), then the outside ones by name (those of
-    ``only`` when given)."""
-    installed = {ep.name: ep for ep in entry_points(group=GROUP)}
-    out = [installed.get(name) or EntryPoint(name, value, GROUP) for name, value in BUILTIN.items()]
+    """The group's entry points to load: the built-ins first in ``BUILTIN``'s order (tokunseba's
+    own installed ones, else ``BUILTIN``'s lines), then the outside ones by name (those of
+    ``only`` when given; one that takes a built-in's name is loaded as an outsider, and refused
+    when it registers that name)."""
+    ours: dict[str, EntryPoint] = {}
+    theirs: list[EntryPoint] = []
+    for ep in entry_points(group=GROUP):
+        if ep.name in BUILTIN and _package(ep) == "tokunseba":
+            ours[ep.name] = ep
+        else:
+            theirs.append(ep)
     chosen = None if only is None else frozenset(only)
-    out += [installed[n] for n in sorted(installed) if n not in BUILTIN and (chosen is None or n in chosen)]
-    return out
+    return ([ours.get(name) or EntryPoint(name, value, GROUP) for name, value in BUILTIN.items()]
+            + sorted((ep for ep in theirs if chosen is None or ep.name in chosen), key=lambda ep: ep.name))
 
 
-def origin_of(ep: EntryPoint) -> Origin:
+def _package(ep: EntryPoint) -> str | None:
     dist = getattr(ep, "dist", None)
-    return Origin(ep.name, dist.name if dist is not None else None, dist.version if dist is not None else None)
+    return dist.name if dist is not None else None
+
+
+def origin_of(ep: EntryPoint, builtin: bool = False) -> Origin:
+    dist = getattr(ep, "dist", None)
+    return Origin(ep.name, dist.name if dist is not None else None, dist.version if dist is not None else None,
+                  builtin)
 
 
 def load(register: Callable[[Any, Any, Origin], Any], only: Iterable[str] | None = None) -> list[str]:
@@ -107,13 +113,13 @@ def load(register: Callable[[Any, Any, Origin], Any], only: Iterable[str] | None
     ``register(facts, codec)``; ``register`` here also gets the plugin's ``Origin``. Returns the
     problems of this load (also kept for ``problems()``)."""
     found: list[str] = []
-    for ep in discovered(wanted() if only is None else only):
-        where = origin_of(ep)
+    for i, ep in enumerate(discovered(wanted() if only is None else only)):
+        where = origin_of(ep, builtin=i < len(BUILTIN))  # discovered() puts the built-ins first
         try:
             hook = ep.load()
             hook(lambda facts, codec=None: register(facts, codec, where))
         except Exception as e:  # a broken plugin is left out and said, the product runs on
-            if ep.name in BUILTIN and where.builtin:
+            if where.builtin:
                 raise  # a built-in that does not load is tokunseba's own bug: never hidden
             found.append(f"protocol plugin {ep.name!r} ({ep.value}) not loaded: {type(e).__name__}: {e}")
             import logging  # only when something is wrong (start-up time)
