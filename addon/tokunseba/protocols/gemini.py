@@ -226,6 +226,10 @@ def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
 def usage_tokens(r: dict[str, Any]) -> Tokens:
     """On the common base: the tool-use prompt joins the input, the thoughts the output; the
     total only as reported."""
+    if (plain := usage_plain(r)) is not None:  # prompt and candidates alone: as below, sooner
+        p, c = plain
+        return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
+                "reasoning": None, "total": count(r.get("totalTokenCount")), "reasoning_detail": False}
     prompt, cached = count(r.get("promptTokenCount")), count(r.get("cachedContentTokenCount"))
     tool, thoughts = count(r.get("toolUsePromptTokenCount")), count(r.get("thoughtsTokenCount"))
     return {"input": plus(prompt, tool),
