@@ -21,4 +21,3 @@ CODEC = Codec(
     refused_leaving=(),
     refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),
 )
-

@@ -30,4 +30,3 @@ CODEC = Codec(
                       "a tool result that answers no call in the history (Gemini needs the function's name)",
                       "function-call arguments that are not a JSON object"),
 )
-

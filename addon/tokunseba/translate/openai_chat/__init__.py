@@ -22,4 +22,3 @@ CODEC = Codec(
     refused_leaving=("n above 1 (every other protocol returns exactly one choice)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )
-

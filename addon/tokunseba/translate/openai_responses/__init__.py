@@ -25,4 +25,3 @@ CODEC = Codec(
                      "(freeform tools and namespaced tools travel as declared encodings)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )
-
