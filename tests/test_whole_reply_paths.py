@@ -6,7 +6,7 @@ and encodes it straight to the client's body; the definitions they shortcut stay
   same message, the same records, the same 502s);
 - the Gemini whole-reply encoder writes what ``merge_chunks`` makes of the stream encoder's
   chunks for the message's events (the same body, usage and records, the same 502s);
-- ``Usage.common_fields()`` is ``fields()`` of ``to_openai()``, and ``Usage.plain()`` names
+- ``Usage.common_fields()`` is ``fields()`` of ``to("openai")``, and ``Usage.plain()`` names
   only reports whose every conversion carries input and output alone;
 - ``decode_reply`` (what reply_facts reads) is the message's events, collected back to it.
 """

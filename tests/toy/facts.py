@@ -1,5 +1,5 @@
 """Toy Chat: a Cohere-style protocol (one host, a bearer key, SSE streams) as facts, for
-tests/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS)``):
+tests/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS, CODEC)``):
 nothing in addon/ knows it, which is the point.
 
 Wire format (a small subset of Cohere's v2 chat):

@@ -7,8 +7,9 @@ Every protocol contributes one codec (``translate/<protocol>/``: request, reply 
 decoders and encoders over the neutral model in ``tokunseba.neutral``); any pair is the
 client's decoder + the target's encoder, so N protocols cost 2N parts and which pairs
 translate is derived from ``CODECS`` below. A protocol's codec is registered with its facts, in
-one call: ``protocols.register(facts, codec)``, made by the protocol's plugin (each codec
-package's ``register_protocols``, named in the entry-point group ``tokunseba.protocols``).
+one call: ``protocols.register(facts, codec)``, made by the protocol's plugin (a built-in's is
+its facts module's ``register_protocols``, named in the entry-point group ``tokunseba.protocols``,
+which names its codec as ``"tokunseba.translate.<name>:CODEC"``: imported on first use).
 
     from tokunseba import translate
     translate.PROTOCOLS                  # anthropic, openai, openai-responses, gemini (protocols.NAMES)
