@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: translation cost next to the JSON floor, measured side by side in one run.
 
-Request: the Claude Code main turn (fixtures/claude-code-print-main-turn.json, 48.5 KB) through
+Request: the Claude Code main turn (tests/data/fixtures/claude-code-print-main-turn.json, 48.5 KB) through
 the whole request path (parse bytes -> translate.request -> serialise bytes), next to one
 json.loads + json.dumps of the same bytes (stdlib) and one orjson loads + dumps.
 Gemini rows: the same turn to a Gemini endpoint, the same stream to a Gemini client.
@@ -47,10 +47,10 @@ FIXTURE = "claude-code-print-main-turn.json"
 
 
 def fixture_bytes() -> bytes:
-    for base in (ROOT.parent / "shared" / "fixtures", Path("/work/shared/fixtures")):
-        if (base / FIXTURE).exists():
-            return jsonc.dumpb(json.loads((base / FIXTURE).read_text())["body"])
-    sys.exit(f"bench_translate: fixture {FIXTURE} not found")
+    path = ROOT / "tests" / "data" / "fixtures" / FIXTURE
+    if not path.exists():
+        sys.exit(f"bench_translate: fixture {path} not found")
+    return jsonc.dumpb(json.loads(path.read_text())["body"])
 
 
 Variant = tuple[str, "Callable[[], object]", int]  # name, one call, input units per call

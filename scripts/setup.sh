@@ -42,5 +42,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 echo "setup: installing tokunseba and its test extras into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+# a protocol shipped as its own package, found through the entry-point group tokunseba.protocols
+# (tests/test_echo_plugin.py); the tests choose when it is loaded (TOKUNSEBA_PLUGINS, tests/conftest.py)
+echo "setup: installing the test protocol plugin (tests/plugins/tokunseba_echo_protocol)"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e tests/plugins/tokunseba_echo_protocol 2>&1 \
+  | grep -v "^WARNING: Location" || true
 .venv/bin/python -c 'import tokunseba, mitmproxy, yaml' || { echo "setup: error: install failed" >&2; exit 1; }
 echo "setup: done. Run the proxy with: .venv/bin/tokunseba run"

@@ -25,10 +25,13 @@ from tests.test_streams import (CREATED, STREAMS, anthropic_events, chat_chunks,
                                 check_chat_grammar, upstream_of)
 from tests.test_streams import translate as feed_translator
 from tokunseba import translate
-from tokunseba.neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
+from tokunseba.neutral.usage import Usage
+from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
+from tokunseba.protocols.gemini import COUNTING_NAME as GEMINI
+from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 from tokunseba.protocols import gemini as pg
+from tests.gemini_chunks import chunks_of, merge_chunks
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.gemini.reply import chunks_of, merge_chunks
 
 GEMINI_DATA = Path(__file__).resolve().parent / "data" / "gemini"
 GEMINI_FIXTURES = sorted(p.name for p in GEMINI_DATA.glob("*.sse"))
@@ -211,7 +214,7 @@ def test_gemini_client_stream_shape(name):
 def test_anthropic_usage_oracle_for_gemini_cli():
     """docs/protocols.md D.6: an Anthropic upstream reporting input 1000, cache_read 4000, output 300
     shows in Gemini CLI as prompt 5000, cached 4000, input 1000, candidates 300."""
-    u = Usage(ANTHROPIC, {"input_tokens": 1000, "cache_read_input_tokens": 4000, "output_tokens": 300}).to_gemini()
+    u = Usage(ANTHROPIC, {"input_tokens": 1000, "cache_read_input_tokens": 4000, "output_tokens": 300}).to("gemini")
     assert u == {"promptTokenCount": 5000, "cachedContentTokenCount": 4000, "candidatesTokenCount": 300,
                  "totalTokenCount": 5300}
     assert u["promptTokenCount"] - u["cachedContentTokenCount"] == 1000
@@ -221,18 +224,18 @@ def test_usage_conversions_only_where_definitions_differ():
     chat = Usage(OPENAI, {"prompt_tokens": 50, "completion_tokens": 30, "total_tokens": 80,
                           "prompt_tokens_details": {"cached_tokens": 10},
                           "completion_tokens_details": {"reasoning_tokens": 12}})
-    assert chat.to_gemini() == {"promptTokenCount": 50, "candidatesTokenCount": 18, "cachedContentTokenCount": 10,
+    assert chat.to("gemini") == {"promptTokenCount": 50, "candidatesTokenCount": 18, "cachedContentTokenCount": 10,
                                 "thoughtsTokenCount": 12, "totalTokenCount": 80}
     gem = Usage(GEMINI, {"promptTokenCount": 5000, "cachedContentTokenCount": 4000, "candidatesTokenCount": 300,
                          "thoughtsTokenCount": 200, "toolUsePromptTokenCount": 7, "totalTokenCount": 5507})
-    assert gem.to_openai() == {"prompt_tokens": 5007, "completion_tokens": 500, "total_tokens": 5507,
+    assert gem.to("openai") == {"prompt_tokens": 5007, "completion_tokens": 500, "total_tokens": 5507,
                                "prompt_tokens_details": {"cached_tokens": 4000},
                                "completion_tokens_details": {"reasoning_tokens": 200}}
-    assert gem.to_anthropic() == {"input_tokens": 1007, "cache_read_input_tokens": 4000, "output_tokens": 500}
-    assert gem.to_gemini() == gem.reported and gem.to_gemini() is not gem.reported
+    assert gem.to("anthropic") == {"input_tokens": 1007, "cache_read_input_tokens": 4000, "output_tokens": 500}
+    assert gem.to("gemini") == gem.reported and gem.to("gemini") is not gem.reported
     # missing stays absent: never zero-filled
-    assert Usage(GEMINI, {"promptTokenCount": 9}).to_anthropic() == {"input_tokens": 9}
-    assert Usage(ANTHROPIC, {"output_tokens": 3}).to_gemini() == {"candidatesTokenCount": 3}
+    assert Usage(GEMINI, {"promptTokenCount": 9}).to("anthropic") == {"input_tokens": 9}
+    assert Usage(ANTHROPIC, {"output_tokens": 3}).to("gemini") == {"candidatesTokenCount": 3}
     assert Usage(GEMINI, {"promptTokenCount": 9, "cachedContentTokenCount": 4}).fields() == {
         "input": 9, "output": None, "cache_read": 4, "cache_write": None, "reasoning": None}
 

@@ -16,7 +16,8 @@ from tokunseba import translate as tr
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.message import Message
 from tokunseba.neutral.report import ReplyReport
-from tokunseba.neutral.usage import OPENAI, Usage
+from tokunseba.neutral.usage import Usage
+from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 from tokunseba.sse import SSEDecoder
 
 THREE = ("anthropic", "openai", "openai-responses")

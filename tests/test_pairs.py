@@ -31,7 +31,9 @@ from tests.test_streams import (
     upstream_of,
 )
 from tokunseba import translate as tr
-from tokunseba.neutral.usage import ANTHROPIC, OPENAI, Usage
+from tokunseba.neutral.usage import Usage
+from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
+from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 
 THREE = ("anthropic", "openai", "openai-responses")
 PAIRS = [(u, c) for u in THREE for c in THREE if u != c]

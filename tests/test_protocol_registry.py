@@ -60,7 +60,6 @@ def test_the_fallback_envelope_is_one_choice_for_whole_errors_and_stream_events(
 # ---- no module outside the codecs and protocols/ lists something per protocol ----
 
 ALLOWED = {  # file -> why a protocol name may appear as a literal there
-    "neutral/usage.py": "the counting conventions' own names (ANTHROPIC, OPENAI, GEMINI)",
     "protocols/__init__.py": "FALLBACK names the envelope for an unnamed protocol",
     "routing/client_requests.py": "measured requests of the pinned clients: each row names its client's protocol "
                           "(facts about clients, not about a protocol)",
@@ -127,3 +126,59 @@ def test_gemini_usage_is_priced_with_its_cached_tokens_once():
                               "candidatesTokenCount": 100_000}).fields()
     cost, unpriced = usage_cost(price, fields, "gemini")
     assert cost == pytest.approx(0.4 * 1.0 + 0.6 * 0.25 + 0.1 * 4.0) and unpriced == {}
+
+
+# ---- neutral/ names no protocol (issue 28): each protocol's usage counting lives with its facts ----
+
+_PROTOCOL_WORDS = re.compile(r"anthropic|openai|gemini", re.I)
+
+
+def _code_names(path: Path) -> list[tuple[int, str]]:
+    """(line, name) of every identifier, attribute, argument, definition and non-docstring
+    string of ``path`` that names a built-in protocol."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            names = [n.id]
+        elif isinstance(n, ast.Attribute):
+            names = [n.attr]
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [n.name]
+        elif isinstance(n, ast.arg):
+            names = [n.arg]
+        elif isinstance(n, ast.alias):
+            names = [n.name, n.asname or ""]
+        elif isinstance(n, ast.ImportFrom):
+            names = [n.module or ""]
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            names = [n.value] if n.value in SHIPPED else []  # table rows may describe a protocol's spelling
+        else:
+            names = []
+        out += [(getattr(n, "lineno", 0), s) for s in names if _PROTOCOL_WORDS.search(s) or s in SHIPPED]
+    return out
+
+
+def test_neutral_names_no_protocol():
+    """No module of neutral/ imports a protocol module or a codec, names one in its code, or
+    holds a protocol name: a protocol with its own usage counting (tests/test_echo_plugin.py)
+    edits nothing there."""
+    offenders = [f"{f.relative_to(PKG)}:{line}: {name}" for f in sorted((PKG / "neutral").rglob("*.py"))
+                 for line, name in _code_names(f)]
+    assert offenders == []
+    from tests.test_layering import _absolute_imports, _under
+
+    for f in (PKG / "neutral").rglob("*.py"):
+        assert not {i for i in _absolute_imports(f) if _under(i, "tokunseba.protocols") or _under(i, "tokunseba.translate")}
+
+
+def test_every_protocol_brings_or_names_a_registered_counting():
+    from tokunseba.neutral.usage import COUNTINGS
+
+    for p in protocols.all_protocols():
+        assert p.usage_counting in COUNTINGS, p.name
+        assert p.counting is None or COUNTINGS[p.usage_counting] is p.counting
+    assert {p.counting.name for p in protocols.all_protocols() if p.counting} == {"anthropic", "openai", "gemini"}

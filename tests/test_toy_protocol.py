@@ -38,11 +38,9 @@ TOY_USAGE = {"input_tokens": 11, "output_tokens": 7}
 @pytest.fixture
 def toy():
     """Toy Chat registered for this test only: its facts and its codec."""
-    protocols.register(tf.FACTS)
-    translate.register(tc.CODEC)
+    protocols.register(tf.FACTS, tc.CODEC)
     yield
     protocols.unregister(tf.NAME)
-    translate.unregister(tf.NAME)
 
 
 @pytest.fixture
@@ -140,7 +138,7 @@ def test_unregistered_it_is_unknown_and_registered_it_is_detected(toy):
         == Detected("toy", "chat")
     protocols.unregister("toy")
     assert detect(tf.HOST, "/v2/chat") is None
-    protocols.register(tf.FACTS)
+    protocols.register(tf.FACTS, tc.CODEC)
 
 
 def test_every_fact_a_protocol_needs_is_there(toy):

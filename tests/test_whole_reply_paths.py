@@ -6,7 +6,7 @@ and encodes it straight to the client's body; the definitions they shortcut stay
   same message, the same records, the same 502s);
 - the Gemini whole-reply encoder writes what ``merge_chunks`` makes of the stream encoder's
   chunks for the message's events (the same body, usage and records, the same 502s);
-- ``Usage.openai_fields()`` is ``fields()`` of ``to_openai()``, and ``Usage.plain()`` names
+- ``Usage.common_fields()`` is ``fields()`` of ``to("openai")``, and ``Usage.plain()`` names
   only reports whose every conversion carries input and output alone;
 - ``decode_reply`` (what reply_facts reads) is the message's events, collected back to it.
 """
@@ -25,9 +25,12 @@ from tokunseba.errors import TranslationError, UntranslatableReply
 from tokunseba.neutral.events import StreamError
 from tokunseba.neutral.message import Block, Message
 from tokunseba.neutral.report import ReplyReport
-from tokunseba.neutral.usage import ANTHROPIC, GEMINI, OPENAI, Usage
+from tokunseba.neutral.usage import Usage
+from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
+from tokunseba.protocols.gemini import COUNTING_NAME as GEMINI
+from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
+from tests.gemini_chunks import chunks_of, merge_chunks
 from tokunseba.sse import SSEDecoder
-from tokunseba.translate.gemini.reply import chunks_of, merge_chunks
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CREATED = 1767225600
@@ -213,7 +216,7 @@ def test_the_gemini_whole_reply_is_the_stream_merged(msg):
 @SETTINGS
 @given(usages())
 def test_openai_fields_are_the_fields_of_the_openai_usage(u):
-    assert u.openai_fields() == Usage(OPENAI, u.to_openai()).fields()
+    assert u.common_fields() == Usage(OPENAI, u.to("openai")).fields()
 
 
 @SETTINGS
@@ -223,8 +226,8 @@ def test_a_plain_usage_carries_input_and_output_alone(u):
     if plain is None:
         return
     i, o = plain
-    assert u.openai_fields() == {"input": i, "output": o, "cache_read": None, "cache_write": None, "reasoning": None}
-    assert {k: v for k, v in u.to_anthropic().items()} == {"input_tokens": max(i, 0), "output_tokens": o}
+    assert u.common_fields() == {"input": i, "output": o, "cache_read": None, "cache_write": None, "reasoning": None}
+    assert {k: v for k, v in u.to("anthropic").items()} == {"input_tokens": max(i, 0), "output_tokens": o}
 
 
 # ---------------------------------------------------------------- every codec

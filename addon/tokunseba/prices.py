@@ -29,7 +29,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
 from .routing.endpoints import BUILTIN_ENDPOINTS
-from .neutral.usage import INPUT_INCLUDES_CACHED
+from .neutral.usage import includes_cached
 from .routing.rules import _Reader
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
@@ -104,7 +104,7 @@ def find_price(prices: list[Price], endpoint: str | None, model: str | None) -> 
 def usage_cost(price: Price, fields: dict, counting: str | None) -> tuple[float, dict[str, int]]:
     """(cost of the priced fields, tokens of reported fields that have no price)."""
     tokens = {f: fields.get(f) for f in PRICE_FIELDS}
-    if counting in INPUT_INCLUDES_CACHED and tokens["input"] is not None:  # prompt counts include the cached ones
+    if includes_cached(counting) and tokens["input"] is not None:  # prompt counts include the cached ones
         tokens["input"] -= (tokens["cache_read"] or 0) + (tokens["cache_write"] or 0)
     cost, unpriced = 0.0, {}
     for f, n in tokens.items():

@@ -24,7 +24,8 @@ from tokunseba import translate as tr
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.report import ReplyReport
 from tokunseba.neutral.tools import freeform_arguments
-from tokunseba.neutral.usage import OPENAI, Usage
+from tokunseba.neutral.usage import Usage
+from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_e2e import DUMMY as CODEX_DUMMY, codex_exec

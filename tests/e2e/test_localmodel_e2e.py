@@ -153,9 +153,9 @@ def test_llama_server_non_streamed_text_usage_as_reported(sdk, local_proxy):
     rep = reported(row)
     assert rep and rep["prompt_tokens"] > 0 and rep["completion_tokens"] > 0
     # the client's usage is exactly llama-server's, re-based per docs/protocols.md E.4
-    assert usage_dict(msg.usage) == Usage("openai", rep).to_anthropic()
+    assert usage_dict(msg.usage) == Usage("openai", rep).to("anthropic")
     assert row["usage_input"] == rep["prompt_tokens"] and row["usage_output"] == rep["completion_tokens"]
-    assert json.loads(row["usage_client"]) == Usage("openai", rep).to_anthropic()
+    assert json.loads(row["usage_client"]) == Usage("openai", rep).to("anthropic")
 
 
 def test_llama_server_streamed_text_usage_as_reported(sdk, local_proxy):
@@ -174,7 +174,7 @@ def test_llama_server_streamed_text_usage_as_reported(sdk, local_proxy):
     row = ledger_turn(local_proxy, rid)
     rep = reported(row)
     assert rep and rep["prompt_tokens"] > 0  # llama-server streams usage when include_usage is asked
-    assert delta["usage"] == Usage("openai", rep).to_anthropic()
+    assert delta["usage"] == Usage("openai", rep).to("anthropic")
     # and the SDK's own accumulator agrees
     with sdk.messages.stream(model="claude-haiku-4-5", max_tokens=200, extra_body={"temperature": 0},
                              messages=[{"role": "user", "content": "Count to five."}]) as s:

@@ -1,6 +1,6 @@
 """Toy Chat's codec (see facts.py for the wire format): requests both ways, whole replies
 both ways, streams both ways, errors. Text only: a turn with tools is refused, never faked.
-Registered only by tests/test_toy_protocol.py (``translate.register(CODEC)``)."""
+Registered only by tests/test_toy_protocol.py (``protocols.register(FACTS, CODEC)``)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def decode_reply(body: bytes, report: ReplyReport) -> list[Event]:
 def _usage_for_client(usage: Usage | None) -> dict | None:
     if usage is None:
         return None
-    a = usage.to_anthropic()  # the toy counts as Anthropic does
+    a = usage.to("anthropic")  # the toy counts as Anthropic does
     return {k: a[k] for k in ("input_tokens", "output_tokens") if k in a}
 
 

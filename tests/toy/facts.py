@@ -1,5 +1,5 @@
 """Toy Chat: a Cohere-style protocol (one host, a bearer key, SSE streams) as facts, for
-tests/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS)``):
+tests/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS, CODEC)``):
 nothing in addon/ knows it, which is the point.
 
 Wire format (a small subset of Cohere's v2 chat):
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tokunseba.neutral.usage import ANTHROPIC
+from tokunseba.protocols.anthropic import COUNTING_NAME as ANTHROPIC
 from tokunseba.protocols.facts import Check, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 from tokunseba.sse import encode_event
 

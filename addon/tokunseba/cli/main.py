@@ -12,7 +12,8 @@ import argparse
 import sys
 
 EPILOG = """\
-protocols (any client to any endpoint; same protocol: retargeted unchanged):
+protocols (any client to any endpoint; same protocol: retargeted unchanged; a package adding one
+is found through the entry-point group tokunseba.protocols, see docs/architecture.md):
 {protocols}
 
 typical use:
@@ -35,7 +36,10 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
 
     from .. import protocols
 
-    listed = "\n".join(f"  {p.name:<17} {p.title} ({p.clients})" for p in protocols.all_protocols())
+    listed = "\n".join(f"  {p.name:<17} {p.title} ({p.clients})"
+                       + ("" if (o := protocols.origin(p.name)) == "built in" else f"; {o}")
+                       for p in protocols.all_protocols())
+    listed += "".join(f"\n  ! {problem}" for problem in protocols.plugins.problems())
     p = argparse.ArgumentParser(
         prog="tokunseba",
         description="Route LLM API turns by YAML rules through mitmproxy, translating requests, replies\n"

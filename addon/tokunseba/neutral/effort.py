@@ -54,8 +54,6 @@ SPELLINGS: dict[str, tuple[str, str]] = {
                                             "Gemini 3's levels are OpenAI's names"),
 }
 
-ANTHROPIC_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}  # output_config.effort -> level
-
 
 def level_for_budget(budget: int) -> str:
     """The largest level whose budget ``budget`` covers (0: none; 1..1023: minimal)."""

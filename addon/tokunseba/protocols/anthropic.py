@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
 from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
     ERROR_TYPES, STATUS_FOR_TYPE, UpstreamError, error_type_for_status, status_for_type,
 )
-from ..neutral.usage import ANTHROPIC
+from ..neutral.usage import Counting, Tokens, Usage, count, sub
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only,
@@ -121,6 +121,61 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
 
 # POST /v1/messages/count_tokens (docs/protocols.md A): a turn's body without max_tokens, stream and the
 # sampling keys -> {"input_tokens": N}
+# output_config.effort (adaptive thinking) -> the neutral effort level (neutral/effort.py SPELLINGS)
+EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
+# ---- usage: how Anthropic counts (docs/protocols.md E.4) ----
+# input_tokens excludes the cached tokens (cache_read_input_tokens, cache_creation_input_tokens);
+# output_tokens_details.thinking_tokens is the reasoning part of output_tokens where a server reports it.
+COUNTING_NAME = "anthropic"
+
+
+def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
+    """A usage object's numbers in Anthropic's own counting (input without the cache)."""
+    return {"input": count(r.get("input_tokens")), "output": count(r.get("output_tokens")),
+            "cache_read": count(r.get("cache_read_input_tokens")),
+            "cache_write": count(r.get("cache_creation_input_tokens")),
+            "reasoning": count(sub(r, "output_tokens_details").get("thinking_tokens"))}
+
+
+def usage_tokens(r: dict[str, Any]) -> Tokens:
+    """On the common base: the input re-based to include the cache; the total is arithmetic
+    (Anthropic reports none)."""
+    uncached, out = count(r.get("input_tokens")), count(r.get("output_tokens"))
+    cr, cw = count(r.get("cache_read_input_tokens")), count(r.get("cache_creation_input_tokens"))
+    inp = None if uncached is None else uncached + (cr or 0) + (cw or 0)
+    return {"input": inp, "uncached": uncached, "output": out, "cache_read": cr, "cache_write": cw,
+            "reasoning": count(sub(r, "output_tokens_details").get("thinking_tokens")),
+            "total": inp + out if inp is not None and out is not None else None, "reasoning_detail": True}
+
+
+def usage_object(u: Usage) -> dict[str, Any]:
+    """The Anthropic usage object a client sees (only reported fields): an Anthropic report as
+    it came; another re-based (its input without the cached tokens)."""
+    if u.counting == COUNTING_NAME:
+        return dict(u.reported)
+    if (plain := u.plain()) is not None:  # input and output alone: as below, sooner
+        return {"input_tokens": max(plain[0], 0), "output_tokens": plain[1]}
+    t = u.tokens()
+    out: dict[str, Any] = {}
+    if (v := t["uncached"]) is not None:
+        out["input_tokens"] = v
+    if (v := t["cache_write"]) is not None:
+        out["cache_creation_input_tokens"] = v
+    if (v := t["cache_read"]) is not None:
+        out["cache_read_input_tokens"] = v
+    if (v := t["output"]) is not None:
+        out["output_tokens"] = v
+    if (v := t["reasoning"]) is not None and t["reasoning_detail"]:
+        out["output_tokens_details"] = {"thinking_tokens": v}
+    return out
+
+
+COUNTING = Counting(COUNTING_NAME, input_includes_cached=False, fields=usage_fields, tokens=usage_tokens,
+                    write=usage_object)
+
+
 COUNTER = Counter(
     kind="count_tokens",
     name="Anthropic count_tokens",
@@ -151,7 +206,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message, etype),
     stream_error=lambda message: sse_error("api_error", message),
-    usage_counting=ANTHROPIC,
+    counting=COUNTING,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),
     rule_shape=RuleShape(
@@ -172,3 +227,9 @@ FACTS = Protocol(
     genai_provider="anthropic",
     state_kind=lambda p: "+".join(sorted({b["type"] for b in p.get("blocks", ())})),
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.anthropic:CODEC")

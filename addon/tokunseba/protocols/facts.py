@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..neutral.usage import Counting
+
 Problem = tuple[str, str]  # (JSON path, what is wrong)
 
 
@@ -109,7 +111,10 @@ class Protocol:
     # message -> one SSE event that ends a passed-on stream with an error (502 semantics)
     stream_error: Callable[[str], bytes] = field(default=lambda m: b"")
     # ---- usage (the ledger, prices, the stream watch) ----
-    usage_counting: str = ""  # how its usage numbers count: "anthropic" | "openai" | "gemini"
+    usage_counting: str = ""  # how its usage numbers count: a ``Counting``'s name ("anthropic", "openai"...)
+    # that counting itself, when this protocol brings it (its usage fields and conversions, registered
+    # with it); None: it counts as a convention another protocol brings (``usage_counting`` names it)
+    counting: Counting | None = None
     usage_key: str = "usage"  # where a whole reply carries its usage object
     # where a whole reply names the model that answered (a stream's first event names it too,
     # read by the codec's decoder): OpenTelemetry's gen_ai.response.model for replies passed on
@@ -131,6 +136,14 @@ class Protocol:
     # ---- OpenTelemetry GenAI semantic conventions (proxy/otel_spans.py): their well-known values ----
     genai_operation: str = "chat"  # gen_ai.operation.name of a turn of this protocol's clients
     genai_provider: str | None = None  # gen_ai.provider.name of an upstream asked in this protocol
+
+    def __post_init__(self) -> None:
+        if self.counting is not None:
+            if not self.usage_counting:
+                object.__setattr__(self, "usage_counting", self.counting.name)
+            elif self.usage_counting != self.counting.name:
+                raise ValueError(f"protocol {self.name!r}: usage_counting {self.usage_counting!r} is not "
+                                 f"its counting's name {self.counting.name!r}")
 
     @functools.cached_property
     def model_in_path(self) -> bool:

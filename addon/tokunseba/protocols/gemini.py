@@ -7,12 +7,12 @@ The codec (requests, replies, streams, errors) is ``tokunseba.translate.gemini``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import jsonc
 from ..neutral.error import UpstreamError
-from ..neutral.usage import GEMINI
+from ..neutral.usage import Counting, Tokens, Usage, count, plus
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import Counter, Protocol, RuleShape, count_of, d, lst
@@ -195,6 +195,75 @@ def count_as_turn(body: dict[str, Any]) -> dict[str, Any]:
 
 
 # POST /models/{model}:countTokens (docs/protocols.md D.1) -> {"totalTokens": N, "promptTokensDetails"?: …}
+# ---- usage: how Gemini counts (usageMetadata; docs/protocols.md D.6) ----
+# promptTokenCount includes cachedContentTokenCount; candidatesTokenCount excludes
+# thoughtsTokenCount (billed as output); toolUsePromptTokenCount is input outside promptTokenCount.
+COUNTING_NAME = "gemini"
+
+
+def usage_plain(r: dict[str, Any]) -> tuple[int, int] | None:
+    """(promptTokenCount, candidatesTokenCount) of a usageMetadata that reports both and no
+    cache, thoughts or tool-use prompt (null counts as not reported); None otherwise."""
+    get = r.get
+    if get("cachedContentTokenCount") is None and get("thoughtsTokenCount") is None \
+            and get("toolUsePromptTokenCount") is None and type(p := get("promptTokenCount")) is int \
+            and type(c := get("candidatesTokenCount")) is int:
+        return p, c
+    return None
+
+
+def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
+    """A usageMetadata's numbers in Gemini's own counting."""
+    return {
+        "input": count(r.get("promptTokenCount")),  # includes the cached tokens
+        "output": count(r.get("candidatesTokenCount")),  # excludes the thoughts
+        "cache_read": count(r.get("cachedContentTokenCount")),
+        "cache_write": None,
+        "reasoning": count(r.get("thoughtsTokenCount")),
+    }
+
+
+def usage_tokens(r: dict[str, Any]) -> Tokens:
+    """On the common base: the tool-use prompt joins the input, the thoughts the output; the
+    total only as reported."""
+    if (plain := usage_plain(r)) is not None:  # prompt and candidates alone: as below, sooner
+        p, c = plain
+        return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
+                "reasoning": None, "total": count(r.get("totalTokenCount")), "reasoning_detail": False}
+    prompt, cached = count(r.get("promptTokenCount")), count(r.get("cachedContentTokenCount"))
+    tool, thoughts = count(r.get("toolUsePromptTokenCount")), count(r.get("thoughtsTokenCount"))
+    return {"input": plus(prompt, tool),
+            "uncached": None if prompt is None else max(prompt - (cached or 0), 0) + (tool or 0),
+            "output": plus(count(r.get("candidatesTokenCount")), thoughts), "cache_read": cached, "cache_write": None,
+            "reasoning": thoughts, "total": count(r.get("totalTokenCount")), "reasoning_detail": False}
+
+
+def usage_object(u: Usage) -> dict[str, Any]:
+    """The usageMetadata a client sees (only reported fields): promptTokenCount includes the
+    cache (and Anthropic's cache writes), the reasoning part of the output goes to
+    thoughtsTokenCount, totalTokenCount is the reported total or the arithmetic sum of what
+    was reported."""
+    if u.counting == COUNTING_NAME:
+        return dict(u.reported)
+    t = u.tokens()
+    out: dict[str, Any] = {}
+    if (v := t["input"]) is not None:
+        out["promptTokenCount"] = v
+    if (v := t["output"]) is not None:
+        out["candidatesTokenCount"] = v - (t["reasoning"] or 0)
+    if (v := t["cache_read"]) is not None:
+        out["cachedContentTokenCount"] = v
+    if (v := t["reasoning"]) is not None:
+        out["thoughtsTokenCount"] = v
+    if (v := t["total"]) is not None:
+        out["totalTokenCount"] = v
+    return out
+
+
+COUNTING = Counting(COUNTING_NAME, input_includes_cached=True, fields=usage_fields, tokens=usage_tokens,
+                    write=usage_object, plain=usage_plain)
+
+
 COUNTER = Counter(
     kind="count",
     name="Gemini countTokens",
@@ -223,7 +292,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),
     stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
-    usage_counting=GEMINI,
+    counting=COUNTING,
     usage_key="usageMetadata",
     reply_model_key="modelVersion",
     stream_judged=False,  # no terminal event: a stream's end cannot be told from a cut
@@ -242,3 +311,9 @@ FACTS = Protocol(
     genai_operation="generate_content",
     genai_provider="gcp.gemini",
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.gemini:CODEC")

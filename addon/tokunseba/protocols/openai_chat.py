@@ -6,12 +6,12 @@ the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
 from ..neutral.error import UpstreamError
-from ..neutral.usage import OPENAI
+from ..neutral.usage import Counting, Tokens, Usage, count, first, sub
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
@@ -143,6 +143,102 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
     return {"field": field_name, "text": "".join(parts)} if parts else None
 
 
+# ---- usage: how OpenAI counts (docs/protocols.md E.4); the Responses API shares it ----
+# prompt_tokens includes the cached tokens (prompt_tokens_details.cached_tokens), completion_tokens
+# the reasoning (completion_tokens_details.reasoning_tokens). Responses names the same numbers
+# input_tokens / output_tokens / *_details; OpenAI-compatible servers for Anthropic-backed models
+# (LiteLLM...) also report the cache under Anthropic's names at the top, counted inside prompt_tokens.
+COUNTING_NAME = "openai"
+
+
+def usage_plain(r: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt, completion) of the plainest report: those two and the total only (llama.cpp,
+    vLLM, Ollama)."""
+    if len(r) == 3 and type(i := r.get("prompt_tokens")) is int \
+            and type(o := r.get("completion_tokens")) is int and "total_tokens" in r:
+        return i, o
+    return None
+
+
+def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
+    """A usage object's numbers in OpenAI's own counting (input includes the cache), under
+    Chat's names or Responses'."""
+    get = r.get
+    inp, out = get("prompt_tokens"), get("completion_tokens")
+    if type(inp) is int and type(out) is int:  # Chat names: the general case's answer, sooner
+        if len(r) == 3 and "total_tokens" in r:  # the plainest (llama.cpp, vLLM, Ollama)
+            return {"input": inp, "output": out, "cache_read": None, "cache_write": None, "reasoning": None}
+        if "input_tokens_details" not in r and "output_tokens_details" not in r \
+                and "cache_read_input_tokens" not in r and "cache_creation_input_tokens" not in r:
+            ptd, ctd = get("prompt_tokens_details"), get("completion_tokens_details")
+            return {"input": inp, "output": out,
+                    "cache_read": count(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None,
+                    "cache_write": count(ptd.get("cache_write_tokens")) if isinstance(ptd, dict) else None,
+                    "reasoning": count(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None}
+    ptd, ctd = sub(r, "prompt_tokens_details"), sub(r, "completion_tokens_details")
+    itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
+    return {"input": first(r.get("prompt_tokens"), r.get("input_tokens")),
+            "output": first(r.get("completion_tokens"), r.get("output_tokens")),
+            "cache_read": first(ptd.get("cached_tokens"), itd.get("cached_tokens"), r.get("cache_read_input_tokens")),
+            "cache_write": first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"),
+                                 r.get("cache_creation_input_tokens")),
+            "reasoning": first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens"))}
+
+
+def usage_tokens(r: dict[str, Any]) -> Tokens:
+    """On the common base (OpenAI's own: input with the cache); the total as reported, else
+    the sum of input and output. (``usage_fields``' reading, written out: once per reply.)"""
+    if (plain := usage_plain(r)) is not None:  # prompt, completion and total alone: as below, sooner
+        p, c = plain
+        reported = count(r["total_tokens"])
+        return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
+                "reasoning": None, "total": p + c if reported is None else reported, "reasoning_detail": True}
+    ptd, ctd = sub(r, "prompt_tokens_details"), sub(r, "completion_tokens_details")
+    itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
+    get = r.get
+    inp, out = first(get("prompt_tokens"), get("input_tokens")), first(get("completion_tokens"), get("output_tokens"))
+    cr = first(ptd.get("cached_tokens"), itd.get("cached_tokens"), get("cache_read_input_tokens"))
+    cw = first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"), get("cache_creation_input_tokens"))
+    total = count(get("total_tokens"))
+    if total is None and inp is not None and out is not None:
+        total = inp + out
+    return {"input": inp, "uncached": None if inp is None else max(inp - (cr or 0) - (cw or 0), 0), "output": out,
+            "cache_read": cr, "cache_write": cw, "reasoning": first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens")),
+            "total": total, "reasoning_detail": True}
+
+
+def usage_object(u: Usage) -> dict[str, Any]:
+    """The Chat Completions usage object a client sees (only reported fields): an OpenAI
+    report as it came; a Responses one renamed (same definitions); another re-based."""
+    r = u.reported
+    if u.counting == COUNTING_NAME and ("prompt_tokens" in r or "completion_tokens" in r
+                                        or not ("input_tokens" in r or "output_tokens" in r)):
+        return dict(r)
+    t = u.tokens()
+    out: dict[str, Any] = {}
+    if (v := t["input"]) is not None:
+        out["prompt_tokens"] = v
+    if (v := t["output"]) is not None:
+        out["completion_tokens"] = v
+    if (v := t["total"]) is not None:
+        out["total_tokens"] = v
+    cr, cw = t["cache_read"], t["cache_write"]
+    if cr is not None or cw is not None:
+        ptd: dict[str, int] = {}
+        if cr is not None:
+            ptd["cached_tokens"] = cr
+        if cw is not None:
+            ptd["cache_write_tokens"] = cw
+        out["prompt_tokens_details"] = ptd
+    if (v := t["reasoning"]) is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": v}
+    return out
+
+
+COUNTING = Counting(COUNTING_NAME, input_includes_cached=True, fields=usage_fields, tokens=usage_tokens,
+                    write=usage_object, plain=usage_plain)
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Chat Completions",
@@ -158,7 +254,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stream_error=lambda message: sse_error("server_error", message),
-    usage_counting=OPENAI,
+    counting=COUNTING,
     rule_shape=RuleShape(
         "messages", ("content",), typed("image_url"), role_user, "content", typed("text"),
         # legacy `functions` count as tools too
@@ -178,3 +274,9 @@ FACTS = Protocol(
     state_kind=lambda p: p.get("field") or "reasoning_content",
     genai_provider="openai",
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.openai_chat:CODEC")

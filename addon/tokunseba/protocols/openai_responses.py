@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.usage import OPENAI
 from ..sse import encode_event
 from . import openai_chat
 from .facts import Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, role_user, typed
@@ -156,7 +155,7 @@ FACTS = Protocol(
     upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
     stream_error=lambda message: sse_error("server_error", message),
-    usage_counting=OPENAI,  # Responses usage shares Chat's definitions
+    counting=openai_chat.COUNTING,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
                               "response.reasoning_summary_text.delta"}),
     rule_shape=RuleShape(
@@ -178,3 +177,9 @@ FACTS = Protocol(
     state_payload=state_payload,  # reasoning items, before their calls (reasoning/state.py)
     state_kind=lambda p: "reasoning item" + ("s" if len(p.get("items", ())) > 1 else ""),
 )
+
+
+def register_protocols(register: Callable[..., object]) -> None:
+    """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
+    named for the registry to import on first use (``protocols/`` imports no codec)."""
+    register(FACTS, "tokunseba.translate.openai_responses:CODEC")

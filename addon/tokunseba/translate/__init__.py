@@ -6,12 +6,14 @@ Protocol names used everywhere: ``anthropic`` (Messages), ``openai`` (Chat Compl
 Every protocol contributes one codec (``translate/<protocol>/``: request, reply and stream
 decoders and encoders over the neutral model in ``tokunseba.neutral``); any pair is the
 client's decoder + the target's encoder, so N protocols cost 2N parts and which pairs
-translate is derived from ``CODECS`` below. Registering a protocol's codec is one line; its
-facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
+translate is derived from ``CODECS`` below. A protocol's codec is registered with its facts, in
+one call: ``protocols.register(facts, codec)``, made by the protocol's plugin (a built-in's is
+its facts module's ``register_protocols``, named in the entry-point group ``tokunseba.protocols``,
+which names its codec as ``"tokunseba.translate.<name>:CODEC"``: imported on first use).
 
     from tokunseba import translate
     translate.PROTOCOLS                  # anthropic, openai, openai-responses, gemini (protocols.NAMES)
-    translate.register(codec)            # a protocol's codec (its facts: protocols.register)
+    translate.CODECS                     # protocol -> its codec (protocols.CODECS, typed)
     translate.pairs()                    # {(client, target): None | "why refused"}
     translate.request(client, target, body, **endpoint_options) -> RequestTranslation
     translate.reply(upstream, client, body, *, created=None) -> ReplyTranslation
@@ -24,7 +26,7 @@ facts (hosts, paths, envelopes...) are registered in ``tokunseba.protocols``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import time
 from collections.abc import Callable
@@ -39,12 +41,8 @@ from ..neutral.message import Message
 from ..neutral.report import ReplyReport
 from ..neutral.tools import ClientTools
 from . import fieldtable as ft
-from .anthropic import CODEC as ANTHROPIC
 from .codec import Codec, ReplyTranslation
-from .gemini import CODEC as GEMINI
-from .openai_chat import CODEC as OPENAI_CHAT
 from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES
-from .openai_responses import CODEC as OPENAI_RESPONSES
 from .streaming import StreamTranslator
 
 __all__ = ["PROTOCOLS", "CODECS", "register", "unregister", "pairs", "pair_refusal", "request", "reply", "stream", "error",
@@ -54,18 +52,12 @@ __all__ = ["PROTOCOLS", "CODECS", "register", "unregister", "pairs", "pair_refus
 # The protocols tokunseba knows: a live view of the protocol registry (protocols/__init__.py)
 PROTOCOLS = protocols.NAMES
 
-# The registered codecs: a pair translates when both of its protocols have one.
-CODECS: dict[str, Codec] = {c.protocol: c for c in (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, GEMINI)}
-
-
-def register(codec: Codec) -> Codec:
-    """Add (or replace) a protocol's codec; its facts go to ``protocols.register``."""
-    CODECS[codec.protocol] = codec
-    return codec
-
-
-def unregister(protocol: str) -> None:
-    CODECS.pop(protocol, None)
+# The registered codecs (the registry's own table, typed): a pair translates when both of its
+# protocols have one.
+CODECS = cast(dict[str, Codec], protocols.CODECS)
+register = protocols.register  # the one seam: register(facts, codec)
+unregister = protocols.unregister
+_known = dict.get  # a codec as registered (a Codec, or the "module:attr" the registry imports on first use)
 
 
 parse_body = ft.parse_body
@@ -163,9 +155,9 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     not given); ``client_tools``: the request translation's ``client_tools`` (calls of those
     tools go back in the client's own shape). Raises ``TranslationError`` (502) when the reply
     cannot be translated."""
-    dec, enc = CODECS.get(upstream), CODECS.get(client)
-    if dec is None or enc is None or upstream == client:
-        dec, enc = _codecs(upstream, client, "reply")  # raises: no such pair
+    dec, enc = _known(CODECS, upstream), _known(CODECS, client)  # plain dict reads: per turn
+    if type(dec) is not Codec or type(enc) is not Codec or upstream == client:
+        dec, enc = _codecs(upstream, client, "reply")  # a codec named, not imported yet; or raises: no such pair
     created = int(time.time()) if created is None else created
     report = ReplyReport(client_tools=client_tools or None)
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \

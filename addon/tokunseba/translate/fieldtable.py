@@ -9,7 +9,7 @@ bad input is named by its path, before any body exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,23 +193,29 @@ def check_body(body: Any, who: str) -> dict[str, Any]:
     return body
 
 
-def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: dict[str, Any], rt: RequestTranslation, o: Options) -> dict[str, Any]:
+def run(table: FieldTable, checks: dict[str, Callable[[Any, str], Any]], body: dict[str, Any], rt: Any, o: Options,
+        spelled: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Apply a field table: known fields in table order (later handlers may read what earlier
-    ones wrote: tool_choice needs tools), then every unknown field recorded as dropped."""
+    ones wrote: tool_choice needs tools), then every unknown field recorded as dropped.
+    ``rt`` is the record (anything with a ``dropped`` list: a Conversation, a RequestTranslation,
+    a codec's own decoding state). ``spelled``: where a protocol takes one field under several
+    spellings (Gemini: lowerCamel or snake_case), ``body`` keyed as the table is and each key's
+    path as the client spelled it (what handlers get and drops name)."""
     out: dict[str, Any] = {}
     for key in [k for k in table if k in body]:  # most rows are absent: skipped in one comprehension
         action, how, _note = table[key]
         value = body[key]
         if value is None:  # null: nothing to carry
             continue
+        path = key if spelled is None else spelled[key]
         if action == "mapped":
-            out[how] = checks[key](value, key)  # type: ignore[index]
+            out[how] = checks[key](value, path)  # type: ignore[index]
         elif how is None:  # dropped, recorded by name
-            rt.dropped.append(key)
+            rt.dropped.append(path)
         else:  # converted, or dropped with its own record (metadata.user_id)
-            how(rt, key, value, out, o)  # type: ignore[operator]
+            how(rt, path, value, out, o)  # type: ignore[operator]
     if not body.keys() <= table.keys():
-        rt.dropped.extend([k for k in body if k not in table])
+        rt.dropped.extend([k if spelled is None else spelled[k] for k in body if k not in table])
     return out
 
 

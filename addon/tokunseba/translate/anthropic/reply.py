@@ -20,7 +20,7 @@ from ...neutral.events import Event
 from ...neutral.message import Block, Message
 from ...neutral.ids import odd_id
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import ANTHROPIC, Usage
+from ...neutral.usage import Usage
 from ...protocols import anthropic as pa
 from ..codec import parse_reply
 from .stream import BLOCK_KINDS, mint_message_id, odd_stop
@@ -69,7 +69,7 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
         stop, seq = odd_stop(stop, seq, report.dropped)
     m.stop_reason, m.stop_sequence, m.stopped = stop, seq, True
     if isinstance(u, dict) and u:
-        m.usage = Usage(ANTHROPIC, u)
+        m.usage = Usage(pa.COUNTING_NAME, u)
     return m
 
 
@@ -126,7 +126,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     stop = msg.stop_reason
     if calls and stop in ("end_turn", None):
         stop = "tool_use"  # derived from what is there (docs/pitfalls.md 7)
-    client_usage = msg.usage.to_anthropic() if msg.usage else None
+    client_usage = pa.COUNTING.write(msg.usage) if msg.usage else None
     mid = msg.id or mint_message_id(created, report)
     out = {"id": mid, "type": "message", "role": "assistant", "model": msg.model, "content": content,
            "stop_reason": stop, "stop_sequence": msg.stop_sequence, "usage": client_usage or {}}

@@ -30,7 +30,7 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
-from ...neutral.effort import ANTHROPIC_EFFORT, BUDGETS, budget_for, level_for_budget
+from ...neutral.effort import BUDGETS, budget_for, level_for_budget
 from ...neutral.state import PROVIDER_STATE, state_for
 from ...protocols import anthropic as pa
 from ...neutral.conversation import Conversation, RequestTranslation
@@ -421,10 +421,10 @@ def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict[str, Any], o
 def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     """effort -> reasoning_effort (unless thinking already named a level); format has no counterpart."""
     for k, v in ft.obj(value, key).items():
-        if k == "effort" and "reasoning_effort" not in out and isinstance(v, str) and v in ANTHROPIC_EFFORT:
-            out["reasoning_effort"] = ANTHROPIC_EFFORT[v]
+        if k == "effort" and "reasoning_effort" not in out and isinstance(v, str) and v in pa.EFFORT_LEVELS:
+            out["reasoning_effort"] = pa.EFFORT_LEVELS[v]
             rt.origin["reasoning_effort"] = f"{key}.effort"
-            rt.converted.append(f"{key}.effort {v!r} -> reasoning_effort {ANTHROPIC_EFFORT[v]!r}")
+            rt.converted.append(f"{key}.effort {v!r} -> reasoning_effort {pa.EFFORT_LEVELS[v]!r}")
         else:
             rt.dropped.append(f"{key}.{k}")
 

@@ -18,7 +18,7 @@ from ... import jsonc
 from ...neutral.error import UpstreamError, status_for_type
 from ...neutral.ids import odd_id
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import ANTHROPIC, Usage
+from ...neutral.usage import Usage
 from ...protocols import anthropic as pa
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
@@ -108,7 +108,7 @@ class AnthropicDecoder:
         if m.__class__ is not dict:
             return self._odd("message")
         u = m.get("usage")
-        self.usage = Usage(ANTHROPIC, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
+        self.usage = Usage(pa.COUNTING_NAME, u) if isinstance(u, dict) and u else None  # {}: nothing reported yet
         mid = m.get("id")
         if mid is not None and type(mid) is not str:
             odd_id("id", self.report.dropped)
@@ -179,7 +179,7 @@ class AnthropicDecoder:
             return self._odd("delta")
         u = d.get("usage")
         if isinstance(u, dict) and u:  # cumulative: overwrite, never add (docs/pitfalls.md 15)
-            self.usage = self.usage.merged(u) if self.usage else Usage(ANTHROPIC, u)
+            self.usage = self.usage.merged(u) if self.usage else Usage(pa.COUNTING_NAME, u)
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:
                 note_once(self.report.dropped, key)  # named by their place in a whole message
@@ -293,7 +293,7 @@ class AnthropicEncoder:
         if self._started:
             return b""
         self._started = True
-        usage = ev.usage.to_anthropic() if ev.usage else {}  # {}: nothing measured yet, never zeros
+        usage = pa.COUNTING.write(ev.usage) if ev.usage else {}  # {}: nothing measured yet, never zeros
         msg: dict[str, Any] = {"id": ev.id or mint_message_id(self.created, self.report), "type": "message", "role": "assistant", "model": ev.model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}
         return _event("message_start", {"type": "message_start", "message": msg})
@@ -357,7 +357,7 @@ class AnthropicEncoder:
         stop = ev.stop_reason
         if self._tool and stop in ("end_turn", None):
             stop = "tool_use"  # derived from what was emitted (docs/pitfalls.md 7)
-        usage = ev.usage.to_anthropic() if ev.usage else None
+        usage = pa.COUNTING.write(ev.usage) if ev.usage else None
         self.client_usage = usage
         self.finished = True
         rep = self.report

@@ -5,7 +5,7 @@
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
 returns); ``encode`` writes, straight from the message, what the stream encoder's chunks for the message
-merged the way a client merges them (``merge_chunks``: adjacent text parts of the same kind
+merged the way a client merges them (tests/gemini_chunks.py: adjacent text parts of the same kind
 joined, function calls whole, the last finishReason and usageMetadata) would be. So a whole
 reply and the same reply streamed are one thing, which the tests check.
 """
@@ -20,7 +20,7 @@ from ...neutral.error import error_from_obj
 from ...neutral.events import BlockKind, Event, StreamError
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import GEMINI, Usage
+from ...neutral.usage import Usage
 from ...protocols import gemini as pg
 from .ids import synth_call_id
 from .stream import (
@@ -151,50 +151,16 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     m.stop_reason = "tool_use" if stop == "end_turn" and calls else stop
     m.stopped = True
     if isinstance(u, dict) and u:
-        m.usage = Usage(GEMINI, u)
+        m.usage = Usage(pg.COUNTING_NAME, u)
     return m
-
-
-def merge_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stream chunks (``GenerateContentResponse`` objects) merged into one reply: parts in
-    order, adjacent text parts of the same kind joined; the last finishReason, promptFeedback,
-    usageMetadata, responseId and modelVersion. A chunk holding an error is the whole answer."""
-    parts: list[dict[str, Any]] = []
-    out: dict[str, Any] = {}
-    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}}
-    seen = False
-    for ch in chunks:
-        if "error" in ch:
-            return ch
-        for c in ch.get("candidates") or ():
-            seen = True
-            for p in (c.get("content") or {}).get("parts") or ():
-                last = parts[-1] if parts else None
-                if (last is not None and "text" in p and "text" in last
-                        and bool(p.get("thought")) == bool(last.get("thought"))):
-                    last["text"] += p["text"]
-                else:
-                    parts.append(dict(p))
-            if "finishReason" in c:
-                cand["finishReason"] = c["finishReason"]
-        for key in ("promptFeedback", "usageMetadata", "modelVersion", "responseId"):
-            if key in ch:
-                out[key] = ch[key]
-    cand["index"] = 0
-    return {"candidates": [cand], **out} if seen else out
-
-
-def chunks_of(sse: bytes) -> list[dict[str, Any]]:
-    """The objects of Gemini SSE bytes as the encoder frames them."""
-    return [jsonc.loads(frame[6:]) for frame in sse.split(pg.SSE_END) if frame.startswith(b"data: ")]
 
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (docs/protocols.md D.3.7).
 
-    Written straight from the message, it is what ``merge_chunks`` makes of the stream encoder's
-    chunks for the message's events (tests/test_gemini_stream.py checks that they agree): one
+    Written straight from the message, it is what a client's merge (tests/gemini_chunks.py)
+    makes of the stream encoder's chunks for the message's events (tests/test_gemini_stream.py checks that they agree): one
     part per text or thinking block, adjacent ones of the same kind joined, each call whole in
     block order; the finish and usage of the last chunk; keys in the order the merge gives."""
     parts: list[dict[str, Any]] = []
@@ -242,7 +208,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         finish = "STOP"
     if msg.stop_sequence:
         note_once(dropped, "stop_sequence")
-    usage = msg.usage.to_gemini() if msg.usage is not None else None
+    usage = pg.COUNTING.write(msg.usage) if msg.usage is not None else None
     report.stop_reason, report.completed = stop, True
     out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
                                            "index": 0}]}

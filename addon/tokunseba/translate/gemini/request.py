@@ -33,6 +33,7 @@ from ...neutral.report import note_once
 from ...neutral.effort import BUDGETS, LEVELS, budget_for, level_for_budget
 from ...neutral.state import state_for
 from ...protocols import gemini as pg
+from .. import fieldtable as ft
 
 JOIN = "\n\n"  # how several text parts (system, user) become one string
 DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
@@ -93,11 +94,16 @@ def _opt_str(v: Any, path: str) -> str | None:
 
 
 class _Decode:
+    """The decoder's record for the field tables (``ft.run`` records drops in ``dropped``: the
+    conversation's own list) and what the rows build on the way."""
+
     def __init__(self, rt: Conversation) -> None:
         self.rt = rt
+        self.dropped = rt.dropped
         self.messages: list[dict[str, Any]] = []
         self.system: list[str] = []
         self.calls: list[tuple[str, str]] = []  # (name, id) of the latest model turn's calls, unanswered
+        self.gc: dict[str, Any] = {}  # the generationConfig its rows read besides their own field
 
     def drop(self, path: str) -> None:
         note_once(self.rt.dropped, path)
@@ -268,7 +274,7 @@ def _model(d: _Decode, parts: list[Any], cp: str, ci: int) -> None:
     d.messages.append(msg)
 
 
-def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     for i, c in enumerate(_arr(value, key)):
         cp = f"{key}[{i}]"
         c = _obj(c, cp)
@@ -285,7 +291,7 @@ def _contents(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
             raise _bad(f"{cp}.role", f"must be user or model, not {role!r}")
 
 
-def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str):  # the SDKs accept a bare string
         d.system.append(value)
         return
@@ -298,7 +304,7 @@ def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any]) -
     # its "role" (Gemini CLI sends "user") means nothing: ignored (docs/protocols.md D.3.2)
 
 
-def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     tools: list[dict[str, Any]] = []
     for i, t in enumerate(_arr(value, key)):
         tp = f"{key}[{i}]"
@@ -330,7 +336,7 @@ def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
         out["tools"] = tools
 
 
-def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     value = _obj(value, key)
     keys = _keys(value)
     for k in keys:
@@ -354,42 +360,35 @@ def _tool_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
             note_once(d.rt.converted, f"{fp}.mode: VALIDATED -> auto (schema-constrained calls have no counterpart)")
 
 
-def _generation_config(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
-    value = _obj(value, key)
-    for camel, spelled in _keys(value).items():
-        row = GENERATION_FIELDS.get(camel)
-        path = f"{key}.{spelled}"
-        if row is None or row[0] == "dropped":
-            if value[spelled] is not None:
-                d.drop(path)
-            continue
-        row[1](d, path, value[spelled], out, value)
+def _generation_config(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """Field by field (``GENERATION_FIELDS``), each by the client's spelling of it."""
+    d.gc = value = _obj(value, key)
+    keys = _keys(value)
+    view = {camel: value[spelled] for camel, spelled in keys.items() if value[spelled] is not None}
+    paths = {camel: f"{key}.{spelled}" for camel, spelled in keys.items()}
+    got = ft.run(GENERATION_FIELDS, GENERATION_CHECKS, view, d, o, paths)
+    for camel, (action, target, _why) in GENERATION_FIELDS.items():
+        if action == "mapped" and camel in view:
+            d.rt.origin[target] = paths[camel]  # type: ignore[index]
+    out.update(got)
 
 
-def _gc_mapped(target: str) -> Callable[[_Decode, str, Any, dict[str, Any], dict[str, Any]], None]:
-    def mapped(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
-        out[target] = v
-        d.rt.origin[target] = path
-    return mapped
-
-
-def _gc_max_tokens(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _max_output_tokens(v: Any, path: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool):  # a cap is compared with the endpoint's: a number
         raise _bad(path, f"expected an integer, not {jsonc.dumps(v)[:40]}")
-    out["max_completion_tokens"] = v
-    d.rt.origin["max_completion_tokens"] = path
+    return v
 
 
-def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     if v != 1:
         raise _bad(path, f"{v} candidates requested; the target returns one", refused=True)
 
 
-def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     if v == "application/json":
-        schema = _get(gc, "responseJsonSchema")
+        schema = _get(d.gc, "responseJsonSchema")
         if schema is None:
-            schema = _get(gc, "responseSchema")
+            schema = _get(d.gc, "responseSchema")
         if schema is None:
             out["response_format"] = {"type": "json_object"}
         else:
@@ -401,17 +400,17 @@ def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, A
         d.drop(path)
 
 
-def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
-    if _get(gc, "responseMimeType") != "application/json":
+def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
+    if _get(d.gc, "responseMimeType") != "application/json":
         d.drop(path)  # a schema without JSON output: nothing to constrain
 
 
-def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     out["stop"] = list(_arr(v, path))
     d.rt.origin["stop"] = path
 
 
-def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[str, Any]) -> None:
+def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
     """thinkingConfig -> reasoning_effort (neutral/effort.py): a level as named, a budget by level
     (0, off, and -1, dynamic: no level, dropped); includeThoughts asks for thought parts back: dropped."""
     for camel, spelled in _keys(_obj(v, path)).items():
@@ -430,15 +429,15 @@ def _gc_thinking(d: _Decode, path: str, v: Any, out: dict[str, Any], gc: dict[st
         d.rt.converted.append(f"{p} {value!r} -> reasoning_effort {level!r}")
 
 
-# generationConfig field (lowerCamel) -> (action, handler | None, why)
-GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
-    "temperature": ("mapped", _gc_mapped("temperature"), "exact"),
-    "topP": ("mapped", _gc_mapped("top_p"), "exact"),
-    "maxOutputTokens": ("mapped", _gc_max_tokens, "exact (an integer)"),
+# generationConfig field (lowerCamel) -> (action, neutral field or handler, why). Processed in this order.
+GENERATION_FIELDS: ft.FieldTable = {
+    "temperature": ("mapped", "temperature", "exact"),
+    "topP": ("mapped", "top_p", "exact"),
+    "maxOutputTokens": ("mapped", "max_completion_tokens", "exact (an integer)"),
     "stopSequences": ("converted", _gc_stop, "-> stop"),
-    "presencePenalty": ("mapped", _gc_mapped("presence_penalty"), "exact"),
-    "frequencyPenalty": ("mapped", _gc_mapped("frequency_penalty"), "exact"),
-    "seed": ("mapped", _gc_mapped("seed"), "exact"),
+    "presencePenalty": ("mapped", "presence_penalty", "exact"),
+    "frequencyPenalty": ("mapped", "frequency_penalty", "exact"),
+    "seed": ("mapped", "seed", "exact"),
     "candidateCount": ("converted", _gc_candidates, "1 is the only answer the client can get; more refused"),
     "responseMimeType": ("converted", _gc_mime, "application/json -> response_format (json_schema with the schema)"),
     "responseSchema": ("converted", _gc_schema, "read with responseMimeType (types lowercased)"),
@@ -458,19 +457,20 @@ GENERATION_FIELDS: dict[str, tuple[str, Any, str]] = {
     "modelSelectionConfig": ("dropped", None, "Google-only"),
     "enableAffectiveDialog": ("dropped", None, "Google-only"),
 }
+# the mapped rows' checks (a value carried as it came; the maximum output is compared with the endpoint's)
+GENERATION_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "temperature": ft.anything, "topP": ft.anything, "maxOutputTokens": _max_output_tokens,
+    "presencePenalty": ft.anything, "frequencyPenalty": ft.anything, "seed": ft.anything}
 
 
-def _refuse_cached(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
+def _refuse_cached(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     raise _bad(key, "names content cached at Google; another endpoint cannot read it, and the turn without it "
                     "is not the turn the client sent", refused=True)
 
 
-def _drop(d: _Decode, key: str, value: Any, out: dict[str, Any]) -> None:
-    d.drop(key)
-
-
-# top-level field (lowerCamel) -> (action, handler, why). Processed in this order.
-DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]], None], str]] = {
+# top-level field (lowerCamel) -> (action, handler, why). Processed in this order; anything not listed is
+# dropped, recorded.
+DECODE_FIELDS: ft.FieldTable = {
     "systemInstruction": ("converted", _system_instruction, "parts' text joined -> a leading system message; role ignored"),
     "contents": ("converted", _contents, "user/model -> user/assistant; functionCall -> tool_calls; "
                                          "functionResponse -> tool messages; inlineData -> image/file parts"),
@@ -480,9 +480,9 @@ DECODE_FIELDS: dict[str, tuple[str, Callable[[_Decode, str, Any, dict[str, Any]]
                                               "that function"),
     "generationConfig": ("converted", _generation_config, "field by field: GENERATION_FIELDS"),
     "cachedContent": ("refused", _refuse_cached, "content stored at Google: no other endpoint can read it"),
-    "safetySettings": ("dropped", _drop, "Google's filters: no counterpart"),
-    "labels": ("dropped", _drop, "billing labels: no counterpart"),
-    "model": ("dropped", _drop, "the model is the URL's (docs/protocols.md D.1)"),
+    "safetySettings": ("dropped", None, "Google's filters: no counterpart"),
+    "labels": ("dropped", None, "billing labels: no counterpart"),
+    "model": ("dropped", None, "the model is the URL's (docs/protocols.md D.1)"),
 }
 
 
@@ -505,14 +505,11 @@ def decode(body: dict[str, Any], *, path: str = "") -> Conversation:
     model, stream = url_facts(path)
     rt = Conversation(body={})
     d = _Decode(rt)
-    out: dict[str, Any] = {}
     spelled = _keys(body)
-    for camel in spelled:
-        if camel not in DECODE_FIELDS:
-            d.drop(spelled[camel])
-    for camel, (_, handler, _) in DECODE_FIELDS.items():
-        if camel in spelled and body[spelled[camel]] is not None:
-            handler(d, spelled[camel], body[spelled[camel]], out)
+    if all(camel == k for camel, k in spelled.items()):  # lowerCamel throughout (the usual case)
+        out = ft.run(DECODE_FIELDS, {}, body, d, ft.Options())
+    else:
+        out = ft.run(DECODE_FIELDS, {}, {camel: body[k] for camel, k in spelled.items()}, d, ft.Options(), spelled)
     messages = d.messages
     if d.system:
         messages = [{"role": "system", "content": JOIN.join(d.system)}] + messages
@@ -540,6 +537,8 @@ def _shift(path: str) -> str:
 
 
 class _Encode:
+    """What encoding ``messages`` keeps on the way (the row's handler makes one)."""
+
     def __init__(self, rt: RequestTranslation) -> None:
         self.rt = rt
         self.names: dict[str, str] = {}  # tool call id -> function name, from the history
@@ -599,7 +598,9 @@ def _add(e: _Encode, role: str, parts: list[dict[str, Any]]) -> None:
         e.contents.append({"role": role, "parts": parts})
 
 
-def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """-> ``contents`` (and ``systemInstruction``): the body's first keys, as the row comes first."""
+    e = _Encode(rt)
     results: list[dict[str, Any]] = []  # functionResponse parts waiting for their user content
     for i, m in enumerate(_arr(value, key)):
         mp = f"{key}[{i}]"
@@ -664,6 +665,9 @@ def _enc_messages(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict
     if results:
         _add(e, "user", results)
     _sign_active_loop(e)
+    out["contents"] = e.contents
+    if e.system:
+        out["systemInstruction"] = {"parts": [{"text": JOIN.join(e.system)}]}
 
 
 def _sign_active_loop(e: _Encode) -> None:
@@ -692,14 +696,14 @@ def _sign_active_loop(e: _Encode) -> None:
 FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,63}")
 
 
-def _enc_tools(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_tools(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     decls = []
     for i, t in enumerate(_arr(value, key)):
         if type(t) is not dict:
             _obj(t, f"{key}[{i}]")  # a 400 naming the path (a path is built only for a failure or a record)
         fn = t.get("function")
         if t.get("type") != "function" or not isinstance(fn, dict):
-            e.drop(f"{key}[{i}]")
+            note_once(rt.dropped, f"{key}[{i}]")
             continue
         name = fn.get("name")
         if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
@@ -712,13 +716,13 @@ def _enc_tools(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[st
         if (params := fn.get("parameters")) is not None:
             fd["parametersJsonSchema"] = params
         if fn.get("strict") is not None:
-            e.drop(f"{key}[{i}].function.strict")
+            note_once(rt.dropped, f"{key}[{i}].function.strict")
         decls.append(fd)
     if decls:
         out["tools"] = [{"functionDeclarations": decls}]
 
 
-def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_tool_choice(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if isinstance(value, str) and value in CHOICES:
         fcc: dict[str, Any] = {"mode": CHOICES[value]}
     elif isinstance(value, dict) and isinstance(value.get("function"), dict) and value["function"].get("name"):
@@ -728,33 +732,33 @@ def _enc_tool_choice(e: _Encode, key: str, value: Any, out: dict[str, Any], o: d
     out["toolConfig"] = {"functionCallingConfig": fcc}
 
 
-def _gen(name: str) -> Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None]:
-    def mapped(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _gen(name: str) -> ft.Handler:
+    def mapped(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
         out.setdefault("generationConfig", {})[name] = value
     return mapped
 
 
-def _enc_max_tokens(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
-    cap = o.get("max_tokens")
+def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    cap = o.max_tokens_cap
     if isinstance(cap, int) and isinstance(value, int) and value > cap:
         value = cap
-        e.rt.converted.append(f"{key} -> generationConfig.maxOutputTokens (capped at {cap})")
+        rt.converted.append(f"{key} -> generationConfig.maxOutputTokens (capped at {cap})")
     out.setdefault("generationConfig", {})["maxOutputTokens"] = value
 
 
-def _enc_stop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_stop(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     stops = [value] if isinstance(value, str) else list(_arr(value, key))
     if len(stops) > GEMINI_MAX_STOP:
-        e.rt.dropped.extend(f"{key}[{i}]" for i in range(GEMINI_MAX_STOP, len(stops)))
+        rt.dropped.extend(f"{key}[{i}]" for i in range(GEMINI_MAX_STOP, len(stops)))
         stops = stops[:GEMINI_MAX_STOP]
     out.setdefault("generationConfig", {})["stopSequences"] = stops
 
 
-def _enc_n(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     pass  # 1: the Chat decoder refuses more (the same toward every target)
 
 
-def _enc_response_format(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     value = _obj(value, key)
     gc = out.setdefault("generationConfig", {})
     if value.get("type") == "json_object":
@@ -764,41 +768,41 @@ def _enc_response_format(e: _Encode, key: str, value: Any, out: dict[str, Any], 
         if value["json_schema"].get("schema") is not None:
             gc["responseJsonSchema"] = value["json_schema"]["schema"]
     elif value.get("type") != "text":
-        e.drop(key)
+        note_once(rt.dropped, key)
 
 
-def _enc_effort(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if not isinstance(value, str) or value not in BUDGETS:
-        e.drop(key)
-        e.rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
+        note_once(rt.dropped, key)
+        rt.warnings.append(f"reasoning_effort {value!r} is no level tokunseba knows: dropped")
         return
     budget = budget_for(value)
     out.setdefault("generationConfig", {})["thinkingConfig"] = {"thinkingBudget": budget}
-    e.rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
+    rt.converted.append(f"{key} {value!r} -> generationConfig.thinkingConfig.thinkingBudget {budget}")
 
 
-def _enc_nothing(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_nothing(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     pass
 
 
-def _enc_drop(e: _Encode, key: str, value: Any, out: dict[str, Any], o: dict[str, Any]) -> None:
+def _enc_drop(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     if value not in (None, False):
-        e.drop(key)
+        note_once(rt.dropped, key)
 
 
-# neutral field -> (action, handler, why). Anything not listed is dropped, recorded.
-ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict[str, Any], dict[str, Any]], None], str]] = {
+# neutral field -> (action, handler, why). Processed in this order; anything not listed is dropped, recorded.
+ENCODE_FIELDS: ft.FieldTable = {
     "messages": ("converted", _enc_messages, "system -> systemInstruction; user/assistant -> user/model contents; "
                                              "tool results -> functionResponse parts named from the history"),
     "tools": ("converted", _enc_tools, "function tools -> functionDeclarations (parameters as parametersJsonSchema)"),
     "tool_choice": ("converted", _enc_tool_choice, "auto/none/required/function -> AUTO/NONE/ANY/ANY+allowed name"),
     "max_completion_tokens": ("converted", _enc_max_tokens, "-> maxOutputTokens, capped by the endpoint's max_tokens"),
     "max_tokens": ("converted", _enc_max_tokens, "-> maxOutputTokens"),
-    "temperature": ("mapped", _gen("temperature"), "exact"),
-    "top_p": ("mapped", _gen("topP"), "exact"),
-    "presence_penalty": ("mapped", _gen("presencePenalty"), "exact"),
-    "frequency_penalty": ("mapped", _gen("frequencyPenalty"), "exact"),
-    "seed": ("mapped", _gen("seed"), "exact"),
+    "temperature": ("converted", _gen("temperature"), "exact, as generationConfig.temperature"),
+    "top_p": ("converted", _gen("topP"), "exact, as generationConfig.topP"),
+    "presence_penalty": ("converted", _gen("presencePenalty"), "exact, as generationConfig.presencePenalty"),
+    "frequency_penalty": ("converted", _gen("frequencyPenalty"), "exact, as generationConfig.frequencyPenalty"),
+    "seed": ("converted", _gen("seed"), "exact, as generationConfig.seed"),
     "stop": ("converted", _enc_stop, "-> stopSequences (5 at most; the rest dropped)"),
     "n": ("converted", _enc_n, "1 is Gemini's one candidate (the Chat decoder refuses more)"),
     "response_format": ("converted", _enc_response_format, "json_object/json_schema -> responseMimeType "
@@ -814,22 +818,9 @@ ENCODE_FIELDS: dict[str, tuple[str, Callable[[_Encode, str, Any, dict[str, Any],
 
 def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral request as a Gemini ``generateContent`` body (model and stream go in the URL)."""
-    neutral = conv.body
     rt = RequestTranslation(body={})
-    e = _Encode(rt)
-    out: dict[str, Any] = {}
-    o: dict[str, object] = {"max_tokens": max_tokens}
-    for key in neutral:
-        if key not in ENCODE_FIELDS:
-            e.drop(key)
-    for key, (_action, handler, _why) in ENCODE_FIELDS.items():
-        if key in neutral and neutral[key] is not None:
-            handler(e, key, neutral[key], out, o)
-    body: dict[str, Any] = {"contents": e.contents}
-    if e.system:
-        body["systemInstruction"] = {"parts": [{"text": JOIN.join(e.system)}]}
-    body.update(out)
-    if not e.contents:
+    body = ft.run(ENCODE_FIELDS, {}, conv.body, rt, ft.Options(max_tokens_cap=max_tokens))
+    if not body.get("contents"):
         raise _bad("messages", "no user or assistant content to send")
     rt.body = body
     return rt

@@ -39,7 +39,7 @@ from ...neutral.events import (
     UsageUpdate,
 )
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import GEMINI, Usage
+from ...neutral.usage import Usage
 from ...protocols import gemini as pg
 from ...sse import SSEEvent
 from .ids import synth_call_id
@@ -141,7 +141,7 @@ class GeminiDecoder:
         out: list[Event] = []
         u = d.get("usageMetadata")
         if isinstance(u, dict) and u:
-            self.usage = Usage(GEMINI, u)  # a running total, not an increment: the latest wins
+            self.usage = Usage(pg.COUNTING_NAME, u)  # a running total, not an increment: the latest wins
         if not self._started:
             self._started = True
             rid, model = d.get("responseId"), d.get("modelVersion")
@@ -387,7 +387,7 @@ class GeminiEncoder:
             finish = "STOP"
         if ev.stop_sequence:
             note_once(self.report.dropped, "stop_sequence")
-        usage = ev.usage.to_gemini() if ev.usage is not None else None
+        usage = pg.COUNTING.write(ev.usage) if ev.usage is not None else None
         self.client_usage = usage
         self.finished = True
         self.report.stop_reason, self.report.completed = stop, True

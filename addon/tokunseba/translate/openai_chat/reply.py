@@ -20,7 +20,7 @@ from ...neutral.events import NAMELESS_CALL, Event
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.tools import freeform_arguments
-from ...neutral.usage import OPENAI, Usage
+from ...neutral.usage import Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
 from ...neutral.ids import odd_id, synth_tool_id
@@ -136,7 +136,7 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     u = doc.get("usage")
     m.stop_reason, m.stop_sequence, m.stopped = stop, seq or None, True
     if isinstance(u, dict):
-        m.usage = Usage(OPENAI, u)
+        m.usage = Usage(po.COUNTING_NAME, u)
     return m
 
 
@@ -177,7 +177,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         message["reasoning_content"] = "".join(thoughts)
     if calls:
         message["tool_calls"] = calls
-    client_usage = msg.usage.to_openai() if msg.usage else None
+    client_usage = po.COUNTING.write(msg.usage) if msg.usage else None
     out: dict[str, Any] = {"id": msg.id, "object": "chat.completion", "created": created, "model": msg.model,
                  "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
     if client_usage is not None:

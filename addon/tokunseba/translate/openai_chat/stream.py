@@ -22,7 +22,7 @@ from ...protocols.failures import is_context_window
 from ...neutral.ids import odd_id, synth_tool_id
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.tools import FREEFORM_PARAM
-from ...neutral.usage import OPENAI, Usage
+from ...neutral.usage import Usage
 from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
 from ...neutral.events import (
@@ -156,7 +156,7 @@ class ChatDecoder:
             out.append(MessageStart(self._id, d.get("model")))
         u = d.get("usage")
         if isinstance(u, dict):
-            self.usage = Usage(OPENAI, u)  # a total, not an increment: the latest wins
+            self.usage = Usage(po.COUNTING_NAME, u)  # a total, not an increment: the latest wins
         if self._ended:
             if isinstance(u, dict) and self.usage is not None:
                 out.append(UsageUpdate(self.usage))
@@ -449,7 +449,7 @@ class ChatEncoder:
             note_once(self.report.dropped, "stop_sequence")
         out = self._chunk({}, finish)
         if ev.usage is not None:
-            self.client_usage = ev.usage.to_openai()
+            self.client_usage = po.COUNTING.write(ev.usage)
             if self.include_usage:
                 chunk = dict(self._base)
                 chunk["choices"] = []

@@ -23,7 +23,8 @@ from ...neutral.events import Event
 from ...neutral.ids import odd_id, safe
 from ...neutral.message import Block, Message
 from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import OPENAI, Usage
+from ...neutral.usage import Usage
+from ...protocols import openai_chat as po
 from ..codec import parse_reply
 from .stream import (
     call_item,
@@ -65,7 +66,7 @@ def decode_message(body: bytes, report: ReplyReport) -> Message:
     u = doc.get("usage")
     m.stop_reason, m.stopped = stop_from_response(doc, report.warnings), True
     if isinstance(u, dict):
-        m.usage = Usage(OPENAI, u)
+        m.usage = Usage(po.COUNTING_NAME, u)
     return m
 
 

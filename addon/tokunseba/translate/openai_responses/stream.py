@@ -55,7 +55,7 @@ from ...protocols.failures import is_context_window
 from ...neutral.ids import odd_id, safe
 from ...neutral.report import ReplyReport, note_once
 from ...neutral.tools import ClientTool, FreeformInputStream, freeform_input
-from ...neutral.usage import OPENAI, Usage
+from ...neutral.usage import Usage
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
 from ...sse import KEEPALIVE_COMMENT, SSEEvent
@@ -166,7 +166,7 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict[str, Any] 
         return None
     if (plain := usage.plain()) is not None:  # input and output alone: as below, sooner
         return {"input_tokens": plain[0], "output_tokens": plain[1], "total_tokens": plain[0] + plain[1]}
-    f = usage.openai_fields()
+    f = usage.common_fields()
     if f["input"] is None or f["output"] is None:
         note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
         return None
@@ -618,7 +618,7 @@ class ResponsesDecoder:
         self._open.clear()
         u = resp.get("usage")
         if isinstance(u, dict):
-            self.usage = Usage(OPENAI, u)
+            self.usage = Usage(po.COUNTING_NAME, u)
         out.append(MessageStop(stop_from_response(resp, self.report.warnings), None, self.usage))
         return self._end(out)
 
@@ -626,7 +626,7 @@ class ResponsesDecoder:
         resp = _o if isinstance(_o := d.get("response"), dict) else {}
         u = resp.get("usage")
         if isinstance(u, dict):
-            self.usage = Usage(OPENAI, u)
+            self.usage = Usage(po.COUNTING_NAME, u)
         return self._end([response_error(resp)])
 
     def _error(self, d: dict[str, Any]) -> list[Event]:
