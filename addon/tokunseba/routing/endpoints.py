@@ -113,6 +113,14 @@ def count_tokens_problem(protocol: str, count_tokens: str | None) -> str | None:
     return None
 
 
+def custom_tools_problem(protocol: str, custom_tools: str | None) -> str | None:
+    """Why an endpoint of ``protocol`` cannot say ``custom_tools`` (only Chat endpoints have a choice)."""
+    if custom_tools is not None and protocol != openai_chat_facts.PROTOCOL:
+        return (f"custom_tools is for Chat Completions endpoints (protocol: {openai_chat_facts.PROTOCOL}): "
+                "the other protocols take freeform tools one way only")
+    return None
+
+
 @dataclass(frozen=True)
 class Endpoint:
     name: str
@@ -146,6 +154,8 @@ class Endpoint:
     def __post_init__(self) -> None:
         problems = [p for f, check in FIELD_CHECKS.items() if (p := check(getattr(self, f)))]
         if not problems and (p := count_tokens_problem(self.protocol, self.count_tokens)):
+            problems.append(p)
+        if not problems and (p := custom_tools_problem(self.protocol, self.custom_tools)):
             problems.append(p)
         if problems:
             raise ValueError(f"endpoint {self.name!r}: {'; '.join(problems)}")

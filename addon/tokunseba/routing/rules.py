@@ -30,7 +30,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem
+from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
 from .session_facts import Speaker, speaker
@@ -580,9 +580,9 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
         if "count_tokens" in m and isinstance(kwargs.get("protocol"), str) and (
                 problem := count_tokens_problem(kwargs["protocol"], kwargs.get("count_tokens"))):
             r.error(m["count_tokens"][1], f"{where}: {problem}")
-        if "custom_tools" in m and kwargs.get("protocol") != "openai":
-            r.error(m["custom_tools"][0], f"{where}: custom_tools is for Chat Completions endpoints (protocol: "
-                                          "openai): the other protocols take freeform tools one way only")
+        if "custom_tools" in m and isinstance(kwargs.get("protocol"), str) and (
+                problem := custom_tools_problem(kwargs["protocol"], kwargs.get("custom_tools"))):
+            r.error(m["custom_tools"][0], f"{where}: {problem}")
         if "queue_s" in m and "max_concurrency" not in m:
             r.error(m["queue_s"][0], f"{where}: queue_s without max_concurrency (queue_s is how long a turn "
                                      "waits for one of the endpoint's max_concurrency slots)")
