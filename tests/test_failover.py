@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from tokunseba.proxy.capacity import Capacity
+from tokunseba.turn.capacity import Capacity
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.proxy.failover import HOLD_MAX, classify, needs_body, retry_hint
+from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
 from tokunseba.routing.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
 
@@ -329,10 +329,10 @@ def test_back_off_is_per_endpoint_doubles_and_resets():
     assert cap.back_off(EP, "reset") == 2
 
 
-# ---- proxy/attempts.py: the next attempt, planned afresh from the client's own request
+# ---- turn/attempts.py: the next attempt, planned afresh from the client's own request
 
-from tokunseba.proxy.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
-from tokunseba.turn import build_turn, decide_request, prepare_request  # noqa: E402
+from tokunseba.turn.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.turn.plan import build_turn, decide_request, prepare_request  # noqa: E402
 
 CHAIN_RULES = """\
 endpoints:

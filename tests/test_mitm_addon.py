@@ -18,10 +18,10 @@ from tokunseba.proxy.relay import PREFIX, Target
 from tokunseba.ledger.store import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
-from tokunseba.proxy.pump import Pump, reply_completed
-from tokunseba.proxy.target import point_at, set_target, target_of
+from tokunseba.turn.pump import Pump, reply_completed
+from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
-from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
+from tokunseba.turn.plan import REQUEST_ID_HEADER, stream_translator
 
 from .e2e.upstream import closed_port
 
@@ -780,7 +780,7 @@ async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, mo
     """Issue 10 item 5: the response hook judges a whole reply passed on (retarget,
     pass-through) by parsing it once — its shape and its usage from the same parse —
     instead of parsing it twice while the first parse was still held. Usage still recorded."""
-    import tokunseba.proxy.stream_watch as sw
+    import tokunseba.turn.stream_watch as sw
 
     parses = []
     real = sw.jsonc.loads
@@ -833,7 +833,7 @@ def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(auth
     {"X-API-KEY": "k2", "host": "h:1"},
 ])
 def test_set_headers_is_the_item_setter_in_one_pass(values):
-    from tokunseba.proxy.target import set_headers
+    from tokunseba.turn.target import set_headers
 
     def headers():
         return http.Headers([(b"Host", b"api"), (b"x-api-key", b"k1"), (b"Content-Type", b"text/plain"),

@@ -14,7 +14,7 @@ from tokunseba.proxy.provider_reach import (
     describe,
     say_endpoint_unreachable,
 )
-from tokunseba.turn import prepare_request, build_turn, decide_request
+from tokunseba.turn.plan import prepare_request, build_turn, decide_request
 from tokunseba.routing.rules import load_rules
 
 

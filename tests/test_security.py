@@ -22,7 +22,7 @@ from tokunseba.ledger.private_files import readable_by_others
 from tokunseba.routing.rules import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
-from tokunseba.turn import apply_header_changes
+from tokunseba.turn.plan import apply_header_changes
 from tokunseba.protocols import REGISTRY
 from tokunseba.validate import first_problem
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..protocols.detect import guess
 from .. import protocols
-from ..turn import LocalResponse, client_error
+from ..turn.plan import LocalResponse, client_error
 
 PROXY = "proxy"  # came through the HTTPS proxy (CONNECT, mitmproxy's CA)
 BASE_URL = "base_url"  # came to a reverse listener the client's base URL points at

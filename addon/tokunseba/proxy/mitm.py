@@ -1,7 +1,7 @@
 """The mitmproxy adapter: the only module that imports mitmproxy (docs/architecture.md §3).
 
-The hooks and the glue between them: a turn is planned by turn.py (prepare, decide then
-translate, build), a reply's fate is proxy/disposition.py's ``dispose``, and the plain parts
+The hooks and the glue between them: a turn is planned by turn/plan.py (prepare, decide then
+translate, build), a reply's fate is turn/disposition.py's ``dispose``, and the plain parts
 (target, presentation, recorder, shadowing, options, next_attempt) do the rest over plain
 values; this module holds what needs mitmproxy (its flows, options, hooks and views). Fail
 closed: any exception while handling a provider call answers the client with an error in
@@ -33,33 +33,33 @@ from .relay import MARK as RELAY_MARK
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import Relay
 from .relay import Replan, UpstreamConn
-from .attempts import Chain, may_fail_over, next_turn
-from .next_attempt import failure_line, note_failure, replan_of, where_next
-from .capacity import Capacity, Slot
+from ..turn.attempts import Chain, may_fail_over, next_turn
+from ..turn.next_attempt import failure_line, note_failure, replan_of, where_next
+from ..turn.capacity import Capacity, Slot
 from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
-from .failover import Failure
-from .last_word import Told, final, say_busy
+from ..turn.failover import Failure
+from ..turn.last_word import Told, final, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
 from .flowstate import FlowState, Shown
 from ..ledger.writer import LedgerWriter
-from .outcome import Outcome, shape_problem, upstream_failure
-from .disposition import Disposition, dispose, failure_message, translate_whole_reply
+from ..turn.outcome import Outcome, shape_problem, upstream_failure
+from ..turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
 from ..states import Action, Decided, Do, ReplyMode
 from .provider_reach import Reach, Unreachable, answer_unreachable, describe, say_endpoint_unreachable
-from .pump import Pump, reply_completed
+from ..turn.pump import Pump, reply_completed
 from ..reasoning.store import Keeper, open_keeper
 from ..routing.rules import Rules, RulesError, load_rules
 from ..shadow.sender import ShadowSender
 from .options import OPTIONS, keepalive_seconds, provider_hosts_of, stamp
 from .presentation import MAX_ORIGINAL, ORIGINAL_KEY, present, record_original, show_client_url
 from .recorder import TurnRecorder, after_sent
-from .retries import RetryWatch, retry_key
+from ..turn.retries import RetryWatch, retry_key
 from .shadowing import maybe_shadow, primary_done
-from .target import (
+from ..turn.target import (
     extra_for,
     field_name,
     guess_protocol,
@@ -79,7 +79,7 @@ from ..credentials import (
     redact_query,
 )
 from ..sse import set_max_event_bytes
-from ..turn import (
+from ..turn.plan import (
     REQUEST_ID_HEADER,
     SSE_CONTENT_TYPE,
     LocalResponse,
@@ -115,7 +115,7 @@ class Tokunseba:
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
         self.capacity = Capacity()  # cooldowns (retry-after) and max_concurrency slots, across reloads
-        self.retries = RetryWatch()  # a request that repeats a recent one of its session (proxy/retries.py)
+        self.retries = RetryWatch()  # a request that repeats a recent one of its session (turn/retries.py)
         self.provider_hosts: dict[str, str] = {}
         self.relay = Relay()
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
@@ -424,7 +424,7 @@ class Tokunseba:
             self._fail_reply(flow, state, failure_message(e), None)
 
     def _carry_out(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> None:
-        """The I/O a ``Disposition`` names (proxy/disposition.py), then the turn's record."""
+        """The I/O a ``Disposition`` names (turn/disposition.py), then the turn's record."""
         turn, r = state.turn, flow.response
         assert r is not None
         rep = whole = None
@@ -476,7 +476,7 @@ class Tokunseba:
         self._complete(flow, state, self._reply_outcome(flow, state, r.status_code, rep, whole), defer=True)
 
     def _tell(self, flow: http.HTTPFlow, state: FlowState, told: Told) -> None:
-        """Every attempt failed: the client gets the failure that says most (proxy/last_word.py)."""
+        """Every attempt failed: the client gets the failure that says most (turn/last_word.py)."""
         turn = state.turn
         r = self._respond(flow, told.reply)
         _keep_client_close(r, state)
@@ -745,7 +745,7 @@ class Tokunseba:
         self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
         if nxt is None:
             chain.gave_up = True
-            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # proxy/last_word.py
+            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
         nxt.failed_over = chain.text(where_next(nxt))

@@ -29,7 +29,7 @@ from ..webview.view import (
 )
 from ..outcomes import outcome_class
 from .flowstate import FlowState
-from .target import set_target
+from ..turn.target import set_target
 
 log = logging.getLogger("tokunseba")
 

@@ -31,7 +31,7 @@ import ssl
 import time
 from dataclasses import dataclass
 
-from ..turn import Turn
+from ..turn.plan import Turn
 from ..states import Action
 
 FRESH_S = 30.0  # a host that answered this recently is not checked again

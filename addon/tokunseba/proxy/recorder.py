@@ -22,10 +22,10 @@ from typing import Any
 
 from ..ledger.writer import LedgerWriter
 from ..neutral.usage import Usage
-from ..turn import Turn
-from .attempts import Chain
-from .outcome import Outcome
-from .pump import MAX_STORED_BODY
+from ..turn.plan import Turn
+from ..turn.attempts import Chain
+from ..turn.outcome import Outcome
+from ..turn.pump import MAX_STORED_BODY
 from ..states import Action
 
 log = logging.getLogger("tokunseba")

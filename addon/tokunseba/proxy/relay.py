@@ -31,7 +31,7 @@ decoder turns it into the client's keep-alive; a passed-on stream carries it as 
 (a Gemini client getting the stream unchanged). Silence longer than ``idle_timeout`` still
 ends the turn.
 
-Failover (proxy/failover.py): a target registered with ``replan`` holds a reply whose status may
+Failover (turn/failover.py): a target registered with ``replan`` holds a reply whose status may
 be a failure (``failover.needs_body``: 408, 429, 5xx, 529, and the 4xx a context-window
 error comes with) until it is whole (at most ``failover.HOLD_MAX`` bytes), and classifies
 it; a failure, a connect or reset before the status line, or no status line within the
@@ -64,8 +64,8 @@ from urllib.parse import urlsplit
 from collections.abc import Awaitable, Callable
 
 from . import http1
-from .encoding import Decoding, EncodingError, is_identity
-from .failover import HOLD_MAX, Failure, classify, needs_body
+from ..turn.encoding import Decoding, EncodingError, is_identity
+from ..turn.failover import HOLD_MAX, Failure, classify, needs_body
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")

@@ -7,10 +7,10 @@ evaluation simply goes on with the next route (docs/architecture.md §2 rule 4).
 
 Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
 ``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
-full (``decide`` returns an "error" decision), and when it fails (proxy/failover.py), instead of
+full (``decide`` returns an "error" decision), and when it fails (turn/failover.py), instead of
 trying the next route (``on_failure: next``, the default; ``decide(after=...)`` finds
 it), and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
-turn.py) answers every provider turn no route takes instead of passing it through.
+turn/plan.py) answers every provider turn no route takes instead of passing it through.
 
 This is the only module that imports yaml, with prices.py (which reads the price table
 with this module's ``_Reader``, for the same ``FILE:LINE`` errors).
@@ -395,7 +395,7 @@ ON_REFUSED = ("skip", "error")
 ON_FAILURE = ("next", "error")
 ON_UNREACHABLE = ("skip", "error")  # on_failure's older name: skip = next
 UNMATCHED = ("pass", "refuse")
-TOOL_LOOPS = ("follow", "route")  # follow: a turn answering tool calls goes where they were made (turn.py)
+TOOL_LOOPS = ("follow", "route")  # follow: a turn answering tool calls goes where they were made (turn/plan.py)
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "protocol": ("text", True),

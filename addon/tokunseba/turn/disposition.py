@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import TranslationError
 from ..neutral.usage import Usage
-from ..turn import Counted, Turn, count_reply, translate_whole
+from .plan import Counted, Turn, count_reply, translate_whole
 from .outcome import usage_of
 from ..states import Action, Do, ReplyMode
 

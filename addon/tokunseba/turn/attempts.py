@@ -1,6 +1,6 @@
 """A turn as a sequence of attempts (issue 19): what the next attempt after a failure is.
 
-When an attempt fails before any byte of its reply reached the client (proxy/failover.py), the
+When an attempt fails before any byte of its reply reached the client (turn/failover.py), the
 turn is planned again from the client's own request (``Prepared``), through the same
 ``decide_request`` / ``build_turn`` as its first attempt: the next route whose ``when``
 matches after the failed one (``decide(after=...)``), else what ``unmatched`` says. Nothing
@@ -22,7 +22,7 @@ from ..neutral.error import UpstreamError
 from ..routing.endpoints import Endpoint
 from .failover import Failure
 from ..routing.rules import Rules
-from ..turn import Prepared, Turn, build_turn, decide_request
+from .plan import Prepared, Turn, build_turn, decide_request
 from ..states import Decided
 
 
@@ -41,7 +41,7 @@ class Attempted:
     host: str | None = None  # where it went: the endpoint's host, or the client's own host (passed on)
     retry_after_s: float | None = None  # how long the endpoint asked to be left alone (its hint, uncapped)
     error: UpstreamError | None = None  # the endpoint's error as it said it (a reply with a status)
-    told: bool = False  # the client got this attempt's failure (proxy/last_word.py: it said most)
+    told: bool = False  # the client got this attempt's failure (turn/last_word.py: it said most)
 
     @property
     def name(self) -> str:
@@ -67,7 +67,7 @@ class Chain:
     failed: list[Attempted] = field(default_factory=list)
     trace: list[dict] = field(default_factory=list)  # the decisions' traces, attempt after attempt
     gave_up: bool = False  # the last failure went to the client (no next attempt)
-    told: Any = None  # what the client is told instead of the last failure as it came (proxy/last_word.py)
+    told: Any = None  # what the client is told instead of the last failure as it came (turn/last_word.py)
 
     def text(self, last: str | None) -> str:
         """``small (503) → big`` for the mitmweb comment and the log."""

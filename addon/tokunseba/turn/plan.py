@@ -27,25 +27,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import jsonc
-from .routing.endpoints import Endpoint
-from .errors import Refused, TranslationError
-from . import protocols
-from .protocols import openai_chat as p_openai
-from .protocols import openai_responses as p_responses
-from .protocols.detect import Detected, detect
-from .reasoning.loop_route import follow_loop
-from .neutral.effort import refusal_hint
-from .neutral.tools import ClientTools
-from .outcomes import route_text
-from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
-from . import translate
-from .credentials import outgoing_headers, outgoing_query
-from .neutral.error import parse_error_body
-from .routing.session_facts import Speaker, speaker
-from .states import Action, Decided, ReplyMode
-from .translate import RequestTranslation, pair_refusal, parse_body
-from .validate import first_problem
+from .. import jsonc
+from ..routing.endpoints import Endpoint
+from ..errors import Refused, TranslationError
+from .. import protocols
+from ..protocols import openai_chat as p_openai
+from ..protocols import openai_responses as p_responses
+from ..protocols.detect import Detected, detect
+from ..reasoning.loop_route import follow_loop
+from ..neutral.effort import refusal_hint
+from ..neutral.tools import ClientTools
+from ..outcomes import route_text
+from ..routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
+from .. import translate
+from ..credentials import outgoing_headers, outgoing_query
+from ..neutral.error import parse_error_body
+from ..routing.session_facts import Speaker, speaker
+from ..states import Action, Decided, ReplyMode
+from ..translate import RequestTranslation, pair_refusal, parse_body
+from ..validate import first_problem
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -115,7 +115,7 @@ class Turn:
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
     capture: Any = None  # reasoning.state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
-    retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
+    retry_of: str | None = None  # the request id of the recent request this one repeats (turn/retries.py)
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
 

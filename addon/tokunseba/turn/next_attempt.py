@@ -16,11 +16,11 @@ from collections.abc import Iterable
 
 from .. import protocols
 from ..routing.endpoints import EndpointHealth
-from ..turn import Turn
+from .plan import Turn
 from .attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, may_fail_over
 from .capacity import Capacity
 from .failover import Failure, retry_hint
-from .relay import Replan
+from ..proxy.relay import Replan
 from ..states import Action
 
 

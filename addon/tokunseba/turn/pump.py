@@ -15,7 +15,7 @@ from .outcome import Outcome
 from ..credentials import KNOWN_SECRETS, StreamRedactor
 from ..sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
-from ..turn import Turn
+from .plan import Turn
 
 log = logging.getLogger("tokunseba")
 

@@ -1,6 +1,6 @@
 """What the client hears when no attempt of its turn could serve it (pure, no I/O).
 
-Contract — after a chain of attempts (proxy/attempts.py ``Attempted``, in order):
+Contract — after a chain of attempts (turn/attempts.py ``Attempted``, in order):
 
 - ``choose(attempts)`` is the index of the attempt that says most about the turn, by
   ``RANK``: a context-window error wins over everything (the client can act on it: Claude
@@ -34,7 +34,7 @@ from .. import protocols
 from ..neutral.error import UpstreamError
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import Rules
-from ..turn import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
+from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
 from .attempts import Attempted
 from .capacity import Capacity
 from ..states import Action, Decided

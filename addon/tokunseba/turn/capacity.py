@@ -31,7 +31,7 @@ from ..routing.endpoints import Endpoint
 from ..states import Decided
 
 if TYPE_CHECKING:
-    from ..turn import Turn
+    from .plan import Turn
 
 BACKOFF_S, MAX_BACKOFF_S = 2.0, 30.0  # the passive back-off after a failure without a hint
 

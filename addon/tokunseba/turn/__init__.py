@@ -1,0 +1,31 @@
+"""One provider turn's plain lifecycle, from the intercepted request to the reply the client
+gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
+
+- planning: ``plan`` (prepare, decide, translate for the route chosen, build: a ``Turn``),
+  ``target`` (where a request object points, its headers: duck-typed, never mitmproxy's);
+- the reply: ``reply`` (its mode, the stream translator, the whole reply translated),
+  ``disposition`` (what the ``response`` hook does with it), ``outcome``, ``stream_watch``,
+  ``encoding``, ``pump`` (a reply on its way to the client);
+- a failed attempt and the next one: ``failover`` (which failures move on, cooldowns and
+  slots, the next attempt), ``last_word`` (what the client gets when none is left);
+- ``retries``: a request that repeats a recent one of its session.
+
+The adapter (proxy/) calls ``plan`` once to plan a request and applies the ``Turn`` it gets.
+``from tokunseba.turn import name`` still finds what the one-module ``turn`` had (read lazily from ``plan``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """``from tokunseba.turn import build_turn``: the planning module's names, imported when asked."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from . import plan
+
+    try:
+        return getattr(plan, name)
+    except AttributeError:
+        raise AttributeError(f"module 'tokunseba.turn' has no attribute {name!r}") from None
