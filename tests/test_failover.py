@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from tokunseba.turn.capacity import Capacity
+from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
@@ -329,9 +329,9 @@ def test_back_off_is_per_endpoint_doubles_and_resets():
     assert cap.back_off(EP, "reset") == 2
 
 
-# ---- turn/attempts.py: the next attempt, planned afresh from the client's own request
+# ---- turn/failover.py: the next attempt, planned afresh from the client's own request
 
-from tokunseba.turn.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.turn.failover import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
 from tokunseba.turn.plan import build_turn, decide_request, prepare_request  # noqa: E402
 
 CHAIN_RULES = """\

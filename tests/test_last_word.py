@@ -12,8 +12,8 @@ import pytest
 
 from tokunseba import protocols
 from tokunseba.neutral.error import parse_error_body
-from tokunseba.turn.attempts import Attempted
-from tokunseba.turn.capacity import Capacity
+from tokunseba.turn.failover import Attempted
+from tokunseba.turn.failover import Capacity
 from tokunseba.turn.failover import Failure, classify
 from tokunseba.turn.last_word import answer, busy, choose, final, say_busy, story, waits
 from tokunseba.routing.endpoints import EndpointHealth

@@ -1,11 +1,11 @@
 """A failed attempt's consequences and the next attempt as the relay sends it
-(turn/next_attempt.py)."""
+(turn/failover.py)."""
 
 from __future__ import annotations
 
-from tokunseba.turn.capacity import Capacity
+from tokunseba.turn.failover import Capacity
 from tokunseba.turn.failover import Failure
-from tokunseba.turn.next_attempt import failure_line, note_failure, replan_of, where_next
+from tokunseba.turn.failover import failure_line, note_failure, replan_of, where_next
 from tokunseba.routing.endpoints import EndpointHealth
 
 from .test_failover import ENV, _first, next_turn

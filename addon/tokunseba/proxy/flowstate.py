@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..turn.attempts import Chain
-from ..turn.capacity import Slot
+from ..turn.failover import Chain, Slot
 from ..turn.pump import Pump
 from ..turn.plan import Turn
 from ..states import ReplyMode
@@ -38,7 +37,7 @@ class FlowState:
     shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
     mode: ReplyMode | None = None  # how the reply is handled (turn.response_mode), from responseheaders
     pump: Pump | None = None  # the stream callable of a streamed reply
-    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (turn/attempts.py)
-    slot: Slot | None = None  # the endpoint slot its current attempt holds (turn/capacity.py)
+    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (turn/failover.py)
+    slot: Slot | None = None  # the endpoint slot its current attempt holds (turn/failover.py)
     attempt_at: float = 0.0  # when its current attempt started (time.monotonic)
     client_close: bool = False  # the client's request said Connection: close (its rewritten copy no longer does)

@@ -32,14 +32,12 @@ from . import base_url
 from .relay import MARK as RELAY_MARK
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import Relay
-from .relay import Replan, UpstreamConn
-from ..turn.attempts import Chain, may_fail_over, next_turn
-from ..turn.next_attempt import failure_line, note_failure, replan_of, where_next
-from ..turn.capacity import Capacity, Slot
+from .relay import UpstreamConn
+from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
+from .core import Capacity
 from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
-from ..turn.failover import Failure
 from ..turn.last_word import Told, final, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
@@ -554,9 +552,9 @@ class Tokunseba:
         plan, conn, slot = None, None, None
         if prep.req is not None:
             full: set[str] = set()  # endpoints found full (after their queue_s) for this turn
-            available = self._available(full)
+            reachable = available(self.health, self.capacity, full)
             for _ in range(2 * len(self.rules.endpoints) + 1):  # each round rules out one more endpoint
-                plan = decide_request(self.rules, prep, available)
+                plan = decide_request(self.rules, prep, reachable)
                 ep = plan.decision.endpoint if plan.decision.action == Decided.ROUTE else None
                 if ep is None:
                     break
@@ -594,18 +592,6 @@ class Tokunseba:
             slot.release()
             slot = None
         return turn, conn, slot, prep
-
-    def _available(self, full: set[str]):
-        """``decide``'s test of an endpoint: False (down after a failed connect), why not
-        (cooling down, full), or True."""
-        health, capacity = self.health, self.capacity
-
-        def available(ep: Endpoint) -> bool | str:
-            if not health.reachable(ep):
-                return False
-            why = capacity.unavailable(ep, queue=ep.name not in full)
-            return why or True
-        return available
 
     async def _slot(self, ep: Endpoint, full: set[str]) -> Slot | None:
         """A slot of ``ep`` for this turn (waiting up to its queue_s), or None (noted in ``full``)."""
@@ -718,45 +704,40 @@ class Tokunseba:
 
     async def _failover(self, flow: http.HTTPFlow, state: FlowState, failure: Failure,
                         headers: list[tuple[str, str]]) -> Replan | None:
-        """The relay's call when an attempt failed before any byte reached the client: note
-        it (cooldown from its retry-after hint, else the passive back-off; its slot freed; the
-        attempt recorded), then plan the next one (attempts.next_turn), or None."""
+        """The relay's call when an attempt failed before any byte reached the client: noted
+        and the next one planned (turn/failover.py); here only the waiting for its slot."""
         turn, chain = state.turn, state.chain
         assert chain is not None
-        tried = note_failure(turn, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000, now=time.time(),
-                             capacity=self.capacity, health=self.health)
+        tried = note_attempt(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
+                             now=time.time(), capacity=self.capacity, health=self.health)
         if state.slot is not None:
             state.slot.release()
             state.slot = None
-        chain.failed.append(tried)
         nxt, slot = None, None
         if may_fail_over(turn):
             full: set[str] = set()
-            available = self._available(full)
             for _ in range(2 * len(self.rules.endpoints) + 1):
-                nxt = next_turn(self.rules, chain, turn, reachable=available, env=os.environ)
+                nxt = next_turn(self.rules, chain, turn, reachable=available(self.health, self.capacity, full),
+                                env=os.environ)
                 if nxt is None or nxt.action == Action.PASS or nxt.endpoint is None:
                     break
                 slot = await self._slot(nxt.endpoint, full)
                 if slot is not None:
                     break
                 nxt = None
-        log.warning(failure_line(turn, tried, failure, nxt))
-        self.recorder.event(turn, "attempt_failed", {**tried.record(), "next": None if nxt is None else where_next(nxt)})
+        moved = move_on(turn, chain, tried, failure, nxt)
+        log.warning(moved.line)
+        self.recorder.event(turn, "attempt_failed", moved.record)
         if nxt is None:
-            chain.gave_up = True
             chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
-        nxt.failed_over = chain.text(where_next(nxt))
-        if nxt.decision is not None:
-            chain.trace += nxt.decision.trace
         self.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)
         if isinstance(rec, dict):
             rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else None,
                        endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
-        return replan_of(nxt, chain)
+        return moved.replan
 
     # ---- mitmweb: what a user sees of the turn ----
     def _record_original(self, flow: http.HTTPFlow, state: FlowState, client_url: str,

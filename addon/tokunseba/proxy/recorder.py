@@ -23,7 +23,7 @@ from typing import Any
 from ..ledger.writer import LedgerWriter
 from ..neutral.usage import Usage
 from ..turn.plan import Turn
-from ..turn.attempts import Chain
+from ..turn.failover import Chain
 from ..turn.outcome import Outcome
 from ..turn.pump import MAX_STORED_BODY
 from ..states import Action

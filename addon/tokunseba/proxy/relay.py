@@ -65,7 +65,7 @@ from collections.abc import Awaitable, Callable
 
 from . import http1
 from ..turn.encoding import Decoding, EncodingError, is_identity
-from ..turn.failover import HOLD_MAX, Failure, classify, needs_body
+from ..turn.failover import HOLD_MAX, Failure, Replan, classify, needs_body
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")
@@ -205,20 +205,6 @@ class Target:
         self.keepalive, self.first_byte_s, self.protocol = plan.keepalive, plan.first_byte_s, plan.protocol
         if not plan.may_fail_over:
             self.replan = None
-
-
-@dataclass
-class Replan:
-    """The next attempt of a turn whose attempt failed before its first byte (from the adapter)."""
-
-    url: str
-    headers: list[tuple[bytes, bytes]]  # as they go (the relay adds host and content-length)
-    body: bytes
-    first_byte_s: float | None = None
-    keepalive: bool = True
-    may_fail_over: bool = True  # this attempt may itself fail over (its route says on_failure: next)
-    protocol: str | None = None  # the protocol of the endpoint it goes to
-    conn: UpstreamConn | None = None
 
 
 class Relay:

@@ -16,16 +16,18 @@ The adapter (proxy/) calls ``plan`` once to plan a request and applies the ``Tur
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
+
+_MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
+            "last_word", "retries", "access", "console_line", "flowstate"}
 
 
 def __getattr__(name: str) -> Any:
     """``from tokunseba.turn import build_turn``: the planning module's names, imported when asked."""
-    if name.startswith("__"):
+    if name.startswith("__") or name in _MODULES:  # a module of the package: the import system loads it
         raise AttributeError(name)
-    from . import plan
-
     try:
-        return getattr(plan, name)
+        return getattr(importlib.import_module(f"{__name__}.plan"), name)
     except AttributeError:
-        raise AttributeError(f"module 'tokunseba.turn' has no attribute {name!r}") from None
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

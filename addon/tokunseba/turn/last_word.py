@@ -1,6 +1,6 @@
 """What the client hears when no attempt of its turn could serve it (pure, no I/O).
 
-Contract — after a chain of attempts (turn/attempts.py ``Attempted``, in order):
+Contract — after a chain of attempts (turn/failover.py ``Attempted``, in order):
 
 - ``choose(attempts)`` is the index of the attempt that says most about the turn, by
   ``RANK``: a context-window error wins over everything (the client can act on it: Claude
@@ -35,8 +35,7 @@ from ..neutral.error import UpstreamError
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import Rules
 from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
-from .attempts import Attempted
-from .capacity import Capacity
+from .failover import Attempted, Capacity
 from ..states import Action, Decided
 
 # how much an attempt's failure says about the turn (higher wins)
