@@ -16,7 +16,7 @@ from tokunseba import protocols
 from tokunseba.errors import TranslationError
 from tokunseba.turn.disposition import translate_whole_reply
 from tokunseba.routing.rules import RulesError, load_rules_text
-from tokunseba.turn.plan import count_reply, response_mode, translate_whole
+from tokunseba.turn.reply import count_reply, response_mode, translate_whole
 
 RULES = """\
 endpoints:

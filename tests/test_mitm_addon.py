@@ -21,7 +21,8 @@ from tokunseba.proxy import recorder
 from tokunseba.turn.pump import Pump, reply_completed
 from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
-from tokunseba.turn.plan import REQUEST_ID_HEADER, stream_translator
+from tokunseba.turn.plan import REQUEST_ID_HEADER
+from tokunseba.turn.reply import stream_translator
 
 from .e2e.upstream import closed_port
 

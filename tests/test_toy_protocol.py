@@ -27,7 +27,8 @@ from tokunseba.routing.rules import load_rules
 from tokunseba.shadow.turns import build_request, compare
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.stream_watch import NO_TERMINAL, StreamWatch
-from tokunseba.turn.plan import client_error, stream_translator, translate_whole
+from tokunseba.turn.plan import client_error
+from tokunseba.turn.reply import stream_translator, translate_whole
 from tokunseba.validate import first_problem
 
 ADDON = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"

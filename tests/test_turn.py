@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tokunseba.routing.rules import load_rules_text
 from tokunseba.credentials import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
-from tokunseba.turn.plan import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model,
-                            response_mode)
+from tokunseba.turn.plan import REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model
+from tokunseba.turn.reply import response_mode
 
 from tests.planning import plan_request
 

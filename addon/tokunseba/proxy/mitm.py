@@ -77,6 +77,7 @@ from ..credentials import (
     redact_query,
 )
 from ..sse import set_max_event_bytes
+from ..turn.reply import response_mode, retarget_error, stream_translator
 from ..turn.plan import (
     REQUEST_ID_HEADER,
     SSE_CONTENT_TYPE,
@@ -88,9 +89,6 @@ from ..turn.plan import (
     decide_request,
     is_responses_websocket,
     prepare_request,
-    response_mode,
-    retarget_error,
-    stream_translator,
     websocket_declined,
     websocket_refusal,
 )

@@ -11,7 +11,8 @@ gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
 - ``retries``: a request that repeats a recent one of its session.
 
 The adapter (proxy/) calls ``plan`` once to plan a request and applies the ``Turn`` it gets.
-``from tokunseba.turn import name`` still finds what the one-module ``turn`` had (read lazily from ``plan``).
+``from tokunseba.turn import name`` still finds what the one-module ``turn`` had (read lazily
+from ``plan`` and ``reply``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ _MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch",
 
 
 def __getattr__(name: str) -> Any:
-    """``from tokunseba.turn import build_turn``: the planning module's names, imported when asked."""
+    """``from tokunseba.turn import build_turn``: the names of ``plan`` and ``reply``, imported when asked."""
     if name.startswith("__") or name in _MODULES:  # a module of the package: the import system loads it
         raise AttributeError(name)
-    try:
-        return getattr(importlib.import_module(f"{__name__}.plan"), name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    for module in ("plan", "reply"):  # what the one-module ``turn`` had, in these two now
+        found = getattr(importlib.import_module(f"{__name__}.{module}"), name, _MODULES)
+        if found is not _MODULES:
+            return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,10 +4,8 @@ The mitmproxy adapter (proxy/mitm.py) plans a turn in three steps: ``prepare_req
 parse the intercepted request), ``decide_request`` (the rules' decision, then the request
 translated for the route chosen: a ``Plan``; repeated when an endpoint turns out unreachable
 as the adapter connects to it, and for each attempt after a failure) and ``build_turn``; it applies
-the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
-on the reply it asks the same ``Turn`` how to treat the response headers
-(``response_mode``), for a stream translator (``stream_translator``) or for the translated
-whole body (``translate_whole``). Everything here is testable without mitmproxy.
+the returned ``Turn`` plan (pass through, retarget, translate or answer locally); the reply
+side is turn/reply.py's. Everything here is testable without mitmproxy.
 
 Fail closed where the rules say so: a turn no route takes (an unparseable body included)
 is answered locally under ``unmatched: refuse``, and a route with ``on_unreachable: error``
@@ -35,15 +33,12 @@ from ..protocols import openai_chat as p_openai
 from ..protocols import openai_responses as p_responses
 from ..protocols.detect import Detected, detect
 from ..reasoning.loop_route import follow_loop
-from ..neutral.effort import refusal_hint
-from ..neutral.tools import ClientTools
 from ..outcomes import route_text
 from ..routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
-from ..neutral.error import parse_error_body
 from ..routing.session_facts import Speaker, speaker
-from ..states import Action, Decided, ReplyMode
+from ..states import Action, Decided
 from ..translate import RequestTranslation, pair_refusal, parse_body
 from ..validate import first_problem
 
@@ -675,117 +670,3 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
         if turn.keep_headers is not None and low not in turn.keep_headers:
             out.append(name)
     return out
-
-
-# --------------------------------------------------------------------------------------
-# reply side
-
-
-def response_mode(turn: Turn, status: int, content_type: str) -> ReplyMode:
-    """How the adapter treats a reply: RAW_STREAM (pass bytes on as they come),
-    TRANSLATE_STREAM, TRANSLATE_WHOLE (buffer, then translate_whole), or LEAVE."""
-    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
-    if turn.action != Action.TRANSLATE:
-        return ReplyMode.RAW_STREAM if is_sse else ReplyMode.LEAVE
-    if status >= 400:
-        return ReplyMode.TRANSLATE_WHOLE
-    if is_sse:
-        return ReplyMode.TRANSLATE_STREAM
-    return ReplyMode.TRANSLATE_WHOLE
-
-
-def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
-    """A retargeted endpoint's error reply (status >= 400) the client could not read as its
-    protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
-    client's own envelope with the same status and the upstream's text (docs/architecture.md rule 6);
-    None when it is JSON, which goes on byte for byte (rule 8)."""
-    try:
-        if isinstance(jsonc.loads(body), dict):
-            return None
-    except Exception:
-        pass
-    err = parse_error_body(status, body)
-    return turn.client_error(status, err.message)
-
-
-def _target(turn: Turn) -> str:
-    """The protocol of the endpoint a translated turn went to."""
-    assert turn.target_protocol is not None
-    return turn.target_protocol
-
-
-def _client_tools(turn: Turn) -> ClientTools | None:
-    """The client's tools behind neutral names, from the turn's request translation."""
-    return turn.translation.client_tools if turn.translation is not None else None
-
-
-def stream_translator(turn: Turn) -> translate.StreamTranslator:
-    t = translate.stream(_target(turn), turn.client_protocol, include_usage=turn.include_usage,
-                         created=int(turn.started_at), client_tools=_client_tools(turn))
-    t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
-    return t
-
-
-def _with_hint(body: bytes, hint: str) -> bytes:
-    """An error body (every protocol's envelope has error.message) with ``hint`` after its message."""
-    try:
-        doc = jsonc.loads(body)
-        doc["error"]["message"] = f"{doc['error']['message']} {hint}"
-        return jsonc.dumpb(doc)
-    except Exception:  # not the envelope expected: as it was
-        return body
-
-
-@dataclass(frozen=True)
-class Counted:
-    """A count answered by an endpoint's own counter: what the ledger records (event ``counted``)."""
-
-    tokens: int
-    counter: str  # the counter that answered: "Gemini countTokens"
-    endpoint: str
-
-    def record(self) -> dict[str, Any]:
-        return {"input_tokens": self.tokens, "counter": self.counter, "endpoint": self.endpoint}
-
-
-def count_reply(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Counted]:
-    """A counter's 2xx reply (``turn.counter``) -> the client's own count reply with its number.
-    Raises TranslationError (the client's 502) when the reply carries no count: never estimated."""
-    assert turn.counter is not None and turn.endpoint is not None
-    try:
-        doc = jsonc.loads(body)
-    except Exception:
-        doc = None
-    n = turn.counter.read(doc)
-    if n is None:
-        raise TranslationError(502, f"tokunseba: the {turn.counter.name} counter of endpoint {turn.endpoint.name} "
-                                    "replied without a token count; tokunseba does not estimate one")
-    mine = protocols.get(turn.client_protocol).counter
-    assert mine is not None  # a count kind is one of a protocol with a counter
-    return (status, {"content-type": "application/json"}, jsonc.dumpb(mine.answer(n)),
-            Counted(n, turn.counter.name, turn.endpoint.name))
-
-
-def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
-    """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
-    if turn.counter is not None and status < 400:
-        st, headers, out, _ = count_reply(turn, status, body)
-        return st, headers, out, None
-    if turn.counter is not None and _target(turn) == turn.client_protocol and turn.endpoint is not None:
-        # the client's own counter, borrowed from a server of another protocol (count_tokens: <protocol>):
-        # its error said in the client's envelope, naming the endpoint (it may not serve that route at all)
-        err = parse_error_body(status, body)
-        return status, {"content-type": "application/json"}, turn.client_error(
-            status, f"tokunseba: the {turn.counter.name} route of endpoint {turn.endpoint.name} (count_tokens: "
-                    f"{turn.endpoint.count_tokens}) answered {status}: {err.message}").body, None
-    if status >= 400:
-        st, out = translate.error(_target(turn), turn.client_protocol, status, body)
-        if turn.translation is not None and turn.endpoint is not None and (
-                hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
-            out = _with_hint(out, hint)
-        return st, {"content-type": "application/json"}, out, None
-    rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at),
-                          client_tools=_client_tools(turn))
-    if turn.capture is not None and rep.message is not None:
-        turn.capture.message(rep.message)
-    return status, {"content-type": "application/json"}, rep.body, rep
