@@ -1,4 +1,4 @@
-"""The console line (proxy/console_line.py) is built only when the ``tokunseba`` logger
+"""The console line (turn/console_line.py) is built only when the ``tokunseba`` logger
 emits INFO (as under mitmdump, whose root logger is at DEBUG); where nothing would emit it,
 the turn costs no line. Either way the ledger records the turn the same."""
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokunseba.cli import main as cli
-from tokunseba.proxy.access import is_loopback
+from tokunseba.turn.access import is_loopback
 from tokunseba.ledger.store import Ledger
 from tokunseba.ledger.private_files import readable_by_others
 from tokunseba.routing.rules import RulesError, load_rules, load_rules_text
@@ -462,7 +462,7 @@ def test_a_shadow_only_route_passes_its_turn_even_under_unmatched_refuse():
 
 
 def test_may_spend_keys_only_for_loopback_or_opt_in():
-    from tokunseba.proxy.access import may_spend_keys
+    from tokunseba.turn.access import may_spend_keys
 
     assert may_spend_keys("127.0.0.1", proxyauth=False, allow_remote=False)
     assert may_spend_keys("::ffff:127.0.0.1", proxyauth=False, allow_remote=False)

@@ -27,7 +27,7 @@ from mitmproxy.net.http.http1 import connection_close
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from .. import protocols
-from .access import may_spend_keys, refuse_remote_client
+from ..turn.access import may_spend_keys, refuse_remote_client
 from . import base_url
 from .relay import MARK as RELAY_MARK
 from .relay import PREFIX as RELAY_PREFIX
@@ -35,14 +35,14 @@ from .relay import Relay
 from .relay import UpstreamConn
 from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
 from .core import Capacity
-from .console_line import client_name, turn_line
+from ..turn.console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..turn.last_word import Told, final, say_busy
 from ..errors import TranslationError
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from . import otel_spans
-from .flowstate import FlowState, Shown
+from ..turn.flowstate import FlowState, Shown
 from ..ledger.writer import LedgerWriter
 from ..turn.outcome import Outcome, shape_problem, upstream_failure
 from ..turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
@@ -98,7 +98,7 @@ log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.relay")):
     _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
-CLIENT_KEY = "tokunseba.client"  # the client's name on the console line (proxy/console_line.py)
+CLIENT_KEY = "tokunseba.client"  # the client's name on the console line (turn/console_line.py)
 RULES_POLL_S = 1.0
 MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
 
@@ -802,7 +802,7 @@ class Tokunseba:
 
     def _console(self, flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
                  chain: Chain | None = None) -> None:
-        """The turn's one console line (proxy/console_line.py): what happened to it, as recorded."""
+        """The turn's one console line (turn/console_line.py): what happened to it, as recorded."""
         if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
             return
         try:

@@ -28,7 +28,7 @@ from ..webview.view import (
     web_outcome,
 )
 from ..outcomes import outcome_class
-from .flowstate import FlowState
+from ..turn.flowstate import FlowState
 from ..turn.target import set_target
 
 log = logging.getLogger("tokunseba")

@@ -98,7 +98,7 @@ class Turn:
     # another host: only these header names (lower-case) go on, besides set_headers (credentials.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
-    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: proxy/access.py)
+    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: turn/access.py)
     body: bytes | None = None
     local: LocalResponse | None = None
     translation: RequestTranslation | None = None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..states import Action
 
 if TYPE_CHECKING:  # a type only: `tokunseba run` imports is_loopback without the turn machinery
-    from ..turn.plan import Turn
+    from .plan import Turn
 
 
 @functools.lru_cache(maxsize=1024)  # per turn, and clients are few: parsed once per address

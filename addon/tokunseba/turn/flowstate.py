@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..turn.failover import Chain, Slot
-from ..turn.pump import Pump
-from ..turn.plan import Turn
+from .failover import Chain, Slot
+from .pump import Pump
+from .plan import Turn
 from ..states import ReplyMode
 
 
