@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokunseba.cli import main as cli
-from tokunseba.turn.access import is_loopback
+from tokunseba.addresses import is_loopback
 from tokunseba.ledger.store import Ledger
 from tokunseba.ledger.private_files import readable_by_others
 from tokunseba.routing.rules import RulesError, load_rules, load_rules_text

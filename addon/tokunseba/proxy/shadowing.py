@@ -14,7 +14,7 @@ import logging
 import random
 
 from ..routing.rules import Rules
-from ..shadow.scope import shadowable
+from ..routing.shadowable import shadowable
 from ..shadow.sender import ShadowJob, ShadowSender
 from ..shadow.turns import should_shadow
 from ..turn.flowstate import FlowState

@@ -34,7 +34,7 @@ from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_p
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
 from .session_facts import Speaker, speaker
-from ..shadow.scope import shadow_refusal
+from .shadowable import shadow_refusal
 from .. import protocols
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
 from ..protocols.facts import RuleShape

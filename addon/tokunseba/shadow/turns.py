@@ -26,7 +26,7 @@ from ..routing.endpoints import Endpoint
 from ..errors import Refused
 from .. import protocols
 from .reply_facts import Facts
-from .scope import shadow_refusal, shadowable, target_kind
+from ..routing.shadowable import shadow_refusal, shadowable, target_kind
 from .. import translate
 from ..translate import pair_refusal
 from ..turn.plan import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)
