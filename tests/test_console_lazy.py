@@ -10,7 +10,7 @@ import logging
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-import tokunseba.proxy.mitm as mitm
+import tokunseba.proxy.record as mitm  # the console line is written where a turn is recorded
 
 from .test_mitm_addon import ANT_BODY, CHAT_REPLY, _ledger_turn, addon, endpoint_port, make_flow, rules_file  # noqa: F401
 

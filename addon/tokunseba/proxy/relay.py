@@ -65,7 +65,7 @@ from collections.abc import Awaitable, Callable
 
 from . import http1
 from ..turn.encoding import Decoding, EncodingError, is_identity
-from ..turn.failover import HOLD_MAX, Failure, Replan, classify, needs_body
+from ..turn.failover import HOLD_MAX, Broken, Failure, Replan, classify, needs_body
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")
@@ -181,7 +181,7 @@ class Target:
     host: str
     port: int
     path: str  # with query
-    broken: str | None = None  # why the upstream reply was cut short, if it was
+    broken: Broken | None = None  # why the upstream reply was cut short, if it was
     conn: UpstreamConn | None = None  # opened for this turn by the request hook, not yet used
     keepalive: bool = True  # the relay may add its own keep-alive to a stalled SSE reply
     keepalives: int = 0  # how many it added
@@ -361,7 +361,7 @@ class Relay:
                     conn = self.pool.take(target.key) if attempt == 0 else None
                     conn = conn or await self._open(target.key)
                 except Exception as e:
-                    target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
+                    target.broken = Broken("unreachable", f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}")
                     return False, Failure("unreachable", target.broken), None
             ex = _Exchange(self, writer, target, conn, method, hold)
             _watch(reader, ex, target)
@@ -383,14 +383,14 @@ class Relay:
                 return False, failure, ex
             conn.close()
             if outcome == "timeout":
-                target.broken = f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)"
+                target.broken = Broken("timeout", f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)")
                 return False, Failure("timeout", target.broken), None
             if outcome == "reset":
                 return False, Failure("reset", target.broken or "upstream connection broke"), None
             if outcome != "stale" or target.gone:
                 return outcome == "done" and not target.gone, None, ex
             conn = None  # a reused connection the endpoint had closed: once more on a fresh one
-        target.broken = target.broken or "upstream connection broke: the endpoint closed the connection"
+        target.broken = target.broken or Broken("reset", "upstream connection broke: the endpoint closed the connection")
         if hold:
             return False, Failure("reset", target.broken), None
         await _reply_error(writer, 502, target.broken, b"upstream-broke")
@@ -406,7 +406,7 @@ class Relay:
                 return False
             writer.write(ex.held_head + body)
             return True  # a whole reply went to mitmproxy: its connection may carry the next turn
-        target.broken = target.broken or (failure.why if failure else "upstream connection broke")
+        target.broken = target.broken or (Broken(failure.kind, failure.why) if failure else Broken("reset", "upstream connection broke"))
         mark = b"connect-failed" if failure is not None and failure.kind == "unreachable" else b"upstream-broke"
         if not writer.transport.is_closing():
             await _reply_error(writer, 502, target.broken, mark)
@@ -638,7 +638,7 @@ class _Exchange:
         if not self.got_bytes and self.conn.uses > 0 and not isinstance(e, TimeoutError):
             self.done.set_result("stale")
             return
-        self.target.broken = f"upstream connection broke: {e or type(e).__name__}"
+        self.target.broken = Broken("reset", f"upstream connection broke: {e or type(e).__name__}")
         if self.held_head is not None:  # cut inside a held reply: held as far as it came
             self.held_reusable = False
             self.done.set_result("held")

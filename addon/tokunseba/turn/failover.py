@@ -90,6 +90,29 @@ class Failure:
         return self.kind
 
 
+class Broken(str):
+    """Why the relay saw an attempt's exchange break (its ``Target.broken``): ``kind`` is
+    ``unreachable`` (the connect failed: the endpoint is marked down), ``timeout`` (no status
+    line in time) or ``reset`` (the connection broke); it reads as its one-line ``message`` (a
+    ``str``), which is what the logs, the ledger and the client are told."""
+
+    kind: str
+
+    def __new__(cls, kind: str, message: str) -> Broken:
+        self = super().__new__(cls, message)
+        self.kind = kind
+        return self
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    @property
+    def refused(self) -> bool:
+        """The endpoint could not be connected to (not a break of a connection it had taken)."""
+        return self.kind == "unreachable"
+
+
 def needs_body(status: int) -> bool:
     """Whether a reply with ``status`` must be held until classified (a failure, or a reply
     that may be a context-window error)."""

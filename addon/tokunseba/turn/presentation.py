@@ -28,8 +28,8 @@ from ..webview.view import (
     web_outcome,
 )
 from ..outcomes import outcome_class
-from ..turn.flowstate import FlowState
-from ..turn.target import set_target
+from .flowstate import FlowState
+from .target import set_target
 
 log = logging.getLogger("tokunseba")
 
