@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tokunseba.proxy import base_url
+from tokunseba.turn import base_url
 
 
 @pytest.mark.parametrize("host", ["api.anthropic.com", "API.Anthropic.com", "api.anthropic.com.",

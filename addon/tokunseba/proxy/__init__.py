@@ -10,7 +10,7 @@ plain; this package is the adapter around it.
 - ``relay`` with ``http1``: the loopback relay a routed turn goes through (its connections
   to endpoints, keep-alives, failover hand-off) and the HTTP/1.1 it speaks;
 - ``provider_reach``: hosts reached before a turn leaves (a passed-through provider host,
-  the endpoints in use at start); ``base_url``: the base-URL (reverse) listeners;
+  the endpoints in use at start);
 - ``recorder``: a turn's ledger records, in order; ``shadowing``: a turn's shadow;
   ``otel_spans``: a span per turn; ``options``: the addon's options, as data.
 

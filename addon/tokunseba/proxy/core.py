@@ -139,7 +139,7 @@ def client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
 
 def reverse_host(flow: http.HTTPFlow) -> str | None:
     """The provider host of the base-URL (reverse) listener the flow came in on; None when it
-    came through the HTTPS proxy (proxy/base_url.py)."""
+    came through the HTTPS proxy (turn/base_url.py)."""
     mode = getattr(flow.client_conn, "proxy_mode", None)
     return mode.address[0] if isinstance(mode, ReverseMode) else None
 

@@ -41,7 +41,7 @@ from ..turn.presentation import MAX_ORIGINAL, ORIGINAL_KEY, show_client_url
 from ..turn.retries import retry_key
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call, target_of
 from ..webview.view import MARKS, RECORD_KEY
-from . import base_url
+from ..turn import base_url
 from .core import CLIENT_KEY, Core, log, option, present_outcome, respond, reverse_host, upstream_proxy_mode
 from .options import keepalive_seconds, named, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, describe, endpoints_in_use, say_endpoint_unreachable, \

@@ -8,7 +8,9 @@ gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
   ``encoding``, ``pump`` (a reply on its way to the client);
 - a failed attempt and the next one: ``failover`` (which failures move on, cooldowns and
   slots, the next attempt), ``last_word`` (what the client gets when none is left);
-- ``retries``: a request that repeats a recent one of its session.
+- around the turn: ``flowstate`` (what the adapter holds per flow), ``presentation`` (what
+  mitmweb shows of it), ``console_line``, ``access`` (who may have turns routed), ``base_url``
+  (how it came in), ``retries`` (a request that repeats a recent one of its session).
 
 The adapter (proxy/) calls ``plan`` once to plan a request and applies the ``Turn`` it gets.
 ``from tokunseba.turn import name`` still finds what the one-module ``turn`` had (read lazily
@@ -21,7 +23,7 @@ import importlib
 from typing import Any
 
 _MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
-            "last_word", "retries", "access", "console_line", "flowstate"}
+            "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner"}
 
 
 def __getattr__(name: str) -> Any:
