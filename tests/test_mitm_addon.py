@@ -13,7 +13,8 @@ from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow, tutils
 
 import tokunseba.proxy.mitm as mitm
-import tokunseba.proxy.route as route  # where a request is planned and applied
+import tokunseba.proxy.route as route  # where a request is applied
+import tokunseba.turn.planner as planner  # where it is planned
 from tokunseba import sse
 from tokunseba.proxy.relay import PREFIX, Target
 from tokunseba.ledger.store import Ledger
@@ -315,7 +316,7 @@ def _boom(*a, **kw):
 
 
 async def test_planning_failure_answers_provider_calls_with_an_error(addon, monkeypatch):
-    monkeypatch.setattr(route, "prepare_request", _boom)
+    monkeypatch.setattr(planner, "prepare_request", _boom)
     f = make_flow(ANT_BODY)
     await addon.request(f)
     assert f.response.status_code == 500
@@ -329,7 +330,7 @@ async def test_planning_failure_answers_provider_calls_with_an_error(addon, monk
 
 
 async def test_planning_failure_leaves_other_traffic_alone(addon, monkeypatch):
-    monkeypatch.setattr(route, "prepare_request", _boom)
+    monkeypatch.setattr(planner, "prepare_request", _boom)
     for f in (make_flow(method="GET", path="/api/claude_code/settings"),
               make_flow(b'{"a":1}', host="example.com", path="/upload")):
         before = f.request.get_state()

@@ -19,7 +19,6 @@ from collections import OrderedDict
 
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
-from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger.writer import LedgerWriter
@@ -32,7 +31,7 @@ from ..turn.failover import Slot
 from ..turn.flowstate import FlowState
 from ..turn.outcome import Outcome
 from ..turn.plan import LocalResponse, Turn
-from ..turn.presentation import present, record_original
+from ..turn.presentation import present
 from ..turn.retries import RetryWatch
 from . import otel_spans
 from .provider_reach import Reach
@@ -43,8 +42,6 @@ log = logging.getLogger("tokunseba")
 for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.relay")):
     _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
 
-CLIENT_KEY = "tokunseba.client"  # the client's name on the console line (turn/console_line.py)
-MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for replay
 
 
 class Capacity(failover.Capacity):
@@ -94,15 +91,6 @@ class Core:
     def ledger(self, writer: LedgerWriter | None) -> None:
         self.recorder.ledger = writer
 
-    def keep_for_replay(self, flow: http.HTTPFlow, state: FlowState, client_url: str,
-                        client_headers: http.Headers) -> None:
-        """The client's request as mitmweb shows it (turn/presentation.py); the real one kept in
-        memory for a replay when tokunseba rewrote it."""
-        if record_original(flow, state, client_url, client_headers):
-            self.replayable[flow.id] = (client_url, client_headers)
-            while len(self.replayable) > MAX_REPLAYABLE:
-                self.replayable.popitem(last=False)
-
 
 def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
     """Answer the flow here, with ``lr``."""
@@ -135,13 +123,6 @@ def client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
     if flow.response is not None and flow.response.raw_content is not None:
         return flow.response.get_content(strict=False)
     return None
-
-
-def reverse_host(flow: http.HTTPFlow) -> str | None:
-    """The provider host of the base-URL (reverse) listener the flow came in on; None when it
-    came through the HTTPS proxy (turn/base_url.py)."""
-    mode = getattr(flow.client_conn, "proxy_mode", None)
-    return mode.address[0] if isinstance(mode, ReverseMode) else None
 
 
 def option(name: str, default):

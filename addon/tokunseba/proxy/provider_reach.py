@@ -18,8 +18,6 @@ Contract:
   got a reply: ``answered``; or a check passed) is not checked again; concurrent checks of
   one host share one connect. ``forget`` (a turn to it failed in mitmproxy's error path)
   makes the next turn check again.
-- ``say_endpoint_unreachable``: a routed turn whose endpoint is unreachable and whose route
-  says to answer with an error names that endpoint's host and the reason too.
 - At start (and after a rules reload) the adapter connects once to every endpoint a route
   sends turns to (``endpoints_in_use``). For each one that fails, one warning line
   (``unreachable_line``) names the endpoint, its URL, why, and the consequence for each route
@@ -153,19 +151,6 @@ def answer_unreachable(turn: Turn, bad: Unreachable, asked: str | None = None) -
     turn.local = turn.client_error(bad.status, msg)
     turn.events.append(("upstream_unreachable", {"host": bad.host, "port": bad.port, "kind": bad.kind,
                                                  "message": bad.reason}))
-
-
-def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
-    """A turn answered with an error because its route's endpoint is unreachable (its route
-    says ``on_unreachable: error``): the answer also names the endpoint's host and why it is
-    down (``down``: ``host:port`` -> why, endpoints.EndpointHealth.down) and the request id."""
-    ep = turn.endpoint
-    if ep is None or turn.local is None or turn.outcome != "error" or not turn.error or "unreachable" not in turn.error:
-        return
-    where = f"{ep.host}:{ep.port}"
-    turn.error = f"{turn.error}: {where}: {down.get(where) or 'in its back-off'}"
-    turn.local = turn.client_error(turn.local.status,
-                                   f"tokunseba: {turn.error}; the turn was not sent (request {turn.request_id})")
 
 
 # ---- at start: the endpoints in use that cannot be reached

@@ -24,12 +24,12 @@ from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..turn.console_line import turn_line
 from ..turn.failover import Chain
-from ..turn.flowstate import FlowState
+from ..turn.flowstate import CLIENT_KEY, FlowState
 from ..turn.outcome import Outcome
 from ..turn.plan import Turn
 from ..webview.view import error_message
 from . import otel_spans
-from .core import CLIENT_KEY, Core, client_body, log, present_outcome, upstream_ssl_context
+from .core import Core, client_body, log, present_outcome, upstream_ssl_context
 from .options import named
 from .recorder import after_sent
 from .shadowing import primary_done

@@ -24,28 +24,24 @@ from dataclasses import dataclass
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.net.http.http1 import connection_close
+from mitmproxy.proxy.mode_specs import ReverseMode
 
-from .. import protocols
 from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import RulesError, load_rules
-from ..states import Action, Decided
-from ..turn.access import may_spend_keys, refuse_remote_client
-from ..turn.console_line import client_name
-from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
-from ..turn.flowstate import FlowState, Shown
-from ..turn.last_word import final, say_busy
-from ..turn.plan import (Plan, Prepared, Turn, build_turn, client_error, decide_request, is_responses_websocket,
-                         prepare_request, websocket_declined, websocket_refusal)
-from ..turn.presentation import MAX_ORIGINAL, ORIGINAL_KEY, show_client_url
-from ..turn.retries import retry_key
-from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call, target_of
-from ..webview.view import MARKS, RECORD_KEY
+from ..states import Action
 from ..turn import base_url
-from .core import CLIENT_KEY, Core, log, option, present_outcome, respond, reverse_host, upstream_proxy_mode
+from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
+from ..turn.flowstate import FlowState
+from ..turn.last_word import final, say_busy
+from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn.planner import Planning, begin
+from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
+from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
+from ..webview.view import RECORD_KEY
+from .core import Core, log, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, named, provider_hosts_of, stamp
-from .provider_reach import Unreachable, answer_unreachable, describe, endpoints_in_use, say_endpoint_unreachable, \
-    unreachable_line
+from .provider_reach import Unreachable, answer_unreachable, describe, endpoints_in_use, unreachable_line
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
 from .shadowing import maybe_shadow
@@ -58,14 +54,19 @@ RULES_POLL_S = 1.0
 @dataclass
 class Planned:
     """A turn planned for a flow, with what its first attempt holds: the endpoint's connection
-    (opened or from the relay's pool) and slot, the client's request as prepared (for the
-    next attempts), and the client's own host and port (where a shadow compares from)."""
+    (opened or from the relay's pool), and its planning (the chosen endpoint's slot, the
+    client's request as prepared for the next attempts, the client's host and port)."""
 
     turn: Turn
     conn: UpstreamConn | None
-    slot: Slot | None
-    prep: Prepared
-    origin: tuple[str, int]
+    planning: Planning
+
+
+def reverse_host(flow: http.HTTPFlow) -> str | None:
+    """The provider host of the base-URL (reverse) listener the flow came in on; None when it
+    came through the HTTPS proxy (turn/base_url.py)."""
+    mode = getattr(flow.client_conn, "proxy_mode", None)
+    return mode.address[0] if isinstance(mode, ReverseMode) else None
 
 
 class Route:
@@ -169,7 +170,8 @@ class Route:
             planned = await self.plan(flow)
             if planned is not None:
                 turn = planned.turn
-                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned), planned.origin)
+                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned),
+                             (turn.host, planned.planning.port))
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             self._fail_closed(flow, turn, e)
@@ -215,81 +217,50 @@ class Route:
 
     # ---- one call plans a request
     async def plan(self, flow: http.HTTPFlow) -> Planned | None:
-        """Detect, decide and build the turn. A routed turn's upstream connection is opened
-        (or taken from the relay's pool) here, before the turn is committed to its route: a
-        connect that fails marks the endpoint down and the turn is decided again without it
-        (passive health: no probe, and the healthy path pays no extra round trip). So is an
-        endpoint cooling down (retry-after) or full (max_concurrency; after waiting up to its
-        queue_s for a slot): the turn takes a slot of the endpoint it goes to. A turn passed
-        through to its own provider host is first checked to be reachable."""
-        req, core = flow.request, self.core
-        if req.method != "POST":
+        """Detect, decide and build the turn (turn/planner.py). A routed turn's upstream
+        connection is opened (or taken from the relay's pool) here, before the turn is
+        committed to its route: a connect that fails marks the endpoint down and the turn is
+        decided again without it (passive health: no probe, and the healthy path pays no extra
+        round trip). So is an endpoint cooling down (retry-after) or full (max_concurrency;
+        after waiting up to its queue_s for a slot): the turn takes a slot of the endpoint it
+        goes to. A turn passed through to its own provider host is first checked to be reachable."""
+        core = self.core
+        planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
+                               provider_hosts=core.provider_hosts, keeper=core.keeper)
+        if planning is None:
             return None
-        host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
-        prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
-                               headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
-                               extra_hosts=extra_for(core.provider_hosts, host, port))
-        if prep is None:
-            return None
-        prep.keeper = core.keeper
-        plan, conn, slot = await self._decide(prep) if prep.req is not None else (None, None, None)
-        turn = build_turn(core.rules, prep, plan, env=os.environ)
-        self._settle(flow, turn, prep, host)
-        if slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
-            slot.release()
-            slot = None
+        conn = await self._connect(planning)
+        if self.access is None:  # read once per change (configure), not twice a turn
+            self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
+        turn = planning.turn(env=os.environ, retries=core.retries, access=self.access,
+                             peer=flow.client_conn.peername[0] if flow.client_conn.peername else None)
         if turn.action == Action.PASS and turn.local is None:
             await self._check_reach(flow, turn)
-        return Planned(turn, conn, slot, prep, (turn.host, port))
+        return Planned(turn, conn, planning)
 
-    async def _decide(self, prep: Prepared) -> tuple[Plan | None, UpstreamConn | None, Slot | None]:
-        """The rules' decision, again without each endpoint found down or full, with the chosen
-        endpoint's connection and slot."""
+    async def _connect(self, planning: Planning) -> UpstreamConn | None:
+        """The connection to the endpoint the rules choose, round after round without each one
+        found full or down; None when the turn goes to no endpoint."""
         core, timeout = self.core, ctx.options.tokunseba_probe_timeout_ms / 1000
-        plan, conn, slot = None, None, None
-        full: set[str] = set()  # endpoints found full (after their queue_s) for this turn
-        reachable = available(core.health, core.capacity, full)
-        for _ in range(2 * len(core.rules.endpoints) + 1):  # each round rules out one more endpoint
-            plan = decide_request(core.rules, prep, reachable)
-            ep = plan.decision.endpoint if plan.decision.action == Decided.ROUTE else None
+        while True:
+            ep, slot = planning.next()
             if ep is None:
-                break
-            slot = await self._slot(ep, full)
+                return None
+            if slot is None and ep.queue_s > 0 and ep.name not in planning.full:
+                slot = await core.capacity.wait(ep, ep.queue_s)
             if slot is None:
+                planning.full.add(ep.name)
                 continue
             try:
                 conn = await core.relay.connect(ep.url, timeout)
             except Exception as e:
-                slot.release()
-                slot = None
                 why = describe(e, ep.host, ep.port, timeout).reason
-                wait = core.health.failed(ep, why)
+                wait = planning.unreachable(ep, slot, why)
                 log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
                             f"({why}); skipped for {wait:g} s")
                 continue
-            core.health.ok(ep)
-            break
-        return plan, conn, slot
-
-    def _settle(self, flow: http.HTTPFlow, turn: Turn, prep: Prepared, host: str) -> None:
-        """What the turn's plan owes to the proxy's state: a retry of a recent request, endpoints
-        known down, a client that may not have turns routed, a cooling endpoint's retry-after,
-        every route busy (429/503, never a 400), whether it may be shadowed."""
-        core, req = self.core, flow.request
-        turn.retry_of = core.retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=host,
-                                                    path=req.path, body=prep.body), turn.request_id, turn.started_at)
-        if turn.retry_of:
-            turn.events.append(("retry", {"of": turn.retry_of}))
-        say_endpoint_unreachable(turn, core.health.down())
-        peer = flow.client_conn.peername[0] if flow.client_conn.peername else None
-        if self.access is None:  # read once per change (configure), not twice a turn
-            self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
-        proxyauth, allow_remote = self.access
-        refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
-        core.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
-        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
-            say_busy(turn, core.rules, core.capacity, core.health)  # every route busy: 429/503, never a 400
-        turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
+            planning.connected(ep, slot)
+            return conn
 
     async def _slot(self, ep: Endpoint, full: set[str]) -> Slot | None:
         """A slot of ``ep`` for this turn (waiting up to its queue_s), or None (noted in ``full``)."""
@@ -323,34 +294,29 @@ class Route:
 
     # ---- one call applies it
     def apply(self, flow: http.HTTPFlow, planned: Planned) -> FlowState:
-        """The flow's state and records start; the request is rewritten as planned (or answered here)."""
-        core, turn, conn, req = self.core, planned.turn, planned.conn, flow.request
-        state = core.flows[flow.id] = FlowState(turn, slot=planned.slot, attempt_at=time.monotonic())
-        turn.via = base_url.PROXY if reverse_host(flow) is None else base_url.BASE_URL
-        flow.metadata["tokunseba.request_id"] = turn.request_id
-        if turn.action == Action.TRANSLATE or turn.body is not None:
-            flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
+        """The flow's state and records start (turn/planner.py ``begin``); the request is aimed
+        where the turn goes (turn/target.py ``aim``), or answered here."""
+        core, turn, req = self.core, planned.turn, flow.request
+        client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
+        via = base_url.PROXY if reverse_host(flow) is None else base_url.BASE_URL
+        state, client_url, client_headers, keepalive = begin(flow, turn, planned.planning, slot=planned.planning.slot,
+                                                             via=via, client_close=client_close, now=time.monotonic())
+        core.flows[flow.id] = state
         core.recorder.start(turn)
-        state.client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
-        flow.metadata[CLIENT_KEY] = base_url.client_label(client_name(req.headers.get("user-agent"), turn.client_protocol),
-                                                          turn.via)
-        client_url, client_headers = req.url, req.headers.copy()
-        state.shown = Shown(client_url, client_target=target_of(req))
-        flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
-        flow.marked = MARKS.get(turn.outcome, "")
         if turn.local is None:
-            if turn.action in (Action.TRANSLATE, Action.RETARGET):
-                state.chain = Chain(planned.prep, client_url, client_headers.fields,
-                                    trace=list(turn.decision.trace) if turn.decision else [])
-            aim(req, turn, self._through_relay(flow, state, conn))
+            aim(req, turn, self._through_relay(flow, state, planned.conn, keepalive))
         else:
-            if conn is not None:
-                core.relay.pool.put(conn)
+            if planned.conn is not None:
+                core.relay.pool.put(planned.conn)
             respond(flow, turn.local)
-        core.keep_for_replay(flow, state, client_url, client_headers)
+        if record_original(flow, state, client_url, client_headers):  # kept in memory for mitmweb's Replay
+            core.replayable[flow.id] = (client_url, client_headers)
+            while len(core.replayable) > MAX_REPLAYABLE:
+                core.replayable.popitem(last=False)
         return state
 
-    def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None) -> tuple[int, str] | None:
+    def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
+                       keepalive: bool) -> tuple[int, str] | None:
         """Every routed turn goes through the relay: its target registered (with the failover
         hand-off when the turn has a chain); the relay's port and path, or None (not routed)."""
         turn, relay = state.turn, self.core.relay
@@ -358,8 +324,6 @@ class Route:
             return None
         if not relay.port:  # the relay starts in running(); be sure in odd embeddings
             raise RuntimeError("the tokunseba relay is not running")
-        # some clients read a comment line as JSON (Gemini CLI): their unchanged stream gets no keep-alive
-        keepalive = turn.action == Action.TRANSLATE or protocols.get(turn.client_protocol).passthrough_keepalive
         ep = turn.endpoint
         replan = (lambda failure, headers: self.failover(flow, state, failure, headers)) if state.chain else None
         token, _ = relay.register(turn.url, conn, keepalive=keepalive, replan=replan,
