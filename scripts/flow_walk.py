@@ -3,17 +3,19 @@
 a file already left (issue 28's measure of the front door).
 
 Drives the real addon through mitmproxy's test context (as scripts/bench_hooks.py does: a
-real ledger, a loopback TCP server standing in for the endpoint), warms it up with one turn,
+real ledger, a loopback TCP server standing in for the endpoint), warms it up with two whole
+turns (the endpoint's connection back in the relay's pool, as between real turns),
 then follows one more turn's ``request`` hook with ``sys.setprofile``. The walk is the
-sequence of tokunseba files that the adapter's code (addon/tokunseba/proxy/) calls into, in
-order: every call made from a proxy/ frame to a Python function of another tokunseba file
-*enters* that file (what that function calls further is its own business and is not
-followed); the hook's own file starts the walk. A return to a file already left is an entry
-into a file entered before — the adapter calling piece by piece into the same module. It
+sequence of tokunseba files control is in, call after call and return after return, as the
+adapter (addon/tokunseba/proxy/) sees it: the hook's file, any adapter file, and a file of a
+function adapter code called (what that function calls further is its own business and is
+not followed: while it runs, the walk stays in its file). Each change of file enters one; a
+file entered again after it was left is a return to a file already left — the adapter
+calling piece by piece into the same module, and coming back to itself after each piece. It
 prints, per tree and turn kind (pass-through, retarget, translated):
 
   files    distinct files entered
-  entries  entries in all
+  entries  entries in all (the first file included)
   returns  entries into a file already left (entries - files)
 
 with the files most returned to. ``--against OTHER_ROOT`` walks another checkout's addon/
@@ -33,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_hooks import KINDS, RULES  # noqa: E402  (the same rules and turns as the hook benchmark)
+from bench_hooks import ANTHROPIC_REPLY, CHAT_REPLY, KINDS, RULES  # noqa: E402  (the same rules and turns as the hook benchmark)
 
 
 def child(tree: Path) -> None:
@@ -69,9 +71,6 @@ def child(tree: Path) -> None:
                           headers=headers, content=body)
         return tflow.tflow(req=req)
 
-    def walk_of(events: list[tuple[str, str]]) -> list[str]:
-        return [callee for caller, callee in events]
-
     async def main() -> None:
         os.environ["TK_BENCH_EP_KEY"] = "sk-walk-endpoint-0002"
         held = []
@@ -86,27 +85,36 @@ def child(tree: Path) -> None:
             if getattr(addon, "reach", None) is not None:
                 addon.reach.answered("api.anthropic.com", 443)  # the healthy path (as bench_hooks.py)
             for kind, model in KINDS.items():
-                await addon.request(flow(model))  # warm: imports and caches are not the walk
-                await asyncio.sleep(0)
+                for _ in range(2):  # warm, a whole turn each: imports and caches are not the walk, and the
+                    w = flow(model)  # endpoint's connection is back in the relay's pool, as between real turns
+                    await addon.request(w)
+                    await asyncio.sleep(0)
+                    w.response = tutils.tresp(status_code=200, content=None,
+                                              headers=http.Headers(content_type="application/json"))
+                    addon.responseheaders(w)
+                    w.response.content = json.dumps(CHAT_REPLY if kind == "translated" else ANTHROPIC_REPLY).encode()
+                    addon.response(w)
+                    w.live = False
+                    for _ in range(3):
+                        await asyncio.sleep(0)
                 f = flow(model)
-                hook_file = None
-                entries: list[str] = []
+                walk: list[str] = []
+                stack: list[tuple[str, bool]] = []  # (file, the walk is in it) per tokunseba frame
 
                 def profile(frame, event, arg):
-                    nonlocal hook_file
-                    if event != "call":
+                    name = frame.f_code.co_filename
+                    if event not in ("call", "return") or not name.startswith(pkg):
                         return
-                    callee = frame.f_code.co_filename
-                    if not callee.startswith(pkg):
-                        return
-                    if hook_file is None:
-                        if frame.f_code.co_name == "request":
-                            hook_file = callee
-                            entries.append(callee)
-                        return
-                    caller = frame.f_back.f_code.co_filename if frame.f_back is not None else ""
-                    if caller.startswith(adapter) and callee != caller:
-                        entries.append(callee)
+                    if event == "call":
+                        if not stack and frame.f_code.co_name != "request":
+                            return
+                        # in the walk: the hook, adapter code, and what adapter code calls
+                        stack.append((name, not stack or name.startswith(adapter) or stack[-1][0].startswith(adapter)))
+                    elif stack:
+                        stack.pop()
+                    here = next((f for f, shown in reversed(stack) if shown), None)
+                    if here is not None and (not walk or walk[-1] != here):
+                        walk.append(here)
 
                 sys.setprofile(profile)
                 try:
@@ -114,7 +122,7 @@ def child(tree: Path) -> None:
                 finally:
                     sys.setprofile(None)
                 await asyncio.sleep(0)
-                out[kind] = [e[len(pkg):] for e in entries]
+                out[kind] = [e[len(pkg):] for e in walk]
             addon.done()
         server.close()
         print(json.dumps(out), flush=True)

@@ -42,7 +42,9 @@ class Tokunseba:
 
     # ---- hooks
     async def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None and flow.id not in self.core.flows and self.web.replayable(flow):
+        if flow.response is not None or flow.id in self.core.flows:
+            return
+        if flow.is_replay != "request" or self.web.replayable(flow):  # mitmweb's Replay: the client's request back
             await self.route.on_request(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:

@@ -229,23 +229,24 @@ class Route:
                                provider_hosts=core.provider_hosts, keeper=core.keeper)
         if planning is None:
             return None
-        conn = await self._connect(planning)
+        conn, connected = await self._connect(planning)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
-        turn = planning.turn(env=os.environ, retries=core.retries, access=self.access,
+        turn = planning.turn(env=os.environ, retries=core.retries, access=self.access, connected=connected,
                              peer=flow.client_conn.peername[0] if flow.client_conn.peername else None)
         if turn.action == Action.PASS and turn.local is None:
             await self._check_reach(flow, turn)
         return Planned(turn, conn, planning)
 
-    async def _connect(self, planning: Planning) -> UpstreamConn | None:
+    async def _connect(self, planning: Planning) -> tuple[UpstreamConn | None, tuple[Endpoint, Slot] | None]:
         """The connection to the endpoint the rules choose, round after round without each one
-        found full or down; None when the turn goes to no endpoint."""
+        found full or down, with that endpoint and the turn's slot there; (None, None) when the
+        turn goes to no endpoint."""
         core, timeout = self.core, ctx.options.tokunseba_probe_timeout_ms / 1000
         while True:
             ep, slot = planning.next()
             if ep is None:
-                return None
+                return None, None
             if slot is None and ep.queue_s > 0 and ep.name not in planning.full:
                 slot = await core.capacity.wait(ep, ep.queue_s)
             if slot is None:
@@ -259,8 +260,7 @@ class Route:
                 log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
                             f"({why}); skipped for {wait:g} s")
                 continue
-            planning.connected(ep, slot)
-            return conn
+            return conn, (ep, slot)
 
     async def _slot(self, ep: Endpoint, full: set[str]) -> Slot | None:
         """A slot of ``ep`` for this turn (waiting up to its queue_s), or None (noted in ``full``)."""

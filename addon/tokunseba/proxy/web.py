@@ -54,9 +54,7 @@ class Web:
                 transforms.insert(0, style)  # before gzip: it styles the page as written
 
     def replayable(self, flow: http.HTTPFlow) -> bool:
-        """False when the flow is a replay that was answered here (it cannot be replayed)."""
-        if flow.is_replay != "request":
-            return True
+        """A replayed flow: False when it was answered here (it cannot be replayed)."""
         try:
             return self._prepare_replay(flow)
         except Exception as e:  # as the request hook's own failures: a provider call gets an error

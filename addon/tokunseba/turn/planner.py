@@ -4,9 +4,9 @@ The adapter (proxy/route.py) makes a ``Planning`` from the request (``Planning.o
 and parsed, turn/plan.py ``prepare_request``), then asks it round after round for the
 endpoint the rules choose (``next``, with that endpoint's slot when one is free now) and
 does only what needs the event loop: waiting for a slot (``queue_s``), opening the
-connection. It tells the planning how that went (``unreachable``: the endpoint is marked
-down and the next round decides without it; ``connected``), and ends with ``turn``: the
-``Turn`` built for the last decision and settled against the proxy's state (a retry of a
+connection. It tells the planning when a connect failed (``unreachable``: the endpoint is
+marked down and the next round decides without it) and ends with ``turn`` (told which endpoint
+took the connection, and the slot held there): the ``Turn`` built for the last decision and settled against the proxy's state (a retry of a
 recent request, endpoints known down, a client that may not have turns routed, a cooling
 endpoint's retry-after, every route busy, whether it may be shadowed). Each round rules out
 one more endpoint, so there are at most ``2 × endpoints + 1``. ``begin`` then starts the
@@ -85,15 +85,14 @@ class Planning:
         slot.release()
         return self.health.failed(ep, why)
 
-    def connected(self, ep: Endpoint, slot: Slot) -> None:
-        """``ep`` took the connection: the turn holds ``slot``."""
-        self.health.ok(ep)
-        self.slot = slot
-
-    def turn(self, *, env: Mapping[str, str], retries: RetryWatch, peer: str | None,
-             access: tuple[bool, bool]) -> Turn:
-        """The ``Turn`` of the last decision, settled (see the module's docstring); the slot is
-        given back when the turn does not go to the endpoint it was taken for."""
+    def turn(self, *, env: Mapping[str, str], retries: RetryWatch, peer: str | None, access: tuple[bool, bool],
+             connected: tuple[Endpoint, Slot] | None = None) -> Turn:
+        """The ``Turn`` of the last decision, settled (see the module's docstring). ``connected``:
+        the endpoint that took the connection (its health is good again) and the slot the turn
+        holds there, given back when the turn does not go to that endpoint after all."""
+        if connected is not None:
+            self.health.ok(connected[0])
+            self.slot = connected[1]
         turn = build_turn(self.rules, self.prep, self.plan, env=env)
         turn.retry_of = retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=self.host,
                                                path=self.path, body=self.prep.body), turn.request_id, turn.started_at)
