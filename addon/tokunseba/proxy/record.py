@@ -20,6 +20,7 @@ from mitmproxy import ctx, exceptions, http
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from ..ledger.writer import LedgerWriter
 from ..reasoning.store import open_keeper
+from ..routing.rules import records
 from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..turn.console_line import turn_line
@@ -195,7 +196,7 @@ def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, u
                            outcome=outcome, status=status,
                            usage=usage.reported if usage else None, seconds=now - turn.started_at,
                            error=turn.error,
-                           trace=d.trace if d else None,
+                           trace=records(d.trace) if d else None,
                            attempts=[a.record() for a in chain.failed] if chain else None))
     except Exception:
         log.exception("tokunseba: could not write the turn's console line")

@@ -62,7 +62,7 @@ from ..protocols.failures import (
     is_context_window,
 )
 from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import Rules
+from ..routing.rules import Rules, Tried
 from ..states import Action, Decided
 from .plan import Prepared, Turn, build_turn, decide_request
 
@@ -221,7 +221,7 @@ class Chain:
     client_url: str
     client_fields: tuple  # the client's header fields, raw (name, value) bytes
     failed: list[Attempted] = field(default_factory=list)
-    trace: list[dict] = field(default_factory=list)  # the decisions' traces, attempt after attempt
+    trace: list[Tried] = field(default_factory=list)  # the decisions' traces, attempt after attempt
     gave_up: bool = False  # the last failure went to the client (no next attempt)
     told: Any = None  # what the client is told instead of the last failure as it came (turn/last_word.py)
 
@@ -383,7 +383,7 @@ class Capacity:
         d, local = turn.decision, turn.local
         if local is None or local.status != 503 or d is None or d.action != Decided.ERROR or d.endpoint is None:
             return
-        if not (d.trace and d.trace[-1].get("unreachable")):  # decided on this endpoint's availability
+        if not (d.trace and d.trace[-1].unreachable):  # decided on this endpoint's availability
             return
         if (seconds := self.retry_after(d.endpoint)) is not None:
             local.headers["retry-after"] = str(seconds)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import protocols
 from ..neutral.error import UpstreamError
@@ -144,9 +145,10 @@ class Wait:
     rate_limited: bool  # it is cooling down after a 429
 
 
-def waits(trace: Sequence[dict], rules: Rules, capacity: Capacity, health: EndpointHealth) -> list[Wait]:
-    """The routes of a decision's ``trace`` skipped because their endpoint was unavailable
-    (cooling down, full, unreachable: rules.decide's ``unreachable`` entries)."""
+def waits(trace: Sequence[Any], rules: Rules, capacity: Capacity, health: EndpointHealth) -> list[Wait]:
+    """The routes of a decision's ``trace`` (``rules.Tried``, or their recorded form) skipped
+    because their endpoint was unavailable (cooling down, full, unreachable: rules.decide's
+    ``unreachable`` entries)."""
     out: list[Wait] = []
     for t in trace:
         if not t.get("unreachable") or t.get("loop"):

@@ -32,9 +32,9 @@ from .. import protocols
 from ..protocols import openai_chat as p_openai
 from ..protocols import openai_responses as p_responses
 from ..protocols.detect import Detected, detect
-from ..reasoning.loop_route import follow_loop
+from ..reasoning.loop_route import follow_loop, not_followed
 from ..outcomes import route_text
-from ..routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
+from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
 from ..routing.session_facts import Speaker, speaker
@@ -123,7 +123,7 @@ class Turn:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
         elif self.failed_over:  # its routes failed: passed on to the client's own host (the chain follows)
             parts.append(f"passed on to {self.host}")
-        elif d is not None and (said := route_text(None, d.trace)) != "no route":  # matched, skipped: never "no route"
+        elif d is not None and (said := route_text(None, records(d.trace))) != "no route":  # matched, skipped: never "no route"
             parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
@@ -335,7 +335,7 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
             return Plan(decision)
     elif ep.protocol == prep.det.protocol:
         return Plan(decision)
-    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].get("unreachable")
+    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].unreachable
     if decision.action != Decided.ROUTE and not unavailable:
         return Plan(decision)
     try:
@@ -347,14 +347,14 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     return Plan(decision, tr) if decision.action == Decided.ROUTE else Plan(decision)
 
 
-def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
+def _skipped(trace: list[Tried]) -> list[str]:
     """The routes a trace shows skipped (refused, unavailable), as ``decide`` says them in its reason."""
     out = []
     for t in trace:
-        if t.get("refused"):
-            out.append(f"{t['route']} refused ({t['refused']})")
-        elif t.get("unreachable"):
-            out.append(f"{t['route']}: endpoint {_route_target(rules, t['route'])} {t.get('unavailable') or 'unreachable'}")
+        if t.refused:
+            out.append(f"{t.route} refused ({t.refused})")
+        elif t.unreachable:
+            out.append(f"{t.route}: endpoint {t.endpoint.name if t.endpoint else None} {t.unavailable or 'unreachable'}")
     return out
 
 
@@ -378,7 +378,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                 return got
             note = _loop_not_followed(followed, f"{followed.endpoint.name if followed.endpoint else '?'} "
                                                 f"refuses this turn: {got}")
-    trace: list[dict] = [note] if note is not None else []
+    trace: list[Tried] = [note] if note is not None else []
     while True:
         decision = decide(rules, prep.facts, reachable=reachable, after=after)
         trace += decision.trace
@@ -387,8 +387,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
             break
         route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
         assert route is not None
-        entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
-        entry.pop("unavailable", None)
+        entry.refused, entry.unreachable, entry.unavailable = got, False, None  # refused first, as the rules would have seen it
+        entry.endpoint = decision.endpoint
         if route.on_refused == "error":
             return Plan(Decision(Decided.ERROR, route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name
@@ -396,19 +396,15 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         return got
     reason = decision.reason
     if decision.action == Decided.PASS and decision.route is None:
-        skipped = _skipped(rules, trace)
+        skipped = _skipped(trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
                 got.translation, got.failure)
 
 
-def _loop_not_followed(followed: Decision, why: str) -> dict:
+def _loop_not_followed(followed: Decision, why: str) -> Tried:
     """The trace note of a tool loop not followed (reasoning/loop_route.py says the others)."""
-    reason = followed.trace[0]["reasons"][0]  # "follows its tool loop: … (tk-…), not the turn's own conditions"
-    what = reason.removeprefix("follows its ").removesuffix(", not the turn's own conditions")
-    return {"route": f"(tool loop → {followed.endpoint.name if followed.endpoint else '?'})", "matched": False,
-            "loop": True, "reasons": [f"{what}; not followed: {why}; the routes decide"], "refused": None,
-            "unreachable": False}
+    return not_followed(followed.endpoint.name if followed.endpoint else "?", followed.trace[0].loop or "tool loop", why)
 
 
 def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[str, str],
@@ -428,17 +424,17 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.requested_model = req["model"]
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.decision = decision
-    if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (reasoning/loop_route.py)
+    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
-        turn.events.append(("tool_loop", {"followed": t["matched"], "route": t["route"], "why": t["reasons"][0]}))
+        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
     for t in decision.trace:
-        if t.get("refused") or t.get("unreachable"):
-            ep = rules.endpoints.get(_route_target(rules, t["route"]) or "")
-            if t.get("refused"):
-                turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None,
-                                                      "reason": t["refused"]}))
+        if t.refused or t.unreachable:
+            ep = t.endpoint
+            if t.refused:
+                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
+                                                      "reason": t.refused}))
             else:
-                turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
+                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
                                                              "url": ep.url if ep else None}))
     if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
@@ -448,7 +444,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     if decision.action == Decided.ERROR:
         turn.endpoint = decision.endpoint
         turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
-        if decision.trace and decision.trace[-1].get("unreachable"):  # on_unreachable: error
+        if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
             turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
             turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
             return turn
@@ -501,13 +497,6 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
-
-
-def _route_target(rules: Rules, name: str) -> str | None:
-    for r in rules.routes:
-        if r.name == name:
-            return r.to
-    return None
 
 
 def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
