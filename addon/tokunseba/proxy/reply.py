@@ -4,7 +4,7 @@
   ``response_mode``), and for a stream its pump (turn/pump.py: translated event by event, or
   passed on and watched);
 - ``reply_in`` (the ``response`` hook): the relay's target released, then one pure decision
-  (turn/disposition.py ``dispose``) and the I/O it names (``DO``: one method per ``Do``), then
+  (turn/disposition.py ``dispose``) and the I/O it names (``handlers``: one method per ``Do``), then
   the turn recorded (record.py ``complete``);
 - ``failed`` (the ``error`` hook): the client went away, or the upstream broke.
 
@@ -43,7 +43,7 @@ class Reply:
 
     def __init__(self, core: Core, record: Record) -> None:
         self.core, self.record = core, record
-        self.DO: dict[Do, Callable[[http.HTTPFlow, FlowState, Disposition], tuple | None]] = {
+        self.handlers: dict[Do, Callable[[http.HTTPFlow, FlowState, Disposition], tuple | None]] = {
             Do.ANSWER_BROKEN: self._broken, Do.ANSWER_UNREACHABLE: self._unreachable,
             Do.TRANSLATE_WHOLE: self._translate_whole, Do.ANSWER_SHAPE: self._shape,
             Do.JUDGE_WHOLE: self._judge_whole, Do.RETARGET_ERROR: self._retarget_error,
@@ -126,7 +126,7 @@ class Reply:
         if d.record_error:
             self.core.recorder.event(state.turn, "upstream_error", {"status": r.status_code,
                                                                     "message": _snippet(r.get_content(strict=False))})
-        done = self.DO[d.do](flow, state, d)
+        done = self.handlers[d.do](flow, state, d)
         if done is None:  # answered and recorded already
             return
         rep, whole = done
