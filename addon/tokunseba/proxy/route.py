@@ -77,6 +77,7 @@ class Route:
         self.access: tuple[bool, bool] | None = None  # (proxyauth set, tokunseba_allow_remote_clients), as plan read them
         self.rules_stamp: tuple | None = None
         self.rules_checked = 0.0
+        self.upstream = False  # mitmproxy sends through an upstream proxy (--mode upstream:…; configure)
         self.endpoint_check: asyncio.Future | None = None  # the start-up connect to every endpoint in use
 
     def load(self, loader) -> None:
@@ -84,6 +85,8 @@ class Route:
             loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
+        if "mode" in updated:  # mitmproxy's own: through an upstream proxy, provider hosts are not checked
+            self.upstream = upstream_proxy_mode()
         if {"proxyauth", "tokunseba_allow_remote_clients"} & updated:
             self.access = None  # read again at the next turn
         try:
@@ -164,30 +167,35 @@ class Route:
     async def on_request(self, flow: http.HTTPFlow) -> None:
         turn = None
         try:
-            if await self._refused_at_the_door(flow):
+            listener = reverse_host(flow)
+            if listener is not None and self._misdirected(flow, listener):
+                return
+            if flow.request.method == "GET":  # never a turn; a Responses WebSocket upgrade is declined
+                await self._websocket(flow)
                 return
             self.maybe_reload_rules()
             planned = await self.plan(flow)
             if planned is not None:
                 turn = planned.turn
-                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned),
+                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
                              (turn.host, planned.planning.port))
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             self._fail_closed(flow, turn, e)
 
-    async def _refused_at_the_door(self, flow: http.HTTPFlow) -> bool:
-        """A base-URL listener forwards only to its own provider host; a Responses WebSocket
-        upgrade is declined (426, in Codex's envelope when its host cannot be reached). True
-        when the flow was answered, or is a GET (never a turn)."""
-        req = flow.request
-        if (listener := reverse_host(flow)) is not None and \
-                (wrong := base_url.misdirected(listener, req.pretty_host, req.path)) is not None:
+    def _misdirected(self, flow: http.HTTPFlow, listener: str) -> bool:
+        """A base-URL listener forwards only to its own provider host: True when the flow named
+        another one and was answered 421."""
+        wrong = base_url.misdirected(listener, flow.request.pretty_host, flow.request.path)
+        if wrong is not None:
             respond(flow, wrong)
             flow.comment = f"tokunseba: refused (421): this base URL forwards only to {listener}"
-            return True
-        if req.method != "GET":
-            return False
+        return wrong is not None
+
+    async def _websocket(self, flow: http.HTTPFlow) -> None:
+        """A Responses WebSocket upgrade is declined (426; in Codex's envelope, not HTML, when its
+        host cannot be reached either): Responses turns are routed over HTTPS."""
+        req = flow.request
         extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
         ws = websocket_refusal(self.core.rules, method="GET", host=req.pretty_host, path=req.path,
                                headers=req.headers.items(multi=True), extra_hosts=extra)
@@ -199,7 +207,6 @@ class Route:
                 and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
             respond(flow, websocket_declined(bad.message(req.pretty_host)))
             flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
-        return True
 
     def _fail_closed(self, flow: http.HTTPFlow, turn: Turn | None, e: Exception) -> None:
         """The request hook failed: a provider call is answered with an error in its protocol,
@@ -229,7 +236,8 @@ class Route:
                                provider_hosts=core.provider_hosts, keeper=core.keeper)
         if planning is None:
             return None
-        conn, connected = await self._connect(planning)
+        ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
+        conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
         turn = planning.turn(env=os.environ, retries=core.retries, access=self.access, connected=connected,
@@ -238,19 +246,20 @@ class Route:
             await self._check_reach(flow, turn)
         return Planned(turn, conn, planning)
 
-    async def _connect(self, planning: Planning) -> tuple[UpstreamConn | None, tuple[Endpoint, Slot] | None]:
-        """The connection to the endpoint the rules choose, round after round without each one
-        found full or down, with that endpoint and the turn's slot there; (None, None) when the
-        turn goes to no endpoint."""
+    async def _connect(self, planning: Planning, ep: Endpoint | None,
+                       slot: Slot | None) -> tuple[UpstreamConn | None, tuple[Endpoint, Slot] | None]:
+        """The connection to the endpoint the rules choose (first ``ep``, with ``slot`` when one
+        was free), round after round without each one found full or down, with that endpoint and
+        the turn's slot there; (None, None) when the turn goes to no endpoint."""
         core, timeout = self.core, ctx.options.tokunseba_probe_timeout_ms / 1000
         while True:
-            ep, slot = planning.next()
             if ep is None:
                 return None, None
             if slot is None and ep.queue_s > 0 and ep.name not in planning.full:
                 slot = await core.capacity.wait(ep, ep.queue_s)
             if slot is None:
                 planning.full.add(ep.name)
+                ep, slot = planning.next()
                 continue
             try:
                 conn = await core.relay.connect(ep.url, timeout)
@@ -259,6 +268,7 @@ class Route:
                 wait = planning.unreachable(ep, slot, why)
                 log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
                             f"({why}); skipped for {wait:g} s")
+                ep, slot = planning.next()
                 continue
             return conn, (ep, slot)
 
@@ -286,25 +296,27 @@ class Route:
         """Why the flow's own host cannot be reached (connected to as mitmproxy would), or None
         (reached, or not checked: the check is off, or in upstream-proxy mode)."""
         timeout_ms = ctx.options.tokunseba_connect_timeout_ms
-        if timeout_ms <= 0 or upstream_proxy_mode():
+        if timeout_ms <= 0 or self.upstream:
             return None
         req = flow.request
         return await self.core.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.core.reach_ssl,
                                            timeout=timeout_ms / 1000)
 
     # ---- one call applies it
-    def apply(self, flow: http.HTTPFlow, planned: Planned) -> FlowState:
+    def apply(self, flow: http.HTTPFlow, planned: Planned, listener: str | None = None) -> FlowState:
         """The flow's state and records start (turn/planner.py ``begin``); the request is aimed
-        where the turn goes (turn/target.py ``aim``), or answered here."""
+        where the turn goes (turn/target.py ``aim``), or answered here. ``listener``: the
+        base-URL listener's host the flow came in on (None: through the HTTPS proxy)."""
         core, turn, req = self.core, planned.turn, flow.request
         client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
-        via = base_url.PROXY if reverse_host(flow) is None else base_url.BASE_URL
+        via = base_url.PROXY if listener is None else base_url.BASE_URL
         state, client_url, client_headers, keepalive = begin(flow, turn, planned.planning, slot=planned.planning.slot,
                                                              via=via, client_close=client_close, now=time.monotonic())
         core.flows[flow.id] = state
         core.recorder.start(turn)
-        if turn.local is None:
-            aim(req, turn, self._through_relay(flow, state, planned.conn, keepalive))
+        if turn.local is None:  # every routed turn goes through the relay
+            routed = turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url
+            aim(req, turn, self._through_relay(flow, state, planned.conn, keepalive) if routed else None)
         else:
             if planned.conn is not None:
                 core.relay.pool.put(planned.conn)
@@ -316,12 +328,11 @@ class Route:
         return state
 
     def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
-                       keepalive: bool) -> tuple[int, str] | None:
-        """Every routed turn goes through the relay: its target registered (with the failover
-        hand-off when the turn has a chain); the relay's port and path, or None (not routed)."""
+                       keepalive: bool) -> tuple[int, str]:
+        """A routed turn's target registered with the relay (with the failover hand-off when the
+        turn has a chain); the relay's port and path."""
         turn, relay = state.turn, self.core.relay
-        if turn.action not in (Action.TRANSLATE, Action.RETARGET) or not turn.url:
-            return None
+        assert turn.url is not None
         if not relay.port:  # the relay starts in running(); be sure in odd embeddings
             raise RuntimeError("the tokunseba relay is not running")
         ep = turn.endpoint

@@ -338,7 +338,7 @@ class Tried:
     loop: str | None = None  # the tool loop: "tool loop: call_1 made by ds/m (tk-…)"
 
     def record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"route": self.route, "matched": self.matched, "reasons": list(self.reasons),
+        out: dict[str, Any] = {"route": self.route, "matched": self.matched, "reasons": self.reasons,
                                "refused": self.refused, "unreachable": self.unreachable}
         if self.loop is not None:
             out["loop"] = True

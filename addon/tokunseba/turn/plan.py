@@ -123,8 +123,8 @@ class Turn:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
         elif self.failed_over:  # its routes failed: passed on to the client's own host (the chain follows)
             parts.append(f"passed on to {self.host}")
-        elif d is not None and (said := route_text(None, records([t for t in d.trace if t.matched]))) != "no route":
-            # matched, skipped: never "no route"
+        elif d is not None and (matched := [t for t in d.trace if t.matched]) \
+                and (said := route_text(None, records(matched))) != "no route":  # matched, skipped: never "no route"
             parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")

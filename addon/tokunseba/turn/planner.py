@@ -131,8 +131,8 @@ def begin(flow: Any, turn: Turn, planning: Planning | None, *, slot: Slot | None
     attribute): the request id, the client's original body and name, what mitmweb shows
     (``Shown``, comment, mark), and for a routed turn the chain its next attempts are planned
     from. Returns the state, the client's own URL and headers (for a replay), and whether the
-    reply's stream may carry keep-alive comments (some clients read a comment line as JSON:
-    Gemini CLI's unchanged stream gets none)."""
+    reply's stream may carry keep-alive comments, when it goes through the relay (some clients
+    read a comment line as JSON: Gemini CLI's unchanged stream gets none)."""
     req = flow.request
     state = FlowState(turn, slot=slot, attempt_at=now, client_close=client_close)
     turn.via = via
@@ -147,5 +147,6 @@ def begin(flow: Any, turn: Turn, planning: Planning | None, *, slot: Slot | None
     if turn.local is None and planning is not None and turn.action in (Action.TRANSLATE, Action.RETARGET):
         state.chain = Chain(planning.prep, client_url, client_headers.fields,
                             trace=list(turn.decision.trace) if turn.decision else [])
-    keepalive = turn.action == Action.TRANSLATE or protocols.get(turn.client_protocol).passthrough_keepalive
+    keepalive = turn.action == Action.TRANSLATE or (turn.action == Action.RETARGET
+                                                    and protocols.get(turn.client_protocol).passthrough_keepalive)
     return state, client_url, client_headers, keepalive
