@@ -47,8 +47,7 @@ class Reply:
             Do.ANSWER_BROKEN: self._broken, Do.ANSWER_UNREACHABLE: self._unreachable,
             Do.TRANSLATE_WHOLE: self._translate_whole, Do.ANSWER_SHAPE: self._shape,
             Do.JUDGE_WHOLE: self._judge_whole, Do.RETARGET_ERROR: self._retarget_error,
-            Do.RECORD_ERROR: _nothing, Do.RELAY: _nothing,
-        }
+        }  # RECORD_ERROR, RELAY: nothing more to do
 
     def load(self, loader) -> None:
         for o in named(self.KEYS):
@@ -66,34 +65,32 @@ class Reply:
         state = self.core.flows.get(flow.id)
         if state is None or flow.response is None:
             return
+        turn, r = state.turn, flow.response
         try:
-            self._set_up(flow, state, flow.response)
+            r.headers[REQUEST_ID_HEADER] = turn.request_id
+            keep_client_close(r, state)
+            if r.raw_content is not None:  # answered locally, or already buffered
+                return
+            mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
+            if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
+                mode = ReplyMode.SHAPE_ERROR  # buffered (not streamed): the response hook answers with the error
+            state.mode = mode
+            keep = self.core.recorder.store_bodies or state.shadowed
+            if mode == ReplyMode.RAW_STREAM:
+                target = self.core.relay.targets.get(state.relay_token or "")
+                pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
+            elif mode == ReplyMode.TRANSLATE_STREAM:
+                pump = Pump(turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"),
+                            keep=keep)
+                _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
+            else:
+                return
+            state.pump = pump
+            r.stream = pump
         except Exception as e:
             log.exception("tokunseba: responseheaders hook failed")
-            if state.turn.action == Action.TRANSLATE:
+            if turn.action == Action.TRANSLATE:
                 _say_failed(flow, state, e)
-
-    def _set_up(self, flow: http.HTTPFlow, state: FlowState, r: http.Response) -> None:
-        turn = state.turn
-        r.headers[REQUEST_ID_HEADER] = turn.request_id
-        keep_client_close(r, state)
-        if r.raw_content is not None:  # answered locally, or already buffered
-            return
-        mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
-        if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
-            mode = ReplyMode.SHAPE_ERROR  # buffered (not streamed): the response hook answers with the error
-        state.mode = mode
-        keep = self.core.recorder.store_bodies or state.shadowed
-        if mode == ReplyMode.RAW_STREAM:
-            target = self.core.relay.targets.get(state.relay_token or "")
-            pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
-        elif mode == ReplyMode.TRANSLATE_STREAM:
-            pump = Pump(turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"), keep=keep)
-            _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
-        else:
-            return
-        state.pump = pump
-        r.stream = pump
 
     # ---- response
     def reply_in(self, flow: http.HTTPFlow) -> None:
@@ -126,7 +123,8 @@ class Reply:
         if d.record_error:
             self.core.recorder.event(state.turn, "upstream_error", {"status": r.status_code,
                                                                     "message": _snippet(r.get_content(strict=False))})
-        done = self.handlers[d.do](flow, state, d)
+        handler = self.handlers.get(d.do)
+        done = handler(flow, state, d) if handler is not None else (None, None)
         if done is None:  # answered and recorded already
             return
         rep, whole = done
@@ -275,10 +273,6 @@ class Reply:
         elif turn.action == Action.PASS and flow.response is None:
             core.reach.forget(flow.request.host, flow.request.port)  # the next turn checks it again
         return broke
-
-
-def _nothing(flow: http.HTTPFlow, state: FlowState, d: Disposition) -> tuple:
-    return None, None
 
 
 def _answer_error(flow: http.HTTPFlow, turn: Turn, why: str) -> None:
