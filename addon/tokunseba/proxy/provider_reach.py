@@ -33,16 +33,20 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from ..routing.endpoints import Endpoint
+from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import Rules
 from ..turn.plan import Turn
 from ..states import Action
+
+log = logging.getLogger("tokunseba")
 
 FRESH_S = 30.0  # a host that answered this recently is not checked again
 
@@ -186,3 +190,25 @@ def unreachable_line(rules: Rules, ep: Endpoint, why: str, cli: str = "tokunseba
     return (f"tokunseba: endpoint {ep.name} ({ep.url}) cannot be reached now: {why}. Until it can: "
             f"{'; '.join(parts) or 'no route uses it'}. Check it with: {shlex.quote(cli)} models{rules_arg} "
             f"--probe --endpoint {ep.name}")
+
+
+async def check_endpoints(rules: Rules, relay: Any, health: EndpointHealth, *, timeout: float, cli: str) -> None:
+    """Connect once to every endpoint in use, at once (``relay``: proxy/relay.py's ``Relay``):
+    each one that cannot be reached is said in one warning (``unreachable_line``) and starts in
+    its back-off (``health``); a connection that worked waits in the relay's pool for the
+    first turn. Never raises."""
+
+    async def one(ep: Endpoint) -> None:
+        try:
+            conn = await relay.connect(ep.url, timeout)
+        except Exception as e:
+            why = describe(e, ep.host, ep.port, timeout).reason
+            health.failed(ep, why)
+            log.warning(unreachable_line(rules, ep, why, cli=cli))
+            return
+        relay.pool.put(conn)
+
+    try:
+        await asyncio.gather(*(one(ep) for ep in endpoints_in_use(rules)))
+    except Exception:
+        log.exception("tokunseba: checking the endpoints at start failed")

@@ -41,7 +41,7 @@ from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_ca
 from ..webview.view import RECORD_KEY
 from .core import Core, log, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, named, provider_hosts_of, stamp
-from .provider_reach import Unreachable, answer_unreachable, describe, endpoints_in_use, unreachable_line
+from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
 from .shadowing import maybe_shadow
@@ -142,26 +142,10 @@ class Route:
         delayed): each one that cannot be reached is said in one warning, with what happens
         to the turns routed there (proxy/provider_reach.py), and starts in its back-off; a
         connection that worked waits in the relay's pool for the first turn."""
-        core, rules, timeout = self.core, self.core.rules, ctx.options.tokunseba_probe_timeout_ms / 1000
-        cli = os.environ.get("TOKUNSEBA_CLI") or "tokunseba"
-
-        async def one(ep) -> None:
-            try:
-                conn = await core.relay.connect(ep.url, timeout)
-            except Exception as e:
-                why = describe(e, ep.host, ep.port, timeout).reason
-                core.health.failed(ep, why)
-                log.warning(unreachable_line(rules, ep, why, cli=cli))
-                return
-            core.relay.pool.put(conn)
-
-        async def all_of_them() -> None:
-            try:
-                await asyncio.gather(*(one(ep) for ep in endpoints_in_use(rules)))
-            except Exception:
-                log.exception("tokunseba: checking the endpoints at start failed")
-
-        self.endpoint_check = asyncio.ensure_future(all_of_them())  # kept: a task nobody holds may be collected
+        core = self.core
+        check = check_endpoints(core.rules, core.relay, core.health, timeout=ctx.options.tokunseba_probe_timeout_ms / 1000,
+                                cli=os.environ.get("TOKUNSEBA_CLI") or "tokunseba")
+        self.endpoint_check = asyncio.ensure_future(check)  # kept: a task nobody holds may be collected
 
     # ---- the request hook
     async def on_request(self, flow: http.HTTPFlow) -> None:
