@@ -2,7 +2,9 @@
 gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
 
 - planning: ``plan`` (prepare, decide, translate for the route chosen, build: a ``Turn``),
-  ``target`` (where a request object points, its headers: duck-typed, never mitmproxy's);
+  ``planner`` (the same as one object the adapter drives, round after round, and the flow's
+  state begun), ``target`` (where a request object points, its headers, the plan applied to
+  it: duck-typed, never mitmproxy's);
 - the reply: ``reply`` (its mode, the stream translator, the whole reply translated),
   ``disposition`` (what the ``response`` hook does with it), ``outcome``, ``stream_watch``,
   ``encoding``, ``pump`` (a reply on its way to the client);
@@ -12,7 +14,8 @@ gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
   mitmweb shows of it), ``console_line``, ``access`` (who may have turns routed), ``base_url``
   (how it came in), ``retries`` (a request that repeats a recent one of its session).
 
-The adapter (proxy/) calls ``plan`` once to plan a request and applies the ``Turn`` it gets.
+The adapter (proxy/route.py) plans a request through ``planner`` and applies the ``Turn`` it gets
+with ``target.aim``.
 ``from tokunseba.turn import name`` still finds what the one-module ``turn`` had (read lazily
 from ``plan`` and ``reply``).
 """
