@@ -398,3 +398,13 @@ def test_unmatched_pass_goes_to_the_clients_own_host_with_its_own_headers():
     assert nxt.action == "pass" and attempt_url(nxt, chain) == "https://api.anthropic.com/v1/messages"
     hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
     assert hdrs["x-api-key"] == "sk-ant-client-0003" and attempt_body(nxt, chain) == BODY
+
+
+def test_a_relay_failure_is_typed_and_reads_as_its_message():
+    """proxy/relay.py reports why an exchange broke as a Broken(kind, message): the adapter reads
+    its kind (a refused connect marks the endpoint down), the ledger and the client its text."""
+    from tokunseba.turn.failover import Broken
+
+    refused, reset = Broken("unreachable", "cannot connect to h:1: refused"), Broken("reset", "upstream connection broke")
+    assert refused.refused and not reset.refused and reset.kind == "reset"
+    assert refused == "cannot connect to h:1: refused" and type(reset.message) is str and f"{reset}" == reset.message
