@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.routing.rules import Rules
-from tokunseba.turn import Turn, build_turn, decide_request, prepare_request
+from tokunseba.turn.plan import Turn, build_turn, decide_request, prepare_request
 
 
 def plan_request(

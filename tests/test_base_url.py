@@ -1,4 +1,4 @@
-"""proxy/base_url.py: a base-URL listener forwards only to its own provider host; a request
+"""turn/base_url.py: a base-URL listener forwards only to its own provider host; a request
 naming another one is answered 421 in the client's protocol (guessed from its path)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tokunseba.proxy import base_url
+from tokunseba.turn import base_url
 
 
 @pytest.mark.parametrize("host", ["api.anthropic.com", "API.Anthropic.com", "api.anthropic.com.",

@@ -1,4 +1,4 @@
-"""The console line (proxy/console_line.py) is built only when the ``tokunseba`` logger
+"""The console line (turn/console_line.py) is built only when the ``tokunseba`` logger
 emits INFO (as under mitmdump, whose root logger is at DEBUG); where nothing would emit it,
 the turn costs no line. Either way the ledger records the turn the same."""
 
@@ -10,7 +10,7 @@ import logging
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-import tokunseba.proxy.mitm as mitm
+import tokunseba.proxy.record as mitm  # the console line is written where a turn is recorded
 
 from .test_mitm_addon import ANT_BODY, CHAT_REPLY, _ledger_turn, addon, endpoint_port, make_flow, rules_file  # noqa: F401
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokunseba.proxy.console_line import client_name, turn_line, usage_text
+from tokunseba.turn.console_line import client_name, turn_line, usage_text
 
 
 def test_clients_named_by_their_user_agent():

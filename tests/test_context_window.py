@@ -21,7 +21,7 @@ from tokunseba.protocols import anthropic as pa
 from tokunseba.protocols import gemini as pg
 from tokunseba.protocols import openai_chat as po
 from tokunseba.protocols.failures import CONTEXT_STATUSES, CONTEXT_WINDOW, is_context_window
-from tokunseba.proxy.failover import classify
+from tokunseba.turn.failover import classify
 
 # ---- the two tables this one replaced, as they were -------------------------------------
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tokunseba.proxy.capacity import Capacity
+from tokunseba.turn.failover import Capacity
 from tokunseba.routing.rules import load_rules_text
-from tokunseba.turn import build_turn, decide_request, prepare_request
+from tokunseba.turn.plan import build_turn, decide_request, prepare_request
 
 RULES = """\
 endpoints:

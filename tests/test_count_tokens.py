@@ -14,9 +14,9 @@ from tests.conftest import load_fixture
 from tests.planning import plan_request
 from tokunseba import protocols
 from tokunseba.errors import TranslationError
-from tokunseba.proxy.disposition import translate_whole_reply
+from tokunseba.turn.disposition import translate_whole_reply
 from tokunseba.routing.rules import RulesError, load_rules_text
-from tokunseba.turn import count_reply, response_mode, translate_whole
+from tokunseba.turn.reply import count_reply, response_mode, translate_whole
 
 RULES = """\
 endpoints:

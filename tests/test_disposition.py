@@ -1,4 +1,4 @@
-"""The response hook's decision as a table (proxy/disposition.py): one row per case, with the
+"""The response hook's decision as a table (turn/disposition.py): one row per case, with the
 reason; every branch of the hook is a row. And a whole reply's translation as a value."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tokunseba.states import Do
-from tokunseba.proxy.disposition import Disposition, dispose, failure_message, translate_whole_reply
+from tokunseba.turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
 from tokunseba.errors import TranslationError
 
 # (mark, mode, action, status, has_pump, broken, shape) -> (do, message, record_error, strict), why the row is there
@@ -109,7 +109,7 @@ def test_every_kind_has_a_row():
 
 def _turn(target: str = "openai"):
     from tokunseba.protocols.detect import detect
-    from tokunseba.turn import Turn
+    from tokunseba.turn.plan import Turn
 
     det = detect("api.anthropic.com", "/v1/messages", "POST")
     return Turn(request_id="tk-1", started_at=0.0, detected=det, host="api.anthropic.com", path="/v1/messages",

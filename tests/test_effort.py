@@ -129,7 +129,7 @@ def test_an_unknown_level_is_dropped_and_said():
 
 def test_an_endpoint_pins_caps_or_omits_the_effort_recorded():
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import translate_for_endpoint
+    from tokunseba.turn.plan import translate_for_endpoint
 
     rules = load_rules_text("endpoints:\n"
                             "  pin: {protocol: anthropic, url: 'http://127.0.0.1:9/v1', max_tokens: 40000, effort: low}\n"
@@ -160,7 +160,8 @@ def test_a_bad_effort_setting_is_a_load_error_with_its_line():
 @pytest.mark.parametrize("client", ["anthropic", "openai", "openai-responses", "gemini"])
 def test_an_endpoint_refusing_the_carried_effort_says_what_to_do_after_its_own_words(client):
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import build_turn, decide_request, prepare_request, translate_whole
+    from tokunseba.turn.plan import build_turn, decide_request, prepare_request
+    from tokunseba.turn.reply import translate_whole
 
     rules = load_rules_text("endpoints:\n  gpt41: {protocol: openai-responses, url: 'http://127.0.0.1:9/v1'}\n"
                             "  c: {protocol: openai, url: 'http://127.0.0.1:9/v1'}\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokunseba.proxy.endpoint_startup import endpoints_in_use, unreachable_line
+from tokunseba.proxy.provider_reach import endpoints_in_use, unreachable_line
 from tokunseba.routing.rules import load_rules_text
 
 RULES = """\

@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from tokunseba.proxy.capacity import Capacity
+from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.proxy.failover import HOLD_MAX, classify, needs_body, retry_hint
+from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
 from tokunseba.routing.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
 
@@ -329,10 +329,10 @@ def test_back_off_is_per_endpoint_doubles_and_resets():
     assert cap.back_off(EP, "reset") == 2
 
 
-# ---- proxy/attempts.py: the next attempt, planned afresh from the client's own request
+# ---- turn/failover.py: the next attempt, planned afresh from the client's own request
 
-from tokunseba.proxy.attempts import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
-from tokunseba.turn import build_turn, decide_request, prepare_request  # noqa: E402
+from tokunseba.turn.failover import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.turn.plan import build_turn, decide_request, prepare_request  # noqa: E402
 
 CHAIN_RULES = """\
 endpoints:
@@ -398,3 +398,13 @@ def test_unmatched_pass_goes_to_the_clients_own_host_with_its_own_headers():
     assert nxt.action == "pass" and attempt_url(nxt, chain) == "https://api.anthropic.com/v1/messages"
     hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
     assert hdrs["x-api-key"] == "sk-ant-client-0003" and attempt_body(nxt, chain) == BODY
+
+
+def test_a_relay_failure_is_typed_and_reads_as_its_message():
+    """proxy/relay.py reports why an exchange broke as a Broken(kind, message): the adapter reads
+    its kind (a refused connect marks the endpoint down), the ledger and the client its text."""
+    from tokunseba.turn.failover import Broken
+
+    refused, reset = Broken("unreachable", "cannot connect to h:1: refused"), Broken("reset", "upstream connection broke")
+    assert refused.refused and not reset.refused and reset.kind == "reset"
+    assert refused == "cannot connect to h:1: refused" and type(reset.message) is str and f"{reset}" == reset.message

@@ -326,8 +326,8 @@ def test_anthropic_sdk_rejects_nothing_on_a_parallel_gemini_stream():
 def test_pass_through_gemini_usage_is_read_on_the_side():
     """A Gemini turn passed through or retargeted: the ledger still gets usageMetadata as
     reported, from the stream (the last one) or a whole reply."""
-    from tokunseba.proxy.outcome import usage_of
-    from tokunseba.proxy.stream_watch import StreamWatch
+    from tokunseba.turn.outcome import usage_of
+    from tokunseba.turn.stream_watch import StreamWatch
 
     s = StreamWatch("gemini")
     data = raw("thought_two_calls_no_ids.sse")

@@ -1,4 +1,4 @@
-"""What the client hears when no attempt of its turn served it (proxy/last_word.py): every
+"""What the client hears when no attempt of its turn served it (turn/last_word.py): every
 failure kind of the failover table x a last hop that could not be reached, broke, timed out
 or answered x the four client protocols, streamed and whole (an error before the first byte
 is a whole JSON error either way): status, envelope, retry-after and message. And when every
@@ -12,13 +12,13 @@ import pytest
 
 from tokunseba import protocols
 from tokunseba.neutral.error import parse_error_body
-from tokunseba.proxy.attempts import Attempted
-from tokunseba.proxy.capacity import Capacity
-from tokunseba.proxy.failover import Failure, classify
-from tokunseba.proxy.last_word import answer, busy, choose, final, say_busy, story, waits
+from tokunseba.turn.failover import Attempted
+from tokunseba.turn.failover import Capacity
+from tokunseba.turn.failover import Failure, classify
+from tokunseba.turn.last_word import answer, busy, choose, final, say_busy, story, waits
 from tokunseba.routing.endpoints import EndpointHealth
 from tokunseba.routing.rules import load_rules_text
-from tokunseba.turn import build_turn, decide_request, prepare_request
+from tokunseba.turn.plan import build_turn, decide_request, prepare_request
 
 CLIENTS = ("anthropic", "openai", "openai-responses", "gemini")
 

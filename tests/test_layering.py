@@ -1,8 +1,10 @@
 """The import rules of docs/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
-CLI, the ledger, the proxy path or the rules; the CLI never imports mitmproxy nor the
-adapter; only tokunseba/proxy/mitm.py imports mitmproxy. And the
-codec rules of issue 9: no codec package imports another; ``neutral/`` imports no codec and
-no ``protocols/``; ``protocols/`` imports no codec."""
+CLI, the ledger, the proxy path or the rules; the CLI never imports mitmproxy nor the proxy
+path (proxy/, turn/); only the adapter (proxy/mitm.py, core.py and the parts it chains)
+imports mitmproxy or tornado; turn/ imports no proxy/, no mitmproxy, no asyncio; no import
+runs back up a layer (``LAYERS``), and in proxy/ the core imports no part (``PROXY_LAYERS``).
+And the codec rules of issue 9: no codec package imports another; ``neutral/`` imports no
+codec and no ``protocols/``; ``protocols/`` imports no codec."""
 
 from __future__ import annotations
 
@@ -57,13 +59,74 @@ def test_core_imports_no_io_or_framework():
         assert not bad, f"{f.relative_to(PKG)} imports {bad}"
 
 
-def test_only_mitm_imports_mitmproxy():
+ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web")}
+
+
+def test_only_the_adapter_imports_mitmproxy_or_tornado():
+    assert all(f.exists() for f in ADAPTER), sorted(str(f) for f in ADAPTER if not f.exists())
     offenders = [
         str(f.relative_to(PKG))
         for f in PKG.rglob("*.py")
-        if f != PKG / "proxy" / "mitm.py" and "mitmproxy" in _imports(f)
+        if f not in ADAPTER and {"mitmproxy", "tornado"} & _imports(f)
     ]
     assert offenders == []
+
+
+def test_turn_imports_no_proxy_no_mitmproxy_no_asyncio():
+    files = sorted((PKG / "turn").rglob("*.py"))
+    assert len(files) >= 10, files
+    for f in files:
+        bad = {i for i in _absolute_imports(f)
+               if _under(i, "tokunseba.proxy") or i.split(".")[0] in ("mitmproxy", "asyncio", "tornado", "socket")}
+        assert not bad, f"{f.relative_to(PKG)} imports {bad}"
+
+
+def test_the_cli_imports_nothing_of_the_proxy_path():
+    for f in sorted((PKG / "cli").rglob("*.py")):
+        bad = {i for i in _absolute_imports(f) if _under(i, "tokunseba.proxy") or _under(i, "tokunseba.turn")}
+        assert not bad, f"{f.relative_to(PKG)} imports {bad}"
+
+
+# the packages and top modules of tokunseba, lowest first: a module imports only from its own
+# layer or a lower one (each row: why it sits there)
+LAYERS: list[tuple[set[str], str]] = [
+    ({"jsonc", "sse", "errors", "states", "addresses"}, "plain building blocks: no tokunseba import but each other"),
+    ({"neutral"}, "the neutral model"),
+    ({"protocols"}, "the protocol facts, over the neutral model"),
+    ({"credentials", "validate", "translate", "webview", "outcomes"}, "over the facts: keys, checks, codecs, views"),
+    ({"routing", "ledger"}, "where a turn goes; where it is written"),
+    ({"prices", "reasoning"}, "over the rules and the ledger"),
+    ({"turn"}, "one turn's plain lifecycle, over all of the above"),
+    ({"shadow"}, "a turn sent again (it plans as a turn does)"),
+    ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),
+    ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
+]
+PROXY_LAYERS = [{"options", "http1", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
+                 "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"mitm"}]
+
+
+def _layer(name: str, layers: list) -> int:
+    for i, row in enumerate(layers):
+        if name in (row[0] if isinstance(row, tuple) else row):
+            return i
+    raise AssertionError(f"{name} is in no layer of tests/test_layering.py: give it one")
+
+
+def test_no_import_runs_back_up_a_layer():
+    assert not (PKG / "__init__.py").read_text().count("import "), "tokunseba/__init__.py imports nothing"
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(PKG)
+        if rel == Path("__init__.py"):
+            continue
+        own = _layer(rel.parts[0].removesuffix(".py"), LAYERS)
+        for i in _absolute_imports(f):
+            parts = i.split(".")
+            if parts[0] != "tokunseba" or len(parts) < 2 or not (PKG / parts[1]).exists() and not (PKG / f"{parts[1]}.py").exists():
+                continue
+            assert _layer(parts[1], LAYERS) <= own, f"{rel} imports {i}: up a layer"
+            if rel.parts[0] == "proxy" and parts[1] == "proxy" and len(parts) > 2 and (PKG / "proxy" / f"{parts[2]}.py").exists():
+                mine = _layer(rel.name.removesuffix(".py"), PROXY_LAYERS)
+                assert _layer(parts[2], PROXY_LAYERS) <= mine, f"{rel} imports {i}: up a layer of proxy/"
 
 
 def test_cli_never_imports_mitm():

@@ -195,7 +195,7 @@ def test_turn_row_holds_every_field(make):
         "usage_reasoning": None, "usage_client": None, "error": None, "trace": trace, "owner": None, "attempts": None,
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_cli_sessions.py)
         "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
-        "retry_of": None,  # not a retry of an earlier request (proxy/retries.py)
+        "retry_of": None,  # not a retry of an earlier request (turn/retries.py)
     }
 
 

@@ -13,15 +13,18 @@ from mitmproxy.addons.proxyserver import Proxyserver
 from mitmproxy.test import taddons, tflow, tutils
 
 import tokunseba.proxy.mitm as mitm
+import tokunseba.proxy.route as route  # where a request is applied
+import tokunseba.turn.planner as planner  # where it is planned
 from tokunseba import sse
 from tokunseba.proxy.relay import PREFIX, Target
 from tokunseba.ledger.store import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
-from tokunseba.proxy.pump import Pump, reply_completed
-from tokunseba.proxy.target import point_at, set_target, target_of
+from tokunseba.turn.pump import Pump, reply_completed
+from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
-from tokunseba.turn import REQUEST_ID_HEADER, stream_translator
+from tokunseba.turn.plan import REQUEST_ID_HEADER
+from tokunseba.turn.reply import stream_translator
 
 from .e2e.upstream import closed_port
 
@@ -313,7 +316,7 @@ def _boom(*a, **kw):
 
 
 async def test_planning_failure_answers_provider_calls_with_an_error(addon, monkeypatch):
-    monkeypatch.setattr(mitm, "prepare_request", _boom)
+    monkeypatch.setattr(planner, "prepare_request", _boom)
     f = make_flow(ANT_BODY)
     await addon.request(f)
     assert f.response.status_code == 500
@@ -327,7 +330,7 @@ async def test_planning_failure_answers_provider_calls_with_an_error(addon, monk
 
 
 async def test_planning_failure_leaves_other_traffic_alone(addon, monkeypatch):
-    monkeypatch.setattr(mitm, "prepare_request", _boom)
+    monkeypatch.setattr(planner, "prepare_request", _boom)
     for f in (make_flow(method="GET", path="/api/claude_code/settings"),
               make_flow(b'{"a":1}', host="example.com", path="/upload")):
         before = f.request.get_state()
@@ -336,7 +339,7 @@ async def test_planning_failure_leaves_other_traffic_alone(addon, monkeypatch):
 
 
 async def test_apply_failure_answers_with_the_turns_request_id(addon, monkeypatch):
-    monkeypatch.setattr(Tokunseba, "_apply", _boom)
+    monkeypatch.setattr(route.Route, "apply", _boom)
     f = make_flow(ANT_BODY)
     await addon.request(f)
     assert f.response.status_code == 500
@@ -780,7 +783,7 @@ async def test_a_whole_reply_passed_on_is_parsed_once(addon, tmp_path, model, mo
     """Issue 10 item 5: the response hook judges a whole reply passed on (retarget,
     pass-through) by parsing it once — its shape and its usage from the same parse —
     instead of parsing it twice while the first parse was still held. Usage still recorded."""
-    import tokunseba.proxy.stream_watch as sw
+    import tokunseba.turn.stream_watch as sw
 
     parses = []
     real = sw.jsonc.loads
@@ -833,7 +836,7 @@ def test_pointing_at_the_relay_and_back_is_the_url_setter_without_its_parse(auth
     {"X-API-KEY": "k2", "host": "h:1"},
 ])
 def test_set_headers_is_the_item_setter_in_one_pass(values):
-    from tokunseba.proxy.target import set_headers
+    from tokunseba.turn.target import set_headers
 
     def headers():
         return http.Headers([(b"Host", b"api"), (b"x-api-key", b"k1"), (b"Content-Type", b"text/plain"),

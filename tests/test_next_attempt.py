@@ -1,11 +1,11 @@
 """A failed attempt's consequences and the next attempt as the relay sends it
-(proxy/next_attempt.py)."""
+(turn/failover.py)."""
 
 from __future__ import annotations
 
-from tokunseba.proxy.capacity import Capacity
-from tokunseba.proxy.failover import Failure
-from tokunseba.proxy.next_attempt import failure_line, note_failure, replan_of, where_next
+from tokunseba.turn.failover import Capacity
+from tokunseba.turn.failover import Failure
+from tokunseba.turn.failover import failure_line, note_failure, replan_of, where_next
 from tokunseba.routing.endpoints import EndpointHealth
 
 from .test_failover import ENV, _first, next_turn

@@ -10,7 +10,8 @@ import logging
 import pytest
 
 from tokunseba.cli.main import main
-from tokunseba.proxy.otel_spans import collector_named, endpoint_problem, from_settings
+from tokunseba.addresses import collector_problem as endpoint_problem
+from tokunseba.proxy.otel_spans import collector_named, from_settings
 
 
 def test_the_collector_is_the_option_else_the_standard_variables(monkeypatch):

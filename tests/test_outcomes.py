@@ -15,7 +15,7 @@ from tokunseba import outcomes
 from tokunseba.cli.main import main
 from tokunseba.cli.session_view import sessions_report
 from tokunseba.ledger.store import Ledger
-from tokunseba.proxy.console_line import turn_line
+from tokunseba.turn.console_line import turn_line
 
 
 @pytest.mark.parametrize("outcome,status,error,cls", [

@@ -10,8 +10,8 @@ import zlib
 import brotli
 import pytest
 
-from tokunseba.proxy.outcome import usage_of
-from tokunseba.proxy.stream_watch import StreamWatch
+from tokunseba.turn.outcome import usage_of
+from tokunseba.turn.stream_watch import StreamWatch
 
 ANT = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant",'
        b'"model":"x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":1}}}\n\n'

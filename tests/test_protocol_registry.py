@@ -15,8 +15,8 @@ import pytest
 from tokunseba import protocols, translate
 from tokunseba.protocols.facts import Protocol
 from tokunseba.sse import SSEDecoder
-from tokunseba.proxy.stream_watch import error_event
-from tokunseba.turn import client_error
+from tokunseba.turn.stream_watch import error_event
+from tokunseba.turn.plan import client_error
 
 PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
 SHIPPED = ["anthropic", "openai", "openai-responses", "gemini"]

@@ -12,9 +12,9 @@ from tokunseba.proxy.provider_reach import (
     Unreachable,
     answer_unreachable,
     describe,
-    say_endpoint_unreachable,
 )
-from tokunseba.turn import prepare_request, build_turn, decide_request
+from tokunseba.turn.planner import say_endpoint_unreachable
+from tokunseba.turn.plan import prepare_request, build_turn, decide_request
 from tokunseba.routing.rules import load_rules
 
 

@@ -34,3 +34,12 @@ def test_stamp(tmp_path):
     assert stamp(str(f)) is None and stamp(None) is None
     f.write_text("x")
     assert stamp(str(f)) is not None
+
+
+def test_each_option_is_owned_by_exactly_one_part_of_the_addon():
+    """proxy/mitm.py chains its parts; each loads and configures its own options, and together
+    they load every one of OPTIONS once (issue 28)."""
+    from tokunseba.proxy.mitm import Tokunseba
+
+    owned = [name for part in Tokunseba().addons for name in part.KEYS]
+    assert sorted(owned) == sorted(o.name for o in OPTIONS)

@@ -1,4 +1,4 @@
-"""A client's retries are recognised (proxy/retries.py): the same request of the same session
+"""A client's retries are recognised (turn/retries.py): the same request of the same session
 within the window is a retry of the first; the ledger keeps it (turns.retry_of), `log` folds
 the retries into their request's row, `stats` counts requests and retries apart."""
 
@@ -11,7 +11,7 @@ import time
 
 from tokunseba.cli.main import main
 from tokunseba.ledger.store import Ledger
-from tokunseba.proxy.retries import RetryWatch, retry_key
+from tokunseba.turn.retries import RetryWatch, retry_key
 
 BODY = b'{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}'
 

@@ -687,3 +687,22 @@ def test_header_names_are_case_insensitive_from_file_to_request():
     f = turn_facts("anthropic", {}, 0, {"X-APP": "cli"})
     assert decide(rules, f).action == "route"
     assert decide(rules, turn_facts("anthropic", {}, 0, {"x-app": "Cli"})).action == "pass"
+
+
+def test_a_trace_entry_carries_its_endpoint_and_records_as_before():
+    """A decision's trace is routing.rules.Tried entries: the endpoint itself for what reads it
+    live, the same JSON as before for the ledger (the endpoint by name, only where skipped)."""
+    from tokunseba.routing.rules import Tried, records
+
+    rules = load_rules_text("""
+endpoints:
+  oai: {protocol: openai, url: "http://127.0.0.1:1/v1"}
+routes:
+  - {name: first, when: {model: "claude-*"}, to: oai}
+""")
+    d = decide(rules, facts(client="anthropic", model="claude-x"), reachable=lambda ep: "cooling down (1 s left)")
+    (t,) = d.trace
+    assert isinstance(t, Tried) and t.endpoint is rules.endpoints["oai"] and t.unavailable.startswith("cooling")
+    assert records(d.trace) == [{"route": "first", "matched": True, "reasons": [t.reasons[0]], "refused": None,
+                                 "unreachable": True, "endpoint": "oai", "unavailable": "cooling down (1 s left)"}]
+    assert t == records(d.trace)[0] and t["endpoint"] == "oai" and "unavailable" in t

@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokunseba.cli import main as cli
-from tokunseba.proxy.access import is_loopback
+from tokunseba.addresses import is_loopback
 from tokunseba.ledger.store import Ledger
 from tokunseba.ledger.private_files import readable_by_others
 from tokunseba.routing.rules import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
-from tokunseba.turn import apply_header_changes
+from tokunseba.turn.plan import apply_header_changes
 from tokunseba.protocols import REGISTRY
 from tokunseba.validate import first_problem
 
@@ -462,7 +462,7 @@ def test_a_shadow_only_route_passes_its_turn_even_under_unmatched_refuse():
 
 
 def test_may_spend_keys_only_for_loopback_or_opt_in():
-    from tokunseba.proxy.access import may_spend_keys
+    from tokunseba.turn.access import may_spend_keys
 
     assert may_spend_keys("127.0.0.1", proxyauth=False, allow_remote=False)
     assert may_spend_keys("::ffff:127.0.0.1", proxyauth=False, allow_remote=False)

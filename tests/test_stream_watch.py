@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba.proxy.stream_watch import CUT_MID_EVENT, NO_TERMINAL, StreamWatch, whole_verdict
+from tokunseba.turn.stream_watch import CUT_MID_EVENT, NO_TERMINAL, StreamWatch, whole_verdict
 
 ANT = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message",'
        b'"role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,'
@@ -240,7 +240,7 @@ def test_a_stream_that_names_no_model_has_none():
     ("openai", {"id": "c1", "model": 7, "choices": []}, None),
 ])
 def test_the_model_a_passed_on_whole_reply_names(protocol, body, model):
-    from tokunseba.proxy.outcome import Outcome
+    from tokunseba.turn.outcome import Outcome
 
     out = Outcome.of_whole(protocol, 200, "application/json", json.dumps(body).encode())
     assert out.model == model

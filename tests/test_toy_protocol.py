@@ -18,16 +18,17 @@ from tests.toy import codec as tc
 from tests.toy import facts as tf
 from tokunseba import protocols, translate
 from tokunseba.ledger.store import Ledger
-from tokunseba.proxy.outcome import usage_of
+from tokunseba.turn.outcome import usage_of
 from tokunseba.protocols.detect import Detected, detect
-from tokunseba.proxy.pump import Pump
+from tokunseba.turn.pump import Pump
 from tokunseba.shadow.replay import replay
 from tokunseba.shadow.reply_facts import reply_facts
 from tokunseba.routing.rules import load_rules
 from tokunseba.shadow.turns import build_request, compare
 from tokunseba.sse import SSEDecoder
-from tokunseba.proxy.stream_watch import NO_TERMINAL, StreamWatch
-from tokunseba.turn import client_error, stream_translator, translate_whole
+from tokunseba.turn.stream_watch import NO_TERMINAL, StreamWatch
+from tokunseba.turn.plan import client_error
+from tokunseba.turn.reply import stream_translator, translate_whole
 from tokunseba.validate import first_problem
 
 ADDON = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tokunseba.routing.rules import load_rules_text
 from tokunseba.credentials import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
-from tokunseba.turn import (REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model,
-                            response_mode)
+from tokunseba.turn.plan import REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model
+from tokunseba.turn.reply import response_mode
 
 from tests.planning import plan_request
 
@@ -554,7 +554,7 @@ def test_endpoint_stop_strings_never_push_the_clients_out():
 
 def _ws(rules_text: str, headers=(("upgrade", "websocket"), ("connection", "Upgrade"))):
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import websocket_refusal
+    from tokunseba.turn.plan import websocket_refusal
 
     return websocket_refusal(load_rules_text(rules_text), method="GET", host="api.openai.com",
                              path="/v1/responses", headers=list(headers))
@@ -648,7 +648,7 @@ def test_tool_id_anthropic_would_reject_refuses_the_route(bad_id):
 
 
 def test_a_turn_is_translated_once_even_when_refusal_checks_ran(monkeypatch):
-    import tokunseba.turn as turn_mod
+    import tokunseba.turn.plan as turn_mod
 
     calls = []
     real = turn_mod.translate.request
@@ -699,7 +699,7 @@ def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
 
 def _long_tool_prep(first: str, second: str, on_refused: str = "skip"):
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import prepare_request
+    from tokunseba.turn.plan import prepare_request
 
     rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
     body = json.dumps({"model": "first-m", "max_tokens": 5, "tools": [LONG_TOOL],
@@ -710,9 +710,9 @@ def _long_tool_prep(first: str, second: str, on_refused: str = "skip"):
 
 
 def test_the_plan_carries_the_one_translation_of_the_route_chosen(monkeypatch):
-    from tokunseba import turn as turn_mod
+    from tokunseba.turn import plan as turn_mod
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import Plan, build_turn, decide_request, prepare_request
+    from tokunseba.turn.plan import Plan, build_turn, decide_request, prepare_request
 
     calls = []
     real = turn_mod.translate_for_endpoint
@@ -729,7 +729,7 @@ def test_the_plan_carries_the_one_translation_of_the_route_chosen(monkeypatch):
 
 
 def test_a_refusing_translation_moves_the_decision_on_and_says_so_as_decide_would():
-    from tokunseba.turn import decide_request
+    from tokunseba.turn.plan import decide_request
 
     rules, prep = _long_tool_prep("oai", "oai")
     p = decide_request(rules, prep)
@@ -745,7 +745,7 @@ def test_a_refusing_translation_moves_the_decision_on_and_says_so_as_decide_woul
 
 
 def test_a_route_refused_then_an_unreachable_one_are_both_in_the_reason():
-    from tokunseba.turn import decide_request
+    from tokunseba.turn.plan import decide_request
 
     rules, prep = _long_tool_prep("oai", "ant")
     d = decide_request(rules, prep, lambda ep: ep.name != "ant").decision
@@ -755,7 +755,7 @@ def test_a_route_refused_then_an_unreachable_one_are_both_in_the_reason():
 
 def test_a_refusing_route_whose_endpoint_is_down_is_skipped_as_refused_even_with_on_failure_error():
     from tokunseba.routing.rules import load_rules_text
-    from tokunseba.turn import decide_request
+    from tokunseba.turn.plan import decide_request
 
     text = REFUSAL_RULES.format(first="oai", second="ant", on_refused="skip").replace(
         "    on_refused: skip\n", "    on_refused: skip\n    on_failure: error\n")
@@ -767,7 +767,7 @@ def test_a_refusing_route_whose_endpoint_is_down_is_skipped_as_refused_even_with
     assert d.trace[0]["refused"] and d.trace[0]["unreachable"] is False and "unavailable" not in d.trace[0]
     # a route that would take the turn still answers its unavailability as on_failure: error says
     body = json.dumps({"model": "first-m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    from tokunseba.turn import prepare_request
+    from tokunseba.turn.plan import prepare_request
 
     prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=[],
                            body=body)

@@ -30,7 +30,7 @@ class Action(StrEnum):
 
 
 class ReplyMode(StrEnum):
-    """How the adapter handles a reply (``turn.response_mode``; ``proxy.flowstate.FlowState.mode``)."""
+    """How the adapter handles a reply (turn/reply.py ``response_mode``; ``FlowState.mode``)."""
 
     RAW_STREAM = "raw-stream"  # pass the bytes on as they come
     TRANSLATE_STREAM = "translate-stream"  # translate the stream event by event

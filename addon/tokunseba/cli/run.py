@@ -380,7 +380,7 @@ def base_url_env_command(host: str, port: int, first: int) -> str:
 def exposure_problem(host: str, extra: list[str]) -> str | None:
     """Why listening on ``host`` would make an open proxy, or None: a non-loopback address
     without mitmproxy's proxy authentication lets anyone who reaches it spend the endpoints' keys."""
-    from ..proxy.access import is_loopback
+    from ..addresses import is_loopback
 
     if host == "localhost" or is_loopback(host):
         return None
@@ -452,7 +452,7 @@ def cmd_run(args) -> int:
         print(err, file=sys.stderr)
         return 2
     if args.otlp_endpoint:
-        from ..proxy.otel_spans import endpoint_problem
+        from ..addresses import collector_problem as endpoint_problem
 
         if problem := endpoint_problem(args.otlp_endpoint):
             print(f"error: --otlp-endpoint: {problem}", file=sys.stderr)

@@ -275,7 +275,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         # a request that repeats a recent one of the same session (same body, within the retry
-        # window: proxy/retries.py) names the first of them: `log` folds them, `stats` counts
+        # window: turn/retries.py) names the first of them: `log` folds them, `stats` counts
         # requests and retries apart (issue 29)
         "0010_turn_retry_of",
         ("ALTER TABLE turns ADD COLUMN retry_of TEXT",),
@@ -327,7 +327,7 @@ TURN_FIELDS: dict[str, str] = {
     "client_name": "text",
     "client_version": "text",
     "via": "plain",  # how the turn came in: proxy | base_url (Turn.via)
-    "retry_of": "plain",  # the request id of the first request this one repeats (proxy/retries.py)
+    "retry_of": "plain",  # the request id of the first request this one repeats (turn/retries.py)
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")

@@ -119,7 +119,7 @@ class Protocol:
     # where a whole reply names the model that answered (a stream's first event names it too,
     # read by the codec's decoder): OpenTelemetry's gen_ai.response.model for replies passed on
     reply_model_key: str = "model"
-    # ---- streams passed on unchanged (proxy/stream_watch.py, the relay) ----
+    # ---- streams passed on unchanged (turn/stream_watch.py, the relay) ----
     stream_judged: bool = True  # a stream has an end of its own to judge completeness by
     terminal_event: str | None = None  # the SSE event name that ends a complete stream, if named
     skipped_events: frozenset[str] = frozenset()  # SSE event names carrying no usage, end or error

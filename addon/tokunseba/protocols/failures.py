@@ -1,5 +1,5 @@
-"""What endpoints answer when they cannot take a turn now (facts for proxy/failover.py,
-proxy/capacity.py, and every protocol's error envelope).
+"""What endpoints answer when they cannot take a turn now (facts for turn/failover.py,
+turn/failover.py, and every protocol's error envelope).
 
 Each row says why it is there. A reply with one of ``FAILOVER_STATUSES`` means "not now,
 not here": the turn itself may be fine, another endpoint can take it. A context-window

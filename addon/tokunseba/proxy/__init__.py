@@ -1,22 +1,19 @@
-"""The proxy path: from mitmproxy's hooks to the endpoint and back (docs/architecture.md §2).
+"""The proxy path: mitmproxy's hooks, the sockets, and what the running proxy holds
+(docs/architecture.md §3). What a turn *is* (its plan, its reply, its failover) is turn/'s,
+plain; this package is the adapter around it.
 
-- ``mitm``: the mitmproxy addon, the only module that imports mitmproxy: its hooks and the
-  glue between them, over the plain parts below;
-- ``disposition``: what the ``response`` hook does with a reply (one pure decision);
-- ``target``, ``presentation``, ``recorder``, ``shadowing``, ``options``, ``next_attempt``: where
-  a request goes (and which are provider calls), what mitmweb shows of a turn, a turn's
-  ledger records in order, its shadow, the addon's options, a failed attempt and the next;
-- ``relay``: the loopback relay a routed turn goes through (its connections to endpoints,
-  keep-alives, failover hand-off), with ``http1`` (the HTTP/1.1 it speaks);
-- ``attempts``, ``failover``, ``capacity``: a turn's attempts, which failures move it to the
-  next route, and each endpoint's concurrency limit;
-- ``pump``, ``encoding``, ``stream_watch``, ``outcome``: a reply on its way to the client
-  (streamed through the translator, content encodings, what a passed-on stream reports,
-  the turn's outcome);
-- ``flowstate``, ``access``: what tokunseba holds per flow; who may use the proxy;
-- ``provider_reach``, ``endpoint_startup``, ``console_line``, ``otel_spans``: what the user
-  sees — an unreachable provider said in the client's protocol, endpoints checked at start,
-  one console line per turn, a span per turn.
+- ``mitm``: the addon mitmproxy loads: one ``core.Core`` and the parts chained over it;
+- ``core``: what the parts share, below them all (the running proxy's state, flow helpers);
+- ``route``, ``reply``, ``record``, ``web``: the parts, each owning its options: a request
+  planned and applied (and a failed attempt's next one), a reply on its way back, a turn's
+  end written (ledger, spans, shadows, console line), what mitmweb and the terminal show;
+- ``relay`` with ``http1``: the loopback relay a routed turn goes through (its connections
+  to endpoints, keep-alives, failover hand-off) and the HTTP/1.1 it speaks;
+- ``provider_reach``: hosts reached before a turn leaves (a passed-through provider host,
+  the endpoints in use at start);
+- ``recorder``: a turn's ledger records, in order; ``shadowing``: a turn's shadow;
+  ``otel_spans``: a span per turn; ``options``: the addon's options, as data.
 
-Contract: everything but ``mitm`` is plain Python, testable without mitmproxy.
+Contract: only the adapter (``mitm``, ``core`` and the parts) imports mitmproxy; the rest is
+plain Python (asyncio and sockets where it talks to the network).
 """

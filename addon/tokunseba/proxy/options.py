@@ -1,7 +1,7 @@
 """The addon's options, as data, and the readers of the ones that need reading.
 
 Contract: ``OPTIONS`` lists every ``tokunseba_*`` option (name, type, default, help, choices)
-in the order mitmproxy shows them; the adapter's ``load`` hook adds each one. The readers
+in the order mitmproxy shows them; each part of the adapter loads its own (``named``). The readers
 (``keepalive_seconds``, ``provider_hosts_of``) turn an option's value into what the proxy
 uses, or raise ``ValueError`` with the one-line message the user sees (the adapter says it
 as mitmproxy's OptionsError). ``stamp`` identifies one version of the rules file. Plain
@@ -76,6 +76,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("tokunseba_provider_hosts", Sequence[str], [],
            "More hosts to treat as provider APIs, as HOST[:PORT]=PROTOCOL (e.g. llm.internal=openai)."),
 )
+
+
+def named(names: Iterable[str]) -> list[Option]:
+    """The options of ``names``, in ``OPTIONS``' order: what one part of the proxy loads (each
+    part owns its options; proxy/mitm.py checks that together they load every one)."""
+    wanted = set(names)
+    return [o for o in OPTIONS if o.name in wanted]
 
 
 def keepalive_seconds(value: str) -> float:

@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from ..addresses import collector_problem as endpoint_problem
+
 from .. import protocols
 from ..neutral.usage import Usage
 from ..credentials import redact_text
@@ -245,20 +247,6 @@ def collector_named(option: str | None) -> str | None:
         return None
     return (option or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
-
-
-def endpoint_problem(url: str) -> str | None:
-    """Why ``url`` is not an OTLP/HTTP collector's URL (one line), or None."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError as e:
-        return f"{url!r} is not a URL ({e})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{url!r} is not an http:// or https:// URL of an OTLP/HTTP collector (e.g. http://127.0.0.1:4318)"
-    return None
 
 
 def from_settings(option: str | None, *, bodies: bool = False, instance: str | None = None) -> TurnSpans | None:

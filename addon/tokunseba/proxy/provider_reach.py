@@ -18,21 +18,35 @@ Contract:
   got a reply: ``answered``; or a check passed) is not checked again; concurrent checks of
   one host share one connect. ``forget`` (a turn to it failed in mitmproxy's error path)
   makes the next turn check again.
-- ``say_endpoint_unreachable``: a routed turn whose endpoint is unreachable and whose route
-  says to answer with an error names that endpoint's host and the reason too.
+- At start (and after a rules reload) the adapter connects once to every endpoint a route
+  sends turns to (``endpoints_in_use``). For each one that fails, one warning line
+  (``unreachable_line``) names the endpoint, its URL, why, and the consequence for each route
+  that uses it, so a mis-set endpoint (a local server started on another port) is said at once
+  instead of every easy turn quietly going elsewhere:
+
+    tokunseba: endpoint local (http://127.0.0.1:28431/v1) cannot be reached now: connection refused.
+    Until it can: turns of route claude-background go to the next route whose when matches, else
+    pass through to their provider. Check it with: tokunseba models --probe --endpoint local
 - Pure of mitmproxy; asyncio only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import shlex
 import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from ..turn import Turn
+from ..routing.endpoints import Endpoint, EndpointHealth
+from ..routing.rules import Rules
+from ..turn.plan import Turn
 from ..states import Action
+
+log = logging.getLogger("tokunseba")
 
 FRESH_S = 30.0  # a host that answered this recently is not checked again
 
@@ -143,14 +157,58 @@ def answer_unreachable(turn: Turn, bad: Unreachable, asked: str | None = None) -
                                                  "message": bad.reason}))
 
 
-def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
-    """A turn answered with an error because its route's endpoint is unreachable (its route
-    says ``on_unreachable: error``): the answer also names the endpoint's host and why it is
-    down (``down``: ``host:port`` -> why, endpoints.EndpointHealth.down) and the request id."""
-    ep = turn.endpoint
-    if ep is None or turn.local is None or turn.outcome != "error" or not turn.error or "unreachable" not in turn.error:
-        return
-    where = f"{ep.host}:{ep.port}"
-    turn.error = f"{turn.error}: {where}: {down.get(where) or 'in its back-off'}"
-    turn.local = turn.client_error(turn.local.status,
-                                   f"tokunseba: {turn.error}; the turn was not sent (request {turn.request_id})")
+# ---- at start: the endpoints in use that cannot be reached
+
+def endpoints_in_use(rules: Rules) -> list[Endpoint]:
+    """The endpoints routes send turns to (``to``, ``shadow``), each once, in route order."""
+    names: list[str] = []
+    for r in rules.routes:
+        for name in (r.to, r.shadow):
+            if name and name not in names and name in rules.endpoints:
+                names.append(name)
+    return [rules.endpoints[n] for n in names]
+
+
+def unreachable_line(rules: Rules, ep: Endpoint, why: str, cli: str = "tokunseba") -> str:
+    """The warning for an endpoint that cannot be reached: why, and what each route that uses
+    it does with its turns meanwhile (``cli``: how to call tokunseba here)."""
+    unmatched = ("pass through to their provider" if rules.unmatched == "pass"
+                 else "are refused (unmatched: refuse)")
+    parts = []
+    nexts = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == "next"]
+    errors = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == "error"]
+    shadows = [r.name for r in rules.routes if r.shadow == ep.name]
+    if nexts:
+        parts.append(f"turns of route{'s' if len(nexts) > 1 else ''} {', '.join(nexts)} go to the next route whose "
+                     f"when matches, else {unmatched}")
+    if errors:
+        parts.append(f"turns of route{'s' if len(errors) > 1 else ''} {', '.join(errors)} get an error in their "
+                     f"client's protocol (on_failure: error)")
+    if shadows:
+        parts.append(f"the shadows of route{'s' if len(shadows) > 1 else ''} {', '.join(shadows)} fail (recorded)")
+    rules_arg = f" --rules {shlex.quote(rules.source)}" if rules.source and not rules.source.startswith("<") else ""
+    return (f"tokunseba: endpoint {ep.name} ({ep.url}) cannot be reached now: {why}. Until it can: "
+            f"{'; '.join(parts) or 'no route uses it'}. Check it with: {shlex.quote(cli)} models{rules_arg} "
+            f"--probe --endpoint {ep.name}")
+
+
+async def check_endpoints(rules: Rules, relay: Any, health: EndpointHealth, *, timeout: float, cli: str) -> None:
+    """Connect once to every endpoint in use, at once (``relay``: proxy/relay.py's ``Relay``):
+    each one that cannot be reached is said in one warning (``unreachable_line``) and starts in
+    its back-off (``health``); a connection that worked waits in the relay's pool for the
+    first turn. Never raises."""
+
+    async def one(ep: Endpoint) -> None:
+        try:
+            conn = await relay.connect(ep.url, timeout)
+        except Exception as e:
+            why = describe(e, ep.host, ep.port, timeout).reason
+            health.failed(ep, why)
+            log.warning(unreachable_line(rules, ep, why, cli=cli))
+            return
+        relay.pool.put(conn)
+
+    try:
+        await asyncio.gather(*(one(ep) for ep in endpoints_in_use(rules)))
+    except Exception:
+        log.exception("tokunseba: checking the endpoints at start failed")

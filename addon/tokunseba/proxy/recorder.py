@@ -22,10 +22,11 @@ from typing import Any
 
 from ..ledger.writer import LedgerWriter
 from ..neutral.usage import Usage
-from ..turn import Turn
-from .attempts import Chain
-from .outcome import Outcome
-from .pump import MAX_STORED_BODY
+from ..routing.rules import Tried, records
+from ..turn.plan import Turn
+from ..turn.failover import Chain
+from ..turn.outcome import Outcome
+from ..turn.pump import MAX_STORED_BODY
 from ..states import Action
 
 log = logging.getLogger("tokunseba")
@@ -56,7 +57,7 @@ class TurnRecorder:
         # the outcome stays NULL (open) until the turn ends: completion writes it
         decided: dict[str, Any] = dict(rule=d.route.name if d and d.route else None,
                        endpoint=turn.endpoint.name if turn.endpoint else None, target_protocol=turn.target_protocol,
-                       model_used=turn.model_used or turn.requested_model, trace=d.trace if d else [],
+                       model_used=turn.model_used or turn.requested_model, trace=records(d.trace) if d else [],
                        error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
                        via=turn.via, **({"retry_of": turn.retry_of} if turn.retry_of else {}),
                        **turn.who.ledger_fields())
@@ -87,7 +88,7 @@ class TurnRecorder:
             self.started(turn.request_id)
             self.ledger.event(turn.request_id, kind, data)
 
-    def next_attempt(self, nxt: Turn, trace: list[dict[str, Any]]) -> None:
+    def next_attempt(self, nxt: Turn, trace: list[Tried]) -> None:
         """A turn failed over: its route, endpoint and trace become the next attempt's, and
         that attempt's planning events are recorded."""
         if self.ledger is None:
@@ -97,7 +98,7 @@ class TurnRecorder:
         self.ledger.update_turn(nxt.request_id, rule=d.route.name if d and d.route else None,
                                 endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else None,
                                 target_protocol=nxt.target_protocol, model_used=nxt.model_used or nxt.requested_model,
-                                trace=trace)
+                                trace=records(trace))
         for kind, data in nxt.events:
             self.ledger.event(nxt.request_id, kind, data)
 

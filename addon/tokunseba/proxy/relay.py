@@ -31,7 +31,7 @@ decoder turns it into the client's keep-alive; a passed-on stream carries it as 
 (a Gemini client getting the stream unchanged). Silence longer than ``idle_timeout`` still
 ends the turn.
 
-Failover (proxy/failover.py): a target registered with ``replan`` holds a reply whose status may
+Failover (turn/failover.py): a target registered with ``replan`` holds a reply whose status may
 be a failure (``failover.needs_body``: 408, 429, 5xx, 529, and the 4xx a context-window
 error comes with) until it is whole (at most ``failover.HOLD_MAX`` bytes), and classifies
 it; a failure, a connect or reset before the status line, or no status line within the
@@ -64,8 +64,8 @@ from urllib.parse import urlsplit
 from collections.abc import Awaitable, Callable
 
 from . import http1
-from .encoding import Decoding, EncodingError, is_identity
-from .failover import HOLD_MAX, Failure, classify, needs_body
+from ..turn.encoding import Decoding, EncodingError, is_identity
+from ..turn.failover import HOLD_MAX, Broken, Failure, Replan, classify, needs_body
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")
@@ -181,7 +181,7 @@ class Target:
     host: str
     port: int
     path: str  # with query
-    broken: str | None = None  # why the upstream reply was cut short, if it was
+    broken: Broken | None = None  # why the upstream reply was cut short, if it was
     conn: UpstreamConn | None = None  # opened for this turn by the request hook, not yet used
     keepalive: bool = True  # the relay may add its own keep-alive to a stalled SSE reply
     keepalives: int = 0  # how many it added
@@ -205,20 +205,6 @@ class Target:
         self.keepalive, self.first_byte_s, self.protocol = plan.keepalive, plan.first_byte_s, plan.protocol
         if not plan.may_fail_over:
             self.replan = None
-
-
-@dataclass
-class Replan:
-    """The next attempt of a turn whose attempt failed before its first byte (from the adapter)."""
-
-    url: str
-    headers: list[tuple[bytes, bytes]]  # as they go (the relay adds host and content-length)
-    body: bytes
-    first_byte_s: float | None = None
-    keepalive: bool = True
-    may_fail_over: bool = True  # this attempt may itself fail over (its route says on_failure: next)
-    protocol: str | None = None  # the protocol of the endpoint it goes to
-    conn: UpstreamConn | None = None
 
 
 class Relay:
@@ -375,7 +361,7 @@ class Relay:
                     conn = self.pool.take(target.key) if attempt == 0 else None
                     conn = conn or await self._open(target.key)
                 except Exception as e:
-                    target.broken = f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}"
+                    target.broken = Broken("unreachable", f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}")
                     return False, Failure("unreachable", target.broken), None
             ex = _Exchange(self, writer, target, conn, method, hold)
             _watch(reader, ex, target)
@@ -397,14 +383,14 @@ class Relay:
                 return False, failure, ex
             conn.close()
             if outcome == "timeout":
-                target.broken = f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)"
+                target.broken = Broken("timeout", f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)")
                 return False, Failure("timeout", target.broken), None
             if outcome == "reset":
                 return False, Failure("reset", target.broken or "upstream connection broke"), None
             if outcome != "stale" or target.gone:
                 return outcome == "done" and not target.gone, None, ex
             conn = None  # a reused connection the endpoint had closed: once more on a fresh one
-        target.broken = target.broken or "upstream connection broke: the endpoint closed the connection"
+        target.broken = target.broken or Broken("reset", "upstream connection broke: the endpoint closed the connection")
         if hold:
             return False, Failure("reset", target.broken), None
         await _reply_error(writer, 502, target.broken, b"upstream-broke")
@@ -420,7 +406,7 @@ class Relay:
                 return False
             writer.write(ex.held_head + body)
             return True  # a whole reply went to mitmproxy: its connection may carry the next turn
-        target.broken = target.broken or (failure.why if failure else "upstream connection broke")
+        target.broken = target.broken or (Broken(failure.kind, failure.why) if failure else Broken("reset", "upstream connection broke"))
         mark = b"connect-failed" if failure is not None and failure.kind == "unreachable" else b"upstream-broke"
         if not writer.transport.is_closing():
             await _reply_error(writer, 502, target.broken, mark)
@@ -652,7 +638,7 @@ class _Exchange:
         if not self.got_bytes and self.conn.uses > 0 and not isinstance(e, TimeoutError):
             self.done.set_result("stale")
             return
-        self.target.broken = f"upstream connection broke: {e or type(e).__name__}"
+        self.target.broken = Broken("reset", f"upstream connection broke: {e or type(e).__name__}")
         if self.held_head is not None:  # cut inside a held reply: held as far as it came
             self.held_reusable = False
             self.done.set_result("held")

@@ -14,10 +14,10 @@ import logging
 import random
 
 from ..routing.rules import Rules
-from ..shadow.scope import shadowable
+from ..routing.shadowable import shadowable
 from ..shadow.sender import ShadowJob, ShadowSender
 from ..shadow.turns import should_shadow
-from .flowstate import FlowState
+from ..turn.flowstate import FlowState
 
 log = logging.getLogger("tokunseba")
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from .. import protocols
 from ..routing.endpoints import Endpoint
 from .state import Record, call_key
-from ..routing.rules import Decision, Route, Rules
+from ..routing.rules import Decision, Route, Rules, Tried
 from ..states import Decided
 
 Lookup = Callable[[Iterable[str]], Mapping[str, list[Record]]]
@@ -52,7 +52,7 @@ def loop_origin(client: str, body: dict, lookup: Lookup) -> tuple[list[str], Rec
 
 def follow_loop(rules: Rules, client: str, body: dict, lookup: Lookup, *,
                 refused: Callable[[Endpoint, str], str | None],
-                reachable: Callable[[Endpoint], bool | str | None] | None) -> tuple[Decision | None, dict | None]:
+                reachable: Callable[[Endpoint], bool | str | None] | None) -> tuple[Decision | None, Tried | None]:
     """(the decision that follows the loop, None) or (None, a trace note or None)."""
     if rules.tool_loops != "follow":
         return None, None
@@ -73,11 +73,13 @@ def follow_loop(rules: Rules, client: str, body: dict, lookup: Lookup, *,
     elif reachable is not None and (ok := reachable(ep)) is not True and ok is not None:
         why = f"{rec.endpoint} is {'unreachable' if ok is False else ok}"
     if why is not None:
-        note = {"route": f"(tool loop → {rec.endpoint})", "matched": False, "loop": True,
-                "reasons": [f"{what}; not followed: {why}; the routes decide"], "refused": None, "unreachable": False}
-        return None, note
+        return None, not_followed(rec.endpoint, what, why)
     assert ep is not None and route is not None
-    entry = {"route": route.name, "matched": True, "loop": True, "refused": None, "unreachable": False,
-             "reasons": [f"follows its {what}, not the turn's own conditions"]}
+    entry = Tried(route.name, True, [f"follows its {what}, not the turn's own conditions"], endpoint=ep, loop=what)
     return Decision(Decided.ROUTE, route, ep, rec.model, [entry],
                     f"{route.name} → {ep.name}: follows its tool loop ({rec.request_id})"), None
+
+
+def not_followed(endpoint: str, what: str, why: str) -> Tried:
+    """The trace note of a tool loop (``what``) made at ``endpoint`` and not followed: the routes decide."""
+    return Tried(f"(tool loop → {endpoint})", False, [f"{what}; not followed: {why}; the routes decide"], loop=what)

@@ -14,7 +14,7 @@ create, a corrupted file) leaves the proxy working as without a store; ``problem
 and every turn that would have used it records that (reasoning.state.RestoreReport.problem).
 
 ``Keeper`` is what the adapter holds: ``restore(conv, endpoint, model, protocol)`` for the
-request planning step (turn.py), ``capture(...)`` for a translated reply, ``keep(capture)``
+request planning step (turn/plan.py), ``capture(...)`` for a translated reply, ``keep(capture)``
 once the reply completed.
 """
 

@@ -134,7 +134,7 @@ class Endpoint:
     # stop strings the server needs to end a turn (e.g. a chat template's end marker that a base
     # model prints as text); added to translated requests and recorded as plumbing
     stop: tuple[str, ...] | None = None
-    # failover and capacity (proxy/failover.py, proxy/capacity.py): no status line within this many
+    # failover and capacity (turn/failover.py): no status line within this many
     # seconds is a failure (None: no limit); retry-after / rate-limit reset hints keep the
     # endpoint out of later turns for at most cooldown_max_s; at max_concurrency turns in
     # flight a new turn goes to the next route, after waiting up to queue_s for a slot

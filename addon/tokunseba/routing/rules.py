@@ -7,10 +7,10 @@ evaluation simply goes on with the next route (docs/architecture.md §2 rule 4).
 
 Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
 ``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
-full (``decide`` returns an "error" decision), and when it fails (proxy/failover.py), instead of
+full (``decide`` returns an "error" decision), and when it fails (turn/failover.py), instead of
 trying the next route (``on_failure: next``, the default; ``decide(after=...)`` finds
 it), and top-level ``unmatched: refuse`` (``Rules.unmatched``, applied by
-turn.py) answers every provider turn no route takes instead of passing it through.
+turn/plan.py) answers every provider turn no route takes instead of passing it through.
 
 This is the only module that imports yaml, with prices.py (which reads the price table
 with this module's ``_Reader``, for the same ``FILE:LINE`` errors).
@@ -34,7 +34,7 @@ from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_p
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
 from .session_facts import Speaker, speaker
-from ..shadow.scope import shadow_refusal
+from .shadowable import shadow_refusal
 from .. import protocols
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
 from ..protocols.facts import RuleShape
@@ -316,13 +316,67 @@ AGENTS = ("main", "subagent")
 # Decision
 
 
+@dataclass(eq=False)
+class Tried:
+    """One route as ``decide`` tried it (a decision's ``trace`` is these, in order): whether its
+    ``when`` held and why (``reasons``), why the pair or the translation refused the turn
+    (``refused``), or that the route's ``endpoint`` could not take it (``unreachable``;
+    ``unavailable``: why not, when not simply down: cooling down, full). A tool loop followed
+    or not (reasoning/loop_route.py) is one too, naming the loop (``loop``).
+
+    ``record()`` is its recorded form (the ledger's JSON, the endpoint by name, only where the
+    route was skipped). It also reads as that form (``t["refused"]``, ``t.get("route")``, equal
+    to that dict), so what reads recorded traces reads a live one the same."""
+
+    route: str
+    matched: bool
+    reasons: list[str]
+    refused: str | None = None
+    unreachable: bool = False
+    endpoint: Endpoint | None = field(default=None, repr=False)  # the route's endpoint
+    unavailable: str | None = None
+    loop: str | None = None  # the tool loop: "tool loop: call_1 made by ds/m (tk-…)"
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"route": self.route, "matched": self.matched, "reasons": self.reasons,
+                               "refused": self.refused, "unreachable": self.unreachable}
+        if self.loop is not None:
+            out["loop"] = True
+        if self.endpoint is not None and (self.refused or self.unreachable):
+            out["endpoint"] = self.endpoint.name
+        if self.unavailable is not None:
+            out["unavailable"] = self.unavailable
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        return self.record()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.record().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.record()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Tried):
+            return self.record() == other.record()
+        return self.record() == other if isinstance(other, dict) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def records(trace: list[Tried]) -> list[dict[str, Any]]:
+    """A trace as recorded (the ledger, the console line, explain)."""
+    return [t.record() for t in trace]
+
+
 @dataclass
 class Decision:
     action: Decided  # PASS (no route: pass through untouched) | ROUTE | ERROR (refused, on_refused: error)
     route: Route | None  # with "pass": a shadow-only route that matched, else None
     endpoint: Endpoint | None
     model: str | None  # model to send; None = keep the client's
-    trace: list[dict]  # per route tried: route, matched, reasons, refused, unreachable (+ endpoint when skipped)
+    trace: list[Tried]  # each route tried, in order
     reason: str  # one-line summary
 
 
@@ -343,7 +397,7 @@ def decide(
     are looked at (failover: the next route once that one's endpoint failed)."""
     if refusal is None:
         refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
-    trace: list[dict] = []
+    trace: list[Tried] = []
     skipped: list[str] = []
     routes = rules.routes
     if after is not None:
@@ -351,21 +405,16 @@ def decide(
         routes = routes[names.index(after) + 1:] if after in names else []
     for route in routes:
         results = [CHECKS[k](v, facts) for k, v in route.when.items()]
-        entry = {
-            "route": route.name,
-            "matched": all(ok for ok, _ in results),
-            "reasons": [r for _, r in results] or ["no conditions: matches every turn"],
-            "refused": None,
-            "unreachable": False,
-        }
+        entry = Tried(route.name, all(ok for ok, _ in results),
+                      [r for _, r in results] or ["no conditions: matches every turn"])
         trace.append(entry)
-        if not entry["matched"]:
+        if not entry.matched:
             continue
         if route.to is None:  # shadow-only: served as if unrouted, shadowed in the background
             return Decision(Decided.PASS, route, None, None, trace, f"{route.name}: shadow only, passed through")
-        ep = rules.endpoints[route.to]
+        ep = entry.endpoint = rules.endpoints[route.to]
         if why := refusal(route, ep):
-            entry["refused"], entry["endpoint"] = why, ep.name
+            entry.refused = why
             if route.on_refused == "error":
                 return Decision(Decided.ERROR, route, ep, None, trace, f"route {route.name} refused: {why}")
             skipped.append(f"{route.name} refused ({why})")
@@ -373,9 +422,9 @@ def decide(
         ok = True if reachable is None else reachable(ep)
         if ok is not True and ok is not None:
             why = "unreachable" if ok is False else str(ok)
-            entry["unreachable"], entry["endpoint"] = True, ep.name
+            entry.unreachable = True
             if ok is not False:
-                entry["unavailable"] = why
+                entry.unavailable = why
             if route.on_failure == "error":
                 return Decision(Decided.ERROR, route, ep, None, trace,
                                 f"route {route.name}: endpoint {ep.name} is {why} (on_failure: error)")
@@ -395,7 +444,7 @@ ON_REFUSED = ("skip", "error")
 ON_FAILURE = ("next", "error")
 ON_UNREACHABLE = ("skip", "error")  # on_failure's older name: skip = next
 UNMATCHED = ("pass", "refuse")
-TOOL_LOOPS = ("follow", "route")  # follow: a turn answering tool calls goes where they were made (turn.py)
+TOOL_LOOPS = ("follow", "route")  # follow: a turn answering tool calls goes where they were made (turn/plan.py)
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "protocol": ("text", True),

@@ -5,7 +5,8 @@ passed in, read and written by attribute; this module never imports mitmproxy). 
 target helpers move a request between the client's URL and the relay's without mitmproxy's
 URL parse (per turn, its ``url`` setter parses and rewrites the Host header twice);
 ``is_provider_host`` / ``looks_like_provider_call`` / ``guess_protocol`` say what a request
-is when no turn was planned for it; ``extra_for`` reads the tokunseba_provider_hosts option.
+is when no turn was planned for it; ``extra_for`` reads the tokunseba_provider_hosts option;
+``aim`` applies a planned turn to its request in one call.
 No I/O.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from .. import protocols
 from ..protocols.detect import guess, provider_hosts
+from .plan import Turn, apply_header_changes
 
 Target = tuple[Any, Any, Any, Any, Any, Any]  # scheme, host, port, path, authority, Host header
 
@@ -124,3 +126,23 @@ def looks_like_provider_call(req: Any, extra_hosts: Mapping[str, str]) -> bool:
 def guess_protocol(path: str) -> str:
     """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
     return guess(path) or protocols.FALLBACK
+
+
+def aim(req: Any, turn: Turn, relay: tuple[int, str] | None) -> None:
+    """Apply the turn's plan to the request, in one call: point it where the turn goes (through
+    the relay on loopback, ``relay`` = its port and path, for a routed turn; else ``turn.url``
+    when it moves), leave behind the headers the plan does not keep (every field of each
+    name, in any case, in one pass over the raw fields), set the plan's own headers (the
+    endpoint's key), and put the translated body."""
+    if relay is not None:
+        point_at(req, "http", "127.0.0.1", relay[0], relay[1])
+    elif turn.url:
+        req.url = turn.url
+    if turn.keep_headers is not None:  # one pass over the raw fields (a name lookup scans them all)
+        gone = apply_header_changes(header_names(req.headers), turn)
+        if gone:  # as ``headers.pop(name)``: every field of that name, in any case
+            raw = {n.encode("utf-8", "surrogateescape").lower() for n in gone}
+            req.headers.fields = tuple(f for f in req.headers.fields if f[0].lower() not in raw)
+    set_headers(req.headers, turn.set_headers)
+    if turn.body is not None:
+        req.content = turn.body

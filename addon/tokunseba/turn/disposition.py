@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import TranslationError
 from ..neutral.usage import Usage
-from ..turn import Counted, Turn, count_reply, translate_whole
+from .plan import Turn
+from .reply import Counted, count_reply, translate_whole
 from .outcome import usage_of
 from ..states import Action, Do, ReplyMode
 
@@ -52,7 +53,7 @@ def dispose(*, mark: str | None, mode: ReplyMode | None, action: Action, status:
     """What to do with one reply.
 
     ``mark``: the relay's mark on a reply it made itself (only read for a routed turn: the
-    caller passes None otherwise); ``mode``: ``FlowState.mode`` (``turn.response_mode``, or
+    caller passes None otherwise); ``mode``: ``FlowState.mode`` (turn/reply.py ``response_mode``, or
     SHAPE_ERROR / FAILED from ``responseheaders``; None when that hook chose none);
     ``action``: ``Turn.action``; ``status``: the reply's status; ``has_pump``: a stream
     callable carries the reply; ``broken``: why the relay saw the exchange break (not a
@@ -96,7 +97,7 @@ class WholeReply:
 
 
 def translate_whole_reply(turn: Turn, status: int, raw: bytes) -> WholeReply:
-    """``turn.translate_whole`` as a value: never raises for a reply it cannot translate."""
+    """turn/reply.py ``translate_whole`` as a value: never raises for a reply it cannot translate."""
     try:
         if turn.counter is not None and status < 400:
             st, headers, body, counted = count_reply(turn, status, raw)

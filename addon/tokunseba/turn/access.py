@@ -13,28 +13,13 @@ the client's own credentials only and are left to mitmproxy's own access rules.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 from typing import TYPE_CHECKING
 
+from ..addresses import is_loopback
 from ..states import Action
 
-if TYPE_CHECKING:  # a type only: `tokunseba run` imports is_loopback without the turn machinery
-    from ..turn import Turn
-
-
-@functools.lru_cache(maxsize=1024)  # per turn, and clients are few: parsed once per address
-def is_loopback(host: str | None) -> bool:
-    """Whether a peer address is this machine's loopback (IPv4-mapped IPv6 included)."""
-    if not host:
-        return False
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
+if TYPE_CHECKING:  # a type only
+    from .plan import Turn
 
 
 def may_spend_keys(peer_host: str | None, *, proxyauth: bool, allow_remote: bool) -> bool:

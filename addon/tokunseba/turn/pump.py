@@ -15,7 +15,7 @@ from .outcome import Outcome
 from ..credentials import KNOWN_SECRETS, StreamRedactor
 from ..sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
-from ..turn import Turn
+from .plan import Turn
 
 log = logging.getLogger("tokunseba")
 
@@ -150,7 +150,8 @@ class Pump:
             self.failed, self.cut_short = True, why
             hold.clear()
             return error_event(self.turn.client_protocol, f"tokunseba: {why}")
-        why = self.target.broken if self.target is not None else None
+        broken = self.target.broken if self.target is not None else None
+        why = str(broken) if broken is not None else None  # a Broken reads as its message (turn/failover.py)
         verdict = self.watch.verdict() if self.watch is not None else None
         if why is None and verdict is not None and self.watch is not None and self.watch.error is None:
             why = verdict  # an upstream error event already reached the client as it came

@@ -1,5 +1,6 @@
-"""Which turns a shadow (or a replay) can take: one place for the rules' load-time warning,
-for the adapter's choice of turns to shadow and for the shadow sender's run-time refusal.
+"""Which turns a shadow (or a replay) can take: one place for the rules' load-time warning
+(here, below the rules, so routing never imports shadow/), for the adapter's choice of turns
+to shadow and for the shadow sender's run-time refusal.
 
 A shadow re-sends the client's whole request to another endpoint (through the translators
 where the protocols differ), asking the target protocol's whole-reply kind (its facts'

@@ -4,10 +4,8 @@ The mitmproxy adapter (proxy/mitm.py) plans a turn in three steps: ``prepare_req
 parse the intercepted request), ``decide_request`` (the rules' decision, then the request
 translated for the route chosen: a ``Plan``; repeated when an endpoint turns out unreachable
 as the adapter connects to it, and for each attempt after a failure) and ``build_turn``; it applies
-the returned ``Turn`` plan (pass through, retarget, translate or answer locally);
-on the reply it asks the same ``Turn`` how to treat the response headers
-(``response_mode``), for a stream translator (``stream_translator``) or for the translated
-whole body (``translate_whole``). Everything here is testable without mitmproxy.
+the returned ``Turn`` plan (pass through, retarget, translate or answer locally); the reply
+side is turn/reply.py's. Everything here is testable without mitmproxy.
 
 Fail closed where the rules say so: a turn no route takes (an unparseable body included)
 is answered locally under ``unmatched: refuse``, and a route with ``on_unreachable: error``
@@ -27,25 +25,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import jsonc
-from .routing.endpoints import Endpoint
-from .errors import Refused, TranslationError
-from . import protocols
-from .protocols import openai_chat as p_openai
-from .protocols import openai_responses as p_responses
-from .protocols.detect import Detected, detect
-from .reasoning.loop_route import follow_loop
-from .neutral.effort import refusal_hint
-from .neutral.tools import ClientTools
-from .outcomes import route_text
-from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
-from . import translate
-from .credentials import outgoing_headers, outgoing_query
-from .neutral.error import parse_error_body
-from .routing.session_facts import Speaker, speaker
-from .states import Action, Decided, ReplyMode
-from .translate import RequestTranslation, pair_refusal, parse_body
-from .validate import first_problem
+from .. import jsonc
+from ..routing.endpoints import Endpoint
+from ..errors import Refused, TranslationError
+from .. import protocols
+from ..protocols import openai_chat as p_openai
+from ..protocols import openai_responses as p_responses
+from ..protocols.detect import Detected, detect
+from ..reasoning.loop_route import follow_loop, not_followed
+from ..outcomes import route_text
+from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts
+from .. import translate
+from ..credentials import outgoing_headers, outgoing_query
+from ..routing.session_facts import Speaker, speaker
+from ..states import Action, Decided
+from ..translate import RequestTranslation, pair_refusal, parse_body
+from ..validate import first_problem
 
 REQUEST_ID_HEADER = "x-tokunseba-request-id"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -103,7 +98,7 @@ class Turn:
     # another host: only these header names (lower-case) go on, besides set_headers (credentials.py)
     keep_headers: set[str] | None = None
     key_injected: bool = False  # set_headers carries an endpoint's own key
-    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: proxy/access.py)
+    may_shadow: bool = True  # the client may have its turn shadowed (it may spend endpoint keys: turn/access.py)
     body: bytes | None = None
     local: LocalResponse | None = None
     translation: RequestTranslation | None = None
@@ -115,7 +110,7 @@ class Turn:
     failed_over: str | None = None  # the attempts' chain once an attempt failed over: "small (503) → big"
     capture: Any = None  # reasoning.state.Capture: the provider state this turn's reply carries
     via: str = "proxy"  # how it came in: "proxy" (HTTPS proxy) or "base_url" (a reverse listener; proxy/mitm.py)
-    retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
+    retry_of: str | None = None  # the request id of the recent request this one repeats (turn/retries.py)
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
 
@@ -128,7 +123,8 @@ class Turn:
             parts.append(f"{d.route.name} → {self.endpoint.name if self.endpoint else 'pass-through'}")
         elif self.failed_over:  # its routes failed: passed on to the client's own host (the chain follows)
             parts.append(f"passed on to {self.host}")
-        elif d is not None and (said := route_text(None, d.trace)) != "no route":  # matched, skipped: never "no route"
+        elif d is not None and (matched := [t for t in d.trace if t.matched]) \
+                and (said := route_text(None, records(matched))) != "no route":  # matched, skipped: never "no route"
             parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
         elif self.outcome == "pass_through":
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
@@ -340,7 +336,7 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
             return Plan(decision)
     elif ep.protocol == prep.det.protocol:
         return Plan(decision)
-    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].get("unreachable")
+    unavailable = decision.action == Decided.ERROR and bool(decision.trace) and decision.trace[-1].unreachable
     if decision.action != Decided.ROUTE and not unavailable:
         return Plan(decision)
     try:
@@ -352,14 +348,14 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     return Plan(decision, tr) if decision.action == Decided.ROUTE else Plan(decision)
 
 
-def _skipped(rules: Rules, trace: list[dict]) -> list[str]:
+def _skipped(trace: list[Tried]) -> list[str]:
     """The routes a trace shows skipped (refused, unavailable), as ``decide`` says them in its reason."""
     out = []
     for t in trace:
-        if t.get("refused"):
-            out.append(f"{t['route']} refused ({t['refused']})")
-        elif t.get("unreachable"):
-            out.append(f"{t['route']}: endpoint {_route_target(rules, t['route'])} {t.get('unavailable') or 'unreachable'}")
+        if t.refused:
+            out.append(f"{t.route} refused ({t.refused})")
+        elif t.unreachable:
+            out.append(f"{t.route}: endpoint {t.endpoint.name if t.endpoint else None} {t.unavailable or 'unreachable'}")
     return out
 
 
@@ -383,7 +379,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                 return got
             note = _loop_not_followed(followed, f"{followed.endpoint.name if followed.endpoint else '?'} "
                                                 f"refuses this turn: {got}")
-    trace: list[dict] = [note] if note is not None else []
+    trace: list[Tried] = [note] if note is not None else []
     while True:
         decision = decide(rules, prep.facts, reachable=reachable, after=after)
         trace += decision.trace
@@ -392,8 +388,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
             break
         route, entry = decision.route, decision.trace[-1]  # the route chosen is the last one tried
         assert route is not None
-        entry.update(refused=got, unreachable=False, endpoint=decision.endpoint.name if decision.endpoint else None)  # refused first, as the rules would have seen it
-        entry.pop("unavailable", None)
+        entry.refused, entry.unreachable, entry.unavailable = got, False, None  # refused first, as the rules would have seen it
+        entry.endpoint = decision.endpoint
         if route.on_refused == "error":
             return Plan(Decision(Decided.ERROR, route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name
@@ -401,19 +397,15 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         return got
     reason = decision.reason
     if decision.action == Decided.PASS and decision.route is None:
-        skipped = _skipped(rules, trace)
+        skipped = _skipped(trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
                 got.translation, got.failure)
 
 
-def _loop_not_followed(followed: Decision, why: str) -> dict:
+def _loop_not_followed(followed: Decision, why: str) -> Tried:
     """The trace note of a tool loop not followed (reasoning/loop_route.py says the others)."""
-    reason = followed.trace[0]["reasons"][0]  # "follows its tool loop: … (tk-…), not the turn's own conditions"
-    what = reason.removeprefix("follows its ").removesuffix(", not the turn's own conditions")
-    return {"route": f"(tool loop → {followed.endpoint.name if followed.endpoint else '?'})", "matched": False,
-            "loop": True, "reasons": [f"{what}; not followed: {why}; the routes decide"], "refused": None,
-            "unreachable": False}
+    return not_followed(followed.endpoint.name if followed.endpoint else "?", followed.trace[0].loop or "tool loop", why)
 
 
 def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[str, str],
@@ -433,17 +425,17 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.requested_model = req["model"]
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.decision = decision
-    if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (reasoning/loop_route.py)
+    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
-        turn.events.append(("tool_loop", {"followed": t["matched"], "route": t["route"], "why": t["reasons"][0]}))
+        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
     for t in decision.trace:
-        if t.get("refused") or t.get("unreachable"):
-            ep = rules.endpoints.get(_route_target(rules, t["route"]) or "")
-            if t.get("refused"):
-                turn.events.append(("route_refused", {"rule": t["route"], "target": ep.name if ep else None,
-                                                      "reason": t["refused"]}))
+        if t.refused or t.unreachable:
+            ep = t.endpoint
+            if t.refused:
+                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
+                                                      "reason": t.refused}))
             else:
-                turn.events.append(("endpoint_unreachable", {"rule": t["route"], "endpoint": ep.name if ep else None,
+                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
                                                              "url": ep.url if ep else None}))
     if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
@@ -453,7 +445,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     if decision.action == Decided.ERROR:
         turn.endpoint = decision.endpoint
         turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
-        if decision.trace and decision.trace[-1].get("unreachable"):  # on_unreachable: error
+        if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
             turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
             turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
             return turn
@@ -506,13 +498,6 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
     return turn
-
-
-def _route_target(rules: Rules, name: str) -> str | None:
-    for r in rules.routes:
-        if r.name == name:
-            return r.to
-    return None
 
 
 def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
@@ -675,117 +660,3 @@ def apply_header_changes(headers: Mapping[str, str] | Any, turn: Turn) -> list[s
         if turn.keep_headers is not None and low not in turn.keep_headers:
             out.append(name)
     return out
-
-
-# --------------------------------------------------------------------------------------
-# reply side
-
-
-def response_mode(turn: Turn, status: int, content_type: str) -> ReplyMode:
-    """How the adapter treats a reply: RAW_STREAM (pass bytes on as they come),
-    TRANSLATE_STREAM, TRANSLATE_WHOLE (buffer, then translate_whole), or LEAVE."""
-    is_sse = content_type.split(";")[0].strip().lower() == "text/event-stream"
-    if turn.action != Action.TRANSLATE:
-        return ReplyMode.RAW_STREAM if is_sse else ReplyMode.LEAVE
-    if status >= 400:
-        return ReplyMode.TRANSLATE_WHOLE
-    if is_sse:
-        return ReplyMode.TRANSLATE_STREAM
-    return ReplyMode.TRANSLATE_WHOLE
-
-
-def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
-    """A retargeted endpoint's error reply (status >= 400) the client could not read as its
-    protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
-    client's own envelope with the same status and the upstream's text (docs/architecture.md rule 6);
-    None when it is JSON, which goes on byte for byte (rule 8)."""
-    try:
-        if isinstance(jsonc.loads(body), dict):
-            return None
-    except Exception:
-        pass
-    err = parse_error_body(status, body)
-    return turn.client_error(status, err.message)
-
-
-def _target(turn: Turn) -> str:
-    """The protocol of the endpoint a translated turn went to."""
-    assert turn.target_protocol is not None
-    return turn.target_protocol
-
-
-def _client_tools(turn: Turn) -> ClientTools | None:
-    """The client's tools behind neutral names, from the turn's request translation."""
-    return turn.translation.client_tools if turn.translation is not None else None
-
-
-def stream_translator(turn: Turn) -> translate.StreamTranslator:
-    t = translate.stream(_target(turn), turn.client_protocol, include_usage=turn.include_usage,
-                         created=int(turn.started_at), client_tools=_client_tools(turn))
-    t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
-    return t
-
-
-def _with_hint(body: bytes, hint: str) -> bytes:
-    """An error body (every protocol's envelope has error.message) with ``hint`` after its message."""
-    try:
-        doc = jsonc.loads(body)
-        doc["error"]["message"] = f"{doc['error']['message']} {hint}"
-        return jsonc.dumpb(doc)
-    except Exception:  # not the envelope expected: as it was
-        return body
-
-
-@dataclass(frozen=True)
-class Counted:
-    """A count answered by an endpoint's own counter: what the ledger records (event ``counted``)."""
-
-    tokens: int
-    counter: str  # the counter that answered: "Gemini countTokens"
-    endpoint: str
-
-    def record(self) -> dict[str, Any]:
-        return {"input_tokens": self.tokens, "counter": self.counter, "endpoint": self.endpoint}
-
-
-def count_reply(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Counted]:
-    """A counter's 2xx reply (``turn.counter``) -> the client's own count reply with its number.
-    Raises TranslationError (the client's 502) when the reply carries no count: never estimated."""
-    assert turn.counter is not None and turn.endpoint is not None
-    try:
-        doc = jsonc.loads(body)
-    except Exception:
-        doc = None
-    n = turn.counter.read(doc)
-    if n is None:
-        raise TranslationError(502, f"tokunseba: the {turn.counter.name} counter of endpoint {turn.endpoint.name} "
-                                    "replied without a token count; tokunseba does not estimate one")
-    mine = protocols.get(turn.client_protocol).counter
-    assert mine is not None  # a count kind is one of a protocol with a counter
-    return (status, {"content-type": "application/json"}, jsonc.dumpb(mine.answer(n)),
-            Counted(n, turn.counter.name, turn.endpoint.name))
-
-
-def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str, str], bytes, Any]:
-    """A buffered upstream reply -> (status, headers to set, body, ReplyTranslation|None)."""
-    if turn.counter is not None and status < 400:
-        st, headers, out, _ = count_reply(turn, status, body)
-        return st, headers, out, None
-    if turn.counter is not None and _target(turn) == turn.client_protocol and turn.endpoint is not None:
-        # the client's own counter, borrowed from a server of another protocol (count_tokens: <protocol>):
-        # its error said in the client's envelope, naming the endpoint (it may not serve that route at all)
-        err = parse_error_body(status, body)
-        return status, {"content-type": "application/json"}, turn.client_error(
-            status, f"tokunseba: the {turn.counter.name} route of endpoint {turn.endpoint.name} (count_tokens: "
-                    f"{turn.endpoint.count_tokens}) answered {status}: {err.message}").body, None
-    if status >= 400:
-        st, out = translate.error(_target(turn), turn.client_protocol, status, body)
-        if turn.translation is not None and turn.endpoint is not None and (
-                hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
-            out = _with_hint(out, hint)
-        return st, {"content-type": "application/json"}, out, None
-    rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at),
-                          client_tools=_client_tools(turn))
-    if turn.capture is not None and rep.message is not None:
-        turn.capture.message(rep.message)
-    return status, {"content-type": "application/json"}, rep.body, rep

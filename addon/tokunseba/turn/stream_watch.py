@@ -40,7 +40,7 @@ CUT_MID_EVENT = "upstream stream was cut in the middle of an event"
 class StreamWatch:
     """``fatal``: why the stream cannot go on to the client from here — an event larger than
     the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
-    — set by the ``feed`` that met it; a relayed stream ends there (proxy/pump.py)."""
+    — set by the ``feed`` that met it; a relayed stream ends there (turn/pump.py)."""
 
     __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut",
                  "fatal", "model", "_utf8")

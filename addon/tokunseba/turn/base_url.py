@@ -8,7 +8,7 @@ from its listener and rewrites its ``Host`` to that host before any hook runs, s
 reaches the same hooks, detection, rules, translation, failover and ledger as a proxied flow
 to the same host.
 
-Contract (plain values, no mitmproxy; proxy/mitm.py reads the flow's ``proxy_mode``):
+Contract (plain values, no mitmproxy; proxy/route.py reads the flow's ``proxy_mode``):
 
 - ``PROXY`` / ``BASE_URL``: the values of ``Turn.via`` and the ledger's ``via`` column.
 - ``misdirected(listener_host, host, path)``: a listener forwards only to its own provider
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..protocols.detect import guess
 from .. import protocols
-from ..turn import LocalResponse, client_error
+from .plan import LocalResponse, client_error
 
 PROXY = "proxy"  # came through the HTTPS proxy (CONNECT, mitmproxy's CA)
 BASE_URL = "base_url"  # came to a reverse listener the client's base URL points at

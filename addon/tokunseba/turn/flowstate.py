@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .attempts import Chain
-from .capacity import Slot
+from .failover import Chain, Slot
 from .pump import Pump
-from ..turn import Turn
+from .plan import Turn
 from ..states import ReplyMode
+
+CLIENT_KEY = "tokunseba.client"  # flow.metadata: the client's name on the console line (turn/console_line.py)
 
 
 @dataclass
@@ -38,7 +39,7 @@ class FlowState:
     shadowed: bool = False  # a shadow waits for this turn's reply, to compare with it
     mode: ReplyMode | None = None  # how the reply is handled (turn.response_mode), from responseheaders
     pump: Pump | None = None  # the stream callable of a streamed reply
-    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (proxy/attempts.py)
-    slot: Slot | None = None  # the endpoint slot its current attempt holds (proxy/capacity.py)
+    chain: Chain | None = None  # a routed turn: what plans its next attempt after a failure (turn/failover.py)
+    slot: Slot | None = None  # the endpoint slot its current attempt holds (turn/failover.py)
     attempt_at: float = 0.0  # when its current attempt started (time.monotonic)
     client_close: bool = False  # the client's request said Connection: close (its rewritten copy no longer does)

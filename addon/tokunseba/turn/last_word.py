@@ -1,6 +1,6 @@
 """What the client hears when no attempt of its turn could serve it (pure, no I/O).
 
-Contract — after a chain of attempts (proxy/attempts.py ``Attempted``, in order):
+Contract — after a chain of attempts (turn/failover.py ``Attempted``, in order):
 
 - ``choose(attempts)`` is the index of the attempt that says most about the turn, by
   ``RANK``: a context-window error wins over everything (the client can act on it: Claude
@@ -29,14 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import protocols
 from ..neutral.error import UpstreamError
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import Rules
-from ..turn import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
-from .attempts import Attempted
-from .capacity import Capacity
+from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
+from .failover import Attempted, Capacity
 from ..states import Action, Decided
 
 # how much an attempt's failure says about the turn (higher wins)
@@ -145,9 +145,10 @@ class Wait:
     rate_limited: bool  # it is cooling down after a 429
 
 
-def waits(trace: Sequence[dict], rules: Rules, capacity: Capacity, health: EndpointHealth) -> list[Wait]:
-    """The routes of a decision's ``trace`` skipped because their endpoint was unavailable
-    (cooling down, full, unreachable: rules.decide's ``unreachable`` entries)."""
+def waits(trace: Sequence[Any], rules: Rules, capacity: Capacity, health: EndpointHealth) -> list[Wait]:
+    """The routes of a decision's ``trace`` (``rules.Tried``, or their recorded form) skipped
+    because their endpoint was unavailable (cooling down, full, unreachable: rules.decide's
+    ``unreachable`` entries)."""
     out: list[Wait] = []
     for t in trace:
         if not t.get("unreachable") or t.get("loop"):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .. import jsonc, protocols
 from ..neutral.usage import Usage
 from .stream_watch import whole_verdict
-from ..turn import Turn, is_count
+from .plan import Turn, is_count
 from ..states import Action
 
 

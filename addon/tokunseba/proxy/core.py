@@ -1,0 +1,164 @@
+"""What the proxy's parts share, below them all: the state of the running proxy (``Core``)
+and the few helpers on mitmproxy's flows that more than one part uses.
+
+proxy/mitm.py chains the parts over one ``Core``: route.py (a request planned and applied, a
+failed attempt's next one), reply.py (a reply on its way back), record.py (the ledger, spans,
+shadows and the provider state store), web.py (what mitmweb and the terminal show). Each part
+reads and writes the ``Core``; none holds another's state, and this module imports no part.
+
+``Capacity`` here is turn/failover.py's cooldowns and slots with the one thing that needs the
+event loop: waiting up to an endpoint's ``queue_s`` for a slot (``wait``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections import OrderedDict
+
+from mitmproxy import ctx, http
+from mitmproxy.hooks import UpdateHook
+
+from ..credentials import KNOWN_SECRETS, RedactingFilter
+from ..ledger.writer import LedgerWriter
+from ..reasoning.store import Keeper
+from ..routing.endpoints import Endpoint, EndpointHealth
+from ..routing.rules import Rules, load_rules
+from ..shadow.sender import ShadowSender
+from ..turn import failover
+from ..turn.failover import Slot
+from ..turn.flowstate import FlowState
+from ..turn.outcome import Outcome
+from ..turn.plan import LocalResponse, Turn
+from ..turn.presentation import present
+from ..turn.retries import RetryWatch
+from . import otel_spans
+from .provider_reach import Reach
+from .recorder import TurnRecorder
+from .relay import Relay
+
+log = logging.getLogger("tokunseba")
+for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("tokunseba.relay")):
+    _logger.addFilter(RedactingFilter())  # keys never reach the logs, whatever a message quotes
+
+
+
+class Capacity(failover.Capacity):
+    async def wait(self, ep: Endpoint, timeout: float) -> Slot | None:
+        """A slot within ``timeout`` seconds (first come, first served), else None."""
+        slot = self.acquire(ep)
+        if slot is not None or timeout <= 0:
+            return slot
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.queue(ep, fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self.give_up(ep, fut)  # a slot handed over in the same instant goes back
+            fut.cancel()
+            return None
+        return Slot(self, ep.name)
+
+
+class Core:
+    """The running proxy's state, one for all its parts."""
+
+    def __init__(self) -> None:
+        self.rules: Rules = load_rules(None)  # route.py loads them (tokunseba_rules) and reloads them
+        self.recorder = TurnRecorder()  # the ledger's writer and each turn's records, in order (proxy/recorder.py)
+        self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
+        self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off
+        self.capacity = Capacity()  # cooldowns (retry-after) and max_concurrency slots, across reloads
+        self.retries = RetryWatch()  # a request that repeats a recent one of its session (turn/retries.py)
+        self.provider_hosts: dict[str, str] = {}
+        self.relay = Relay()
+        self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
+        self.reach_ssl: ssl.SSLContext | None = None
+        self.shadows: ShadowSender | None = None
+        self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
+        self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
+        # flow id -> the client's own URL and headers (credentials included) of a rewritten
+        # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
+        # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
+        self.replayable: OrderedDict[str, tuple[str, http.Headers]] = OrderedDict()
+
+    @property
+    def ledger(self) -> LedgerWriter | None:
+        return self.recorder.ledger
+
+    @ledger.setter
+    def ledger(self, writer: LedgerWriter | None) -> None:
+        self.recorder.ledger = writer
+
+
+def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
+    """Answer the flow here, with ``lr``."""
+    flow.response = r = http.Response.make(lr.status, lr.body, lr.headers)
+    return r
+
+
+def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None) -> None:
+    """The turn has ended: its mark and comment say so (turn/presentation.py), pushed to
+    mitmweb's open pages (mitmdump has no view: nothing to update)."""
+    if present(flow, state, ledger_outcome, status) and ctx.master.addons.get("view") is not None:
+        try:
+            ctx.master.addons.trigger(UpdateHook([flow]))
+        except Exception:
+            log.exception("tokunseba: could not update the flow's mark and comment")
+
+
+def keep_client_close(r: http.Response, state: FlowState) -> None:
+    """A client that asked for ``Connection: close`` gets it: mitmproxy closes the client's
+    connection after a reply when the request or the reply says so, and a rewritten request
+    no longer carries the client's hop-by-hop headers (a client reading to EOF would wait)."""
+    if state.client_close and r.headers.get("connection", "").lower() != "close":
+        r.headers["connection"] = "close"
+
+
+def client_body(flow: http.HTTPFlow, out: Outcome) -> bytes | None:
+    """The reply the client got: the stream as kept, or the whole reply; None when neither."""
+    if out.kept is not None:
+        return out.kept
+    if flow.response is not None and flow.response.raw_content is not None:
+        return flow.response.get_content(strict=False)
+    return None
+
+
+def option(name: str, default):
+    """An option's value, or ``default`` where the addon defining it is not loaded (proxyauth)."""
+    return getattr(ctx.options, name) if name in ctx.options else default
+
+
+def redact_whole_reply(r: http.Response, turn: Turn) -> None:
+    """An endpoint key echoed back in a whole (buffered) reply is redacted by value before the
+    client, the ledger or the logs see it (streams: Pump)."""
+    if not turn.key_injected or not KNOWN_SECRETS or r.raw_content is None:
+        return
+    body = r.get_content(strict=False) or b""
+    clean = KNOWN_SECRETS.redact_bytes(body)
+    if clean != body:
+        r.content = clean
+
+
+def upstream_ssl_context() -> ssl.SSLContext:
+    """The relay verifies endpoints' TLS as mitmproxy itself would (its ssl_* options)."""
+    o = ctx.options
+    if o.ssl_insecure:
+        c = ssl.create_default_context()
+        c.check_hostname = False
+        c.verify_mode = ssl.CERT_NONE
+        return c
+    if o.ssl_verify_upstream_trusted_ca or o.ssl_verify_upstream_trusted_confdir:
+        return ssl.create_default_context(cafile=o.ssl_verify_upstream_trusted_ca or None,
+                                          capath=o.ssl_verify_upstream_trusted_confdir or None)
+    import certifi  # what mitmproxy trusts by default
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def upstream_proxy_mode() -> bool:
+    """mitmproxy sends through an upstream proxy (``--mode upstream:…``)."""
+    return any(str(m).startswith("upstream:") for m in ctx.options.mode)
+
+

@@ -1,0 +1,202 @@
+"""The record part: where a turn's end is written — the ledger, one span per turn, the shadow
+waiting for the reply, the provider state kept, the console line.
+
+Owns the options of what is kept (``tokunseba_ledger``, ``_ledger_bodies``, ``_instance``,
+``_otlp_endpoint``, ``_otlp_bodies``, ``_shadow_concurrency``, ``_shadow_timeout_s``,
+``_reasoning_store``, ``_reasoning_retention_h``, ``_reasoning_max``) and ``complete``: the
+one call that records how a turn ended (reply.py calls it from the reply hooks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import cast
+
+from mitmproxy import ctx, exceptions, http
+
+from ..ledger.store import Ledger, default_instance, instance_id, take_password
+from ..ledger.writer import LedgerWriter
+from ..reasoning.store import open_keeper
+from ..routing.rules import records
+from ..shadow.sender import ShadowSender
+from ..states import Action
+from ..turn.console_line import turn_line
+from ..turn.failover import Chain
+from ..turn.flowstate import CLIENT_KEY, FlowState
+from ..turn.outcome import Outcome
+from ..turn.plan import Turn
+from ..webview.view import error_message
+from . import otel_spans
+from .core import Core, client_body, log, present_outcome, upstream_ssl_context
+from .options import named
+from .recorder import after_sent
+from .shadowing import primary_done
+
+LEDGER_KEYS = {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"}
+SPAN_KEYS = {"tokunseba_otlp_endpoint", "tokunseba_otlp_bodies", "tokunseba_instance"}
+SHADOW_KEYS = {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"}
+STORE_KEYS = {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
+              "tokunseba_reasoning_max"}
+
+
+class Record:
+    KEYS = LEDGER_KEYS | SPAN_KEYS | SHADOW_KEYS | STORE_KEYS  # the options this part owns
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def load(self, loader) -> None:
+        for o in named(self.KEYS):
+            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
+
+    def configure(self, updated: set[str]) -> None:
+        if SHADOW_KEYS & updated:
+            self._configure_shadows()
+        if LEDGER_KEYS & updated:
+            self._open_ledger()
+        if SPAN_KEYS & updated:
+            if self.core.spans is not None:
+                self.core.spans.close()
+            self.core.spans = otel_spans.from_settings(ctx.options.tokunseba_otlp_endpoint,
+                                                       bodies=ctx.options.tokunseba_otlp_bodies,
+                                                       instance=ctx.options.tokunseba_instance or default_instance())
+        if STORE_KEYS & updated:
+            o, core = ctx.options, self.core
+            if core.keeper is not None:
+                core.keeper.store.close()
+            try:
+                core.keeper = open_keeper(o.tokunseba_reasoning_store, o.tokunseba_ledger,
+                                          retention_h=o.tokunseba_reasoning_retention_h, max_entries=o.tokunseba_reasoning_max)
+            except ValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
+
+    def _open_ledger(self) -> None:
+        """Open the ledger behind its writer thread, as a new owner of turns; turns left open
+        by proxies that no longer run become interrupted."""
+        core = self.core
+        if core.ledger is not None:
+            core.recorder.start_all()
+            core.ledger.close()
+            core.ledger = None
+        core.recorder.store_bodies = bool(ctx.options.tokunseba_ledger_bodies)
+        if (clean := take_password(ctx.options.tokunseba_ledger)) is not None:
+            # the password goes to libpq apart from the URL; the option (mitmweb shows it) loses it
+            ctx.options.update(tokunseba_ledger=clean)
+            return  # configure runs again with it, and opens the ledger
+        try:
+            led = Ledger(ctx.options.tokunseba_ledger or None, store_bodies=core.recorder.store_bodies)
+        except Exception as e:
+            raise exceptions.OptionsError(f"tokunseba: cannot open the ledger: {e}") from None
+        led.owner = instance_id()
+        led.instance = ctx.options.tokunseba_instance or default_instance()
+        core.ledger = LedgerWriter(led)
+        core.ledger.recover_interrupted()
+
+    def _configure_shadows(self) -> None:
+        o = ctx.options
+        if o.tokunseba_shadow_concurrency < 0 or o.tokunseba_shadow_timeout_s <= 0:
+            raise exceptions.OptionsError("tokunseba_shadow_concurrency must be 0 or more (0: no shadows) and "
+                                          "tokunseba_shadow_timeout_s more than 0")
+        if self.core.shadows is not None:  # changed while running (mitmweb's options)
+            self.core.shadows.concurrency, self.core.shadows.timeout_s = o.tokunseba_shadow_concurrency, o.tokunseba_shadow_timeout_s
+
+    def start(self) -> None:
+        """At ``running``: the shadow sender (the ledger's writer takes its calls, on its own thread)."""
+        core = self.core
+        core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
+                                    concurrency=ctx.options.tokunseba_shadow_concurrency,
+                                    timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
+                                    ssl_context=upstream_ssl_context())
+
+    def stop(self) -> None:
+        """At ``done``: the store closed, shadows cancelled, open turns interrupted, the ledger and
+        the spans closed (after the ledger: a collector that is down may take its 2 s)."""
+        core = self.core
+        if core.keeper is not None:
+            core.keeper.store.close()
+        if core.shadows is not None:
+            for t in list(core.shadows.tasks):
+                t.cancel()
+        if core.ledger is not None:
+            core.recorder.start_all()
+            core.ledger.interrupt_own()  # turns still open now will never complete
+            core.ledger.close()
+            core.ledger = None
+        if core.spans is not None:
+            core.spans.close()
+            core.spans = None
+
+    def complete(self, flow: http.HTTPFlow, state: FlowState, out: Outcome, *, defer: bool = False) -> None:
+        """Record how the turn ended: its outcome, status, timings and usage as reported.
+
+        A reply that is not what a clean turn would have sent (a translated stream without
+        its terminal event, an upstream error event, a cut or reset; a passed-on stream the
+        watch judged broken; a 2xx whole reply that is not JSON) is recorded as an error
+        with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
+        mitmproxy calls before it writes the reply's last bytes) the record is made once
+        mitmproxy has handed those bytes to the client's connection (``recorder.after_sent``)."""
+        core, turn, status, usage = self.core, state.turn, out.status, out.usage
+        if status is not None and status < 400 and turn.endpoint is not None and core.capacity.failures:
+            core.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
+        now = time.time()
+        details, failed = dict(out.details), out.failed
+        if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
+            failed = True
+            turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
+            details["problem"] = out.problem
+        if turn.error is None and status is not None and status >= 400 and flow.response is not None \
+                and flow.response.raw_content is not None and turn.outcome != "refused":
+            # an error reply (the upstream's, translated or not): its message is the turn's error, as
+            # `stats` counts it an error (ledger._kind)
+            turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
+        fb = out.first_byte
+        if fb is None and flow.response is not None and status is not None:
+            fb = now  # whole (buffered) replies: first byte = when the reply left
+        body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
+        primary_done(core.shadows, state, status, body)
+        outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
+            core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
+                                                     "model": turn.capture.model})
+        present_outcome(flow, state, outcome, status)
+        console(flow, turn, outcome, status, usage, now, state.chain)
+        if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
+            chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
+            core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                 response_model=out.model,
+                                 attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
+                                 traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
+                                 response_body=client_body(flow, out) if core.spans.bodies else None)
+        record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
+                                          chain=state.chain, attempt_at=state.attempt_at, body=body)
+        if record is None:
+            return
+        if defer:
+            after_sent(flow, record)
+        else:
+            record()
+
+
+def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
+            chain: Chain | None = None) -> None:
+    """The turn's one console line (turn/console_line.py): what happened to it, as recorded."""
+    if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
+        return
+    try:
+        d = turn.decision
+        sent = turn.action != Action.RESPOND
+        log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
+                           model=turn.requested_model, route=d.route.name if d and d.route else None,
+                           to=(turn.endpoint.name if turn.endpoint and (sent or d and d.route) else turn.host)
+                           + ("" if sent or d and d.route else " (not sent)")
+                           + (f" (failed over: {turn.failed_over})" if turn.failed_over else ""),
+                           outcome=outcome, status=status,
+                           usage=usage.reported if usage else None, seconds=now - turn.started_at,
+                           error=turn.error,
+                           trace=records(d.trace) if d else None,
+                           attempts=[a.record() for a in chain.failed] if chain else None))
+    except Exception:
+        log.exception("tokunseba: could not write the turn's console line")

@@ -1,0 +1,366 @@
+"""The route part: a provider call planned and applied, and a failed attempt's next one.
+
+- ``on_request`` (the ``request`` hook): what is refused at the door (a base-URL listener
+  asked for another host, a Responses WebSocket upgrade), then one call plans the turn
+  (``plan``: turn/plan.py's prepare, decide and build, with the endpoint's connection opened
+  and a slot taken before the turn is committed to it) and one applies it (``apply``: the
+  flow's state, its records started, the request aimed through the relay by turn/target.py
+  ``aim``); fail closed: an exception answers a provider call with an error in its protocol;
+- ``failover``: the relay's call when an attempt failed before any byte reached the client
+  (turn/failover.py decides; here only the waiting for the next endpoint's slot);
+- the rules file: loaded at ``configure``, reloaded when it changes on disk (a broken edit
+  keeps the rules in force); the endpoints in use checked once at start, in the background.
+
+Owns ``tokunseba_rules``, ``_probe_timeout_ms``, ``_connect_timeout_ms``, ``_keepalive_s``,
+``_provider_hosts`` and ``_allow_remote_clients`` (with mitmproxy's ``proxyauth``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.net.http.http1 import connection_close
+from mitmproxy.proxy.mode_specs import ReverseMode
+
+from ..credentials import KNOWN_SECRETS, endpoint_keys
+from ..routing.endpoints import Endpoint, EndpointHealth
+from ..routing.rules import RulesError, load_rules
+from ..states import Action
+from ..turn import base_url
+from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
+from ..turn.flowstate import FlowState
+from ..turn.last_word import final, say_busy
+from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn.planner import Planning, begin
+from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
+from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
+from ..webview.view import RECORD_KEY
+from .core import Core, log, option, present_outcome, respond, upstream_proxy_mode
+from .options import keepalive_seconds, named, provider_hosts_of, stamp
+from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
+from .relay import PREFIX as RELAY_PREFIX
+from .relay import UpstreamConn
+from .shadowing import maybe_shadow
+
+KEYS = {"tokunseba_rules", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms", "tokunseba_keepalive_s",
+        "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
+RULES_POLL_S = 1.0
+
+
+@dataclass
+class Planned:
+    """A turn planned for a flow, with what its first attempt holds: the endpoint's connection
+    (opened or from the relay's pool), and its planning (the chosen endpoint's slot, the
+    client's request as prepared for the next attempts, the client's host and port)."""
+
+    turn: Turn
+    conn: UpstreamConn | None
+    planning: Planning
+
+
+def reverse_host(flow: http.HTTPFlow) -> str | None:
+    """The provider host of the base-URL (reverse) listener the flow came in on; None when it
+    came through the HTTPS proxy (turn/base_url.py)."""
+    mode = getattr(flow.client_conn, "proxy_mode", None)
+    return mode.address[0] if isinstance(mode, ReverseMode) else None
+
+
+class Route:
+    KEYS = KEYS  # the options this part owns
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.access: tuple[bool, bool] | None = None  # (proxyauth set, tokunseba_allow_remote_clients), as plan read them
+        self.rules_stamp: tuple | None = None
+        self.rules_checked = 0.0
+        self.upstream = False  # mitmproxy sends through an upstream proxy (--mode upstream:…; configure)
+        self.endpoint_check: asyncio.Future | None = None  # the start-up connect to every endpoint in use
+
+    def load(self, loader) -> None:
+        for o in named(self.KEYS):
+            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
+
+    def configure(self, updated: set[str]) -> None:
+        if "mode" in updated:  # mitmproxy's own: through an upstream proxy, provider hosts are not checked
+            self.upstream = upstream_proxy_mode()
+        if {"proxyauth", "tokunseba_allow_remote_clients"} & updated:
+            self.access = None  # read again at the next turn
+        try:
+            if "tokunseba_rules" in updated:
+                self.load_rules()
+            if "tokunseba_keepalive_s" in updated:
+                self.core.relay.keepalive_s = keepalive_seconds(ctx.options.tokunseba_keepalive_s)
+            if "tokunseba_provider_hosts" in updated:
+                self.core.provider_hosts = provider_hosts_of(ctx.options.tokunseba_provider_hosts)
+        except (RulesError, ValueError) as e:
+            raise exceptions.OptionsError(str(e)) from None
+
+    # ---- the rules
+    def load_rules(self) -> None:
+        core, path = self.core, ctx.options.tokunseba_rules or None
+        before = stamp(path)
+        core.rules = load_rules(path)
+        KNOWN_SECRETS.set(endpoint_keys(core.rules.endpoints.values(), os.environ))
+        # a file still being written when read is read again at the next poll
+        self.rules_stamp = before if stamp(path) == before else None
+        for w in core.rules.warnings:
+            log.warning(w)
+        core.health = EndpointHealth()
+        if core.relay.port:  # reloaded while running: say again which endpoints cannot be reached
+            self.soon_check_endpoints()
+
+    def maybe_reload_rules(self) -> None:
+        """The rules file changed on disk: reload it (at most one stat a second). A broken
+        edit keeps the rules in force and says why."""
+        now = time.monotonic()
+        if now - self.rules_checked < RULES_POLL_S:
+            return
+        self.rules_checked = now
+        path = ctx.options.tokunseba_rules or None
+        if path is None or stamp(path) == self.rules_stamp:
+            return
+        try:
+            self.load_rules()
+            log.warning(f"tokunseba: reloaded {path}: {len(self.core.rules.routes)} routes")
+        except RulesError as e:
+            self.rules_stamp = stamp(path)
+            log.error(f"tokunseba: kept the previous rules: {e}")
+
+    async def start(self) -> None:
+        """At ``running``: the relay listens, and the endpoints in use are checked."""
+        if upstream_proxy_mode():
+            log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
+        await self.core.relay.start()
+        self.soon_check_endpoints()
+
+    def soon_check_endpoints(self) -> None:
+        """Connect once to every endpoint a route uses, in the background (start-up is not
+        delayed): each one that cannot be reached is said in one warning, with what happens
+        to the turns routed there (proxy/provider_reach.py), and starts in its back-off; a
+        connection that worked waits in the relay's pool for the first turn."""
+        core = self.core
+        check = check_endpoints(core.rules, core.relay, core.health, timeout=ctx.options.tokunseba_probe_timeout_ms / 1000,
+                                cli=os.environ.get("TOKUNSEBA_CLI") or "tokunseba")
+        self.endpoint_check = asyncio.ensure_future(check)  # kept: a task nobody holds may be collected
+
+    # ---- the request hook
+    async def on_request(self, flow: http.HTTPFlow) -> None:
+        turn = None
+        try:
+            listener = reverse_host(flow)
+            if listener is not None and self._misdirected(flow, listener):
+                return
+            if flow.request.method == "GET":  # never a turn; a Responses WebSocket upgrade is declined
+                await self._websocket(flow)
+                return
+            self.maybe_reload_rules()
+            planned = await self.plan(flow)
+            if planned is not None:
+                turn = planned.turn
+                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
+                             (turn.host, planned.planning.port))
+        except Exception as e:
+            log.exception("tokunseba: request hook failed")
+            self._fail_closed(flow, turn, e)
+
+    def _misdirected(self, flow: http.HTTPFlow, listener: str) -> bool:
+        """A base-URL listener forwards only to its own provider host: True when the flow named
+        another one and was answered 421."""
+        wrong = base_url.misdirected(listener, flow.request.pretty_host, flow.request.path)
+        if wrong is not None:
+            respond(flow, wrong)
+            flow.comment = f"tokunseba: refused (421): this base URL forwards only to {listener}"
+        return wrong is not None
+
+    async def _websocket(self, flow: http.HTTPFlow) -> None:
+        """A Responses WebSocket upgrade is declined (426; in Codex's envelope, not HTML, when its
+        host cannot be reached either): Responses turns are routed over HTTPS."""
+        req = flow.request
+        extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
+        ws = websocket_refusal(self.core.rules, method="GET", host=req.pretty_host, path=req.path,
+                               headers=req.headers.items(multi=True), extra_hosts=extra)
+        if ws is not None:
+            respond(flow, ws)
+            flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
+        elif is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
+                                    headers=req.headers.items(multi=True), extra_hosts=extra) \
+                and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+            respond(flow, websocket_declined(bad.message(req.pretty_host)))
+            flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
+
+    def _fail_closed(self, flow: http.HTTPFlow, turn: Turn | None, e: Exception) -> None:
+        """The request hook failed: a provider call is answered with an error in its protocol,
+        never let out half-handled; other traffic is left alone."""
+        state = self.core.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
+        if state is not None:
+            t = state.turn
+            t.action, t.outcome, t.error = Action.RESPOND, "error", str(e)
+            respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
+            show_client_url(flow, state)
+            present_outcome(flow, state, "error", 500)
+        elif looks_like_provider_call(flow.request, self.core.provider_hosts):
+            respond(flow, client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
+                                       "api_error"))
+
+    # ---- one call plans a request
+    async def plan(self, flow: http.HTTPFlow) -> Planned | None:
+        """Detect, decide and build the turn (turn/planner.py). A routed turn's upstream
+        connection is opened (or taken from the relay's pool) here, before the turn is
+        committed to its route: a connect that fails marks the endpoint down and the turn is
+        decided again without it (passive health: no probe, and the healthy path pays no extra
+        round trip). So is an endpoint cooling down (retry-after) or full (max_concurrency;
+        after waiting up to its queue_s for a slot): the turn takes a slot of the endpoint it
+        goes to. A turn passed through to its own provider host is first checked to be reachable."""
+        core = self.core
+        planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
+                               provider_hosts=core.provider_hosts, keeper=core.keeper)
+        if planning is None:
+            return None
+        ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
+        conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
+        if self.access is None:  # read once per change (configure), not twice a turn
+            self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
+        turn = planning.turn(env=os.environ, retries=core.retries, access=self.access, connected=connected,
+                             peer=flow.client_conn.peername[0] if flow.client_conn.peername else None)
+        if turn.action == Action.PASS and turn.local is None:
+            await self._check_reach(flow, turn)
+        return Planned(turn, conn, planning)
+
+    async def _connect(self, planning: Planning, ep: Endpoint | None,
+                       slot: Slot | None) -> tuple[UpstreamConn | None, tuple[Endpoint, Slot] | None]:
+        """The connection to the endpoint the rules choose (first ``ep``, with ``slot`` when one
+        was free), round after round without each one found full or down, with that endpoint and
+        the turn's slot there; (None, None) when the turn goes to no endpoint."""
+        core, timeout = self.core, ctx.options.tokunseba_probe_timeout_ms / 1000
+        while True:
+            if ep is None:
+                return None, None
+            if slot is None and ep.queue_s > 0 and ep.name not in planning.full:
+                slot = await core.capacity.wait(ep, ep.queue_s)
+            if slot is None:
+                planning.full.add(ep.name)
+                ep, slot = planning.next()
+                continue
+            try:
+                conn = await core.relay.connect(ep.url, timeout)
+            except Exception as e:
+                why = describe(e, ep.host, ep.port, timeout).reason
+                wait = planning.unreachable(ep, slot, why)
+                log.warning(f"tokunseba: endpoint {ep.name} ({ep.host}:{ep.port}) is unreachable "
+                            f"({why}); skipped for {wait:g} s")
+                ep, slot = planning.next()
+                continue
+            return conn, (ep, slot)
+
+    async def _slot(self, ep: Endpoint, full: set[str]) -> Slot | None:
+        """A slot of ``ep`` for this turn (waiting up to its queue_s), or None (noted in ``full``)."""
+        slot = self.core.capacity.acquire(ep)
+        if slot is None and ep.queue_s > 0 and ep.name not in full:
+            slot = await self.core.capacity.wait(ep, ep.queue_s)
+        if slot is None:
+            full.add(ep.name)
+        return slot
+
+    async def _check_reach(self, flow: http.HTTPFlow, turn: Turn) -> None:
+        """A turn passing through to its provider host: connect to that host first, as
+        mitmproxy would; one that cannot be reached is answered in the client's protocol
+        (proxy/provider_reach.py) instead of with mitmproxy's HTML 502 page. Not in upstream-proxy
+        mode (mitmproxy connects through that proxy, not directly)."""
+        bad = await self._unreachable(flow)
+        if bad is not None:
+            answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (record.console)
+            say_busy(turn, self.core.rules, self.core.capacity, self.core.health,  # routes skipped as busy: 429/503
+                     then=f"{turn.host} could not be reached: {bad.reason}")
+
+    async def _unreachable(self, flow: http.HTTPFlow) -> Unreachable | None:
+        """Why the flow's own host cannot be reached (connected to as mitmproxy would), or None
+        (reached, or not checked: the check is off, or in upstream-proxy mode)."""
+        timeout_ms = ctx.options.tokunseba_connect_timeout_ms
+        if timeout_ms <= 0 or self.upstream:
+            return None
+        req = flow.request
+        return await self.core.reach.check(req.host, req.port, tls=req.scheme == "https", ssl_context=self.core.reach_ssl,
+                                           timeout=timeout_ms / 1000)
+
+    # ---- one call applies it
+    def apply(self, flow: http.HTTPFlow, planned: Planned, listener: str | None = None) -> FlowState:
+        """The flow's state and records start (turn/planner.py ``begin``); the request is aimed
+        where the turn goes (turn/target.py ``aim``), or answered here. ``listener``: the
+        base-URL listener's host the flow came in on (None: through the HTTPS proxy)."""
+        core, turn, req = self.core, planned.turn, flow.request
+        client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
+        via = base_url.PROXY if listener is None else base_url.BASE_URL
+        state, client_url, client_headers, keepalive = begin(flow, turn, planned.planning, slot=planned.planning.slot,
+                                                             via=via, client_close=client_close, now=time.monotonic())
+        core.flows[flow.id] = state
+        core.recorder.start(turn)
+        if turn.local is None:  # every routed turn goes through the relay
+            routed = turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url
+            aim(req, turn, self._through_relay(flow, state, planned.conn, keepalive) if routed else None)
+        else:
+            if planned.conn is not None:
+                core.relay.pool.put(planned.conn)
+            respond(flow, turn.local)
+        if record_original(flow, state, client_url, client_headers):  # kept in memory for mitmweb's Replay
+            core.replayable[flow.id] = (client_url, client_headers)
+            while len(core.replayable) > MAX_REPLAYABLE:
+                core.replayable.popitem(last=False)
+        return state
+
+    def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
+                       keepalive: bool) -> tuple[int, str]:
+        """A routed turn's target registered with the relay (with the failover hand-off when the
+        turn has a chain); the relay's port and path."""
+        turn, relay = state.turn, self.core.relay
+        assert turn.url is not None
+        if not relay.port:  # the relay starts in running(); be sure in odd embeddings
+            raise RuntimeError("the tokunseba relay is not running")
+        ep = turn.endpoint
+        replan = (lambda failure, headers: self.failover(flow, state, failure, headers)) if state.chain else None
+        token, _ = relay.register(turn.url, conn, keepalive=keepalive, replan=replan,
+                                  first_byte_s=ep.first_byte_timeout_s if ep else None, protocol=turn.target_protocol)
+        state.relay_token = token
+        return relay.port, f"{RELAY_PREFIX}{token}"
+
+    # ---- a failed attempt and the next one
+    async def failover(self, flow: http.HTTPFlow, state: FlowState, failure: Failure,
+                       headers: list[tuple[str, str]]) -> Replan | None:
+        """The relay's call when an attempt failed before any byte reached the client: noted
+        and the next one planned (turn/failover.py); here only the waiting for its slot."""
+        core, turn, chain = self.core, state.turn, state.chain
+        assert chain is not None
+        tried = note_attempt(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
+                             now=time.time(), capacity=core.capacity, health=core.health)
+        if state.slot is not None:
+            state.slot.release()
+            state.slot = None
+        nxt, slot = await self._next(turn, chain) if may_fail_over(turn) else (None, None)
+        moved = move_on(turn, chain, tried, failure, nxt)
+        log.warning(moved.line)
+        core.recorder.event(turn, "attempt_failed", moved.record)
+        if nxt is None:
+            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
+            return None
+        state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
+        core.recorder.next_attempt(nxt, chain.trace)
+        rec = flow.metadata.get(RECORD_KEY)
+        if isinstance(rec, dict):
+            rec.update(endpoint=nxt.endpoint.name if nxt.endpoint and nxt.action != Action.PASS else None,
+                       endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
+        return moved.replan
+
+    async def _next(self, turn: Turn, chain: Chain) -> tuple[Turn | None, Slot | None]:
+        """The next attempt after ``turn`` failed, with a slot of its endpoint (waiting for one)."""
+        core, full = self.core, set[str]()
+        for _ in range(2 * len(core.rules.endpoints) + 1):
+            nxt = next_turn(core.rules, chain, turn, reachable=available(core.health, core.capacity, full), env=os.environ)
+            if nxt is None or nxt.action == Action.PASS or nxt.endpoint is None:
+                return nxt, None
+            slot = await self._slot(nxt.endpoint, full)
+            if slot is not None:
+                return nxt, slot
+        return None, None

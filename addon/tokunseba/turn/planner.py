@@ -1,0 +1,152 @@
+"""The plan of one intercepted request, as one object the adapter drives (sans-IO).
+
+The adapter (proxy/route.py) makes a ``Planning`` from the request (``Planning.of``: detected
+and parsed, turn/plan.py ``prepare_request``), then asks it round after round for the
+endpoint the rules choose (``next``, with that endpoint's slot when one is free now) and
+does only what needs the event loop: waiting for a slot (``queue_s``), opening the
+connection. It tells the planning when a connect failed (``unreachable``: the endpoint is
+marked down and the next round decides without it) and ends with ``turn`` (told which endpoint
+took the connection, and the slot held there): the ``Turn`` built for the last decision and settled against the proxy's state (a retry of a
+recent request, endpoints known down, a client that may not have turns routed, a cooling
+endpoint's retry-after, every route busy, whether it may be shadowed). Each round rules out
+one more endpoint, so there are at most ``2 × endpoints + 1``. ``begin`` then starts the
+flow's state for that turn (what the adapter applies is turn/target.py ``aim``'s). No I/O, no
+asyncio: the adapter calls a few functions here instead of many small ones everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import protocols
+from ..reasoning.store import Keeper
+from ..routing.endpoints import Endpoint, EndpointHealth
+from ..routing.rules import Rules
+from ..states import Action, Decided
+from ..webview.view import MARKS
+from .access import may_spend_keys, refuse_remote_client
+from .base_url import client_label
+from .console_line import client_name
+from .failover import Capacity, Chain, Slot, available
+from .flowstate import CLIENT_KEY, FlowState, Shown
+from .last_word import say_busy
+from .plan import Plan, Prepared, Turn, build_turn, decide_request, prepare_request
+from .presentation import MAX_ORIGINAL, ORIGINAL_KEY
+from .retries import RetryWatch, retry_key
+from .target import extra_for, target_of
+
+
+@dataclass
+class Planning:
+    rules: Rules
+    health: EndpointHealth
+    capacity: Capacity
+    prep: Prepared
+    host: str  # the client's host (pretty: from its Host header) and port, as detected
+    port: int
+    path: str
+    plan: Plan | None = None  # the last decision, translated for its route
+    slot: Slot | None = None  # the chosen endpoint's slot, held by the turn
+    full: set[str] = field(default_factory=set)  # endpoints found full (after their queue_s) for this turn
+    rounds: int = 0
+
+    @classmethod
+    def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
+           provider_hosts: Mapping[str, str], keeper: Keeper | None) -> Planning | None:
+        """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
+        if req.method != "POST":
+            return None
+        host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
+        prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
+                               headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
+                               extra_hosts=extra_for(provider_hosts, host, port))
+        if prep is None:
+            return None
+        prep.keeper = keeper
+        return cls(rules, health, capacity, prep, host, port, req.path)
+
+    def next(self) -> tuple[Endpoint | None, Slot | None]:
+        """The rules decide (again); the endpoint the turn goes to, with a slot of it when one
+        is free now (None: wait up to its queue_s for one, or it is full), or (None, None):
+        nothing to connect to (not routed, or no round left)."""
+        if self.prep.req is None or self.rounds >= 2 * len(self.rules.endpoints) + 1:
+            return None, None
+        self.rounds += 1
+        self.plan = decide_request(self.rules, self.prep, available(self.health, self.capacity, self.full))
+        d = self.plan.decision
+        ep = d.endpoint if d.action == Decided.ROUTE else None
+        return ep, (self.capacity.acquire(ep) if ep is not None else None)
+
+    def unreachable(self, ep: Endpoint, slot: Slot, why: str) -> float:
+        """``ep`` could not be connected to: its slot given back, the endpoint down for a back-off
+        (the seconds returned); the next round decides without it."""
+        slot.release()
+        return self.health.failed(ep, why)
+
+    def turn(self, *, env: Mapping[str, str], retries: RetryWatch, peer: str | None, access: tuple[bool, bool],
+             connected: tuple[Endpoint, Slot] | None = None) -> Turn:
+        """The ``Turn`` of the last decision, settled (see the module's docstring). ``connected``:
+        the endpoint that took the connection (its health is good again) and the slot the turn
+        holds there, given back when the turn does not go to that endpoint after all."""
+        if connected is not None:
+            self.health.ok(connected[0])
+            self.slot = connected[1]
+        turn = build_turn(self.rules, self.prep, self.plan, env=env)
+        turn.retry_of = retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=self.host,
+                                               path=self.path, body=self.prep.body), turn.request_id, turn.started_at)
+        if turn.retry_of:
+            turn.events.append(("retry", {"of": turn.retry_of}))
+        say_endpoint_unreachable(turn, self.health.down())
+        proxyauth, allow_remote = access
+        refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
+        self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
+        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
+            say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
+        turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
+        plan = self.plan
+        if self.slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
+            self.slot.release()
+            self.slot = None
+        return turn
+
+
+def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
+    """A turn answered with an error because its route's endpoint is unreachable (its route
+    says ``on_unreachable: error``): the answer also names the endpoint's host and why it is
+    down (``down``: ``host:port`` -> why, endpoints.EndpointHealth.down) and the request id."""
+    ep = turn.endpoint
+    if ep is None or turn.local is None or turn.outcome != "error" or not turn.error or "unreachable" not in turn.error:
+        return
+    where = f"{ep.host}:{ep.port}"
+    turn.error = f"{turn.error}: {where}: {down.get(where) or 'in its back-off'}"
+    turn.local = turn.client_error(turn.local.status,
+                                   f"tokunseba: {turn.error}; the turn was not sent (request {turn.request_id})")
+
+
+def begin(flow: Any, turn: Turn, planning: Planning | None, *, slot: Slot | None, via: str, client_close: bool,
+          now: float) -> tuple[FlowState, str, Any, bool]:
+    """The flow's state as its turn starts (``flow``: mitmproxy's, read and written by
+    attribute): the request id, the client's original body and name, what mitmweb shows
+    (``Shown``, comment, mark), and for a routed turn the chain its next attempts are planned
+    from. Returns the state, the client's own URL and headers (for a replay), and whether the
+    reply's stream may carry keep-alive comments, when it goes through the relay (some clients
+    read a comment line as JSON: Gemini CLI's unchanged stream gets none)."""
+    req = flow.request
+    state = FlowState(turn, slot=slot, attempt_at=now, client_close=client_close)
+    turn.via = via
+    flow.metadata["tokunseba.request_id"] = turn.request_id
+    if turn.action == Action.TRANSLATE or turn.body is not None:
+        flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
+    flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), turn.client_protocol), via)
+    client_url, client_headers = req.url, req.headers.copy()
+    state.shown = Shown(client_url, client_target=target_of(req))
+    flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
+    flow.marked = MARKS.get(turn.outcome, "")
+    if turn.local is None and planning is not None and turn.action in (Action.TRANSLATE, Action.RETARGET):
+        state.chain = Chain(planning.prep, client_url, client_headers.fields,
+                            trace=list(turn.decision.trace) if turn.decision else [])
+    keepalive = turn.action == Action.TRANSLATE or (turn.action == Action.RETARGET
+                                                    and protocols.get(turn.client_protocol).passthrough_keepalive)
+    return state, client_url, client_headers, keepalive
