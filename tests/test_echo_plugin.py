@@ -222,7 +222,7 @@ def _plan(rules, host, path, body, headers):
 
 
 def test_a_claude_turn_is_routed_to_echo_translated_and_recorded_in_its_counting(rules, tmp_path):
-    from tokunseba.proxy.pump import Pump
+    from tokunseba.turn.pump import Pump
     from tokunseba.turn import stream_translator, translate_whole
 
     turn = _plan(rules, "api.anthropic.com", "/v1/messages", _ant_request(True),

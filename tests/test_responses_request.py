@@ -175,7 +175,7 @@ def test_codex_lite_shape_translates():
         "required": ["input"], "additionalProperties": False}}}]
     assert any(c.startswith("input[0].tools[0].tools[0].format: the lark grammar moved verbatim") for c in rt.converted)
     assert any(c.startswith("input[0]: additional_tools item: 1 tools hoisted") for c in rt.converted)
-    assert rt.client_tools == {"exec": ClientTool("exec", "functions", freeform=True)}
+    assert rt.client_tools == {"exec": ClientTool("exec", "functions", freeform=True, grammar=("lark", "start: /.+/"))}
     assert rt.body["parallel_tool_calls"] is False
 
 

@@ -41,7 +41,7 @@ class ReplyMode(StrEnum):
 
 
 class Do(StrEnum):
-    """What the ``response`` hook does with a reply (``proxy.disposition.Disposition.do``)."""
+    """What the ``response`` hook does with a reply (``turn.disposition.Disposition.do``)."""
 
     ANSWER_BROKEN = "answer-broken"  # 502 in the client's protocol: the upstream broke before the reply was whole
     ANSWER_UNREACHABLE = "answer-unreachable"  # 502 in the client's protocol: the endpoint could not be connected to
