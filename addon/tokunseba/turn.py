@@ -38,7 +38,7 @@ from .reasoning.loop_route import follow_loop
 from .neutral.effort import refusal_hint
 from .neutral.tools import ClientTools
 from .outcomes import route_text
-from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts
+from .routing.rules import Decision, Rules, TurnFacts, decide, turn_facts, turn_refusal
 from . import translate
 from .credentials import outgoing_headers, outgoing_query
 from .neutral.error import parse_error_body
@@ -321,9 +321,10 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
                              restore=restore)
 
 
-def _pair_refusal(client: str) -> Callable[[Endpoint, str | None], str | None]:
-    """Whether a pair translates at all: the rules' own check of a route, before translating."""
-    return lambda ep, model: pair_refusal(client, ep.protocol)
+def _pair_refusal(facts: TurnFacts) -> Callable[[Endpoint, str | None], str | None]:
+    """Whether a pair translates at all and the endpoint takes the turn's content: the rules' own
+    check of a route, before translating."""
+    return lambda ep, model: turn_refusal(facts, ep)
 
 
 def _translated(prep: Prepared, decision: Decision) -> Plan | str:
@@ -375,7 +376,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     client = prep.det.protocol
     note = None
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
-        followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(client),
+        followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(prep.facts),
                                      reachable=reachable)
         if followed is not None:
             got = _translated(prep, followed)

@@ -43,6 +43,12 @@ class RuleShape:
     role_of: Callable[[dict[str, Any]], Any] = lambda m: m.get("role")
     # the tool call ids a request's last turn answers (its trailing tool results), in order
     answered_calls: Callable[[dict[str, Any]], list[str]] = lambda body: []
+    # a document block (a PDF, a text file: a file that is not an image), found like is_image
+    is_document: Callable[[dict[str, Any]], bool] = lambda block: False
+    # the provider-run tools a request relies on (names; [] when none): those it declares when it
+    # declares no tool of the client's own, or the one its tool_choice forces (Claude Code's
+    # WebSearch request; a provider-run tool offered beside the client's own tools is not relied on)
+    server_tools: Callable[[dict[str, Any]], list[str]] = lambda body: []
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ class Protocol:
     passthrough_keepalive: bool = True  # a comment line may be put into its unchanged stream
     # ---- requests (rules, validation, check) ----
     rule_shape: RuleShape | None = None
+    # what its provider's API takes in a turn (routing/accepts.py): every API here takes images,
+    # documents and its own provider-run tools; an endpoint on loopback takes text only unless it says
+    accepts: tuple[str, ...] = ("text", "images", "documents", "server_tools")
     checks: tuple[Check, ...] = ()
     max_output_field: str = "max_tokens"  # the request field holding the maximum output
     max_output_required: bool = False  # the protocol refuses a request without one
@@ -156,6 +165,16 @@ def lst(x: Any) -> list[Any]:
 def typed(*types: str) -> Callable[[dict[str, Any]], bool]:
     """A block whose ``type`` is one of ``types``."""
     return lambda block: block.get("type") in types
+
+
+def relied_on(declared: Sequence[tuple[str, bool]], forced: str | None) -> list[str]:
+    """The provider-run tools a request relies on, from its tools in order as (name, provider-run)
+    and the name its tool_choice forces (None: none): the forced one when it is provider-run,
+    else every provider-run one when it declares nothing else."""
+    server = [name for name, run in declared if run]
+    if forced is not None:
+        return [forced] if forced in server else []
+    return server if server and len(server) == len(declared) else []
 
 
 def role_user(m: dict[str, Any]) -> bool:

@@ -160,6 +160,9 @@ FACTS = Protocol(
         tool_count=lambda body: len(lst(body.get("tools"))) + len(lst(body.get("functions"))),
         thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
         answered_calls=_answered_calls,
+        is_document=typed("file"),
+        # Chat has no provider-run tools in `tools`; web_search_options asks the provider to search
+        server_tools=lambda body: ["web_search_options"] if isinstance(body.get("web_search_options"), dict) else [],
     ),
     checks=(
         Check("token limits", positive_int("max_tokens", "max_completion_tokens"),

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import protocols
+from .accepts import accepts_problem, default_accepts
 from ..neutral.effort import EFFORT_PINS, LEVELS
 from ..protocols.detect import api_path
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
@@ -88,6 +89,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         f"effort must be one of: {', '.join(EFFORT_PINS)} (a level every turn asks, or omit: none); got {v!r}"),
     "max_effort": lambda v: None if v is None or v in LEVELS else (
         f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
+    "accepts": accepts_problem,
     "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
         f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
         "protocol's own counter, the default where it has one; a protocol name: that protocol's counter, served "
@@ -131,6 +133,8 @@ class Endpoint:
     max_effort: str | None = None
     # its token counter (COUNT_TOKENS; None: native where its protocol has one): ``counter``
     count_tokens: str | None = None
+    # what it takes in a turn (routing/accepts.py KINDS; None: its default, ``takes``)
+    accepts: tuple[str, ...] | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:
@@ -156,6 +160,11 @@ class Endpoint:
     @property
     def base_path(self) -> str:
         return urlsplit(self.url).path.rstrip("/")
+
+    @property
+    def takes(self) -> tuple[str, ...]:
+        """What a turn sent here may hold (``accepts``, else its default: routing/accepts.py)."""
+        return self.accepts if self.accepts is not None else default_accepts(self.protocol, self.host)
 
     @property
     def counter_protocol(self) -> str | None:

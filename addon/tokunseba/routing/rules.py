@@ -30,6 +30,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .accepts import content_refusal
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
@@ -100,6 +101,23 @@ class TurnFacts:
     headers: dict[str, str]  # lower-case names
     tool_count: int = 0
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
+    documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
+    server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+
+
+def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
+    """Why a turn with these facts cannot go to ``ep``, by what ``ep`` takes (routing/accepts.py)."""
+    if not (facts.images or facts.documents or facts.server_tools):
+        return None
+    return content_refusal(facts.client, images=facts.images, documents=facts.documents,
+                           server_tools=facts.server_tools, endpoint=ep.name, protocol=ep.protocol,
+                           takes=ep.takes, said=ep.accepts is not None)
+
+
+def turn_refusal(facts: TurnFacts, ep: Endpoint) -> str | None:
+    """Why a route to ``ep`` is refused for this turn: no translator for the pair, or content
+    ``ep`` does not take (docs/architecture.md rule 4); None: it is not."""
+    return pair_refusal(facts.client, ep.protocol) or content_refused(facts, ep)
 
 
 def _d(x: Any) -> dict:
@@ -123,13 +141,13 @@ def _last_user_text(turns: Any, shape: RuleShape) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _has_image(turns: Any, shape: RuleShape) -> bool:
-    """An image block anywhere in the turns, at any depth of nested block lists."""
+def _has_block(turns: Any, shape: RuleShape, found: Callable[[dict], bool]) -> bool:
+    """A block ``found`` says is one (an image, a document) anywhere in the turns, at any depth of nested block lists."""
     stack: list[Any] = list(_l(turns))
     while stack:
         x = stack.pop()
         if isinstance(x, dict):
-            if shape.is_image(x):
+            if found(x):
                 return True
             stack.extend(v for k in shape.nested if isinstance(v := x.get(k), list))
         elif isinstance(x, list):
@@ -159,12 +177,14 @@ def turn_facts(
         model=model,
         tools=count > 0,
         thinking=shape.thinking(body),
-        images=_has_image(body.get(shape.turns), shape),
+        images=_has_block(body.get(shape.turns), shape, shape.is_image),
         request_bytes=request_bytes,
         last_user_text=_last_user_text(body.get(shape.turns), shape),
         headers=hdrs,
         tool_count=count,
         who=who,
+        documents=_has_block(body.get(shape.turns), shape, shape.is_document),
+        server_tools=tuple(shape.server_tools(body)),
     )
 
 
@@ -302,6 +322,11 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
                       ("it off", "it on")),
     "images": _flag("images", lambda f: f.images,
                     lambda f: "request has images" if f.images else "no images", ("none", "some")),
+    "documents": _flag("documents", lambda f: f.documents,
+                       lambda f: "request has documents" if f.documents else "no documents", ("none", "some")),
+    "server_tools": _flag("server_tools", lambda f: bool(f.server_tools),
+                          lambda f: f"request relies on provider-run tools ({', '.join(f.server_tools)})"
+                          if f.server_tools else "request relies on no provider-run tool", ("none", "some")),
     "max_request_bytes": _check_bytes,
     "last_user_matches": _check_last_user,
     "header": _check_headers,
@@ -342,7 +367,7 @@ def decide(
     why not (cooling down, full). ``after``: only the routes after the route of that name
     are looked at (failover: the next route once that one's endpoint failed)."""
     if refusal is None:
-        refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
+        refusal = lambda route, ep: turn_refusal(facts, ep)  # noqa: E731
     trace: list[dict] = []
     skipped: list[str] = []
     routes = rules.routes
@@ -413,6 +438,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "effort": ("text", False),
     "max_effort": ("text", False),
     "count_tokens": ("text", False),
+    "accepts": ("texts", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -503,7 +529,7 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             return v
         case "model":
             return r.value(node, "texts", what)
-        case "tools" | "thinking" | "images" | "background":
+        case "tools" | "thinking" | "images" | "documents" | "server_tools" | "background":
             return r.value(node, "bool", what)
         case "agent":
             v = r.value(node, "text", what)
@@ -575,7 +601,7 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
                 v = float(v)
             if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
                 r.error(kv, f"{where}: {problem}")
-            kwargs[key] = tuple(v) if key == "stop" and v is not None else v
+            kwargs[key] = tuple(v) if key in ("stop", "accepts") and v is not None else v
         if "count_tokens" in m and isinstance(kwargs.get("protocol"), str) and (
                 problem := count_tokens_problem(kwargs["protocol"], kwargs.get("count_tokens"))):
             r.error(m["count_tokens"][1], f"{where}: {problem}")
