@@ -20,7 +20,7 @@ from tokunseba.turn import count_reply, response_mode, translate_whole
 
 RULES = """\
 endpoints:
-  ant: {protocol: anthropic, url: "http://127.0.0.1:9001/v1", key_env: ANT_KEY}
+  ant: {protocol: anthropic, url: "http://127.0.0.1:9001/v1", key_env: ANT_KEY, accepts: [text, images, documents]}
   gem: {protocol: gemini, url: "http://127.0.0.1:9002/v1beta", key_env: GEM_KEY}
   resp: {protocol: openai-responses, url: "http://127.0.0.1:9003/v1", key_env: RESP_KEY}
   chat: {protocol: openai, url: "http://127.0.0.1:9004/v1"}

@@ -818,7 +818,7 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *rules.warnings]
+    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *accepts_lines(rules), *rules.warnings]
 
 
 def _n(count: int, noun: str) -> str:
@@ -835,6 +835,38 @@ def counts_line(rules: Rules) -> str:
         line += (" — nothing is routed: every turn passes through" if rules.unmatched == "pass"
                  else f" — every provider turn is refused (unmatched: {rules.unmatched})")
     return line
+
+
+_CONTENT = {"images": "images", "documents": "documents", "server_tools": "provider-run tools"}
+
+
+def accepts_lines(rules: Rules) -> list[str]:
+    """For each route whose endpoint does not take some content its ``when`` lets through
+    (routing/accepts.py): which turns are refused there, before sending, and what happens then."""
+    out = []
+    for route in rules.routes:
+        if route.to is None:
+            continue
+        ep = rules.endpoints[route.to]
+        open_to = [k for k in _CONTENT if route.when.get(k) is not False]
+        missing = [k for k in open_to if k not in ep.takes]
+        cross = [c for c in route.when.get("client") or PROTOCOLS if c != ep.protocol
+                 and pair_refusal(c, ep.protocol) is None] if "server_tools" in open_to and "server_tools" in ep.takes else []
+        if not missing and not cross:
+            continue
+        said = "" if ep.accepts is not None else " by default" + (" (an endpoint on loopback: a local server)"
+                                                                  if ep.takes == ("text",) else "")
+        then = "answered with an error" if route.on_refused == "error" else "go on to the next route"
+        what = []
+        if missing:
+            names = [_CONTENT[k] for k in missing]
+            what.append("turns with " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]))
+        if cross:
+            what.append(f"turns of {', '.join(cross)} clients relying on provider-run tools (no translation "
+                        f"to {ep.protocol} carries them)")
+        out.append(f"accepts: route {route.name!r} → {ep.name} takes {', '.join(ep.takes)}{said}: "
+                   f"{' and '.join(what)} are refused there before sending and {then}")
+    return out
 
 
 def who_lines(rules: Rules) -> list[str]:
