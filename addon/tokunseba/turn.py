@@ -318,7 +318,7 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
     return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
                              max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
                              endpoint=ep.name, path=path, effort=ep.effort, max_effort=ep.max_effort,
-                             restore=restore)
+                             restore=restore, cache=ep.cache)
 
 
 def _pair_refusal(facts: TurnFacts) -> Callable[[Endpoint, str | None], str | None]:

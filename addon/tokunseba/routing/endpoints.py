@@ -31,6 +31,10 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 # Anthropic's POST /v1/messages/count_tokens beside its Chat Completions, counted by its own
 # tokenizer over the prompt its chat template builds)
 COUNT_TOKENS = ("native", "none")
+# cache breakpoints placed on translated turns (translate.request ``cache``): "off" (the default:
+# only the client's own are carried) | "auto" (on the stable prefix, for a client whose provider
+# caches by itself routed to an endpoint that caches only when asked: Anthropic)
+CACHE = ("off", "auto")
 
 
 def _counting_protocols() -> list[str]:
@@ -90,6 +94,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "max_effort": lambda v: None if v is None or v in LEVELS else (
         f"max_effort must be one of: {', '.join(LEVELS)}; got {v!r}"),
     "accepts": accepts_problem,
+    "cache": _one_of("cache", CACHE),
     "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
         f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
         "protocol's own counter, the default where it has one; a protocol name: that protocol's counter, served "
@@ -135,6 +140,7 @@ class Endpoint:
     count_tokens: str | None = None
     # what it takes in a turn (routing/accepts.py KINDS; None: its default, ``takes``)
     accepts: tuple[str, ...] | None = None
+    cache: str = "off"  # CACHE
     builtin: bool = False
 
     def __post_init__(self) -> None:

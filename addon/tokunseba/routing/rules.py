@@ -439,6 +439,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "max_effort": ("text", False),
     "count_tokens": ("text", False),
     "accepts": ("texts", False),
+    "cache": ("text", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -596,6 +597,8 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
             _, kv = m[key]
             if not required and isinstance(kv, ScalarNode) and kv.tag == _NULL:
                 continue  # `model:` left empty = not set
+            if key == "cache" and isinstance(kv, ScalarNode) and kv.tag == _BOOL:  # YAML reads off/on as booleans
+                kv = ScalarNode("tag:yaml.org,2002:str", kv.value.lower(), kv.start_mark, kv.end_mark)
             v = r.value(kv, kind, f"{where}: {key}")
             if kind == "number" and v is not None:
                 v = float(v)

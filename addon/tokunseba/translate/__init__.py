@@ -96,7 +96,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
             path: str | None = None, effort: str | None = None, max_effort: str | None = None,
-            restore: Callable[[Conversation], object] | None = None) -> RequestTranslation:
+            restore: Callable[[Conversation], object] | None = None, cache: str = "off") -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
     Raises ``TranslationError``: ``InvalidRequest`` (400) for a malformed body, ``Refused``
@@ -105,7 +105,9 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
     the URL). ``restore``: called with the decoded (neutral) conversation before it is encoded,
     to put back the provider state this endpoint and model produced (reasoning/state.py); what
-    it returns is the translation's ``state_report``."""
+    it returns is the translation's ``state_report``. ``cache``: the endpoint's ``cache`` key;
+    ``auto`` places cache breakpoints on the stable prefix where the target takes them
+    (``Codec.place_cache``), recorded as plumbing; elsewhere a warning says none were placed."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     state_report = restore(conv) if restore is not None else None
@@ -126,6 +128,11 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
         _add_endpoint_stops(rt, enc, list(stop), endpoint)
+    if cache == "auto":
+        if enc.place_cache is not None:
+            rt.plumbing += [f"{p} (cache: auto)" for p in enc.place_cache(rt.body)]
+        else:
+            rt.warnings.append(f"cache: auto: {target} takes no cache breakpoints; none placed")
     return rt
 
 

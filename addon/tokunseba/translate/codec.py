@@ -84,6 +84,9 @@ class Codec:
     # protocol's endpoints. Each decoder/encoder raises ``Refused`` with the turn's own path.
     refused_leaving: tuple[str, ...] = ()
     refused_arriving: tuple[str, ...] = ()
+    # ``cache: auto`` (an endpoint that caches only when asked): places breakpoints on the stable
+    # prefix of a translated body, returns the paths added (plumbing); None: nothing to place
+    place_cache: Callable[[dict[str, Any]], list[str]] | None = None
 
 
 def parse_reply(body: bytes, what: str) -> dict[str, Any]:
