@@ -208,28 +208,28 @@ def test_stats_whole_output(capsys, story):
         window: all time
         turns 5 = served 3 (translated 1  ·  retargeted 0  ·  pass-through 2) + errors 1 + refused 1
 
-        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        (no route)      3           0        0       1          0         66.7%
-        easy-turns      1           1        0       0          0         33.3%
-        to-gemini       1           0        1       0          0          0.0%
+        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        (no route)      3           0        0       1          0         66.7%           -            -                 -
+        easy-turns      1           1        0       0          0         33.3%         100            -             83.3%
+        to-gemini       1           0        1       0          0          0.0%           -            -                 -
 
-        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        api.anthropic.com      2           0        0       1          0         33.3%
-        api.openai.com         1           0        0       0          0         33.3%
-        local                  1           1        0       0          0         33.3%
-        (nothing sent)         1           0        1       0          0          0.0%
+        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        api.anthropic.com      2           0        0       1          0         33.3%           -            -                 -
+        api.openai.com         1           0        0       0          0         33.3%           -            -                 -
+        local                  1           1        0       0          0         33.3%         100            -             83.3%
+        (nothing sent)         1           0        1       0          0          0.0%           -            -                 -
 
-        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        claude-haiku-4-5      1           0        0       0          0         33.3%
-        claude-opus-4-1       1           0        0       1          0          0.0%
-        gemma-3-270m          1           1        0       0          0         33.3%
-        gpt-4o-mini           1           0        0       0          0         33.3%
-        (unknown)             1           0        1       0          0          0.0%
+        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        claude-haiku-4-5      1           0        0       0          0         33.3%           -            -                 -
+        claude-opus-4-1       1           0        0       1          0          0.0%           -            -                 -
+        gemma-3-270m          1           1        0       0          0         33.3%         100            -             83.3%
+        gpt-4o-mini           1           0        0       0          0         33.3%           -            -                 -
+        (unknown)             1           0        1       0          0          0.0%           -            -                 -
 
         usage as reported (openai input includes cache reads; anthropic input does not):
-          COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING
-          openai         2    132      34         100            -          -
-          anthropic      1      5       1           -            -          -
+          COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING  INPUT FROM CACHE
+          openai         2    132      34         100            -          -             75.8%
+          anthropic      1      5       1           -            -          -                 -
           turns that reported usage: 3; reported none: 2
 
         TIMING      N       P50       P95
@@ -258,9 +258,11 @@ def test_stats_json_structure(capsys, story):
     assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "served")} == {
         "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 1, "served": 2}  # errors are not served
     assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0,
-                                  "served": 1, "share": 0.5}
+                                  "served": 1, "share": 0.5, "cache_read": None, "cache_write": None,
+                                  "cache_read_share": None}  # no cache read reported: absent, never 0
     assert st["usage"] == {"by_counting": {"openai": {"turns": 2, "input": 132, "output": 34, "cache_read": 100,
-                                                      "cache_write": None, "reasoning": None}},
+                                                      "cache_write": None, "reasoning": None,
+                                                      "cache_read_share": 0.7576}},
                            "turns_reported": 2, "turns_none": 2}
     assert st["timings"]["ttfb_ms"] == {"n": 3, "p50": 100.0, "p95": 300.0}
 

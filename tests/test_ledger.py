@@ -196,6 +196,7 @@ def test_turn_row_holds_every_field(make):
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_cli_sessions.py)
         "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
         "retry_of": None,  # not a retry of an earlier request (proxy/retries.py)
+        "prefix_hashes": None,  # per-block hashes of the prompt's prefix (ledger/prefix.py, issue 32)
     }
 
 

@@ -118,6 +118,7 @@ class Turn:
     retry_of: str | None = None  # the request id of the recent request this one repeats (proxy/retries.py)
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
+    prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -433,6 +434,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     if isinstance(req.get("model"), str):
         turn.requested_model = req["model"]
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
+    turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
     if decision.trace and decision.trace[0].get("loop"):  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
@@ -562,6 +564,7 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.translation = tr
     turn.action, turn.outcome = Action.TRANSLATE, "translated"
     turn.body = jsonc.dumpb(tr.body)
+    turn.prompt = tr.body
     target = protocols.get(dst)
     turn.url = ep.request_url(target.turn_kind(turn.stream), turn.model_used)
     _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)

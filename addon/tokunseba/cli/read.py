@@ -442,11 +442,15 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
         + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")
     )
+    cached = any(g.get("cache_read") is not None for g in st["by_endpoint"])  # cache columns once reported
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
-                 str(g.get("cancelled", 0)), fmt_share(g["share"])] for g in st[f"by_{name}"]]
-        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED"],
-                          rows)]
+                 str(g.get("cancelled", 0)), fmt_share(g["share"]),
+                 *([fmt_num(g.get("cache_read")), fmt_num(g.get("cache_write")), fmt_share(g.get("cache_read_share"))]
+                   if cached else [])] for g in st[f"by_{name}"]]
+        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED",
+                           *(["CACHE READ", "CACHE WRITE", "INPUT FROM CACHE"] if cached else [])], rows,
+                          right=set(range(1, 10)))]
     if st.get("failover_by_endpoint"):
         rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
         out += ["", f"failover: {st['failed_over']} turns went on to a later attempt"
@@ -455,9 +459,10 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     u = st["usage"]
     out += ["", "usage as reported (openai input includes cache reads; anthropic input does not):"]
     if u["by_counting"]:
-        rows = [[proto, str(v["turns"]), *(fmt_num(v[f]) for f in USAGE_FIELDS)] for proto, v in u["by_counting"].items()]
-        out.append(table(["COUNTING", "TURNS", *(USAGE_LABELS[f] for f in USAGE_FIELDS)], rows, indent="  ",
-                         right=set(range(1, 2 + len(USAGE_FIELDS)))))
+        rows = [[proto, str(v["turns"]), *(fmt_num(v[f]) for f in USAGE_FIELDS), fmt_share(v.get("cache_read_share"))]
+                for proto, v in u["by_counting"].items()]
+        out.append(table(["COUNTING", "TURNS", *(USAGE_LABELS[f] for f in USAGE_FIELDS), "INPUT FROM CACHE"], rows,
+                         indent="  ", right=set(range(1, 3 + len(USAGE_FIELDS)))))
     out.append(f"  turns that reported usage: {u['turns_reported']}; reported none: {u['turns_none']}")
     t = st["timings"]
     rows = [[label, str(t[k]["n"]), fmt_ms(t[k]["p50"]), fmt_ms(t[k]["p95"])]

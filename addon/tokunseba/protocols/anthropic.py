@@ -171,6 +171,7 @@ FACTS = Protocol(
     usage_counting=ANTHROPIC,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),
+    cache_prefix=("tools", "system", "messages"),
     rule_shape=RuleShape(
         "messages", ("content",), typed("image"), role_user, "content", typed("text"),
         tool_count=lambda body: len(lst(body.get("tools"))),

@@ -130,6 +130,9 @@ class Protocol:
     # what its provider's API takes in a turn (routing/accepts.py): every API here takes images,
     # documents and its own provider-run tools; an endpoint on loopback takes text only unless it says
     accepts: tuple[str, ...] = ("text", "images", "documents", "server_tools")
+    # the request keys that make its prompt's cacheable prefix, in the order its provider reads
+    # them (ledger/prefix.py hashes them block by block: where two turns' prefixes part)
+    cache_prefix: tuple[str, ...] = ()
     checks: tuple[Check, ...] = ()
     max_output_field: str = "max_tokens"  # the request field holding the maximum output
     max_output_required: bool = False  # the protocol refuses a request without one

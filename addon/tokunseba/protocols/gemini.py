@@ -244,6 +244,7 @@ FACTS = Protocol(
     reply_model_key="modelVersion",
     stream_judged=False,  # no terminal event: a stream's end cannot be told from a cut
     passthrough_keepalive=False,  # Gemini CLI reads a comment line as JSON
+    cache_prefix=("systemInstruction", "tools", "contents"),
     rule_shape=RuleShape(
         "contents", ("parts",), _image, lambda m: m.get("role", "user") == "user", "parts",
         lambda part: isinstance(part.get("text"), str) and not part.get("thought"),

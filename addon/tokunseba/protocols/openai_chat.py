@@ -154,6 +154,7 @@ FACTS = Protocol(
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stream_error=lambda message: sse_error("server_error", message),
     usage_counting=OPENAI,
+    cache_prefix=("tools", "messages"),
     rule_shape=RuleShape(
         "messages", ("content",), typed("image_url"), role_user, "content", typed("text"),
         # legacy `functions` count as tools too

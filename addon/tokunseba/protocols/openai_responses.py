@@ -176,6 +176,7 @@ FACTS = Protocol(
     usage_counting=OPENAI,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
                               "response.reasoning_summary_text.delta"}),
+    cache_prefix=("tools", "instructions", "input"),
     rule_shape=RuleShape(
         "input", ("content", "output"), typed("input_image"),
         lambda m: role_user(m) and m.get("type", "message") == "message", "content", typed("input_text"),
