@@ -6,7 +6,9 @@ caching like Anthropic (tests/cache_billing.py).
 - to the endpoint with ``cache: auto`` the turns carry breakpoints on their stable prefix; the
   first turn writes the cache, the second reads it: the client sees ``cached_tokens`` and the
   ledger stores the cache read and write as reported;
-- to the same upstream without the option nothing is placed and nothing is read.
+- to the same upstream without the option nothing is placed and nothing is read;
+- a third turn whose instructions were edited reads less: ``explain`` names the block where its
+  prefix first changed (``system[0]``), and ``stats`` shows the share of input read from cache.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import openai
 import pytest
@@ -148,3 +153,31 @@ def test_the_same_turns_without_the_option_read_nothing(client, proxy, ups):
         assert usage["input_tokens_details"]["cached_tokens"] == 0
         assert ledger_usage(proxy, rid)[:2] == (0, 0)
     assert [breakpoints(r) for r in ups["plain"].requests[-2:]] == [0, 0]
+
+
+def tokunseba(proxy: Mitmdump, *args: str) -> str:
+    out = subprocess.run([str(Path(sys.executable).parent / "tokunseba"), *args, "--ledger", str(proxy.ledger)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_explain_names_the_block_that_changed_when_the_system_prompt_is_edited_mid_session(client, proxy, ups):
+    first, second = session_turns("cached-gpt-5.5")
+    run_turn(client, first)
+    run_turn(client, second)
+    third = copy.deepcopy(second)
+    dev = third["input"][0]  # Codex's first developer message: the system prompt's first part
+    dev["content"][0]["text"] = "Edited mid-session. " + dev["content"][0]["text"]
+    usage, rid = run_turn(client, third)
+    read, write, _ = ledger_usage(proxy, rid)
+    assert 0 < read < write  # the tools were still read; the rest written again
+    said = tokunseba(proxy, "explain", rid)
+    assert "read less than the previous turn of the session left cached" in said
+    assert "the prefix first changed at system[0]" in said, said
+    facts = json.loads(tokunseba(proxy, "explain", rid, "--json"))["cache"]
+    assert facts["changed"]["now"] == "system[0]" and facts["read"] == read
+    stats = tokunseba(proxy, "stats")
+    assert "INPUT FROM CACHE" in stats
+    line = next(x for x in stats.splitlines() if x.startswith("claude-cached"))
+    assert line.rstrip().endswith("%")

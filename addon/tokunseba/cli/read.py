@@ -496,11 +496,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
-    from . import session_view
+    from . import cache_view, session_view
 
     if args.json:
         shown, before, after = session_view.around(session, turn["request_id"]) if session else ([], 0, 0)
-        _json({"turn": turn, "events": events, "shadows": shadows,
+        _json({"turn": turn, "events": events, "shadows": shadows, "cache": cache_view.cache_facts(turn, session),
                "session": {"id": turn.get("session_id"), "turns": len(session), "earlier_not_shown": before,
                            "later_not_shown": after,
                            "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
@@ -508,7 +508,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from ..shadow.view import explain_lines
 
         print("\n".join([render_explain(turn, events), *explain_lines(shadows),
-                         *session_view.explain_lines(turn, session)]))
+                         *cache_view.explain_lines(turn, session), *session_view.explain_lines(turn, session)]))
     return 0
 
 

@@ -6,6 +6,7 @@ messages), hashes each block (each element of those keys; a message's content bl
 one) and returns a compact JSON text for the ledger column ``turns.prefix_hashes``: the shape
 (how many blocks under each key, and per message) and one 8-hex-digit CRC-32 of each block's
 compact JSON. Never the text: a hash says only whether a block is the same as before.
+Cache markers (``cache_control``, ``prompt_cache_breakpoint``) are left out of a block's hash.
 ``first_change(earlier, later)`` names the first block that differs (``messages[3].content[1]``),
 or None when one prefix is the other's start. Pure; CRC-32 because it is stable across
 processes and fast (a 48.5 KB turn: scripts/bench_prefix.py), and a collision only hides one
@@ -20,6 +21,15 @@ from typing import Any
 from .. import jsonc, protocols
 
 VERSION = 1
+# cache markers are where the cache is asked for, not what is cached: left out of a block's hash,
+# so a breakpoint that moves on (as Claude Code's and cache: auto's do, turn by turn) is no change
+MARKERS = ("cache_control", "prompt_cache_breakpoint")
+
+
+def _unmarked(block: Any) -> Any:
+    if isinstance(block, dict) and ("cache_control" in block or "prompt_cache_breakpoint" in block):
+        return {k: v for k, v in block.items() if k not in MARKERS}
+    return block
 
 
 def prefix_hashes(protocol: str | None, body: Any) -> str | None:
@@ -29,14 +39,18 @@ def prefix_hashes(protocol: str | None, body: Any) -> str | None:
         return None
     shape = facts.rule_shape
     turns, parts_key = (shape.turns, shape.parts) if shape is not None else (None, None)
-    dumpb, crc = jsonc.dumpb, zlib.crc32
+    crc = zlib.crc32
+
+    def dumpb(x: Any) -> bytes:
+        return jsonc.dumpb(_unmarked(x))
+
     layout: list[Any] = []
     hashes: list[str] = []
     for key in facts.cache_prefix:
         value = body.get(key)
         if value is None:
             continue
-        if not isinstance(value, list):
+        if not isinstance(value, list) or not value:
             layout.append([key, None])
             hashes.append(f"{crc(dumpb(value)):08x}")
             continue
