@@ -39,10 +39,12 @@ def prefix_hashes(protocol: str | None, body: Any) -> str | None:
         return None
     shape = facts.rule_shape
     turns, parts_key = (shape.turns, shape.parts) if shape is not None else (None, None)
-    crc = zlib.crc32
+    crc, dumpb_json = zlib.crc32, jsonc.dumpb
 
     def dumpb(x: Any) -> bytes:
-        return jsonc.dumpb(_unmarked(x))
+        if type(x) is dict and ("cache_control" in x or "prompt_cache_breakpoint" in x):
+            x = _unmarked(x)
+        return dumpb_json(x)
 
     layout: list[Any] = []
     hashes: list[str] = []
