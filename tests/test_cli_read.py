@@ -336,6 +336,8 @@ def test_explain_a_translated_turn(capsys, story):
           +0.0 ms    routed               {"decision":"route","rule":"easy-turns","endpoint":"local"}
           +0.0 ms    protocol_translated  {"from":"anthropic","to":"openai","dropped":["thinking","metadata.user_id"],"plumbing":["stream_options.include_usage"],"converted":["system -> messages[0]"],"warnings":[]}
           +250.0 ms  completed            {"status":200,"latency_ms":250.0,"ttfb_ms":40.0,"usage":{"prompt_tokens":120,"completion_tokens":30}}
+
+        cache        read 100 · 83.3% of the input read from cache (as reported)
     """)
 
 
@@ -399,7 +401,7 @@ def test_explain_json_structure(capsys, story):
     rc, out, _ = run(capsys, "explain", "tk-0a1b2c3d", "--ledger", str(story), "--json")
     assert rc == 0
     doc = jsonc.loads(out)
-    assert set(doc) == {"turn", "events", "shadows", "session"} and doc["shadows"] == []  # shadows: issue 12; session: 20
+    assert set(doc) == {"turn", "events", "shadows", "session", "cache"} and doc["shadows"] == []  # cache: issue 32
     t = doc["turn"]
     assert (t["request_id"], t["client_protocol"], t["rule"], t["endpoint"], t["outcome"]) == (
         "tk-0a1b2c3d", "anthropic", "easy-turns", "local", "translated")

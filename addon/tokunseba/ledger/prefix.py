@@ -77,8 +77,10 @@ def prefix_hashes(protocol: str | None, body: Any) -> str | None:
 
 def blocks(stored: str | None) -> list[tuple[str, str]]:
     """(label, hash) of each block of stored prefix hashes, in prompt order ([] when unreadable)."""
+    if not stored:
+        return []
     try:
-        doc = jsonc.loads(stored) if stored else None
+        doc = jsonc.loads(stored)
         layout, h = doc["layout"], doc["h"]
     except Exception:
         return []

@@ -1135,9 +1135,9 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
             g["errors"] += k == "error"
             g["cancelled"] += k == "cancelled"
             g["served"] += k not in NOT_SERVED
-            if r.get("usage_cache_read") is not None and r.get("usage_input") is not None:  # as reported, else absent
+            if (read := r.get("usage_cache_read")) is not None and r.get("usage_input") is not None:  # as reported
                 u = {f: r.get(f"usage_{f}") for f in USAGE_FIELDS}
-                g["cache_read"] = (g["cache_read"] or 0) + u["cache_read"]
+                g["cache_read"] = (g["cache_read"] or 0) + read
                 g["_whole"] += whole_input(usage_counting(r.get("usage_protocol")), u) or 0
             if r.get("usage_cache_write") is not None:
                 g["cache_write"] = (g["cache_write"] or 0) + r["usage_cache_write"]

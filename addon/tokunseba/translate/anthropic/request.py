@@ -961,7 +961,7 @@ def place_cache_breakpoints(body: dict[str, Any]) -> list[str]:
     for holder, key, path in spots:
         if len(added) >= room:
             return added
-        if holder is not body:  # a message: a copy of its own, so no shared leaf of the input changes
+        if holder is not body and isinstance(messages, list):  # a message: a copy of its own (no shared leaf changes)
             i = int(path.split("[")[1].split("]")[0])
             holder = messages[i] = dict(holder)
         if (where := _mark_content(holder, key, path)) is not None:
