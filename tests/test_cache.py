@@ -127,8 +127,40 @@ def test_thinking_and_empty_blocks_never_carry_a_breakpoint():
 
 
 def test_a_target_without_breakpoints_says_none_were_placed():
-    rt = translate.request("openai-responses", "openai", codex_turns()[0], cache="auto")
-    assert "cache: auto: openai takes no cache breakpoints; none placed" in rt.warnings
+    rt = translate.request("openai-responses", "gemini", codex_turns()[0], cache="auto")
+    assert "cache: auto: gemini takes no cache breakpoints; none placed" in rt.warnings
+
+
+def claude_code_turn() -> dict:
+    return load_fixture("claude-code-print-main-turn.json")["body"]
+
+
+def test_claude_codes_breakpoints_are_carried_to_a_chat_endpoint_that_takes_explicit_ones():
+    body = claude_code_turn()
+    rt = translate.request("anthropic", "openai", body, cache="breakpoints")
+    msgs = rt.body["messages"]
+    # Claude Code marks system blocks 2 and 3 and its newest user block: the system message and the user message
+    assert [i for i, m in enumerate(msgs) if isinstance(m["content"], list)
+            and "prompt_cache_breakpoint" in m["content"][-1]] == [0, 1]
+    assert msgs[0]["content"][-1]["prompt_cache_breakpoint"] == {"mode": "explicit"}
+    assert [p for p in rt.plumbing if "prompt_cache_breakpoint" in p] == [
+        "messages[0].content[0].prompt_cache_breakpoint (the client's cache_control)",
+        "messages[1].content[0].prompt_cache_breakpoint (the client's cache_control)"]
+    assert "system[2].cache_control" in rt.dropped  # Anthropic's own field does not travel as such
+    # the text is the same: only the markers were added
+    plain = translate.request("anthropic", "openai", body).body
+    assert msgs[0]["content"][0]["text"] == plain["messages"][0]["content"]
+
+
+def test_without_the_option_a_chat_endpoint_gets_no_breakpoints_and_the_drops_are_recorded():
+    rt = translate.request("anthropic", "openai", claude_code_turn())
+    assert not [p for p in rt.plumbing if "breakpoint" in p]
+    assert {"system[2].cache_control", "system[3].cache_control", "messages[0].content[1].cache_control"} <= set(rt.dropped)
+
+
+def test_gemini_and_local_servers_take_none_the_clients_are_dropped_and_recorded():
+    rt = translate.request("anthropic", "gemini", claude_code_turn(), cache="breakpoints")
+    assert "messages[0].content[1].cache_control" in rt.dropped and "breakpoint" not in json.dumps(rt.body)
 
 
 def test_the_cache_key_is_checked_at_load():
@@ -136,6 +168,16 @@ def test_the_cache_key_is_checked_at_load():
     assert r.endpoints["c"].cache == "auto" and r.endpoints["anthropic"].cache == "off"
     with pytest.raises(RulesError) as e:
         load_rules_text("endpoints:\n  c: {protocol: anthropic, url: 'http://127.0.0.1:1/v1', cache: on}\n", "c.yaml")
-    assert str(e.value) == "c.yaml:2: endpoint 'c': cache must be one of: off, auto; got 'on'"
+    assert str(e.value) == "c.yaml:2: endpoint 'c': cache must be one of: off, breakpoints, auto; got 'on'"
     off = load_rules_text("endpoints:\n  c: {protocol: anthropic, url: 'http://127.0.0.1:1/v1', cache: off}\n", "c.yaml")
     assert off.endpoints["c"].cache == "off"  # YAML's boolean "off" is the word
+
+
+def test_codex_turns_to_a_chat_endpoint_with_cache_auto_get_explicit_breakpoints_on_the_stable_prefix():
+    rt = translate.request("openai-responses", "openai", codex_turns()[1], cache="auto")
+    msgs = rt.body["messages"]
+    marked = [i for i, m in enumerate(msgs) if isinstance(m["content"], list)
+              and any("prompt_cache_breakpoint" in p for p in m["content"])]
+    roles = [msgs[i]["role"] for i in marked]
+    assert marked and "assistant" not in roles and len(marked) <= 4
+    assert marked[-1] == len(msgs) - 1 and roles[0] in ("system", "developer")

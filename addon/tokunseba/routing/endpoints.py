@@ -31,10 +31,12 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 # Anthropic's POST /v1/messages/count_tokens beside its Chat Completions, counted by its own
 # tokenizer over the prompt its chat template builds)
 COUNT_TOKENS = ("native", "none")
-# cache breakpoints placed on translated turns (translate.request ``cache``): "off" (the default:
-# only the client's own are carried) | "auto" (on the stable prefix, for a client whose provider
-# caches by itself routed to an endpoint that caches only when asked: Anthropic)
-CACHE = ("off", "auto")
+# cache breakpoints on translated turns (translate.request ``cache``): "off" (the default: none
+# added; a client's own that the target protocol cannot take are dropped, recorded) |
+# "breakpoints" (the endpoint takes explicit breakpoints, e.g. OpenAI GPT-5.6+ prompt_cache_breakpoint:
+# the client's own are carried) | "auto" (also placed on the stable prefix, for a client whose
+# provider caches by itself routed to an endpoint that caches only when asked: Anthropic)
+CACHE = ("off", "breakpoints", "auto")
 
 
 def _counting_protocols() -> list[str]:

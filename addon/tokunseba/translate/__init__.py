@@ -128,12 +128,40 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
         _add_endpoint_stops(rt, enc, list(stop), endpoint)
+    if cache != "off":
+        _cache_breakpoints(conv, rt, dec, enc, cache)
+    return rt
+
+
+def _client_breakpoints(conv: Conversation, marker: str) -> list[int]:
+    """The neutral messages holding the client's own cache breakpoints (``marker`` in the drops
+    its decoder recorded): for each, the last message decoded from the closest client path."""
+    marks = [p[: -len(marker) - 1] for p in conv.dropped if p.endswith("." + marker)]
+    if not marks:
+        return []
+    paths = [conv.client_path(f"messages[{i}]") for i in range(len(conv.body.get("messages") or ()))]
+    out: set[int] = set()
+    for mark in marks:
+        best = max(((len(cp), i) for i, cp in enumerate(paths)
+                    if mark == cp or mark.startswith((cp + ".", cp + "["))), default=None)
+        if best is not None:
+            out.add(best[1])
+    return sorted(out)
+
+
+def _cache_breakpoints(conv: Conversation, rt: RequestTranslation, dec: Codec, enc: Codec, cache: str) -> None:
+    """The endpoint's ``cache``: ``breakpoints`` carries the client's own breakpoints where the
+    target marks messages (Chat: prompt_cache_breakpoint); ``auto`` also places them on the
+    stable prefix (``Codec.place_cache``). Each recorded as plumbing; billing, never content."""
+    if enc.carry_cache is not None and dec.cache_marker is not None and len(rt.body.get("messages") or ()) == len(
+            conv.body.get("messages") or ()):  # the target's messages are the neutral ones, one for one
+        if marked := _client_breakpoints(conv, dec.cache_marker):
+            rt.plumbing += [f"{p} (the client's {dec.cache_marker})" for p in enc.carry_cache(rt.body, marked)]
     if cache == "auto":
         if enc.place_cache is not None:
             rt.plumbing += [f"{p} (cache: auto)" for p in enc.place_cache(rt.body)]
         else:
-            rt.warnings.append(f"cache: auto: {target} takes no cache breakpoints; none placed")
-    return rt
+            rt.warnings.append(f"cache: auto: {enc.protocol} takes no cache breakpoints; none placed")
 
 
 def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], endpoint: str | None) -> None:
