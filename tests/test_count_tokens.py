@@ -275,7 +275,7 @@ def test_count_tokens_names_a_protocol_with_a_counter():
     with pytest.raises(RulesError) as ei:
         load_rules_text("endpoints:\n  c: {protocol: openai, url: 'http://x/v1', count_tokens: openai}\nroutes: []\n",
                         "r.yaml")
-    assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, anthropic" in str(ei.value)
+    assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, probe, anthropic" in str(ei.value)
 
 
 def test_a_server_without_the_borrowed_count_route_is_named_in_the_clients_error(llama_rules):

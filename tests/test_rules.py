@@ -214,7 +214,7 @@ def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent("""\
         endpoints:
-          local: {protocol: openai, url: http://127.0.0.1:8000/v1}
+          local: {protocol: openai, url: http://127.0.0.1:8000/v1, count_tokens: none}
           gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
         routes:
           - name: fine
@@ -247,7 +247,11 @@ def test_check_file_ok(tmp_path):
         "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)",
         "tool_loops: follow (a turn answering tool calls: goes to the endpoint and model that made them, while a route to that endpoint takes its client)",
         "accepts: route 'r' → local takes text by default (an endpoint on loopback: a local server): turns with "
-        "images, documents or provider-run tools are refused there before sending and go on to the next route"])
+        "images, documents or provider-run tools are refused there before sending and go on to the next route",
+        f"{path}:6: warning: route 'r' → local (openai): count requests of anthropic clients follow their turns "
+        "there and get an error (OpenAI Chat Completions has no token counter): say count_tokens: probe on endpoint "
+        "local (each count is one turn of at most 1 output token), the protocol whose counter the same server "
+        "serves (llama-server: count_tokens: anthropic), or count_tokens: none"])
 
 
 def test_tool_loops_key(tmp_path):

@@ -207,3 +207,41 @@ def non_empty_list(name: str) -> Callable[[dict[str, Any]], Iterator[Problem]]:
             yield name, "must not be empty"
 
     return find
+
+
+# ---- count_tokens: probe (an endpoint without a counter of its own) ----
+
+_PROBE_LEFT_OUT = ("stream", "stream_options", "reasoning_effort", "reasoning", "thinking")  # a 1-token turn takes none
+
+
+def probe_counter(p: Protocol, max_output_field: str | None = None) -> Counter:
+    """A counter for an endpoint of ``p`` that has none of its own (``count_tokens: probe``): the
+    turn itself, not streamed, its reasoning settings left out and its maximum output 1
+    (``max_output_field``, else the protocol's), sent as a turn; the number is the whole input its
+    reply's usage reports (the cached tokens counted once). Costs one tiny turn per count."""
+    from ..neutral.usage import INPUT_INCLUDES_CACHED, Usage  # noqa: PLC0415 - only a probing endpoint needs it
+
+    *parents, key = (max_output_field or p.max_output_field).split(".")
+
+    def request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+        out = {k: v for k, v in body.items() if k not in _PROBE_LEFT_OUT}
+        holder = out
+        for name in parents:
+            holder[name] = dict(d(holder.get(name)))
+            holder = holder[name]
+        holder[key] = 1
+        return out
+
+    def read(doc: Any) -> int | None:
+        usage = d(doc).get(p.usage_key)
+        if not isinstance(usage, dict) or not p.usage_counting:
+            return None
+        f = Usage(p.usage_counting, usage).fields()
+        if f["input"] is None:
+            return None
+        if p.usage_counting in INPUT_INCLUDES_CACHED:
+            return f["input"]
+        return f["input"] + (f["cache_read"] or 0) + (f["cache_write"] or 0)
+
+    return Counter(kind=p.turn_kinds[0], name=f"{p.title} probe (a turn of at most 1 output token)",
+                   request=request, read=read, answer=lambda n: {})

@@ -733,6 +733,32 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
         out += _max_output_warnings(rules, route, ep)
+    return out + _count_warnings(rules)
+
+
+def _count_warnings(rules: Rules) -> list[str]:
+    """Each endpoint without a token counter that routes send clients who count to, once (at its
+    first such route): their count requests follow their turns there and get an error (never an
+    estimate). Not said when the endpoint says ``count_tokens: none`` (the user means it)."""
+    seen: dict[str, tuple[Route, list[str], list[str]]] = {}
+    for route in rules.routes:
+        ep = rules.endpoints.get(route.to or "")
+        if ep is None or ep.counter is not None or ep.count_tokens == "none":
+            continue
+        counting = [c for c in route.when.get("client") or PROTOCOLS
+                    if (f := protocols.find(c)) is not None and f.count_kinds and pair_refusal(c, ep.protocol) is None]
+        if counting:
+            first, names, clients = seen.setdefault(ep.name, (route, [], []))
+            names.append(route.name)
+            clients += [c for c in counting if c not in clients]
+    out = []
+    for name, (route, names, clients) in seen.items():
+        ep = rules.endpoints[name]
+        out.append(f"{rules.source}:{route.line}: warning: route{'s' * (len(names) > 1)} {', '.join(map(repr, names))} "
+                   f"→ {ep.name} ({ep.protocol}): count requests of {', '.join(clients)} clients follow their turns "
+                   f"there and get an error ({ep.no_counter_why}): say count_tokens: probe on endpoint {ep.name} "
+                   "(each count is one turn of at most 1 output token), the protocol whose counter the same server "
+                   "serves (llama-server: count_tokens: anthropic), or count_tokens: none")
     return out
 
 
