@@ -199,7 +199,8 @@ class Endpoint:
     def _probe(self) -> protocols.Counter:
         """``count_tokens: probe``: the turn asked with a maximum output of 1 (this endpoint's field)."""
         facts = protocols.get(self.protocol)
-        field = self.max_tokens_field if facts.max_output_field in MAX_TOKENS_FIELDS else None
+        # max_tokens_field is the Chat endpoints' choice (its default is Chat's own field)
+        field = self.max_tokens_field if facts.max_output_field == Endpoint.max_tokens_field else None
         return probe_counter(facts, field)
 
     def counter_url(self, model: str | None = None) -> str:
