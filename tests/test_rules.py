@@ -249,9 +249,9 @@ def test_check_file_ok(tmp_path):
         "accepts: route 'r' → local takes text by default (an endpoint on loopback: a local server): turns with "
         "images, documents or provider-run tools are refused there before sending and go on to the next route",
         f"{path}:6: warning: route 'r' → local (openai): count requests of anthropic clients follow their turns "
-        "there and get an error (OpenAI Chat Completions has no token counter): say count_tokens: probe on endpoint "
-        "local (each count is one turn of at most 1 output token), the protocol whose counter the same server "
-        "serves (llama-server: count_tokens: anthropic), or count_tokens: none"])
+        "there and get an error (OpenAI Chat Completions has no token counter): give it count_tokens: probe (each "
+        "count is one turn of at most 1 output token), the protocol whose counter the same server serves "
+        "(llama-server: count_tokens: anthropic), or count_tokens: none"])
 
 
 def test_tool_loops_key(tmp_path):

@@ -756,9 +756,9 @@ def _count_warnings(rules: Rules) -> list[str]:
         ep = rules.endpoints[name]
         out.append(f"{rules.source}:{route.line}: warning: route{'s' * (len(names) > 1)} {', '.join(map(repr, names))} "
                    f"→ {ep.name} ({ep.protocol}): count requests of {', '.join(clients)} clients follow their turns "
-                   f"there and get an error ({ep.no_counter_why}): say count_tokens: probe on endpoint {ep.name} "
-                   "(each count is one turn of at most 1 output token), the protocol whose counter the same server "
-                   "serves (llama-server: count_tokens: anthropic), or count_tokens: none")
+                   f"there and get an error ({ep.no_counter_why}): give it count_tokens: probe (each count is one turn "
+                   "of at most 1 output token), the protocol whose counter the same server serves (llama-server: "
+                   "count_tokens: anthropic), or count_tokens: none")
     return out
 
 
