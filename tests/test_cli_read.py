@@ -552,12 +552,12 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         rules: <PATH>
         unmatched: pass (turns no route takes: pass through to the host the client asked for)
 
-        ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY                        TOKEN COUNTER
-        anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)  Anthropic count_tokens
-        openai        openai     https://api.openai.com/v1                         -                                      OPENAI_API_KEY (unset)     none
-        gemini        gemini     https://generativelanguage.googleapis.com/v1beta  -                                      GEMINI_API_KEY (unset)     Gemini countTokens
-        local         openai     http://127.0.0.1:8000/v1                          gemma-3-270m, qwen3-0.6b, gpt-oss-20b  TK_TEST_LOCAL_KEY (set)    none
-        claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -                          Anthropic count_tokens
+        ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY                        TOKEN COUNTER           ACCEPTS
+        anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)  Anthropic count_tokens  text, images, documents, server_tools (default)
+        openai        openai     https://api.openai.com/v1                         -                                      OPENAI_API_KEY (unset)     none                    text, images, documents, server_tools (default)
+        gemini        gemini     https://generativelanguage.googleapis.com/v1beta  -                                      GEMINI_API_KEY (unset)     Gemini countTokens      text, images, documents, server_tools (default)
+        local         openai     http://127.0.0.1:8000/v1                          gemma-3-270m, qwen3-0.6b, gpt-oss-20b  TK_TEST_LOCAL_KEY (set)    none                    text (default)
+        claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -                          Anthropic count_tokens  text (default)
 
         Token counts routed to openai (OpenAI Chat Completions has no token counter); local (OpenAI Chat Completions has no token counter) are answered with an error naming the endpoint: a count is never estimated.
 
@@ -623,7 +623,8 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "builtin": False, "key_env": "TK_TEST_LOCAL_KEY", "key_set": False,
                                  "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"],
                                  "count_tokens": "none", "counter": None,
-                                 "no_counter_why": "OpenAI Chat Completions has no token counter"}]
+                                 "no_counter_why": "OpenAI Chat Completions has no token counter",
+                                 "accepts": ["text"], "accepts_said": False, "cache": "off"}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
         ("anthropic", "translated", None), ("openai", "retarget", None),
         ("openai-responses", "translated", None),

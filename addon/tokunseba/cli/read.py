@@ -725,7 +725,8 @@ def cmd_models(args: argparse.Namespace) -> int:
             {"name": n, "protocol": ep.protocol, "url": ep.url, "builtin": ep.builtin, "key_env": ep.key_env,
              "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n],
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
-             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why}
+             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
+             "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -786,8 +787,9 @@ def render_models(rep: dict) -> str:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
         rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
                      (e["counter"] or "none") + (f" (count_tokens: {e['count_tokens']})"
-                                                 if e["count_tokens"] not in ("native", "none") else "")])
-    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER"], rows))
+                                                 if e["count_tokens"] not in ("native", "none") else ""),
+                     ", ".join(e.get("accepts") or ()) + ("" if e.get("accepts_said", True) else " (default)")])
+    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER", "ACCEPTS"], rows))
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]
