@@ -186,3 +186,15 @@ def test_check_names_the_routes_that_could_receive_turns_their_endpoint_cannot_t
                                   "    to: local\n    on_refused: error\n"))
     ok, out = check_file(path)
     assert ok and not [x for x in out if x.startswith("accepts:") and "'to-local'" in x]  # its when keeps them off
+
+
+def test_a_shadow_or_replay_of_a_turn_its_endpoint_cannot_take_is_refused_before_sending(rules):
+    from tokunseba.errors import Refused
+    from tokunseba.shadow.turns import build_request
+
+    body = json.dumps(anthropic_turn([{"type": "text", "text": "read"}, PDF])).encode()
+    with pytest.raises(Refused) as e:
+        build_request("anthropic", "messages", body, rules.endpoints["local"], {})
+    assert e.value.message == "the turn has documents; endpoint local takes text (a local server unless it says accepts: …)"
+    out = build_request("anthropic", "messages", body, rules.endpoints["vision"], {})
+    assert any(p.get("type") == "file" for p in json.loads(out.body)["messages"][-1]["content"])
