@@ -47,6 +47,7 @@ endpoints:
     protocol: openai
     url: http://127.0.0.1:{port}/v1
     key_env: TK_BENCH_EP_KEY
+    count_tokens: none  # the bench sends no counts
   ant:
     protocol: anthropic
     url: http://127.0.0.1:{port}/v1

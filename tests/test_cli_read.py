@@ -208,28 +208,28 @@ def test_stats_whole_output(capsys, story):
         window: all time
         turns 5 = served 3 (translated 1  ·  retargeted 0  ·  pass-through 2) + errors 1 + refused 1
 
-        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        (no route)      3           0        0       1          0         66.7%
-        easy-turns      1           1        0       0          0         33.3%
-        to-gemini       1           0        1       0          0          0.0%
+        ROUTE       TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        (no route)      3           0        0       1          0         66.7%           -            -                 -
+        easy-turns      1           1        0       0          0         33.3%         100            -             83.3%
+        to-gemini       1           0        1       0          0          0.0%           -            -                 -
 
-        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        api.anthropic.com      2           0        0       1          0         33.3%
-        api.openai.com         1           0        0       0          0         33.3%
-        local                  1           1        0       0          0         33.3%
-        (nothing sent)         1           0        1       0          0          0.0%
+        ENDPOINT           TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        api.anthropic.com      2           0        0       1          0         33.3%           -            -                 -
+        api.openai.com         1           0        0       0          0         33.3%           -            -                 -
+        local                  1           1        0       0          0         33.3%         100            -             83.3%
+        (nothing sent)         1           0        1       0          0          0.0%           -            -                 -
 
-        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED
-        claude-haiku-4-5      1           0        0       0          0         33.3%
-        claude-opus-4-1       1           0        0       1          0          0.0%
-        gemma-3-270m          1           1        0       0          0         33.3%
-        gpt-4o-mini           1           0        0       0          0         33.3%
-        (unknown)             1           0        1       0          0          0.0%
+        MODEL             TURNS  TRANSLATED  REFUSED  ERRORS  CANCELLED  SHARE SERVED  CACHE READ  CACHE WRITE  INPUT FROM CACHE
+        claude-haiku-4-5      1           0        0       0          0         33.3%           -            -                 -
+        claude-opus-4-1       1           0        0       1          0          0.0%           -            -                 -
+        gemma-3-270m          1           1        0       0          0         33.3%         100            -             83.3%
+        gpt-4o-mini           1           0        0       0          0         33.3%           -            -                 -
+        (unknown)             1           0        1       0          0          0.0%           -            -                 -
 
         usage as reported (openai input includes cache reads; anthropic input does not):
-          COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING
-          openai         2    132      34         100            -          -
-          anthropic      1      5       1           -            -          -
+          COUNTING   TURNS  INPUT  OUTPUT  CACHE READ  CACHE WRITE  REASONING  INPUT FROM CACHE
+          openai         2    132      34         100            -          -             75.8%
+          anthropic      1      5       1           -            -          -                 -
           turns that reported usage: 3; reported none: 2
 
         TIMING      N       P50       P95
@@ -258,9 +258,11 @@ def test_stats_json_structure(capsys, story):
     assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "served")} == {
         "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 1, "served": 2}  # errors are not served
     assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0,
-                                  "served": 1, "share": 0.5}
+                                  "served": 1, "share": 0.5, "cache_read": None, "cache_write": None,
+                                  "cache_read_share": None}  # no cache read reported: absent, never 0
     assert st["usage"] == {"by_counting": {"openai": {"turns": 2, "input": 132, "output": 34, "cache_read": 100,
-                                                      "cache_write": None, "reasoning": None}},
+                                                      "cache_write": None, "reasoning": None,
+                                                      "cache_read_share": 0.7576}},
                            "turns_reported": 2, "turns_none": 2}
     assert st["timings"]["ttfb_ms"] == {"n": 3, "p50": 100.0, "p95": 300.0}
 
@@ -334,6 +336,8 @@ def test_explain_a_translated_turn(capsys, story):
           +0.0 ms    routed               {"decision":"route","rule":"easy-turns","endpoint":"local"}
           +0.0 ms    protocol_translated  {"from":"anthropic","to":"openai","dropped":["thinking","metadata.user_id"],"plumbing":["stream_options.include_usage"],"converted":["system -> messages[0]"],"warnings":[]}
           +250.0 ms  completed            {"status":200,"latency_ms":250.0,"ttfb_ms":40.0,"usage":{"prompt_tokens":120,"completion_tokens":30}}
+
+        cache        read 100 · 83.3% of the input read from cache (as reported)
     """)
 
 
@@ -397,7 +401,7 @@ def test_explain_json_structure(capsys, story):
     rc, out, _ = run(capsys, "explain", "tk-0a1b2c3d", "--ledger", str(story), "--json")
     assert rc == 0
     doc = jsonc.loads(out)
-    assert set(doc) == {"turn", "events", "shadows", "session"} and doc["shadows"] == []  # shadows: issue 12; session: 20
+    assert set(doc) == {"turn", "events", "shadows", "session", "cache"} and doc["shadows"] == []  # cache: issue 32
     t = doc["turn"]
     assert (t["request_id"], t["client_protocol"], t["rule"], t["endpoint"], t["outcome"]) == (
         "tk-0a1b2c3d", "anthropic", "easy-turns", "local", "translated")
@@ -548,12 +552,12 @@ def test_models_whole_output(capsys, tmp_path, monkeypatch):
         rules: <PATH>
         unmatched: pass (turns no route takes: pass through to the host the client asked for)
 
-        ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY                        TOKEN COUNTER
-        anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)  Anthropic count_tokens
-        openai        openai     https://api.openai.com/v1                         -                                      OPENAI_API_KEY (unset)     none
-        gemini        gemini     https://generativelanguage.googleapis.com/v1beta  -                                      GEMINI_API_KEY (unset)     Gemini countTokens
-        local         openai     http://127.0.0.1:8000/v1                          gemma-3-270m, qwen3-0.6b, gpt-oss-20b  TK_TEST_LOCAL_KEY (set)    none
-        claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -                          Anthropic count_tokens
+        ENDPOINT      PROTOCOL   URL                                               MODELS IN RULES                        KEY                        TOKEN COUNTER           ACCEPTS
+        anthropic     anthropic  https://api.anthropic.com/v1                      -                                      ANTHROPIC_API_KEY (unset)  Anthropic count_tokens  text, images, documents, server_tools (default)
+        openai        openai     https://api.openai.com/v1                         -                                      OPENAI_API_KEY (unset)     none                    text, images, documents, server_tools (default)
+        gemini        gemini     https://generativelanguage.googleapis.com/v1beta  -                                      GEMINI_API_KEY (unset)     Gemini countTokens      text, images, documents, server_tools (default)
+        local         openai     http://127.0.0.1:8000/v1                          gemma-3-270m, qwen3-0.6b, gpt-oss-20b  TK_TEST_LOCAL_KEY (set)    none                    text (default)
+        claude-proxy  anthropic  http://127.0.0.1:8001/v1                          -                                      -                          Anthropic count_tokens  text (default)
 
         Token counts routed to openai (OpenAI Chat Completions has no token counter); local (OpenAI Chat Completions has no token counter) are answered with an error naming the endpoint: a count is never estimated.
 
@@ -619,7 +623,8 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "builtin": False, "key_env": "TK_TEST_LOCAL_KEY", "key_set": False,
                                  "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"],
                                  "count_tokens": "none", "counter": None,
-                                 "no_counter_why": "OpenAI Chat Completions has no token counter"}]
+                                 "no_counter_why": "OpenAI Chat Completions has no token counter",
+                                 "accepts": ["text"], "accepts_said": False, "cache": "off"}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
         ("anthropic", "translated", None), ("openai", "retarget", None),
         ("openai-responses", "translated", None),

@@ -81,7 +81,7 @@ def test_sessions_lists_each_session_with_its_agents_endpoints_usage_and_errors(
     assert gem.startswith(FP) and "gemini-cli 0.61.0" in gem and "gemini in 21 · out 9" in gem and "unknown 3" in gem
     assert cc.startswith(CC) and "claude-code 2.1.197" in cc
     assert "main 3, background 1, subagent 1" in cc and "cloud 3, local 2" in cc
-    assert "anthropic in 200 · out 20 · cache read 2000; openai in 1000 · out 40" in cc
+    assert "anthropic in 200 · out 20 · cache read 2000 · 91% of input from cache; openai in 1000 · out 40" in cc
     assert lines[0].split()[-3:] == ["ERRORS", "REFUSED", "FAILOVERS"]  # this ledger records failover attempts
     assert re.search(r"\b5\b.*\b1\s+0\s+0$", cc)  # 5 turns … 1 error, 0 refused, 0 failovers
     assert lines[-1].startswith("fp-...: no session id sent by the client")

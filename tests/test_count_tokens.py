@@ -20,7 +20,7 @@ from tokunseba.turn.reply import count_reply, response_mode, translate_whole
 
 RULES = """\
 endpoints:
-  ant: {protocol: anthropic, url: "http://127.0.0.1:9001/v1", key_env: ANT_KEY}
+  ant: {protocol: anthropic, url: "http://127.0.0.1:9001/v1", key_env: ANT_KEY, accepts: [text, images, documents]}
   gem: {protocol: gemini, url: "http://127.0.0.1:9002/v1beta", key_env: GEM_KEY}
   resp: {protocol: openai-responses, url: "http://127.0.0.1:9003/v1", key_env: RESP_KEY}
   chat: {protocol: openai, url: "http://127.0.0.1:9004/v1"}
@@ -275,7 +275,7 @@ def test_count_tokens_names_a_protocol_with_a_counter():
     with pytest.raises(RulesError) as ei:
         load_rules_text("endpoints:\n  c: {protocol: openai, url: 'http://x/v1', count_tokens: openai}\nroutes: []\n",
                         "r.yaml")
-    assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, anthropic" in str(ei.value)
+    assert "r.yaml:2:" in str(ei.value) and "count_tokens must be one of: native, none, probe, anthropic" in str(ei.value)
 
 
 def test_a_server_without_the_borrowed_count_route_is_named_in_the_clients_error(llama_rules):

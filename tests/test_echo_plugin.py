@@ -75,6 +75,7 @@ endpoints:
     protocol: echo
     url: http://127.0.0.1:9/e1
     key_env: TK_ECHO_KEY
+    count_tokens: none  # Echo has no counter: a count routed here is an error naming it
   ant:
     protocol: anthropic
     url: http://127.0.0.1:9/v1

@@ -341,6 +341,8 @@ def test_claude_code_to_a_gemini_endpoint_with_its_own_key():
 
 def test_count_tokens_from_gemini_routed_elsewhere_is_a_clear_gemini_error():
     body, _ = fixture("gemini-cli-count-tokens.json")
+    for c in body["contents"]:  # its image would refuse the text-only local endpoint (tests/test_accepts.py)
+        c["parts"] = [p for p in c["parts"] if "inlineData" not in p]
     t = plan("generativelanguage.googleapis.com", "/v1beta/models/gemini-2.5-flash:countTokens", body, [])
     assert (t.action, t.outcome) == ("respond", "refused") and t.url is None
     err = json.loads(t.local.body)["error"]

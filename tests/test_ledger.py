@@ -196,6 +196,7 @@ def test_turn_row_holds_every_field(make):
         **dict.fromkeys(SESSION_COLUMNS),  # no session known (who is talking: test_cli_sessions.py)
         "instance": None, "via": "base_url",  # how it came in (issue 30): proxy | base_url
         "retry_of": None,  # not a retry of an earlier request (turn/retries.py)
+        "prefix_hashes": None,  # per-block hashes of the prompt's prefix (ledger/prefix.py, issue 32)
     }
 
 
@@ -548,11 +549,11 @@ def test_stats(make):
     # most turns first; on a tie by name, "no route" last
     assert st["by_route"] == [
         {"route": "easy", "turns": 2, "translated": 2, "refused": 0, "errors": 0, "cancelled": 0, "served": 2,
-         "share": 0.6667},
+         "share": 0.6667, "cache_read": 100, "cache_write": None, "cache_read_share": 0.8333},  # as reported (issue 32)
         {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0, "served": 1,
-         "share": 0.3333},
+         "share": 0.3333, "cache_read": None, "cache_write": None, "cache_read_share": None},
         {"route": "to-gemini", "turns": 1, "translated": 0, "refused": 1, "errors": 0, "cancelled": 0, "served": 0,
-         "share": 0.0},
+         "share": 0.0, "cache_read": None, "cache_write": None, "cache_read_share": None},
     ]
     # a refused turn sent nothing to its endpoint: not counted there
     assert [(g["endpoint"], g["turns"], g["share"]) for g in st["by_endpoint"]] == [
@@ -560,9 +561,10 @@ def test_stats(make):
     assert [(g["model"], g["turns"]) for g in st["by_model"]] == [("claude-haiku-4-5", 2), ("gemma", 2), (None, 1)]
     assert st["usage"] == {
         "by_counting": {
-            "openai": {"turns": 2, "input": 120, "output": 35, "cache_read": 100, "cache_write": None, "reasoning": None},
+            "openai": {"turns": 2, "input": 120, "output": 35, "cache_read": 100, "cache_write": None, "reasoning": None,
+                       "cache_read_share": 0.8333},  # of the whole input (openai's includes the cache reads)
             "anthropic": {"turns": 1, "input": 7, "output": 2, "cache_read": None, "cache_write": None,
-                          "reasoning": None},
+                          "reasoning": None, "cache_read_share": None},
         },
         "turns_reported": 3,
         "turns_none": 2,

@@ -21,6 +21,7 @@ from tokunseba.routing.rules import (
     ENDPOINT_KEYS,
     ROUTE_KEYS,
     TOP_KEYS,
+    accepts_lines,
     policy_lines,
     Route,
     Rules,
@@ -213,7 +214,7 @@ def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent("""\
         endpoints:
-          local: {protocol: openai, url: http://127.0.0.1:8000/v1}
+          local: {protocol: openai, url: http://127.0.0.1:8000/v1, count_tokens: none}
           gem: {protocol: gemini, url: http://127.0.0.1:9000/v1beta}
         routes:
           - name: fine
@@ -233,7 +234,8 @@ def test_warnings_for_untranslatable_pairs(tmp_path, gemini_unregistered):
         f"{path}:10: warning: route 'to-gemini' → gem (gemini): no translator from anthropic to gemini; "
         "such turns are refused here and answered with an error",
     ]
-    assert check_file(path) == (True, ["OK: 2 endpoints declared (+3 built in), 3 routes", *policy_lines(rules), *rules.warnings])
+    assert check_file(path) == (True, ["OK: 2 endpoints declared (+3 built in), 3 routes", *policy_lines(rules),
+                                       *accepts_lines(rules), *rules.warnings])
 
 
 def test_check_file_ok(tmp_path):
@@ -243,7 +245,13 @@ def test_check_file_ok(tmp_path):
         "OK: 1 endpoint declared (+3 built in), 1 route",
         "unmatched: pass (turns no route takes, unparseable ones included: pass through to the host the client asked for)",
         "on_failure: next for every route (an endpoint unreachable, cooling down, full, or failing before the reply's first byte: the next route whose when matches, then unmatched)",
-        "tool_loops: follow (a turn answering tool calls: goes to the endpoint and model that made them, while a route to that endpoint takes its client)"])
+        "tool_loops: follow (a turn answering tool calls: goes to the endpoint and model that made them, while a route to that endpoint takes its client)",
+        "accepts: route 'r' → local takes text by default (an endpoint on loopback: a local server): turns with "
+        "images, documents or provider-run tools are refused there before sending and go on to the next route",
+        f"{path}:6: warning: route 'r' → local (openai): count requests of anthropic clients follow their turns "
+        "there and get an error (OpenAI Chat Completions has no token counter): give it count_tokens: probe (each "
+        "count is one turn of at most 1 output token), the protocol whose counter the same server serves "
+        "(llama-server: count_tokens: anthropic), or count_tokens: none"])
 
 
 def test_tool_loops_key(tmp_path):

@@ -57,7 +57,7 @@ def test_shadow_keys_load_and_a_shadow_only_route_passes_the_turn_through():
     sonnet = turn_facts("anthropic", {"model": "claude-sonnet-4-5", "messages": []}, 10, {})
     d = decide(rules, sonnet)
     assert d.action == "route" and d.route is main and d.endpoint.name == "local"
-    assert rules.warnings == []
+    assert [w for w in rules.warnings if "count requests" not in w] == []  # local has no token counter (issue 32)
 
 
 @pytest.mark.parametrize("route,line,fragment", [

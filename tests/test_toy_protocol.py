@@ -84,7 +84,7 @@ routes:
     model: toy-model
 """)
     r = load_rules(str(path))
-    assert r.warnings == []
+    assert [w for w in r.warnings if "count requests" not in w] == []  # the toy has no token counter (issue 32)
     return r
 
 

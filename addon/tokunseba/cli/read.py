@@ -442,11 +442,15 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
         + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")
     )
+    cached = any(g.get("cache_read") is not None for g in st["by_endpoint"])  # cache columns once reported
     for name in ("route", "endpoint", "model"):
         rows = [[g[name] or GROUP_NONE[name], str(g["turns"]), str(g["translated"]), str(g["refused"]), str(g["errors"]),
-                 str(g.get("cancelled", 0)), fmt_share(g["share"])] for g in st[f"by_{name}"]]
-        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED"],
-                          rows)]
+                 str(g.get("cancelled", 0)), fmt_share(g["share"]),
+                 *([fmt_num(g.get("cache_read")), fmt_num(g.get("cache_write")), fmt_share(g.get("cache_read_share"))]
+                   if cached else [])] for g in st[f"by_{name}"]]
+        out += ["", table([name.upper(), "TURNS", "TRANSLATED", "REFUSED", "ERRORS", "CANCELLED", "SHARE SERVED",
+                           *(["CACHE READ", "CACHE WRITE", "INPUT FROM CACHE"] if cached else [])], rows,
+                          right=set(range(1, 10)))]
     if st.get("failover_by_endpoint"):
         rows = [[g["endpoint"], str(g["failed"]), str(g["moved_on"]), str(g["cooled"])] for g in st["failover_by_endpoint"]]
         out += ["", f"failover: {st['failed_over']} turns went on to a later attempt"
@@ -455,9 +459,10 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     u = st["usage"]
     out += ["", "usage as reported (openai input includes cache reads; anthropic input does not):"]
     if u["by_counting"]:
-        rows = [[proto, str(v["turns"]), *(fmt_num(v[f]) for f in USAGE_FIELDS)] for proto, v in u["by_counting"].items()]
-        out.append(table(["COUNTING", "TURNS", *(USAGE_LABELS[f] for f in USAGE_FIELDS)], rows, indent="  ",
-                         right=set(range(1, 2 + len(USAGE_FIELDS)))))
+        rows = [[proto, str(v["turns"]), *(fmt_num(v[f]) for f in USAGE_FIELDS), fmt_share(v.get("cache_read_share"))]
+                for proto, v in u["by_counting"].items()]
+        out.append(table(["COUNTING", "TURNS", *(USAGE_LABELS[f] for f in USAGE_FIELDS), "INPUT FROM CACHE"], rows,
+                         indent="  ", right=set(range(1, 3 + len(USAGE_FIELDS)))))
     out.append(f"  turns that reported usage: {u['turns_reported']}; reported none: {u['turns_none']}")
     t = st["timings"]
     rows = [[label, str(t[k]["n"]), fmt_ms(t[k]["p50"]), fmt_ms(t[k]["p95"])]
@@ -491,11 +496,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
-    from . import session_view
+    from . import cache_view, session_view
 
     if args.json:
         shown, before, after = session_view.around(session, turn["request_id"]) if session else ([], 0, 0)
-        _json({"turn": turn, "events": events, "shadows": shadows,
+        _json({"turn": turn, "events": events, "shadows": shadows, "cache": cache_view.cache_facts(turn, session),
                "session": {"id": turn.get("session_id"), "turns": len(session), "earlier_not_shown": before,
                            "later_not_shown": after,
                            "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
@@ -503,7 +508,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from ..shadow.view import explain_lines
 
         print("\n".join([render_explain(turn, events), *explain_lines(shadows),
-                         *session_view.explain_lines(turn, session)]))
+                         *cache_view.explain_lines(turn, session), *session_view.explain_lines(turn, session)]))
     return 0
 
 
@@ -720,7 +725,8 @@ def cmd_models(args: argparse.Namespace) -> int:
             {"name": n, "protocol": ep.protocol, "url": ep.url, "builtin": ep.builtin, "key_env": ep.key_env,
              "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n],
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
-             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why}
+             "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
+             "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -781,8 +787,9 @@ def render_models(rep: dict) -> str:
         key = "-" if not e["key_env"] else f"{e['key_env']} ({'set' if e['key_set'] else 'unset'})"
         rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
                      (e["counter"] or "none") + (f" (count_tokens: {e['count_tokens']})"
-                                                 if e["count_tokens"] not in ("native", "none") else "")])
-    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER"], rows))
+                                                 if e["count_tokens"] not in ("native", "none") else ""),
+                     ", ".join(e.get("accepts") or ()) + ("" if e.get("accepts_said", True) else " (default)")])
+    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER", "ACCEPTS"], rows))
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]

@@ -22,7 +22,7 @@ from .read import (
     since_option,
     table,
 )
-from ..ledger.store import Ledger, compute_stats
+from ..ledger.store import Ledger, cache_read_share, compute_stats
 from ..prices import PricesError, load_prices
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
 
@@ -76,6 +76,8 @@ def usage_cell(usage: dict) -> str:
     for counting, u in sorted(usage.items()):
         fields = [f"{label} {u[f]}" for f, label in (("input", "in"), ("output", "out"), ("cache_read", "cache read"),
                                                        ("cache_write", "cache write")) if u.get(f) is not None]
+        if (share := cache_read_share(counting, u)) is not None:  # of the whole input, as reported
+            fields.append(f"{share:.0%} of input from cache")
         parts.append(f"{counting} " + " · ".join(fields) if fields else f"{counting} (no counts)")
     return "; ".join(parts)
 

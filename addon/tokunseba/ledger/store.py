@@ -31,7 +31,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote
@@ -42,7 +42,7 @@ from .batch import Record, record_name, statements_of, write_folded
 from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
 from ..credentials import redact_text, redact_url, scrub, split_url_password
-from ..neutral.usage import Usage
+from ..neutral.usage import Usage, includes_cached
 from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, route_group, was_sent
 
 if TYPE_CHECKING:  # imported when a PostgreSQL ledger opens (psycopg is optional)
@@ -280,6 +280,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0010_turn_retry_of",
         ("ALTER TABLE turns ADD COLUMN retry_of TEXT",),
     ),
+    (
+        # per-block hashes of the prompt's cacheable prefix as sent (ledger/prefix.py, issue 32):
+        # `explain` names the block where a turn's prefix parted from the previous turn's of its
+        # session when its cache reads fell; hashes only, never the text
+        "0011_turn_prefix_hashes",
+        ("ALTER TABLE turns ADD COLUMN prefix_hashes TEXT",),
+    ),
 )
 
 # Outcomes written when a turn ends (NULL while it is open).
@@ -296,6 +303,24 @@ def usage_counting(name: str | None, default: str | None = None) -> str | None: 
 def usage_counting(name: str | None, default: str | None = None) -> str | None:
     """The counting convention of a ``usage_protocol`` value (protocols.counting), else ``default``."""
     return protocols.counting(name) or default
+
+
+def whole_input(counting: str | None, fields: Mapping[str, Any]) -> int | None:
+    """A usage's whole input, the cached tokens counted once (OpenAI and Gemini input includes
+    them; Anthropic's does not: input + cache read + cache write); None without an input."""
+    inp = fields.get("input")
+    if inp is None:
+        return None
+    if includes_cached(counting):
+        return inp
+    return inp + (fields.get("cache_read") or 0) + (fields.get("cache_write") or 0)
+
+
+def cache_read_share(counting: str | None, fields: Mapping[str, Any]) -> float | None:
+    """The share of a usage's whole input read from cache, as reported; None when no cache read
+    (or no input) was reported: never a 0 that was not said."""
+    read, total = fields.get("cache_read"), whole_input(counting, fields)
+    return round(read / total, 4) if read is not None and total else None
 
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
@@ -328,6 +353,7 @@ TURN_FIELDS: dict[str, str] = {
     "client_version": "text",
     "via": "plain",  # how the turn came in: proxy | base_url (Turn.via)
     "retry_of": "plain",  # the request id of the first request this one repeats (turn/retries.py)
+    "prefix_hashes": "plain",  # per-block hashes of the prompt's prefix as sent (ledger/prefix.py)
 }
 SESSION_COLUMNS = ("session_id", "session_fingerprint", "agent", "agent_id", "background", "client_name",
                    "client_version")
@@ -338,7 +364,7 @@ TURN_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "
                 "endpoint", "target_protocol", "model_used", "outcome", "status", "latency_ms", "ttfb_ms",
                 "usage_protocol", "usage_reported", "usage_input", "usage_output", "usage_cache_read",
                 "usage_cache_write", "usage_reasoning", "usage_client", "error", "trace", "owner",
-                *SESSION_COLUMNS, "attempts", "instance", "via", "retry_of")
+                *SESSION_COLUMNS, "attempts", "instance", "via", "retry_of", "prefix_hashes")
 START_COLUMNS = ("request_id", "started_at", "client_protocol", "host", "path", "requested_model", "stream", "owner",
                  "instance")
 EVENT_SQL = "INSERT INTO events (request_id, ts, kind, data) VALUES (?,?,?,?)"
@@ -1102,13 +1128,22 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         acc: dict[str | None, dict] = {}
         for r, k in zip(rows, kinds):
             g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "cancelled": 0,
-                                        "served": 0})
+                                        "served": 0, "cache_read": None, "cache_write": None, "_whole": 0})
             g["turns"] += 1
             g["translated"] += k == "translated"
             g["refused"] += k == "refused"
             g["errors"] += k == "error"
             g["cancelled"] += k == "cancelled"
             g["served"] += k not in NOT_SERVED
+            if (read := r.get("usage_cache_read")) is not None and r.get("usage_input") is not None:  # as reported
+                u = {f: r.get(f"usage_{f}") for f in USAGE_FIELDS}
+                g["cache_read"] = (g["cache_read"] or 0) + read
+                g["_whole"] += whole_input(usage_counting(r.get("usage_protocol")), u) or 0
+            if r.get("usage_cache_write") is not None:
+                g["cache_write"] = (g["cache_write"] or 0) + r["usage_cache_write"]
+        for g in acc.values():  # the share of the input read from cache, over the turns that reported a cache read
+            whole = g.pop("_whole")
+            g["cache_read_share"] = round(g["cache_read"] / whole, 4) if g["cache_read"] is not None and whole else None
         groups[gname] = [
             {gname: name, **g, "share": round(g["served"] / served_total, 4) if served_total else None}
             for name, g in sorted(acc.items(), key=lambda kv: (-kv[1]["turns"], kv[0] is None, str(kv[0])))
@@ -1126,6 +1161,8 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         for f, v in vals.items():
             if v is not None:
                 u[f] = (u[f] or 0) + v  # a field no turn reported stays None, never 0
+    for counted, u in usage.items():
+        u["cache_read_share"] = cache_read_share(counted, u)
     timings = {}
     for name in ("latency_ms", "ttfb_ms"):
         times = [r[name] for r in rows if r[name] is not None]

@@ -18,7 +18,7 @@ from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
 from ..neutral.usage import Counting, Tokens, Usage, count, sub
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only,
+from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,
                     positive_int, role_user, typed)
 
 PROTOCOL = "anthropic"
@@ -82,6 +82,23 @@ def error_body(status: int, message: str, etype: str | None = None) -> bytes:
 def sse_error(etype: str, message: str) -> bytes:
     """An ``event: error`` SSE event carrying the same envelope."""
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
+
+
+# Anthropic-defined tools its client runs (docs/protocols.md A: bash_*, text_editor_*, computer_*,
+# memory_*); every other typed tool (web_search_*, web_fetch_*, code_execution_*, tool_search_tool_*)
+# runs on the provider
+_CLIENT_RUN_TYPES = ("bash_", "text_editor_", "computer_", "memory_")
+
+
+def _server_tools(body: dict[str, Any]) -> list[str]:
+    """The provider-run tools a request relies on (Claude Code's WebSearch: web_search alone)."""
+    declared = []
+    for t in lst(body.get("tools")):
+        ttype = d(t).get("type")
+        run = isinstance(ttype, str) and ttype != "custom" and not ttype.startswith(_CLIENT_RUN_TYPES)
+        declared.append((str(d(t).get("name") or ttype), run))
+    choice = d(body.get("tool_choice"))
+    return relied_on(declared, choice.get("name") if choice.get("type") == "tool" else None)
 
 
 def _answered_calls(body: dict[str, Any]) -> list[str]:
@@ -209,11 +226,14 @@ FACTS = Protocol(
     counting=COUNTING,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),
+    cache_prefix=("tools", "system", "messages"),
     rule_shape=RuleShape(
         "messages", ("content",), typed("image"), role_user, "content", typed("text"),
         tool_count=lambda body: len(lst(body.get("tools"))),
         thinking=lambda body: d(body.get("thinking")).get("type") in ("enabled", "adaptive"),
         answered_calls=_answered_calls,
+        is_document=typed("document"),
+        server_tools=_server_tools,
     ),
     checks=(
         Check("max_tokens", positive_int("max_tokens"), "Messages API: max_tokens is an integer ≥ 1"),

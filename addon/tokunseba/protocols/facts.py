@@ -45,6 +45,12 @@ class RuleShape:
     role_of: Callable[[dict[str, Any]], Any] = lambda m: m.get("role")
     # the tool call ids a request's last turn answers (its trailing tool results), in order
     answered_calls: Callable[[dict[str, Any]], list[str]] = lambda body: []
+    # a document block (a PDF, a text file: a file that is not an image), found like is_image
+    is_document: Callable[[dict[str, Any]], bool] = lambda block: False
+    # the provider-run tools a request relies on (names; [] when none): those it declares when it
+    # declares no tool of the client's own, or the one its tool_choice forces (Claude Code's
+    # WebSearch request; a provider-run tool offered beside the client's own tools is not relied on)
+    server_tools: Callable[[dict[str, Any]], list[str]] = lambda body: []
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,12 @@ class Protocol:
     passthrough_keepalive: bool = True  # a comment line may be put into its unchanged stream
     # ---- requests (rules, validation, check) ----
     rule_shape: RuleShape | None = None
+    # what its provider's API takes in a turn (routing/accepts.py): every API here takes images,
+    # documents and its own provider-run tools; an endpoint on loopback takes text only unless it says
+    accepts: tuple[str, ...] = ("text", "images", "documents", "server_tools")
+    # the request keys that make its prompt's cacheable prefix, in the order its provider reads
+    # them (ledger/prefix.py hashes them block by block: where two turns' prefixes part)
+    cache_prefix: tuple[str, ...] = ()
     checks: tuple[Check, ...] = ()
     max_output_field: str = "max_tokens"  # the request field holding the maximum output
     max_output_required: bool = False  # the protocol refuses a request without one
@@ -171,6 +183,16 @@ def typed(*types: str) -> Callable[[dict[str, Any]], bool]:
     return lambda block: block.get("type") in types
 
 
+def relied_on(declared: Sequence[tuple[str, bool]], forced: str | None) -> list[str]:
+    """The provider-run tools a request relies on, from its tools in order as (name, provider-run)
+    and the name its tool_choice forces (None: none): the forced one when it is provider-run,
+    else every provider-run one when it declares nothing else."""
+    server = [name for name, run in declared if run]
+    if forced is not None:
+        return [forced] if forced in server else []
+    return server if server and len(server) == len(declared) else []
+
+
 def role_user(m: dict[str, Any]) -> bool:
     return m.get("role") == "user"
 
@@ -198,3 +220,41 @@ def non_empty_list(name: str) -> Callable[[dict[str, Any]], Iterator[Problem]]:
             yield name, "must not be empty"
 
     return find
+
+
+# ---- count_tokens: probe (an endpoint without a counter of its own) ----
+
+_PROBE_LEFT_OUT = ("stream", "stream_options", "reasoning_effort", "reasoning", "thinking")  # a 1-token turn takes none
+
+
+def probe_counter(p: Protocol, max_output_field: str | None = None) -> Counter:
+    """A counter for an endpoint of ``p`` that has none of its own (``count_tokens: probe``): the
+    turn itself, not streamed, its reasoning settings left out and its maximum output 1
+    (``max_output_field``, else the protocol's), sent as a turn; the number is the whole input its
+    reply's usage reports (the cached tokens counted once). Costs one tiny turn per count."""
+    from ..neutral.usage import Usage, includes_cached  # noqa: PLC0415 - only a probing endpoint needs it
+
+    *parents, key = (max_output_field or p.max_output_field).split(".")
+
+    def request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+        out = {k: v for k, v in body.items() if k not in _PROBE_LEFT_OUT}
+        holder = out
+        for name in parents:
+            holder[name] = dict(d(holder.get(name)))
+            holder = holder[name]
+        holder[key] = 1
+        return out
+
+    def read(doc: Any) -> int | None:
+        usage = d(doc).get(p.usage_key)
+        if not isinstance(usage, dict) or not p.usage_counting:
+            return None
+        f = Usage(p.usage_counting, usage).fields()
+        if f["input"] is None:
+            return None
+        if includes_cached(p.usage_counting):
+            return f["input"]
+        return f["input"] + (f["cache_read"] or 0) + (f["cache_write"] or 0)
+
+    return Counter(kind=p.turn_kinds[0], name=f"{p.title} probe (a turn of at most 1 output token)",
+                   request=request, read=read, answer=lambda n: {})

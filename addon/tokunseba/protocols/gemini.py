@@ -15,7 +15,7 @@ from ..neutral.error import UpstreamError
 from ..neutral.usage import Counting, Tokens, Usage, count, plus
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import Counter, Protocol, RuleShape, count_of, d, lst
+from .facts import Counter, Protocol, RuleShape, count_of, d, lst, relied_on
 
 PROTOCOL = "gemini"
 HOSTS = ("generativelanguage.googleapis.com",)
@@ -160,6 +160,22 @@ def _thinking(body: dict[str, Any]) -> bool:
     return bool(tc) and tc.get("thinkingBudget") != 0
 
 
+def _document(part: dict[str, Any]) -> bool:
+    """Inline or file data that is not an image (a PDF, a text file, audio, video)."""
+    mimes = (d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
+    return any(isinstance(m, str) and not m.startswith("image/") for m in mimes)
+
+
+def _server_tools(body: dict[str, Any]) -> list[str]:
+    """The provider-run tools a request relies on: tools entries other than functionDeclarations
+    (googleSearch, codeExecution, urlContext…) when it declares no function of its own."""
+    declared = []
+    for t in lst(body.get("tools")):
+        for key in d(t):
+            declared.append((key, key != "functionDeclarations"))
+    return relied_on(declared, None)
+
+
 def _image(part: dict[str, Any]) -> bool:
     mimes = (d(part.get(k)).get("mimeType") for k in ("inlineData", "fileData"))
     return any(isinstance(m, str) and m.startswith("image/") for m in mimes)
@@ -297,6 +313,7 @@ FACTS = Protocol(
     reply_model_key="modelVersion",
     stream_judged=False,  # no terminal event: a stream's end cannot be told from a cut
     passthrough_keepalive=False,  # Gemini CLI reads a comment line as JSON
+    cache_prefix=("systemInstruction", "tools", "contents"),
     rule_shape=RuleShape(
         "contents", ("parts",), _image, lambda m: m.get("role", "user") == "user", "parts",
         lambda part: isinstance(part.get("text"), str) and not part.get("thought"),
@@ -304,6 +321,8 @@ FACTS = Protocol(
         thinking=_thinking,
         role_of=lambda m: m.get("role", "user"),  # Gemini's default role is user
         answered_calls=_answered_calls,
+        is_document=_document,
+        server_tools=_server_tools,
     ),
     max_output_field="generationConfig.maxOutputTokens",
     state_payload=state_payload,

@@ -255,12 +255,16 @@ FACTS = Protocol(
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stream_error=lambda message: sse_error("server_error", message),
     counting=COUNTING,
+    cache_prefix=("tools", "messages"),
     rule_shape=RuleShape(
         "messages", ("content",), typed("image_url"), role_user, "content", typed("text"),
         # legacy `functions` count as tools too
         tool_count=lambda body: len(lst(body.get("tools"))) + len(lst(body.get("functions"))),
         thinking=lambda body: isinstance(e := body.get("reasoning_effort"), str) and e != "none",
         answered_calls=_answered_calls,
+        is_document=typed("file"),
+        # Chat has no provider-run tools in `tools`; web_search_options asks the provider to search
+        server_tools=lambda body: ["web_search_options"] if isinstance(body.get("web_search_options"), dict) else [],
     ),
     checks=(
         Check("token limits", positive_int("max_tokens", "max_completion_tokens"),

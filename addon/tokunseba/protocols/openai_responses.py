@@ -10,7 +10,8 @@ from typing import Any
 from .. import jsonc
 from ..sse import encode_event
 from . import openai_chat
-from .facts import Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, role_user, typed
+from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, relied_on,
+                    role_user, typed)
 
 PROTOCOL = "openai-responses"
 HOSTS = ("api.openai.com",)  # shared with Chat Completions: the path decides
@@ -127,6 +128,22 @@ def _tool_count(body: dict[str, Any]) -> int:
     return count(body.get("tools")) + sum(count(d(i).get("tools")) for i in extra)
 
 
+# hosted tools: OpenAI runs them (docs/protocols.md C); function, custom, namespace, local_shell,
+# shell, computer_use_preview, tool_search (execution: client) and apply_patch run on the client
+HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
+                "file_search", "code_interpreter", "image_generation", "mcp")
+
+
+def _server_tools(body: dict[str, Any]) -> list[str]:
+    """The hosted tools a request relies on (declared alone, or forced by tool_choice)."""
+    tools = [*lst(body.get("tools")),
+             *(t for i in lst(body.get("input")) if d(i).get("type") == "additional_tools" for t in lst(d(i).get("tools")))]
+    declared = [(str(d(t).get("type")), d(t).get("type") in HOSTED_TOOLS) for t in tools]
+    choice = body.get("tool_choice")
+    forced = d(choice).get("type") if d(choice).get("type") in HOSTED_TOOLS else None
+    return relied_on(declared, forced)
+
+
 # POST /v1/responses/input_tokens (docs/protocols.md C) -> {"object": "response.input_tokens", "input_tokens": N}
 COUNTER = Counter(
     kind="input_tokens",
@@ -158,6 +175,7 @@ FACTS = Protocol(
     counting=openai_chat.COUNTING,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
                               "response.reasoning_summary_text.delta"}),
+    cache_prefix=("tools", "instructions", "input"),
     rule_shape=RuleShape(
         "input", ("content", "output"), typed("input_image"),
         lambda m: role_user(m) and m.get("type", "message") == "message", "content", typed("input_text"),
@@ -165,6 +183,8 @@ FACTS = Protocol(
         thinking=lambda body: bool(r := d(body.get("reasoning"))) and r.get("effort") != "none",
         role_of=lambda m: m.get("role") if m.get("type", "message") == "message" else "item",
         answered_calls=_answered_calls,
+        is_document=typed("input_file"),
+        server_tools=_server_tools,
     ),
     checks=(
         Check("max_output_tokens", positive_int("max_output_tokens"),

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..ledger.prefix import prefix_hashes
 from ..ledger.writer import LedgerWriter
 from ..neutral.usage import Usage
 from ..routing.rules import Tried, records
@@ -62,10 +63,11 @@ class TurnRecorder:
                        via=turn.via, **({"retry_of": turn.retry_of} if turn.retry_of else {}),
                        **turn.who.ledger_fields())
         events = list(turn.events)
+        prompt, protocol = turn.prompt, turn.target_protocol or turn.client_protocol
 
         def record() -> None:
             ledger.start_turn(rid, **start)
-            ledger.update_turn(rid, **decided)
+            ledger.update_turn(rid, **decided, prefix_hashes=prefix_hashes(protocol, prompt))
             for kind, data in events:
                 ledger.event(rid, kind, data, ts=started_at)
 

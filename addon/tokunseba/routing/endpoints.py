@@ -11,6 +11,7 @@ passed, the next turn tries it again, and a connect that works marks it up.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -20,8 +21,10 @@ from urllib.parse import urlsplit
 
 from .. import protocols
 from ..protocols import openai_chat as openai_chat_facts
+from .accepts import accepts_problem, default_accepts
 from ..neutral.effort import EFFORT_PINS, LEVELS
 from ..protocols.detect import api_path
+from ..protocols.facts import probe_counter
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -30,11 +33,17 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 # that the same server also serves under the endpoint's URL (a protocol name: llama-server serves
 # Anthropic's POST /v1/messages/count_tokens beside its Chat Completions, counted by its own
 # tokenizer over the prompt its chat template builds)
-COUNT_TOKENS = ("native", "none")
 # how a Chat endpoint takes a client's freeform tools (Codex's exec and apply_patch): "native" as
 # Chat's own custom tools, "function" as functions of one string ``input``; unset, native at the
 # hosts protocols.openai_chat.NATIVE_CUSTOM_TOOL_HOSTS names
 CUSTOM_TOOLS = ("native", "function")
+COUNT_TOKENS = ("native", "none", "probe")  # probe: the turn itself with max_tokens 1, its reported input
+# cache breakpoints on translated turns (translate.request ``cache``): "off" (the default: none
+# added; a client's own that the target protocol cannot take are dropped, recorded) |
+# "breakpoints" (the endpoint takes explicit breakpoints, e.g. OpenAI GPT-5.6+ prompt_cache_breakpoint:
+# the client's own are carried) | "auto" (also placed on the stable prefix, for a client whose
+# provider caches by itself routed to an endpoint that caches only when asked: Anthropic)
+CACHE = ("off", "breakpoints", "auto")
 
 
 def _counting_protocols() -> list[str]:
@@ -96,9 +105,12 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "custom_tools": lambda v: None if v is None or v in CUSTOM_TOOLS else (
         f"custom_tools must be one of: {', '.join(CUSTOM_TOOLS)} (native: the endpoint takes Chat's custom tools, "
         "as OpenAI's own API does; function: as functions of one string parameter 'input'); got {v!r}"),
+    "accepts": accepts_problem,
+    "cache": _one_of("cache", CACHE),
     "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
         f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
-        "protocol's own counter, the default where it has one; a protocol name: that protocol's counter, served "
+        "protocol's own counter, the default where it has one; probe: the turn itself sent with a maximum output "
+        "of 1 token, its reported input returned; a protocol name: that protocol's counter, served "
         f"by the same server under the endpoint's URL); got {v!r}"),
 }
 
@@ -149,6 +161,9 @@ class Endpoint:
     count_tokens: str | None = None
     # a Chat endpoint's way with freeform tools (CUSTOM_TOOLS; None: by its host): ``native_custom_tools``
     custom_tools: str | None = None
+    # what it takes in a turn (routing/accepts.py KINDS; None: its default, ``takes``)
+    accepts: tuple[str, ...] | None = None
+    cache: str = "off"  # CACHE
     builtin: bool = False
 
     def __post_init__(self) -> None:
@@ -187,18 +202,35 @@ class Endpoint:
         return self.host in openai_chat_facts.NATIVE_CUSTOM_TOOL_HOSTS
 
     @property
+    def takes(self) -> tuple[str, ...]:
+        """What a turn sent here may hold (``accepts``, else its default: routing/accepts.py)."""
+        return self.accepts if self.accepts is not None else default_accepts(self.protocol, self.host)
+
+    @property
     def counter_protocol(self) -> str | None:
         """The protocol whose counter a count request routed here is asked of (None: none)."""
         if self.count_tokens == "none":
             return None
+        if self.count_tokens == "probe":
+            return self.protocol
         name = self.protocol if self.count_tokens in (None, "native") else self.count_tokens
         return name if protocols.get(name).counter is not None else None
 
     @property
     def counter(self) -> protocols.Counter | None:
         """The token counter a count request routed here is asked of (None: it has none)."""
+        if self.count_tokens == "probe":
+            return self._probe
         name = self.counter_protocol
         return protocols.get(name).counter if name is not None else None
+
+    @functools.cached_property
+    def _probe(self) -> protocols.Counter:
+        """``count_tokens: probe``: the turn asked with a maximum output of 1 (this endpoint's field)."""
+        facts = protocols.get(self.protocol)
+        # max_tokens_field is the Chat endpoints' choice (its default is Chat's own field)
+        field = self.max_tokens_field if facts.max_output_field == Endpoint.max_tokens_field else None
+        return probe_counter(facts, field)
 
     def counter_url(self, model: str | None = None) -> str:
         """Full URL of this endpoint's counter (``counter``, which must exist), e.g. ``…/v1/messages/count_tokens``."""

@@ -30,6 +30,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .accepts import content_refusal
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
@@ -100,6 +101,23 @@ class TurnFacts:
     headers: dict[str, str]  # lower-case names
     tool_count: int = 0
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
+    documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
+    server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+
+
+def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
+    """Why a turn with these facts cannot go to ``ep``, by what ``ep`` takes (routing/accepts.py)."""
+    if not (facts.images or facts.documents or facts.server_tools):
+        return None
+    return content_refusal(facts.client, images=facts.images, documents=facts.documents,
+                           server_tools=facts.server_tools, endpoint=ep.name, protocol=ep.protocol,
+                           takes=ep.takes, said=ep.accepts is not None)
+
+
+def turn_refusal(facts: TurnFacts, ep: Endpoint) -> str | None:
+    """Why a route to ``ep`` is refused for this turn: no translator for the pair, or content
+    ``ep`` does not take (docs/architecture.md rule 4); None: it is not."""
+    return pair_refusal(facts.client, ep.protocol) or content_refused(facts, ep)
 
 
 def _d(x: Any) -> dict:
@@ -123,13 +141,13 @@ def _last_user_text(turns: Any, shape: RuleShape) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _has_image(turns: Any, shape: RuleShape) -> bool:
-    """An image block anywhere in the turns, at any depth of nested block lists."""
+def _has_block(turns: Any, shape: RuleShape, found: Callable[[dict], bool]) -> bool:
+    """A block ``found`` says is one (an image, a document) anywhere in the turns, at any depth of nested block lists."""
     stack: list[Any] = list(_l(turns))
     while stack:
         x = stack.pop()
         if isinstance(x, dict):
-            if shape.is_image(x):
+            if found(x):
                 return True
             stack.extend(v for k in shape.nested if isinstance(v := x.get(k), list))
         elif isinstance(x, list):
@@ -159,12 +177,14 @@ def turn_facts(
         model=model,
         tools=count > 0,
         thinking=shape.thinking(body),
-        images=_has_image(body.get(shape.turns), shape),
+        images=_has_block(body.get(shape.turns), shape, shape.is_image),
         request_bytes=request_bytes,
         last_user_text=_last_user_text(body.get(shape.turns), shape),
         headers=hdrs,
         tool_count=count,
         who=who,
+        documents=_has_block(body.get(shape.turns), shape, shape.is_document),
+        server_tools=tuple(shape.server_tools(body)),
     )
 
 
@@ -302,6 +322,11 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
                       ("it off", "it on")),
     "images": _flag("images", lambda f: f.images,
                     lambda f: "request has images" if f.images else "no images", ("none", "some")),
+    "documents": _flag("documents", lambda f: f.documents,
+                       lambda f: "request has documents" if f.documents else "no documents", ("none", "some")),
+    "server_tools": _flag("server_tools", lambda f: bool(f.server_tools),
+                          lambda f: f"request relies on provider-run tools ({', '.join(f.server_tools)})"
+                          if f.server_tools else "request relies on no provider-run tool", ("none", "some")),
     "max_request_bytes": _check_bytes,
     "last_user_matches": _check_last_user,
     "header": _check_headers,
@@ -396,7 +421,7 @@ def decide(
     why not (cooling down, full). ``after``: only the routes after the route of that name
     are looked at (failover: the next route once that one's endpoint failed)."""
     if refusal is None:
-        refusal = lambda route, ep: pair_refusal(facts.client, ep.protocol)  # noqa: E731
+        refusal = lambda route, ep: turn_refusal(facts, ep)  # noqa: E731
     trace: list[Tried] = []
     skipped: list[str] = []
     routes = rules.routes
@@ -463,6 +488,8 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "max_effort": ("text", False),
     "count_tokens": ("text", False),
     "custom_tools": ("text", False),
+    "accepts": ("texts", False),
+    "cache": ("text", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
@@ -553,7 +580,7 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             return v
         case "model":
             return r.value(node, "texts", what)
-        case "tools" | "thinking" | "images" | "background":
+        case "tools" | "thinking" | "images" | "documents" | "server_tools" | "background":
             return r.value(node, "bool", what)
         case "agent":
             v = r.value(node, "text", what)
@@ -620,12 +647,14 @@ def _endpoints(r: _Reader, node: Node) -> tuple[dict[str, Endpoint], set[str]]:
             _, kv = m[key]
             if not required and isinstance(kv, ScalarNode) and kv.tag == _NULL:
                 continue  # `model:` left empty = not set
+            if key == "cache" and isinstance(kv, ScalarNode) and kv.tag == _BOOL:  # YAML reads off/on as booleans
+                kv = ScalarNode("tag:yaml.org,2002:str", kv.value.lower(), kv.start_mark, kv.end_mark)
             v = r.value(kv, kind, f"{where}: {key}")
             if kind == "number" and v is not None:
                 v = float(v)
             if v is not None and key in FIELD_CHECKS and (problem := FIELD_CHECKS[key](v)):
                 r.error(kv, f"{where}: {problem}")
-            kwargs[key] = tuple(v) if key == "stop" and v is not None else v
+            kwargs[key] = tuple(v) if key in ("stop", "accepts") and v is not None else v
         if "count_tokens" in m and isinstance(kwargs.get("protocol"), str) and (
                 problem := count_tokens_problem(kwargs["protocol"], kwargs.get("count_tokens"))):
             r.error(m["count_tokens"][1], f"{where}: {problem}")
@@ -757,6 +786,32 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
         out += _max_output_warnings(rules, route, ep)
+    return out + _count_warnings(rules)
+
+
+def _count_warnings(rules: Rules) -> list[str]:
+    """Each endpoint without a token counter that routes send clients who count to, once (at its
+    first such route): their count requests follow their turns there and get an error (never an
+    estimate). Not said when the endpoint says ``count_tokens: none`` (the user means it)."""
+    seen: dict[str, tuple[Route, list[str], list[str]]] = {}
+    for route in rules.routes:
+        ep = rules.endpoints.get(route.to or "")
+        if ep is None or ep.counter is not None or ep.count_tokens == "none":
+            continue
+        counting = [c for c in route.when.get("client") or PROTOCOLS
+                    if (f := protocols.find(c)) is not None and f.count_kinds and pair_refusal(c, ep.protocol) is None]
+        if counting:
+            first, names, clients = seen.setdefault(ep.name, (route, [], []))
+            names.append(route.name)
+            clients += [c for c in counting if c not in clients]
+    out = []
+    for name, (route, names, clients) in seen.items():
+        ep = rules.endpoints[name]
+        out.append(f"{rules.source}:{route.line}: warning: route{'s' * (len(names) > 1)} {', '.join(map(repr, names))} "
+                   f"→ {ep.name} ({ep.protocol}): count requests of {', '.join(clients)} clients follow their turns "
+                   f"there and get an error ({ep.no_counter_why}): give it count_tokens: probe (each count is one turn "
+                   "of at most 1 output token), the protocol whose counter the same server serves (llama-server: "
+                   "count_tokens: anthropic), or count_tokens: none")
     return out
 
 
@@ -845,7 +900,7 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *rules.warnings]
+    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *accepts_lines(rules), *rules.warnings]
 
 
 def _n(count: int, noun: str) -> str:
@@ -862,6 +917,38 @@ def counts_line(rules: Rules) -> str:
         line += (" — nothing is routed: every turn passes through" if rules.unmatched == "pass"
                  else f" — every provider turn is refused (unmatched: {rules.unmatched})")
     return line
+
+
+_CONTENT = {"images": "images", "documents": "documents", "server_tools": "provider-run tools"}
+
+
+def accepts_lines(rules: Rules) -> list[str]:
+    """For each route whose endpoint does not take some content its ``when`` lets through
+    (routing/accepts.py): which turns are refused there, before sending, and what happens then."""
+    out = []
+    for route in rules.routes:
+        if route.to is None:
+            continue
+        ep = rules.endpoints[route.to]
+        open_to = [k for k in _CONTENT if route.when.get(k) is not False]
+        missing = [k for k in open_to if k not in ep.takes]
+        cross = [c for c in route.when.get("client") or PROTOCOLS if c != ep.protocol
+                 and pair_refusal(c, ep.protocol) is None] if "server_tools" in open_to and "server_tools" in ep.takes else []
+        if not missing and not cross:
+            continue
+        said = "" if ep.accepts is not None else " by default" + (" (an endpoint on loopback: a local server)"
+                                                                  if ep.takes == ("text",) else "")
+        then = "answered with an error" if route.on_refused == "error" else "go on to the next route"
+        what = []
+        if missing:
+            names = [_CONTENT[k] for k in missing]
+            what.append("turns with " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]))
+        if cross:
+            what.append(f"turns of {', '.join(cross)} clients relying on provider-run tools (no translation "
+                        f"to {ep.protocol} carries them)")
+        out.append(f"accepts: route {route.name!r} → {ep.name} takes {', '.join(ep.takes)}{said}: "
+                   f"{' and '.join(what)} are refused there before sending and {then}")
+    return out
 
 
 def who_lines(rules: Rules) -> list[str]:

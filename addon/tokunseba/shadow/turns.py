@@ -26,6 +26,7 @@ from ..routing.endpoints import Endpoint
 from ..errors import Refused
 from .. import protocols
 from .reply_facts import Facts
+from ..routing.rules import content_refused, turn_facts
 from ..routing.shadowable import shadow_refusal, shadowable, target_kind
 from .. import translate
 from ..translate import pair_refusal
@@ -91,6 +92,8 @@ def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mappin
         raise Refused(400, f"the recorded request is not valid JSON ({e})") from None
     if not isinstance(req, dict):
         raise Refused(400, "the recorded request is not a JSON object")
+    if why := content_refused(turn_facts(client, req, len(body), {}), ep):  # what ep takes (routing/accepts.py)
+        raise Refused(400, why)
     plumbing = []
     if req.get("stream") is True:
         req = {k: v for k, v in req.items() if k not in ("stream", "stream_options")}

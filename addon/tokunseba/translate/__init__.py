@@ -88,7 +88,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
             max_tokens_field: str = "max_completion_tokens", system_role: str = "system",
             stop: tuple[str, ...] | list[str] | None = None, endpoint: str | None = None,
             path: str | None = None, effort: str | None = None, max_effort: str | None = None,
-            restore: Callable[[Conversation], object] | None = None,
+            restore: Callable[[Conversation], object] | None = None, cache: str = "off",
             native_custom_tools: bool = False) -> RequestTranslation:
     """A ``client`` protocol request body as a ``target`` protocol body: ``.body``,
     ``.dropped`` (the client's JSON paths), ``.plumbing``, ``.converted``, ``.warnings``.
@@ -98,8 +98,11 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     the URL (Gemini); a target of that kind gets no model in its body (the caller puts it in
     the URL). ``restore``: called with the decoded (neutral) conversation before it is encoded,
     to put back the provider state this endpoint and model produced (reasoning/state.py); what
-    it returns is the translation's ``state_report``. ``native_custom_tools``: a Chat target
-    takes the client's freeform tools as its own custom tools (routing.endpoints)."""
+    it returns is the translation's ``state_report``. ``cache``: the endpoint's ``cache`` key;
+    ``auto`` places cache breakpoints on the stable prefix where the target takes them
+    (``Codec.place_cache``), recorded as plumbing; elsewhere a warning says none were placed.
+    ``native_custom_tools``: a Chat target takes the client's freeform tools as its own custom
+    tools (routing.endpoints)."""
     dec, enc = _codecs(client, target, "request")
     conv = dec.decode_request(body, path=path or "") if dec.url_carries_model else dec.decode_request(body)
     state_report = restore(conv) if restore is not None else None
@@ -121,7 +124,40 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
         _add_endpoint_stops(rt, enc, list(stop), endpoint)
+    if cache != "off":
+        _cache_breakpoints(conv, rt, dec, enc, cache)
     return rt
+
+
+def _client_breakpoints(conv: Conversation, marker: str) -> list[int]:
+    """The neutral messages holding the client's own cache breakpoints (``marker`` in the drops
+    its decoder recorded): for each, the last message decoded from the closest client path."""
+    marks = [p[: -len(marker) - 1] for p in conv.dropped if p.endswith("." + marker)]
+    if not marks:
+        return []
+    paths = [conv.client_path(f"messages[{i}]") for i in range(len(conv.body.get("messages") or ()))]
+    out: set[int] = set()
+    for mark in marks:
+        best = max(((len(cp), i) for i, cp in enumerate(paths)
+                    if mark == cp or mark.startswith((cp + ".", cp + "["))), default=None)
+        if best is not None:
+            out.add(best[1])
+    return sorted(out)
+
+
+def _cache_breakpoints(conv: Conversation, rt: RequestTranslation, dec: Codec, enc: Codec, cache: str) -> None:
+    """The endpoint's ``cache``: ``breakpoints`` carries the client's own breakpoints where the
+    target marks messages (Chat: prompt_cache_breakpoint); ``auto`` also places them on the
+    stable prefix (``Codec.place_cache``). Each recorded as plumbing; billing, never content."""
+    if enc.carry_cache is not None and dec.cache_marker is not None and len(rt.body.get("messages") or ()) == len(
+            conv.body.get("messages") or ()):  # the target's messages are the neutral ones, one for one
+        if marked := _client_breakpoints(conv, dec.cache_marker):
+            rt.plumbing += [f"{p} (the client's {dec.cache_marker})" for p in enc.carry_cache(rt.body, marked)]
+    if cache == "auto":
+        if enc.place_cache is not None:
+            rt.plumbing += [f"{p} (cache: auto)" for p in enc.place_cache(rt.body)]
+        else:
+            rt.warnings.append(f"cache: auto: {enc.protocol} takes no cache breakpoints; none placed")
 
 
 def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], endpoint: str | None) -> None:

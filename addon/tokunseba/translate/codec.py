@@ -84,6 +84,14 @@ class Codec:
     # protocol's endpoints. Each decoder/encoder raises ``Refused`` with the turn's own path.
     refused_leaving: tuple[str, ...] = ()
     refused_arriving: tuple[str, ...] = ()
+    # ``cache: auto`` (an endpoint that caches only when asked): places breakpoints on the stable
+    # prefix of a translated body, returns the paths added (plumbing); None: nothing to place
+    place_cache: Callable[[dict[str, Any]], list[str]] | None = None
+    # the client's own breakpoints carried (cache: breakpoints | auto): the key a client block of this
+    # protocol marks one with (its decoder drops it, recorded), and, as a target, a function marking
+    # the translated body's messages at the neutral indexes given (returns the paths added)
+    cache_marker: str | None = None
+    carry_cache: Callable[[dict[str, Any], list[int]], list[str]] | None = None
 
 
 def parse_reply(body: bytes, what: str) -> dict[str, Any]:

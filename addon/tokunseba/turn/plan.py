@@ -34,7 +34,7 @@ from ..protocols import openai_responses as p_responses
 from ..protocols.detect import Detected, detect
 from ..reasoning.loop_route import follow_loop, not_followed
 from ..outcomes import route_text
-from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts
+from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts, turn_refusal
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
 from ..routing.session_facts import Speaker, speaker
@@ -113,6 +113,7 @@ class Turn:
     retry_of: str | None = None  # the request id of the recent request this one repeats (turn/retries.py)
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
+    prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -314,12 +315,13 @@ def translate_for_endpoint(src: str, ep: Endpoint, req: dict, model: str | None,
     return translate.request(src, ep.protocol, req, model=model, max_tokens=ep.max_tokens,
                              max_tokens_field=ep.max_tokens_field, system_role=ep.system_role, stop=ep.stop,
                              endpoint=ep.name, path=path, effort=ep.effort, max_effort=ep.max_effort,
-                             restore=restore, native_custom_tools=ep.native_custom_tools)
+                             restore=restore, cache=ep.cache, native_custom_tools=ep.native_custom_tools)
 
 
-def _pair_refusal(client: str) -> Callable[[Endpoint, str | None], str | None]:
-    """Whether a pair translates at all: the rules' own check of a route, before translating."""
-    return lambda ep, model: pair_refusal(client, ep.protocol)
+def _pair_refusal(facts: TurnFacts) -> Callable[[Endpoint, str | None], str | None]:
+    """Whether a pair translates at all and the endpoint takes the turn's content: the rules' own
+    check of a route, before translating."""
+    return lambda ep, model: turn_refusal(facts, ep)
 
 
 def _translated(prep: Prepared, decision: Decision) -> Plan | str:
@@ -371,7 +373,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     client = prep.det.protocol
     note = None
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
-        followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(client),
+        followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(prep.facts),
                                      reachable=reachable)
         if followed is not None:
             got = _translated(prep, followed)
@@ -424,6 +426,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     if isinstance(req.get("model"), str):
         turn.requested_model = req["model"]
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
+    turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
     if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
@@ -546,6 +549,7 @@ def _plan_translate(turn: Turn, ep: Endpoint, tr: RequestTranslation, prep: Prep
     turn.translation = tr
     turn.action, turn.outcome = Action.TRANSLATE, "translated"
     turn.body = jsonc.dumpb(tr.body)
+    turn.prompt = tr.body
     target = protocols.get(dst)
     turn.url = ep.request_url(target.turn_kind(turn.stream), turn.model_used)
     _, query_withheld = outgoing_query(turn.url, turn.path, src, dst, cross_host=True)

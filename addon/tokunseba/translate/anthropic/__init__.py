@@ -18,6 +18,8 @@ CODEC = Codec(
     decode_message=reply.decode_message,
     encode_error=pa.error_reply,
     stop_field="stop_sequences",
+    place_cache=request.place_cache_breakpoints,
+    cache_marker="cache_control",
     refused_leaving=(),
     refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),
 )

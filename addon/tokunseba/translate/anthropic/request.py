@@ -893,3 +893,81 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
     rt.client_wants_usage = o.include_usage or not out.get("stream")
     rt.body = out
     return rt
+
+
+# ---------------------------------------------------------------------------------------
+# cache: auto — breakpoints on the stable prefix (docs/architecture.md rule 1: billing plumbing)
+# ---------------------------------------------------------------------------------------
+
+MAX_BREAKPOINTS = 4  # Anthropic takes at most 4 cache_control blocks in a request
+EPHEMERAL = {"type": "ephemeral"}
+_NOT_MARKABLE = ("thinking", "redacted_thinking")  # blocks that cannot carry cache_control
+
+
+def _breakpoint_count(body: dict[str, Any]) -> int:
+    """The cache_control blocks a body already carries (tools, system blocks, message blocks)."""
+    n = sum(1 for t in body.get("tools") or () if isinstance(t, dict) and "cache_control" in t)
+    system = body.get("system")
+    n += sum(1 for b in system if isinstance(b, dict) and "cache_control" in b) if isinstance(system, list) else 0
+    for m in body.get("messages") or ():
+        content = m.get("content") if isinstance(m, dict) else None
+        n += sum(1 for b in content if isinstance(b, dict) and "cache_control" in b) if isinstance(content, list) else 0
+    return n
+
+
+def _mark_content(holder: dict[str, Any], key: str, path: str) -> str | None:
+    """A breakpoint on the last markable block of ``holder[key]`` (a string becomes its one text
+    block, the same text); the path marked, or None when nothing there can carry one."""
+    value = holder.get(key)
+    if isinstance(value, str):
+        if not value:
+            return None
+        holder[key] = [{"type": "text", "text": value, "cache_control": dict(EPHEMERAL)}]
+        return f"{path}[0].cache_control"
+    if not isinstance(value, list):
+        return None
+    value = holder[key] = list(value)  # a list of its own: the input's is never changed
+    for i in range(len(value) - 1, -1, -1):
+        block = value[i]
+        if isinstance(block, dict) and block.get("type") not in _NOT_MARKABLE and block.get("text") != "":
+            if "cache_control" in block:
+                return None  # already a breakpoint there
+            value[i] = {**block, "cache_control": dict(EPHEMERAL)}
+            return f"{path}[{i}].cache_control"
+    return None
+
+
+def place_cache_breakpoints(body: dict[str, Any]) -> list[str]:
+    """``cache: auto``: breakpoints where a provider that caches by itself would have cached,
+    on a translated body (changed in place; only new containers, never shared leaves): the end
+    of the conversation (what the next turn reads), the end of the previous user turn (what this
+    turn reads, written by the turn before), the system prompt, the tools; at most
+    ``MAX_BREAKPOINTS`` with the client's own, in that order of value. Returns the paths added
+    (recorded as plumbing). The model sees nothing new: cache_control is billing, not content."""
+    room = MAX_BREAKPOINTS - _breakpoint_count(body)
+    messages = body.get("messages")
+    spots: list[tuple[dict[str, Any], str, str]] = []
+    if isinstance(messages, list) and messages:
+        last = len(messages) - 1
+        spots.append((messages[last], "content", f"messages[{last}].content"))
+        prev = next((i for i in range(last - 1, -1, -1)
+                     if isinstance(messages[i], dict) and messages[i].get("role") == "user"), None)
+        if prev is not None:
+            spots.append((messages[prev], "content", f"messages[{prev}].content"))
+    if body.get("system"):
+        spots.append((body, "system", "system"))
+    tools = body.get("tools")
+    added: list[str] = []
+    for holder, key, path in spots:
+        if len(added) >= room:
+            return added
+        if holder is not body and isinstance(messages, list):  # a message: a copy of its own (no shared leaf changes)
+            i = int(path.split("[")[1].split("]")[0])
+            holder = messages[i] = dict(holder)
+        if (where := _mark_content(holder, key, path)) is not None:
+            added.append(where)
+    if isinstance(tools, list) and tools and len(added) < room and isinstance(tools[-1], dict) \
+            and "cache_control" not in tools[-1]:
+        body["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)}]
+        added.append(f"tools[{len(tools) - 1}].cache_control")
+    return added

@@ -19,6 +19,8 @@ CODEC = Codec(
     encode_error=po.error_reply,
     decode_message=reply.decode_message,
     stop_field="stop",
+    place_cache=request.place_cache_breakpoints,
+    carry_cache=request.mark_breakpoints,
     refused_leaving=("n above 1 (every other protocol returns exactly one choice)",),
     refused_arriving=("tool names longer than 64 characters (renaming would invent a tool)",),
 )

@@ -169,3 +169,60 @@ def encode(conv: Conversation, *, system_role: str = "system", max_tokens_field:
     for step in ENCODE_STEPS:
         step(conv, rt, out, o)
     return rt
+
+
+# ---------------------------------------------------------------------------------------
+# explicit cache breakpoints (OpenAI GPT-5.6+: prompt_cache_breakpoint on a content part), for an
+# endpoint that says it takes them (cache: breakpoints | auto); billing plumbing, not content
+# ---------------------------------------------------------------------------------------
+
+MAX_BREAKPOINTS = 4  # OpenAI takes at most 4 cache writes in a request
+BREAKPOINT = {"mode": "explicit"}
+_UNMARKABLE_ROLES = ("assistant",)  # assistant output blocks take no breakpoint
+
+
+def _marked(m: Any) -> bool:
+    content = m.get("content") if isinstance(m, dict) else None
+    return isinstance(content, list) and any(isinstance(p, dict) and "prompt_cache_breakpoint" in p for p in content)
+
+
+def mark_breakpoints(body: dict[str, Any], indexes: list[int]) -> list[str]:
+    """A breakpoint on the last content part of each of ``messages[indexes]`` (a string content
+    becomes its one text part, the same text), at most ``MAX_BREAKPOINTS`` in the body; changed
+    in place with containers of its own. Returns the paths added; assistant messages are skipped."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return []
+    room = MAX_BREAKPOINTS - sum(1 for m in messages if _marked(m))
+    added: list[str] = []
+    for i in indexes:
+        if len(added) >= room or not 0 <= i < len(messages):
+            break
+        m = messages[i]
+        if not isinstance(m, dict) or m.get("role") in _UNMARKABLE_ROLES or _marked(m):
+            continue
+        content = m.get("content")
+        if isinstance(content, str) and content:
+            messages[i] = {**m, "content": [{"type": "text", "text": content, "prompt_cache_breakpoint": dict(BREAKPOINT)}]}
+            added.append(f"messages[{i}].content[0].prompt_cache_breakpoint")
+        elif isinstance(content, list) and content and isinstance(content[-1], dict):
+            messages[i] = {**m, "content": [*content[:-1], {**content[-1], "prompt_cache_breakpoint": dict(BREAKPOINT)}]}
+            added.append(f"messages[{i}].content[{len(content) - 1}].prompt_cache_breakpoint")
+    return added
+
+
+def place_cache_breakpoints(body: dict[str, Any]) -> list[str]:
+    """``cache: auto``: breakpoints on the stable prefix, as the Anthropic encoder places them:
+    the last message (unless the assistant's), the previous user message, the first system message."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return []
+    last = len(messages) - 1
+    spots = [last]
+    prev = next((i for i in range(last - 1, -1, -1) if isinstance(messages[i], dict) and messages[i].get("role") == "user"), None)
+    if prev is not None:
+        spots.append(prev)
+    first_system = next((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") in ("system", "developer")), None)
+    if first_system is not None and first_system not in spots:
+        spots.append(first_system)
+    return mark_breakpoints(body, spots)

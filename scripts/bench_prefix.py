@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Benchmark: what recording a turn's per-block prefix hashes costs (ledger/prefix.py, issue 32),
+next to the work the turn does anyway, measured side by side in one run.
+
+The turn: the Claude Code main turn (fixtures/claude-code-print-main-turn.json, 48.5 KB). Rows:
+- floor: orjson loads + dumps of its bytes (the JSON work every routed turn already does);
+- the request path of a translated turn (bytes -> translate.request to Chat -> bytes);
+- prefix_hashes of the body as sent (a pass-through or retargeted turn: the client's body),
+  and of the translated Chat body;
+- the same request path followed by prefix_hashes of what it sends (the turn with hashing).
+Every round runs each variant once (a sample calibrated to about --sample-ms) in a fresh
+shuffled order; each row reports the median µs per call over the rounds and the median of its
+per-round ratio to the floor measured in the same round. The last line says what hashing adds
+to a turn (median of the per-round differences) against the 0.1 ms budget.
+Not a test: it prints, it asserts nothing.
+Usage: .venv/bin/python scripts/bench_prefix.py [--rounds N] [--sample-ms MS] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from tokunseba import jsonc, translate
+from tokunseba.ledger.prefix import prefix_hashes
+from tokunseba.translate import parse_body
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = "claude-code-print-main-turn.json"
+BUDGET_US = 100.0
+
+
+def fixture_bytes() -> bytes:
+    for base in (ROOT.parent / "shared" / "fixtures", Path("/work/shared/fixtures")):
+        if (base / FIXTURE).exists():
+            return jsonc.dumpb(json.loads((base / FIXTURE).read_text())["body"])
+    sys.exit(f"bench_prefix: fixture {FIXTURE} not found")
+
+
+def calibrate(fn, sample_s: float) -> int:
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        took = time.perf_counter() - t0
+        if took >= sample_s / 4 or n >= 1 << 20:
+            return max(1, round(n * sample_s / max(took, 1e-9)))
+        n *= 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
+    ap.add_argument("--sample-ms", type=float, default=40.0, help="time per variant per round (default 40)")
+    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.sample_ms <= 0:
+        ap.error("--rounds must be at least 1 and --sample-ms above 0")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    raw = fixture_bytes()
+    body = parse_body(raw)
+    chat = translate.request("anthropic", "openai", body, max_tokens=4096).body
+
+    def path() -> bytes:
+        return jsonc.dumpb(translate.request("anthropic", "openai", parse_body(raw), max_tokens=4096).body)
+
+    def path_hashed() -> tuple:
+        sent = translate.request("anthropic", "openai", parse_body(raw), max_tokens=4096).body
+        return jsonc.dumpb(sent), prefix_hashes("openai", sent)
+
+    variants = [
+        ("floor: orjson.loads + orjson.dumps", lambda: orjson.dumps(orjson.loads(raw))),
+        ("A->Chat request path: bytes -> bytes", path),
+        ("prefix_hashes of the client's body (anthropic)", lambda: prefix_hashes("anthropic", body)),
+        ("prefix_hashes of the translated body (openai)", lambda: prefix_hashes("openai", chat)),
+        ("A->Chat request path + prefix_hashes", path_hashed),
+    ]
+    loops = [calibrate(fn, args.sample_ms / 1000) for _, fn in variants]
+    samples: list[list[float]] = [[] for _ in variants]
+    order = list(range(len(variants)))
+    for _ in range(args.rounds):
+        rng.shuffle(order)
+        for i in order:
+            fn, n = variants[i][1], loops[i]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[i].append((time.perf_counter() - t0) / n * 1e6)
+    print(f"turn: {FIXTURE}, {len(raw):,} bytes; {len(json.loads(prefix_hashes('anthropic', body))['h']) // 8} blocks "
+          f"hashed; json codec {jsonc.CODEC}")
+    print(f"interleaved: {args.rounds} rounds, shuffle seed {seed}, ~{args.sample_ms:g} ms per variant per round")
+    width = max(len(name) for name, _ in variants)
+    print(f"{'variant':<{width}}  {'µs/call':>9}  {'x floor':>8}")
+    for (name, _), s in zip(variants, samples):
+        ratio = statistics.median(x / f for x, f in zip(s, samples[0]))
+        print(f"{name:<{width}}  {statistics.median(s):9.1f}  {ratio:8.2f}")
+    added = statistics.median(h - p for h, p in zip(samples[4], samples[1]))
+    own = statistics.median(samples[2])
+    print(f"hashing adds {added:.1f} µs to the translated turn (its own cost on the client's body: {own:.1f} µs); "
+          f"budget {BUDGET_US:.0f} µs: {'within' if max(added, own) <= BUDGET_US else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
