@@ -81,14 +81,14 @@ def wanted(env: str | None = None) -> frozenset[str] | None:
 
 
 def discovered(only: Iterable[str] | None = None) -> list[EntryPoint]:
-    """The group's entry points to load: the built-ins first in ``BUILTIN``'s order (tokunseba's
-    own installed ones, else ``BUILTIN``'s lines), then the outside ones by name (those of
-    ``only`` when given; one that takes a built-in's name is loaded as an outsider, and refused
-    when it registers that name)."""
+    """The group's entry points to load: the built-ins first in ``BUILTIN``'s order (the installed
+    ones that say what ``BUILTIN`` says, else its lines), then the outside ones by name (those of
+    ``only`` when given; one that takes a built-in's name for something else is loaded as an
+    outsider, and refused when it registers a name already taken)."""
     ours: dict[str, EntryPoint] = {}
     theirs: list[EntryPoint] = []
     for ep in entry_points(group=GROUP):
-        if ep.name in BUILTIN and _package(ep) == "tokunseba":
+        if BUILTIN.get(ep.name) == ep.value:  # ours (by its line: no package metadata read at start-up)
             ours[ep.name] = ep
         else:
             theirs.append(ep)
@@ -97,12 +97,9 @@ def discovered(only: Iterable[str] | None = None) -> list[EntryPoint]:
             + sorted((ep for ep in theirs if chosen is None or ep.name in chosen), key=lambda ep: ep.name))
 
 
-def _package(ep: EntryPoint) -> str | None:
-    dist = getattr(ep, "dist", None)
-    return dist.name if dist is not None else None
-
-
 def origin_of(ep: EntryPoint, builtin: bool = False) -> Origin:
+    if builtin:
+        return Origin(ep.name, "tokunseba", None, True)
     dist = getattr(ep, "dist", None)
     return Origin(ep.name, dist.name if dist is not None else None, dist.version if dist is not None else None,
                   builtin)
