@@ -181,3 +181,10 @@ def test_codex_turns_to_a_chat_endpoint_with_cache_auto_get_explicit_breakpoints
     roles = [msgs[i]["role"] for i in marked]
     assert marked and "assistant" not in roles and len(marked) <= 4
     assert marked[-1] == len(msgs) - 1 and roles[0] in ("system", "developer")
+
+
+def test_check_warns_when_an_endpoint_asks_for_breakpoints_its_protocol_cannot_take():
+    r = load_rules_text("endpoints:\n  g: {protocol: gemini, url: 'https://g.example/v1beta', cache: auto}\n"
+                        "  c: {protocol: anthropic, url: 'https://a.example/v1', cache: auto}\n", "c.yaml")
+    assert r.warnings == ["c.yaml: warning: endpoint g (gemini): cache: auto, but gemini requests take no cache "
+                          "breakpoints: none are placed or carried there"]

@@ -39,7 +39,7 @@ from .shadowable import shadow_refusal
 from .. import protocols
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
 from ..protocols.facts import RuleShape
-from ..translate import pair_refusal
+from ..translate import CODECS, pair_refusal
 from ..states import Decided
 
 
@@ -786,7 +786,19 @@ def _warnings(rules: Rules) -> list[str]:
                 f"{'; '.join(why)}; such turns are refused here and {then}"
             )
         out += _max_output_warnings(rules, route, ep)
-    return out + _count_warnings(rules)
+    return out + _count_warnings(rules) + _cache_warnings(rules)
+
+
+def _cache_warnings(rules: Rules) -> list[str]:
+    """An endpoint whose ``cache`` asks for breakpoints its protocol has no way to take (Gemini):
+    nothing is placed there (its translations say so too)."""
+    out = []
+    for ep in rules.endpoints.values():
+        codec = CODECS.get(ep.protocol)
+        if ep.cache != "off" and codec is not None and codec.place_cache is None and codec.carry_cache is None:
+            out.append(f"{rules.source}: warning: endpoint {ep.name} ({ep.protocol}): cache: {ep.cache}, but "
+                       f"{ep.protocol} requests take no cache breakpoints: none are placed or carried there")
+    return out
 
 
 def _count_warnings(rules: Rules) -> list[str]:
