@@ -36,6 +36,7 @@ from .relay import Replan, UpstreamConn
 from .attempts import Chain, may_fail_over, next_turn
 from .next_attempt import failure_line, note_failure, replan_of, where_next
 from .capacity import Capacity, Slot
+from .cap_note import cap_line
 from .console_line import client_name, turn_line
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
@@ -902,6 +903,8 @@ class Tokunseba:
                                              "model": turn.capture.model})
         self._present(flow, state, outcome, status)
         self._console(flow, turn, outcome, status, usage, now, state.chain)
+        if turn.translation is not None and (said := cap_line(request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None, converted=turn.translation.converted, details=details, original=turn.original_body)):
+            log.info(said)  # the endpoint's cap, not the client's, ended the reply (proxy/cap_note.py)
         if self.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
             chain, headers = state.chain, self.replayable.get(flow.id, (None, flow.request.headers))[1]
             self.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
