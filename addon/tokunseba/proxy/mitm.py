@@ -38,6 +38,7 @@ from .next_attempt import failure_line, note_failure, replan_of, where_next
 from .capacity import Capacity, Slot
 from .cap_note import cap_line
 from .console_line import client_name, turn_line
+from .web_noise import quiet_stray_stylesheet
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from .failover import Failure
@@ -967,6 +968,7 @@ class _ConnectionChatter(logging.Filter):
 
 _CONNECTION_CHATTER = _ConnectionChatter()
 logging.getLogger("mitmproxy.proxy.server").addFilter(_CONNECTION_CHATTER)
+quiet_stray_stylesheet()  # mitmweb's page asks for a stylesheet mitmproxy 12 does not ship (proxy/web_noise.py)
 
 
 class DisplayRedaction:
