@@ -39,6 +39,7 @@ from .capacity import Capacity, Slot
 from .cap_note import cap_line
 from .console_line import client_name, turn_line
 from .web_noise import quiet_stray_stylesheet
+from .rules_watch import watch as watch_rules
 from .endpoint_startup import endpoints_in_use, unreachable_line
 from ..routing.endpoints import Endpoint, EndpointHealth
 from .failover import Failure
@@ -274,6 +275,7 @@ class Tokunseba:
             log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.relay.start()
         self._soon_check_endpoints()
+        self.rules_watch = watch_rules(RULES_POLL_S, self._maybe_reload_rules)  # an edit is said when made
         web = getattr(ctx.master, "app", None)  # mitmweb's tornado application (mitmdump has none)
         transforms = getattr(web, "transforms", None)
         if isinstance(transforms, list):  # mitmweb: tornado is loaded (mitmdump never imports it)
@@ -287,6 +289,8 @@ class Tokunseba:
                                     ssl_context=_upstream_ssl_context())
 
     def done(self) -> None:
+        if (w := getattr(self, "rules_watch", None)) is not None:
+            w.cancel()
         self.relay.stop()
         if self.keeper is not None:
             self.keeper.store.close()
