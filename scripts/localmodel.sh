@@ -345,10 +345,15 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
   local kind=$1 port=$2 log=$3
   if [ "$kind" = llama-server ]; then
     server_bin_ok || die "llama-server is not installed: run scripts/localmodel.sh install"
-    # --temp: the sampling temperature for requests that name none (Claude Code sends none).
-    # 0 makes this base model deterministic: it then ends its turn (prints <|im_end|>) reliably,
-    # where sampled text often runs to max_tokens and sends Claude Code into its continuation loop.
-    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c "$CTX" -t 2 -np 1 \
+    # --temp: the sampling temperature for requests that name none (Claude Code's main turn sends
+    # none; its title turn sends 1). Neither makes this base model end its turn reliably: the
+    # example rules' stop strings do ("\n\n" ends every reply well inside the cap; README,
+    # "Why the demo ends its turns"), where a reply run to max_tokens sends Claude Code into its
+    # continuation loop.
+    # -np 2 --kv-unified: two turns at once sharing the one context (not halving it): Claude
+    # Code's `-p` sends its session-title turn and its main turn together; on one slot the second
+    # waited for the first (issue 31: 14 to 148 s for the README demo).
+    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c "$CTX" -t 2 -np 2 --kv-unified \
       --temp "${LOCALMODEL_TEMP:-0}" --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
   else
     python_server_ok || die "llama-cpp-python's server is not installed: run scripts/localmodel.sh install --with-python-server"

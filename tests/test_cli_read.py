@@ -790,6 +790,21 @@ def test_models_probe_json(capsys, tmp_path, models_api):
     assert rc == 0  # every probed endpoint answered with its models: a script can rely on the status
 
 
+def test_models_probe_asks_the_rules_own_endpoints_by_default(capsys, tmp_path, models_api):
+    """With a rules file that declares endpoints, `--probe` alone asks those (the local server
+    the demo names), not the built-in cloud ones, and says which it left out (issue 31)."""
+    rules = tmp_path / "one.yaml"
+    rules.write_text(f"endpoints:\n  local:\n    protocol: openai\n    url: http://127.0.0.1:{models_api}/v1\n"
+                     "routes:\n  - name: r\n    when: {client: anthropic}\n    to: local\n")
+    rc, out, _ = run(capsys, "models", "--rules", str(rules), "--probe", "--json")
+    rep = jsonc.loads(out)
+    assert rc == 0 and [e["name"] for e in rep["endpoints"] if "probe" in e] == ["local"]
+    assert rep["not_probed"] == ["anthropic", "openai", "gemini"]
+    rc, out, _ = run(capsys, "models", "--rules", str(rules), "--probe")
+    assert rc == 0 and "not probed (built in): anthropic, openai, gemini; probe one with --endpoint NAME" in out
+    assert "api.anthropic.com/v1/models" not in out
+
+
 def test_explain_shows_the_reply_side_of_a_translation(capsys, tmp_path):
     path = tmp_path / "r.db"
     with Ledger(path) as led:

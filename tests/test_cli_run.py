@@ -158,6 +158,9 @@ def test_run_web_sets_one_column_per_option_and_prints_the_url_with_its_token(ca
     assert _set_values(cmd, "web_columns") == list(cli_run.WEB_COLUMNS)
     assert "comment" in cli_run.WEB_COLUMNS and not any("," in v for v in _set_values(cmd, "web_columns"))
     token = re.search(r"http://127\.0\.0\.1:18222/\?token=([0-9a-f]{32})\n", err).group(1)
+    # and the URL that opens on the model turns (mitmweb 12 reads its Search box from the fragment)
+    assert (f"mitmweb on the model turns only (Search: ~h x-tokunseba-request-id; clear it for every flow):  "
+            f"http://127.0.0.1:18222/?token={token}#/flows?s=~h%20x-tokunseba-request-id\n") in err
     (hashed,) = _set_values(cmd, "web_password")
     assert token not in " ".join(cmd)  # only the hash is in the process list
     assert hashed.startswith("$argon2") and argon2.PasswordHasher().verify(hashed, token)

@@ -44,6 +44,12 @@ def test_routes_no_pinned_client_request_can_meet_are_named_with_file_and_line()
     assert claude.startswith("r.yaml:10: warning: route 'claude-tiny' can never match Claude Code 2.1.197's turns")
     assert "session title: no tools, thinking off, 2.2 KB or more, model claude-haiku-4-5-20251001" in claude
     assert gemini.startswith("r.yaml:13: warning: route 'gemini-pro-toolless' can never match Gemini CLI 0.61.0's")
+    # each with the next step (issue 31)
+    assert codex.endswith("next: Codex always sends tools and 38.8 KB or more (-c model=gpt-5.5; 74 KB, about 7k tokens, "
+                          "with its default model): leave out tools: false and max_request_bytes, and give a local "
+                          "endpoint the context it needs (scripts/localmodel.sh start --ctx 16384; "
+                          "rules/examples/codex-local.yaml), or route it to another endpoint")
+    assert "; next: `claude -p --tools \"\" --system-prompt" in claude and "; next: without -m its router call" in gemini
 
 
 def test_the_title_turn_and_the_toolless_print_turn_match_the_shipped_easy_routes():

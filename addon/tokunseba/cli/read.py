@@ -55,7 +55,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES; else built-in endpoints only)")
     p.add_argument("--probe", action="store_true",
-                   help="ask each endpoint's models API: reachable or not, models served (exit 1 if one gives no list)")
+                   help="ask each endpoint's models API: reachable or not, models served (exit 1 if one gives no list); "
+                        "the rules' own endpoints when they declare some, else the built-in ones; --endpoint to choose")
     p.add_argument("--endpoint", metavar="NAME", action="append", help="only this endpoint (repeatable)")
     p.add_argument("--timeout", metavar="SECONDS", default="3",
                    help=f"probe timeout per endpoint (default 3, at most {MAX_TIMEOUT:g})")
@@ -749,11 +750,17 @@ def cmd_models(args: argparse.Namespace) -> int:
                                  "refused": refused, "on_refused": r.on_refused,
                                  "on_failure": r.on_failure, "on_unreachable": r.on_unreachable})
     if args.probe:
-        with ThreadPoolExecutor(max_workers=max(len(endpoints), 1)) as pool:
-            probes = list(pool.map(lambda ep: probe_endpoint(ep, timeout), endpoints.values()))
-        for entry, pr in zip(report["endpoints"], probes):
-            pr["not_served"] = [m for m in entry["models_in_rules"] if pr["models"] is not None and m not in pr["models"]]
-            entry["probe"] = pr
+        # a rules file's own endpoints by default (the local server it names, not the cloud behind
+        # it); the built-in ones when the rules declare none, or when named with --endpoint
+        declared = {n: ep for n, ep in endpoints.items() if not ep.builtin}
+        probed = endpoints if args.endpoint or not declared else declared
+        report["not_probed"] = [n for n in endpoints if n not in probed]
+        with ThreadPoolExecutor(max_workers=max(len(probed), 1)) as pool:
+            probes = dict(zip(probed, pool.map(lambda ep: probe_endpoint(ep, timeout), probed.values())))
+        for entry in report["endpoints"]:
+            if (pr := probes.get(entry["name"])) is not None:
+                pr["not_served"] = [m for m in entry["models_in_rules"] if pr["models"] is not None and m not in pr["models"]]
+                entry["probe"] = pr
     if args.json:
         _json(report)
     else:
@@ -833,6 +840,8 @@ def render_models(rep: dict) -> str:
                 state, served = f"unreachable: {pr['error']}", "-"
             rows.append([e["name"], pr["url"], state, served])
         out += ["", table(["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"], rows)]
+        if rep.get("not_probed"):
+            out.append(f"not probed (built in): {', '.join(rep['not_probed'])}; probe one with --endpoint NAME")
     return "\n".join(out)
 
 

@@ -220,8 +220,17 @@ def web_login(token: str | None = None) -> tuple[str, str]:
     return token, argon2.PasswordHasher().hash(token)
 
 
-def web_url(port: int, token: str, host: str = "127.0.0.1") -> str:
-    return f"http://{host}:{port}/?token={token}"
+# mitmweb's Search box as it opens: the flows tokunseba handled (a provider turn's reply carries
+# this header); Claude Code's other calls (settings, telemetry: most flows) stay out of sight
+MODEL_TURNS = "~h x-tokunseba-request-id"
+
+
+def web_url(port: int, token: str, host: str = "127.0.0.1", search: str | None = None) -> str:
+    """mitmweb's UI URL with its token; with ``search``, opening on that filter (mitmweb 12 reads
+    it from the fragment: ``#/flows?s=…``)."""
+    from urllib.parse import quote
+
+    return f"http://{host}:{port}/?token={token}" + (f"#/flows?s={quote(search, safe='')}" if search else "")
 
 
 def _routes_nothing(path: str) -> str | None:
@@ -487,6 +496,9 @@ def cmd_run(args) -> int:
     if token:
         where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"
         ui = f"tokunseba: mitmweb UI (open this URL; the token is new on every start):  {where}"
+        if args.web_port:
+            ui += (f"\ntokunseba: mitmweb on the model turns only (Search: {MODEL_TURNS}; clear it for every flow):  "
+                   + web_url(args.web_port, token, search=MODEL_TURNS))
     if args.dry_run:
         print(shlex.join(cmd))
         if ui:

@@ -66,6 +66,7 @@ class Tokunseba:
         self.record.start()
 
     def done(self) -> None:
+        self.route.stop()
         self.core.relay.stop()
         self.record.stop()
 

@@ -23,6 +23,7 @@ from ..reasoning.store import open_keeper
 from ..routing.rules import records
 from ..shadow.sender import ShadowSender
 from ..states import Action
+from ..turn.cap_note import cap_line
 from ..turn.console_line import turn_line
 from ..turn.failover import Chain
 from ..turn.flowstate import CLIENT_KEY, FlowState
@@ -163,6 +164,10 @@ class Record:
                                                      "model": turn.capture.model})
         present_outcome(flow, state, outcome, status)
         console(flow, turn, outcome, status, usage, now, state.chain)
+        if turn.translation is not None and (said := cap_line(
+                request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
+                converted=turn.translation.converted, details=details, original=turn.original_body)):
+            log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
         if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
             chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
             core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,

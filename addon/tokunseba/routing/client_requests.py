@@ -41,7 +41,7 @@ KINDS: tuple[Kind, ...] = (
     # the same with --model haiku and MAX_THINKING_TOKENS=0: thinking disabled, 1.1 KB
     Kind(CLAUDE_CODE, "anthropic", "main turn with --tools \"\" --system-prompt and MAX_THINKING_TOKENS=0", None,
          False, False, 1_105),
-    # interactive, after a first prompt of some substance: Haiku, tools [], thinking disabled, 2.2 KB
+    # with a first prompt (interactive, or -p alongside its main turn): Haiku, tools [], thinking disabled, 2.2 KB
     Kind(CLAUDE_CODE, "anthropic", "session title", "claude-haiku-4-5-20251001", False, False, 2_200),
     # `gemini -p "…"` without -m: the router's flash-lite call, no tools (792 prompt tokens)
     Kind(GEMINI_CLI, "gemini", "router call", "gemini-3.5-flash-lite", False, False, 3_000),
@@ -51,6 +51,16 @@ KINDS: tuple[Kind, ...] = (
     Kind(CODEX, "openai-responses", "main turn", None, True, True, 38_763),
 )
 JUDGED = ("client", "model", "tools", "thinking", "images", "max_request_bytes")
+
+# what to do about a route a client's turns never match: the step that makes one of its turns match
+NEXT: dict[str, str] = {
+    CLAUDE_CODE: "`claude -p --tools \"\" --system-prompt \"…\" \"…\"` sends a 1.2 KB tool-less main turn, and its "
+                 "session title is Haiku with no tools and thinking off (rules/examples/easy-turns-local.yaml)",
+    GEMINI_CLI: "without -m its router call is a tool-less flash-lite turn (rules/examples/gemini-cli-easy-turns.yaml)",
+    CODEX: "Codex always sends tools and 38.8 KB or more (-c model=gpt-5.5; 74 KB, about 7k tokens, with its default "
+           "model): leave out tools: false and max_request_bytes, and give a local endpoint the context it needs "
+           "(scripts/localmodel.sh start --ctx 16384; rules/examples/codex-local.yaml), or route it to another endpoint",
+}
 
 
 def _facts(k: Kind) -> TurnFacts:
@@ -88,5 +98,5 @@ def never_matching(rules: Rules) -> list[str]:
                              f"{k.min_bytes / 1000:.1f} KB or more" + (f", model {k.model}" if k.model else "")
                              for k in kinds)
             out.append(f"{rules.source}:{route.line}: warning: route {route.name!r} can never match {client}'s "
-                       f"turns (it sends {sent}; README: \"Which turns are easy today\")")
+                       f"turns (it sends {sent}; README: \"Which turns are easy today\"); next: {NEXT[client]}")
     return out
