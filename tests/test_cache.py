@@ -188,3 +188,41 @@ def test_check_warns_when_an_endpoint_asks_for_breakpoints_its_protocol_cannot_t
                         "  c: {protocol: anthropic, url: 'https://a.example/v1', cache: auto}\n", "c.yaml")
     assert r.warnings == ["c.yaml: warning: endpoint g (gemini): cache: auto, but gemini requests take no cache "
                           "breakpoints: none are placed or carried there"]
+
+
+# ---- a Chat client's own breakpoints (OpenAI's explicit prompt_cache_breakpoint) to Anthropic
+
+def chat_session(turns: int, marked: set[int]) -> dict:
+    """A Chat client's conversation of ``turns`` user turns, its own breakpoint on the user
+    turns numbered in ``marked``."""
+    msgs: list = [{"role": "system", "content": "You are terse. " * 40}]
+    for i in range(turns):
+        part: dict = {"type": "text", "text": f"question {i}: " + "context " * 60}
+        if i in marked:
+            part["prompt_cache_breakpoint"] = {"mode": "explicit"}
+        msgs += [{"role": "user", "content": [part]}, {"role": "assistant", "content": f"answer {i}"}]
+    msgs.pop()  # the conversation ends on the user's turn
+    return {"model": "gpt-5.6", "messages": msgs}
+
+
+def test_a_chat_clients_own_breakpoints_reach_anthropic_as_cache_control():
+    rt = translate.request("openai", "anthropic", chat_session(3, {1}), max_tokens=64)
+    assert marks(rt.body) == ["messages[2].content[0]"]
+    assert "messages[3].content[0].prompt_cache_breakpoint -> cache_control (the client's own cache breakpoint)" \
+        in rt.converted
+    assert not any("prompt_cache_breakpoint" in d for d in rt.dropped)
+    assert strip(rt.body) == strip(translate.request("openai", "anthropic", chat_session(3, set()), max_tokens=64).body)
+
+
+def test_a_chat_clients_breakpoints_bill_as_cache_reads_on_the_next_turn():
+    cache = AnthropicCache()
+    first = translate.request("openai", "anthropic", chat_session(2, {1}), max_tokens=64).body
+    second = translate.request("openai", "anthropic", chat_session(3, {1, 2}), max_tokens=64).body
+    assert cache.bill(first)["cache_read_input_tokens"] == 0
+    assert cache.bill(second)["cache_read_input_tokens"] > 0  # the prefix the client marked was read back
+
+
+def test_more_than_four_of_the_clients_breakpoints_keep_the_last_four():
+    rt = translate.request("openai", "anthropic", chat_session(7, set(range(7))), max_tokens=64)
+    assert marks(rt.body) == [f"messages[{2 * i}].content[0]" for i in range(3, 7)]
+    assert any("3 earliest cache breakpoint(s) not carried: Anthropic takes at most 4" in w for w in rt.warnings)

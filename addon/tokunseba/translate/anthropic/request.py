@@ -489,10 +489,15 @@ def _enc_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
 
 def _enc_text_part(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[str, Any] | None:
     text = ft.req(x, "text", xp, ft.string)
-    ft.extras(rt, x, _TEXT_KEYS, xp)
     if not text:  # Anthropic rejects empty text blocks
+        ft.extras(rt, x, _TEXT_KEYS, xp)
         rt.dropped.append(xp)
         return None
+    if CHAT_BREAKPOINT in x:  # the client's own cache breakpoint (OpenAI's explicit one): the same intent
+        ft.extras(rt, x, _TEXT_KEYS | {CHAT_BREAKPOINT}, xp)
+        rt.converted.append(f"{xp}.{CHAT_BREAKPOINT} -> cache_control (the client's own cache breakpoint)")
+        return {"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}
+    ft.extras(rt, x, _TEXT_KEYS, xp)
     return {"type": "text", "text": text}
 
 
@@ -890,6 +895,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
         out["max_tokens"] = max_tokens
         rt.plumbing.append("max_tokens")
     _fit_thinking(rt, out, body.get("reasoning_effort"))
+    _at_most_four_breakpoints(rt, out)
     rt.client_wants_usage = o.include_usage or not out.get("stream")
     rt.body = out
     return rt
@@ -902,6 +908,26 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
 MAX_BREAKPOINTS = 4  # Anthropic takes at most 4 cache_control blocks in a request
 EPHEMERAL = {"type": "ephemeral"}
 _NOT_MARKABLE = ("thinking", "redacted_thinking")  # blocks that cannot carry cache_control
+
+
+CHAT_BREAKPOINT = "prompt_cache_breakpoint"  # a Chat client's own breakpoint on a text part (OpenAI GPT-5.6+)
+
+
+def _at_most_four_breakpoints(rt: RequestTranslation, out: dict[str, Any]) -> None:
+    """The client's own breakpoints carried (``_enc_text_part``), at most ``MAX_BREAKPOINTS`` of
+    them: Anthropic rejects a fifth. The last four are kept (each covers the longest prefix
+    before it); an earlier one is dropped, recorded."""
+    marked = [(i, k) for i, m in enumerate(out.get("messages") or ()) if isinstance(m.get("content"), list)
+              for k, b in enumerate(m["content"]) if isinstance(b, dict) and "cache_control" in b]
+    extra = len(marked) + _breakpoint_count({k: v for k, v in out.items() if k != "messages"}) - MAX_BREAKPOINTS
+    if extra <= 0:
+        return
+    for i, k in marked[:extra]:
+        m = out["messages"][i] = dict(out["messages"][i])
+        content = m["content"] = list(m["content"])
+        content[k] = {key: v for key, v in content[k].items() if key != "cache_control"}
+    rt.warnings.append(f"the client's {extra} earliest cache breakpoint(s) not carried: Anthropic takes at most "
+                       f"{MAX_BREAKPOINTS} (the last ones, covering the longest prefixes, are)")
 
 
 def _breakpoint_count(body: dict[str, Any]) -> int:
