@@ -136,21 +136,11 @@ class Route:
             log.warning("tokunseba: routed turns reach their endpoints directly, not through the upstream proxy")
         await self.core.relay.start()
         self.soon_check_endpoints()
-        self.rules_watch = asyncio.ensure_future(self._watch_rules())  # an edit is said when made, not at a turn
+        self.rules_watch = asyncio.ensure_future(watch_rules(self))  # an edit is said when made, not at a turn
 
     def stop(self) -> None:
         if (w := getattr(self, "rules_watch", None)) is not None:
             w.cancel()
-
-    async def _watch_rules(self) -> None:
-        """Check the rules file every RULES_POLL_S while the proxy runs: a broken live edit is
-        reported when it is saved, not when the next turn arrives."""
-        while True:
-            await asyncio.sleep(RULES_POLL_S)
-            try:
-                self.maybe_reload_rules()
-            except Exception:  # a failed check must not end the watch
-                log.exception("tokunseba: could not check the rules file")
 
     def soon_check_endpoints(self) -> None:
         """Connect once to every endpoint a route uses, in the background (start-up is not
@@ -379,3 +369,14 @@ class Route:
             if slot is not None:
                 return nxt, slot
         return None, None
+
+
+async def watch_rules(route: Route) -> None:
+    """Check the rules file every RULES_POLL_S while the proxy runs: a broken live edit is
+    reported when it is saved, not when the next turn arrives."""
+    while True:
+        await asyncio.sleep(RULES_POLL_S)
+        try:
+            route.maybe_reload_rules()
+        except Exception:  # a failed check must not end the watch
+            log.exception("tokunseba: could not check the rules file")
