@@ -495,7 +495,7 @@ def _enc_text_part(rt: RequestTranslation, x: dict[str, Any], xp: str) -> dict[s
         return None
     if CHAT_BREAKPOINT in x:  # the client's own cache breakpoint (OpenAI's explicit one): the same intent
         ft.extras(rt, x, _TEXT_KEYS | {CHAT_BREAKPOINT}, xp)
-        rt.converted.append(f"{xp}.{CHAT_BREAKPOINT} -> cache_control (the client's own cache breakpoint)")
+        rt.converted.append(f"{xp}.{CHAT_BREAKPOINT} -> cache_control{_CARRIED}")
         return {"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}
     ft.extras(rt, x, _TEXT_KEYS, xp)
     return {"type": "text", "text": text}
@@ -911,12 +911,15 @@ _NOT_MARKABLE = ("thinking", "redacted_thinking")  # blocks that cannot carry ca
 
 
 CHAT_BREAKPOINT = "prompt_cache_breakpoint"  # a Chat client's own breakpoint on a text part (OpenAI GPT-5.6+)
+_CARRIED = " (the client's own cache breakpoint)"  # how _enc_text_part records one it carried
 
 
 def _at_most_four_breakpoints(rt: RequestTranslation, out: dict[str, Any]) -> None:
     """The client's own breakpoints carried (``_enc_text_part``), at most ``MAX_BREAKPOINTS`` of
     them: Anthropic rejects a fifth. The last four are kept (each covers the longest prefix
     before it); an earlier one is dropped, recorded."""
+    if not any(c.endswith(_CARRIED) for c in rt.converted):  # the usual case: no breakpoint of the client's
+        return
     marked = [(i, k) for i, m in enumerate(out.get("messages") or ()) if isinstance(m.get("content"), list)
               for k, b in enumerate(m["content"]) if isinstance(b, dict) and "cache_control" in b]
     extra = len(marked) + _breakpoint_count({k: v for k, v in out.items() if k != "messages"}) - MAX_BREAKPOINTS
