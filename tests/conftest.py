@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 # Protocols shipped as packages (the test plugin, tests/plugins/tokunseba_echo_protocol, is
-# installed in the test venv) are loaded only by the tests about them (tests/test_echo_plugin.py
+# installed beside the test venv) are loaded only by the tests about them (tests/test_echo_plugin.py
 # loads it, its e2e test starts mitmdump without this variable): every other test sees the four
 # built in, as before. Set before anything imports tokunseba.protocols, which loads plugins once.
 os.environ["TOKUNSEBA_PLUGINS"] = ""
+# the test plugin lives beside the venv (scripts/setup.sh): on the path of the tests and of the
+# processes they start, never of a user's `tokunseba run`
+TEST_PLUGINS = Path(__file__).resolve().parent.parent / ".venv" / "test-plugins"
+if str(TEST_PLUGINS) not in sys.path:
+    sys.path.append(str(TEST_PLUGINS))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(TEST_PLUGINS))))
 
 # captured client requests (redacted), kept in the repository: the code never points outside it
 FIXTURES = Path(__file__).resolve().parent / "data" / "fixtures"

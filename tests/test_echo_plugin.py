@@ -1,5 +1,6 @@
 """A fifth protocol shipped as its own package (issue 28): Echo Meter
-(tests/plugins/tokunseba_echo_protocol, installed into the test venv by scripts/setup.sh) is
+(tests/plugins/tokunseba_echo_protocol, installed beside the test venv by scripts/setup.sh, on the
+tests' path: tests/conftest.py) is
 found through the entry-point group ``tokunseba.protocols`` and then detected, routed,
 translated both ways (requests, whole replies, streams, errors), recorded with its own usage
 counting and listed by `models`, `check`, `log` and `--help`, with no file in addon/ naming
