@@ -34,6 +34,7 @@ from ..turn.plan import LocalResponse, Turn
 from ..turn.presentation import present
 from ..turn.retries import RetryWatch
 from . import otel_spans
+from .options import named
 from .provider_reach import Reach
 from .recorder import TurnRecorder
 from .relay import Relay
@@ -59,6 +60,21 @@ class Capacity(failover.Capacity):
             fut.cancel()
             return None
         return Slot(self, ep.name)
+
+
+class Part:
+    """One of the addon's parts over the shared ``Core`` (route, reply, record, web: proxy/mitm.py
+    chains them): it owns the options named in ``KEYS`` (mitmproxy calls its ``load`` and
+    ``configure``)."""
+
+    KEYS: set[str] = set()
+
+    def __init__(self, core: "Core") -> None:
+        self.core = core
+
+    def load(self, loader) -> None:
+        for o in named(self.KEYS):
+            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
 
 class Core:

@@ -31,8 +31,7 @@ from ..turn.outcome import Outcome
 from ..turn.plan import Turn
 from ..webview.view import error_message
 from . import otel_spans
-from .core import Core, client_body, log, present_outcome, upstream_ssl_context
-from .options import named
+from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
 from .recorder import after_sent
 from .shadowing import primary_done
 
@@ -43,15 +42,8 @@ STORE_KEYS = {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reason
               "tokunseba_reasoning_max"}
 
 
-class Record:
+class Record(Part):
     KEYS = LEDGER_KEYS | SPAN_KEYS | SHADOW_KEYS | STORE_KEYS  # the options this part owns
-
-    def __init__(self, core: Core) -> None:
-        self.core = core
-
-    def load(self, loader) -> None:
-        for o in named(self.KEYS):
-            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
         if SHADOW_KEYS & updated:

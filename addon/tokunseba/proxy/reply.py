@@ -30,15 +30,14 @@ from ..turn.plan import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
 from ..turn.presentation import show_client_url
 from ..turn.pump import Pump, reply_completed
 from ..turn.reply import response_mode, retarget_error, stream_translator
-from .core import Core, keep_client_close, log, redact_whole_reply, respond
-from .options import named
+from .core import Core, Part, keep_client_close, log, redact_whole_reply, respond
 from .record import Record
 from .relay import MARK as RELAY_MARK
 
 KEYS = {"tokunseba_max_event_bytes"}
 
 
-class Reply:
+class Reply(Part):
     KEYS = KEYS  # the options this part owns
 
     def __init__(self, core: Core, record: Record) -> None:
@@ -48,10 +47,6 @@ class Reply:
             Do.TRANSLATE_WHOLE: self._translate_whole, Do.ANSWER_SHAPE: self._shape,
             Do.JUDGE_WHOLE: self._judge_whole, Do.RETARGET_ERROR: self._retarget_error,
         }  # RECORD_ERROR, RELAY: nothing more to do
-
-    def load(self, loader) -> None:
-        for o in named(self.KEYS):
-            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
         if "tokunseba_max_event_bytes" in updated:

@@ -39,8 +39,8 @@ from ..turn.planner import Planning, begin
 from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
 from ..webview.view import RECORD_KEY
-from .core import Core, log, option, present_outcome, respond, upstream_proxy_mode
-from .options import keepalive_seconds, named, provider_hosts_of, stamp
+from .core import Core, Part, log, option, present_outcome, respond, upstream_proxy_mode
+from .options import keepalive_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
@@ -69,7 +69,7 @@ def reverse_host(flow: http.HTTPFlow) -> str | None:
     return mode.address[0] if isinstance(mode, ReverseMode) else None
 
 
-class Route:
+class Route(Part):
     KEYS = KEYS  # the options this part owns
 
     def __init__(self, core: Core) -> None:
@@ -79,10 +79,6 @@ class Route:
         self.rules_checked = 0.0
         self.upstream = False  # mitmproxy sends through an upstream proxy (--mode upstream:…; configure)
         self.endpoint_check: asyncio.Future | None = None  # the start-up connect to every endpoint in use
-
-    def load(self, loader) -> None:
-        for o in named(self.KEYS):
-            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
         if "mode" in updated:  # mitmproxy's own: through an upstream proxy, provider hosts are not checked

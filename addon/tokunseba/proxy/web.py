@@ -22,21 +22,13 @@ from ..turn.presentation import ORIGINAL_KEY
 from ..turn.target import field_name, guess_protocol, is_provider_host, looks_like_provider_call
 from ..webview.style import styled_first_chunk
 from ..webview.view import MARKS, RECORD_KEY, original_view_text
-from .core import Core, log, respond
-from .options import named
+from .core import Core, Part, log, respond
 
 KEYS = {"tokunseba_console"}
 
 
-class Web:
+class Web(Part):
     KEYS = KEYS  # the options this part owns
-
-    def __init__(self, core: Core) -> None:
-        self.core = core
-
-    def load(self, loader) -> None:
-        for o in named(self.KEYS):
-            loader.add_option(o.name, o.type, o.default, o.help, choices=o.choices)
 
     def configure(self, updated: set[str]) -> None:
         if "tokunseba_console" in updated:
