@@ -181,3 +181,72 @@ def test_explain_names_the_block_that_changed_when_the_system_prompt_is_edited_m
     assert "INPUT FROM CACHE" in stats
     line = next(x for x in stats.splitlines() if x.startswith("claude-cached"))
     assert line.rstrip().endswith("%")
+
+
+class CodexSession:
+    """An Anthropic upstream that bills like Anthropic and plays one Codex session: the first
+    request gets a call of Codex's namespaced ``clock`` ``sleep``, the next the final text."""
+
+    def __init__(self) -> None:
+        self.cache, self.n = AnthropicCache(), 0
+
+    def __call__(self, rec: Recorded) -> Reply:
+        usage = {**self.cache.bill(rec.json()), "output_tokens": 1}
+        self.n += 1
+        start = sse("message_start", {"type": "message_start", "message": {
+            "id": f"msg_s{self.n}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})
+        if self.n == 1:
+            block = [sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+                         "type": "tool_use", "id": "toolu_cache_sleep1", "name": "clock__sleep", "input": {}}}),
+                     sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                         "type": "input_json_delta", "partial_json": '{"duration_ms": 10}'}})]
+            stop = "tool_use"
+        else:
+            block = [sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                                 "content_block": {"type": "text", "text": ""}}),
+                     sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                 "delta": {"type": "text_delta", "text": "Slept, cached."}})]
+            stop = "end_turn"
+        return Reply.sse([start, *block, sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                          sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop,
+                                                "stop_sequence": None}, "usage": {"output_tokens": 1}}),
+                          sse("message_stop", {"type": "message_stop"})])
+
+
+@pytest.mark.claudecode
+@pytest.mark.parametrize("cache", ["auto", "off"])
+def test_the_real_codex_session_routed_to_anthropic_reads_its_cache_only_with_cache_auto(tmp_path, cache):
+    """The real Codex, default model: a turn and its tool loop's next request, routed to a
+    scripted Anthropic upstream that bills caching like Anthropic. With ``cache: auto`` the
+    second request reads the prefix the first wrote (the ledger keeps the read as reported);
+    without it both pay their whole input."""
+    from .test_codex_default_e2e import run_codex
+
+    with Upstream() as up:
+        up.responder = CodexSession()
+        rules = tmp_path / "rules.yaml"
+        rules.write_text("endpoints:\n  claude:\n    protocol: anthropic\n    url: " + up.url + "/v1\n"
+                         "    max_tokens: 1024\n    cache: " + cache + "\nroutes:\n  - name: codex-to-claude\n"
+                         "    when: {client: openai-responses}\n    to: claude\n    model: claude-sonnet-4-6\n")
+        m = Mitmdump(tmp_path, rules)
+        try:
+            p, _ = run_codex(m, tmp_path, "sleep a little")
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+        assert "Slept, cached." in p.stdout
+        posts = [r for r in up.requests if r.method == "POST"]
+        assert len(posts) == 2
+    with sqlite3.connect(m.ledger) as db:
+        rows = db.execute("SELECT usage_cache_read, usage_cache_write FROM turns WHERE client_protocol = "
+                          "'openai-responses' ORDER BY started_at").fetchall()
+    assert len(rows) == 2
+    if cache == "auto":
+        assert [breakpoints(r) > 0 for r in posts] == [True, True]
+        assert not rows[0][0] and rows[0][1] > 0  # the first writes
+        assert rows[1][0] > 0  # the second reads what the first wrote
+    else:
+        assert [breakpoints(r) for r in posts] == [0, 0]
+        assert all(not read for read, _ in rows)
