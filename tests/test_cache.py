@@ -226,3 +226,36 @@ def test_more_than_four_of_the_clients_breakpoints_keep_the_last_four():
     rt = translate.request("openai", "anthropic", chat_session(7, set(range(7))), max_tokens=64)
     assert marks(rt.body) == [f"messages[{2 * i}].content[0]" for i in range(3, 7)]
     assert any("3 earliest cache breakpoint(s) not carried: Anthropic takes at most 4" in w for w in rt.warnings)
+
+
+def test_a_chat_clients_breakpoints_at_the_end_of_its_system_prompt_and_tool_results_are_carried():
+    mark = {"prompt_cache_breakpoint": {"mode": "explicit"}}
+    body = {"model": "gpt-5.6", "messages": [
+        {"role": "system", "content": "Rules one."},
+        {"role": "system", "content": [{"type": "text", "text": "Rules two."}, {"type": "text", "text": "End.", **mark}]},
+        {"role": "user", "content": "run it"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "a"},
+                                                               {"type": "text", "text": "b", **mark}]},
+        {"role": "user", "content": "and?"}]}
+    rt = translate.request("openai", "anthropic", body, max_tokens=64)
+    # the system text is exactly what it was without the breakpoint, as one block carrying it
+    plain = translate.request("openai", "anthropic", json.loads(json.dumps(body).replace(
+        ', "prompt_cache_breakpoint": {"mode": "explicit"}', "")), max_tokens=64).body
+    assert rt.body["system"] == [{"type": "text", "text": plain["system"], "cache_control": {"type": "ephemeral"}}]
+    result = rt.body["messages"][2]["content"][0]
+    assert result["type"] == "tool_result" and result["cache_control"] == {"type": "ephemeral"}
+    assert strip(rt.body) == strip({**plain, "system": [{"type": "text", "text": plain["system"]}]})
+    assert {c.split(" ")[0] for c in rt.converted if "cache_control" in c} == {
+        "messages[1].content[1].prompt_cache_breakpoint", "messages[4].content[1].prompt_cache_breakpoint"}
+
+
+def test_a_breakpoint_inside_the_system_text_has_no_block_to_end_and_is_dropped_recorded():
+    mark = {"prompt_cache_breakpoint": {"mode": "explicit"}}
+    body = {"model": "gpt-5.6", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Rules.", **mark}]},
+        {"role": "system", "content": "More rules."}, {"role": "user", "content": "hi"}]}
+    rt = translate.request("openai", "anthropic", body, max_tokens=64)
+    assert rt.body["system"] == "Rules.\n\nMore rules."
+    assert "messages[0].content[0].prompt_cache_breakpoint" in rt.dropped

@@ -470,16 +470,22 @@ def decode(body: dict[str, Any]) -> Conversation:
 # encoded as it came, so every Chat field has its row)
 # ---------------------------------------------------------------------------------------
 
-def _enc_texts(rt: RequestTranslation, content: Any, path: str) -> list[str]:
-    """The non-empty texts of a string or text-part content (empty parts dropped, recorded)."""
+def _enc_texts(rt: RequestTranslation, content: Any, path: str, marks: list[tuple[int, str]] | None = None) -> list[str]:
+    """The non-empty texts of a string or text-part content (empty parts dropped, recorded).
+    ``marks``: where the client's own cache breakpoints are, (index into the texts, the part's
+    path), for the caller to carry or drop (without it they are dropped, recorded)."""
     if isinstance(content, str):
         return [content] if content else []
-    texts = []
+    texts: list[str] = []
     for k, x in enumerate(ft.arr(content, path)):
         xp = f"{path}[{k}]"
         ft.choice(ft.obj(x, xp).get("type"), ("text",), f"{xp}.type", "content part type")
         text = ft.req(x, "text", xp, ft.string)
-        ft.extras(rt, x, _TEXT_KEYS, xp)
+        if marks is not None and CHAT_BREAKPOINT in x and text:
+            ft.extras(rt, x, _TEXT_KEYS | {CHAT_BREAKPOINT}, xp)
+            marks.append((len(texts), xp))
+        else:
+            ft.extras(rt, x, _TEXT_KEYS, xp)
         if text:
             texts.append(text)
         else:
@@ -573,6 +579,9 @@ class _Turns:
     """State of the Chat -> Anthropic message walk."""
 
     system: list[str] = field(default_factory=list)
+    # the client's cache breakpoint at the end of the leading system text: (its part's path, the
+    # number of system texts then): carried only while no later system text follows it
+    system_mark: tuple[str, int] | None = None
     msgs: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)  # tool_result blocks waiting for a user turn
     leading: bool = True
@@ -585,8 +594,17 @@ class _Turns:
 
 def _enc_system(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     content = ft.req(m, "content", p, ft.anything)
-    text = content if content.__class__ is str else JOIN.join(_enc_texts(rt, content, f"{p}.content"))
+    marks: list[tuple[int, str]] = []
+    texts = [content] if content.__class__ is str else _enc_texts(rt, content, f"{p}.content", marks)
+    text = JOIN.join(texts) if len(texts) != 1 else texts[0]
     ft.extras(rt, m, _MESSAGE_KEYS, p)  # name
+    for k, xp in marks:  # only one at the very end of the system text has a place: one system block's end
+        if st.leading and k == len(texts) - 1:
+            if st.system_mark is not None:
+                rt.dropped.append(f"{st.system_mark[0]}.{CHAT_BREAKPOINT}")  # a later system text follows it
+            st.system_mark = (xp, len(st.system) + 1)
+        else:
+            rt.dropped.append(f"{xp}.{CHAT_BREAKPOINT}")  # inside the system text: Anthropic gets it as one block
     if not text:
         rt.dropped.append(p)
     elif st.leading:
@@ -657,7 +675,8 @@ def _enc_tool(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> 
     st.leading = False
     tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # docs/pitfalls.md 10
     content = ft.req(m, "content", p, ft.anything)
-    texts = _enc_texts(rt, content, f"{p}.content")
+    marks: list[tuple[int, str]] = []
+    texts = _enc_texts(rt, content, f"{p}.content", marks)
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id}
     if not texts:
         rt.dropped.append(f"{p}.content")  # empty: Anthropic takes a tool_result without content
@@ -665,6 +684,12 @@ def _enc_tool(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> 
         block["content"] = content
     else:
         block["content"] = [{"type": "text", "text": t} for t in texts]
+    for k, xp in marks:  # the client's own breakpoint at the result's end: on the tool_result block
+        if k == len(texts) - 1:
+            block["cache_control"] = dict(EPHEMERAL)
+            rt.converted.append(f"{xp}.{CHAT_BREAKPOINT} -> cache_control{_CARRIED}")
+        else:  # inside the result: no block of its own ends there
+            rt.dropped.append(f"{xp}.{CHAT_BREAKPOINT}")
     ft.extras(rt, m, frozenset({"role", "tool_call_id", "content"}), p)
     st.results.append(block)
 
@@ -683,6 +708,13 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, A
     out["messages"] = st.msgs
     if st.system:
         out["system"] = JOIN.join(st.system)
+        if st.system_mark is not None:
+            xp, n = st.system_mark
+            if n == len(st.system):  # at the very end of the system prompt: one block carrying it
+                out["system"] = [{"type": "text", "text": out["system"], "cache_control": dict(EPHEMERAL)}]
+                rt.converted.append(f"{xp}.{CHAT_BREAKPOINT} -> cache_control{_CARRIED}")
+            else:  # more system text follows it: no block ends there
+                rt.dropped.append(f"{xp}.{CHAT_BREAKPOINT}")
 
 
 _TOOL_KEYS = frozenset({"type", "function"})
