@@ -128,6 +128,11 @@ def _content(rt: Conversation, content: Any, cp: str, table: dict[str, PartHandl
     None when parts were given and none is left."""
     if isinstance(content, str):
         return content
+    if content.__class__ is list and len(content) == 1:  # one text part (most of Codex's messages)
+        x = content[0]
+        if x.__class__ is dict and x.get("type") in _TEXT_TYPES and (t := x.get("text")).__class__ is str \
+                and x.keys() <= _TEXT_KEYS:
+            return t
     if content.__class__ is list and content and all(  # the usual case: text parts alone, nothing left behind
             x.__class__ is dict and x.get("type") in _TEXT_TYPES and x.get("text").__class__ is str
             and x.keys() <= _TEXT_KEYS for x in content):
