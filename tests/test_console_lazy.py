@@ -1,9 +1,11 @@
 """The console line (turn/console_line.py) is built only when the ``tokunseba`` logger
 emits INFO (as under mitmdump, whose root logger is at DEBUG); where nothing would emit it,
-the turn costs no line. Either way the ledger records the turn the same."""
+the turn costs no line. Either way the ledger records the turn the same. Like the record, the line
+is written once mitmproxy has handed the reply's last bytes to the client (it never holds them back)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -22,6 +24,9 @@ async def one_turn(addon) -> str:
     addon.responseheaders(f)
     f.response.content = json.dumps(CHAT_REPLY).encode()
     addon.response(f)
+    f.live = False  # mitmproxy has written the reply: the line, like the record, follows (record.complete)
+    for _ in range(3):
+        await asyncio.sleep(0)
     return f.metadata["tokunseba.request_id"]
 
 

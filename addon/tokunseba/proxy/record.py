@@ -129,8 +129,9 @@ class Record(Part):
         its terminal event, an upstream error event, a cut or reset; a passed-on stream the
         watch judged broken; a 2xx whole reply that is not JSON) is recorded as an error
         with the reason, whatever its status. With ``defer`` (the ``response`` hook, which
-        mitmproxy calls before it writes the reply's last bytes) the record is made once
-        mitmproxy has handed those bytes to the client's connection (``recorder.after_sent``)."""
+        mitmproxy calls before it writes the reply's last bytes) the console line, the span and the
+        record are made once mitmproxy has handed those bytes to the client's connection
+        (``recorder.after_sent``): none of them holds the client's reply back."""
         core, turn, status, usage = self.core, state.turn, out.status, out.usage
         if status is not None and status < 400 and turn.endpoint is not None and core.capacity.failures:
             core.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
@@ -155,26 +156,28 @@ class Record(Part):
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})
         present_outcome(flow, state, outcome, status)
-        console(flow, turn, outcome, status, usage, now, state.chain)
-        if turn.translation is not None and (said := cap_line(
-                request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
-                converted=turn.translation.converted, details=details, original=turn.original_body)):
-            log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
-        if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
-            chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
-            core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
-                                 response_model=out.model,
-                                 attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
-                                 traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
-                                 response_body=client_body(flow, out) if core.spans.bodies else None)
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
-        if record is None:
-            return
+
+        def told() -> None:  # the console, the spans and the ledger: after the client has its last bytes
+            console(flow, turn, outcome, status, usage, now, state.chain)
+            if turn.translation is not None and (said := cap_line(
+                    request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
+                    converted=turn.translation.converted, details=details, original=turn.original_body)):
+                log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
+            if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
+                chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
+                core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                     response_model=out.model,
+                                     attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
+                                     traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
+                                     response_body=client_body(flow, out) if core.spans.bodies else None)
+            if record is not None:
+                record()
         if defer:
-            after_sent(flow, record)
+            after_sent(flow, told)
         else:
-            record()
+            told()
 
 
 def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
