@@ -624,7 +624,8 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "models_in_rules": ["gemma-3-270m", "qwen3-0.6b", "gpt-oss-20b"],
                                  "count_tokens": "none", "counter": None,
                                  "no_counter_why": "OpenAI Chat Completions has no token counter",
-                                 "accepts": ["text"], "accepts_said": False, "cache": "off"}]
+                                 "accepts": ["text"], "accepts_said": False, "cache": "off",
+                                 "context_tokens": None}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
         ("anthropic", "translated", None), ("openai", "retarget", None),
         ("openai-responses", "translated", None),

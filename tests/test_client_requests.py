@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tokunseba.routing.client_requests import KINDS, can_match, never_matching
+from tokunseba.routing.client_requests import KINDS, can_match, never_matching, too_big
 from tokunseba.routing.rules import load_rules_text
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"
@@ -68,3 +68,78 @@ def test_check_prints_the_warning(tmp_path):
     p = subprocess.run([str(SCRIPT), "check", str(f)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     assert f"{f}:7: warning: route 'codex-small' can never match Codex 0.171.0's turns" in p.stdout
+
+
+CONTEXT_RULES = """\
+unmatched: refuse
+endpoints:
+  small:
+    protocol: openai
+    url: http://127.0.0.1:9/v1
+    max_tokens_field: max_tokens
+    context_tokens: 4096
+  roomy:
+    protocol: openai
+    url: http://127.0.0.1:9/v2
+    max_tokens_field: max_tokens
+    context_tokens: 16384
+routes:
+  - name: codex-small
+    when: {client: openai-responses}
+    to: small
+  - name: claude-toolless
+    when: {client: anthropic, tools: false}
+    to: small
+  - name: claude-all
+    when: {client: anthropic}
+    to: small
+    on_failure: error
+  - name: codex-roomy
+    when: {client: openai-responses}
+    to: roomy
+"""
+
+
+def test_routes_whose_endpoint_cannot_hold_a_clients_turns_are_named_with_the_next_step():
+    warnings = too_big(load_rules_text(CONTEXT_RULES, "c.yaml"))
+    assert len(warnings) == 2, warnings  # not the tool-less Claude Code route (147 and 383 tokens), not codex-roomy
+    codex, claude = warnings
+    assert codex.startswith("c.yaml:14: warning: route 'codex-small' → small: Codex 0.171.0's main turn (5,904 prompt "
+                            "tokens or more, measured) cannot fit endpoint small's context_tokens 4,096: the server "
+                            "answers a context error and each such turn fails over to the next route whose when "
+                            "matches, then unmatched: refused; next: a larger context (scripts/localmodel.sh start "
+                            "--ctx 16384, and say context_tokens: 16384;")
+    assert claude.startswith("c.yaml:20: warning: route 'claude-all' → small: Claude Code 2.1.197's main turn (12,000 ")
+    assert "the client gets that error (on_failure: error); next: keep its main turns with the provider" in claude
+    # an endpoint that does not say its context is not judged
+    assert too_big(load_rules_text(CONTEXT_RULES.replace("    context_tokens: 4096\n", ""), "c.yaml")) == []
+
+
+def test_the_shipped_examples_fit_their_servers_except_all_local():
+    examples = Path(__file__).resolve().parents[1] / "rules" / "examples"
+    said = {p.name: too_big(load_rules_text(p.read_text(), p.name)) for p in examples.glob("*.yaml")}
+    assert {name for name, w in said.items() if w} == {"all-local.yaml"}, said  # every turn local: the truth is said
+    assert load_rules_text((examples / "codex-local.yaml").read_text(), "x").endpoints["local"].context_tokens == 16384
+
+
+def test_context_tokens_must_be_a_positive_integer():
+    import pytest
+
+    from tokunseba.routing.rules import RulesError
+
+    for bad, said in (("0", "context_tokens must be a positive integer"), ("lots", "context_tokens")):
+        with pytest.raises(RulesError) as ei:
+            load_rules_text(CONTEXT_RULES.replace("context_tokens: 4096", f"context_tokens: {bad}"), "c.yaml")
+        assert "c.yaml:7" in str(ei.value) and said in str(ei.value), str(ei.value)
+
+
+def test_check_prints_the_context_warning(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(CONTEXT_RULES)
+    p = subprocess.run([str(SCRIPT), "check", str(f)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert f"{f}:14: warning: route 'codex-small' → small: Codex 0.171.0's main turn" in p.stdout
+    m = subprocess.run([str(SCRIPT), "models", "--rules", str(f)], capture_output=True, text=True, timeout=60)
+    head = next(ln for ln in m.stdout.splitlines() if ln.startswith("ENDPOINT"))
+    assert head.split()[-1] == "CONTEXT" and any(ln.split()[0] == "roomy" and ln.split()[-1] == "16384"
+                                                 for ln in m.stdout.splitlines() if ln.strip()), m.stdout

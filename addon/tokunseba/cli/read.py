@@ -727,7 +727,8 @@ def cmd_models(args: argparse.Namespace) -> int:
              "key_set": bool(ep.key_env and os.environ.get(ep.key_env)), "models_in_rules": named[n],
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
              "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
-             "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache}
+             "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache,
+             "context_tokens": ep.context_tokens}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -795,8 +796,12 @@ def render_models(rep: dict) -> str:
         rows.append([e["name"], e["protocol"], e["url"], ", ".join(e["models_in_rules"]) or "-", key,
                      (e["counter"] or "none") + (f" (count_tokens: {e['count_tokens']})"
                                                  if e["count_tokens"] not in ("native", "none") else ""),
-                     ", ".join(e.get("accepts") or ()) + ("" if e.get("accepts_said", True) else " (default)")])
-    out.append(table(["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER", "ACCEPTS"], rows))
+                     ", ".join(e.get("accepts") or ()) + ("" if e.get("accepts_said", True) else " (default)"),
+                     str(e["context_tokens"]) if e.get("context_tokens") else "-"])
+    heads = ["ENDPOINT", "PROTOCOL", "URL", "MODELS IN RULES", "KEY", "TOKEN COUNTER", "ACCEPTS", "CONTEXT"]
+    if not any(e.get("context_tokens") for e in rep["endpoints"]):  # a column only when some endpoint says it
+        heads, rows = heads[:-1], [r[:-1] for r in rows]
+    out.append(table(heads, rows))
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]

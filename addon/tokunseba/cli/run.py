@@ -631,11 +631,12 @@ def cmd_check(args) -> int:
         print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
         return 2
     ok, lines = check_file(path)
-    if ok:  # routes no pinned client's turns can meet (routing/client_requests.py)
-        from ..routing.client_requests import never_matching
+    if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
+        from ..routing.client_requests import never_matching, too_big
         from ..routing.rules import load_rules
 
-        lines += never_matching(load_rules(path))
+        loaded = load_rules(path)
+        lines += never_matching(loaded) + too_big(loaded)
     for line in lines:
         print(line, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

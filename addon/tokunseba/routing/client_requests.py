@@ -1,4 +1,5 @@
-"""What the pinned clients send, measured, and the routes that can never match one of them.
+"""What the pinned clients send, measured, and the routes that can never match one of them, or
+whose endpoint cannot hold them.
 
 ``KINDS``: one row per kind of model request a pinned client makes, as measured through the
 proxy (``tokunseba_ledger_bodies=true``; README, "Which turns are easy today"): its protocol,
@@ -7,6 +8,10 @@ thinking, and the smallest body seen. ``never_matching(rules)`` gives a ``tokuns
 warning (``FILE:LINE``) for each route whose ``client`` takes a pinned client's protocol but
 whose conditions no kind of that client's requests meets: such a route never sees that
 client's turns (a newcomer's "easy turns" route that Claude Code never sends anything to).
+``too_big(rules)`` gives one for each route whose endpoint says its ``context_tokens`` and a kind
+of a client's requests the route can match whose smallest measured prompt is larger: every such
+turn is answered with the server's context error there and fails over (all of Codex's turns on
+the 4096-token local server the demo starts by default).
 
 Only the conditions a request kind fixes are judged (client, model when the client fixes
 it, tools, thinking, images, max_request_bytes, smallest size); the others (header,
@@ -30,25 +35,29 @@ class Kind:
     tools: bool
     thinking: bool
     min_bytes: int  # the smallest body measured
+    # the smallest prompt measured, in tokens (llama-server's count for gemma-3-270m, through the
+    # proxy, unless said otherwise); None: not measured
+    min_prompt_tokens: int | None = None
 
 
 CLAUDE_CODE, GEMINI_CLI, CODEX = "Claude Code 2.1.197", "Gemini CLI 0.61.0", "Codex 0.171.0"
 KINDS: tuple[Kind, ...] = (
     # `claude -p "…"`: 48.5 KB, 9 tools, thinking adaptive; interactive 54.3 KB, 10 tools
-    Kind(CLAUDE_CODE, "anthropic", "main turn", None, True, True, 48_482),
+    Kind(CLAUDE_CODE, "anthropic", "main turn", None, True, True, 48_482, 12_000),
     # `claude -p --tools "" --system-prompt "…" "…"`: 1.2 KB, thinking still on
-    Kind(CLAUDE_CODE, "anthropic", "main turn with --tools \"\" --system-prompt", None, False, True, 1_191),
+    Kind(CLAUDE_CODE, "anthropic", "main turn with --tools \"\" --system-prompt", None, False, True, 1_191, 147),
     # the same with --model haiku and MAX_THINKING_TOKENS=0: thinking disabled, 1.1 KB
     Kind(CLAUDE_CODE, "anthropic", "main turn with --tools \"\" --system-prompt and MAX_THINKING_TOKENS=0", None,
-         False, False, 1_105),
+         False, False, 1_105, 140),
     # with a first prompt (interactive, or -p alongside its main turn): Haiku, tools [], thinking disabled, 2.2 KB
-    Kind(CLAUDE_CODE, "anthropic", "session title", "claude-haiku-4-5-20251001", False, False, 2_200),
+    Kind(CLAUDE_CODE, "anthropic", "session title", "claude-haiku-4-5-20251001", False, False, 2_200, 383),
     # `gemini -p "…"` without -m: the router's flash-lite call, no tools (792 prompt tokens)
-    Kind(GEMINI_CLI, "gemini", "router call", "gemini-3.5-flash-lite", False, False, 3_000),
+    Kind(GEMINI_CLI, "gemini", "router call", "gemini-3.5-flash-lite", False, False, 3_000, 792),
     # its main turns: its tools and a 23 KB system prompt
     Kind(GEMINI_CLI, "gemini", "main turn", None, True, False, 23_000),
-    # `codex exec "…"`: Responses, 74.3 KB (default model, tools inside `input`), 38.8 KB with gpt-5.5 (10 tools)
-    Kind(CODEX, "openai-responses", "main turn", None, True, True, 38_763),
+    # `codex exec "…"`: Responses, 74.3 KB (default model, tools inside `input`; 6,894 prompt tokens),
+    # 38.8 KB with gpt-5.5 (10 tools; 5,904 prompt tokens)
+    Kind(CODEX, "openai-responses", "main turn", None, True, True, 38_763, 5_904),
 )
 JUDGED = ("client", "model", "tools", "thinking", "images", "max_request_bytes")
 
@@ -60,6 +69,17 @@ NEXT: dict[str, str] = {
     CODEX: "Codex always sends tools and 38.8 KB or more (-c model=gpt-5.5; 74 KB, about 7k tokens, with its default "
            "model): leave out tools: false and max_request_bytes, and give a local endpoint the context it needs "
            "(scripts/localmodel.sh start --ctx 16384; rules/examples/codex-local.yaml), or route it to another endpoint",
+}
+
+
+# what to do about a route whose endpoint cannot hold a client's turns
+ROOM: dict[str, str] = {
+    CLAUDE_CODE: "keep its main turns with the provider (tools: false, max_request_bytes), as "
+                 "rules/examples/easy-turns-local.yaml does, or give the endpoint a model with a larger context",
+    GEMINI_CLI: "a larger context (scripts/localmodel.sh start --ctx 16384, and say context_tokens: 16384), "
+                "or route its main turns to another endpoint",
+    CODEX: "a larger context (scripts/localmodel.sh start --ctx 16384, and say context_tokens: 16384; "
+           "rules/examples/codex-local.yaml), or another endpoint; -c model=gpt-5.5 is still 5,904 tokens",
 }
 
 
@@ -99,4 +119,28 @@ def never_matching(rules: Rules) -> list[str]:
                              for k in kinds)
             out.append(f"{rules.source}:{route.line}: warning: route {route.name!r} can never match {client}'s "
                        f"turns (it sends {sent}; README: \"Which turns are easy today\"); next: {NEXT[client]}")
+    return out
+
+
+def too_big(rules: Rules) -> list[str]:
+    """A warning per route and kind of a pinned client's requests that the route can match but
+    whose smallest measured prompt is larger than its endpoint's ``context_tokens``."""
+    out = []
+    for route in rules.routes:
+        ep = rules.endpoints.get(route.to) if route.to else None
+        if ep is None or ep.context_tokens is None:
+            continue
+        wanted = route.when.get("client")
+        for k in KINDS:
+            if k.min_prompt_tokens is None or k.min_prompt_tokens <= ep.context_tokens:
+                continue
+            if (wanted is not None and k.protocol not in wanted) or not can_match(route, k):
+                continue
+            then = ("the client gets that error (on_failure: error)" if route.on_failure == "error" else
+                    "each such turn fails over to the next route whose when matches, then unmatched: "
+                    + ("refused" if rules.unmatched == "refuse" else "its provider"))
+            out.append(f"{rules.source}:{route.line}: warning: route {route.name!r} → {ep.name}: {k.client}'s {k.what} "
+                       f"({k.min_prompt_tokens:,} prompt tokens or more, measured) cannot fit endpoint {ep.name}'s "
+                       f"context_tokens {ep.context_tokens:,}: the server answers a context error and {then}; "
+                       f"next: {ROOM[k.client]}")
     return out

@@ -107,6 +107,8 @@ FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
         "as OpenAI's own API does; function: as functions of one string parameter 'input'); got {v!r}"),
     "accepts": accepts_problem,
     "cache": _one_of("cache", CACHE),
+    "context_tokens": lambda v: None if v is None or v > 0 else (
+        f"context_tokens must be a positive integer (the tokens the endpoint's model holds: prompt and reply), got {v}"),
     "count_tokens": lambda v: None if v is None or v in COUNT_TOKENS or v in _counting_protocols() else (
         f"count_tokens must be one of: {', '.join([*COUNT_TOKENS, *_counting_protocols()])} (native: the "
         "protocol's own counter, the default where it has one; probe: the turn itself sent with a maximum output "
@@ -164,6 +166,10 @@ class Endpoint:
     # what it takes in a turn (routing/accepts.py KINDS; None: its default, ``takes``)
     accepts: tuple[str, ...] | None = None
     cache: str = "off"  # CACHE
+    # the tokens its model holds, prompt and reply (llama-server's -c): `tokunseba check` names the
+    # clients whose turns cannot fit (routing/client_requests.py). Not enforced when a turn is
+    # sent: the server's own context error fails the turn over (turn/failover.py)
+    context_tokens: int | None = None
     builtin: bool = False
 
     def __post_init__(self) -> None:

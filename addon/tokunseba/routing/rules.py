@@ -490,6 +490,7 @@ ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "custom_tools": ("text", False),
     "accepts": ("texts", False),
     "cache": ("text", False),
+    "context_tokens": ("int", False),
 }
 _BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 
