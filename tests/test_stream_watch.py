@@ -266,3 +266,31 @@ def test_utf8_cut_at_the_end_is_a_problem_and_multibyte_text_is_fine():
         assert watch("anthropic", ok, [i]).verdict() is None, i
     w = watch("anthropic", ANT + ANT_STOP + "\u4f60".encode()[:2], [])
     assert w.verdict() is not None and "UTF-8" in w.verdict()
+
+
+# the skipped events in every shape the SSE spec allows (the plain one is read from the bytes, the
+# others by the decoder), with comments and CRLF among them: the same verdict and usage however split
+DELTA_SHAPES = [
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}\n\n',
+    b'event: content_block_delta\r\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}\r\n\r\n',
+    b': a comment\nevent: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"c"}}\n\n',
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,\ndata: "delta":{"type":"text_delta","text":"d"}}\n\n',
+    b'event:content_block_delta\ndata:{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"e"}}\n\n',
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"f\xc3\xa9"}}\n\n',
+]
+DELTA_BAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":\n\n'
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(range(len(DELTA_SHAPES) + 1)), max_size=8), st.data())
+def test_skipped_events_in_any_shape_and_split_give_the_same_verdict(picks, data):
+    head = ANT[:ANT.index(b"event: content_block_stop")]
+    body = b"".join(DELTA_SHAPES[i] if i < len(DELTA_SHAPES) else DELTA_BAD for i in picks)
+    stream = head + body + ANT[ANT.index(b"event: content_block_stop"):] + ANT_STOP
+    whole = watch("anthropic", stream, [])
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
+    w = watch("anthropic", stream, cuts)
+    assert (w.verdict(), w.fatal, w.completed) == (whole.verdict(), whole.fatal, whole.completed)
+    assert (w.usage.reported if w.usage else None) == (whole.usage.reported if whole.usage else None)
+    bad = len(DELTA_SHAPES) in picks
+    assert (whole.verdict() is None) is not bad and (not bad or "not valid JSON" in whole.fatal)

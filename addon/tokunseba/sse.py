@@ -164,6 +164,13 @@ class SSEDecoder:
         """True when bytes of an unfinished event are buffered."""
         return bool(self._buf) or self._saw_field
 
+    @property
+    def clean(self) -> bool:
+        """True between events: nothing buffered, no field seen, no ``\r`` waiting for its
+        ``\n``. Bytes that start with a whole event may then be read by someone else and the
+        decoder fed what follows, with the same events as feeding it all."""
+        return not self._buf and not self._saw_field and not self._pending_cr
+
     def _line(self, raw: bytes, out: list[SSEEvent]) -> None:
         if not raw:
             self._dispatch(out)

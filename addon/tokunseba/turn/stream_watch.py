@@ -16,7 +16,10 @@ whole reply that should be JSON. Neither ever raises.
 The protocol codecs' own stream decoders (``translate.CODECS``) read the SSE: the watch is
 not a second parser of any protocol. Events that carry neither usage, nor an end, nor an
 error (text and argument deltas: most of a stream) are not decoded, only checked to be
-JSON their client can read.
+JSON their client can read: when such an event comes whole in the usual shape (``event: NAME``,
+one ``data:`` line, ``\n`` line ends) it is read straight from the chunk's bytes (``_feed``),
+never made into an event object; anything else goes through the SSE decoder, which is fed
+exactly the bytes around it (split-invariant, so the events and the verdict are the same).
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ class StreamWatch:
     the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
     — set by the ``feed`` that met it; a relayed stream ends there (turn/pump.py)."""
 
-    __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "completed", "error", "cut",
-                 "fatal", "model", "_utf8")
+    __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "_heads", "completed", "error",
+                 "cut", "fatal", "model", "_utf8")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         # the protocol's own codec reads its stream; its facts say what ends one and which
@@ -57,6 +60,7 @@ class StreamWatch:
         self._judged = facts is not None and facts.stream_judged
         self._terminal = facts.terminal_event if facts is not None else None
         self._skip = facts.skipped_events if facts is not None else frozenset()
+        self._heads = tuple(f"event: {name}\n".encode() for name in sorted(self._skip))  # their first line, as bytes
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -85,13 +89,38 @@ class StreamWatch:
             if self._inflate is not None:
                 data = self._inflate.feed(data)
             self._utf8.decode(data)
-            self._events(self._sse.feed(data))
+            self._feed(data)
         except SSETooLarge as e:
             self._problem = self.fatal = str(e)
         except UnicodeDecodeError as e:  # its client cannot read the stream from here on
             self._problem = self.fatal = f"upstream sent bytes that are not valid UTF-8 ({e.reason})"
         except Exception as e:
             self._problem = f"unreadable upstream stream: {e}"
+
+    def _feed(self, data: bytes) -> None:
+        """The chunk's events: the skipped ones that come whole and plain read from the bytes
+        (checked to be JSON), the rest fed to the SSE decoder."""
+        heads, sse, pos, n = self._heads, self._sse, 0, len(data)
+        while heads and pos < n and sse.clean:
+            end = data.find(b"\n\n", pos)
+            if end < 0:
+                break
+            head = data.find(b"\n", pos)  # the end of the event's first line
+            if (data.startswith(heads, pos) and data.startswith(b"data: ", head + 1)
+                    and data.find(b"\n", head + 1, end) < 0 and data.find(b"\r", pos, end) < 0
+                    and end + 2 - pos <= sse.max_event_bytes):
+                try:
+                    jsonc.loads(data[head + 7:end])
+                except jsonc.JSONDecodeError as e:
+                    self._problem = self.fatal = f"upstream sent an event that is not valid JSON ({e})"
+                    return
+            else:  # any other event, or an unusual shape: the decoder reads it
+                self._events(sse.feed(data[pos:end + 2]))
+                if self._problem:
+                    return
+            pos = end + 2
+        if pos < n:
+            self._events(sse.feed(data[pos:] if pos else data))
 
     def _events(self, events: list[SSEEvent], whole: bool = True) -> None:
         """``whole``: events that ended with their blank line (a terminal event cut before it
