@@ -13,6 +13,7 @@ authentication is set. `env --base-url` prints each client's settings for those 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import secrets
@@ -233,12 +234,21 @@ def web_url(port: int, token: str, host: str = "127.0.0.1", search: str | None =
     return f"http://{host}:{port}/?token={token}" + (f"#/flows?s={quote(search, safe='')}" if search else "")
 
 
+@functools.cache
+def _rules(path: str):
+    """The rules file, loaded once for all that ``run`` says before mitmdump starts (start-up
+    time: mitmdump's addon loads it again, as it must)."""
+    from ..routing.rules import load_rules
+
+    return load_rules(path)
+
+
 def _routes_nothing(path: str) -> str | None:
     """What to say when a rules file routes nothing (rules/default.yaml does not), else None."""
-    from ..routing.rules import RulesError, counts_line, load_rules
+    from ..routing.rules import RulesError, counts_line
 
     try:
-        rules = load_rules(path)
+        rules = _rules(path)
     except RulesError:
         return None  # build_command has said why already
     if rules.routes:
@@ -252,10 +262,10 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
 
     hosts = list(provider_hosts())
     if args.rules:
-        from ..routing.rules import RulesError, load_rules
+        from ..routing.rules import RulesError
 
         try:
-            rules = load_rules(args.rules)
+            rules = _rules(args.rules)
         except RulesError as e:
             raise SystemExit(f"error: {e}")
         for ep in rules.endpoints.values():
