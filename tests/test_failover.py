@@ -407,4 +407,7 @@ def test_a_relay_failure_is_typed_and_reads_as_its_message():
 
     refused, reset = Broken("unreachable", "cannot connect to h:1: refused"), Broken("reset", "upstream connection broke")
     assert refused.refused and not reset.refused and reset.kind == "reset"
-    assert refused == "cannot connect to h:1: refused" and type(reset.message) is str and f"{reset}" == reset.message
+    assert refused.message == "cannot connect to h:1: refused" and f"{reset}" == reset.message == "upstream connection broke"
+    assert not isinstance(refused, str) and refused != "cannot connect to h:1: refused"  # a value, not a text
+    with pytest.raises(AttributeError):
+        refused.kind = "reset"  # type: ignore[misc]  # frozen

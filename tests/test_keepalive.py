@@ -211,7 +211,7 @@ async def test_silence_longer_than_the_idle_timeout_still_ends_the_turn():
         _, body = _dechunk(await _ask(url))
         target = relay.finish(token)
         assert body.startswith(b"data: 1\n\n" + KEEPALIVE) and b"data: 2" not in body
-        assert target.broken and "upstream connection broke" in target.broken
+        assert target.broken and "upstream connection broke" in target.broken.message
     finally:
         relay.stop()
         server.close()

@@ -90,7 +90,7 @@ async def test_refused_connection_is_a_marked_502():
         raw = await _ask(url)
         assert raw.startswith(b"HTTP/1.1 502")
         assert f"{MARK}: connect-failed".encode() in raw.lower()
-        assert relay.finish(token).broken.startswith("cannot connect")
+        assert relay.finish(token).broken.message.startswith("cannot connect")
     finally:
         relay.stop()
 
@@ -110,7 +110,7 @@ async def test_endpoint_dying_mid_body_still_ends_the_relayed_body_cleanly():
         token, url = relay.register(f"http://127.0.0.1:{port}/v1/chat/completions")
         head, body = _dechunk(await _ask(url))
         assert head.startswith(b"HTTP/1.1 200") and body == b"data: one\n"
-        assert "broke" in relay.finish(token).broken
+        assert "broke" in relay.finish(token).broken.message
     finally:
         relay.stop()
         server.close()
@@ -169,7 +169,7 @@ async def test_https_endpoint_verified_with_the_given_context(tmp_path):
         token, url = default.register(f"https://127.0.0.1:{port}/v1/chat/completions")
         raw = await _ask(url)
         assert raw.startswith(b"HTTP/1.1 502") and b"certificate" in raw.lower()
-        assert default.finish(token).broken.startswith("cannot connect")
+        assert default.finish(token).broken.message.startswith("cannot connect")
     finally:
         trusted.stop()
         default.stop()

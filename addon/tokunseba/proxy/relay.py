@@ -362,7 +362,7 @@ class Relay:
                     conn = conn or await self._open(target.key)
                 except Exception as e:
                     target.broken = Broken("unreachable", f"cannot connect to {target.host}:{target.port}: {e or type(e).__name__}")
-                    return False, Failure("unreachable", target.broken), None
+                    return False, Failure("unreachable", target.broken.message), None
             ex = _Exchange(self, writer, target, conn, method, hold)
             _watch(reader, ex, target)
             outcome = await ex.run(_request_bytes(target, method, headers, body))
@@ -384,16 +384,16 @@ class Relay:
             conn.close()
             if outcome == "timeout":
                 target.broken = Broken("timeout", f"no status line within {target.first_byte_s:g} s (first_byte_timeout_s)")
-                return False, Failure("timeout", target.broken), None
+                return False, Failure("timeout", target.broken.message), None
             if outcome == "reset":
-                return False, Failure("reset", target.broken or "upstream connection broke"), None
+                return False, Failure("reset", target.broken.message if target.broken else "upstream connection broke"), None
             if outcome != "stale" or target.gone:
                 return outcome == "done" and not target.gone, None, ex
             conn = None  # a reused connection the endpoint had closed: once more on a fresh one
         target.broken = target.broken or Broken("reset", "upstream connection broke: the endpoint closed the connection")
         if hold:
-            return False, Failure("reset", target.broken), None
-        await _reply_error(writer, 502, target.broken, b"upstream-broke")
+            return False, Failure("reset", target.broken.message), None
+        await _reply_error(writer, 502, target.broken.message, b"upstream-broke")
         return False, None, None
 
     async def _deliver(self, writer: asyncio.StreamWriter, target: Target, failure: Failure | None,
@@ -409,7 +409,7 @@ class Relay:
         target.broken = target.broken or (Broken(failure.kind, failure.why) if failure else Broken("reset", "upstream connection broke"))
         mark = b"connect-failed" if failure is not None and failure.kind == "unreachable" else b"upstream-broke"
         if not writer.transport.is_closing():
-            await _reply_error(writer, 502, target.broken, mark)
+            await _reply_error(writer, 502, target.broken.message, mark)
         return False
 
 
@@ -647,7 +647,7 @@ class _Exchange:
             if self.hold:  # before the status line: a failure the adapter may fail over
                 self.done.set_result("reset")
                 return
-            self._write(_error_bytes(502, self.target.broken, b"upstream-broke"))
+            self._write(_error_bytes(502, self.target.broken.message, b"upstream-broke"))
             self.done.set_result("failed")
             return
         self._write(http1.LAST_CHUNK)

@@ -90,22 +90,18 @@ class Failure:
         return self.kind
 
 
-class Broken(str):
+@dataclass(frozen=True)
+class Broken:
     """Why the relay saw an attempt's exchange break (its ``Target.broken``): ``kind`` is
     ``unreachable`` (the connect failed: the endpoint is marked down), ``timeout`` (no status
-    line in time) or ``reset`` (the connection broke); it reads as its one-line ``message`` (a
-    ``str``), which is what the logs, the ledger and the client are told."""
+    line in time) or ``reset`` (the connection broke); ``message`` is the one line the logs,
+    the ledger and the client are told (and what ``str()`` gives)."""
 
     kind: str
+    message: str
 
-    def __new__(cls, kind: str, message: str) -> Broken:
-        self = super().__new__(cls, message)
-        self.kind = kind
-        return self
-
-    @property
-    def message(self) -> str:
-        return str(self)
+    def __str__(self) -> str:
+        return self.message
 
     @property
     def refused(self) -> bool:
