@@ -5,36 +5,44 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tokunseba import translate
+from tokunseba.neutral.conversation import Capped
 from tokunseba.turn.cap_note import cap_line
 
 TURN = {"model": "claude-opus-4-8", "max_tokens": 64000, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _converted(body: dict, cap: int | None) -> list[str]:
-    return translate.request("anthropic", "openai", body, model="m", max_tokens=cap).converted
+def _capped(body: dict, cap: int | None, client: str = "anthropic", target: str = "openai") -> Capped | None:
+    return translate.request(client, target, body, model="m", max_tokens=cap).capped
 
 
 def test_the_endpoints_cap_ending_the_reply_is_said_with_both_numbers():
-    line = cap_line(request_id="tk-1", endpoint="local", converted=_converted(TURN, 512),
-                    details={"stop_reason": "max_tokens"}, original=json.dumps(TURN).encode())
+    line = cap_line(request_id="tk-1", endpoint="local", capped=_capped(TURN, 512), details={"stop_reason": "max_tokens"})
     assert line == ("tokunseba: tk-1 the reply was cut by endpoint local's cap (max_tokens 512; the client asked "
                     "for 64000), not by the client's own limit: its client may send continuation turns. Give the "
                     "endpoint stop strings that end its turns, or raise its max_tokens")
 
 
 def test_no_line_when_the_reply_ended_otherwise_or_the_cap_was_the_clients():
-    capped = _converted(TURN, 512)
-    assert cap_line(request_id="tk-1", endpoint="local", converted=capped, details={"stop_reason": "end_turn"},
-                    original=json.dumps(TURN).encode()) is None
+    capped = _capped(TURN, 512)
+    assert cap_line(request_id="tk-1", endpoint="local", capped=capped, details={"stop_reason": "end_turn"}) is None
     small = {**TURN, "max_tokens": 100}  # under the cap: the client's own limit ended it
-    assert cap_line(request_id="tk-1", endpoint="local", converted=_converted(small, 512),
-                    details={"stop_reason": "max_tokens"}, original=json.dumps(small).encode()) is None
-    assert cap_line(request_id="tk-1", endpoint="local", converted=None, details={"stop_reason": "max_tokens"},
-                    original=None) is None
+    assert _capped(small, 512) is None and _capped(TURN, None) is None
+    assert cap_line(request_id="tk-1", endpoint="local", capped=None, details={"stop_reason": "max_tokens"}) is None
 
 
-def test_an_unreadable_original_still_says_the_cap():
-    line = cap_line(request_id="tk-2", endpoint="e", converted=_converted(TURN, 8), details={"stop_reason": "max_tokens"},
-                    original=b"not json")
-    assert line is not None and "(max_tokens 8)" in line
+@pytest.mark.parametrize(("target", "client", "body"), [
+    ("openai", "anthropic", TURN),
+    ("openai-responses", "anthropic", TURN),
+    ("gemini", "anthropic", TURN),
+    ("openai", "openai-responses", {"model": "gpt-5.5", "input": "hi", "max_output_tokens": 64000}),
+    ("openai", "gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                          "generationConfig": {"maxOutputTokens": 64000}}),
+])
+def test_every_capping_codec_records_the_cap_typed_and_in_converted(target, client, body):
+    """The typed record and the ledger's text say the same: what the client asked, the cap."""
+    rt = translate.request(client, target, body, model="m", max_tokens=512)
+    assert rt.capped == Capped(asked=64000, cap=512)
+    assert any(c.endswith("(capped at 512)") for c in rt.converted), rt.converted

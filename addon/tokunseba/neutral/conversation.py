@@ -44,6 +44,15 @@ from .tools import ClientTools
 _PATH_HEAD = re.compile(r"^[A-Za-z_][\w.\[\]]*")
 
 
+@dataclass(frozen=True)
+class Capped:
+    """The endpoint's cap (its ``max_tokens``) took the place of the larger number of output
+    tokens the client asked for: what turn/cap_note.py says when the reply then ends on it."""
+
+    asked: int
+    cap: int
+
+
 @dataclass
 class RequestTranslation:
     """A translated request: the target's body and the report of what happened to the input."""
@@ -52,6 +61,7 @@ class RequestTranslation:
     dropped: list[str] = field(default_factory=list)  # JSON paths (of the input) left behind
     plumbing: list[str] = field(default_factory=list)  # paths (of the output) added as plumbing
     converted: list[str] = field(default_factory=list)  # values converted or capped, with why
+    capped: Capped | None = None  # the client's output limit, capped at the endpoint's (also in converted)
     warnings: list[str] = field(default_factory=list)
     # False only when a streaming Chat client did not ask stream_options.include_usage
     # (the reply encoder then sends no usage chunk); non-streamed replies always carry usage.

@@ -163,7 +163,7 @@ class Record(Part):
             console(flow, turn, outcome, status, usage, now, state.chain)
             if turn.translation is not None and (said := cap_line(
                     request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
-                    converted=turn.translation.converted, details=details, original=turn.original_body)):
+                    capped=turn.translation.capped, details=details)):
                 log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
             if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
                 chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote
 
 from ... import jsonc
 from ...errors import InvalidRequest, Refused, TranslationError
-from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.conversation import Capped, Conversation, RequestTranslation
 from ...neutral.report import note_once
 from ...neutral.effort import BUDGETS, LEVELS, budget_for, level_for_budget
 from ...neutral.state import state_for
@@ -741,6 +741,7 @@ def _gen(name: str) -> ft.Handler:
 def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
     cap = o.max_tokens_cap
     if isinstance(cap, int) and isinstance(value, int) and value > cap:
+        rt.capped = Capped(asked=value, cap=cap)
         value = cap
         rt.converted.append(f"{key} -> generationConfig.maxOutputTokens (capped at {cap})")
     out.setdefault("generationConfig", {})["maxOutputTokens"] = value

@@ -16,7 +16,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ...errors import Refused
-from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.conversation import Capped, Conversation, RequestTranslation
 from ...neutral.state import PROVIDER_STATE, ProviderState
 from ...neutral.tools import ClientTool, freeform_input, freeform_tools
 from .. import fieldtable as ft
@@ -55,6 +55,7 @@ def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict[str, Any],
     if n is None:
         return
     if o.max_tokens_cap is not None and n > o.max_tokens_cap:
+        rt.capped = Capped(asked=n, cap=o.max_tokens_cap)
         n = o.max_tokens_cap
         rt.converted.append(f"{conv.client_path('max_completion_tokens')} -> {o.max_tokens_field} (capped at {n})")
     out[o.max_tokens_field] = n

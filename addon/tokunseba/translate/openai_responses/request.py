@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidRequest, Refused, TranslationError
-from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.conversation import Capped, Conversation, RequestTranslation
 from ...neutral.state import PROVIDER_STATE, state_for
 from ...neutral.tools import ClientTool, freeform_arguments, freeform_parameters
 from ...protocols.openai_responses import DEFAULT_NAMESPACE, flat_tool_name
@@ -880,6 +880,7 @@ def _enc_max_tokens(rt: RequestTranslation, key: str, value: Any, out: dict[str,
         rt.dropped.append(key)
         return
     if o.max_tokens_cap is not None and n > o.max_tokens_cap:
+        rt.capped = Capped(asked=n, cap=o.max_tokens_cap)
         rt.converted.append(f"{key} -> max_output_tokens (capped at {o.max_tokens_cap})")
         n = o.max_tokens_cap
     out["max_output_tokens"] = n
