@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tokunseba import translate
-from tokunseba.neutral.effort import BUDGETS, LEVELS, SPELLINGS, level_for_budget
+from tokunseba import protocols, translate
+from tokunseba.neutral.effort import BUDGETS, LEVELS, level_for_budget
 
 MSG = [{"role": "user", "content": "hi"}]
 GEM_PATH = "/v1beta/models/gemini-2.5-pro:generateContent"
@@ -33,7 +33,11 @@ def gem(**gc):
 
 def test_the_tables_are_complete_with_a_reason_per_row():
     assert set(BUDGETS) == set(LEVELS)
-    assert all(why for _, why in BUDGETS.values()) and all(how and why for how, why in SPELLINGS.values())
+    spellings = {f"{name} {spelling}": row for name in list(protocols.NAMES)[:4]
+                 for spelling, row in protocols.get(name).effort_spellings.items()}
+    assert len(spellings) == 7 and all(how and why for how, why in spellings.values())  # each protocol's, with it
+    assert all(protocols.get(name).effort_fields for name in list(protocols.NAMES)[:4])
+    assert all(why for _, why in BUDGETS.values())
     budgets = [BUDGETS[level][0] for level in LEVELS]
     assert budgets == sorted(budgets) and budgets[0] == 0 and budgets[1] == 1024
     for level in LEVELS:
@@ -185,3 +189,25 @@ def test_an_endpoint_refusing_the_carried_effort_says_what_to_do_after_its_own_w
     assert status == 400 and msg.startswith("Unsupported parameter") and "`effort: omit`" in msg
     other, _, plain, _ = translate_whole(turn, 400, json.dumps({"error": {"message": "bad tool schema"}}).encode())
     assert "tokunseba" not in json.loads(plain)["error"]["message"]
+
+
+@pytest.mark.parametrize("target", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_a_400_about_reasoning_to_a_request_that_carried_an_effort_gets_the_hint(target):
+    """Each target's own effort fields (its facts' effort_fields) say whether the translated
+    request carried one; the hint follows the endpoint's words only then (turn/reply.py)."""
+    from tokunseba.turn.reply import refusal_hint, sent_effort
+
+    client = "openai-responses" if target == "openai" else "openai"
+    asked = {"model": "m", "max_completion_tokens": 4000, "reasoning_effort": "high",
+             "messages": [{"role": "user", "content": "hi"}]} if client == "openai" else \
+        {"model": "m", "max_output_tokens": 4000, "reasoning": {"effort": "high"}, "input": "hi"}
+    with_effort = translate.request(client, target, asked, model="m", max_tokens=4000).body
+    plain = {k: v for k, v in asked.items() if k not in ("reasoning_effort", "reasoning")}
+    without = translate.request(client, target, plain, model="m", max_tokens=4000).body
+    assert sent_effort(target, with_effort) and not sent_effort(target, without)
+    said = b'{"error": {"message": "Unsupported parameter: reasoning_effort for this model"}}'
+    hint = refusal_hint(target, with_effort, "box", 400, said)
+    assert hint is not None and "endpoint box, which refused it: `effort: omit` or `max_effort:`" in hint
+    assert refusal_hint(target, without, "box", 400, said) is None  # it carried none: not ours to explain
+    assert refusal_hint(target, with_effort, "box", 400, b'{"error": {"message": "bad temperature"}}') is None
+    assert refusal_hint(target, with_effort, "box", 500, said) is None

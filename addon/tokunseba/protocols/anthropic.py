@@ -138,7 +138,7 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
 
 # POST /v1/messages/count_tokens (docs/protocols.md A): a turn's body without max_tokens, stream and the
 # sampling keys -> {"input_tokens": N}
-# output_config.effort (adaptive thinking) -> the neutral effort level (neutral/effort.py SPELLINGS)
+# output_config.effort (adaptive thinking) -> the neutral effort level (FACTS.effort_spellings)
 EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
@@ -245,6 +245,20 @@ FACTS = Protocol(
     max_output_required=True,  # a request without max_tokens is a 400
     state_payload=state_payload,
     genai_provider="anthropic",
+    effort_spellings={
+        "thinking {type: enabled, budget_tokens: N}": (
+            "level_for_budget(N); written as BUDGETS[level], at most max_tokens // 2 (dropped, recorded, when that "
+            "is below 1024)", "Anthropic requires 1024 <= budget_tokens < max_tokens and counts thinking inside "
+            "max_tokens: half stays for the answer and its tool calls; the client's max_tokens is never raised"),
+        "thinking {type: disabled}": (
+            "names no level (dropped, recorded); written for none",
+            "no 'off' every target takes (gpt-5 and non-reasoning models reject 'none', Gemini 2.5 Pro and 3 a 0 "
+            "budget): the target's default applies, never a level made up; Anthropic's own default is no thinking"),
+        "thinking {type: adaptive} + output_config.effort": (
+            "low / medium / high as named, max -> xhigh (EFFORT_LEVELS); adaptive without an effort names no level",
+            "adaptive thinking lets the model choose how much within the effort"),
+    },
+    effort_fields=(("thinking",), ("output_config", "effort")),
     state_kind=lambda p: "+".join(sorted({b["type"] for b in p.get("blocks", ())})),
 )
 

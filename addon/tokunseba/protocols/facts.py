@@ -145,6 +145,13 @@ class Protocol:
     # a reply's blocks (kind, id, text, signature, raw) -> that state in this protocol's wire form (None: none)
     state_payload: Callable[[Sequence[Any]], dict[str, Any] | None] | None = None
     state_kind: Callable[[dict[str, Any]], str] | None = None  # what such a payload is, for explain
+    # ---- reasoning effort (neutral/effort.py: the neutral levels and budgets) ----
+    # each way this protocol spells an effort -> (how it maps to the neutral level, why): its
+    # codec's field table converts it; this is the table of record (`tokunseba models`, tests)
+    effort_spellings: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # the request-body paths that carry an effort in this protocol (a 400 about reasoning to a
+    # translated request that carried one gets a hint: turn/reply.py)
+    effort_fields: tuple[tuple[str, ...], ...] = ()
     # ---- OpenTelemetry GenAI semantic conventions (proxy/otel_spans.py): their well-known values ----
     genai_operation: str = "chat"  # gen_ai.operation.name of a turn of this protocol's clients
     genai_provider: str | None = None  # gen_ai.provider.name of an upstream asked in this protocol

@@ -329,6 +329,14 @@ FACTS = Protocol(
     state_kind=lambda p: "thoughtSignature",
     genai_operation="generate_content",
     genai_provider="gcp.gemini",
+    effort_spellings={
+        "thinkingConfig.thinkingBudget": (
+            "N > 0 -> level_for_budget(N); 0 (off) and -1 (dynamic) name no level (dropped, recorded); written as "
+            "BUDGETS[level]", "a budget is Gemini 2.5's spelling, and Gemini 3 still takes it"),
+        "thinkingConfig.thinkingLevel": ("minimal / low / medium / high as named (any case)",
+                                         "Gemini 3's levels are OpenAI's names"),
+    },
+    effort_fields=(("generationConfig", "thinkingConfig"),),
 )
 
 

@@ -277,6 +277,8 @@ FACTS = Protocol(
     state_payload=state_payload,
     state_kind=lambda p: p.get("field") or "reasoning_content",
     genai_provider="openai",
+    effort_spellings={"reasoning_effort": ("the level itself", "Chat is the neutral vocabulary")},
+    effort_fields=(("reasoning_effort",),),
 )
 
 

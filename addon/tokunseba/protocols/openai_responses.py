@@ -194,6 +194,8 @@ FACTS = Protocol(
     ),
     max_output_field="max_output_tokens",
     genai_provider="openai",
+    effort_spellings={"reasoning.effort": ("the level itself", "Responses and Chat share OpenAI's levels")},
+    effort_fields=(("reasoning",),),
     state_payload=state_payload,  # reasoning items, before their calls (reasoning/state.py)
     state_kind=lambda p: "reasoning item" + ("s" if len(p.get("items", ())) > 1 else ""),
 )

@@ -12,7 +12,6 @@ from typing import Any
 
 from .. import jsonc, protocols, translate
 from ..errors import TranslationError
-from ..neutral.effort import refusal_hint
 from ..neutral.error import parse_error_body
 from ..neutral.tools import ClientTools
 from ..states import Action, ReplyMode
@@ -118,7 +117,7 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
     if status >= 400:
         st, out = translate.error(_target(turn), turn.client_protocol, status, body)
         if turn.translation is not None and turn.endpoint is not None and (
-                hint := refusal_hint(turn.translation.body, turn.endpoint.name, status, body)):
+                hint := refusal_hint(_target(turn), turn.translation.body, turn.endpoint.name, status, body)):
             out = _with_hint(out, hint)
         return st, {"content-type": "application/json"}, out, None
     rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at),
@@ -126,3 +125,30 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
     if turn.capture is not None and rep.message is not None:
         turn.capture.message(rep.message)
     return status, {"content-type": "application/json"}, rep.body, rep
+
+
+_EFFORT_WORDS = (b"reasoning", b"thinking", b"effort")
+
+
+def sent_effort(protocol: str, body: dict[str, Any]) -> bool:
+    """Whether a translated request carries an effort, in its protocol's own spelling (its facts'
+    ``effort_fields``)."""
+    for path in protocols.get(protocol).effort_fields:
+        node: Any = body
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node:
+            return True
+    return False
+
+
+def refusal_hint(protocol: str, sent: dict[str, Any], endpoint: str, status: int, upstream_body: bytes) -> str | None:
+    """When an endpoint answers 400 about reasoning to a translated request (in ``protocol``) that
+    carried an effort, what to do about it (said after the upstream's own words, never instead)."""
+    if status != 400 or not sent_effort(protocol, sent):
+        return None
+    low = upstream_body[:4096].lower()
+    if not any(w in low for w in _EFFORT_WORDS):
+        return None
+    return (f"(tokunseba carried the client's reasoning effort to endpoint {endpoint}, which refused it: "
+            f"`effort: omit` or `max_effort:` on that endpoint in the rules)")
