@@ -20,6 +20,7 @@ from tokunseba.proxy.relay import PREFIX, Target
 from tokunseba.ledger.store import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
+from tokunseba.proxy.recorder import START_AFTER_S
 from tokunseba.turn.pump import Pump, reply_completed
 from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
@@ -623,7 +624,9 @@ async def test_a_turns_start_is_recorded_after_the_request_hook_and_before_the_r
     await addon.request(f)
     rid = f.metadata["tokunseba.request_id"]
     assert rid in addon.unstarted  # mitmproxy sends the request on first, in this same step
-    await asyncio.sleep(0)  # the loop's next step: the start goes to the writer
+    await asyncio.sleep(0)
+    assert rid in addon.unstarted  # a short turn's start waits for its end (recorder.START_AFTER_S)
+    await asyncio.sleep(START_AFTER_S + 0.05)  # a turn still running then: its start goes to the writer
     assert rid not in addon.unstarted
     assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
@@ -714,14 +717,15 @@ async def test_completion_is_recorded_only_after_mitmproxy_wrote_the_reply(addon
         await asyncio.sleep(0)
     assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
-        assert led.get_turn(rid)["outcome"] is None  # still open: the client has not got it all
+        assert not [t for t in led.turns() if t["request_id"] == rid and t["outcome"]]  # the client has not got it all
+    assert rid in addon.unstarted  # nor started: a short turn's start goes with its end
     f.live = False  # what mitmproxy's flow_done does right after writing the end of the reply
     for _ in range(3):
         await asyncio.sleep(0)
     assert addon.ledger.flush(10)
     with Ledger(tmp_path / "ledger.db", readonly=True) as led:
         row = led.get_turn(rid)
-    assert (row["outcome"], row["status"]) == ("translated", 200)
+    assert (row["outcome"], row["status"]) == ("translated", 200) and rid not in addon.unstarted
 
 
 async def test_an_upstream_event_past_the_cap_ends_the_turn_with_an_error_in_the_clients_protocol(addon, tmp_path):

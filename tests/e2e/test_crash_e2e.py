@@ -15,6 +15,8 @@ import time
 import anthropic
 import pytest
 
+from tokunseba.proxy.recorder import START_AFTER_S
+
 from .conftest import BIN, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
 from .upstream import Reply
@@ -120,6 +122,9 @@ def test_kill_9_during_concurrent_streams(upstreams, tmp_path):
         killed = run_streams(proxy, ["claude-crash-cut", "retarget-crash-cut"] * KILLED)
         for c in killed:
             assert c.first.wait(60)
+        # a turn's start goes to the ledger START_AFTER_S after its request (with its end, when that
+        # comes sooner: proxy/recorder.py); a kill inside that window leaves no row for the turn
+        time.sleep(START_AFTER_S * 4)
         proxy.proc.send_signal(signal.SIGKILL)
         proxy.proc.wait(30)
         for c in killed:

@@ -16,7 +16,9 @@ Contract:
   ledger lingers ``SHARED_LINGER_S``, starts included (a round trip per transaction). On
   SQLite a turn's start is not
   held back: a START record ends the linger, so a turn's row shows it open (outcome NULL)
-  as soon as the thread gets to it; only what comes after may wait.
+  as soon as the thread gets to it; only what comes after may wait. (The proxy hands a turn's
+  start over ``proxy/recorder.START_AFTER_S`` after its request, or with its end when that
+  comes sooner: a short turn never wakes this thread while its reply streams.)
 - Idle while a shared ledger's spool waits (``Ledger.spool_retry_s``), the thread wakes
   every so often to drain it (``Ledger.drain_spool``).
 - A busy database (another process holding the write lock) delays records, never flows:

@@ -105,7 +105,7 @@ class Tokunseba:
 
     @property
     def unstarted(self) -> dict[str, Callable[[], None]]:
-        """Request id -> the records of its start, until queued in the loop's next step."""
+        """Request id -> the records of its start, until queued (proxy/recorder.py START_AFTER_S)."""
         return self.core.recorder.unstarted
 
     @property
