@@ -62,12 +62,18 @@ def test_the_title_turn_and_the_toolless_print_turn_match_the_shipped_easy_route
     assert not can_match(routes["small-toolless"], by_what["main turn"])  # 48.5 KB, 9 tools
 
 
-def test_check_prints_the_warning(tmp_path):
+def check_output(tmp_path, text: str) -> tuple[Path, str]:
+    """`tokunseba check` on ``text`` as a file: its path and what check printed (it exits 0)."""
     f = tmp_path / "r.yaml"
-    f.write_text(RULES)
+    f.write_text(text)
     p = subprocess.run([str(SCRIPT), "check", str(f)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0
-    assert f"{f}:7: warning: route 'codex-small' can never match Codex 0.171.0's turns" in p.stdout
+    assert p.returncode == 0, p.stderr
+    return f, p.stdout
+
+
+def test_check_prints_the_warning(tmp_path):
+    f, out = check_output(tmp_path, RULES)
+    assert f"{f}:7: warning: route 'codex-small' can never match Codex 0.171.0's turns" in out
 
 
 CONTEXT_RULES = """\
@@ -134,11 +140,8 @@ def test_context_tokens_must_be_a_positive_integer():
 
 
 def test_check_prints_the_context_warning(tmp_path):
-    f = tmp_path / "c.yaml"
-    f.write_text(CONTEXT_RULES)
-    p = subprocess.run([str(SCRIPT), "check", str(f)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0
-    assert f"{f}:14: warning: route 'codex-small' → small: Codex 0.171.0's main turn" in p.stdout
+    f, out = check_output(tmp_path, CONTEXT_RULES)
+    assert f"{f}:14: warning: route 'codex-small' → small: Codex 0.171.0's main turn" in out
     m = subprocess.run([str(SCRIPT), "models", "--rules", str(f)], capture_output=True, text=True, timeout=60)
     head = next(ln for ln in m.stdout.splitlines() if ln.startswith("ENDPOINT"))
     assert head.split()[-1] == "CONTEXT" and any(ln.split()[0] == "roomy" and ln.split()[-1] == "16384"
