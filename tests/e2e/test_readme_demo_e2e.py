@@ -120,8 +120,9 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_none_cut_by_the_cap(tm
                for t in main), out  # the console said it too
 
 
-def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
-    need_npm_tool("codex", "Codex")
+def _start_with_room(state: Path) -> tuple[str, dict]:
+    """llama-server started as the README starts it for Codex and Gemini CLI (`--ctx 16384`, on a
+    free port here); its URL and the environment that stops it."""
     from .test_localmodel_e2e import SCRIPT, _installed
 
     if not _installed("llama-server"):
@@ -129,11 +130,17 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
             pytest.fail("llama-server is not installed: .ci/run must run scripts/ci-extras.sh")
         pytest.skip("llama-server not installed (scripts/localmodel.sh install)")
     assert "scripts/localmodel.sh start --port 28431 --ctx 16384" in README.read_text()  # as the README starts it
-    state = tmp_path / "localmodel"
     lenv = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
     p = subprocess.run([str(SCRIPT), "start", "--ctx", "16384"], capture_output=True, text=True, env=lenv, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
-    url = p.stdout.strip().splitlines()[-1]
+    return p.stdout.strip().splitlines()[-1], lenv
+
+
+def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    need_npm_tool("codex", "Codex")
+    from .test_localmodel_e2e import SCRIPT
+
+    url, lenv = _start_with_room(tmp_path / "localmodel")
     took: list[float] = []
     try:
         rules = tmp_path / "codex.yaml"
@@ -167,6 +174,54 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
                and t["status"] == 200 for t in model_turns), model_turns
     reasons = _stop_reasons(run.ledger)
     assert all(reasons.get(t["request_id"]) != "max_tokens" for t in model_turns), reasons
+    assert "cut by endpoint" not in out, out
+
+
+def test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    """The README's Gemini CLI block (rules/examples/gemini-cli-local.yaml, its settings file, the
+    server started with --ctx 16384), run as written in the project folder five times: each exits
+    0 and prints a reply; every turn (the router call and the main turn) went to the local model,
+    translated 200, none ended on the endpoint's cap, and nothing else was sent."""
+    need_npm_tool("gemini", "Gemini CLI")
+    from .test_localmodel_e2e import SCRIPT
+
+    url, lenv = _start_with_room(tmp_path / "localmodel")
+    took: list[float] = []
+    try:
+        rules = tmp_path / "gemini.yaml"
+        rules.write_text((ROOT / "rules" / "examples" / "gemini-cli-local.yaml").read_text()
+                         .replace("http://127.0.0.1:28431/v1", url))
+        run = Run(tmp_path, "--rules", str(rules))
+        try:
+            home = tmp_path / "home"
+            home.mkdir()  # nothing in it: no ~/.gemini yet, as on a fresh machine
+            script = _script("gemini -p", run, home)
+            # no key in the environment: the README's own line sets one
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th")}
+            for i in range(RUNS):
+                t0 = time.monotonic()
+                p = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=240)
+                took.append(time.monotonic() - t0)
+                assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
+                assert p.stdout.strip(), (f"run {i}: Gemini CLI printed no reply", p.stderr[-2000:],
+                                          "".join(run.lines)[-3000:])
+            ledger_settled(run.ledger)
+        finally:
+            out = run.stop()
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=lenv, timeout=60)
+    print(f"README Gemini CLI demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    turns = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json",
+                                       "--limit", "200"], capture_output=True, text=True, timeout=60).stdout)
+    assert {t["client_protocol"] for t in turns} == {"gemini"}, turns  # nothing else went anywhere
+    assert all(t["endpoint"] == "local" and t["outcome"] == "translated" and t["status"] == 200
+               for t in turns), turns
+    by_rule = {r: sum(t["rule"] == r for t in turns) for r in ("gemini-cli-router", "gemini-cli-questions-local")}
+    # one router call and one main turn per run: no retry after an empty reply, no continuation
+    assert by_rule == {"gemini-cli-router": RUNS, "gemini-cli-questions-local": RUNS}, turns
+    reasons = _stop_reasons(run.ledger)
+    assert all(reasons.get(t["request_id"]) not in (None, "max_tokens") for t in turns), reasons
     assert "cut by endpoint" not in out, out
 
 
