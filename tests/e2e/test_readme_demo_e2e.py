@@ -7,11 +7,20 @@ its main turn, both to the local model (the title may be cancelled when the main
 answer ends the run first); no reply ends on the endpoint's cap, so no continuation turn is
 ever sent. The same for the README's Codex block (rules/examples/codex-local.yaml, the server
 started with --ctx 16384): five `codex exec` runs with its default model, each exit 0 and every
-turn local. Skipped when the local model or a client is not installed (fails under CI=true).
+turn local. Skipped when the local model or a client (or tmux) is not installed (fails under
+CI=true).
 
-Not here: Gemini CLI's demo sends its main turn to Google (only its router call goes local), so
-with no route to Google it ends rc 1 by design (README, "Gemini CLI"); interactive Claude Code is
-driven in tmux by test_claude_code_interactive_e2e.py against a scripted endpoint."""
+The README's Gemini CLI block too (rules/examples/gemini-cli-local.yaml and its settings file,
+the server started with --ctx 16384), in the project folder: five `gemini -p` runs, each exit 0
+with a reply, every turn (router call and main turn) local. And interactive Claude Code as the
+README sets it up (the Claude Code block's exports, its offline onboarding block as written,
+then `claude` in tmux): five sessions in a row, each sending its session-title turn to the local
+model (answered, not cut by the cap) and its main turn to Anthropic (a 502 here, shown as an API
+error at once), then `/exit` with rc 0. Each test prints its runs' wall times (`-s`).
+
+Not here: the README's other Gemini CLI example (gemini-cli-easy-turns.yaml) sends its main turn
+to Google, so with no route to Google it ends rc 1 by design; a fresh clone's cold install (the
+README's Timings say how it was measured)."""
 
 from __future__ import annotations
 
@@ -244,7 +253,7 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
                         mains = [t for t in new if t["requested_model"] == "claude-opus-4-8"]
                         if titles and mains and all(t["status"] is not None for t in titles + mains):
                             break
-                    shown = screen(sock)
+                    shown = wait_screen(sock, "API Error: 502", 30)  # the main turn's 502, as Claude Code shows it
                     tmux("send-keys", "-l", "/exit", sock=sock)
                     time.sleep(0.5)
                     tmux("send-keys", "Enter", sock=sock)
@@ -255,6 +264,7 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
                     last = screen(sock)
                 finally:
                     tmux("kill-server", sock=sock)
+                assert "API Error: 502 tokunseba: cannot reach api.anthropic.com" in shown, (i, shown)
                 assert rc_file.exists() and rc_file.read_text().strip() == "0", (i, last, shown)
                 sessions.append(new)
             ledger_settled(run.ledger)
