@@ -449,6 +449,35 @@ def test_gemini_facts():
         "gemini-2.5-flash", 3, False, True, "what is this")
 
 
+def _gemini_cli_turn(name: str, prompt: str | None = None) -> TurnFacts:
+    """A recorded Gemini CLI request, its prompt (the last text part) replaced by ``prompt``."""
+    fx = copy.deepcopy(load_fixture(name))
+    body = fx["body"]
+    if prompt is not None:
+        body["contents"][-1]["parts"][-1]["text"] = prompt
+    model = fx["url"].split("/models/")[1].split(":")[0]
+    return turn_facts("gemini", body, len(json.dumps(body)), dict(fx["headers"]), model=model)
+
+
+def test_gemini_cli_local_example_sends_question_prompts_and_the_router_call_local():
+    """rules/examples/gemini-cli-local.yaml: the router call, and the main turn of a prompt that
+    asks (its text after the <session_context> part), go to the local model; other prompts and
+    a tool result's turn do not."""
+    rules = load_rules(RULES_DIR / "examples" / "gemini-cli-local.yaml")
+    router = decide(rules, _gemini_cli_turn("gemini-cli-router-classifier.json"))
+    assert (router.action, router.route.name, router.endpoint.name) == ("route", "gemini-cli-router", "local")
+    for prompt in ("say hi", "Say hello in French.", "  explain this folder", "What is 2+2?"):
+        d = decide(rules, _gemini_cli_turn("gemini-cli-main-turn-yolo.json", prompt))
+        assert (d.action, d.route.name, d.endpoint.name) == ("route", "gemini-cli-questions-local", "local"), prompt
+    for prompt in ("GTOOL_SHELL:echo hi", "fix the bug, then say hi", "sayonara"):
+        assert decide(rules, _gemini_cli_turn("gemini-cli-main-turn-yolo.json", prompt)).action == "pass", prompt
+    # a word of the session context (the folder listing) at the start of a line is not the prompt
+    listing = _gemini_cli_turn("gemini-cli-main-turn-yolo.json", "fix it")
+    listing.last_user_text = listing.last_user_text.replace("<session_context>", "<session_context>\nwhat.txt")
+    assert decide(rules, listing).action == "pass"
+    assert decide(rules, _gemini_cli_turn("gemini-cli-tool-result-followup.json")).action == "pass"
+
+
 # Realistic turns of each protocol; the fuzz test breaks them at random places.
 SAMPLES = {
     "anthropic": {

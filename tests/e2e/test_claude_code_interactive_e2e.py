@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 
@@ -17,6 +16,7 @@ import pytest
 from .conftest import BIN, Mitmdump
 from .test_claude_code_e2e import DUMMY_KEY, need_claude
 from .test_proxy_e2e import chat_chunk
+from .tmux import need_tmux, tmux, wait_screen
 from .upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
@@ -50,16 +50,9 @@ def _stream(cid: str, text: str) -> Reply:
                       b"data: [DONE]\n\n"], delay=0.05)
 
 
-def _tmux(*args: str, sock: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-S", sock, *args], capture_output=True, text=True, timeout=30)
-
-
 def test_interactive_claude_code_title_turn_goes_local_main_turn_elsewhere(tmp_path):
     claude = need_claude()
-    if not shutil.which("tmux"):
-        if os.environ.get("CI"):
-            pytest.fail("tmux is not installed: scripts/ci-extras.sh installs it")
-        pytest.skip("tmux not installed")
+    need_tmux()
     with Upstream() as local, Upstream() as main:
         local.script(_stream("chatcmpl-title", '{"title": "Lists in Python"}'))
         main.script(_stream("chatcmpl-main", "A list comprehension builds a list from an iterable in one expression."))
@@ -79,24 +72,21 @@ def test_interactive_claude_code_title_turn_goes_local_main_turn_elsewhere(tmp_p
                "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
         sock = str(tmp_path / "tmux.sock")
         envargs = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-        _tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(work), *envargs, claude, sock=sock)
+        tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(work), *envargs, claude, sock=sock)
         screen = ""
         try:
-            deadline = time.time() + 60  # wait for the prompt box
-            while time.time() < deadline and "? for shortcuts" not in screen:
-                time.sleep(0.5)
-                screen = _tmux("capture-pane", "-p", sock=sock).stdout
-            _tmux("send-keys", "-l", "Explain what a Python list comprehension is, in one sentence.", sock=sock)
+            wait_screen(sock, "? for shortcuts", 60)  # the prompt box
+            tmux("send-keys", "-l", "Explain what a Python list comprehension is, in one sentence.", sock=sock)
             time.sleep(0.5)
-            _tmux("send-keys", "Enter", sock=sock)
+            tmux("send-keys", "Enter", sock=sock)
             deadline = time.time() + 120
             while time.time() < deadline:
                 time.sleep(0.5)
-                screen = _tmux("capture-pane", "-p", "-J", sock=sock).stdout
+                screen = tmux("capture-pane", "-p", "-J", sock=sock).stdout
                 if "builds a list from an iterable" in screen and local.requests:
                     break
         finally:
-            _tmux("kill-server", sock=sock)
+            tmux("kill-server", sock=sock)
             m.stop()
         assert "builds a list from an iterable" in screen, screen
         # the background title turn: translated to Chat for the local endpoint, with its model

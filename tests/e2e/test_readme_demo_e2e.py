@@ -7,11 +7,20 @@ its main turn, both to the local model (the title may be cancelled when the main
 answer ends the run first); no reply ends on the endpoint's cap, so no continuation turn is
 ever sent. The same for the README's Codex block (rules/examples/codex-local.yaml, the server
 started with --ctx 16384): five `codex exec` runs with its default model, each exit 0 and every
-turn local. Skipped when the local model or a client is not installed (fails under CI=true).
+turn local. Skipped when the local model or a client (or tmux) is not installed (fails under
+CI=true).
 
-Not here: Gemini CLI's demo sends its main turn to Google (only its router call goes local), so
-with no route to Google it ends rc 1 by design (README, "Gemini CLI"); interactive Claude Code is
-driven in tmux by test_claude_code_interactive_e2e.py against a scripted endpoint."""
+The README's Gemini CLI block too (rules/examples/gemini-cli-local.yaml and its settings file,
+the server started with --ctx 16384), in the project folder: five `gemini -p` runs, each exit 0
+with a reply, every turn (router call and main turn) local. And interactive Claude Code as the
+README sets it up (the Claude Code block's exports, its offline onboarding block as written,
+then `claude` in tmux): five sessions in a row, each sending its session-title turn to the local
+model (answered, not cut by the cap) and its main turn to Anthropic (a 502 here, shown as an API
+error at once), then `/exit` with rc 0. Each test prints its runs' wall times (`-s`).
+
+Not here: the README's other Gemini CLI example (gemini-cli-easy-turns.yaml) sends its main turn
+to Google, so with no route to Google it ends rc 1 by design; a fresh clone's cold install (the
+README's Timings say how it was measured)."""
 
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ import pytest
 from .conftest import BIN, CACHE, ROOT, ledger_settled, need_npm_tool
 from .test_console_e2e import Run
 from .test_localmodel_e2e import _start, _stop
+from .tmux import need_tmux, screen, tmux, wait_screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel, pytest.mark.claudecode]
 
@@ -43,6 +53,14 @@ def demo_lines(command: str = "claude -p") -> list[str]:
         if any(ln.startswith(command) for ln in lines):
             return lines
     raise AssertionError(f"no README block runs {command!r}")
+
+
+def readme_block(first: str) -> str:
+    """The README's ```sh block whose first line starts with ``first``, as written."""
+    for block in re.findall(r"```sh\n(.*?)```", README.read_text(), re.S):
+        if block.startswith(first):
+            return block
+    raise AssertionError(f"no README block starts with {first!r}")
 
 
 def _script(command: str, run: Run, home: Path) -> str:
@@ -120,8 +138,9 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_none_cut_by_the_cap(tm
                for t in main), out  # the console said it too
 
 
-def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
-    need_npm_tool("codex", "Codex")
+def _start_with_room(state: Path) -> tuple[str, dict]:
+    """llama-server started as the README starts it for Codex and Gemini CLI (`--ctx 16384`, on a
+    free port here); its URL and the environment that stops it."""
     from .test_localmodel_e2e import SCRIPT, _installed
 
     if not _installed("llama-server"):
@@ -129,11 +148,17 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
             pytest.fail("llama-server is not installed: .ci/run must run scripts/ci-extras.sh")
         pytest.skip("llama-server not installed (scripts/localmodel.sh install)")
     assert "scripts/localmodel.sh start --port 28431 --ctx 16384" in README.read_text()  # as the README starts it
-    state = tmp_path / "localmodel"
     lenv = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
     p = subprocess.run([str(SCRIPT), "start", "--ctx", "16384"], capture_output=True, text=True, env=lenv, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
-    url = p.stdout.strip().splitlines()[-1]
+    return p.stdout.strip().splitlines()[-1], lenv
+
+
+def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    need_npm_tool("codex", "Codex")
+    from .test_localmodel_e2e import SCRIPT
+
+    url, lenv = _start_with_room(tmp_path / "localmodel")
     took: list[float] = []
     try:
         rules = tmp_path / "codex.yaml"
@@ -167,6 +192,147 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
                and t["status"] == 200 for t in model_turns), model_turns
     reasons = _stop_reasons(run.ledger)
     assert all(reasons.get(t["request_id"]) != "max_tokens" for t in model_turns), reasons
+    assert "cut by endpoint" not in out, out
+
+
+PROMPT = "Explain what a Python list comprehension is, in one sentence."  # of some substance: it gets a title
+
+
+def _turns_now(ledger: Path) -> list[dict]:
+    p = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(ledger), "--json", "--limit", "200"],
+                       capture_output=True, text=True, timeout=60)
+    return json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
+
+
+def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_path):
+    """Interactive Claude Code as the README sets it up: the Claude Code block's exports, the
+    offline onboarding block (`~/.claude.json`) as written, then `claude` in tmux in the project
+    folder, with rules/examples/easy-turns-local.yaml and the real llama-server. Five sessions in
+    a row: type a prompt, wait until its session-title turn (Haiku, route claude-background) is
+    in the ledger, local, translated 200 and not cut by the cap, and its main turn has ended (no
+    route to Anthropic here: a 502 in Anthropic's envelope, which Claude Code shows as an API
+    error, at once with CLAUDE_CODE_MAX_RETRIES=0), then `/exit`: claude exits 0."""
+    need_npm_tool("claude", "Claude Code")
+    need_tmux()
+    state = tmp_path / "localmodel"
+    url = _start("llama-server", state)
+    took: list[float] = []
+    sessions: list[list[dict]] = []
+    try:
+        rules = tmp_path / "easy.yaml"
+        rules.write_text((ROOT / "rules" / "examples" / "easy-turns-local.yaml").read_text()
+                         .replace("http://127.0.0.1:28431/v1", url))
+        run = Run(tmp_path, "--rules", str(rules))
+        try:
+            home = tmp_path / "home"
+            home.mkdir()
+            setup = [ln for ln in _script("claude -p", run, home).splitlines() if not ln.startswith("claude -p")]
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "xterm-256color",
+                   "TOKUNSEBA_HOME": str(tmp_path / "th"), "DISABLE_AUTOUPDATER": "1"}
+            for i in range(RUNS):
+                rc_file, sock = tmp_path / f"rc{i}", str(tmp_path / f"tmux{i}.sock")
+                session = tmp_path / f"session{i}.sh"
+                session.write_text("\n".join([*setup, readme_block("cat > ~/.claude.json"), "set +e", "claude",
+                                              f'echo $? > "{rc_file}"']) + "\n")
+                before = {t["request_id"] for t in _turns_now(run.ledger)}
+                t0 = time.monotonic()
+                tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(ROOT), "bash", str(session),
+                     sock=sock, env=env)
+                try:
+                    shown = wait_screen(sock, "? for shortcuts", 90)  # its prompt: no onboarding
+                    assert "? for shortcuts" in shown, (i, shown, "".join(run.lines)[-3000:])
+                    tmux("send-keys", "-l", PROMPT, sock=sock)
+                    time.sleep(0.5)
+                    tmux("send-keys", "Enter", sock=sock)
+                    new: list[dict] = []
+                    deadline = time.monotonic() + 150
+                    while time.monotonic() < deadline:
+                        time.sleep(1)
+                        new = [t for t in _turns_now(run.ledger) if t["request_id"] not in before]
+                        titles = [t for t in new if "haiku" in (t["requested_model"] or "")]
+                        mains = [t for t in new if t["requested_model"] == "claude-opus-4-8"]
+                        if titles and mains and all(t["status"] is not None for t in titles + mains):
+                            break
+                    shown = wait_screen(sock, "API Error: 502", 30)  # the main turn's 502, as Claude Code shows it
+                    tmux("send-keys", "-l", "/exit", sock=sock)
+                    time.sleep(0.5)
+                    tmux("send-keys", "Enter", sock=sock)
+                    deadline = time.monotonic() + 30
+                    while not rc_file.exists() and time.monotonic() < deadline:
+                        time.sleep(0.5)
+                    took.append(time.monotonic() - t0)
+                    last = screen(sock)
+                finally:
+                    tmux("kill-server", sock=sock)
+                assert "API Error: 502 tokunseba: cannot reach api.anthropic.com" in shown, (i, shown)
+                assert rc_file.exists() and rc_file.read_text().strip() == "0", (i, last, shown)
+                sessions.append(new)
+            ledger_settled(run.ledger)
+        finally:
+            out = run.stop()
+    finally:
+        _stop("llama-server", state)
+    print(f"README interactive Claude Code, {RUNS} sessions: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    reasons = _stop_reasons(run.ledger)
+    for i, new in enumerate(sessions):
+        titles = [t for t in new if "haiku" in (t["requested_model"] or "")]
+        mains = [t for t in new if t["requested_model"] == "claude-opus-4-8"]
+        # its session title: to the local model, answered in full, never cut by the cap
+        assert len(titles) == 1 and all(t["endpoint"] == "local" and t["rule"] == "claude-background"
+                                        and t["outcome"] == "translated" and t["status"] == 200
+                                        and reasons.get(t["request_id"]) not in (None, "max_tokens")
+                                        for t in titles), (i, [(t["request_id"], t["requested_model"], t["rule"], t["endpoint"], t["outcome"], t["status"], t["error"], reasons.get(t["request_id"])) for t in new])
+        # its main turn (tools, thinking): no route takes it; with no route to Anthropic, a 502
+        assert mains and all(t["endpoint"] is None and t["host"] == "api.anthropic.com" and t["status"] == 502
+                             for t in mains), (i, mains)
+    assert "cut by endpoint" not in out, out
+
+
+def test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    """The README's Gemini CLI block (rules/examples/gemini-cli-local.yaml, its settings file, the
+    server started with --ctx 16384), run as written in the project folder five times: each exits
+    0 and prints a reply; every turn (the router call and the main turn) went to the local model,
+    translated 200, none ended on the endpoint's cap, and nothing else was sent."""
+    need_npm_tool("gemini", "Gemini CLI")
+    from .test_localmodel_e2e import SCRIPT
+
+    url, lenv = _start_with_room(tmp_path / "localmodel")
+    took: list[float] = []
+    try:
+        rules = tmp_path / "gemini.yaml"
+        rules.write_text((ROOT / "rules" / "examples" / "gemini-cli-local.yaml").read_text()
+                         .replace("http://127.0.0.1:28431/v1", url))
+        run = Run(tmp_path, "--rules", str(rules))
+        try:
+            home = tmp_path / "home"
+            home.mkdir()  # nothing in it: no ~/.gemini yet, as on a fresh machine
+            script = _script("gemini -p", run, home)
+            # no key in the environment: the README's own line sets one
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th")}
+            for i in range(RUNS):
+                t0 = time.monotonic()
+                p = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=240)
+                took.append(time.monotonic() - t0)
+                assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
+                assert p.stdout.strip(), (f"run {i}: Gemini CLI printed no reply", p.stderr[-2000:],
+                                          "".join(run.lines)[-3000:])
+            ledger_settled(run.ledger)
+        finally:
+            out = run.stop()
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=lenv, timeout=60)
+    print(f"README Gemini CLI demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    turns = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json",
+                                       "--limit", "200"], capture_output=True, text=True, timeout=60).stdout)
+    assert {t["client_protocol"] for t in turns} == {"gemini"}, turns  # nothing else went anywhere
+    assert all(t["endpoint"] == "local" and t["outcome"] == "translated" and t["status"] == 200
+               for t in turns), turns
+    by_rule = {r: sum(t["rule"] == r for t in turns) for r in ("gemini-cli-router", "gemini-cli-questions-local")}
+    # one router call and one main turn per run: no retry after an empty reply, no continuation
+    assert by_rule == {"gemini-cli-router": RUNS, "gemini-cli-questions-local": RUNS}, turns
+    reasons = _stop_reasons(run.ledger)
+    assert all(reasons.get(t["request_id"]) not in (None, "max_tokens") for t in turns), reasons
     assert "cut by endpoint" not in out, out
 
 

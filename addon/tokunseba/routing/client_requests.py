@@ -53,8 +53,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(CLAUDE_CODE, "anthropic", "session title", "claude-haiku-4-5-20251001", False, False, 2_200, 383),
     # `gemini -p "…"` without -m: the router's flash-lite call, no tools (792 prompt tokens)
     Kind(GEMINI_CLI, "gemini", "router call", "gemini-3.5-flash-lite", False, False, 3_000, 792),
-    # its main turns: its tools and a 23 KB system prompt
-    Kind(GEMINI_CLI, "gemini", "main turn", None, True, False, 23_000),
+    # its main turns: its tools and a 23 KB system prompt (5,114 prompt tokens in an empty folder)
+    Kind(GEMINI_CLI, "gemini", "main turn", None, True, False, 23_000, 5_114),
     # `codex exec "…"`: Responses, 74.3 KB (default model, tools inside `input`; 6,894 prompt tokens),
     # 38.8 KB with gpt-5.5 (10 tools; 5,904 prompt tokens)
     Kind(CODEX, "openai-responses", "main turn", None, True, True, 38_763, 5_904),
@@ -76,8 +76,8 @@ NEXT: dict[str, str] = {
 ROOM: dict[str, str] = {
     CLAUDE_CODE: "keep its main turns with the provider (tools: false, max_request_bytes), as "
                  "rules/examples/easy-turns-local.yaml does, or give the endpoint a model with a larger context",
-    GEMINI_CLI: "a larger context (scripts/localmodel.sh start --ctx 16384, and say context_tokens: 16384), "
-                "or route its main turns to another endpoint",
+    GEMINI_CLI: "a larger context (scripts/localmodel.sh start --ctx 16384, and say context_tokens: 16384; "
+                "rules/examples/gemini-cli-local.yaml), or route its main turns to another endpoint",
     CODEX: "a larger context (scripts/localmodel.sh start --ctx 16384, and say context_tokens: 16384; "
            "rules/examples/codex-local.yaml), or another endpoint; -c model=gpt-5.5 is still 5,904 tokens",
 }
