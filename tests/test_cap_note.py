@@ -46,3 +46,25 @@ def test_every_capping_codec_records_the_cap_typed_and_in_converted(target, clie
     rt = translate.request(client, target, body, model="m", max_tokens=512)
     assert rt.capped == Capped(asked=64000, cap=512)
     assert any(c.endswith("(capped at 512)") for c in rt.converted), rt.converted
+
+
+@pytest.mark.parametrize(("target", "path"), [
+    ("openai", ("max_completion_tokens",)),
+    ("openai-responses", ("max_output_tokens",)),
+    ("gemini", ("generationConfig", "maxOutputTokens")),
+    ("anthropic", ("max_tokens",)),
+])
+def test_a_client_that_names_no_limit_is_sent_the_endpoints(target, path):
+    """Gemini CLI names no maxOutputTokens: a base model that does not stop then runs to the
+    endpoint's max_tokens, not to the end of its context (issue 31's CI run: 8,588 tokens)."""
+    client = "openai" if target != "openai" else "gemini"
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]} if client == "openai" else \
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    rt = translate.request(client, target, body, model="m", max_tokens=256)
+    node = rt.body
+    for key in path:
+        node = node[key]
+    assert node == 256 and ".".join(path) in rt.plumbing and rt.capped is None
+    if target != "anthropic":  # which requires one: without the endpoint's, the turn is refused (tested elsewhere)
+        bare = translate.request(client, target, body, model="m")  # no endpoint limit: nothing sent
+        assert ".".join(path) not in bare.plumbing and path[-1] not in json.dumps(bare.body)

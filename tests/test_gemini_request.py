@@ -88,7 +88,9 @@ def test_cli_main_turn_to_chat():
     assert shell["function"]["parameters"] == next(d for d in body["tools"][0]["functionDeclarations"]
                                                    if d["name"] == "run_shell_command")["parametersJsonSchema"]
     assert rt.body["temperature"] == 1 and rt.body["top_p"] == 0.95 and rt.body["stream"] is True
-    assert rt.plumbing == ["stream_options.include_usage"]
+    # Gemini CLI names no maxOutputTokens: the endpoint's max_tokens (1024 here) is the turn's, as plumbing
+    assert rt.body["max_completion_tokens"] == 1024
+    assert rt.plumbing == ["max_completion_tokens", "stream_options.include_usage"]
 
 
 def test_cli_follow_up_keeps_its_minted_ids_and_drops_the_signature():
@@ -327,7 +329,8 @@ def test_gemini_client_to_a_chat_endpoint():
     assert "x-goog-api-key" not in t.keep_headers and t.set_headers["authorization"] == "Bearer sk-local-SECRET"
     sent = json.loads(t.body)
     assert sent["model"] == "qwen3" and sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
-    assert "max_completion_tokens" not in sent  # Chat needs none; nothing invented
+    # Chat needs none, but the endpoint says its max_tokens (512): a turn whose client names no limit gets it
+    assert sent["max_completion_tokens"] == 512
     assert t.stream and sent["messages"] == [{"role": "user", "content": "hi"}]
 
 

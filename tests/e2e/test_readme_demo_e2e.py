@@ -74,6 +74,14 @@ def _script(command: str, run: Run, home: Path) -> str:
     return script
 
 
+def example_rules(tmp_path: Path, example: str, url: str) -> Path:
+    """rules/examples/``example`` as shipped, its local endpoint at ``url`` (the server this test
+    started on a free port) instead of the README's 28431."""
+    rules = tmp_path / example
+    rules.write_text((ROOT / "rules" / "examples" / example).read_text().replace("http://127.0.0.1:28431/v1", url))
+    return rules
+
+
 def _stop_reasons(ledger) -> dict[str, str | None]:
     """Each turn's stop reason, as its `completed` event recorded it."""
     db = sqlite3.connect(ledger)
@@ -90,10 +98,7 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_none_cut_by_the_cap(tm
     url = _start("llama-server", state)
     took: list[float] = []
     try:
-        rules = tmp_path / "easy.yaml"
-        rules.write_text((ROOT / "rules" / "examples" / "easy-turns-local.yaml").read_text()
-                         .replace("http://127.0.0.1:28431/v1", url))
-        run = Run(tmp_path, "--rules", str(rules))
+        run = Run(tmp_path, "--rules", str(example_rules(tmp_path, "easy-turns-local.yaml", url)))
         try:
             home = tmp_path / "home"
             home.mkdir()
@@ -154,38 +159,50 @@ def _start_with_room(state: Path) -> tuple[str, dict]:
     return p.stdout.strip().splitlines()[-1], lenv
 
 
-def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
-    need_npm_tool("codex", "Codex")
+def _turns_now(ledger: Path) -> list[dict]:
+    p = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(ledger), "--json", "--limit", "200"],
+                       capture_output=True, text=True, timeout=60)
+    return json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
+
+
+def _demo_five_times(tmp_path: Path, example: str, command: str, cwd: Path, what: str) -> tuple[Run, list[dict], str]:
+    """A README block whose server runs with room (`_start_with_room`), run as written five times
+    in ``cwd`` under rules/examples/``example`` (its URL pointed at that server): each run exits 0
+    and prints something. Returns the proxy's run, the turns in its ledger and its console."""
     from .test_localmodel_e2e import SCRIPT
 
     url, lenv = _start_with_room(tmp_path / "localmodel")
     took: list[float] = []
     try:
-        rules = tmp_path / "codex.yaml"
-        rules.write_text((ROOT / "rules" / "examples" / "codex-local.yaml").read_text()
-                         .replace("http://127.0.0.1:28431/v1", url))
-        run = Run(tmp_path, "--rules", str(rules))
+        run = Run(tmp_path, "--rules", str(example_rules(tmp_path, example, url)))
         try:
-            home, work = tmp_path / "home", tmp_path / "work"
-            home.mkdir()
-            work.mkdir()  # not a git repository: the README's --skip-git-repo-check
-            script = _script("codex exec", run, home)
+            home = tmp_path / "home"
+            home.mkdir()  # nothing in it, as on a fresh machine
+            script = _script(command, run, home)
             # no key in the environment: the README's own line sets one
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th")}
             for i in range(RUNS):
                 t0 = time.monotonic()
-                p = subprocess.run(["bash", "-c", script], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                p = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                    capture_output=True, text=True, timeout=240)
                 took.append(time.monotonic() - t0)
                 assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
+                assert p.stdout.strip(), (f"run {i}: {what} printed no reply", p.stderr[-2000:],
+                                          "".join(run.lines)[-3000:])
             ledger_settled(run.ledger)
         finally:
             out = run.stop()
     finally:
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=lenv, timeout=60)
-    print(f"README Codex demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
-    turns = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json",
-                                       "--limit", "200"], capture_output=True, text=True, timeout=60).stdout)
+    print(f"README {what} demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    return run, _turns_now(run.ledger), out
+
+
+def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    need_npm_tool("codex", "Codex")
+    work = tmp_path / "work"
+    work.mkdir()  # not a git repository: the README's --skip-git-repo-check
+    run, turns, out = _demo_five_times(tmp_path, "codex-local.yaml", "codex exec", work, "Codex")
     model_turns = [t for t in turns if t["client_protocol"] == "openai-responses"]
     assert len(model_turns) >= RUNS, turns
     assert all(t["endpoint"] == "local" and t["rule"] == "codex-questions-local" and t["outcome"] == "translated"
@@ -196,12 +213,6 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
 
 
 PROMPT = "Explain what a Python list comprehension is, in one sentence."  # of some substance: it gets a title
-
-
-def _turns_now(ledger: Path) -> list[dict]:
-    p = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(ledger), "--json", "--limit", "200"],
-                       capture_output=True, text=True, timeout=60)
-    return json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
 
 
 def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_path):
@@ -219,10 +230,7 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
     took: list[float] = []
     sessions: list[list[dict]] = []
     try:
-        rules = tmp_path / "easy.yaml"
-        rules.write_text((ROOT / "rules" / "examples" / "easy-turns-local.yaml").read_text()
-                         .replace("http://127.0.0.1:28431/v1", url))
-        run = Run(tmp_path, "--rules", str(rules))
+        run = Run(tmp_path, "--rules", str(example_rules(tmp_path, "easy-turns-local.yaml", url)))
         try:
             home = tmp_path / "home"
             home.mkdir()
@@ -294,37 +302,7 @@ def test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local(tmp_path):
     0 and prints a reply; every turn (the router call and the main turn) went to the local model,
     translated 200, none ended on the endpoint's cap, and nothing else was sent."""
     need_npm_tool("gemini", "Gemini CLI")
-    from .test_localmodel_e2e import SCRIPT
-
-    url, lenv = _start_with_room(tmp_path / "localmodel")
-    took: list[float] = []
-    try:
-        rules = tmp_path / "gemini.yaml"
-        rules.write_text((ROOT / "rules" / "examples" / "gemini-cli-local.yaml").read_text()
-                         .replace("http://127.0.0.1:28431/v1", url))
-        run = Run(tmp_path, "--rules", str(rules))
-        try:
-            home = tmp_path / "home"
-            home.mkdir()  # nothing in it: no ~/.gemini yet, as on a fresh machine
-            script = _script("gemini -p", run, home)
-            # no key in the environment: the README's own line sets one
-            env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th")}
-            for i in range(RUNS):
-                t0 = time.monotonic()
-                p = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                   capture_output=True, text=True, timeout=240)
-                took.append(time.monotonic() - t0)
-                assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
-                assert p.stdout.strip(), (f"run {i}: Gemini CLI printed no reply", p.stderr[-2000:],
-                                          "".join(run.lines)[-3000:])
-            ledger_settled(run.ledger)
-        finally:
-            out = run.stop()
-    finally:
-        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=lenv, timeout=60)
-    print(f"README Gemini CLI demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
-    turns = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json",
-                                       "--limit", "200"], capture_output=True, text=True, timeout=60).stdout)
+    run, turns, out = _demo_five_times(tmp_path, "gemini-cli-local.yaml", "gemini -p", ROOT, "Gemini CLI")
     assert {t["client_protocol"] for t in turns} == {"gemini"}, turns  # nothing else went anywhere
     assert all(t["endpoint"] == "local" and t["outcome"] == "translated" and t["status"] == 200
                for t in turns), turns

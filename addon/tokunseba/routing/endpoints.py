@@ -142,7 +142,9 @@ class Endpoint:
     url: str  # API base including the version segment, e.g. http://127.0.0.1:8000/v1
     key_env: str | None = None  # env var holding this endpoint's key
     model: str | None = None  # model to ask for when the route names none
-    max_tokens: int | None = None  # default/cap where the target protocol needs one
+    # the most a translated turn there may produce: a client's larger limit is capped to it, and a
+    # client that names none is sent it (plumbing; Anthropic, which requires one, always)
+    max_tokens: int | None = None
     system_role: str = "system"  # OpenAI-compatible: role for system text ("system" | "developer")
     max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for local servers (Ollama, old llama.cpp)
     # stop strings the server needs to end a turn (e.g. a chat template's end marker that a base

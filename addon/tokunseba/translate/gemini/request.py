@@ -821,6 +821,10 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) ->
     """A neutral request as a Gemini ``generateContent`` body (model and stream go in the URL)."""
     rt = RequestTranslation(body={})
     body = ft.run(ENCODE_FIELDS, {}, conv.body, rt, ft.Options(max_tokens_cap=max_tokens))
+    if max_tokens is not None and "maxOutputTokens" not in body.get("generationConfig", {}):
+        # the client named no limit: the endpoint's is the turn's (plumbing)
+        body.setdefault("generationConfig", {})["maxOutputTokens"] = max_tokens
+        rt.plumbing.append("generationConfig.maxOutputTokens")
     if not body.get("contents"):
         raise _bad("messages", "no user or assistant content to send")
     rt.body = body

@@ -53,6 +53,9 @@ def _system_role(conv: Conversation, rt: RequestTranslation, out: dict[str, Any]
 def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
     n = out.pop("max_completion_tokens", None)
     if n is None:
+        if o.max_tokens_cap is not None:  # the client named no limit: the endpoint's is the turn's (plumbing)
+            out[o.max_tokens_field] = o.max_tokens_cap
+            rt.plumbing.append(o.max_tokens_field)
         return
     if o.max_tokens_cap is not None and n > o.max_tokens_cap:
         rt.capped = Capped(asked=n, cap=o.max_tokens_cap)

@@ -961,11 +961,14 @@ _ENCODE_CHECKS = {**ft.CHECKS, "parallel_tool_calls": ft.boolean, "user": ft.str
 
 def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) -> RequestTranslation:
     """A neutral conversation as an OpenAI Responses request body. ``max_tokens``: the
-    endpoint's cap on ``max_output_tokens``."""
+    endpoint's cap on ``max_output_tokens``, and its value when the client named none (plumbing)."""
     body = ft.check_body(conv.body, "Chat")
     rt = RequestTranslation(body={})
     o = ft.Options(max_tokens_cap=max_tokens)
     out = ft.run(ENCODE_FIELDS, _ENCODE_CHECKS, body, rt, o)
+    if "max_output_tokens" not in out and max_tokens is not None:  # the client named no limit: the endpoint's
+        out["max_output_tokens"] = max_tokens
+        rt.plumbing.append("max_output_tokens")
     if "tool_choice" in out and not out.get("tools"):
         rt.dropped.append("tool_choice")
         del out["tool_choice"]
