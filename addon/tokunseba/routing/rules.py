@@ -141,18 +141,22 @@ def _last_user_text(turns: Any, shape: RuleShape) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _has_block(turns: Any, shape: RuleShape, found: Callable[[dict], bool]) -> bool:
-    """A block ``found`` says is one (an image, a document) anywhere in the turns, at any depth of nested block lists."""
+def _media(turns: Any, shape: RuleShape) -> tuple[bool, bool]:
+    """(an image, a document) anywhere in the turns, at any depth of nested block lists: one walk
+    for both (a turn's facts are read for every request), ended once both are found."""
+    images = documents = False
     stack: list[Any] = list(_l(turns))
     while stack:
         x = stack.pop()
         if isinstance(x, dict):
-            if found(x):
-                return True
+            images = images or shape.is_image(x)
+            documents = documents or shape.is_document(x)
+            if images and documents:
+                break
             stack.extend(v for k in shape.nested if isinstance(v := x.get(k), list))
         elif isinstance(x, list):
             stack.extend(x)
-    return False
+    return images, documents
 
 
 def turn_facts(
@@ -172,18 +176,19 @@ def turn_facts(
     if shape is None:
         return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who)
     count = shape.tool_count(body)
+    images, documents = _media(body.get(shape.turns), shape)
     return TurnFacts(
         client=client,
         model=model,
         tools=count > 0,
         thinking=shape.thinking(body),
-        images=_has_block(body.get(shape.turns), shape, shape.is_image),
+        images=images,
         request_bytes=request_bytes,
         last_user_text=_last_user_text(body.get(shape.turns), shape),
         headers=hdrs,
         tool_count=count,
         who=who,
-        documents=_has_block(body.get(shape.turns), shape, shape.is_document),
+        documents=documents,
         server_tools=tuple(shape.server_tools(body)),
     )
 
