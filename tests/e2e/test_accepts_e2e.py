@@ -81,6 +81,9 @@ def explain(proxy: Mitmdump, request_id: str) -> str:
 
 
 def refused_events(proxy: Mitmdump, request_id: str) -> list[dict]:
+    # the turn's planning records reach the ledger with its start, at most 50 ms after its request
+    # or with its end, which the writer commits after the client has the reply: wait for them
+    ledger_settled(proxy.ledger, 20.0, request_id)
     with sqlite3.connect(proxy.ledger) as db:
         rows = db.execute("SELECT data FROM events WHERE request_id = ? AND kind = 'route_refused' ORDER BY rowid",
                           (request_id,)).fetchall()
