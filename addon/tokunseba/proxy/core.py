@@ -21,7 +21,7 @@ from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
 
 from ..credentials import KNOWN_SECRETS, RedactingFilter
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
 from ..routing.endpoints import Endpoint, EndpointHealth
 from ..routing.rules import Rules, load_rules

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from mitmproxy import command, ctx, http
 
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter
 from ..routing.endpoints import EndpointHealth
 from ..routing.rules import Rules
 from ..turn.flowstate import FlowState
