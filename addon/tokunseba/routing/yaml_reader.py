@@ -2,9 +2,9 @@
 table, prices.py): every mistake is collected as one line ``FILE:LINE: what is wrong``, in file
 order, so a file is reported whole rather than at its first problem.
 
-Contract: reads composed nodes (``yaml.compose``), never constructs a whole document (no
-aliases expanded, no arbitrary tags); ``value`` checks a scalar's YAML type, ``mapping`` its
-keys. Pure: no I/O.
+Contract: reads composed nodes (``yaml.compose`` with the safe loader), so each error has its
+node's line; a scalar is constructed only once its YAML type is checked (``value``), with the
+safe constructor; ``mapping`` checks keys (unknown, duplicate). Pure: no I/O.
 """
 
 from __future__ import annotations
