@@ -17,6 +17,7 @@ PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
 # package (under tokunseba) -> why its face is kept
 FACES: dict[str, str] = {
     "ledger": "the proxy writes and the CLI reads the ledger through its face (issue 38)",
+    "routing": "the proxy and the CLI decide and explain through its face (issue 38; tests/test_routing_face.py)",
 }
 
 
@@ -37,14 +38,14 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports_of(package: str) -> list[tuple[str, str, str | None]]:
+def _imports_of(package: str, *, inside_too: bool = False) -> list[tuple[str, str, str | None]]:
     """(where, module, name) of every import of ``tokunseba.<package>`` or below from a module
-    outside it; name None for ``import module``."""
+    outside it (or from any module, ``inside_too``); name None for ``import module``."""
     full = f"tokunseba.{package}"
     inside = PKG / package
     found: list[tuple[str, str, str | None]] = []
     for path in sorted(PKG.rglob("*.py")):
-        if path.is_relative_to(inside):
+        if path.is_relative_to(inside) and not inside_too:
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             where = f"{path.relative_to(PKG.parent.parent)}:{getattr(node, 'lineno', 0)}"
@@ -82,6 +83,14 @@ def test_others_import_only_the_face(package):
            if module != full or (name is not None and name not in names)]
     assert not bad, (f"{len(bad)} imports past tokunseba.{package}'s face (import from the package, "
                      "a name its __all__ gives):\n" + "\n".join(bad))
+
+
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_no_private_name_crosses_a_module(package):
+    """Not even between the package's own modules: a name another module needs is public."""
+    bad = [f"{where}: {module} import {name}" for where, module, name in _imports_of(package, inside_too=True)
+           if name is not None and name.startswith("_")]
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
 
 
 def test_the_walk_sees_a_submodule_import():

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..ledger import LedgerWriter, prefix_hashes
 from ..neutral.usage import Usage
-from ..routing.rules import Tried, records
+from ..routing import Tried, records
 from ..turn.plan import Turn
 from ..turn.failover import Chain
 from ..turn.outcome import Outcome
