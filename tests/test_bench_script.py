@@ -1,4 +1,4 @@
-"""The README's benchmark commands run and print their side-by-side ratios (smoke tests:
+"""The benchmark commands of docs/dev/benchmarks.md run and print their side-by-side ratios (smoke tests:
 they assert the figures exist, never their values)."""
 
 from __future__ import annotations
