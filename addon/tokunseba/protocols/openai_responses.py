@@ -10,7 +10,7 @@ from typing import Any
 from .. import jsonc
 from ..sse import encode_event
 from . import openai_chat
-from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, relied_on,
+from .facts import (Check, json_schema, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, relied_on,
                     role_user, typed)
 
 PROTOCOL = "openai-responses"
@@ -128,6 +128,19 @@ def _tool_count(body: dict[str, Any]) -> int:
     return count(body.get("tools")) + sum(count(d(i).get("tools")) for i in extra)
 
 
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    """The names of the tools a request declares (a namespace's tools as ``namespace.name``; a
+    hosted tool by its type)."""
+    def names(tools: Any, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        for t in map(d, lst(tools)):
+            name = str(t["name"]) if isinstance(t.get("name"), str) else str(t.get("type"))
+            out += names(t.get("tools"), f"{name}.") if t.get("type") == "namespace" else [prefix + name]
+        return out
+    extra = [i for i in lst(body.get("input")) if d(i).get("type") == "additional_tools"]
+    return names(body.get("tools")) + [n for i in extra for n in names(d(i).get("tools"))]
+
+
 # hosted tools: OpenAI runs them (docs/protocols.md C); function, custom, namespace, local_shell,
 # shell, computer_use_preview, tool_search (execution: client) and apply_patch run on the client
 HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
@@ -185,6 +198,8 @@ FACTS = Protocol(
         answered_calls=_answered_calls,
         is_document=typed("input_file"),
         server_tools=_server_tools,
+        tool_names=_tool_names,
+        output_schema=lambda body: json_schema(d(d(body.get("text")).get("format"))),
     ),
     checks=(
         Check("max_output_tokens", positive_int("max_output_tokens"),

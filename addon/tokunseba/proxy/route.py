@@ -217,7 +217,7 @@ class Route(Part):
         goes to. A turn passed through to its own provider host is first checked to be reachable."""
         core = self.core
         planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
-                               provider_hosts=core.provider_hosts, keeper=core.keeper)
+                               provider_hosts=core.provider_hosts, keeper=core.keeper, earned=core.earned)
         if planning is None:
             return None
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing

@@ -62,6 +62,8 @@ class TurnFacts:
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+    tool_names: tuple[str, ...] = ()  # the tools it declares, as declared (earned routes' strata: routing/strata.py)
+    output_schema: dict | None = None  # the JSON schema its reply must follow (structured output), else None
 
 
 def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
@@ -149,6 +151,8 @@ def turn_facts(
         who=who,
         documents=documents,
         server_tools=tuple(shape.server_tools(body)),
+        tool_names=tuple(shape.tool_names(body)),
+        output_schema=shape.output_schema(body),
     )
 
 

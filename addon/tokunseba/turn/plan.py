@@ -115,6 +115,7 @@ class Turn:
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
     prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
+    facts: TurnFacts | None = None  # what the rules saw of it (a shadow's stratum and schema: shadow/agreement.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -363,7 +364,7 @@ def _skipped(trace: list[Tried]) -> list[str]:
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
-                   *, after: str | None = None) -> Plan:
+                   *, after: str | None = None, earned: Callable | None = None) -> Plan:
     """Route a prepared request, then translate it for the route chosen (once per attempt).
 
     A route is refused (skipped, or answered with an error when it says on_refused: error)
@@ -384,7 +385,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                                                 f"refuses this turn: {got}")
     trace: list[Tried] = [note] if note is not None else []
     while True:
-        decision = decide(rules, prep.facts, reachable=reachable, after=after)
+        decision = decide(rules, prep.facts, reachable=reachable, after=after, earned=earned)
         trace += decision.trace
         got = _translated(prep, decision)
         if isinstance(got, Plan):
@@ -402,8 +403,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     if decision.action == Decided.PASS and decision.route is None:
         skipped = _skipped(trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
-    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
-                got.translation, got.failure)
+    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason,
+                         decision.earn), got.translation, got.failure)
 
 
 def _loop_not_followed(followed: Decision, why: str) -> Tried:
@@ -429,6 +430,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
+    turn.facts = prep.facts
     if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
         turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
@@ -468,6 +470,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
         return turn
     turn.model_used = decision.model or turn.requested_model
+    if decision.earn is not None:  # an earned route: where it went, and the evidence (routing/earn.py)
+        turn.events.append(("earn", decision.earn.record(served_by=ep.name)))
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
