@@ -1,7 +1,7 @@
 """The ``tokunseba`` command (docs/architecture.md §6): ``main`` parses the arguments and hands each
 subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``read``
 (``models``, ``stats``, ``explain``, ``log``, ``check``), ``sessions`` and its
-``session_view`` (turns grouped by who is talking), ``shadow`` (shadow turns and replays),
+``session_view`` (turns grouped by who is talking), ``shadow`` (shadow turns and replays), ``earn`` (earned routes),
 ``prices``.
 
 Contract: the CLI reads the ledger and the rules; it never imports mitmproxy nor the proxy

@@ -570,6 +570,8 @@ VIA = {"proxy": "via the HTTPS proxy", "base_url": "via a base URL"}  # turns.vi
 
 
 def render_explain(turn: dict, events: list[dict]) -> str:
+    from .earn import explain_lines as earn_lines
+
     t0 = turn["started_at"]
     flags = []
     if turn.get("stream") is not None:
@@ -608,6 +610,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
     out.append(_kv("decision", decision))
+    out += earn_lines(events)  # an earned route: where the turn went, on what evidence (cli/earn.py)
     out += _attempt_lines(turn)
 
     translated = [e["data"] or {} for e in events if e["kind"] == "protocol_translated"]
