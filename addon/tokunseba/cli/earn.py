@@ -1,6 +1,6 @@
 """The `earn` command: where each stratum of an earned route stands, read from the ledger's
 shadow rows by the same fold the proxy keeps in memory (routing/earn.py ``EarnBook``), and the
-plain rules a user could write instead (``--suggest``). Also the ``earn`` lines of `explain`.
+plain rules a user could write instead (``--suggest``).
 
 `tokunseba earn [--since WHEN] [--route NAME] [--rules FILE] [--json] [--suggest]`: per route
 with ``earn:`` and per stratum: its state (learning, earned, returned), the comparisons counted,
@@ -180,16 +180,3 @@ def suggest(rep: dict) -> str:
             out.append(f"    when: {jsonc.dumps(when)}")
             out.append(f"    to: {r['earn']['to']}")
     return "\n".join(out)
-
-
-# ---------------------------------------------------------------- explain
-
-
-def explain_lines(events: list[dict]) -> list[str]:
-    """`explain`'s lines for a turn of an earned route: where it went, and the evidence."""
-    out = []
-    for e in events:
-        d = e.get("data")
-        if e.get("kind") == "earn" and isinstance(d, dict):
-            out.append(f"{'earn':<13}served by {d.get('served_by')} · {d.get('said')}")
-    return out

@@ -570,7 +570,7 @@ VIA = {"proxy": "via the HTTPS proxy", "base_url": "via a base URL"}  # turns.vi
 
 
 def render_explain(turn: dict, events: list[dict]) -> str:
-    from .earn import explain_lines as earn_lines
+    from ..shadow.view import earn_lines
 
     t0 = turn["started_at"]
     flags = []
