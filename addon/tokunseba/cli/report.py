@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .read import _error, _json, _read, since_option
+from .read import _error, _json, _read, since_option  # TODO public names after the cli split
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
