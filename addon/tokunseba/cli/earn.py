@@ -39,6 +39,7 @@ what counts as agreement (facts, never a model's opinion):
 then:
   tokunseba earn                      # each stratum: learning, earned or returned, and why
   tokunseba earn --suggest            # the fixed rules that would send the earned strata there
+  tokunseba earn --report             # paired table, tokens saved at each bar, beside a shuffled control
   tokunseba explain <request-id>      # one turn: which stratum, and the evidence it was routed on
 """
 
@@ -59,6 +60,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    "without one, what the comparisons recorded)")
     p.add_argument("--suggest", action="store_true",
                    help="print the plain rules (YAML) that would send the earned strata to their candidate")
+    p.add_argument("--report", action="store_true",
+                   help="the proof in numbers: the paired table of the comparisons, the tokens saved at each bar "
+                   "(reported usage only) and a shuffled control sending the same share of turns at random")
     _common(p)
     p.set_defaults(func=cmd_earn)
 
@@ -94,7 +98,17 @@ def cmd_earn(args: argparse.Namespace) -> int:
             return _error(str(e), 1)
 
     def body(ledger: Any) -> int:
-        rep = earn_report(ledger.shadows(since=since), rules, args.route, since)
+        rows = ledger.shadows(since=since)
+        if args.report:
+            from .earn_report import render_report, report
+
+            proof = report(rows, _routes(rules, rows, args.route))
+            if args.json:
+                _json({"since": since, "routes": proof})
+            else:
+                print(render_report(proof))
+            return 0
+        rep = earn_report(rows, rules, args.route, since)
         if args.suggest:
             text = suggest(rep)
             if args.json:
