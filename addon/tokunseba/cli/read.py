@@ -56,7 +56,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES; else built-in endpoints only)")
     p.add_argument("--probe", action="store_true",
                    help="ask each endpoint's models API: reachable or not, models served (exit 1 if one gives no list); "
-                        "the rules' own endpoints when they declare some, else the built-in ones; --endpoint to choose")
+                        "the rules' own endpoints when they declare some, else the built-in ones; --endpoint to choose. "
+                        "A loopback endpoint is also asked its context window (llama-server's /props) and sent one "
+                        "~900-token prompt (max_tokens 1) for its prompt throughput")
     p.add_argument("--endpoint", metavar="NAME", action="append", help="only this endpoint (repeatable)")
     p.add_argument("--timeout", metavar="SECONDS", default="3",
                    help=f"probe timeout per endpoint (default 3, at most {MAX_TIMEOUT:g})")
@@ -765,6 +767,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             if (pr := probes.get(entry["name"])) is not None:
                 pr["not_served"] = [m for m in entry["models_in_rules"] if pr["models"] is not None and m not in pr["models"]]
                 entry["probe"] = pr
+        from .fitness import add_fitness
+
+        add_fitness(report, probed, os.environ, timeout)  # a loopback endpoint's window and prefill (cli/fitness.py)
     if args.json:
         _json(report)
     else:
@@ -852,6 +857,10 @@ def render_models(rep: dict) -> str:
         out += ["", table(["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"], rows)]
         if rep.get("not_probed"):
             out.append(f"not probed (built in): {', '.join(rep['not_probed'])}; probe one with --endpoint NAME")
+        from .fitness import FITNESS_HEAD, FITNESS_NOTE, fitness_rows
+
+        if rows := fitness_rows(rep):
+            out += ["", table(FITNESS_HEAD, rows, right={1, 3, 4, 5}), FITNESS_NOTE]
     return "\n".join(out)
 
 
