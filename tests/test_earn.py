@@ -377,3 +377,11 @@ def test_report_through_the_cli(tmp_path):
                         str(tmp_path / "l.db")], capture_output=True, text=True, timeout=60)
     (route,) = json.loads(j.stdout)["routes"]
     assert [b["bar"] for b in route["bars"]] == [0.8, 0.9, 0.95, 0.99]
+
+
+def test_a_candidate_some_clients_cannot_reach_is_a_warning():
+    rules = load_rules_text(RULES.replace("local: {protocol: openai,", "local: {protocol: gemini,")
+                            .replace('"http://127.0.0.1:9/v1"', '"http://127.0.0.1:9/v1beta"'))
+    (w,) = [w for w in rules.warnings if "earn →" in w]
+    assert w.startswith("<rules>:5: warning: route 'cc' earn → local (gemini): shadows and replays to gemini") \
+        and w.endswith("; such turns are never earned") and w.count("not built yet") == 1

@@ -64,6 +64,7 @@ class Scripted:
 
     def __init__(self) -> None:
         self.titles_valid = True
+        self.down = False  # the candidate answers 503 (busy)
         self.tool_turns = 0
         self.lock = threading.Lock()
 
@@ -74,6 +75,8 @@ class Scripted:
         return ant_reply([{"type": "text", "text": '{"title": "Fix the login bug"}'}], "end_turn")
 
     def candidate(self, rec: Recorded) -> Reply:
+        if self.down:
+            return Reply.json({"error": {"message": "loading model", "type": "unavailable_error"}}, 503)
         if rec.json().get("tools"):
             with self.lock:
                 self.tool_turns += 1
@@ -226,3 +229,15 @@ def test_title_turns_are_earned_tool_turns_stay_and_a_returned_stratum_keeps_its
     assert "earned" in text and "learning" in text and "disagreed: " in text
     shadow = cli(run, rules, "shadow").stdout
     assert "agent=background tools=none thinking=off size=≤4KB" in shadow, shadow
+
+    # the candidate fails a turn it took: the route's own target answers it (failover), and the
+    # comparison counts it as the candidate's disagreement (the stratum returns: 6 of 7)
+    script.down = True
+    failed = send(run, prim, "title", "title-d")
+    assert served_by(run, failed) == "prim"
+    rows += 1
+    shadows_landed(run, rows)
+    rep = json.loads(cli(run, rules, "earn", "--json").stdout)
+    t = next(s for s in rep["routes"][0]["strata"] if s["stratum"]["agent"] == "background")
+    assert t["state"] == "returned" and t["transitions"][-1]["n"] == 7 and t["transitions"][-1]["agree"] == 6
+    assert any("did not answer (the turn failed over to prim)" in f for w in t["worst"] for f in w["failed"])

@@ -345,6 +345,8 @@ class Route(Part):
         if nxt is None:
             chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
+        if (call := turn.decision.earn if turn.decision else None) is not None:  # a session's tier only rises
+            core.earned.served(call, on_candidate=nxt.endpoint is not None and nxt.endpoint.name == call.candidate)
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
         core.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)

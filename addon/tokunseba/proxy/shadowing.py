@@ -52,7 +52,8 @@ def maybe_shadow(shadows: ShadowSender | None, rules: Rules, state: FlowState, o
                         stratum=stratum_of(route.name, facts).record() if facts is not None else None,
                         schema=facts.output_schema if facts is not None else None,
                         tools_offered=facts.tools if facts is not None else False, role=role,
-                        earn=route.earn.record() if route.earn is not None else None)
+                        earn=route.earn.record() if route.earn is not None else None,
+                        primary_endpoint=turn.endpoint.name if route.earn is not None and turn.endpoint else None)
         if shadows.submit(job):
             state.shadowed = True
     except Exception:
@@ -66,4 +67,5 @@ def primary_done(shadows: ShadowSender | None, state: FlowState, status: int | N
     state.shadowed = False
     turn = state.turn
     error = turn.error if status is None or turn.outcome in ("error", "cancelled") else None
-    shadows.primary_done(turn.request_id, status, body or b"", error)
+    shadows.primary_done(turn.request_id, status, body or b"", error,
+                         turn.endpoint.name if turn.endpoint is not None else None)

@@ -247,6 +247,8 @@ def _warnings(rules: Rules) -> list[str]:
     for route in rules.routes:
         if route.shadow is not None:
             out += _shadow_warnings(rules, route)
+        if route.earn is not None:
+            out += _shadow_warnings(rules, route, route.earn.to)
         if route.to is None:
             continue
         ep = rules.endpoints[route.to]
@@ -316,16 +318,19 @@ def _max_output_warnings(rules: Rules, route: Route, ep: Endpoint) -> list[str]:
             f"turns of {', '.join(omitting)} clients that send none would fail: add `max_tokens:` to endpoint {ep.name}"]
 
 
-def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
-    """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
-    assert route.shadow is not None  # called for a route with a shadow
-    ep = rules.endpoints[route.shadow]
+def _shadow_warnings(rules: Rules, route: Route, candidate: str | None = None) -> list[str]:
+    """A shadow endpoint (or an earned route's ``candidate``) some of the route's clients cannot
+    reach: those turns are not shadowed (and never earned)."""
+    target = candidate or route.shadow
+    assert target is not None  # called for a route with a shadow or a candidate
+    ep = rules.endpoints[target]
     why = [w for c in route.when.get("client") or PROTOCOLS
            if (w := shadow_refusal(c, ep.protocol) or pair_refusal(c, ep.protocol))]
     if not why:
         return []
-    return [f"{rules.source}:{route.line}: warning: route {route.name!r} shadow → {ep.name} ({ep.protocol}): "
-            f"{'; '.join(why)}; such turns are served but not shadowed"]
+    what, then = ("earn", "never earned") if candidate else ("shadow", "served but not shadowed")
+    return [f"{rules.source}:{route.line}: warning: route {route.name!r} {what} → {ep.name} ({ep.protocol}): "
+            f"{'; '.join(dict.fromkeys(why))}; such turns are {then}"]
 
 
 def load_rules_text(text: str, source: str = "<rules>") -> Rules:

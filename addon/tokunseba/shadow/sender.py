@@ -59,6 +59,7 @@ class ShadowJob:
     tools_offered: bool = False
     role: str = "shadow"  # "shadow" (a route's shadow:), "learning" (earn: to the candidate), "canary" (earn: back)
     earn: dict | None = None  # the route's earn (routing.Earn.record()), for learning and canary shadows
+    primary_endpoint: str | None = None  # an earned route's: the endpoint the client's reply must come from
 
 
 @dataclass
@@ -67,6 +68,7 @@ class _Primary:
     status: int | None = None
     body: bytes = b""
     error: str | None = None
+    answered_by: str | None = None  # the endpoint whose reply the client got (after any failover)
 
 
 def _http_error() -> type[Exception]:
@@ -123,11 +125,12 @@ class ShadowSender:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def primary_done(self, request_id: str, status: int | None, body: bytes | None, error: str | None) -> None:
-        """The primary turn finished: the reply its client got (or its error)."""
+    def primary_done(self, request_id: str, status: int | None, body: bytes | None, error: str | None,
+                     answered_by: str | None = None) -> None:
+        """The primary turn finished: the reply its client got (or its error), from ``answered_by``."""
         p = self.primaries.get(request_id)
         if p is not None:
-            p.status, p.body, p.error = status, (body or b"")[:MAX_BODY], error
+            p.status, p.body, p.error, p.answered_by = status, (body or b"")[:MAX_BODY], error, answered_by
             p.done.set()
 
     async def _run(self, job: ShadowJob) -> None:
@@ -140,6 +143,9 @@ class ShadowSender:
             except (TimeoutError, asyncio.TimeoutError):
                 p.error = f"the primary turn had not finished after {PRIMARY_WAIT_S:g} s"
             await asyncio.sleep(0)  # let the adapter hand a whole reply to the client first
+            if job.primary_endpoint is not None and p.error is None and p.answered_by != job.primary_endpoint:
+                # an earned route's turn failed over: the client's reply is not the side compared
+                p.error = f"{job.primary_endpoint} did not answer (the turn failed over to {p.answered_by or 'its host'})"
             res: dict = {"status": None, "body": b"", "error": None, "latency_ms": None}
             out = None
             try:
