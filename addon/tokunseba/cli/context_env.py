@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocols.anthropic import PROTOCOL as CLAUDE_CODE_PROTOCOL  # the protocol Claude Code speaks
+
 # the Claude Code settings a window sets, each with why
 CLAUDE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("CLAUDE_CODE_MAX_CONTEXT_TOKENS", "the window Claude Code assumes (200k for a model it does not know)"),
@@ -24,7 +26,7 @@ CLAUDE_SETTINGS: tuple[tuple[str, str], ...] = (
 
 def _may_take_main_turns(when: dict[str, Any]) -> bool:
     clients = when.get("client")
-    return ((clients is None or "anthropic" in clients) and when.get("background") is not True
+    return ((clients is None or CLAUDE_CODE_PROTOCOL in clients) and when.get("background") is not True
             and when.get("agent") != "subagent" and when.get("tools") is not False)
 
 

@@ -17,8 +17,7 @@ import os
 from typing import Any
 
 from .. import jsonc
-from ..routing import Earn, EarnBook, Rules, RulesError, earn_of, earn_rows, load_rules
-from ..routing.strata import SIZE_BUCKETS
+from ..routing import SIZE_BUCKETS, Earn, EarnBook, Rules, RulesError, earn_of, earn_rows, load_rules
 from .read import _common, _error, _json, _read, fmt_time, since_option, table
 
 EPILOG = """\

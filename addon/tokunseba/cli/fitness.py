@@ -78,9 +78,11 @@ def context_window(ep: Any, timeout: float) -> tuple[int | None, str]:
 
 def prompt_throughput(ep: Any, env: Mapping[str, str], timeout: float, words: int = PROMPT_WORDS) -> dict[str, Any]:
     """One long prompt, one output token: its prompt tokens and tokens per second."""
+    from ..neutral.usage import Usage
+    from ..protocols.openai_chat import PROTOCOL as CHAT  # the probe turn is written as a Chat request
+    from ..routing import target_kind
     from ..shadow.reply_facts import reply_facts
     from ..shadow.turns import build_request
-    from ..neutral.usage import Usage
 
     # a fresh start: a server's prompt cache (llama-server keeps the last prompt) cannot serve it
     text = f"Probe {os.urandom(8).hex()}. " + (SENTENCE * (words // len(SENTENCE.split()) + 1)).strip()
@@ -89,7 +91,7 @@ def prompt_throughput(ep: Any, env: Mapping[str, str], timeout: float, words: in
     out: dict[str, Any] = {"prompt_tokens": None, "prompt_tokens_per_s": None, "measured_by": None, "error": None,
                            "wall_s": None}
     try:
-        req = build_request("openai", "chat", body, ep, env)
+        req = build_request(CHAT, target_kind(CHAT) or "", body, ep, env)
     except Exception as e:  # a protocol the probe cannot write (Gemini): said, never raised
         out["error"] = f"cannot send a probe turn there: {getattr(e, 'message', e)}"
         return out
@@ -139,10 +141,10 @@ def probe_fitness(ep: Any, env: Mapping[str, str], timeout: float) -> dict[str, 
 
 
 def add_fitness(report: dict, probed: dict[str, Any], env: Mapping[str, str], timeout: float) -> None:
-    """`models --probe`: each probed loopback endpoint's entry gets its ``fitness``."""
+    """`models --probe`: each probed loopback endpoint that served a models list gets its ``fitness``."""
     for entry in report["endpoints"]:
         ep = probed.get(entry["name"])
-        if ep is not None and entry.get("probe", {}).get("reachable") and (f := probe_fitness(ep, env, timeout)):
+        if ep is not None and entry.get("probe", {}).get("ok") and (f := probe_fitness(ep, env, timeout)):
             entry["fitness"] = f
 
 
@@ -156,8 +158,8 @@ def fitness_rows(report: dict) -> list[list[str]]:
     rows = []
     for e in report["endpoints"]:
         f = e.get("fitness")
-        if f is None:
-            continue
+        if f is None or (f["context_tokens"] is None and f["prompt_tokens_per_s"] is None):
+            continue  # nothing measured there (its JSON says why)
         rate = f"{f['prompt_tokens_per_s']:g}" if f["prompt_tokens_per_s"] else f"- ({f['error']})"
         wait = f"{f['seconds_before_first_token_at_20k']:g} s" if f["seconds_before_first_token_at_20k"] else "-"
         rows.append([e["name"], str(f["context_tokens"]) if f["context_tokens"] else "-", f["context_from"],

@@ -31,7 +31,7 @@ from .rules import (
 from .rules_file import check_file, load_rules, load_rules_text
 from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
 from .session_facts import Speaker, client_of, speaker
-from .strata import Stratum, stratum_of
+from .strata import SIZE_BUCKETS, Stratum, stratum_of
 from .shadowable import shadow_refusal, shadowable, target_kind
 from .yaml_reader import YamlReader
 
@@ -48,6 +48,6 @@ __all__ = [
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
     # earned routes
-    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "wilson_lower", "earn_of",
+    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "SIZE_BUCKETS", "wilson_lower", "earn_of",
     "earn_rows",
 ]
