@@ -48,6 +48,6 @@ __all__ = [
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
     # earned routes
-    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "SIZE_BUCKETS", "wilson_lower", "earn_of",
-    "earn_rows",
+    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "SIZE_BUCKETS",
+    "wilson_lower", "earn_of", "earn_rows",
 ]

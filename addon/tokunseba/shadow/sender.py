@@ -10,8 +10,8 @@ with a pooled httpx client (never through a proxy, TLS verified as the relay ver
 within ``timeout_s``, compares the two replies' facts and writes one ``shadow`` row linked
 to the primary's request id, with the turn's stratum and the agreement verdict
 (shadow/agreement.py) in its comparison; ``observed`` (the proxy's earned-route book,
-routing/earn.py) is told each verdict once its row is written. Translation, comparison and ledger writes run in worker
-threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
+routing/earn.py) is told each verdict once its row is written. Translation, comparison and
+ledger writes run in worker threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
 its tool calls are never executed: it is only read. httpx is imported with the first shadow
 sent (a proxy without shadow routes never loads it: start-up time).
 """
