@@ -18,7 +18,7 @@ import pytest
 
 from tokunseba import jsonc
 from tokunseba.cli.main import main
-from tokunseba.cli.read import parse_since
+from tokunseba.cli.common import parse_since
 from tokunseba.ledger.store import Ledger
 from tokunseba.protocols.anthropic import ANTHROPIC_VERSION
 

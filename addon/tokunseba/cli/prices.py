@@ -1,5 +1,5 @@
 """`tokunseba stats --prices FILE`: the stats, plus the cost of the usage each endpoint
-reported (prices.py). Without --prices, `stats` is exactly cli/read.py's; with it, a cost view
+reported (prices.py). Without --prices, `stats` is exactly cli/stats.py's; with it, a cost view
 follows: per endpoint and model, the shadow and replay calls apart, and "would have cost
 at the original provider" only where that provider's own usage for the turn was recorded."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from .read import _error, _json, _read, cmd_stats, render_stats, since_option, table
+from .common import error, print_json, read_ledger, since_option, table
+from .stats import cmd_stats, render_stats
 from ..ledger.store import Ledger, compute_stats
 from ..prices import PricesError, load_prices, price_report
 
@@ -27,17 +28,17 @@ def cmd_stats_prices(args: argparse.Namespace) -> int:
     try:
         since = since_option(args.since)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     try:
         prices = load_prices(args.prices)
     except PricesError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         st = ledger.stats(since)
         st["prices"] = price_report(ledger.turns(since), ledger.shadows(since=since), prices)
         if args.json:
-            _json(st)
+            print_json(st)
         else:
             print(render_stats(st, args.since))
             print("\n" + render_prices(st["prices"]))
@@ -45,7 +46,7 @@ def cmd_stats_prices(args: argparse.Namespace) -> int:
 
     empty = compute_stats([], since)
     empty["prices"] = price_report([], [], prices)
-    return _read(args, empty, body)
+    return read_ledger(args, empty, body)
 
 
 def _money(v: float) -> str:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from .read import (
-    _common,
-    _error,
-    _json,
-    _log_row,
-    _positive_int,
-    _read,
+from .common import (
+    common_options,
+    error,
     fmt_num,
     fmt_time,
+    positive_int,
+    print_json,
+    read_ledger,
     since_option,
     table,
 )
+from .log import log_row
 from ..ledger.store import Ledger, cache_read_share, compute_stats
 from ..prices import PricesError, load_prices
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
@@ -41,7 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--since", metavar="WHEN", help="only turns since: 30m, 24h, 7d, 2026-12-01 or an ISO datetime")
     p.add_argument("--limit", metavar="N", default="20", help="how many sessions (default 20)")
     p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_sessions)
 
     log = sub.choices["log"]
@@ -101,24 +101,24 @@ def counts_cell(counts: dict) -> str:
 def cmd_sessions(args: argparse.Namespace) -> int:
     try:
         since = since_option(args.since)
-        limit = _positive_int("--limit", args.limit)
+        limit = positive_int("--limit", args.limit)
         prices = _prices(args)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     except PricesError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         sessions = sessions_report(ledger.turns(since), prices, limit)
         if args.json:
-            _json(sessions)
+            print_json(sessions)
         elif not sessions:
             print(f"no sessions recorded yet in {ledger.path}" + (f" since {args.since}" if since else ""))
         else:
             print(render_sessions(sessions, prices is not None))
         return 0
 
-    return _read(args, [], body)
+    return read_ledger(args, [], body)
 
 
 def render_sessions(sessions: list[dict], priced: bool) -> str:
@@ -158,24 +158,24 @@ def resolve_session(ledger: Ledger, given: str) -> str:
 
 def cmd_log_session(args: argparse.Namespace) -> int:
     try:
-        limit = _positive_int("--limit", args.limit)
+        limit = positive_int("--limit", args.limit)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         try:
             session = resolve_session(ledger, args.session)
         except LookupError as e:
             if args.json:
-                _json([])
-            return _error(str(e.args[0]), 1)
+                print_json([])
+            return error(str(e.args[0]), 1)
         turns = ledger.turns(limit=limit, session=session)
         if args.json:
-            _json(turns)
+            print_json(turns)
             return 0
         rows = []
         for t in turns:
-            row = _log_row(t)
+            row = log_row(t)
             rows.append([*row[:3], agent_label(t) or "-", *row[3:]])
         print(f"session {session}" + (" (fingerprint of the conversation's start)"
                                       if turns and turns[0].get("session_fingerprint") else ""))
@@ -183,7 +183,7 @@ def cmd_log_session(args: argparse.Namespace) -> int:
                      "ERROR"], rows))
         return 0
 
-    return _read(args, [], body)
+    return read_ledger(args, [], body)
 
 
 # ---------------------------------------------------------------- stats --by
@@ -194,9 +194,9 @@ def cmd_stats_by(args: argparse.Namespace) -> int:
         since = since_option(args.since)
         prices = _prices(args)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     except PricesError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         rows = ledger.turns(since)
@@ -204,13 +204,13 @@ def cmd_stats_by(args: argparse.Namespace) -> int:
         report = {"since": since, "by": args.by, "turns": st["turns"], "served": st["served"],
                   "errors": st["errors"], "refused": st["refused"], "groups": group_report(rows, args.by, prices)}
         if args.json:
-            _json(report)
+            print_json(report)
         else:
             print(render_groups(report, prices is not None, args.since))
         return 0
 
-    return _read(args, {"since": since, "by": args.by, "turns": 0, "served": 0, "errors": 0, "refused": 0,
-                        "groups": []}, body)
+    return read_ledger(args, {"since": since, "by": args.by, "turns": 0, "served": 0, "errors": 0, "refused": 0,
+                               "groups": []}, body)
 
 
 def render_groups(report: dict, priced: bool, since_text: str | None) -> str:
