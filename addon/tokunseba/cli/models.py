@@ -42,7 +42,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..routing.rules import RulesError, load_rules
+    from ..routing import RulesError, load_rules
 
     try:
         timeout = timeout_option(args.timeout)
@@ -171,8 +171,10 @@ def render_models(rep: dict) -> str:
 
 
 def _endpoint_lines(rep: dict) -> list[str]:
-    unmatched = {"pass": "pass through to the host the client asked for",
-                 "refuse": "refused with an error in the client's protocol"}[rep["unmatched"]]
+    from ..routing import Unmatched
+
+    unmatched = {Unmatched.PASS: "pass through to the host the client asked for",
+                 Unmatched.REFUSE: "refused with an error in the client's protocol"}[rep["unmatched"]]
     out = [f"rules: {rep['rules'] or 'none (built-in endpoints only)'}",
            f"unmatched: {rep['unmatched']} (turns no route takes: {unmatched})", ""]
     rows = []
@@ -210,15 +212,17 @@ def _pair_lines(rep: dict) -> list[str]:
 
 
 def _route_lines(rep: dict) -> list[str]:
+    from ..routing import OnFailure, OnRefused
+
     if not rep["routes"]:
         return []
     rows = []
     for r in rep["routes"]:
         res = "ok"
         if r["refused"]:
-            then = "error to the client" if r["on_refused"] == "error" else "next route"
+            then = "error to the client" if r["on_refused"] == OnRefused.ERROR else "next route"
             res = f"refused for {', '.join(r['refused'])} → {then}"
-        unreachable = "error to the client" if r["on_failure"] == "error" else "next route"
+        unreachable = "error to the client" if r["on_failure"] == OnFailure.ERROR else "next route"
         rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res,
                      unreachable])
     return ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF IT FAILS"], rows)]
