@@ -13,6 +13,7 @@ from ..ledger.dialect import db_errors
 from ..ledger.store import USAGE_FIELDS, LedgerError
 from ..outcomes import route_text, was_sent
 from ..reasoning.state import STATE_EVENTS, explain_state
+from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_text
 from .common import (
     common_options,
     counted_outcome,
@@ -25,13 +26,16 @@ from .common import (
     print_json,
     table,
 )
+from .costs import add_prices_option, price_table
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="the whole story of one turn", description="The whole story of one turn: "
-                       "rules tried, decision, translation, upstream status, usage as reported, timings, events; who was "
+                       "rules tried, decision, translation, upstream status, usage as reported and its cost (with the price's "
+                       "source), timings, events; who was "
                        "talking (session, agent, client) and the session's other turns around this one.")
     p.add_argument("request_id", metavar="REQUEST_ID", help="a request id, or a unique prefix of one")
+    add_prices_option(p)
     common_options(p)
     p.set_defaults(func=cmd_explain)
 
@@ -41,6 +45,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         args.request_id.encode()
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv: no request id looks like that
         return error(f"no turn with request id {args.request_id!r}", 1)
+    try:
+        prices = price_table(args)
+    except PricesError as e:
+        return error(str(e), 2)
     try:
         ledger = open_ledger(args)
     except LedgerError as e:
@@ -58,18 +66,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for k in ("request_body", "response_body"):
         if isinstance(turn.get(k), bytes):
             turn[k] = turn[k].decode("utf-8", "replace")
+    cost = row_cost(turn, prices, routed_url(events, turn.get("endpoint")) if turn.get("rule") else None)
     from . import cache_view, session_view
 
     if args.json:
         shown, before, after = session_view.around(session, turn["request_id"]) if session else ([], 0, 0)
-        print_json({"turn": turn, "events": events, "shadows": shadows, "cache": cache_view.cache_facts(turn, session),
-               "session": {"id": turn.get("session_id"), "turns": len(session), "earlier_not_shown": before,
-                           "later_not_shown": after,
-                           "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
+        print_json({"turn": turn, "events": events, "shadows": shadows, "cost": cost.record(),
+                    "cache": cache_view.cache_facts(turn, session),
+                    "session": {"id": turn.get("session_id"), "turns": len(session), "earlier_not_shown": before,
+                                "later_not_shown": after,
+                                "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
     else:
         from ..shadow.view import explain_lines
 
-        print("\n".join([render_explain(turn, events), *explain_lines(shadows),
+        print("\n".join([render_explain(turn, events, cost), *explain_lines(shadows),
                          *cache_view.explain_lines(turn, session), *session_view.explain_lines(turn, session)]))
     return 0
 
@@ -130,11 +140,11 @@ TRANSLATION_NONE = {
 VIA = {"proxy": "via the HTTPS proxy", "base_url": "via a base URL"}  # turns.via
 
 
-def render_explain(turn: dict, events: list[dict]) -> str:
+def render_explain(turn: dict, events: list[dict], cost: Cost | None = None) -> str:
     """The turn's story, section by section: who asked, the rules tried and the decision, the
-    translation, the upstream's answer (status, usage, timings, errors), the events."""
+    translation, the upstream's answer (status, usage and its cost, timings, errors), the events."""
     return "\n".join([*_request_lines(turn), *_decision_lines(turn, events), *_translation_lines(turn, events),
-                      *_upstream_lines(turn, events), *_event_lines(turn, events)])
+                      *_upstream_lines(turn, events, cost), *_event_lines(turn, events)])
 
 
 def _request_lines(turn: dict) -> list[str]:
@@ -213,7 +223,7 @@ def _translation_lines(turn: dict, events: list[dict]) -> list[str]:
     return out
 
 
-def _upstream_lines(turn: dict, events: list[dict]) -> list[str]:
+def _upstream_lines(turn: dict, events: list[dict], cost: Cost | None) -> list[str]:
     """The upstream's answer: status, stop reason, reply drops, token counts, usage, timings,
     errors, stored bodies."""
     out = ["", _kv("upstream", f"status {turn['status']}" if turn.get("status") is not None else "no status recorded")]
@@ -228,6 +238,8 @@ def _upstream_lines(turn: dict, events: list[dict]) -> list[str]:
             out.append(_kv("count", f"{d.get('input_tokens')} input tokens, counted by {d.get('counter')} of endpoint "
                                     f"{d.get('endpoint')} (a count, not a turn's usage)"))
     out += _usage_lines(turn)
+    if cost is not None:
+        out += _cost_lines(cost)
     out.append(_kv("timings", f"latency {fmt_ms(turn.get('latency_ms'))} · first byte {fmt_ms(turn.get('ttfb_ms'))}"))
     errors = [turn["error"]] if turn.get("error") else []
     errors += [f"{e['kind']}: {_compact(e['data'])}" for e in events
@@ -255,6 +267,24 @@ def _usage_lines(turn: dict) -> list[str]:
             out.append(_kv("", f"raw {_compact(turn['usage_reported'])}"))
     if turn.get("usage_client") is not None:
         out.append(_kv("client view", _compact(turn["usage_client"])))
+    return out
+
+
+PART_LABELS = {"input": "input", "cache_read": "cache read", "cache_write": "cache write", "output": "output"}
+
+
+def _cost_lines(cost: Cost) -> list[str]:
+    """What the usage cost, its parts, and where the price came from."""
+    if cost.kind is Source.NO_USAGE:
+        return []
+    if cost.usd is None:
+        return [_kv("cost", cost.source)]
+    parts = " · ".join(f"{PART_LABELS.get(k, k)} {usd_text(v)}" for k, v in cost.parts.items())
+    out = [_kv("cost", usd_text(cost.usd) + (f" = {parts}" if parts and cost.kind is not Source.LOCAL else ""))]
+    if cost.unpriced_tokens:
+        out.append(_kv("", "not priced (no price in your row): "
+                           + ", ".join(f"{PART_LABELS.get(k, k)} {n}" for k, n in cost.unpriced_tokens.items())))
+    out.append(_kv("price", cost.source + (f": {cost.rates}" if cost.rates else "")))
     return out
 
 

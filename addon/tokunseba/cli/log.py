@@ -1,6 +1,7 @@
 """`tokunseba log`: recent turns with their request ids, newest first (a client's retries folded
-into the request they repeat), as an aligned table or ``--json``. ``log_row`` is one turn's row,
-as `sessions`' `log --session` shows it too.
+into the request they repeat), with what each cost (cli/costs.py), as an aligned table or
+``--json`` (each turn with its ``cost``). ``log_row`` is one turn's row, as `sessions`'
+`log --session` shows it too.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..ledger.store import Ledger
+from ..pricing import Cost, PricesError, cost_text
 from ..outcomes import client_label, label, route_text, seconds, was_sent
 from .common import (
     common_options,
@@ -21,6 +23,7 @@ from .common import (
     read_ledger,
     table,
 )
+from .costs import add_prices_option, price_table, turn_costs
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +31,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", metavar="N", default="20", help="how many turns (default 20)")
     p.add_argument("--instance", metavar="NAME",
                    help="only the turns of this proxy (its --instance; default of a proxy: user@host)")
+    add_prices_option(p)
     common_options(p)
     p.set_defaults(func=cmd_log)
 
@@ -35,20 +39,22 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 def cmd_log(args: argparse.Namespace) -> int:
     try:
         limit = positive_int("--limit", args.limit)
-    except ValueError as e:
+        prices = price_table(args)
+    except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
     def body(ledger: Ledger) -> int:
         turns = ledger.turns(limit=limit, instance=args.instance)
+        costs = turn_costs(ledger, turns, prices)
         if args.json:
-            print_json(turns)
+            print_json([{**t, "cost": costs[t["request_id"]].record()} for t in turns])
         elif not turns:
             print(f"no turns recorded yet in {ledger.path}" if args.instance is None
                   else f"no turns of instance {args.instance!r} in {ledger.path}")
         else:
-            head = ["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "ERROR"]
+            head = ["TIME", "REQUEST ID", "CLIENT", "MODEL", "ROUTE", "OUTCOME", "STATUS", "LATENCY", "COST", "ERROR"]
             turns, folded = fold_retries(turns)
-            rows = [log_row(t) for t in turns]
+            rows = [log_row(t, costs[t["request_id"]]) for t in turns]
             if args.instance is None and len({t.get("instance") for t in turns}) > 1:  # a shared ledger
                 head.insert(2, "INSTANCE")
                 for r, t in zip(rows, turns):
@@ -116,7 +122,8 @@ def _failed_attempts(t: dict) -> list[str]:
 
 
 
-def log_row(t: dict) -> list[str]:
+def log_row(t: dict, cost: Cost | None = None) -> list[str]:
+    """One turn's row: TIME, REQUEST ID, CLIENT, MODEL, ROUTE, OUTCOME, STATUS, LATENCY, COST, ERROR."""
     err = (t.get("error") or "").replace("\n", " ")
     if t.get("retries"):  # folded: the request, then how its retries ended
         last = t["last_retry"]
@@ -132,6 +139,7 @@ def log_row(t: dict) -> list[str]:
         outcome_label(counted_outcome(t)),
         fmt_num(t.get("status")),
         seconds(t.get("latency_ms")),  # as the console shows it
+        "-" if cost is None else cost_text(cost),
         err[:77] + "..." if len(err) > 80 else err,
     ]
 
