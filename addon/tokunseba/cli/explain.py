@@ -13,7 +13,7 @@ from ..ledger.dialect import db_errors
 from ..ledger.store import USAGE_FIELDS, LedgerError
 from ..outcomes import route_text, was_sent
 from ..reasoning.state import STATE_EVENTS, explain_state
-from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_text
+from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_exact
 from .common import (
     common_options,
     counted_outcome,
@@ -279,8 +279,8 @@ def _cost_lines(cost: Cost) -> list[str]:
         return []
     if cost.usd is None:
         return [_kv("cost", cost.source)]
-    parts = " · ".join(f"{PART_LABELS.get(k, k)} {usd_text(v)}" for k, v in cost.parts.items())
-    out = [_kv("cost", usd_text(cost.usd) + (f" = {parts}" if parts and cost.kind is not Source.LOCAL else ""))]
+    parts = " + ".join(f"{PART_LABELS.get(k, k)} {usd_exact(v)}" for k, v in cost.parts.items())
+    out = [_kv("cost", usd_exact(cost.usd) + (f" = {parts}" if parts else ""))]
     if cost.unpriced_tokens:
         out.append(_kv("", "not priced (no price in your row): "
                            + ", ".join(f"{PART_LABELS.get(k, k)} {n}" for k, n in cost.unpriced_tokens.items())))

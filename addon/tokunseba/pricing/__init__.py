@@ -13,7 +13,7 @@ from .library import source as library_source, version as library_version, warm 
 from .report import group_costs, price_report
 from .rows import endpoint_of, routed_url, row_cost, shadow_cost
 from .table import Price, PricesError, find_price, load_prices, parse_prices, read_prices, rules_prices, usage_cost
-from .turn_cost import Cost, Source, cost_of, cost_text, total, usd_text
+from .turn_cost import Cost, Source, cost_of, cost_text, total, usd_exact, usd_text
 
 __all__ = [
     "Billed", "billed_of", "billed_of_row",
@@ -21,5 +21,5 @@ __all__ = [
     "group_costs", "price_report",
     "endpoint_of", "routed_url", "row_cost", "shadow_cost",
     "Price", "PricesError", "find_price", "load_prices", "parse_prices", "read_prices", "rules_prices", "usage_cost",
-    "Cost", "Source", "cost_of", "cost_text", "total", "usd_text",
+    "Cost", "Source", "cost_of", "cost_text", "total", "usd_exact", "usd_text",
 ]

@@ -62,6 +62,11 @@ def usd_text(usd: Decimal) -> str:
     return f"${usd.quantize(MICRO, rounding=ROUND_HALF_EVEN)}"
 
 
+def usd_exact(usd: Decimal) -> str:
+    """``$0.0000042``: every digit (``explain``: the parts add up to the total as shown)."""
+    return f"${usd.normalize():f}" if usd else "$0"
+
+
 def cost_text(cost: Cost) -> str:
     """A cost in one cell: ``$0.001234``, ``$0 local``, ``unpriced``, ``-`` (no usage)."""
     if cost.kind is Source.NO_USAGE:
