@@ -34,7 +34,9 @@ def is_local_url(url: str | None) -> bool:
         host = urlsplit(url if "//" in url else f"//{url}").hostname
     except ValueError:
         return False
-    return bool(host) and (host == "localhost" or host.endswith(".localhost") or is_loopback(host))
+    if not host:
+        return False
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
 def collector_problem(url: str) -> str | None:

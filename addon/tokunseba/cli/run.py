@@ -641,6 +641,13 @@ def cmd_check(args) -> int:
         print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
         return 2
     ok, lines = check_file(path)
+    if ok:  # its prices: read by pricing/, as the proxy reads them
+        from ..pricing import PricesError, rules_prices
+
+        try:
+            rules_prices(path)
+        except PricesError as e:
+            ok, lines = False, [str(e)]
     if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
         from ..routing import load_rules, never_matching, too_big
 
