@@ -168,3 +168,103 @@ def test_pricing_never_reaches_the_network():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.split() == ["library", "0.00002"], out.stderr
+
+
+# ---------------------------------------------------------------- the read commands, over a ledger written here
+
+
+def _cc_session(path) -> str:
+    """A Claude Code session: a main turn passed through to api.anthropic.com (the library's
+    price) and a background turn routed to a local llama-server (0); a turn with no usage."""
+    from tokunseba.ledger.store import Ledger
+    from tokunseba.routing.session_facts import Speaker
+
+    main_ = Speaker("claude-code", "2.1.197", "sess-cc", False, "header", "main", None, False)
+    bg = Speaker("claude-code", "2.1.197", "sess-cc", False, "header", "main", None, True, "declares no tools")
+    now = time.time()
+    with Ledger(path) as led:
+        led.start_turn("tk-main", started_at=now - 60, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-sonnet-4-5-20250929", stream=True)
+        led.update_turn("tk-main", outcome="pass_through", model_used="claude-sonnet-4-5-20250929", status=200,
+                        usage_protocol="anthropic", usage_reported=CLAUDE_CODE_USAGE, **main_.ledger_fields())
+        led.start_turn("tk-bg", started_at=now - 50, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-haiku-4-5", stream=True)
+        led.update_turn("tk-bg", rule="background-local", endpoint="local", target_protocol="openai",
+                        model_used="qwen3", outcome="translated", status=200, usage_protocol="openai",
+                        usage_reported={"prompt_tokens": 300, "completion_tokens": 12}, **bg.ledger_fields())
+        led.event("tk-bg", "routed", {"decision": "route", "rule": "background-local", "endpoint": "local",
+                                      "url": "http://127.0.0.1:8080/v1", "model": "qwen3"}, ts=now - 50)
+        led.start_turn("tk-529", started_at=now - 40, client_protocol="anthropic", host="api.anthropic.com",
+                       path="/v1/messages", requested_model="claude-sonnet-4-5", stream=True)
+        led.update_turn("tk-529", outcome="pass_through", status=529, error="upstream 529: Overloaded",
+                        **main_.ledger_fields())
+    r = rates("anthropic", "claude-sonnet-4-5")
+    u = CLAUDE_CODE_USAGE
+    want = (u["input_tokens"] * r["input"] + u["cache_read_input_tokens"] * r["cache_read"]
+            + u["cache_creation_input_tokens"] * r["cache_write"] + u["output_tokens"] * r["output"]) / MTOK
+    return f"${want.quantize(Decimal('0.000001'))}"
+
+
+def _cli(capsys, *argv):
+    from tokunseba.cli.main import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    assert (rc, err) == (0, ""), err
+    return out
+
+
+@pytest.fixture
+def no_env_rules(monkeypatch):
+    monkeypatch.delenv("TOKUNSEBA_RULES", raising=False)
+
+
+def test_log_shows_each_turns_cost_and_its_json_the_exact_figure(capsys, tmp_path, no_env_rules):
+    from tokunseba import jsonc
+
+    want = _cc_session(tmp_path / "l.db")
+    lines = _cli(capsys, "log", "--ledger", str(tmp_path / "l.db")).splitlines()
+    head = lines[0].split("  ")
+    assert "COST" in [h.strip() for h in head if h.strip()]
+    row = {ln.split()[2]: ln for ln in lines[1:]}
+    assert f"  {want}" in row["tk-main"] and "  $0 local" in row["tk-bg"] and "  -  " in row["tk-529"]
+    doc = {t["request_id"]: t["cost"] for t in jsonc.loads(_cli(capsys, "log", "--json", "--ledger",
+                                                                  str(tmp_path / "l.db")))}
+    assert doc["tk-main"]["kind"] == "library" and f"${Decimal(doc['tk-main']['usd']).quantize(Decimal('0.000001'))}" == want
+    assert doc["tk-bg"] == {"usd": "0", "kind": "local", "source": "local: 0", "parts": {}, "unpriced_tokens": {}}
+    assert doc["tk-529"]["kind"] == "no_usage" and doc["tk-529"]["usd"] is None
+
+
+def test_explain_names_the_price_source(capsys, tmp_path, no_env_rules):
+    _cc_session(tmp_path / "l.db")
+    out = _cli(capsys, "explain", "tk-main", "--ledger", str(tmp_path / "l.db"))
+    (cost,) = [ln for ln in out.splitlines() if ln.startswith("cost ")]
+    assert " = input $" in cost and " + cache read $" in cost and " + cache write $" in cost and " + output $" in cost
+    assert f"price        genai-prices {library_version()} (anthropic claude-sonnet-4-5): $3/input MTok" in out
+    prices = _write(tmp_path / "prices.yaml", "prices:\n  anthropic:claude-sonnet-*: {input: 1, output: 1}\n")
+    out = _cli(capsys, "explain", "tk-main", "--ledger", str(tmp_path / "l.db"), "--prices", str(prices))
+    assert f"price        your table: {prices} line 2" in out
+    assert "not priced (no price in your row): cache read 23890, cache write 1536" in out
+    out = _cli(capsys, "explain", "tk-bg", "--ledger", str(tmp_path / "l.db"))
+    assert "cost         $0\nprice        local: 0\n" in out
+
+
+def test_stats_and_sessions_show_cost_per_group_and_in_total(capsys, tmp_path, monkeypatch):
+    want = _cc_session(tmp_path / "l.db")
+    monkeypatch.setenv("TOKUNSEBA_RULES", str(_write(tmp_path / "r.yaml", "routes: []\n")))  # no prices: the library's
+    out = _cli(capsys, "stats", "--ledger", str(tmp_path / "l.db"))
+    assert f"  turns served: {want}" in out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("  anthropic  claude-sonnet-4-5-20250929")]
+    assert want in row and f"genai-prices {library_version()}" in row
+    (local,) = [ln for ln in out.splitlines() if ln.startswith("  local ")]
+    assert "local: 0" in local
+    out = _cli(capsys, "sessions", "--ledger", str(tmp_path / "l.db"))
+    head, row = out.splitlines()[:2]
+    assert head.split()[-4:] == ["COST", "ERRORS", "REFUSED", "FAILOVERS"] and row.split()[-4] == want
+    out = _cli(capsys, "stats", "--by", "agent", "--ledger", str(tmp_path / "l.db"))
+    (head, main_row) = [ln for ln in out.splitlines() if ln.startswith(("AGENT ", "main "))]
+    assert head.split()[-2:] == ["COST", "FAILOVERS"] and main_row.split()[-2] == want
+    # the rules file's own prices: override the library for every read command
+    monkeypatch.setenv("TOKUNSEBA_RULES", str(_write(tmp_path / "r.yaml", "prices:\n  anthropic:*: {input: 0}\n")))
+    out = _cli(capsys, "sessions", "--ledger", str(tmp_path / "l.db"))
+    assert want not in out and "$0.000000" in out
