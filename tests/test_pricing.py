@@ -176,7 +176,7 @@ def test_pricing_never_reaches_the_network():
 def _cc_session(path) -> str:
     """A Claude Code session: a main turn passed through to api.anthropic.com (the library's
     price) and a background turn routed to a local llama-server (0); a turn with no usage."""
-    from tokunseba.ledger.store import Ledger
+    from tokunseba.ledger import Ledger
     from tokunseba.routing.session_facts import Speaker
 
     main_ = Speaker("claude-code", "2.1.197", "sess-cc", False, "header", "main", None, False)

@@ -12,9 +12,10 @@ import pytest
 
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.errors import TranslationError
-from tokunseba.ledger.store import MIGRATIONS, Ledger
 from decimal import Decimal
 
+from tokunseba.ledger import Ledger
+from tokunseba.ledger.schema import MIGRATIONS
 from tokunseba.pricing import PricesError, billed_of, parse_prices, price_report, usage_cost
 from tokunseba.shadow.reply_facts import Facts, reply_facts
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts

@@ -21,8 +21,15 @@ from typing import Any
 
 from .. import jsonc
 from ..credentials import redact_text
-from ..ledger.dialect import db_errors
-from ..ledger.store import LEDGER_ENV, Ledger, LedgerError, LedgerMissing, default_ledger_target, spool_note
+from ..ledger import (
+    LEDGER_ENV,
+    LedgerError,
+    LedgerMissing,
+    LedgerReader,
+    db_errors,
+    default_ledger_target,
+    spool_note,
+)
 from ..outcomes import label, outcome_class
 
 
@@ -148,12 +155,12 @@ def positive_int(name: str, text: str, maximum: int = MAX_LIMIT) -> int:
     return n
 
 
-def open_ledger(args: argparse.Namespace) -> Ledger:
+def open_ledger(args: argparse.Namespace) -> LedgerReader:
     """The ledger named by --ledger (else the default), read-only. Raises LedgerError."""
-    return Ledger(args.ledger or default_ledger_target(), readonly=True)
+    return LedgerReader(args.ledger or default_ledger_target(), readonly=True)
 
 
-def read_ledger(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -> int:
+def read_ledger(args: argparse.Namespace, empty: Any, body: Callable[[LedgerReader], int]) -> int:
     """Run ``body`` on the ledger. A missing ledger prints one line (and ``empty`` as JSON)."""
     try:
         ledger = open_ledger(args)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..ledger.store import Ledger
+from ..ledger import LedgerReader
 from ..pricing import Cost, Price, load_prices, routed_url, row_cost, rules_prices
 
 PRICES_HELP = ("your price table, overriding the price library's (YAML, USD per million tokens: `prices: "
@@ -29,7 +29,7 @@ def price_table(args: argparse.Namespace) -> list[Price]:
     return rules_prices(os.environ.get("TOKUNSEBA_RULES") or None)
 
 
-def routed_urls(ledger: Ledger, turns: list[dict]) -> dict[str, str]:
+def routed_urls(ledger: LedgerReader, turns: list[dict]) -> dict[str, str]:
     """request id -> the URL each routed turn (with usage to price) was sent to."""
     out = {}
     for t in turns:
@@ -39,7 +39,7 @@ def routed_urls(ledger: Ledger, turns: list[dict]) -> dict[str, str]:
     return out
 
 
-def turn_costs(ledger: Ledger, turns: list[dict], table: list[Price]) -> dict[str, Cost]:
+def turn_costs(ledger: LedgerReader, turns: list[dict], table: list[Price]) -> dict[str, Cost]:
     """request id -> the cost of each turn."""
     urls = routed_urls(ledger, turns)
     return {t["request_id"]: row_cost(t, table, urls.get(t["request_id"])) for t in turns}

@@ -9,8 +9,7 @@ import argparse
 from typing import Any
 
 from .. import jsonc
-from ..ledger.dialect import db_errors
-from ..ledger.store import USAGE_FIELDS, LedgerError
+from ..ledger import USAGE_FIELDS, LedgerError, db_errors
 from ..outcomes import route_text, was_sent
 from ..reasoning.state import STATE_EVENTS, explain_state
 from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_exact

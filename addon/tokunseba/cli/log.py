@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..ledger.store import Ledger
+from ..ledger import LedgerReader
 from ..pricing import Cost, PricesError, cost_text
 from ..outcomes import client_label, label, route_text, seconds, was_sent
 from .common import (
@@ -43,7 +43,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         turns = ledger.turns(limit=limit, instance=args.instance)
         costs = turn_costs(ledger, turns, prices)
         if args.json:

@@ -12,7 +12,7 @@ import sys
 from .common import error, print_json, read_ledger, since_option, table
 from .costs import PRICES_HELP, price_table, routed_urls
 from .stats import render_stats
-from ..ledger.store import Ledger, compute_stats, spool_note
+from ..ledger import LedgerReader, compute_stats, spool_note
 from ..pricing import PricesError, price_report, usd_text
 
 
@@ -29,7 +29,7 @@ def cmd_stats_costs(args: argparse.Namespace) -> int:
     except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         st = ledger.stats(since)
         turns = ledger.turns(since)
         st["prices"] = price_report(turns, ledger.shadows(since=since), prices, routed_urls(ledger, turns))

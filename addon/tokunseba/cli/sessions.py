@@ -22,7 +22,7 @@ from .common import (
     table,
 )
 from .log import log_row
-from ..ledger.store import Ledger, cache_read_share, compute_stats
+from ..ledger import LedgerReader, cache_read_share, compute_stats
 from ..pricing import PricesError, usd_text
 from .costs import PRICES_HELP, price_table, turn_costs
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
@@ -100,7 +100,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         turns = ledger.turns(since)
         sessions = sessions_report(turns, turn_costs(ledger, [t for t in turns if t.get("session_id")], prices), limit)
         if args.json:
@@ -133,7 +133,7 @@ def render_sessions(sessions: list[dict]) -> str:
 # ---------------------------------------------------------------- log --session
 
 
-def resolve_session(ledger: Ledger, given: str) -> str:
+def resolve_session(ledger: LedgerReader, given: str) -> str:
     """The session id ``given`` names: itself, or the one session id it is a prefix of.
     LookupError (one line) when none or several match."""
     given = given.strip()
@@ -156,7 +156,7 @@ def cmd_log_session(args: argparse.Namespace) -> int:
     except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         try:
             session = resolve_session(ledger, args.session)
         except LookupError as e:
@@ -191,7 +191,7 @@ def cmd_stats_by(args: argparse.Namespace) -> int:
     except (ValueError, PricesError) as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         rows = ledger.turns(since)
         st = compute_stats(rows, since)
         report = {"since": since, "by": args.by, "turns": st["turns"], "served": st["served"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..ledger.store import USAGE_FIELDS, Ledger, compute_stats, spool_note
+from ..ledger import USAGE_FIELDS, LedgerReader, compute_stats, spool_note
 from .common import common_options, error, fmt_ms, fmt_num, fmt_share, fmt_time, print_json, read_ledger, since_option, table
 
 
@@ -30,7 +30,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except ValueError as e:
         return error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         st = ledger.stats(since)
         if args.json:
             print_json(st)

@@ -56,5 +56,5 @@ def row_cost(row: dict, table: list[Price], routed: str | None = None, model: An
 
 
 def shadow_cost(row: dict, table: list[Price]) -> Cost:
-    """The cost of a shadow's or a replay's call (``Ledger.shadows`` rows)."""
+    """The cost of a shadow's or a replay's call (``LedgerReader.shadows`` rows)."""
     return row_cost({**row, "host": None}, table, model=row.get("model") or row.get("primary_requested_model"))

@@ -18,8 +18,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..ledger.store import Ledger, default_instance, instance_id, take_password
-from ..ledger.writer import LedgerWriter
+from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning.store import open_keeper
 from ..routing import records
