@@ -268,3 +268,32 @@ def test_stats_and_sessions_show_cost_per_group_and_in_total(capsys, tmp_path, m
     monkeypatch.setenv("TOKUNSEBA_RULES", str(_write(tmp_path / "r.yaml", "prices:\n  anthropic:*: {input: 0}\n")))
     out = _cli(capsys, "sessions", "--ledger", str(tmp_path / "l.db"))
     assert want not in out and "$0.000000" in out
+
+
+@pytest.mark.parametrize("provider,url", [("anthropic", ANTHROPIC), ("openai", OPENAI),
+                                          ("google", "https://generativelanguage.googleapis.com/v1beta")])
+def test_every_models_price_is_the_librarys_own_calc_price(provider, url):
+    """pricing/library.py adds the four counts' parts itself where they say all of a price (the
+    library's calc takes ~0.3 ms at every turn's end); for every model of these providers, at
+    three sizes (below and above the long-context tiers), its total is the library's own."""
+    import genai_prices
+
+    from tokunseba.pricing.library import library_price
+
+    models = next(p for p in providers if p.id == provider).models
+    assert len(models) > 20
+    for m in models:
+        for billed in (billed_of("anthropic", {"input_tokens": 900, "output_tokens": 80, "cache_read_input_tokens": 4000,
+                                               "cache_creation_input_tokens": 300}),
+                       billed_of("openai", {"prompt_tokens": 250_000, "completion_tokens": 3_000,
+                                            "prompt_tokens_details": {"cached_tokens": 200_000}}),
+                       billed_of("gemini", {"promptTokenCount": 12, "candidatesTokenCount": 3})):
+            counts = {"input_tokens": billed.input, "output_tokens": billed.output,
+                      "cache_read_tokens": billed.cache_read, "cache_write_tokens": billed.cache_write}
+            try:
+                want = genai_prices.calc_price(genai_prices.Usage(**{k: v for k, v in counts.items() if v is not None}),
+                                               m.id, provider_api_url=url).total_price
+            except (LookupError, ValueError):
+                want = None
+            got = library_price(m.id, url, billed, time.time())
+            assert (got and got.total) == want, (m.id, billed)
