@@ -99,11 +99,12 @@ def _parts(price, billed: Billed) -> dict[str, Decimal] | None:
     when the cache counts exceed the input (the library refuses such usage too)."""
     from genai_prices.types import calc_unit_price
 
-    leaf = {"input": (billed.input or 0) - sum((getattr(billed, f) or 0) for f in ("cache_read", "cache_write")
-                                                if getattr(price, f"{f}_mtok") is not None),
-            "cache_read": billed.cache_read, "cache_write": billed.cache_write, "output": billed.output}
-    if leaf["input"] < 0:
+    uncached = (billed.input or 0) - sum((getattr(billed, f) or 0) for f in ("cache_read", "cache_write")
+                                         if getattr(price, f"{f}_mtok") is not None)
+    if uncached < 0:
         return None
+    leaf = {"input": uncached, "cache_read": billed.cache_read, "cache_write": billed.cache_write,
+            "output": billed.output}
     return {f: calc_unit_price(getattr(price, key), leaf[f], billed.input or 0, PER) for f, key in PART_KEYS
             if getattr(price, key) is not None and leaf[f]}
 
