@@ -297,3 +297,16 @@ def test_every_models_price_is_the_librarys_own_calc_price(provider, url):
                 want = None
             got = library_price(m.id, url, billed, time.time())
             assert (got and got.total) == want, (m.id, billed)
+
+
+def test_check_and_run_read_the_rules_files_prices(tmp_path, capsys):
+    from tokunseba.cli.main import main
+
+    ok = _write(tmp_path / "ok.yaml", "routes: []\nprices:\n  local:*: {input: 0.05, output: 0.1}\n")
+    assert main(["check", str(ok)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == ("prices: 1 of your own, over the price library's list prices "
+                                                       "(first match wins: local:*)")
+    bad = _write(tmp_path / "bad.yaml", "routes: []\nprices:\n  local: {input: 1}\n")
+    with pytest.raises(SystemExit) as ei:  # run stops before starting mitmdump, with the line
+        main(["run", "--dry-run", "--rules", str(bad)])
+    assert str(ei.value) == f"error: {bad}:3: prices: key 'local' must be ENDPOINT:MODEL_GLOB (e.g. anthropic:claude-haiku-*)"

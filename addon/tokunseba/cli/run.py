@@ -264,9 +264,12 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     if args.rules:
         from ..routing import RulesError
 
+        from ..pricing import PricesError, rules_prices
+
         try:
             rules = _rules(args.rules)
-        except RulesError as e:
+            rules_prices(args.rules)  # its prices: the proxy reads them too (pricing/)
+        except (RulesError, PricesError) as e:
             raise SystemExit(f"error: {e}")
         for ep in rules.endpoints.values():
             if ep.url.startswith("https://") and ep.host not in hosts:
@@ -643,7 +646,9 @@ def cmd_check(args) -> int:
         from ..pricing import PricesError, rules_prices
 
         try:
-            rules_prices(path)
+            if own := rules_prices(path):
+                lines.append(f"prices: {len(own)} of your own, over the price library's list prices "
+                             f"(first match wins: {', '.join(f'{p.endpoint}:{p.model_glob}' for p in own)})")
         except PricesError as e:
             ok, lines = False, [str(e)]
     if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
