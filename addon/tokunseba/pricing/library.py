@@ -14,7 +14,6 @@ thread), so commands that price nothing never pay it.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -31,6 +30,8 @@ PART_KEYS = (("input", "input_mtok"), ("cache_read", "cache_read_mtok"), ("cache
 @functools.cache
 def version() -> str | None:
     """The installed library's version (None: not installed), without importing it."""
+    import importlib.metadata  # ~40 ms: only when a price is said (the proxy's start-up never pays it)
+
     try:
         return importlib.metadata.version(NAME)
     except importlib.metadata.PackageNotFoundError:
