@@ -39,6 +39,7 @@ from .shadowing import primary_done
 
 LEDGER_KEYS = {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"}
 SPAN_KEYS = {"tokunseba_otlp_endpoint", "tokunseba_otlp_bodies", "tokunseba_instance"}
+WARM_AFTER_S = 1.0  # the price library is loaded this long after running: the proxy listens first
 SHADOW_KEYS = {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"}
 STORE_KEYS = {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
               "tokunseba_reasoning_max"}
@@ -100,8 +101,11 @@ class Record(Part):
 
     def start(self) -> None:
         """At ``running``: the shadow sender (the ledger's writer takes its calls, on its own thread);
-        the price library imported in a thread (~0.5 s), so that no turn's end waits for it."""
-        threading.Thread(target=warm_library, name="tokunseba-prices", daemon=True).start()
+        the price library imported in a thread (~0.5 s), a second after, so that neither the
+        proxy's start (scripts/bench/bench_startup.py) nor a turn's end waits for it."""
+        warm = threading.Timer(WARM_AFTER_S, warm_library)
+        warm.daemon, warm.name = True, "tokunseba-prices"
+        warm.start()
         core = self.core
         core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
                                     concurrency=ctx.options.tokunseba_shadow_concurrency,
