@@ -177,14 +177,15 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
 
 def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
                            extra_hosts: Mapping[str, str] | None = None) -> bool:
-    """Whether this is Codex's WebSocket upgrade of GET /v1/responses to a Responses host."""
+    """Whether this is Codex's WebSocket upgrade of its Responses turn path (GET /v1/responses;
+    GET /backend-api/codex/responses at the ChatGPT backend) to a Responses host."""
     if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
         return False
     hdrs = {k.lower(): v for k, v in headers}
     if "websocket" not in hdrs.get("upgrade", "").lower():
         return False
-    det = detect(host, "/v1/responses", "POST", extra_hosts)
-    return det is not None and det.protocol == p_responses.PROTOCOL
+    det = detect(host, path, "POST", extra_hosts)  # the path a POST of the turn would take
+    return det is not None and det.protocol == p_responses.PROTOCOL and det.kind == p_responses.FACTS.turn_kinds[1]
 
 
 def websocket_declined(why: str) -> LocalResponse:
@@ -333,6 +334,8 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     ep = decision.endpoint
     if ep is None or prep.req is None:
         return Plan(decision)
+    if ep.protocol != prep.det.protocol and (why := protocols.get(prep.det.protocol).native_kinds.get(prep.det.kind)):
+        return f"{prep.det.kind} requests go only to {prep.det.protocol} endpoints: {why}"
     if is_count(prep.det):  # asked of the endpoint's counter: translated unless it speaks the client's protocol
         if ep.counter_protocol in (None, prep.det.protocol):  # none (build_turn says so), or no translation
             return Plan(decision)
