@@ -103,6 +103,7 @@ class TurnFacts:
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+    login: str | None = None  # which login the client sent it with (protocols' ``login``: chatgpt | api_key); None: not told
 
 
 def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
@@ -160,7 +161,8 @@ def _media(turns: Any, shape: RuleShape) -> tuple[bool, bool]:
 
 
 def turn_facts(
-    client: str, body: Any, request_bytes: int, headers: Mapping[str, str], *, model: str | None = None
+    client: str, body: Any, request_bytes: int, headers: Mapping[str, str], *, model: str | None = None,
+    login: str | None = None,
 ) -> TurnFacts:
     """What rules see of one turn. Never raises on odd bodies: wrong types count as absent.
 
@@ -174,7 +176,7 @@ def turn_facts(
     facts = protocols.find(client)
     shape = facts.rule_shape if facts is not None else None  # where the client protocol keeps it
     if shape is None:
-        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who)
+        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who, login=login)
     count = shape.tool_count(body)
     images, documents = _media(body.get(shape.turns), shape)
     return TurnFacts(
@@ -190,6 +192,7 @@ def turn_facts(
         who=who,
         documents=documents,
         server_tools=tuple(shape.server_tools(body)),
+        login=login,
     )
 
 
@@ -316,6 +319,18 @@ def _check_session(globs: list[str], f: TurnFacts) -> tuple[bool, str]:
     return False, f"{kind} {got!r} does not match {shown}"
 
 
+def logins() -> dict[str, str]:
+    """Every login a registered protocol tells (``when.login``'s values) -> what it is."""
+    return {name: what for p in protocols.all_protocols() for name, what in p.logins.items()}
+
+
+def _check_login(want: str, f: TurnFacts) -> tuple[bool, str]:
+    if f.login is None:
+        return False, f"login: a {f.client} turn does not say which login sent it, rule wants {want}"
+    ok = f.login == want
+    return ok, f"login: {f.login}, {'as the rule wants' if ok else 'rule wants ' + want}"
+
+
 CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
     "client": _check_client,
     "model": _check_model,
@@ -338,6 +353,7 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
     "background": _check_background,
     "agent": _check_agent,
     "session": _check_session,
+    "login": _check_login,
 }
 AGENTS = ("main", "subagent")
 
@@ -596,6 +612,12 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             return v
         case "session":
             return r.value(node, "texts", what)
+        case "login":
+            v = r.value(node, "text", what)
+            if v is not None and v not in (known := logins()):
+                r.error(node, f"{what} must be one of: {', '.join(known)}; got {v!r}")
+                return None
+            return v
         case "max_request_bytes":
             v = r.value(node, "int", what)
             if v is not None and v < 0:

@@ -239,6 +239,7 @@ class Prepared:
     who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
     # the provider state store (reasoning.store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
+    login: tuple[str, str] | None = None  # (login, why) when the client protocol tells (protocols' ``login``)
 
 
 @dataclass(frozen=True)
@@ -261,15 +262,17 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
     headers = list(headers)
     names = tuple(k for k, _ in headers)
     hdrs = {k.lower(): v for k, v in headers}
+    told = protocols.get(det.protocol).login
+    login = told(det.backend, hdrs) if told is not None else None  # a ChatGPT login, an API key...
     try:
         req = parse_body(body)
     except TranslationError as e:
         return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names,
-                        who=speaker(det.protocol, hdrs, None))
+                        who=speaker(det.protocol, hdrs, None), login=login)
     if is_count(det) and (counter := protocols.get(det.protocol).counter) is not None:
         req = counter.as_turn(req)  # routed (and translated) as the turn it counts
-    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
-    return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who)
+    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model, login=login[0] if login else None)
+    return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who, login=login)
 
 
 def _model_override(prep: Prepared, model: str | None) -> str | None:
@@ -423,6 +426,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
         original_body=prep.body, who=prep.who,
     )
+    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
+        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return _unmatched(rules, turn, prep.not_routable or "not routed")
