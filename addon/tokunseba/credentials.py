@@ -2,7 +2,8 @@
 host, and redaction (docs/architecture.md §2 rule 7). The one list every module uses.
 
 - ``is_credential_header`` / ``is_secret_param``: names that hold a credential (known
-  provider and gateway names, and any name containing auth/key/token/cookie/secret/...).
+  gateway names, each protocol's own ``credential_headers`` fact such as ChatGPT-Account-ID,
+  and any name containing auth/key/token/cookie/secret/...).
 - ``outgoing_headers`` / ``outgoing_query``: a turn leaving for another host carries an
   **allow-list** (``ALLOWED_HEADERS``, and each protocol's ``version_headers`` and
   ``kept_query`` in its facts, each row with its reason); everything else stays behind and its *names* are recorded.
