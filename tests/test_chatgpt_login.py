@@ -14,7 +14,7 @@ import pytest
 from tokunseba import protocols
 from tokunseba.credentials import is_credential_header, scrub
 from tokunseba.protocols import openai_responses as resp
-from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
+from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts, who_lines
 from tokunseba.turn.plan import Turn, apply_header_changes, is_responses_websocket, prepare_request
 from tokunseba.turn.provider_limits import limit_headers
 
@@ -220,3 +220,9 @@ def test_the_x_codex_headers_of_a_reply_are_kept_as_they_came():
     assert limit_headers(reply) == [["x-codex-primary-used-percent", "12"], ["x-codex-primary-window-minutes", "300"],
                                     ["x-codex-secondary-reset-at", "1767243600"]]
     assert limit_headers([("content-type", "application/json")]) == []
+
+
+def test_check_says_which_clients_can_tell_the_login(rules):
+    (line,) = [w for w in who_lines(rules) if w.startswith("when.login")]
+    assert "routes chatgpt-to-claude, chatgpt-elsewhere, api-keys-to-claude" in line
+    assert "openai-responses clients" in line and "chatgpt.com" in line and "any other client cannot say" in line
