@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tokunseba.turn.encoding import Decoding
+
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import MODELS, text_reply
 from .test_codex_e2e import need_codex, responses_stream
@@ -123,9 +125,20 @@ def run_codex(m: Mitmdump, tmp_path: Path, prompt: str) -> tuple[subprocess.Comp
 
 
 def proxy(tmp_path: Path, backend: Upstream, rules: Path) -> Mitmdump:
+    """mitmdump with the addon (the client's request bodies kept: what Codex sent) whose
+    chatgpt.com is the scripted ``backend``."""
     return Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": f"chatgpt.com=http://127.0.0.1:{backend.port}",
                                           "TK_TEST_TARGET_KEY": ENDPOINT_KEY},
-                    extra=["-s", str(HERE / "point_hosts.py")])
+                    extra=["-s", str(HERE / "point_hosts.py"), "--set", "tokunseba_ledger_bodies=true"])
+
+
+def sent_by_codex(m: Mitmdump, request_id: str) -> bytes:
+    """The request body as Codex sent it (the ledger keeps it when bodies are kept)."""
+    con = sqlite3.connect(m.ledger)
+    try:
+        return con.execute("SELECT request_body FROM bodies WHERE request_id = ?", (request_id,)).fetchone()[0]
+    finally:
+        con.close()
 
 
 def carries_login(r: Recorded) -> bool:
@@ -221,7 +234,11 @@ def test_b_a_chatgpt_login_turn_no_rule_takes_passes_to_the_chatgpt_backend_and_
     t = turns[0]
     assert (t["host"], t["path"], t["outcome"], t["rule"]) == ("chatgpt.com", TURN_PATH, "pass_through", None)
     assert t["usage_input"] == 5120 and t["usage_output"] == 41 and t["usage_cache_read"] == 4096
-    assert t["requested_model"] and t["session_id"]
+    assert t["requested_model"] and t["session_id"] and t["client_name"] == "codex" and t["agent"] == "main"
+    # the body as Codex wrote it: still compressed with its own encoding, the same JSON inside
+    assert turn.headers["content-encoding"] == "zstd" and turn.body[:4] == b"\x28\xb5\x2f\xfd"  # zstd's magic
+    unzipped = Decoding("zstd")
+    assert unzipped.feed(turn.body) + unzipped.close() == sent_by_codex(m, t["request_id"])
     ev = events[t["request_id"]]
     assert ("login", {"login": "chatgpt", "why": "sent to the ChatGPT backend (chatgpt.com)"}) in ev
     (limits,) = [d for k, d in ev if k == "provider_limits"]
