@@ -142,12 +142,12 @@ VIA = {"proxy": "via the HTTPS proxy", "base_url": "via a base URL"}  # turns.vi
 def render_explain(turn: dict, events: list[dict], cost: Cost | None = None) -> str:
     """The turn's story, section by section: who asked, the rules tried and the decision, the
     translation, the upstream's answer (status, usage and its cost, timings, errors), the events."""
-    return "\n".join([*_request_lines(turn), *_decision_lines(turn, events), *_translation_lines(turn, events),
+    return "\n".join([*_request_lines(turn, events), *_decision_lines(turn, events), *_translation_lines(turn, events),
                       *_upstream_lines(turn, events, cost), *_event_lines(turn, events)])
 
 
-def _request_lines(turn: dict) -> list[str]:
-    """Who asked, when, how it came in, for what model; then the rules tried."""
+def _request_lines(turn: dict, events: list[dict]) -> list[str]:
+    """Who asked, when, how it came in, for what model, with which login; then the rules tried."""
     flags = []
     if turn.get("stream") is not None:
         flags.append("stream" if turn["stream"] else "not streamed")
@@ -159,6 +159,8 @@ def _request_lines(turn: dict) -> list[str]:
         _kv("client", f"{turn.get('client_protocol') or '-'} · {turn.get('host') or '-'}{turn.get('path') or ''}"
             + (f" · {', '.join(flags)}" if flags else "")),
         _kv("requested", turn.get("requested_model") or "- (no model in the request)"),
+        *[_kv("login", f"{e['data'].get('login')} ({e['data'].get('why')})") for e in events
+          if e["kind"] == "login" and isinstance(e["data"], dict)],  # which login the client sent it with
         *([_kv("retry of", f"{turn['retry_of']} (the same request, sent again by the client)")]
           if turn.get("retry_of") else []),
         "",
