@@ -861,3 +861,14 @@ def test_explain_names_the_refused_target_when_the_turn_row_has_none(capsys, tmp
     rc, out, _ = run(capsys, "explain", "tk-x", "--ledger", str(path))
     assert "decision     to-gem → gem · refused · model m" not in out  # model_used was not recorded
     assert "decision     to-gem → gem · refused\n" in out
+
+
+def test_explain_says_which_login_the_client_sent_the_turn_with(capsys, tmp_path):
+    path = tmp_path / "l.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-login", started_at=100.0, client_protocol="openai-responses", host="chatgpt.com",
+                       path="/backend-api/codex/responses", requested_model="gpt-5-codex", stream=True)
+        led.event("tk-login", "login", {"login": "chatgpt", "why": "a ChatGPT account's token"}, ts=100.0)
+    rc, out, _ = run(capsys, "explain", "tk-login", "--ledger", str(path))
+    lines = out.splitlines()
+    assert rc == 0 and lines[lines.index("requested    gpt-5-codex") + 1] == "login        chatgpt (a ChatGPT account's token)"
