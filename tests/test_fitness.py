@@ -85,11 +85,11 @@ def test_a_server_that_does_not_say_its_window():
 def test_models_probe_prints_the_fitness_table(server, tmp_path):
     rules = tmp_path / "r.yaml"
     rules.write_text(RULES.format(url=server.url))
-    p = subprocess.run([sys.executable, "-m", "tokunseba.cli", "models", "--rules", str(rules), "--probe"],
+    p = subprocess.run([sys.executable, "-m", "tokunseba.cli", "models", "--rules", str(rules), "--probe", "--prefill"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "PROMPT TOK/S" in p.stdout and "llama-server timings" in p.stdout
-    j = subprocess.run([sys.executable, "-m", "tokunseba.cli", "models", "--rules", str(rules), "--probe", "--json"],
+    j = subprocess.run([sys.executable, "-m", "tokunseba.cli", "models", "--rules", str(rules), "--probe", "--prefill", "--json"],
                        capture_output=True, text=True, timeout=60)
     eps = {e["name"]: e for e in json.loads(j.stdout)["endpoints"]}
     assert eps["chat"]["fitness"]["context_tokens"] == 8192 and "fitness" not in eps["anthropic"]
@@ -133,3 +133,14 @@ def test_env_command_reads_the_rules(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tokunseba.cli", "env", "--rules", str(rules)], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 1 and "YAML syntax error" in p.stderr
+
+
+def test_probe_alone_reads_the_window_and_sends_no_prompt(server, tmp_path):
+    rules = tmp_path / "r.yaml"
+    rules.write_text(RULES.format(url=server.url))
+    j = subprocess.run([sys.executable, "-m", "tokunseba.cli", "models", "--rules", str(rules), "--probe", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    f = {e["name"]: e for e in json.loads(j.stdout)["endpoints"]}["chat"]["fitness"]
+    assert f["context_tokens"] == 8192 and f["prompt_tokens_per_s"] is None
+    assert f["error"] == "not measured (models --probe --prefill)"
+    assert not [r for r in server.requests if r.method == "POST"]

@@ -29,7 +29,7 @@ def test_models_probe_reads_the_window_and_measures_prefill(llama, tmp_path):
     rules = tmp_path / "r.yaml"
     rules.write_text(f"endpoints:\n  llama: {{protocol: openai, url: '{llama}', model: gemma-3-270m}}\n"
                      f"  llama-msgs: {{protocol: anthropic, url: '{llama}', max_tokens: 64}}\n")
-    p = subprocess.run([str(BIN / "tokunseba"), "models", "--rules", str(rules), "--probe", "--json"],
+    p = subprocess.run([str(BIN / "tokunseba"), "models", "--rules", str(rules), "--probe", "--prefill", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     eps = {e["name"]: e for e in json.loads(p.stdout)["endpoints"]}

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import jsonc
 from ..routing import SIZE_BUCKETS, Earn, EarnBook, Rules, RulesError, earn_of, earn_rows, load_rules
-from .read import _common, _error, _json, _read, fmt_time, since_option, table
+from .common import common_options, error, fmt_time, print_json, read_ledger, since_option, table
 
 EPILOG = """\
 set up (a route whose candidate earns its turns, stratum by stratum):
@@ -62,7 +62,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", action="store_true",
                    help="the proof in numbers: the paired table of the comparisons, the tokens saved at each bar "
                    "(reported usage only) and a shuffled control sending the same share of turns at random")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_earn)
 
 
@@ -87,14 +87,14 @@ def cmd_earn(args: argparse.Namespace) -> int:
     try:
         since = since_option(args.since)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     rules = None
     path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None
     if path:
         try:
             rules = load_rules(path)
         except RulesError as e:
-            return _error(str(e), 1)
+            return error(str(e), 1)
 
     def body(ledger: Any) -> int:
         rows = ledger.shadows(since=since)
@@ -103,7 +103,7 @@ def cmd_earn(args: argparse.Namespace) -> int:
 
             proof = report(rows, _routes(rules, rows, args.route))
             if args.json:
-                _json({"since": since, "routes": proof})
+                print_json({"since": since, "routes": proof})
             else:
                 print(render_report(proof))
             return 0
@@ -111,16 +111,16 @@ def cmd_earn(args: argparse.Namespace) -> int:
         if args.suggest:
             text = suggest(rep)
             if args.json:
-                _json({**rep, "suggested": text})
+                print_json({**rep, "suggested": text})
             else:
                 print(text)
         elif args.json:
-            _json(rep)
+            print_json(rep)
         else:
             print(render_earn(rep))
         return 0
 
-    return _read(args, {"since": since, "routes": []}, body)
+    return read_ledger(args, {"since": since, "routes": []}, body)
 
 
 def _fmt(v: float | None) -> str:

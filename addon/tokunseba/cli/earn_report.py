@@ -28,7 +28,7 @@ import random
 from typing import Any
 
 from ..routing import Earn, EarnState, Standing
-from .read import table
+from .common import table
 
 BARS = (0.8, 0.9, 0.95, 0.99)
 SHUFFLES = 200

@@ -3,12 +3,13 @@ the server says it, and its prompt throughput (prefill), which decides whether a
 subagent's 20k-token prompt) can go local at all: at 350 prompt tokens/s a 20k-token turn waits
 about a minute before its first token.
 
-``probe_fitness(ep, timeout)`` asks a loopback endpoint (never a paid provider: a long prompt
-costs money there):
+``probe_fitness(ep, env, timeout, prefill=...)`` asks a loopback endpoint (never a paid provider:
+a long prompt costs money there):
 
 - its context window: ``GET {origin}/props`` where a server answers it (``CONTEXT_SOURCES``:
   llama-server's ``default_generation_settings.n_ctx``); None when no server says it;
-- its prompt throughput: one turn of about ``PROMPT_WORDS`` words opening with random text (so
+- with ``prefill`` (`models --probe --prefill`: it takes a while on a slow machine, so it is
+  asked for), its prompt throughput: one turn of about ``PROMPT_WORDS`` words opening with random text (so
   no prompt cache serves it), ``max_tokens: 1``, sent as a
   shadow is (shadow/turns.py ``build_request``: the endpoint's protocol, its own key). Measured by
   the server's own timings where it reports them (``SERVER_TIMINGS``: llama-server's
@@ -129,28 +130,35 @@ def prompt_throughput(ep: Any, env: Mapping[str, str], timeout: float, words: in
     return out
 
 
-def probe_fitness(ep: Any, env: Mapping[str, str], timeout: float) -> dict[str, Any] | None:
+def probe_fitness(ep: Any, env: Mapping[str, str], timeout: float, *, prefill: bool = True) -> dict[str, Any] | None:
     """The fitness of a loopback endpoint; None for any other (not probed: a long prompt costs money)."""
     if not is_loopback(ep.host):
         return None
     ctx, said = context_window(ep, timeout)
-    out = {"context_tokens": ctx, "context_from": said, **prompt_throughput(ep, env, max(timeout, 120.0))}
+    measured = prompt_throughput(ep, env, max(timeout, 120.0)) if prefill else {
+        "prompt_tokens": None, "prompt_tokens_per_s": None, "measured_by": None, "wall_s": None,
+        "error": "not measured (models --probe --prefill)"}
+    out = {"context_tokens": ctx, "context_from": said, **measured}
     rate = out["prompt_tokens_per_s"]
     out["seconds_before_first_token_at_20k"] = round(LONG_TURN / rate, 1) if rate else None
     return out
 
 
-def add_fitness(report: dict, probed: dict[str, Any], env: Mapping[str, str], timeout: float) -> None:
-    """`models --probe`: each probed loopback endpoint that served a models list gets its ``fitness``."""
+def add_fitness(report: dict, probed: dict[str, Any], env: Mapping[str, str], timeout: float,
+                prefill: bool = False) -> None:
+    """`models --probe`: each probed loopback endpoint that served a models list gets its ``fitness``
+    (its window; with ``prefill`` its prompt throughput too)."""
     for entry in report["endpoints"]:
         ep = probed.get(entry["name"])
-        if ep is not None and entry.get("probe", {}).get("ok") and (f := probe_fitness(ep, env, timeout)):
+        if ep is not None and entry.get("probe", {}).get("ok") and (
+                f := probe_fitness(ep, env, timeout, prefill=prefill)):
             entry["fitness"] = f
 
 
 FITNESS_HEAD = ["ENDPOINT", "CONTEXT", "SAID BY", "PROMPT TOKENS", "PROMPT TOK/S", "20K-TOKEN PREFILL", "MEASURED BY"]
-FITNESS_NOTE = ("(loopback endpoints only: one prompt of ~900 tokens, max_tokens 1; give the window to the rules as "
-                "the endpoint's context_tokens: and `tokunseba env --rules FILE` prints Claude Code's settings for it)")
+FITNESS_NOTE = ("(loopback endpoints only; --prefill sends each one prompt of ~900 tokens, max_tokens 1; give the "
+                "window to the rules as the endpoint's context_tokens: and `tokunseba env --rules FILE` prints Claude "
+                "Code's settings for it)")
 
 
 def fitness_rows(report: dict) -> list[list[str]]:
@@ -161,6 +169,8 @@ def fitness_rows(report: dict) -> list[list[str]]:
         if f is None or (f["context_tokens"] is None and f["prompt_tokens_per_s"] is None):
             continue  # nothing measured there (its JSON says why)
         rate = f"{f['prompt_tokens_per_s']:g}" if f["prompt_tokens_per_s"] else f"- ({f['error']})"
+        if f["error"] and f["error"].startswith("not measured"):
+            rate = "- (--prefill)"
         wait = f"{f['seconds_before_first_token_at_20k']:g} s" if f["seconds_before_first_token_at_20k"] else "-"
         rows.append([e["name"], str(f["context_tokens"]) if f["context_tokens"] else "-", f["context_from"],
                      str(f["prompt_tokens"] or "-"), rate, wait, f["measured_by"] or "-"])
