@@ -63,14 +63,18 @@ def context_window(ep: Any, timeout: float) -> tuple[int | None, str]:
     """(tokens, who said it) or (None, why not)."""
     parts = urlsplit(ep.url)
     origin = f"{parts.scheme}://{parts.netloc}"
-    tried = []
+    tried: list[str] = []
+    got: dict[str, Any] = {}  # path -> its JSON, each path asked once
     for path, keys, who in CONTEXT_SOURCES:
-        try:
-            data = _get_json(origin + path, timeout)
-        except (urllib.error.URLError, OSError, jsonc.JSONDecodeError, UnicodeDecodeError) as e:
-            tried.append(f"{path}: {getattr(e, 'code', None) or type(e).__name__}")
+        if path not in got:
+            try:
+                got[path] = _get_json(origin + path, timeout)
+            except (urllib.error.URLError, OSError, jsonc.JSONDecodeError, UnicodeDecodeError) as e:
+                got[path] = None
+                tried.append(f"{path}: {getattr(e, 'code', None) or type(e).__name__}")
+        if got[path] is None:
             continue
-        n = _dig(data, keys)
+        n = _dig(got[path], keys)
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
             return n, who
         tried.append(f"{path}: no {'.'.join(keys)}")
@@ -142,17 +146,6 @@ def probe_fitness(ep: Any, env: Mapping[str, str], timeout: float, *, prefill: b
     rate = out["prompt_tokens_per_s"]
     out["seconds_before_first_token_at_20k"] = round(LONG_TURN / rate, 1) if rate else None
     return out
-
-
-def add_fitness(report: dict, probed: dict[str, Any], env: Mapping[str, str], timeout: float,
-                prefill: bool = False) -> None:
-    """`models --probe`: each probed loopback endpoint that served a models list gets its ``fitness``
-    (its window; with ``prefill`` its prompt throughput too)."""
-    for entry in report["endpoints"]:
-        ep = probed.get(entry["name"])
-        if ep is not None and entry.get("probe", {}).get("ok") and (
-                f := probe_fitness(ep, env, timeout, prefill=prefill)):
-            entry["fitness"] = f
 
 
 FITNESS_HEAD = ["ENDPOINT", "CONTEXT", "SAID BY", "PROMPT TOKENS", "PROMPT TOK/S", "20K-TOKEN PREFILL", "MEASURED BY"]

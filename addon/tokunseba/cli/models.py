@@ -146,15 +146,22 @@ def add_probes(report: dict[str, Any], endpoints: dict, chosen: bool, timeout: f
     declared = {n: ep for n, ep in endpoints.items() if not ep.builtin}
     probed = endpoints if chosen or not declared else declared
     report["not_probed"] = [n for n in endpoints if n not in probed]
+    from .fitness import probe_fitness
+
+    def probe(ep: Any) -> tuple[dict, dict | None]:
+        """The models API; then, where it answered, a loopback endpoint's window and prefill (cli/fitness.py)."""
+        pr = probe_endpoint(ep, timeout)
+        return pr, probe_fitness(ep, os.environ, timeout, prefill=prefill) if pr["ok"] else None
+
     with ThreadPoolExecutor(max_workers=max(len(probed), 1)) as pool:
-        probes = dict(zip(probed, pool.map(lambda ep: probe_endpoint(ep, timeout), probed.values())))
+        probes = dict(zip(probed, pool.map(probe, probed.values())))
     for entry in report["endpoints"]:
-        if (pr := probes.get(entry["name"])) is not None:
+        if (got := probes.get(entry["name"])) is not None:
+            pr, fitness = got
             pr["not_served"] = [m for m in entry["models_in_rules"] if pr["models"] is not None and m not in pr["models"]]
             entry["probe"] = pr
-    from .fitness import add_fitness
-
-    add_fitness(report, probed, os.environ, timeout, prefill)  # a loopback endpoint's window and prefill (cli/fitness.py)
+            if fitness is not None:
+                entry["fitness"] = fitness
 
 
 def per_turn_refusals(client: str, target: str) -> list[str]:
