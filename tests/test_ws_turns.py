@@ -1,0 +1,148 @@
+"""Responses over WebSocket, the pure parts: what a client message is, the server's events read
+from its messages whatever their fragments, SSE carried back as messages whatever its split,
+and the connection's transcript (a routed turn between two provider turns)."""
+
+from __future__ import annotations
+
+import json
+
+from tokunseba.turn.plan import is_responses_websocket
+from tokunseba.turn.ws_transcript import Reply, Transcript, https_body
+from tokunseba.turn.ws_wire import OTHER, TURN, WARMUP, ServerEvents, SseMessages, as_sse, read_client_message
+from tokunseba.turn.stream_watch import StreamWatch
+
+UPGRADE = (("upgrade", "websocket"), ("connection", "Upgrade"))
+
+
+def test_an_upgrade_of_get_responses_is_a_responses_websocket():
+    assert is_responses_websocket(method="GET", host="api.openai.com", path="/v1/responses", headers=UPGRADE)
+    assert not is_responses_websocket(method="GET", host="api.openai.com", path="/v1/responses", headers=())
+    assert not is_responses_websocket(method="GET", host="example.com", path="/v1/responses", headers=UPGRADE)
+
+
+def test_client_messages():
+    assert read_client_message(b'{"type":"response.create","generate":false,"input":[]}').kind == WARMUP
+    turn = read_client_message(b'{"type":"response.create","model":"gpt-5.5","input":[]}')
+    assert turn.kind == TURN and turn.doc["model"] == "gpt-5.5"
+    assert read_client_message(b'{"type":"response.create","generate":true}').kind == TURN
+    assert read_client_message(b'{"type":"session.update"}').kind == OTHER
+    assert read_client_message(b"not json").kind == OTHER
+    assert read_client_message(b"[1]").kind == OTHER
+
+
+def _events(n: int = 3) -> list[bytes]:
+    evs = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
+           {"type": "response.output_text.delta", "delta": "h\u00e9llo\nthere"},
+           {"type": "response.completed", "response": {"id": "resp_1", "output": [{"type": "message"}],
+                                                       "usage": {"input_tokens": 7, "output_tokens": 2}}}]
+    return [json.dumps(e, ensure_ascii=False).encode() for e in evs[:n]]
+
+
+def test_server_events_never_depend_on_the_fragments_of_a_message():
+    for payload in _events():
+        whole = ServerEvents().feed(payload)
+        assert len(whole) == 1 and whole[0].payload == payload
+        for i in range(len(payload) + 1):  # every split in two
+            d = ServerEvents()
+            assert d.feed(payload[:i], end=False) == [] and d.pending == (i > 0)
+            assert d.feed(payload[i:]) == whole
+        for size in (1, 2, 5):  # and into many fragments
+            d = ServerEvents()
+            parts = [payload[k:k + size] for k in range(0, len(payload), size)]
+            got = [ev for p in parts[:-1] for ev in d.feed(p, end=False)] + d.feed(parts[-1])
+            assert got == whole
+
+
+def test_server_events_are_the_same_events_as_over_https():
+    d = ServerEvents()
+    evs = [ev for p in _events() for ev in d.feed(p)]
+    assert [e.type for e in evs] == ["response.created", "response.output_text.delta", "response.completed"]
+    assert [e.terminal for e in evs] == [False, False, True] and evs[0].response_id == "resp_1"
+    w = StreamWatch("openai-responses")
+    for e in evs:
+        w.feed(as_sse(e))
+    w.close()
+    assert w.verdict() is None and w.usage is not None and w.usage.reported["input_tokens"] == 7
+
+
+def test_a_turn_cut_before_its_end_is_not_complete():
+    w = StreamWatch("openai-responses")
+    for e in ServerEvents().feed(_events(2)[0]) + ServerEvents().feed(_events(2)[1]):
+        w.feed(as_sse(e))
+    w.close()
+    assert w.verdict() is not None
+
+
+def test_sse_comes_back_as_one_message_per_event_whatever_its_split():
+    sse = b"".join(b"event: x\ndata: " + p + b"\n\n" for p in _events()) + b": keep-alive\n\n"
+    whole = SseMessages()
+    want = whole.feed(sse) + whole.close()
+    assert want == _events()
+    for i in range(len(sse) + 1):
+        m = SseMessages()
+        assert m.feed(sse[:i]) + m.feed(sse[i:]) + m.close() == want
+    m = SseMessages()
+    assert [x for k in range(len(sse)) for x in m.feed(sse[k:k + 1])] + m.close() == want
+
+
+def _create(input_items, prev=None, **kw):
+    d = {"type": "response.create", "model": "gpt-5.5", "input": input_items, **kw}
+    if prev:
+        d["previous_response_id"] = prev
+    return d
+
+
+def test_transcript_carries_a_routed_turn_between_two_provider_turns():
+    t = Transcript()
+    u1, a1 = {"role": "user", "content": "one"}, {"type": "message", "role": "assistant", "content": "A1"}
+    warm = _create([], generate=False)
+    assert t.for_provider(warm) is None
+    t.answered("resp_warm", t.conversation(warm), [], ours=False)
+    # 1: at the provider, continuing its own warm-up: untouched
+    first = _create([u1], prev="resp_warm")
+    assert t.for_provider(first) is None and t.conversation(first) == [u1]
+    t.answered("resp_p1", t.conversation(first), [a1], ours=False)
+    # 2: routed elsewhere: carries the whole conversation, no previous id
+    u2, a2 = {"role": "user", "content": "two"}, {"type": "message", "role": "assistant", "content": "A2"}
+    second = _create([u2], prev="resp_p1")
+    conv = t.conversation(second)
+    assert conv == [u1, a1, u2]
+    body = https_body(second, conv)
+    assert "previous_response_id" not in body and body["input"] == conv and body["stream"] is True
+    assert "type" not in body and "generate" not in body
+    t.answered("resp_tk2", conv, [a2], ours=True)
+    # 3: back at the provider, naming a response it never produced: the whole conversation instead
+    u3 = {"role": "user", "content": "three"}
+    third = _create([u3], prev="resp_tk2")
+    sent = t.for_provider(third)
+    assert sent is not None and "previous_response_id" not in sent
+    assert sent["input"] == [u1, a1, u2, a2, u3] and sent["type"] == "response.create"
+
+
+def test_an_unknown_previous_response_has_no_conversation():
+    t = Transcript()
+    assert t.conversation(_create([{"role": "user", "content": "x"}], prev="resp_gone")) is None
+    assert t.for_provider(_create([], prev="resp_gone")) is None  # the provider may know it: untouched
+    body = https_body(_create([], prev="resp_gone"), None)
+    assert body["previous_response_id"] == "resp_gone"
+
+
+def test_the_transcript_is_bounded():
+    from tokunseba.turn.ws_transcript import MAX_RESPONSES
+
+    t = Transcript()
+    for i in range(MAX_RESPONSES + 5):
+        t.answered(f"r{i}", [], [], ours=i % 2 == 0)
+    assert len(t) == MAX_RESPONSES and t.conversation(_create([], prev="r0")) is None and not t.ours("r0")
+
+
+def test_reply_collects_the_response_id_and_its_output():
+    r = Reply()
+    item = {"type": "function_call", "call_id": "call_1", "name": "exec", "arguments": "{}"}
+    r.on({"type": "response.created", "response": {"id": "resp_9", "output": []}})
+    r.on({"type": "response.output_item.done", "item": item})
+    r.on({"type": "response.completed", "response": {"id": "resp_9", "output": []}})
+    assert r.response_id == "resp_9" and r.output == [item]
+    r2 = Reply()
+    r2.on({"type": "response.completed", "response": {"id": "resp_8", "output": [item]}})
+    assert r2.output == [item]
