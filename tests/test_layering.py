@@ -102,7 +102,7 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
 PROXY_LAYERS = [{"options", "http1", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
-                 "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"websocket"}, {"mitm"}]
+                 "ws_client", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"websocket"}, {"mitm"}]
 
 
 def _layer(name: str, layers: list) -> int:

@@ -198,3 +198,77 @@ def test_a_cut_mid_turn_is_interrupted(tmp_path):
     turns = _turns(m.ledger)
     assert len(turns) == 1 and turns[0]["outcome"] == "interrupted", turns
     assert "mid-turn" in (turns[0]["error"] or "")
+
+
+RETARGET_RULES = """\
+endpoints:
+  elsewhere:
+    protocol: openai-responses
+    url: {url}/v1
+    key_env: TK_TEST_WS_KEY
+routes:
+  - name: retarget-model
+    when: {{client: openai-responses, model: route-ws}}
+    to: elsewhere
+"""
+
+
+def test_a_turn_retargeted_to_a_responses_endpoint_goes_over_its_websocket(tmp_path):
+    with WsUpstream() as ws, WsUpstream() as other:
+        ws.script(WsScript(text_events(["at the ", "provider"])))
+        other.script(WsScript(text_events(["at the ", "other endpoint"]), delay=0.005))
+        m = _proxy(tmp_path, ws, RETARGET_RULES.format(url=other.url))
+        try:
+            async def session():
+                async with Client(m) as c:
+                    warm = await c.send(create([], generate=False))
+                    first = await c.send(create([user("one")], prev=_rid(warm)))
+                    second = await c.send(create([user("two")], prev=_rid(first), model="route-ws"))
+                    third = await c.send(create([user("three")], prev=_rid(second), model="route-ws"))
+                    return second, third
+            second, third = asyncio.run(session())
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    for got in (second, third):
+        assert "".join(e.get("delta", "") for e in got if e["type"] == "response.output_text.delta") == \
+            "at the other endpoint"
+    # one WebSocket to the endpoint for both turns, with its own key and never the client's
+    assert len(other.upgrades) == 1 and other.upgrades[0]["authorization"] == f"Bearer {ENDPOINT_KEY}"
+    assert all(KEY not in v for v in other.upgrades[0].values())
+    assert [r[0] for r in other.requests] == ["GET"]  # no POST
+    sent = other.turns()
+    assert len(sent) == 2 and all("previous_response_id" not in t for t in sent)
+    assert sent[0]["input"][0] == user("one") and sent[0]["input"][-1] == user("two")  # the whole conversation
+    assert sent[1]["input"][-1] == user("three") and len(sent[1]["input"]) == len(sent[0]["input"]) + 2
+    assert len(ws.turns()) == 1
+    turns = _turns(m.ledger)
+    assert [t["outcome"] for t in turns] == ["pass_through", "retargeted", "retargeted"]
+    assert all(json.loads(t["usage_reported"])["input_tokens"] == 5120 for t in turns)
+
+
+def test_a_turn_retargeted_to_an_endpoint_without_websocket_goes_over_https(tmp_path):
+    from .test_codex_e2e import responses_stream
+    from .upstream import Reply
+
+    with WsUpstream() as ws, Upstream() as other:
+        ws.script(WsScript(text_events(["unused"])))
+        other.script(Reply.json({"error": {"message": "not here"}}, 404),
+                     Reply.sse(responses_stream(["over ", "https"]), delay=0.005))
+        m = _proxy(tmp_path, ws, RETARGET_RULES.format(url=other.url))
+        try:
+            async def session():
+                async with Client(m) as c:
+                    return await c.send(create([user("one")], model="route-ws"))
+            got = asyncio.run(session())
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    assert "".join(e.get("delta", "") for e in got if e["type"] == "response.output_text.delta") == "over https"
+    assert [(r.method, r.path) for r in other.requests] == [("GET", "/v1/responses"), ("POST", "/v1/responses")]
+    post = other.requests[1]
+    assert post.json()["stream"] is True and post.json()["input"] == [user("one")] and "type" not in post.json()
+    assert post.headers["authorization"] == f"Bearer {ENDPOINT_KEY}"
+    turns = _turns(m.ledger)
+    assert len(turns) == 1 and turns[0]["outcome"] == "retargeted"
+    assert json.loads(turns[0]["usage_reported"])["input_tokens"] == 5120

@@ -53,6 +53,7 @@ from ..webview.view import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
 from .route import reverse_host
+from .ws_client import EndpointSocket, NotUpgraded
 
 # the upgrade's headers that are no part of an HTTPS request (hop-by-hop, the WebSocket handshake)
 NOT_OVER_HTTPS = {"host", "connection", "upgrade", "content-length", "transfer-encoding", "sec-websocket-key",
@@ -79,7 +80,8 @@ class Session:
     transcript: Transcript = field(default_factory=Transcript)
     waiting: deque[Waiting] = field(default_factory=deque)
     server: ServerEvents = field(default_factory=ServerEvents)
-    routed: set[asyncio.Task] = field(default_factory=set)  # turns sent over HTTPS, streaming back
+    routed: set[asyncio.Task] = field(default_factory=set)  # routed turns, streaming back
+    sockets: dict[str, EndpointSocket] = field(default_factory=dict)  # endpoint name -> its WebSocket, once opened
     open: dict[str, Turn] = field(default_factory=dict)  # request id -> a turn not ended yet
     turns: int = 0
     last: str = ""  # the last turn's summary (the flow's comment)
@@ -90,6 +92,7 @@ class WebSockets(Part):
         self.core = core
         self.sessions: dict[str, Session] = {}
         self.client: httpx.AsyncClient | None = None
+        self.no_websocket: set[str] = set()  # endpoint URLs that answered an upgrade with no WebSocket
 
     # ---- the hooks
     def started(self, flow: http.HTTPFlow) -> None:
@@ -135,6 +138,8 @@ class WebSockets(Part):
             f" (close code {ws.close_code})" if ws is not None and ws.close_code is not None else "")
         for task in list(s.routed):
             task.cancel()  # its own end records it interrupted
+        for sock in s.sockets.values():
+            sock.close()
         while s.waiting:
             w = s.waiting.popleft()
             if w.turn is not None:
@@ -234,6 +239,15 @@ class WebSockets(Part):
                 self._inject(s, m)
 
         try:
+            if not translated and turn.endpoint is not None and turn.url not in self.no_websocket:
+                sock = await self._endpoint_socket(s, turn)
+                if sock is not None:  # over the endpoint's own WebSocket
+                    status = await self._over_websocket(s, turn, sock, body, reply, pump, send)
+                    send(pump(b""))
+                    out = pump.outcome(status)
+                    s.transcript.answered(reply.response_id, conversation, reply.output, ours=True)
+                    self._finish(s, turn, out, turn.outcome, planning)
+                    return
             client = self._client()
             async with client.stream("POST", turn.url, content=body, headers=headers) as r:
                 status = r.status_code
@@ -272,6 +286,51 @@ class WebSockets(Part):
             out = pump.outcome(status)
             out.failed = True
             self._finish(s, turn, out, "error", planning)
+
+    async def _endpoint_socket(self, s: Session, turn: Turn) -> EndpointSocket | None:
+        """The session's WebSocket to the turn's endpoint (opened at its first turn there), or
+        None: the endpoint answered the upgrade with no WebSocket (remembered: HTTPS from then on)."""
+        ep = turn.endpoint
+        assert ep is not None and turn.url is not None
+        sock = s.sockets.get(ep.name)
+        if sock is not None and not sock.closed:
+            return sock
+        headers = {k: v for k, v in self._headers(s.flow, turn).items()
+                   if k.lower() not in ("content-type", "accept", "accept-encoding")}
+        beta = s.flow.request.headers.get("openai-beta")
+        if beta:
+            headers["openai-beta"] = beta  # the WebSocket's own beta (responses_websockets=…)
+        try:
+            sock = await EndpointSocket.open(turn.url, headers, upstream_ssl_context(),
+                                             max(ctx.options.tokunseba_probe_timeout_ms / 1000, 1.0))
+        except NotUpgraded as e:
+            self.no_websocket.add(turn.url)
+            self.core.recorder.event(turn, "websocket_declined", {"endpoint": ep.name, "status": e.status,
+                                                                  "then": "over HTTPS"})
+            return None
+        s.sockets[ep.name] = sock
+        return sock
+
+    async def _over_websocket(self, s: Session, turn: Turn, sock: EndpointSocket, body: bytes, reply: Reply,
+                              pump: Pump, send) -> int:
+        """The turn as one ``response.create`` message on the endpoint's WebSocket (the whole
+        conversation, no previous id); its events written into the client's WebSocket as they
+        come (through the pump: watched, an echoed key redacted). The status it ended with."""
+        doc = jsonc.loads(body)
+        doc.pop("stream", None)
+        await sock.send(jsonc.dumps({"type": p_responses.WS_CREATE, **doc}))
+        self.core.recorder.event(turn, "websocket_endpoint", {"endpoint": turn.endpoint.name if turn.endpoint else None,
+                                                              "carried": "the endpoint's WebSocket"})
+        while True:
+            text = await sock.receive()
+            if text is None:
+                if turn.endpoint is not None:
+                    s.sockets.pop(turn.endpoint.name, None)
+                raise ConnectionError("the endpoint's WebSocket closed mid-turn")
+            ev = server_event(text.encode())
+            send(pump(as_sse(ev)))
+            if ev.terminal:
+                return _status_of(ev.doc) if ev.type == "error" else 200
 
     def _headers(self, flow: http.HTTPFlow, turn: Turn) -> dict[str, str]:
         keep = turn.keep_headers
