@@ -146,3 +146,23 @@ def test_reply_collects_the_response_id_and_its_output():
     r2 = Reply()
     r2.on({"type": "response.completed", "response": {"id": "resp_8", "output": [item]}})
     assert r2.output == [item]
+
+
+def test_an_error_event_says_its_status_and_message():
+    from tokunseba.turn.ws_wire import server_event
+
+    ev = server_event(b'{"type":"error","status":429,"error":{"type":"rate_limit_error","message":"slow down"}}')
+    assert ev.terminal and ev.failure() == (429, "slow down")
+    assert server_event(b'{"type":"error","error":{}}').failure() == (500, "upstream error event")
+    assert server_event(b'{"type":"response.completed","response":{"id":"r"}}').failure() is None
+
+
+def test_a_delta_is_typed_from_its_first_bytes_and_the_rest_parsed():
+    from tokunseba.turn.ws_wire import server_event
+
+    for raw in (b'{"type":"response.output_text.delta","delta":"x"}', b'{"type": "response.output_text.delta"}'):
+        ev = server_event(raw)
+        assert ev.type == "response.output_text.delta" and ev.doc is None and not ev.terminal
+    ev = server_event(b'{"type": "response.created", "response": {"id": "resp_2"}}')
+    assert ev.doc is not None and ev.response_id == "resp_2"
+    assert server_event(b'{"delta":"x","type":"response.output_text.delta"}').doc is not None  # other order: parsed

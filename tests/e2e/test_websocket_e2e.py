@@ -14,10 +14,15 @@ import sqlite3
 import ssl
 from pathlib import Path
 
+import subprocess
+
 import pytest
+from mitmproxy import io
 from websockets.asyncio.client import connect
 
-from .conftest import Mitmdump, ledger_settled
+from tokunseba.webview.view import MARKS
+
+from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import rendered
 from .upstream import Upstream
 from .ws_upstream import WsScript, WsUpstream, text_events
@@ -46,14 +51,14 @@ routes:
 """
 
 
-def _proxy(tmp_path: Path, ws: WsUpstream, rules: str | None = None) -> Mitmdump:
+def _proxy(tmp_path: Path, ws: WsUpstream, rules: str | None = None, extra: list[str] | None = None) -> Mitmdump:
     path = None
     if rules is not None:
         path = tmp_path / "rules.yaml"
         path.write_text(rules)
     return Mitmdump(tmp_path, path, env={"TK_TEST_POINT": f"api.openai.com=http://127.0.0.1:{ws.port}",
                                          "TK_TEST_WS_KEY": ENDPOINT_KEY},
-                    extra=["-s", str(HERE / "point_hosts.py")])
+                    extra=["-s", str(HERE / "point_hosts.py"), *(extra or [])])
 
 
 class Client:
@@ -110,9 +115,10 @@ def _rid(events: list[dict]) -> str:
 
 
 def test_every_turn_over_websocket_is_recorded_and_warmups_are_not(tmp_path):
+    saved = tmp_path / "flows.mitm"
     with WsUpstream() as ws:
         ws.script(WsScript(text_events(["hello ", "over websocket"]), delay=0.005))
-        m = _proxy(tmp_path, ws)
+        m = _proxy(tmp_path, ws, extra=["-w", str(saved)])
         try:
             async def session():
                 async with Client(m) as c:
@@ -137,6 +143,14 @@ def test_every_turn_over_websocket_is_recorded_and_warmups_are_not(tmp_path):
         assert t["requested_model"] == "gpt-5.5" and t["session_id"] == "ws-session-1"
     assert "426" not in m.log()
     assert sum(t["request_id"] in m.log() for t in turns) == 2  # the console lines
+    said = subprocess.run([str(BIN / "tokunseba"), "explain", "--ledger", str(m.ledger), turns[-1]["request_id"]],
+                          capture_output=True, text=True)
+    assert said.returncode == 0 and "openai-responses" in said.stdout and "5120" in said.stdout, said.stdout
+    # mitmweb's view of the connection: its flow names the last turn, marked as passed through
+    with saved.open("rb") as f:
+        flows = [fl for fl in io.FlowReader(f).stream() if getattr(fl, "websocket", None) is not None]
+    assert len(flows) == 1 and turns[-1]["request_id"] in flows[0].comment and "2 turns" in flows[0].comment
+    assert flows[0].marked == MARKS["pass_through"]
 
 
 def test_a_turn_routed_elsewhere_comes_back_into_the_same_websocket(tmp_path):
@@ -272,3 +286,27 @@ def test_a_turn_retargeted_to_an_endpoint_without_websocket_goes_over_https(tmp_
     turns = _turns(m.ledger)
     assert len(turns) == 1 and turns[0]["outcome"] == "retargeted"
     assert json.loads(turns[0]["usage_reported"])["input_tokens"] == 5120
+
+
+def test_a_turn_the_provider_fails_is_an_error_and_a_refused_one_never_leaves(tmp_path):
+    failed = {"type": "error", "status": 429,
+              "error": {"type": "rate_limit_error", "code": "rate_limit_exceeded", "message": "slow down"}}
+    with WsUpstream() as ws:
+        ws.script(WsScript([failed]))
+        m = _proxy(tmp_path, ws, "unmatched: refuse\n" + RETARGET_RULES.format(url=ws.url).replace("route-ws", "gpt-5.5"))
+        try:
+            async def session():
+                async with Client(m) as c:
+                    a = await c.send(create([user("one")]))
+                    b = await c.send(create([user("two")], model="other-model"))
+                    return a, b
+            a, b = asyncio.run(session())
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    assert a == [failed]  # the endpoint's error event, as it came (over its WebSocket)
+    assert b[-1]["type"] == "error" and "unmatched: refuse" in b[-1]["error"]["message"]
+    assert len(ws.turns()) == 1  # the refused turn never left
+    turns = _turns(m.ledger)
+    assert [t["outcome"] for t in turns] == ["error", "refused"], turns
+    assert turns[0]["status"] == 429 and "slow down" in turns[0]["error"]

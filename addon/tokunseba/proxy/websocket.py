@@ -48,7 +48,7 @@ from ..turn.reply import stream_translator
 from ..turn.stream_watch import error_event
 from ..turn.target import extra_for
 from ..turn.ws_transcript import Reply, Transcript, https_body
-from ..turn.ws_wire import TURN, WARMUP, ServerEvents, SseMessages, as_sse, read_client_message, server_event
+from ..turn.ws_wire import TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, read_client_message, server_event
 from ..webview.view import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
@@ -330,7 +330,7 @@ class WebSockets(Part):
             ev = server_event(text.encode())
             send(pump(as_sse(ev)))
             if ev.terminal:
-                return _status_of(ev.doc) if ev.type == "error" else 200
+                return _ended(turn, ev)
 
     def _headers(self, flow: http.HTTPFlow, turn: Turn) -> dict[str, str]:
         keep = turn.keep_headers
@@ -363,7 +363,7 @@ class WebSockets(Part):
                 s.transcript.answered(w.reply.response_id, w.conversation, w.reply.output, ours=False)
                 if w.turn is not None and w.pump is not None:
                     w.pump(b"")
-                    status = _status_of(ev.doc) if ev.type == "error" else 200
+                    status = _ended(w.turn, ev)
                     out = w.pump.outcome(status)
                     self._finish(s, w.turn, out, w.turn.outcome)
 
@@ -388,7 +388,7 @@ class WebSockets(Part):
             outcome = "error"
             turn.error = turn.error or out.problem
             details["problem"] = out.problem
-        elif out.failed and outcome not in ("refused", "cancelled", "interrupted"):
+        elif (out.failed or (out.status or 0) >= 400) and outcome not in ("refused", "cancelled", "interrupted"):
             outcome = "error"
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now,
                                           first_byte=out.first_byte, chain=None, attempt_at=0.0, body=None)
@@ -434,9 +434,14 @@ class _MessageRequest:
         return self.body
 
 
-def _status_of(doc: dict | None) -> int:
-    st = doc.get("status") if isinstance(doc, dict) else None
-    return st if isinstance(st, int) else 500
+def _ended(turn: Turn, ev: ServerEvent) -> int:
+    """The status a turn ended with by its terminal event: an ``error`` event's (its message the
+    turn's error), else 200 (a ``response.failed`` is judged by the stream watch)."""
+    failure = ev.failure()
+    if failure is None:
+        return 200
+    turn.error = turn.error or failure[1]
+    return failure[0]
 
 
 def _error_doc(status: int, body: bytes) -> dict:

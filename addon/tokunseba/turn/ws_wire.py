@@ -58,6 +58,15 @@ class ServerEvent:
         """Whether it ends a response (completed, failed, incomplete, or an ``error``)."""
         return self.type in p_responses.WS_TERMINAL_EVENTS
 
+    def failure(self) -> tuple[int, str] | None:
+        """An ``error`` event's status (as it says, else 500) and message; None for any other
+        event (a ``response.failed`` is judged as over HTTPS: the stream watch says it)."""
+        if self.type != "error" or self.doc is None:
+            return None
+        st, err = self.doc.get("status"), self.doc.get("error")
+        msg = err.get("message") if isinstance(err, dict) else self.doc.get("message")
+        return (st if isinstance(st, int) else 500), (msg if isinstance(msg, str) and msg else "upstream error event")
+
     @property
     def response_id(self) -> str | None:
         r = self.doc.get("response") if self.doc is not None else None
@@ -65,7 +74,21 @@ class ServerEvent:
         return rid if isinstance(rid, str) else None
 
 
+_HEAD = b'{"type":'  # then '"' (compact JSON) or ' "'
+_SKIPPED = frozenset(t.encode() for t in p_responses.FACTS.skipped_events)  # deltas: most of a reply
+
+
 def server_event(payload: bytes) -> ServerEvent:
+    """The event a server message carries. A delta (the protocol's ``skipped_events``: nothing
+    in it ends a turn, names a response or carries usage) written the usual way (``type``
+    first) is not parsed here: its type is read from its first bytes, and the stream watch
+    checks that its client can read it (turn/stream_watch.py)."""
+    if payload.startswith(_HEAD):
+        start = len(_HEAD) + (payload[len(_HEAD):len(_HEAD) + 1] == b" ")
+        if payload[start:start + 1] == b'"':
+            end = payload.find(b'"', start + 1)
+            if end > 0 and payload[start + 1:end] in _SKIPPED:
+                return ServerEvent(payload[start + 1:end].decode(), None, payload)
     try:
         doc = jsonc.loads(payload)
     except Exception:
