@@ -166,3 +166,95 @@ def test_a_delta_is_typed_from_its_first_bytes_and_the_rest_parsed():
     ev = server_event(b'{"type": "response.created", "response": {"id": "resp_2"}}')
     assert ev.doc is not None and ev.response_id == "resp_2"
     assert server_event(b'{"delta":"x","type":"response.output_text.delta"}').doc is not None  # other order: parsed
+
+
+# ---------------------------------------------------------------- per-message decisions
+
+RULES = """\
+endpoints:
+  claude:
+    protocol: anthropic
+    url: http://127.0.0.1:9/v1
+    max_tokens: 1024
+  elsewhere:
+    protocol: openai-responses
+    url: http://127.0.0.1:8/v1
+routes:
+  - name: to-claude
+    when: {client: openai-responses, model: route-me}
+    to: claude
+    model: claude-sonnet-4-5
+  - name: to-elsewhere
+    when: {client: openai-responses, model: retarget-me}
+    to: elsewhere
+"""
+
+
+def _decide(doc: dict, transcript: Transcript | None = None, rules: str = RULES, *, endpoint_websocket: bool = True):
+    from tokunseba.routing import EndpointHealth, load_rules_text
+    from tokunseba.turn.failover import Capacity
+    from tokunseba.turn.retries import RetryWatch
+    from tokunseba.turn.ws_plan import carrier, plan_message
+
+    t = transcript if transcript is not None else Transcript()
+    planning, conversation = plan_message(doc, t, host="api.openai.com", port=443, path="/v1/responses",
+                                          headers=_Headers([("authorization", "Bearer sk-client")]),
+                                          rules=load_rules_text(rules), health=EndpointHealth(), capacity=Capacity(),
+                                          provider_hosts={}, keeper=None)
+    assert planning is not None
+    planning.next()
+    turn = planning.turn(env={}, retries=RetryWatch(), peer="127.0.0.1", access=(False, False))
+    return turn, carrier(turn, conversation_known=conversation is not None, endpoint_websocket=endpoint_websocket)
+
+
+class _Headers(list):
+    def items(self, multi: bool = False):
+        return list(self)
+
+
+def test_a_message_no_rule_takes_stays_at_the_provider():
+    from tokunseba.turn.ws_plan import PROVIDER
+
+    turn, goes = _decide(_create([{"role": "user", "content": "hi"}]))
+    assert goes == PROVIDER and turn.outcome == "pass_through" and turn.requested_model == "gpt-5.5"
+    assert turn.client_protocol == "openai-responses" and turn.stream
+
+
+def test_a_message_routed_to_another_protocol_goes_over_https_with_the_whole_conversation():
+    from tokunseba.turn.ws_plan import HTTPS
+
+    t = Transcript()
+    u1, a1 = {"role": "user", "content": "first words"}, {"type": "message", "role": "assistant",
+                                                          "content": [{"type": "output_text", "text": "A1"}]}
+    t.answered("resp_p1", [u1], [a1], ours=False)
+    turn, goes = _decide(_create([{"role": "user", "content": "second"}], prev="resp_p1", model="route-me"), t)
+    assert goes == HTTPS and turn.outcome == "translated" and turn.target_protocol == "anthropic"
+    sent = json.loads(turn.body)
+    assert json.dumps(sent["messages"]).count("first words") == 1 and "A1" in json.dumps(sent["messages"])
+    assert turn.set_headers.get("authorization") is None or "sk-client" not in turn.set_headers["authorization"]
+
+
+def test_a_message_retargeted_to_a_responses_endpoint_goes_over_its_websocket_unless_it_has_none():
+    from tokunseba.turn.ws_plan import ENDPOINT_WS, HTTPS
+
+    doc = _create([{"role": "user", "content": "x"}], model="retarget-me")
+    turn, goes = _decide(doc)
+    assert goes == ENDPOINT_WS and turn.outcome == "retargeted" and turn.url == "http://127.0.0.1:8/v1/responses"
+    assert _decide(doc, endpoint_websocket=False)[1] == HTTPS
+
+
+def test_a_refused_message_and_a_routed_one_without_its_conversation_are_answered_here():
+    from tokunseba.turn.ws_plan import HERE
+
+    turn, goes = _decide(_create([], model="nobody"), rules="unmatched: refuse\n" + RULES)
+    assert goes == HERE and turn.outcome == "refused" and turn.local is not None and turn.local.status == 400
+    turn, goes = _decide(_create([], prev="resp_unknown", model="retarget-me"))
+    assert goes == HERE and turn.outcome == "retargeted"  # planned, but it cannot be carried whole
+
+
+def test_an_unknown_previous_response_keeps_a_translated_route_off_as_over_https():
+    from tokunseba.turn.ws_plan import PROVIDER
+
+    turn, goes = _decide(_create([], prev="resp_unknown", model="route-me"))
+    assert goes == PROVIDER and any(k == "route_refused" and "previous_response_id" in d["reason"]
+                                    for k, d in turn.events)

@@ -47,7 +47,8 @@ from ..turn.pump import Pump
 from ..turn.reply import stream_translator
 from ..turn.stream_watch import error_event
 from ..turn.target import extra_for
-from ..turn.ws_transcript import Reply, Transcript, https_body
+from ..turn.ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
+from ..turn.ws_transcript import Reply, Transcript
 from ..turn.ws_wire import TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, read_client_message, server_event
 from ..webview.view import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
@@ -173,13 +174,11 @@ class WebSockets(Part):
         s.waiting.append(Waiting(turn, conversation, pump=Pump(turn) if turn is not None else None))
 
     def _turn(self, s: Session, msg: Any, doc: dict) -> None:
-        core, flow = self.core, s.flow
-        conversation = s.transcript.conversation(doc)
-        body = jsonc.dumpb(https_body(doc, conversation))
-        req = flow.request
-        planning = Planning.of(_MessageRequest(req.pretty_host, req.port, req.path, req.headers, body),
-                               rules=core.rules, health=core.health, capacity=core.capacity,
-                               provider_hosts=core.provider_hosts, keeper=core.keeper)
+        core, flow, req = self.core, s.flow, s.flow.request
+        planning, conversation = plan_message(doc, s.transcript, host=req.pretty_host, port=req.port, path=req.path,
+                                              headers=req.headers, rules=core.rules, health=core.health,
+                                              capacity=core.capacity, provider_hosts=core.provider_hosts,
+                                              keeper=core.keeper)
         if planning is None:  # not a provider turn after all: left alone
             return
         ep, slot = planning.next()
@@ -192,40 +191,36 @@ class WebSockets(Part):
                              connected=(ep, slot) if ep is not None and slot is not None else None)
         turn.via = "proxy" if reverse_host(flow) is None else "base_url"
         s.turns += 1
-        routed = turn.local is None and turn.action in (Action.TRANSLATE, Action.RETARGET)
-        turn.events.append(("websocket", {"connection": flow.id, "turn": s.turns,
-                                          "carried": "https" if routed else
-                                          "here" if turn.local is not None else "provider websocket"}))
+        goes = carrier(turn, conversation_known=conversation is not None,
+                       endpoint_websocket=turn.url not in self.no_websocket)
+        turn.events.append(("websocket", {"connection": flow.id, "turn": s.turns, "carried": goes}))
         s.open[turn.request_id] = turn
         core.recorder.start(turn)
-        if turn.local is not None:  # answered here: an error event
-            msg.drop()
-            lr = turn.local
-            err = _error_doc(lr.status, lr.body)
-            self._inject(s, jsonc.dumpb(err))
-            if planning.slot is not None:
-                planning.slot.release()
-            self._finish(s, turn, Outcome(lr.status), turn.outcome)
-            return
-        if not routed:
+        if goes == PROVIDER:
             self._to_provider(s, msg, doc, turn)
             return
-        msg.drop()  # the turn goes over HTTPS; its events come back as messages
-        if conversation is None:
+        msg.drop()  # the provider never sees it: answered here, or routed
+        if goes == HERE:
+            if planning.slot is not None:
+                planning.slot.release()
+            if turn.local is not None:  # refused, or an error: an error event
+                self._inject(s, jsonc.dumpb(_error_doc(turn.local.status, turn.local.body)))
+                self._finish(s, turn, Outcome(turn.local.status), turn.outcome)
+                return
             turn.action = Action.RESPOND
             turn.error = ("it continues a response this connection no longer holds (previous_response_id); "
                           "tokunseba cannot carry the whole conversation to another endpoint")
             self._inject(s, _error_message(400, "invalid_request_error", f"tokunseba: {turn.error}"))
-            if planning.slot is not None:
-                planning.slot.release()
             self._finish(s, turn, Outcome(400), "error")
             return
-        task = asyncio.ensure_future(self._routed(s, turn, planning, conversation))
+        assert conversation is not None
+        task = asyncio.ensure_future(self._routed(s, turn, planning, conversation, over_websocket=goes == ENDPOINT_WS))
         s.routed.add(task)
         task.add_done_callback(s.routed.discard)
 
     # ---- a routed turn: over HTTPS, its events written into the client's WebSocket
-    async def _routed(self, s: Session, turn: Turn, planning: Planning, conversation: list) -> None:
+    async def _routed(self, s: Session, turn: Turn, planning: Planning, conversation: list, *,
+                      over_websocket: bool) -> None:
         translated = turn.action == Action.TRANSLATE
         pump = Pump(turn, stream_translator(turn) if translated else None)
         sse, reply, status = SseMessages(), Reply(), None
@@ -239,7 +234,7 @@ class WebSockets(Part):
                 self._inject(s, m)
 
         try:
-            if not translated and turn.endpoint is not None and turn.url not in self.no_websocket:
+            if over_websocket:
                 sock = await self._endpoint_socket(s, turn)
                 if sock is not None:  # over the endpoint's own WebSocket
                     status = await self._over_websocket(s, turn, sock, body, reply, pump, send)
@@ -416,22 +411,6 @@ class WebSockets(Part):
 
     def _inject(self, s: Session, payload: bytes) -> None:
         ctx.master.commands.call("inject.websocket", s.flow, True, payload, True)
-
-
-@dataclass
-class _MessageRequest:
-    """A ``response.create`` message read as the HTTPS request it stands for (what
-    turn/planner.py ``Planning.of`` reads of mitmproxy's request)."""
-
-    pretty_host: str
-    port: int
-    path: str
-    headers: Any
-    body: bytes
-    method: str = "POST"
-
-    def get_content(self, strict: bool = False) -> bytes:
-        return self.body
 
 
 def _ended(turn: Turn, ev: ServerEvent) -> int:
