@@ -189,6 +189,10 @@ def test_a_turn_routed_elsewhere_comes_back_into_the_same_websocket(tmp_path):
     assert json.dumps(back["input"]).count(call_text) == 1 and back["input"][-1] == user("three")
     turns = _turns(m.ledger)
     assert [t["outcome"] for t in turns] == ["pass_through", "translated", "pass_through"]
+    con = sqlite3.connect(m.ledger)
+    kinds = [k for (k,) in con.execute("SELECT kind FROM events WHERE request_id = ?", (turns[2]["request_id"],))]
+    con.close()
+    assert "websocket_rewritten" in kinds and "websocket" in kinds
     assert json.loads(turns[1]["usage_reported"])["input_tokens"] == 321 and turns[1]["endpoint"] == "claude"
 
 

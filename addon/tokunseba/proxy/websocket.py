@@ -169,8 +169,9 @@ class WebSockets(Part):
         if instead is not None:
             msg.content = jsonc.dumpb(instead)
             if turn is not None:
-                turn.events.append(("websocket_rewritten", {"why": "it continues a response tokunseba made: "
-                                                                   "the whole conversation goes instead"}))
+                self.core.recorder.event(turn, "websocket_rewritten", {
+                    "previous_response_id": doc.get("previous_response_id"), "items": len(instead.get("input") or []),
+                    "why": "it continues a response tokunseba made: the whole conversation goes instead"})
         s.waiting.append(Waiting(turn, conversation, pump=Pump(turn) if turn is not None else None))
 
     def _turn(self, s: Session, msg: Any, doc: dict) -> None:
