@@ -258,3 +258,15 @@ def test_an_unknown_previous_response_keeps_a_translated_route_off_as_over_https
     turn, goes = _decide(_create([], prev="resp_unknown", model="route-me"))
     assert goes == PROVIDER and any(k == "route_refused" and "previous_response_id" in d["reason"]
                                     for k, d in turn.events)
+
+
+def test_a_failed_response_is_judged_an_error_as_over_https():
+    failed = json.dumps({"type": "response.failed", "response": {"id": "resp_f", "status": "failed", "output": [],
+                                                                 "error": {"code": "server_error", "message": "boom"}}})
+    evs = ServerEvents().feed(_events(1)[0]) + ServerEvents().feed(failed.encode())
+    assert evs[-1].terminal and evs[-1].failure() is None  # not an ``error`` event: the watch judges it
+    w = StreamWatch("openai-responses")
+    for e in evs:
+        w.feed(as_sse(e))
+    w.close()
+    assert w.verdict() is not None and "boom" in w.verdict()
