@@ -9,11 +9,16 @@ A client speaking Codex's wire then runs whole sessions through each: the upgrad
 (``generate: false``), then ``--turns`` turns continuing with ``previous_response_id``, each
 answered with ``--events`` events. Every round runs one session through each proxy in a
 fresh shuffled order (interleaved: the machine's noise falls on both alike). It prints each
-setup's median and p95 session time and the ratio of tokunseba's median to bare mitmdump's.
+setup's median and p95 session time and the ratio of tokunseba's median to bare mitmdump's,
+and the CPU time each proxy process spent per session (its /proc counters; less noisy
+than wall time on a loaded machine) with its ratio.
+Both proxies are started afresh every ``--restart`` rounds (under load one process can be
+scheduled worse than another for its whole life: fresh pairs spread that over both).
 Every session is checked (each turn ends in response.completed); failures are counted, never
 timed. Not a test: it prints, it asserts nothing.
 
-Usage: .venv/bin/python scripts/bench_websocket.py [--rounds N] [--turns N] [--events N] [--seed S]
+Usage: .venv/bin/python scripts/bench_websocket.py [--rounds N] [--turns N] [--events N] [--warmup N]
+                                                  [--restart N] [--seed S]
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ def _ws_upstream():
 
 class Proxy:
     def __init__(self, name: str, work: Path, ws_port: int, addon: bool) -> None:
+        work.mkdir(parents=True, exist_ok=True)
         self.name, self.conf = name, work / f"conf-{name}"
         cmd = [str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={self.conf}",
                "--set", "connection_strategy=lazy", "--set", "flow_detail=0"]
@@ -78,6 +84,14 @@ class Proxy:
             raise RuntimeError(f"{name} did not start:\n" + "".join(lines))
         threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()  # type: ignore[union-attr]
         self.ssl = ssl.create_default_context(cafile=str(self.conf / "mitmproxy-ca-cert.pem"))
+
+    def cpu(self) -> float:
+        """CPU seconds the proxy process has used so far (user + system; Linux /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return float("nan")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -121,7 +135,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--turns", type=int, default=5, help="turns per session (after its warm-up)")
     ap.add_argument("--events", type=int, default=60, help="text deltas per turn's reply")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds after each start")
+    ap.add_argument("--restart", type=int, default=10, help="rounds per pair of proxy processes")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     up_mod = _ws_upstream()
@@ -129,35 +144,45 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, up_mod.WsUpstream() as up:
         up.script(up_mod.WsScript(up_mod.text_events([f"tok{i} " for i in range(a.events)])))
         work = Path(tmp)
-        proxies = [Proxy("bare", work, up.port, addon=False), Proxy("tokunseba", work, up.port, addon=True)]
-        times: dict[str, list[float]] = {p.name: [] for p in proxies}
-        failed = {p.name: 0 for p in proxies}
-        try:
-            for r in range(a.warmup + a.rounds):
-                order = proxies[:]
-                rnd.shuffle(order)
-                for p in order:
-                    try:
-                        t = asyncio.run(session(p, a.turns))
-                    except Exception as e:
-                        failed[p.name] += 1
-                        print(f"  {p.name}: session failed: {e}", file=sys.stderr)
-                        continue
-                    if r >= a.warmup:
-                        times[p.name].append(t)
-        finally:
-            for p in proxies:
-                p.stop()
+        times: dict[str, list[float]] = {"bare": [], "tokunseba": []}
+        failed = {name: 0 for name in times}
+        cpu: dict[str, list[float]] = {name: [] for name in times}  # the proxy's CPU seconds per session
+        done = 0
+        while done < a.rounds:  # fresh processes every --restart rounds: no setup keeps one process's luck
+            proxies = [Proxy("bare", work / f"b{done}", up.port, addon=False),
+                       Proxy("tokunseba", work / f"t{done}", up.port, addon=True)]
+            try:
+                block = min(a.restart, a.rounds - done)
+                for r in range(a.warmup + block):
+                    order = proxies[:]
+                    rnd.shuffle(order)
+                    for p in order:
+                        before = p.cpu()
+                        try:
+                            t = asyncio.run(session(p, a.turns))
+                        except Exception as e:
+                            failed[p.name] += 1
+                            print(f"  {p.name}: session failed: {e}", file=sys.stderr)
+                            continue
+                        if r >= a.warmup:
+                            times[p.name].append(t)
+                            cpu[p.name].append(p.cpu() - before)
+                done += block
+            finally:
+                for p in proxies:
+                    p.stop()
     print(f"Responses over WebSocket, passed on: {a.rounds} interleaved rounds, a warm-up + {a.turns} turns "
           f"of {a.events} deltas per session")
     for name, ts in times.items():
         if ts:
             p95 = sorted(ts)[max(0, int(len(ts) * 0.95) - 1)]
             print(f"  {name:10s} median {statistics.median(ts) * 1000:8.2f} ms   p95 {p95 * 1000:8.2f} ms   "
-                  f"failed {failed[name]}")
+                  f"proxy CPU {statistics.mean(cpu[name]) * 1000:7.2f} ms/session   failed {failed[name]}")
     if times["bare"] and times["tokunseba"]:
         ratio = statistics.median(times["tokunseba"]) / statistics.median(times["bare"])
         print(f"  ratio tokunseba / bare mitmdump (median session time): {ratio:.3f}x")
+        cratio = statistics.mean(cpu["tokunseba"]) / statistics.mean(cpu["bare"])
+        print(f"  ratio tokunseba / bare mitmdump (proxy CPU per session): {cratio:.3f}x")
 
 
 if __name__ == "__main__":

@@ -270,3 +270,11 @@ def test_a_failed_response_is_judged_an_error_as_over_https():
         w.feed(as_sse(e))
     w.close()
     assert w.verdict() is not None and "boom" in w.verdict()
+
+
+def test_a_deltas_sse_is_the_same_whichever_way_it_is_read():
+    from tokunseba.turn.ws_wire import delta_sse, server_event
+
+    for raw in (b'{"type":"response.output_text.delta","delta":"a\\nb"}', b'{"type": "response.output_text.delta"}'):
+        assert delta_sse(raw) == as_sse(server_event(raw))
+    assert delta_sse(b'{"type":"response.completed"}') is None and delta_sse(b"[]") is None

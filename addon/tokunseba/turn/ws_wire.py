@@ -9,7 +9,9 @@ Contract:
   end=…)``), one ``ServerEvent`` per message out; what comes out never depends on how a
   message was split into fragments;
 - ``as_sse``: one server event as the SSE event an HTTPS reply would have carried (what the
-  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line;
+  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``delta_sse``
+  the same for a delta read from its first bytes (the passed-on turn's fast path: most of a
+  reply's messages);
 - ``SseMessages``: SSE bytes in (an HTTPS reply: translated or passed on), the WebSocket
   messages carrying its events out, one per event, in order, whatever the split of the
   bytes (keep-alive comments have no message).
@@ -47,7 +49,7 @@ def read_client_message(payload: bytes) -> ClientMessage:
     return ClientMessage(TURN, doc)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ServerEvent:
     type: str | None  # the event's ``type`` (None: not a JSON object with one)
     doc: dict[str, Any] | None
@@ -78,17 +80,36 @@ _HEAD = b'{"type":'  # then '"' (compact JSON) or ' "'
 _SKIPPED = frozenset(t.encode() for t in p_responses.FACTS.skipped_events)  # deltas: most of a reply
 
 
+def delta_type(payload: bytes) -> bytes | None:
+    """The type of a delta (the protocol's ``skipped_events``: nothing in it ends a turn, names
+    a response or carries usage) written the usual way (``type`` first), read from its first
+    bytes; None for any other message."""
+    if not payload.startswith(_HEAD):
+        return None
+    start = len(_HEAD) + (payload[len(_HEAD):len(_HEAD) + 1] == b" ")
+    if payload[start:start + 1] != b'"':
+        return None
+    end = payload.find(b'"', start + 1)
+    name = payload[start + 1:end] if end > 0 else b""
+    return name if name in _SKIPPED else None
+
+
+def delta_sse(payload: bytes) -> bytes | None:
+    """A delta message as its SSE event (``as_sse``), or None when the message is not one."""
+    name = delta_type(payload)
+    if name is None:
+        return None
+    return b"event: " + name + b"\ndata: " + payload.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n\n"
+
+
 def server_event(payload: bytes) -> ServerEvent:
     """The event a server message carries. A delta (the protocol's ``skipped_events``: nothing
     in it ends a turn, names a response or carries usage) written the usual way (``type``
     first) is not parsed here: its type is read from its first bytes, and the stream watch
     checks that its client can read it (turn/stream_watch.py)."""
-    if payload.startswith(_HEAD):
-        start = len(_HEAD) + (payload[len(_HEAD):len(_HEAD) + 1] == b" ")
-        if payload[start:start + 1] == b'"':
-            end = payload.find(b'"', start + 1)
-            if end > 0 and payload[start + 1:end] in _SKIPPED:
-                return ServerEvent(payload[start + 1:end].decode(), None, payload)
+    name = delta_type(payload)
+    if name is not None:
+        return ServerEvent(name.decode(), None, payload)
     try:
         doc = jsonc.loads(payload)
     except Exception:
