@@ -272,9 +272,10 @@ def test_a_failed_response_is_judged_an_error_as_over_https():
     assert w.verdict() is not None and "boom" in w.verdict()
 
 
-def test_a_deltas_sse_is_the_same_whichever_way_it_is_read():
-    from tokunseba.turn.ws_wire import delta_sse, server_event
+def test_a_delta_is_known_from_its_first_bytes():
+    from tokunseba.turn.ws_wire import delta_type
 
-    for raw in (b'{"type":"response.output_text.delta","delta":"a\\nb"}', b'{"type": "response.output_text.delta"}'):
-        assert delta_sse(raw) == as_sse(server_event(raw))
-    assert delta_sse(b'{"type":"response.completed"}') is None and delta_sse(b"[]") is None
+    assert delta_type(b'{"type":"response.output_text.delta","delta":"a"}') == b"response.output_text.delta"
+    assert delta_type(b'{"type": "response.function_call_arguments.delta"}') == b"response.function_call_arguments.delta"
+    assert delta_type(b'{"type":"response.completed"}') is None and delta_type(b"[]") is None
+    assert delta_type(b'{"delta":"a","type":"response.output_text.delta"}') is None  # other order: the full path

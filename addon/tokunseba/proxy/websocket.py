@@ -14,7 +14,8 @@ mitmproxy relays the upgraded connection; its hooks give this part each whole me
   event as JSON text messages (mitmproxy's ``inject.websocket``); answered here (refused, an
   error), an ``error`` event. A warm-up (``generate: false``) goes to the provider and is not a
   turn: not recorded. The provider's events end each turn it answers (its usage from
-  ``response.completed``), read by the stream watch as the same events over HTTPS would be;
+  ``response.completed``), read by the stream watch as the same events over HTTPS would be
+  (a delta, most of a reply, is only checked to be JSON: nothing in it is recorded);
 - ``ended`` (``websocket_end``): a turn still open is interrupted, never a success.
 Each turn's end: the ledger row, the console line, its span, the flow's comment and mark.
 Fail closed: a message whose handling fails is answered with an error event, never sent on
@@ -49,7 +50,7 @@ from ..turn.stream_watch import error_event
 from ..turn.target import extra_for
 from ..turn.ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
 from ..turn.ws_transcript import Reply, Transcript
-from ..turn.ws_wire import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_sse, read_client_message,
+from ..turn.ws_wire import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,
                             server_event)
 from ..webview.view import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
@@ -57,7 +58,6 @@ from .record import console
 from .route import reverse_host
 from .ws_client import EndpointSocket, NotUpgraded
 
-HELD_BYTES = 64 * 1024  # a passed-on turn's deltas go to its stream watch in batches up to this size
 # the upgrade's headers that are no part of an HTTPS request (hop-by-hop, the WebSocket handshake)
 NOT_OVER_HTTPS = {"host", "connection", "upgrade", "content-length", "transfer-encoding", "sec-websocket-key",
                   "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol", "openai-beta",
@@ -73,23 +73,6 @@ class Waiting:
     conversation: list | None
     reply: Reply = field(default_factory=Reply)
     pump: Pump | None = None
-    held: bytearray = field(default_factory=bytearray)  # deltas' SSE not yet given to the pump's watch
-
-    def watch(self, ev: ServerEvent) -> None:
-        """The event to the pump's stream watch: deltas (not parsed here) gathered and given
-        together (the watch is split-invariant: the same verdict, one call per batch); every
-        other event at once, with what was gathered before it."""
-        if self.pump is None:
-            return
-        self.held += as_sse(ev)
-        if ev.doc is not None or len(self.held) >= HELD_BYTES:
-            self.pump(bytes(self.held))
-            self.held.clear()
-
-    def flush(self) -> None:
-        if self.pump is not None and self.held:
-            self.pump(bytes(self.held))
-            self.held.clear()
 
 
 @dataclass
@@ -162,7 +145,6 @@ class WebSockets(Part):
             sock.close()
         while s.waiting:
             w = s.waiting.popleft()
-            w.flush()
             if w.turn is not None:
                 self._interrupted(s, w.turn, w.pump, why)
 
@@ -369,22 +351,21 @@ class WebSockets(Part):
     def _server_message(self, s: Session, payload: bytes) -> None:
         if not s.waiting:
             return
-        if not s.server.pending and (sse := delta_sse(payload)) is not None:  # most messages: a delta
-            w = s.waiting[0]
-            if w.pump is not None:
-                w.held += sse
-                if len(w.held) >= HELD_BYTES:
-                    w.flush()
-            return
+        if not s.server.pending and delta_type(payload) is not None:  # most messages: a delta
+            try:  # it carries nothing a turn's record reads (the stream watch skips it too): JSON is all
+                jsonc.loads(payload)
+                return
+            except Exception:
+                pass  # the watch says why its client cannot read it
         for ev in s.server.feed(payload):
             if not s.waiting:
                 return
             w = s.waiting[0]
             if ev.doc is not None:
                 w.reply.on(ev.doc)
-            w.watch(ev)
+            if w.pump is not None:
+                w.pump(as_sse(ev))
             if ev.terminal:
-                w.flush()
                 s.waiting.popleft()
                 s.transcript.answered(w.reply.response_id, w.conversation, w.reply.output, ours=False)
                 if w.turn is not None and w.pump is not None:

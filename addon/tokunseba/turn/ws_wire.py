@@ -9,9 +9,9 @@ Contract:
   end=…)``), one ``ServerEvent`` per message out; what comes out never depends on how a
   message was split into fragments;
 - ``as_sse``: one server event as the SSE event an HTTPS reply would have carried (what the
-  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``delta_sse``
-  the same for a delta read from its first bytes (the passed-on turn's fast path: most of a
-  reply's messages);
+  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``delta_type``
+  the type of a delta read from its first bytes (the passed-on turn's fast path: most of a
+  reply's messages carry nothing its record reads);
 - ``SseMessages``: SSE bytes in (an HTTPS reply: translated or passed on), the WebSocket
   messages carrying its events out, one per event, in order, whatever the split of the
   bytes (keep-alive comments have no message).
@@ -92,14 +92,6 @@ def delta_type(payload: bytes) -> bytes | None:
     end = payload.find(b'"', start + 1)
     name = payload[start + 1:end] if end > 0 else b""
     return name if name in _SKIPPED else None
-
-
-def delta_sse(payload: bytes) -> bytes | None:
-    """A delta message as its SSE event (``as_sse``), or None when the message is not one."""
-    name = delta_type(payload)
-    if name is None:
-        return None
-    return b"event: " + name + b"\ndata: " + payload.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n\n"
 
 
 def server_event(payload: bytes) -> ServerEvent:
