@@ -106,6 +106,7 @@ class WebSockets(Part):
                                           extra_hosts=extra_for(self.core.provider_hosts, req.pretty_host, req.port)):
                 return
             self.sessions[flow.id] = Session(flow)
+            self.core.reach.answered(req.host, req.port)  # it upgraded: the next upgrade need not connect first
             via = "proxy" if reverse_host(flow) is None else "base_url"
             flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), p_responses.PROTOCOL),
                                                      via)
