@@ -279,3 +279,17 @@ def test_a_delta_is_known_from_its_first_bytes():
     assert delta_type(b'{"type": "response.function_call_arguments.delta"}') == b"response.function_call_arguments.delta"
     assert delta_type(b'{"type":"response.completed"}') is None and delta_type(b"[]") is None
     assert delta_type(b'{"delta":"a","type":"response.output_text.delta"}') is None  # other order: the full path
+
+
+def test_a_chatgpt_login_session_over_websocket_is_seen_too():
+    from tokunseba.routing import EndpointHealth, load_rules_text
+    from tokunseba.turn.failover import Capacity
+    from tokunseba.turn.ws_plan import plan_message
+
+    assert is_responses_websocket(method="GET", host="chatgpt.com", path="/backend-api/codex/responses",
+                                  headers=UPGRADE)
+    planning, _ = plan_message(_create([{"role": "user", "content": "hi"}]), Transcript(), host="chatgpt.com",
+                               port=443, path="/backend-api/codex/responses", headers=_Headers(),
+                               rules=load_rules_text("routes: []\n"), health=EndpointHealth(), capacity=Capacity(),
+                               provider_hosts={}, keeper=None)
+    assert planning is not None and planning.prep.det.protocol == "openai-responses"
