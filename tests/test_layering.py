@@ -101,8 +101,9 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
-PROXY_LAYERS = [{"options", "http1", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
-                 "ws_client", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"websocket"}, {"mitm"}]
+PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing",
+                 "otel_spans", "ws_client", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"websocket"},
+                {"mitm"}]
 
 
 def _layer(name: str, layers: list) -> int:
