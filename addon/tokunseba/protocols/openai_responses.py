@@ -270,3 +270,12 @@ def register_protocols(register: Callable[..., object]) -> None:
     """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
     named for the registry to import on first use (``protocols/`` imports no codec)."""
     register(FACTS, "tokunseba.translate.openai_responses:CODEC")
+
+
+# ---- Responses over WebSocket (Codex's built-in provider: an upgrade of GET …/responses with
+# OpenAI-Beta: responses_websockets=…; one JSON text message per client turn, one per server event)
+WS_CREATE = "response.create"  # the client's turn message: a Responses body with this ``type``
+WS_WARMUP_FIELD = "generate"  # ``generate: false``: a warm-up, answered with an empty response, never a turn
+WS_ONLY_FIELDS = ("type", "generate")  # message fields that are no part of an HTTPS body
+# the server events that end a response (its usage is in response.completed's ``response.usage``)
+WS_TERMINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete", "error"})

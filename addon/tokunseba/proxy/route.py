@@ -1,7 +1,7 @@
 """The route part: a provider call planned and applied, and a failed attempt's next one.
 
 - ``on_request`` (the ``request`` hook): what is refused at the door (a base-URL listener
-  asked for another host, a Responses WebSocket upgrade), then one call plans the turn
+  asked for another host, a Responses WebSocket upgrade whose host cannot be reached), then one call plans the turn
   (``plan``: turn/plan.py's prepare, decide and build, with the endpoint's connection opened
   and a slot taken before the turn is committed to it) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
@@ -34,7 +34,7 @@ from ..turn import base_url
 from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
 from ..turn.flowstate import FlowState
 from ..turn.last_word import final, say_busy
-from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined
 from ..turn.planner import Planning, begin
 from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
@@ -160,7 +160,7 @@ class Route(Part):
             listener = reverse_host(flow)
             if listener is not None and self._misdirected(flow, listener):
                 return
-            if flow.request.method == "GET":  # never a turn; a Responses WebSocket upgrade is declined
+            if flow.request.method == "GET":  # never a turn (a WebSocket's turns: proxy/websocket.py)
                 await self._websocket(flow)
                 return
             self.maybe_reload_rules()
@@ -183,18 +183,15 @@ class Route(Part):
         return wrong is not None
 
     async def _websocket(self, flow: http.HTTPFlow) -> None:
-        """A Responses WebSocket upgrade is declined (426; in Codex's envelope, not HTML, when its
-        host cannot be reached either): Responses turns are routed over HTTPS."""
+        """A Responses WebSocket upgrade goes on to its host, whatever the rules say: each of
+        its messages is a turn the rules decide (proxy/websocket.py). Declined (426, in Codex's
+        envelope, not HTML: Codex falls back to HTTPS at once) only when that host cannot be
+        reached: then the connection has no WebSocket peer."""
         req = flow.request
         extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
-        ws = websocket_refusal(self.core.rules, method="GET", host=req.pretty_host, path=req.path,
-                               headers=req.headers.items(multi=True), extra_hosts=extra)
-        if ws is not None:
-            respond(flow, ws)
-            flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
-        elif is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
-                                    headers=req.headers.items(multi=True), extra_hosts=extra) \
-                and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+        if is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
+                                  headers=req.headers.items(multi=True), extra_hosts=extra) \
+                and (bad := await self._unreachable(flow)) is not None:
             respond(flow, websocket_declined(bad.message(req.pretty_host)))
             flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
 

@@ -191,24 +191,9 @@ def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterab
 
 
 def websocket_declined(why: str) -> LocalResponse:
-    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once."""
+    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once (the
+    upgrade's host cannot be reached: the connection would have no WebSocket peer)."""
     body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
-    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
-
-
-def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
-                      extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
-    """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
-    it would bypass routing and the ledger. When some route can take Responses turns, answer
-    426: Codex then falls back to HTTPS POST at once (docs/clients.md §3.2), which is routed.
-    Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
-    in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
-    if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
-        return None
-    if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
-               and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):
-        return None
-    body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
@@ -216,13 +201,6 @@ def is_count(det: Detected) -> bool:
     """A token-count request: answered by its route's endpoint's own counter, never estimated."""
     facts = protocols.find(det.protocol)
     return facts is not None and det.kind in facts.count_kinds
-
-
-def _may_take(when: Mapping[str, Any], client: str) -> bool:
-    want = when.get("client")
-    if want is None:
-        return True
-    return client in ([want] if isinstance(want, str) else want)
 
 
 @dataclass
