@@ -17,7 +17,7 @@ scheduled worse than another for its whole life: fresh pairs spread that over bo
 Every session is checked (each turn ends in response.completed); failures are counted, never
 timed. Not a test: it prints, it asserts nothing.
 
-Usage: .venv/bin/python scripts/bench_websocket.py [--rounds N] [--turns N] [--events N] [--warmup N]
+Usage: .venv/bin/python scripts/bench/bench_websocket.py [--rounds N] [--turns N] [--events N] [--warmup N]
                                                   [--restart N] [--seed S]
 """
 
@@ -28,7 +28,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import random
 import re
 import ssl
 import statistics
@@ -39,9 +38,11 @@ import threading
 import time
 from pathlib import Path
 
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
+
 from websockets.asyncio.client import connect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 E2E = ROOT / "tests" / "e2e"
 BIN = Path(sys.executable).parent
 
@@ -140,7 +141,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     up_mod = _ws_upstream()
-    rnd = random.Random(a.seed)
+    _, rnd = harness.seeded(a.seed)
     with tempfile.TemporaryDirectory() as tmp, up_mod.WsUpstream() as up:
         up.script(up_mod.WsScript(up_mod.text_events([f"tok{i} " for i in range(a.events)])))
         work = Path(tmp)
@@ -175,7 +176,7 @@ def main() -> None:
           f"of {a.events} deltas per session")
     for name, ts in times.items():
         if ts:
-            p95 = sorted(ts)[max(0, int(len(ts) * 0.95) - 1)]
+            p95 = harness.p95(ts)
             print(f"  {name:10s} median {statistics.median(ts) * 1000:8.2f} ms   p95 {p95 * 1000:8.2f} ms   "
                   f"proxy CPU {statistics.mean(cpu[name]) * 1000:7.2f} ms/session   failed {failed[name]}")
     if times["bare"] and times["tokunseba"]:
