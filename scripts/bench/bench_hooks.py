@@ -23,7 +23,7 @@ tenants falls on both alike. It prints medians and p95s per (tree, turn, hook) a
 
 Not a test: it prints, it asserts nothing. The wire (sockets, mitmproxy's own work) is
 ``bench_proxy.py``'s business.
-Usage: .venv/bin/python scripts/bench/bench_hooks.py [--rounds N] [--batch N] [--seed S] [--termlog]
+Usage: .venv/bin/python scripts/bench/bench_hooks.py [--rounds N] [--batch N] [--seed S] [--termlog] [--prompt-bytes N]
                                               [--against OTHER_ROOT [--against-label LABEL]]
 """
 
@@ -74,7 +74,7 @@ CHAT_REPLY = {"id": "c", "object": "chat.completion", "created": 1, "model": "m"
 # ---------------------------------------------------------------- the child: one tree
 
 
-def child(tree: Path, termlog: bool = False) -> None:
+def child(tree: Path, termlog: bool = False, prompt_bytes: int = 2000) -> None:
     """Serve batches: read ``N`` lines from stdin, answer each with one JSON line of samples."""
     sys.path.insert(0, str(tree / "addon"))
     import asyncio
@@ -100,7 +100,7 @@ def child(tree: Path, termlog: bool = False) -> None:
 
     def flow(model: str) -> http.HTTPFlow:
         body = json.dumps({"model": model, "max_tokens": 50, "metadata": {"user_id": "u-1"},
-                           "messages": [{"role": "user", "content": "Summarise: " + "word " * 400}]}).encode()
+                           "messages": [{"role": "user", "content": "Summarise: " + "word " * (prompt_bytes // 5)}]}).encode()
         headers = http.Headers([(k.encode(), v.encode()) for k, v in (
             ("host", "api.anthropic.com"), ("x-api-key", "sk-ant-bench-0001"), ("anthropic-version", "2023-06-01"),
             ("content-type", "application/json"), ("content-length", str(len(body))),
@@ -176,13 +176,16 @@ def main() -> int:
     ap.add_argument("--termlog", action="store_true",
                     help="log as mitmdump does (root at DEBUG, its terminal handler at INFO into /dev/null): "
                          "the console line is emitted per turn")
+    ap.add_argument("--prompt-bytes", type=int, default=2000,
+                    help="about how many bytes of prompt text each request carries (default 2000; "
+                         "48000 is the size of Claude Code's main turn, where per-byte work shows)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        child(args.child, args.termlog)
+        child(args.child, args.termlog, args.prompt_bytes)
         return 0
-    if args.rounds < 1 or args.batch < 1 or args.warmup < 0:
-        ap.error("--rounds and --batch must be 1 or more, --warmup 0 or more")
+    if args.rounds < 1 or args.batch < 1 or args.warmup < 0 or args.prompt_bytes < 0:
+        ap.error("--rounds and --batch must be 1 or more, --warmup and --prompt-bytes 0 or more")
     if args.against is not None and not any((args.against / "addon" / "tokunseba" / p).is_file()
                                             for p in ("proxy/mitm.py", "mitm.py")):
         ap.error(f"--against {args.against}: no addon/tokunseba/proxy/mitm.py (or mitm.py, a tree from before "
@@ -193,7 +196,8 @@ def main() -> int:
     if args.against is not None:
         trees[args.against_label] = args.against.resolve()
     procs = {name: subprocess.Popen([sys.executable, __file__, "--child", str(path)]
-                                    + (["--termlog"] if args.termlog else []), stdin=subprocess.PIPE,
+                                    + (["--termlog"] if args.termlog else [])
+                                    + ["--prompt-bytes", str(args.prompt_bytes)], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, cwd=str(path))
              for name, path in trees.items()}
     samples = {name: {k: {h: [] for h in HOOKS} for k in KINDS} for name in trees}
@@ -230,7 +234,8 @@ def main() -> int:
                 p.kill()
     print(f"bench_hooks: {args.rounds} rounds (+{args.warmup} warm-up) of {args.batch} turns per kind and tree, "
           f"trees in a shuffled order each round (seed {seed}); microseconds per turn"
-          + ("; logging as mitmdump (--termlog)" if args.termlog else ""))
+          + ("; logging as mitmdump (--termlog)" if args.termlog else "")
+          + f"; about {args.prompt_bytes} bytes of prompt per request")
     other = args.against_label if args.against is not None else None
     head = f"  {'tree':<12} {'turn':<13} {'hook':<8} {'n':>6} {'median':>8} {'p95':>8}"
     print(head + (f" {'x ' + other:>10}" if other else ""))
