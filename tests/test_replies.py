@@ -143,6 +143,33 @@ def test_usage_cache_rebasing_with_cache_writes():
                             "output_tokens": 5}
 
 
+@pytest.mark.parametrize("counting,reported", [
+    ("gemini", {"promptTokenCount": 2610, "candidatesTokenCount": 58, "totalTokenCount": 2668}),
+    ("gemini", {"promptTokenCount": 7, "candidatesTokenCount": 3}),  # no total: none written
+    ("gemini", {"promptTokenCount": 7, "candidatesTokenCount": 3, "thoughtsTokenCount": None,
+                "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 7}]}),  # null counts as not reported
+    ("openai", {"prompt_tokens": 88, "completion_tokens": 21, "total_tokens": 109}),
+    ("openai", {"prompt_tokens": 88, "completion_tokens": 21, "total_tokens": None}),  # the sum
+])
+def test_a_plain_report_is_written_as_its_common_base_says(counting, reported, monkeypatch):
+    """The writers' short way for a report of input and output alone (Usage.plain_counts) gives
+    what the general way through the common base (Usage.tokens) gives, for every client."""
+    import dataclasses
+
+    from tokunseba.neutral import usage as nu
+
+    u = Usage(counting, reported)
+    pc, t = u.plain_counts(), u.tokens()
+    assert pc == (t["input"], t["output"], t["total"])
+    short = {name: c.write(u) for name, c in nu.COUNTINGS.items()}
+    # the same report with its counting's plain_total taken away: every writer's general path
+    monkeypatch.setitem(nu.COUNTINGS, counting, dataclasses.replace(nu.COUNTINGS[counting], plain_total=None))
+    assert u.plain_counts() is None
+    for name, c in nu.COUNTINGS.items():
+        long_way = c.write(u)
+        assert short[name] == long_way and list(short[name]) == list(long_way), name
+
+
 def test_no_usage_reported_gives_an_empty_usage_object():
     out, rep = to_anthropic(chat({"content": "hi"}))
     assert out["usage"] == {} and rep.usage is None and rep.client_usage is None

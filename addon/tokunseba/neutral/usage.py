@@ -80,6 +80,10 @@ class Counting:
     write: Callable[["Usage"], dict[str, Any]]
     # (input, output) of a report of those two alone, on which every counting agrees (None: not such a report)
     plain: Callable[[dict[str, Any]], tuple[int, int] | None] = lambda r: None
+    # the total of a report ``plain`` reads (its ``tokens``' "total" for it): with ``plain``, what
+    # a writer needs to write such a report without the common base (a few per reply saved per turn);
+    # None: not given (writers then take the general path)
+    plain_total: Callable[[dict[str, Any]], int | None] | None = None
 
 
 COUNTINGS: dict[str, Counting] = {}
@@ -128,9 +132,19 @@ class Usage:
         c = COUNTINGS.get(self.counting)
         return c.plain(self.reported) if c is not None else None
 
+    def plain_counts(self) -> tuple[int, int, int | None] | None:
+        """(input, output, total) of a report ``plain`` reads, when its counting says the total
+        of such a report (``Counting.plain_total``): the whole of its ``tokens()``, sooner. None
+        otherwise (the writers then take the general path)."""
+        c = COUNTINGS.get(self.counting)
+        if c is None or c.plain_total is None or (p := c.plain(self.reported)) is None:
+            return None
+        return p[0], p[1], c.plain_total(self.reported)
+
     def tokens(self) -> Tokens:
         """The report on the common base."""
-        return counting_of(self.counting).tokens(self.reported)
+        c = COUNTINGS.get(self.counting)  # (a dict read; counting_of says which are known when none is)
+        return (c if c is not None else counting_of(self.counting)).tokens(self.reported)
 
     def common_fields(self) -> dict[str, int | None]:
         """``fields()`` on the common base (input includes the cached tokens; output includes

@@ -217,15 +217,23 @@ def count_as_turn(body: dict[str, Any]) -> dict[str, Any]:
 COUNTING_NAME = "gemini"
 
 
+_NOT_PLAIN = frozenset(("cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount"))
+
+
 def usage_plain(r: dict[str, Any]) -> tuple[int, int] | None:
     """(promptTokenCount, candidatesTokenCount) of a usageMetadata that reports both and no
     cache, thoughts or tool-use prompt (null counts as not reported); None otherwise."""
     get = r.get
-    if get("cachedContentTokenCount") is None and get("thoughtsTokenCount") is None \
-            and get("toolUsePromptTokenCount") is None and type(p := get("promptTokenCount")) is int \
-            and type(c := get("candidatesTokenCount")) is int:
-        return p, c
+    if (_NOT_PLAIN.isdisjoint(r) or (get("cachedContentTokenCount") is None and get("thoughtsTokenCount") is None
+                                     and get("toolUsePromptTokenCount") is None)) \
+            and type(p := get("promptTokenCount")) is int and type(c := get("candidatesTokenCount")) is int:
+        return p, c  # (the set test first: one C-level pass when none of the three is there at all)
     return None
+
+
+def usage_plain_total(r: dict[str, Any]) -> int | None:
+    """The total of a plain usageMetadata on the common base: as reported, else none."""
+    return count(r.get("totalTokenCount"))
 
 
 def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
@@ -245,7 +253,7 @@ def usage_tokens(r: dict[str, Any]) -> Tokens:
     if (plain := usage_plain(r)) is not None:  # prompt and candidates alone: as below, sooner
         p, c = plain
         return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
-                "reasoning": None, "total": count(r.get("totalTokenCount")), "reasoning_detail": False}
+                "reasoning": None, "total": usage_plain_total(r), "reasoning_detail": False}
     prompt, cached = count(r.get("promptTokenCount")), count(r.get("cachedContentTokenCount"))
     tool, thoughts = count(r.get("toolUsePromptTokenCount")), count(r.get("thoughtsTokenCount"))
     return {"input": plus(prompt, tool),
@@ -261,6 +269,11 @@ def usage_object(u: Usage) -> dict[str, Any]:
     was reported."""
     if u.counting == COUNTING_NAME:
         return dict(u.reported)
+    if (pc := u.plain_counts()) is not None:  # input and output alone: as below, sooner
+        plain = {"promptTokenCount": pc[0], "candidatesTokenCount": pc[1]}
+        if pc[2] is not None:
+            plain["totalTokenCount"] = pc[2]
+        return plain
     t = u.tokens()
     out: dict[str, Any] = {}
     if (v := t["input"]) is not None:
@@ -277,7 +290,7 @@ def usage_object(u: Usage) -> dict[str, Any]:
 
 
 COUNTING = Counting(COUNTING_NAME, input_includes_cached=True, fields=usage_fields, tokens=usage_tokens,
-                    write=usage_object, plain=usage_plain)
+                    write=usage_object, plain=usage_plain, plain_total=usage_plain_total)
 
 
 COUNTER = Counter(

@@ -160,6 +160,13 @@ def usage_plain(r: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
+def usage_plain_total(r: dict[str, Any]) -> int | None:
+    """The total of a plain report (``usage_plain``) on the common base: as reported, else the
+    sum of prompt and completion."""
+    reported = count(r.get("total_tokens"))
+    return r["prompt_tokens"] + r["completion_tokens"] if reported is None else reported
+
+
 def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
     """A usage object's numbers in OpenAI's own counting (input includes the cache), under
     Chat's names or Responses'."""
@@ -190,9 +197,8 @@ def usage_tokens(r: dict[str, Any]) -> Tokens:
     the sum of input and output. (``usage_fields``' reading, written out: once per reply.)"""
     if (plain := usage_plain(r)) is not None:  # prompt, completion and total alone: as below, sooner
         p, c = plain
-        reported = count(r["total_tokens"])
         return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
-                "reasoning": None, "total": p + c if reported is None else reported, "reasoning_detail": True}
+                "reasoning": None, "total": usage_plain_total(r), "reasoning_detail": True}
     ptd, ctd = sub(r, "prompt_tokens_details"), sub(r, "completion_tokens_details")
     itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
     get = r.get
@@ -214,15 +220,20 @@ def usage_object(u: Usage) -> dict[str, Any]:
     if u.counting == COUNTING_NAME and ("prompt_tokens" in r or "completion_tokens" in r
                                         or not ("input_tokens" in r or "output_tokens" in r)):
         return dict(r)
+    if (pc := u.plain_counts()) is not None:  # input and output alone (a Gemini report's usual): as below, sooner
+        plain = {"prompt_tokens": pc[0], "completion_tokens": pc[1]}
+        if pc[2] is not None:
+            plain["total_tokens"] = pc[2]
+        return plain
     t = u.tokens()
+    inp, outp, total, cr, cw = t["input"], t["output"], t["total"], t["cache_read"], t["cache_write"]
     out: dict[str, Any] = {}
-    if (v := t["input"]) is not None:
-        out["prompt_tokens"] = v
-    if (v := t["output"]) is not None:
-        out["completion_tokens"] = v
-    if (v := t["total"]) is not None:
-        out["total_tokens"] = v
-    cr, cw = t["cache_read"], t["cache_write"]
+    if inp is not None:
+        out["prompt_tokens"] = inp
+    if outp is not None:
+        out["completion_tokens"] = outp
+    if total is not None:
+        out["total_tokens"] = total
     if cr is not None or cw is not None:
         ptd: dict[str, int] = {}
         if cr is not None:
@@ -236,7 +247,7 @@ def usage_object(u: Usage) -> dict[str, Any]:
 
 
 COUNTING = Counting(COUNTING_NAME, input_includes_cached=True, fields=usage_fields, tokens=usage_tokens,
-                    write=usage_object, plain=usage_plain)
+                    write=usage_object, plain=usage_plain, plain_total=usage_plain_total)
 
 
 FACTS = Protocol(
