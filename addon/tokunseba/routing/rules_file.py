@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .budgets import BudgetSettings, OnLedgerUnavailable, budget_scope_problems, read_budgets
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from .facts import read_when
 from .rules import OnFailure, OnRefused, OnUnreachable, Route, Rules, RulesError, ToolLoops, Unmatched
@@ -32,7 +33,8 @@ from ..translate import CODECS, pair_refusal
 
 E = TypeVar("E", bound=StrEnum)  # a policy (routing/rules.py)
 
-TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops")
+TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices", "budgets", "on_ledger_unavailable")
+# prices: read by the price table's reader; budgets and on_ledger_unavailable: routing/budgets.py
 ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
@@ -308,6 +310,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
     endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
     routes: list[Route] = []
     unmatched, tool_loops = Unmatched.PASS, ToolLoops.FOLLOW
+    caps = BudgetSettings()
     if root is not None and not (isinstance(root, ScalarNode) and root.tag == NULL_TAG):
         top = r.mapping(root, "the rules file", TOP_KEYS)
         if top is not None:
@@ -319,9 +322,15 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 endpoints.update(user)
             if "routes" in top and top["routes"][1].tag != NULL_TAG:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
+            caps.on_ledger_unavailable = _choice(r, top, "on_ledger_unavailable", OnLedgerUnavailable, "the rules file")
+            if "budgets" in top and not is_null(top["budgets"][1]):
+                caps.budgets = read_budgets(r, top["budgets"][1])
+                budget_scope_problems(r, caps.budgets, set(endpoints) | declared, {x.name for x in routes},
+                                      set(PROTOCOLS))
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased,
+                  budgets=caps)
     rules.warnings = _warnings(rules)
     return rules
 
