@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from ..routing.budgets import Budget, BudgetSettings, OnLedgerUnavailable, OnLimit, Unit
+from ..routing import Budget, BudgetSettings, OnLedgerUnavailable, OnLimit, Unit
 from .cost import CostOf, Spent, tokens_of
 from .store import Admission, BudgetStore, LedgerAway
 

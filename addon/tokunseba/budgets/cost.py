@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
 
 from ..neutral.usage import Usage
 from ..prices import Price, find_price, usage_cost
-from ..routing.budgets import MICROS
+from ..routing import MICROS
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,22 @@ def tokens_of(usage: Usage | None) -> int | None:
     if inp is None and out is None:
         return None
     return (inp or 0) + (out or 0)
+
+
+def rules_file_prices(path: str | None) -> list[Price]:
+    """The ``prices:`` table of a rules file ([] when it has none): what the proxy prices a
+    turn's charge with. Raises PricesError for a table that cannot be used."""
+    if not path:
+        return []
+    import yaml
+    from yaml.nodes import MappingNode
+
+    from ..prices import parse_prices
+
+    root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    if not isinstance(root, MappingNode):
+        return []
+    only = [(k, v) for k, v in root.value if getattr(k, "value", None) == "prices"]
+    if not only:
+        return []
+    return parse_prices(yaml.serialize(MappingNode("tag:yaml.org,2002:map", only)), str(path))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ledger.store import PG_SCHEMES, default_ledger_path, url_scheme
-from ..routing.budgets import Budget
+from ..routing import Budget
 
 # the tables (one migration of the ledger: append-only, in both dialects' own text)
 SQLITE_SCHEMA = (
@@ -99,6 +99,7 @@ class BudgetStore:
     def _connect(self) -> Any:
         if self._conn is not None:
             return self._conn
+        conn: Any
         try:
             if self.pg:
                 import psycopg
@@ -244,7 +245,10 @@ class BudgetStore:
         if not held:
             return
         if self.pg:
-            self._run(lambda c: [self._release_pg(c, a) for a in held])
+            def go_pg(c: Any) -> None:
+                for a in held:
+                    self._release_pg(c, a)
+            self._run(go_pg)
             return
 
         def go(c: sqlite3.Connection) -> None:

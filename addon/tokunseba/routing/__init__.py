@@ -8,6 +8,7 @@ import that module.
   one row each (a new predicate is one edit there);
 - ``rules_file``: the YAML rules file, validated (``load_rules``), its load-time warnings,
   ``check_file``; ``yaml_reader``: the node walker it (and prices.py) reads YAML with;
+- ``budgets``: the spending caps a rules file states (``budgets:``), read and checked;
 - ``rules_text``: what ``check`` and ``models`` print of the rules;
 - ``endpoints``: the endpoints a route sends to, with their credentials;
 - ``accepts``: the content an endpoint takes;
@@ -18,6 +19,7 @@ import that module.
 Contract: pure but for reading the rules file; no mitmproxy.
 """
 
+from .budgets import MICROS, Budget, BudgetSettings, OnLedgerUnavailable, OnLimit, Unit, Window, money
 from .client_requests import never_matching, too_big
 from .endpoints import BUILTIN_ENDPOINTS, Endpoint, EndpointHealth
 from .facts import PREDICATES, Predicate, TurnFacts, content_refused, turn_facts, turn_refusal
@@ -41,6 +43,8 @@ __all__ = [
     # the rules file and what check prints
     "load_rules", "load_rules_text", "check_file", "YamlReader",
     "counts_line", "policy_lines", "who_lines", "accepts_lines", "never_matching", "too_big",
+    # spending caps (routing/budgets.py)
+    "Budget", "BudgetSettings", "OnLimit", "OnLedgerUnavailable", "Unit", "Window", "MICROS", "money",
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
 ]

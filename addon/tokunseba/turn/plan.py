@@ -115,6 +115,7 @@ class Turn:
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
     prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
+    budget: Any = None  # budgets.Verdict: its caps' holds, settled when the turn ends (turn/budget_gate.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:

@@ -1,0 +1,94 @@
+"""The proxy's spending caps: opened with the rules, admitted as a turn is planned (route.py),
+settled as it ends (record.py), their leases kept alive and the dead ones swept.
+
+- ``open_caps``: the caps of the rules in force over the ledger's database (a SQLite path or a
+  postgresql:// URL: the same one the turns are written to), priced by the rules file's
+  ``prices:``; said once at start (how many caps, where they are counted, what a turn does
+  when that ledger cannot be reached). None when the rules state no budget.
+- ``keep_leases``: every third of the lease, this proxy's holds in flight are renewed and every
+  proxy's expired ones (a proxy killed mid-turn) are charged at their declared amount.
+- ``settle``: a finished turn's holds become its charges, from its reported usage.
+
+Plain Python (no mitmproxy); the store's calls are short statements on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..budgets import BudgetStore, Caps, LedgerAway, Spent, rules_file_prices, table_cost
+from ..credentials import split_url_password
+from ..ledger.store import default_instance, default_ledger_target
+from ..routing import Rules
+from ..turn.plan import Turn
+
+log = logging.getLogger("tokunseba")
+
+
+def open_caps(rules: Rules, *, ledger: str | None, instance: str, owner: str, lease_s: float,
+              rules_path: str | None, previous: Caps | None = None) -> Caps | None:
+    """The caps of ``rules`` (None: it states none); ``previous``' store is reused when it counts
+    in the same ledger (a reload keeps the holds in flight)."""
+    settings = rules.budgets
+    if not settings.budgets:
+        if previous is not None and previous.store is not None and not previous.store.mine:
+            previous.store.close()
+        return None
+    target = ledger or str(default_ledger_target())
+    store = previous.store if previous is not None and previous.store is not None \
+        and previous.store.target == target else BudgetStore(target, owner=owner, lease_s=lease_s)
+    store.lease_s = lease_s
+    caps = Caps(settings, store, instance=instance, cost=table_cost(rules_file_prices(rules_path)))
+    where = split_url_password(target)[0]
+    names = ", ".join(b.name + (" (shared)" if b.shared else "") for b in settings.budgets)
+    log.warning(f"tokunseba: budgets: {len(settings.budgets)} cap{'s' * (len(settings.budgets) != 1)} ({names}), "
+                f"counted in {where}; when it cannot be reached, turns under a cap are "
+                f"{'refused' if settings.on_ledger_unavailable == 'refuse' else 'served without a hold'} "
+                f"(on_ledger_unavailable: {settings.on_ledger_unavailable})")
+    try:
+        if swept := store.sweep(time.time()):
+            log.warning(f"tokunseba: budgets: {swept} hold{'s' * (swept != 1)} of proxies gone mid-turn charged at "
+                        "their declared amount")
+    except LedgerAway as e:
+        log.warning(f"tokunseba: budgets: {e}")
+    return caps
+
+
+async def keep_leases(get_caps: Any) -> None:
+    """Renew this proxy's holds and sweep the expired ones, every third of the lease."""
+    while True:
+        caps: Caps | None = get_caps()
+        await asyncio.sleep(caps.store.lease_s / 3 if caps is not None and caps.store is not None else 5.0)
+        caps = get_caps()
+        if caps is None or caps.store is None:
+            continue
+        try:
+            now = time.time()
+            caps.store.renew(now)
+            if swept := caps.store.sweep(now):
+                log.warning(f"tokunseba: budgets: {swept} expired hold{'s' * (swept != 1)} (a proxy gone mid-turn) "
+                            "charged at their declared amount")
+        except LedgerAway as e:
+            log.warning(f"tokunseba: budgets: {e}")
+        except Exception:
+            log.exception("tokunseba: budgets: could not renew or sweep holds")
+
+
+def settle(caps: Caps | None, turn: Turn, usage: Any, now: float) -> None:
+    """The turn's holds become its charges: its reported cost, or its hold when nothing was reported."""
+    v = turn.budget
+    if caps is None or v is None or not v.held:
+        return
+    ep = turn.endpoint.name if turn.endpoint is not None else None
+    if ep is None:
+        from ..routing import BUILTIN_ENDPOINTS
+        ep = next((e.name for e in BUILTIN_ENDPOINTS.values() if e.host == turn.host), turn.host)
+    charged = caps.settle(v, Spent(ep, turn.model_used or turn.requested_model, turn.url, usage, turn.started_at),
+                          request_id=turn.request_id, now=now)
+    kept = [name for name, amount in charged.items() if amount is None]
+    if kept:
+        log.info(f"tokunseba: {turn.request_id} nothing priced was reported: budget{'s' * (len(kept) > 1)} "
+                 f"{', '.join(kept)} keep{'s' * (len(kept) == 1)} the turn's declared hold as its charge")
