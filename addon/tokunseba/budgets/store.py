@@ -224,7 +224,7 @@ class BudgetStore:
         if row is not None:
             return row
         with c.transaction():  # two proxies open one window: the second finds the first's
-            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{b.name}\x00{key}",))
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tokunseba-budget:{b.name}:{key}",))
             row = c.execute(find, (b.name, key, now, now)).fetchone()
             if row is not None:
                 return row
