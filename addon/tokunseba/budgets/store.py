@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..ledger.store import PG_SCHEMES, default_ledger_path, url_scheme
 from ..routing import Budget
@@ -87,8 +88,9 @@ class WindowRow:
 class BudgetStore:
     """The caps' counters in one database (``target``: a SQLite path or a postgresql:// URL)."""
 
-    def __init__(self, target: str | os.PathLike | None, *, owner: str, lease_s: float = LEASE_S) -> None:
-        self.owner, self.lease_s = owner, lease_s
+    def __init__(self, target: str | os.PathLike | None, *, owner: str, lease_s: float = LEASE_S,
+                 readonly: bool = False) -> None:
+        self.owner, self.lease_s, self.readonly = owner, lease_s, readonly
         self.target = os.fspath(target) if target is not None else str(default_ledger_path())
         self.pg = url_scheme(self.target) in PG_SCHEMES
         self._lock = threading.Lock()
@@ -105,11 +107,18 @@ class BudgetStore:
                 import psycopg
 
                 conn = psycopg.connect(self.target, autocommit=True, connect_timeout=5)
+                if self.readonly:  # tokunseba budgets: a read-only role is enough
+                    self._conn = conn
+                    return conn
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(7340040)")  # one migrator at a time
                     for s in PG_SCHEMA:
                         conn.execute(s)
             else:
+                if self.readonly:
+                    conn = sqlite3.connect(f"file:{quote(self.target)}?mode=ro", uri=True, check_same_thread=False)
+                    self._conn = conn
+                    return conn
                 Path(self.target).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.target, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
@@ -355,6 +364,12 @@ class BudgetStore:
         return self._run(go)
 
     # ---- reads (tokunseba budgets, the tests)
+    def has_tables(self) -> bool:
+        """Whether the ledger holds the caps' tables yet (a read-only reader's first question)."""
+        sql = ("SELECT 1 FROM information_schema.tables WHERE table_name = 'budget_windows'" if self.pg
+               else "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'budget_windows'")
+        return self._run(lambda c: c.execute(sql).fetchone() is not None)
+
     def windows(self, now: float | None = None) -> list[WindowRow]:
         """Every window that is open at ``now`` (None: every window kept), newest first."""
         ph = "%s" if self.pg else "?"

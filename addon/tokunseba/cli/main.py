@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · budgets · shadow · replay.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
@@ -51,12 +51,13 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_run.add_commands(sub)
     if only_run:
         return p
-    from . import prices as cli_prices, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
+    from . import budgets as cli_budgets, prices as cli_prices, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
 
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
+    cli_budgets.add_commands(sub)  # budgets
     return p
 
 

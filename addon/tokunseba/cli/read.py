@@ -683,7 +683,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..routing import RulesError, load_rules
+    from ..routing import RulesError, caps_of_endpoint, load_rules
     from ..translate import CODECS, PROTOCOLS, pair_refusal
 
     try:
@@ -728,7 +728,7 @@ def cmd_models(args: argparse.Namespace) -> int:
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
              "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
              "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache,
-             "context_tokens": ep.context_tokens}
+             "context_tokens": ep.context_tokens, "budgets": caps_of_endpoint(rules, n)}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -804,6 +804,9 @@ def render_models(rep: dict) -> str:
     if not any(e.get("context_tokens") for e in rep["endpoints"]):  # a column only when some endpoint says it
         heads, rows = heads[:-1], [r[:-1] for r in rows]
     out.append(table(heads, rows))
+    if capped := [e for e in rep["endpoints"] if e.get("budgets")]:  # spending caps (tokunseba budgets)
+        out += ["", "Spending caps: " + "; ".join(f"{e['name']}: {', '.join(e['budgets'])}" for e in capped)
+                + " (tokunseba budgets: spent, held, limit, reset)"]
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]

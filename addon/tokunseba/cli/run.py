@@ -633,6 +633,20 @@ def cmd_env(args) -> int:
     return 0
 
 
+def budget_price_warnings(rules, path: str) -> list[str]:
+    """A money cap that can reach a model nobody prices (budgets/check.py), by the file's ``prices:``."""
+    if not rules.budgets.budgets:
+        return []
+    from ..budgets import price_warnings, rules_file_prices
+    from ..prices import PricesError, find_price
+
+    try:
+        table = rules_file_prices(path)
+    except PricesError as e:
+        return [str(e)]
+    return price_warnings(rules, lambda ep, model: find_price(table, ep.name, model) is not None)
+
+
 def cmd_check(args) -> int:
     from ..routing import check_file
 
@@ -645,7 +659,7 @@ def cmd_check(args) -> int:
         from ..routing import load_rules, never_matching, too_big
 
         loaded = load_rules(path)
-        lines += never_matching(loaded) + too_big(loaded)
+        lines += never_matching(loaded) + too_big(loaded) + budget_price_warnings(loaded, path)
     for line in lines:
         print(line, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

@@ -28,7 +28,7 @@ from .rules import (
     records,
 )
 from .rules_file import check_file, load_rules, load_rules_text
-from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, budget_scope_text, caps_of_endpoint, counts_line, policy_lines, who_lines
 from .session_facts import Speaker, client_of, speaker
 from .shadowable import shadow_refusal, shadowable, target_kind
 from .yaml_reader import YamlReader
@@ -43,6 +43,7 @@ __all__ = [
     # the rules file and what check prints
     "load_rules", "load_rules_text", "check_file", "YamlReader",
     "counts_line", "policy_lines", "who_lines", "accepts_lines", "never_matching", "too_big",
+    "budget_lines", "budget_scope_text", "caps_of_endpoint",
     # spending caps (routing/budgets.py)
     "Budget", "BudgetSettings", "OnLimit", "OnLedgerUnavailable", "Unit", "Window", "MICROS", "money",
     # endpoints and shadows
