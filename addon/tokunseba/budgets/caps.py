@@ -156,8 +156,8 @@ class Caps:
             if a.budget.unit == Unit.TOKENS:
                 out[a.budget.name] = tokens_of(spent.usage)
             else:
-                if not priced:
-                    money, priced = self.cost(spent), True
+                if not priced:  # nothing reported: nothing to price (the hold is kept)
+                    money, priced = (None if spent.usage is None else self.cost(spent)), True
                 out[a.budget.name] = money
         return out
 
