@@ -36,7 +36,7 @@ def _amount(b: Any, n: int, *, exact: bool) -> Any:
 
 def cmd_budgets(args: argparse.Namespace) -> int:
     from ..budgets import BudgetStore, LedgerAway, reset_text
-    from ..ledger.store import default_ledger_target
+    from ..ledger import default_ledger_target
     from ..routing import RulesError, budget_scope_text, load_rules
 
     path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None

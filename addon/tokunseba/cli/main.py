@@ -58,6 +58,9 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
     cli_budgets.add_commands(sub)  # budgets
+    from . import report as cli_report
+
+    cli_report.add_commands(sub)
     return p
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..budgets import BudgetStore, Caps, LedgerAway, Spent, rules_file_prices, table_cost
 from ..credentials import split_url_password
-from ..ledger.store import default_instance, default_ledger_target
+from ..ledger import default_instance, default_ledger_target
 from ..routing import Rules
 from ..turn.plan import Turn
 

@@ -29,7 +29,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
-from ..ledger.store import default_instance, instance_id
+from ..ledger import default_instance, instance_id
 from ..routing import Endpoint, EndpointHealth, OnLimit, RulesError, load_rules
 from ..states import Action
 from ..turn import base_url
