@@ -277,3 +277,17 @@ def test_warn_serves_past_the_cap_with_a_line_and_a_mark_and_the_soft_line(ups, 
     marks = [k for (k,) in sqlite_rows(p.ledger, "SELECT kind FROM events WHERE kind LIKE 'budget_%' ORDER BY id")]
     assert marks.count("budget_warning") == 1 and marks.count("budget_passed") == 1
     assert cap_state(p.ledger) == (200_000, 0)
+
+
+def test_an_error_reply_that_reported_no_usage_gives_its_hold_back(ups, tmp_path):
+    ups["oai"].script(Reply.json({"error": {"message": "bad request", "type": "invalid_request_error"}}, 400))
+    p = proxy(ups, tmp_path / "p", FIVE)
+    try:
+        (r,) = asyncio.run(turns(p, 1))
+        ledger_settled(p.ledger, 30)
+    finally:
+        p.stop()
+    assert r.status_code == 400
+    assert cap_state(p.ledger) == (0, 0)  # nothing generated, nothing charged
+    (data,) = sqlite_rows(p.ledger, "SELECT data FROM events WHERE kind = 'budget_settled'")
+    assert json.loads(data[0]) == {"released": ["five-dollars"], "why": "an error reply (400) that reported no usage"}

@@ -22,7 +22,7 @@ from typing import Any
 from ..budgets import BudgetStore, Caps, LedgerAway, Spent, rules_file_prices, table_cost
 from ..credentials import split_url_password
 from ..ledger import default_instance, default_ledger_target
-from ..routing import Rules
+from ..routing import BUILTIN_ENDPOINTS, Rules
 from ..turn.plan import Turn
 
 log = logging.getLogger("tokunseba")
@@ -77,14 +77,20 @@ async def keep_leases(get_caps: Any) -> None:
             log.exception("tokunseba: budgets: could not renew or sweep holds")
 
 
-def settle(caps: Caps | None, turn: Turn, usage: Any, now: float) -> None:
-    """The turn's holds become its charges: its reported cost, or its hold when nothing was reported."""
+def settle(caps: Caps | None, turn: Turn, usage: Any, now: float, status: int | None) -> dict[str, Any] | None:
+    """The turn's holds become its charges: its reported cost, or its hold when nothing was
+    reported (a cut stream); an error reply that reported no usage gives its holds back (the
+    upstream refused the turn: nothing was generated). What was done, for the ledger's
+    ``budget_settled`` event (None: the turn held nothing)."""
     v = turn.budget
     if caps is None or v is None or not v.held:
-        return
+        return None
+    if usage is None and status is not None and status >= 400:
+        names = [a.budget.name for a in v.held]
+        caps.release(v)
+        return {"released": names, "why": f"an error reply ({status}) that reported no usage"}
     ep = turn.endpoint.name if turn.endpoint is not None else None
     if ep is None:
-        from ..routing import BUILTIN_ENDPOINTS
         ep = next((e.name for e in BUILTIN_ENDPOINTS.values() if e.host == turn.host), turn.host)
     charged = caps.settle(v, Spent(ep, turn.model_used or turn.requested_model, turn.url, usage, turn.started_at),
                           request_id=turn.request_id, now=now)
@@ -92,3 +98,5 @@ def settle(caps: Caps | None, turn: Turn, usage: Any, now: float) -> None:
     if kept:
         log.info(f"tokunseba: {turn.request_id} nothing priced was reported: budget{'s' * (len(kept) > 1)} "
                  f"{', '.join(kept)} keep{'s' * (len(kept) == 1)} the turn's declared hold as its charge")
+    return {"charged": {name: amount for name, amount in charged.items() if amount is not None},
+            "kept_hold": kept}

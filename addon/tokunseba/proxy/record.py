@@ -153,7 +153,8 @@ class Record(Part):
         primary_done(core.shadows, state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
         if turn.budget is not None and turn.budget.held:  # its holds become its charges, from usage as reported
-            settle(core.caps, turn, usage, now)
+            if (settled := settle(core.caps, turn, usage, now, status)) is not None:
+                core.recorder.event(turn, "budget_settled", settled)
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})

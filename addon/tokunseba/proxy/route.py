@@ -36,7 +36,7 @@ from ..turn import base_url
 from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
 from ..turn.flowstate import FlowState
 from ..turn.last_word import final, say_busy
-from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn.plan import Turn, client_error, is_count, is_responses_websocket, websocket_declined, websocket_refusal
 from ..turn.planner import Planning, begin
 from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
@@ -233,7 +233,7 @@ class Route(Part):
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
         conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
         verdict = None
-        if core.caps is not None:  # admission under the caps: one atomic hold per budget (proxy/budgeting.py)
+        if core.caps is not None and not is_count(planning.prep.det):  # admission: one atomic hold per cap (budgeting.py)
             verdict, conn, connected = await self._admit(planning, conn, connected)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
