@@ -115,10 +115,7 @@ class Planning:
         if connected is not None:
             self.health.ok(connected[0])
             self.slot = connected[1]
-        turn = build_turn(self.rules, self.prep, self.plan, env=env)
-        turn.request_id = self.request_id
-        if turn.capture is not None:
-            turn.capture.request_id = self.request_id
+        turn = build_turn(self.rules, self.prep, self.plan, env=env, request_id=self.request_id)
         turn.retry_of = retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=self.host,
                                                path=self.path, body=self.prep.body), turn.request_id, turn.started_at)
         if turn.retry_of:
