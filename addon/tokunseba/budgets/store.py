@@ -80,6 +80,7 @@ class BudgetStore:
         self._lock = threading.Lock()
         self._conn: Any = None
         self.mine: dict[str, int] = {}  # hold id -> amount, of this proxy's holds in flight
+        self._open: dict[tuple[str, str], tuple[float, float]] = {}  # (budget, scope key) -> its current window
 
     # ---- connection
     def _connect(self) -> Any:
@@ -154,37 +155,49 @@ class BudgetStore:
         out: list[Admission] = []
         c.execute("BEGIN IMMEDIATE")
         for b, key, enforce in wanted:
-            ws, we, spent, held = self._window_sqlite(c, b, key, now)
-            if enforce and spent + held + b.hold > b.limit:
+            # the window this turn falls in: known from a turn before (a window's bounds never change), or
+            # found or opened now; then the check and the hold in one conditional UPDATE
+            ws, we = self._open.get((b.name, key), (0.0, 0.0))
+            if not ws <= now < we:
+                ws, we = self._window_sqlite(c, b, key, now)
+                self._open[(b.name, key)] = (ws, we)
+            row = c.execute("UPDATE budget_windows SET held = held + ?, limit_amount = ? WHERE budget = ? AND "
+                            "scope_key = ? AND window_start = ? AND (? = 0 OR spent + held + ? <= ?) "
+                            "RETURNING spent, held", (b.hold, b.limit, b.name, key, ws, int(enforce), b.hold,
+                                                      b.limit)).fetchone()
+            if row is None:
+                spent, held = c.execute("SELECT spent, held FROM budget_windows WHERE budget = ? AND scope_key = ? "
+                                        "AND window_start = ?", (b.name, key, ws)).fetchone()
                 c.execute("ROLLBACK")
                 return [Admission(b, False, spent, held, ws, we, scope_key=key)]  # the holds above rolled back
             hid = self._hold_id(rid, b.name)
-            c.execute("UPDATE budget_windows SET held = held + ?, limit_amount = ? WHERE budget = ? AND scope_key = ? "
-                      "AND window_start = ?", (b.hold, b.limit, b.name, key, ws))
             c.execute("INSERT INTO budget_holds VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                       (hid, b.name, key, ws, b.hold, rid, self.owner, now + self.lease_s))
-            out.append(Admission(b, True, spent, held + b.hold, ws, we, hid, key))
+            out.append(Admission(b, True, row[0], row[1], ws, we, hid, key))
         c.execute("COMMIT")
         for a in out:
             self.mine[a.hold_id or ""] = a.budget.hold
         return out
 
     @staticmethod
-    def _window_sqlite(c: sqlite3.Connection, b: Budget, key: str, now: float) -> tuple[float, float, int, int]:
-        row = c.execute("SELECT window_start, window_end, spent, held FROM budget_windows WHERE budget = ? AND "
-                        "scope_key = ? AND window_start <= ? AND window_end > ? ORDER BY window_start DESC LIMIT 1",
+    def _window_sqlite(c: sqlite3.Connection, b: Budget, key: str, now: float) -> tuple[float, float]:
+        row = c.execute("SELECT window_start, window_end FROM budget_windows WHERE budget = ? AND scope_key = ? AND "
+                        "window_start <= ? AND window_end > ? ORDER BY window_start DESC LIMIT 1",
                         (b.name, key, now, now)).fetchone()
         if row is not None:
             return row
         ws, we = b.window.bounds(now)
         c.execute("INSERT OR IGNORE INTO budget_windows (budget, scope_key, window_start, window_end, unit, "
                   "limit_amount) VALUES (?, ?, ?, ?, ?, ?)", (b.name, key, ws, we, str(b.unit), b.limit))
-        return ws, we, 0, 0
+        return ws, we
 
     def _admit_pg(self, c: Any, wanted: list[tuple[Budget, str, bool]], rid: str, now: float) -> list[Admission]:
         out: list[Admission] = []
         for b, key, enforce in wanted:
-            ws, we = self._window_pg(c, b, key, now)
+            ws, we = self._open.get((b.name, key), (0.0, 0.0))
+            if not ws <= now < we:  # known from a turn before, else found or opened now
+                ws, we = self._window_pg(c, b, key, now)
+                self._open[(b.name, key)] = (ws, we)
             hid = self._hold_id(rid, b.name)
             row = c.execute(
                 "WITH up AS (UPDATE budget_windows SET held = held + %(hold)s, limit_amount = %(limit)s "
