@@ -582,6 +582,8 @@ def render_explain(turn: dict, events: list[dict]) -> str:
         _kv("client", f"{turn.get('client_protocol') or '-'} · {turn.get('host') or '-'}{turn.get('path') or ''}"
             + (f" · {', '.join(flags)}" if flags else "")),
         _kv("requested", turn.get("requested_model") or "- (no model in the request)"),
+        *[_kv("login", f"{e['data'].get('login')} ({e['data'].get('why')})") for e in events
+          if e["kind"] == "login" and isinstance(e["data"], dict)],  # which login the client sent it with
         *([_kv("retry of", f"{turn['retry_of']} (the same request, sent again by the client)")]
           if turn.get("retry_of") else []),
         "",

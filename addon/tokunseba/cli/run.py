@@ -135,10 +135,11 @@ def _ports(args, **names: int) -> str | None:
 
 def provider_listeners() -> list[tuple[str, tuple[str, ...]]]:
     """(provider host, the client protocols it serves) for each base-URL listener, in the
-    registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini)."""
-    from ..protocols.detect import provider_hosts
+    registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini). A protocol's
+    backend hosts (chatgpt.com) get none: they are reached through the proxy."""
+    from ..protocols.detect import api_hosts
 
-    return list(provider_hosts().items())
+    return list(api_hosts().items())
 
 
 def base_url_ports(port: int, first: int | None) -> list[int]:
