@@ -10,11 +10,11 @@ themselves are the rules file's (routing/budgets.py). Other packages import only
 
 from .caps import Caps, Verdict, limit_message, reset_text
 from .check import price_warnings, reachable_models
-from .cost import CostOf, Spent, rules_file_prices, table_cost, tokens_of
+from .cost import CostOf, Spent, pricing_cost, tokens_of
 from .store import Admission, BudgetStore, LedgerAway, WindowRow
 
 __all__ = [
     "Caps", "Verdict", "limit_message", "reset_text", "price_warnings", "reachable_models",
-    "CostOf", "Spent", "table_cost", "tokens_of", "rules_file_prices",
+    "CostOf", "Spent", "pricing_cost", "tokens_of",
     "Admission", "BudgetStore", "LedgerAway", "WindowRow",
 ]

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from .read import _common, _error, _json, table
+from .common import common_options, error, print_json, table
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and when it resets. A cap not shared is counted per proxy (one row each); shared: true is one count "
         "for every proxy on the ledger. Example: tokunseba budgets --rules rules.yaml --ledger postgresql://…")
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES)")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_budgets)
 
 
@@ -41,11 +41,11 @@ def cmd_budgets(args: argparse.Namespace) -> int:
 
     path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None
     if not path:
-        return _error("no rules file given (--rules FILE, or $TOKUNSEBA_RULES): the budgets are stated there", 2)
+        return error("no rules file given (--rules FILE, or $TOKUNSEBA_RULES): the budgets are stated there", 2)
     try:
         rules = load_rules(path)
     except RulesError as e:
-        return _error(str(e), 1)
+        return error(str(e), 1)
     now = time.time()
     target = args.ledger or str(default_ledger_target())
     rows: list = []
@@ -54,7 +54,7 @@ def cmd_budgets(args: argparse.Namespace) -> int:
         try:
             rows = store.windows(now) if store.has_tables() else []
         except LedgerAway as away:
-            return _error(str(away), 1)
+            return error(str(away), 1)
         finally:
             store.close()
     out = []
@@ -82,7 +82,7 @@ def cmd_budgets(args: argparse.Namespace) -> int:
                 "resets": reset_text(end, now, tz) if end is not None else "a window opens at the first turn",
                 "on_limit": str(b.on_limit), "warn_at": b.warn_at, "line": b.line})
     if args.json:
-        _json({"rules": path, "ledger": str(target), "budgets": out})
+        print_json({"rules": path, "ledger": str(target), "budgets": out})
         return 0
     if not out:
         print(f"no budgets in {path} (budgets: in the rules file; see docs/guide/budgets.md)")

@@ -265,9 +265,12 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     if args.rules:
         from ..routing import RulesError
 
+        from ..pricing import PricesError, rules_prices
+
         try:
             rules = _rules(args.rules)
-        except RulesError as e:
+            rules_prices(args.rules)  # its prices: the proxy reads them too (pricing/)
+        except (RulesError, PricesError) as e:
             raise SystemExit(f"error: {e}")
         for ep in rules.endpoints.values():
             if ep.url.startswith("https://") and ep.host not in hosts:
@@ -633,17 +636,22 @@ def cmd_env(args) -> int:
 
 
 def budget_price_warnings(rules, path: str) -> list[str]:
-    """A money cap that can reach a model nobody prices (budgets/check.py), by the file's ``prices:``."""
+    """A money cap that can reach a model nobody prices (budgets/check.py): priced as a turn is
+    (the file's ``prices:`` over the price library; a local endpoint at 0)."""
     if not rules.budgets.budgets:
         return []
-    from ..budgets import price_warnings, rules_file_prices
-    from ..prices import PricesError, find_price
+    import time
+
+    from ..budgets import price_warnings
+    from ..pricing import Billed, PricesError, Source, cost_of, rules_prices
 
     try:
-        table = rules_file_prices(path)
+        table = rules_prices(path)
     except PricesError as e:
         return [str(e)]
-    return price_warnings(rules, lambda ep, model: find_price(table, ep.name, model) is not None)
+    probe, now = Billed(input=1_000_000, uncached=1_000_000, output=1_000_000), time.time()
+    return price_warnings(rules, lambda ep, model: cost_of(model=model, endpoint=ep.name, url=ep.url, billed=probe,
+                                                           at=now, table=table).kind is not Source.UNPRICED)
 
 
 def cmd_check(args) -> int:
@@ -654,6 +662,15 @@ def cmd_check(args) -> int:
         print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
         return 2
     ok, lines = check_file(path)
+    if ok:  # its prices: read by pricing/, as the proxy reads them
+        from ..pricing import PricesError, rules_prices
+
+        try:
+            if own := rules_prices(path):
+                lines.append(f"prices: {len(own)} of your own, over the price library's list prices "
+                             f"(first match wins: {', '.join(f'{p.endpoint}:{p.model_glob}' for p in own)})")
+        except PricesError as e:
+            ok, lines = False, [str(e)]
     if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
         from ..routing import load_rules, never_matching, too_big
 

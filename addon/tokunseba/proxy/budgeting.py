@@ -2,8 +2,8 @@
 settled as it ends (record.py), their leases kept alive and the dead ones swept.
 
 - ``open_caps``: the caps of the rules in force over the ledger's database (a SQLite path or a
-  postgresql:// URL: the same one the turns are written to), priced by the rules file's
-  ``prices:``; said once at start (how many caps, where they are counted, what a turn does
+  postgresql:// URL: the same one the turns are written to), priced as every turn is (pricing/:
+  the rules file's ``prices:`` over the price library, local endpoints at 0); said once at start (how many caps, where they are counted, what a turn does
   when that ledger cannot be reached). None when the rules state no budget.
 - ``keep_leases``: every third of the lease, this proxy's holds in flight are renewed and every
   proxy's expired ones (a proxy killed mid-turn) are charged at their declared amount.
@@ -19,17 +19,19 @@ import logging
 import time
 from typing import Any
 
-from ..budgets import BudgetStore, Caps, LedgerAway, Spent, rules_file_prices, table_cost
+from ..budgets import BudgetStore, Caps, LedgerAway, Spent, pricing_cost
+from ..pricing import Price
 from ..credentials import split_url_password
 from ..ledger import default_instance, default_ledger_target
 from ..routing import BUILTIN_ENDPOINTS, Rules
+from ..states import Action
 from ..turn.plan import Turn
 
 log = logging.getLogger("tokunseba")
 
 
 def open_caps(rules: Rules, *, ledger: str | None, instance: str, owner: str, lease_s: float,
-              rules_path: str | None, previous: Caps | None = None) -> Caps | None:
+              prices: list[Price], previous: Caps | None = None) -> Caps | None:
     """The caps of ``rules`` (None: it states none); ``previous``' store is reused when it counts
     in the same ledger (a reload keeps the holds in flight)."""
     settings = rules.budgets
@@ -41,7 +43,7 @@ def open_caps(rules: Rules, *, ledger: str | None, instance: str, owner: str, le
     store = previous.store if previous is not None and previous.store is not None \
         and previous.store.target == target else BudgetStore(target, owner=owner, lease_s=lease_s)
     store.lease_s = lease_s
-    caps = Caps(settings, store, instance=instance, cost=table_cost(rules_file_prices(rules_path)))
+    caps = Caps(settings, store, instance=instance, cost=pricing_cost(prices))
     where = split_url_password(target)[0]
     names = ", ".join(b.name + (" (shared)" if b.shared else "") for b in settings.budgets)
     log.warning(f"tokunseba: budgets: {len(settings.budgets)} cap{'s' * (len(settings.budgets) != 1)} ({names}), "
@@ -89,10 +91,11 @@ def settle(caps: Caps | None, turn: Turn, usage: Any, now: float, status: int | 
         names = [a.budget.name for a in v.held]
         caps.release(v)
         return {"released": names, "why": f"an error reply ({status}) that reported no usage"}
-    ep = turn.endpoint.name if turn.endpoint is not None else None
-    if ep is None:
-        ep = next((e.name for e in BUILTIN_ENDPOINTS.values() if e.host == turn.host), turn.host)
-    charged = caps.settle(v, Spent(ep, turn.model_used or turn.requested_model, turn.url, usage, turn.started_at),
+    routed = turn.endpoint is not None and turn.action != Action.PASS  # where it was served (as turn/cost.py says)
+    ep = turn.endpoint.name if routed and turn.endpoint is not None else \
+        next((e.name for e in BUILTIN_ENDPOINTS.values() if e.host == turn.host), turn.host)
+    url = turn.endpoint.url if routed and turn.endpoint is not None else f"https://{turn.host}" if turn.host else None
+    charged = caps.settle(v, Spent(ep, turn.model_used or turn.requested_model, url, usage, turn.started_at),
                           request_id=turn.request_id, now=now)
     kept = [name for name, amount in charged.items() if amount is None]
     if kept:

@@ -30,6 +30,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..ledger import default_instance, instance_id
+from ..pricing import PricesError, rules_prices
 from ..routing import Endpoint, EndpointHealth, OnLimit, RulesError, load_rules
 from ..states import Action
 from ..turn import base_url
@@ -102,7 +103,12 @@ class Route(Part):
     def load_rules(self) -> None:
         core, path = self.core, ctx.options.tokunseba_rules or None
         before = stamp(path)
-        core.rules = load_rules(path)
+        rules = load_rules(path)
+        try:
+            core.prices = rules_prices(path)  # the file's prices: (the console line's and the span's cost)
+        except PricesError as e:
+            raise RulesError([str(e)]) from None
+        core.rules = rules
         KNOWN_SECRETS.set(endpoint_keys(core.rules.endpoints.values(), os.environ))
         # a file still being written when read is read again at the next poll
         self.rules_stamp = before if stamp(path) == before else None
@@ -110,7 +116,7 @@ class Route(Part):
             log.warning(w)
         core.caps = open_caps(core.rules, ledger=ctx.options.tokunseba_ledger or None,
                               instance=ctx.options.tokunseba_instance or default_instance(), owner=instance_id(),
-                              lease_s=lease_seconds(ctx.options.tokunseba_budget_lease_s), rules_path=path,
+                              lease_s=lease_seconds(ctx.options.tokunseba_budget_lease_s), prices=core.prices,
                               previous=core.caps)
         core.health = EndpointHealth()
         if core.relay.port:  # reloaded while running: say again which endpoints cannot be reached
