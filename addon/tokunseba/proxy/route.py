@@ -264,8 +264,11 @@ class Route(Part):
         assert core.caps is not None
         events: list[tuple[str, dict]] = []
         while True:
-            verdict = core.caps.admit(planning.budget_facts(), request_id=planning.request_id,
-                                      now=time.time())
+            caps, facts = core.caps, planning.budget_facts()
+            if caps.store is not None and caps.store.pg:  # a round trip to the database: off the event loop
+                verdict = await asyncio.to_thread(caps.admit, facts, request_id=planning.request_id, now=time.time())
+            else:  # SQLite: a short local transaction
+                verdict = caps.admit(facts, request_id=planning.request_id, now=time.time())
             if not verdict.reroutes:
                 break
             event = planning.reroute(verdict)
