@@ -138,8 +138,9 @@ class BudgetStore:
     # ---- admission
     def admit(self, wanted: Iterable[tuple[Budget, str, bool]], *, request_id: str, now: float) -> list[Admission]:
         """Hold each budget's declared amount (``wanted``: budgets with their scope keys, and whether
-        the cap is enforced: ``on_limit: warn`` holds past it), all or none: the answers in order, stopping at the first refused (whose holds taken before it in
-        this call are given back). A refused answer has ``ok`` False."""
+        the cap is enforced: ``on_limit: warn`` holds past it), all or none: the answers in order,
+        stopping at the first refused (whose holds taken before it in this call are given back). A
+        refused answer has ``ok`` False."""
         wanted = list(wanted)
         if not wanted:
             return []
@@ -206,7 +207,8 @@ class BudgetStore:
                 "INSERT INTO budget_holds (hold_id, budget, scope_key, window_start, amount, request_id, owner, "
                 "expires_at) SELECT %(id)s, %(b)s, %(k)s, %(ws)s, %(hold)s, %(rid)s, %(owner)s, %(exp)s FROM up "
                 "RETURNING (SELECT spent FROM up), (SELECT held FROM up)",
-                dict(hold=b.hold, limit=b.limit, enforce=int(enforce), b=b.name, k=key, ws=ws, id=hid, rid=rid, owner=self.owner,
+                dict(hold=b.hold, limit=b.limit, enforce=int(enforce), b=b.name, k=key, ws=ws, id=hid, rid=rid,
+                     owner=self.owner,
                      exp=now + self.lease_s)).fetchone()
             if row is None:
                 cur = c.execute("SELECT spent, held FROM budget_windows WHERE budget = %s AND scope_key = %s "
@@ -232,7 +234,8 @@ class BudgetStore:
                 return row
             ws, we = b.window.bounds(now)
             c.execute("INSERT INTO budget_windows (budget, scope_key, window_start, window_end, unit, limit_amount) "
-                      "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", (b.name, key, ws, we, str(b.unit), b.limit))
+                      "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                      (b.name, key, ws, we, str(b.unit), b.limit))
             return ws, we
 
     def _release_pg(self, c: Any, a: Admission) -> None:
@@ -296,7 +299,8 @@ class BudgetStore:
                 c.execute("UPDATE budget_windows SET spent = spent + ? WHERE budget = ? AND scope_key = ? AND "
                           "window_start = ?", (charge, a.budget.name, a.scope_key, a.window_start))
             c.execute("INSERT INTO budget_charges (budget, scope_key, window_start, request_id, amount, kind, ts) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (a.budget.name, a.scope_key, a.window_start, rid, charge, kind, now))
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (a.budget.name, a.scope_key, a.window_start, rid, charge, kind, now))
         c.execute("COMMIT")
 
     @staticmethod

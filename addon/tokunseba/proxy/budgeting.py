@@ -3,8 +3,9 @@ settled as it ends (record.py), their leases kept alive and the dead ones swept.
 
 - ``open_caps``: the caps of the rules in force over the ledger's database (a SQLite path or a
   postgresql:// URL: the same one the turns are written to), priced as every turn is (pricing/:
-  the rules file's ``prices:`` over the price library, local endpoints at 0); said once at start (how many caps, where they are counted, what a turn does
-  when that ledger cannot be reached). None when the rules state no budget.
+  the rules file's ``prices:`` over the price library, local endpoints at 0); said once at
+  start (how many caps, where they are counted, what a turn does when that ledger cannot be
+  reached). None when the rules state no budget.
 - ``keep_leases``: every third of the lease, this proxy's holds in flight are renewed and every
   proxy's expired ones (a proxy killed mid-turn) are charged at their declared amount.
 - ``settle``: a finished turn's holds become its charges, from its reported usage.

@@ -3,7 +3,8 @@
 - ``on_request`` (the ``request`` hook): what is refused at the door (a base-URL listener
   asked for another host, a Responses WebSocket upgrade), then one call plans the turn
   (``plan``: turn/plan.py's prepare, decide and build, with the endpoint's connection opened
-  and a slot taken before the turn is committed to it) and one applies it (``apply``: the
+  and a slot taken before the turn is committed to it, then its admission under the spending
+  caps: ``_admit``) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
   ``aim``); fail closed: an exception answers a provider call with an error in its protocol;
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
@@ -11,7 +12,8 @@
 - the rules file: loaded at ``configure``, reloaded when it changes on disk (a broken edit
   keeps the rules in force); the endpoints in use checked once at start, in the background.
 
-Owns ``tokunseba_rules``, ``_probe_timeout_ms``, ``_connect_timeout_ms``, ``_keepalive_s``,
+Owns ``tokunseba_rules``, ``_budget_lease_s`` (the caps open with the rules: proxy/budgeting.py),
+``_probe_timeout_ms``, ``_connect_timeout_ms``, ``_keepalive_s``,
 ``_provider_hosts`` and ``_allow_remote_clients`` (with mitmproxy's ``proxyauth``).
 """
 
@@ -50,8 +52,8 @@ from .relay import UpstreamConn
 from .budgeting import keep_leases, open_caps
 from .shadowing import maybe_shadow
 
-KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms", "tokunseba_keepalive_s",
-        "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
+KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
+        "tokunseba_keepalive_s", "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
 RULES_POLL_S = 1.0
 
 
@@ -239,7 +241,7 @@ class Route(Part):
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
         conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
         verdict = None
-        if core.caps is not None and not is_count(planning.prep.det):  # admission: one atomic hold per cap (budgeting.py)
+        if core.caps is not None and not is_count(planning.prep.det):  # one atomic hold per cap (budgeting.py)
             verdict, conn, connected = await self._admit(planning, conn, connected)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
