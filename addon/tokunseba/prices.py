@@ -172,7 +172,7 @@ def price_report(turns: list[dict], shadows: list[dict], prices: list[Price]) ->
     extra_rows = [(s["endpoint"], s["model"] or s.get("primary_requested_model"), s) for s in shadows
                   if s["kind"] in ("shadow", "replay")]
     extra, extra_total = _group(extra_rows, prices)
-    elsewhere = [t for t in turns if t.get("outcome") in ("translated", "retargeted")]
+    elsewhere = [t for t in turns if t.get("outcome") in ("translated", "retargeted", "capped")]
     at_original: dict[str, dict] = {}
     for s in shadows:  # the latest figure from the original provider, per turn
         if s["kind"] in ("shadow", "replay") and s.get("at_original") and s.get("usage_reported") is not None:

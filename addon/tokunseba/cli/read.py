@@ -438,7 +438,9 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     # the unserved ones when there are any; failed over is not a class (said after them)
     out.append(
         f"turns {st['turns']} = served {st.get('served', 0)} (translated {st['translated']}  ·  retargeted "
-        f"{st['retargeted']}  ·  pass-through {st['pass_through']}) + errors {st['errors']} + refused {st['refused']}"
+        f"{st['retargeted']}  ·  pass-through {st['pass_through']}"
+        + (f"  ·  capped {st['capped']}: cut by the endpoint's cap" if st.get("capped") else "")
+        + f") + errors {st['errors']} + refused {st['refused']}"
         + "".join(f" + {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
         + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")
@@ -640,6 +642,8 @@ def render_explain(turn: dict, events: list[dict]) -> str:
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})
     if done.get("stop_reason"):
         out.append(_kv("stop reason", str(done["stop_reason"])))
+    for j, item in enumerate(done.get("converted") or []):  # told the client in place of the upstream's (issue 41)
+        out.append(_kv("told client" if j == 0 else "", _compact(item)))
     for j, item in enumerate(done.get("dropped") or []):  # reply fields left behind by the translation
         out.append(_kv("reply drops" if j == 0 else "", _compact(item)))
     for e in events:  # a token count answered by the endpoint's own counter (issue 32)

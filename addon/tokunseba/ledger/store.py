@@ -1114,6 +1114,7 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
         "translated": kinds.count("translated"),
         "retargeted": kinds.count("retargeted"),
         "pass_through": kinds.count("pass_through"),
+        "capped": kinds.count("capped"),  # served, but cut by the endpoint's own cap (outcomes.CAPPED)
         "errors": kinds.count("error"),
         "refused": kinds.count("refused"),
         "cancelled": kinds.count("cancelled"),
@@ -1127,10 +1128,12 @@ def compute_stats(rows: list[dict], since: float | None) -> dict:
     for gname, key in GROUPS.items():
         acc: dict[str | None, dict] = {}
         for r, k in zip(rows, kinds):
-            g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "cancelled": 0,
-                                        "served": 0, "cache_read": None, "cache_write": None, "_whole": 0})
+            g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "capped": 0, "refused": 0, "errors": 0,
+                                        "cancelled": 0, "served": 0, "cache_read": None, "cache_write": None,
+                                        "_whole": 0})
             g["turns"] += 1
             g["translated"] += k == "translated"
+            g["capped"] += k == "capped"
             g["refused"] += k == "refused"
             g["errors"] += k == "error"
             g["cancelled"] += k == "cancelled"
