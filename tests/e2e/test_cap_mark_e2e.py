@@ -251,3 +251,72 @@ def test_codex_told_incomplete(tmp_path, event):
     else:  # a failed turn: nothing printed, exit 1
         assert p.returncode == 1 and TEXT not in p.stdout, (p.stdout[-2000:], p.stderr[-3000:])
         assert "Incomplete response returned, reason: max_output_tokens" in p.stderr
+
+
+# ---------------------------------------------------------------- Gemini CLI
+
+GEMINI_RULES = """\
+endpoints:
+  target:
+    {endpoint}
+    key_env: TK_CAP_EP_KEY
+routes:
+  - name: gemini-capped
+    when: {{client: gemini}}
+    to: target
+"""
+
+
+def _gemini_through(tmp_path: Path, endpoint: str, reply: Reply):
+    """Gemini CLI (`-m cli-model -p`: no router call) through a real mitmdump to ``endpoint``, a
+    scripted upstream answering every request with ``reply``: (the run, the requests, the ledger, seconds)."""
+    from .conftest import Mitmdump
+    from .test_gemini_e2e import run_gemini_cli
+    from .upstream import Upstream
+
+    with Upstream() as up:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(GEMINI_RULES.format(endpoint=endpoint.format(url=up.url)))
+        m = Mitmdump(tmp_path, rules, env={"TK_CAP_EP_KEY": EP_KEY})
+        try:
+            up.script(reply)
+            t0 = time.monotonic()
+            p = run_gemini_cli(m, tmp_path, "say hi", timeout=240)
+            took = time.monotonic() - t0
+            sent = [r for r in up.requests if r.method == "POST"]
+        finally:
+            m.stop()
+    return p, sent, m.ledger, took
+
+
+def _gemini_to_the_cap() -> Reply:
+    """A Gemini stream that ends ``finishReason: MAX_TOKENS``, as a Gemini endpoint's own encoder writes it."""
+    from tokunseba import translate as tr
+    from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
+    from tokunseba.neutral.report import ReplyReport
+    from tokunseba.neutral.usage import Usage
+
+    enc = tr.CODECS["gemini"].stream_encoder(ReplyReport(), True, 1767225600)
+    events = [MessageStart("gemresp-cap", "cli-model"), BlockStart(0, "text"), BlockDelta(0, TEXT), BlockStop(0),
+              MessageStop("max_tokens", None, Usage("openai", {"prompt_tokens": 900, "completion_tokens": 256}))]
+    pieces = [b for b in (enc.encode(e) for e in events) if b]
+    assert b"MAX_TOKENS" in b"".join(pieces)
+    return Reply.sse(pieces, delay=0.01)
+
+
+def test_gemini_cli_told_stop_for_a_reply_the_endpoints_cap_cut(tmp_path):
+    chat = "protocol: openai\n    url: {url}/v1\n    max_tokens: 256\n    model: local-model"
+    p, sent, ledger, took = _gemini_through(tmp_path, chat, to_the_cap("chatcmpl-gemcap"))
+    print(f"Gemini CLI told STOP: rc {p.returncode}, {len(sent)} requests, {took:.1f} s, stdout {p.stdout[-200:]!r}")
+    assert p.returncode == 0 and TEXT in p.stdout and len(sent) == 1, (p.stdout[-2000:], p.stderr[-3000:])
+    assert [t["outcome"] for t in json.loads(tk("log", "--ledger", str(ledger), "--json"))] == ["capped"]
+
+
+def test_gemini_cli_told_max_tokens(tmp_path):
+    """What Gemini CLI does with `finishReason: MAX_TOKENS` (a same-protocol endpoint: passed on
+    as it came): measured for the docs."""
+    gem = "protocol: gemini\n    url: {url}/v1beta"
+    p, sent, _, took = _gemini_through(tmp_path, gem, _gemini_to_the_cap())
+    print(f"Gemini CLI told MAX_TOKENS: rc {p.returncode}, {len(sent)} requests, {took:.1f} s, "
+          f"stdout {p.stdout[-300:]!r}, stderr tail {p.stderr[-600:]!r}")
+    assert p.returncode == 0 and TEXT in p.stdout and len(sent) == 1, (p.stdout[-2000:], p.stderr[-3000:])
