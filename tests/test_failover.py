@@ -16,7 +16,7 @@ from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
-from tokunseba.routing.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
+from tokunseba.routing import RulesError, TurnFacts, check_file, decide, load_rules_text
 
 
 def _oai(message, code=None, etype="invalid_request_error") -> bytes:
@@ -260,7 +260,7 @@ def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
     import time as _time
 
     from tokunseba.cli.main import main
-    from tokunseba.ledger.store import Ledger
+    from tokunseba.ledger import Ledger
 
     path = tmp_path / "ledger.db"
     now = _time.time()

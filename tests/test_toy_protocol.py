@@ -17,13 +17,13 @@ from tests.planning import plan_request
 from tests.toy import codec as tc
 from tests.toy import facts as tf
 from tokunseba import protocols, translate
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.turn.outcome import usage_of
 from tokunseba.protocols.detect import Detected, detect
 from tokunseba.turn.pump import Pump
 from tokunseba.shadow.replay import replay
 from tokunseba.shadow.reply_facts import reply_facts
-from tokunseba.routing.rules import load_rules
+from tokunseba.routing import load_rules
 from tokunseba.shadow.turns import build_request, compare
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.stream_watch import NO_TERMINAL, StreamWatch

@@ -22,17 +22,17 @@ from datetime import datetime
 from typing import Any
 
 from .. import jsonc
-from ..ledger.store import (
+from ..ledger import (
     LEDGER_ENV,
     USAGE_FIELDS,
-    Ledger,
     LedgerError,
     LedgerMissing,
+    LedgerReader,
     compute_stats,
+    db_errors,
     default_ledger_target,
     spool_note,
 )
-from ..ledger.dialect import db_errors
 from ..outcomes import client_label, label, outcome_class, route_text, seconds, was_sent
 from .. import protocols
 from ..credentials import redact_text
@@ -213,12 +213,12 @@ def _positive_int(name: str, text: str, maximum: int = MAX_LIMIT) -> int:
     return n
 
 
-def _open(args: argparse.Namespace) -> Ledger:
+def _open(args: argparse.Namespace) -> LedgerReader:
     """The ledger named by --ledger (else the default), read-only. Raises LedgerError."""
-    return Ledger(args.ledger or default_ledger_target(), readonly=True)
+    return LedgerReader(args.ledger or default_ledger_target(), readonly=True)
 
 
-def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -> int:
+def _read(args: argparse.Namespace, empty: Any, body: Callable[[LedgerReader], int]) -> int:
     """Run ``body`` on the ledger. A missing ledger prints one line (and ``empty`` as JSON)."""
     try:
         ledger = _open(args)
@@ -249,7 +249,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         turns = ledger.turns(limit=limit, instance=args.instance)
         if args.json:
             _json(turns)
@@ -405,7 +405,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         st = ledger.stats(since)
         if args.json:
             _json(st)
@@ -687,7 +687,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..routing.rules import RulesError, load_rules
+    from ..routing import RulesError, load_rules
     from ..translate import CODECS, PROTOCOLS, pair_refusal
 
     try:
@@ -790,8 +790,10 @@ def _route_clients(route: Any) -> list[str]:
 
 
 def render_models(rep: dict) -> str:
-    unmatched = {"pass": "pass through to the host the client asked for",
-                 "refuse": "refused with an error in the client's protocol"}[rep["unmatched"]]
+    from ..routing import OnFailure, OnRefused, Unmatched
+
+    unmatched = {Unmatched.PASS: "pass through to the host the client asked for",
+                 Unmatched.REFUSE: "refused with an error in the client's protocol"}[rep["unmatched"]]
     out = [f"rules: {rep['rules'] or 'none (built-in endpoints only)'}",
            f"unmatched: {rep['unmatched']} (turns no route takes: {unmatched})", ""]
     rows = []
@@ -826,9 +828,9 @@ def render_models(rep: dict) -> str:
         for r in rep["routes"]:
             res = "ok"
             if r["refused"]:
-                then = "error to the client" if r["on_refused"] == "error" else "next route"
+                then = "error to the client" if r["on_refused"] == OnRefused.ERROR else "next route"
                 res = f"refused for {', '.join(r['refused'])} → {then}"
-            unreachable = "error to the client" if r["on_failure"] == "error" else "next route"
+            unreachable = "error to the client" if r["on_failure"] == OnFailure.ERROR else "next route"
             rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res,
                          unreachable])
         out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF IT FAILS"], rows)]

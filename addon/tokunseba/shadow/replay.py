@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import httpx
 
 from .. import protocols
-from ..routing.endpoints import Endpoint
+from ..routing import Endpoint
 from ..errors import TranslationError
-from ..ledger.store import Ledger
+from ..ledger import Ledger
 from ..protocols.detect import detect
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare, reply_for_client

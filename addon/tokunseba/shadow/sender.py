@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..routing.endpoints import Endpoint
+from ..routing import Endpoint
 from ..errors import TranslationError
-from ..ledger.store import Ledger
+from ..ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare
 from ..neutral.usage import Usage
