@@ -21,7 +21,7 @@ from mitmproxy import ctx, exceptions, http
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning.store import open_keeper
-from ..routing import records
+from ..routing import EarnBook, records
 from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..outcomes import CAPPED
@@ -91,6 +91,11 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
+        core.earned = EarnBook()  # earned routes: folded from the ledger's shadow rows (routing/earn.py)
+        try:
+            core.earned.load(led.shadows())
+        except Exception:  # an unreadable row leaves the routes learning: never a failed start
+            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
 
     def _configure_shadows(self) -> None:
         o = ctx.options
@@ -111,7 +116,8 @@ class Record(Part):
         core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
                                     concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
-                                    ssl_context=upstream_ssl_context())
+                                    ssl_context=upstream_ssl_context(),
+                                    observed=lambda *a: core.earned.observe(*a))
 
     def stop(self) -> None:
         """At ``done``: the store closed, shadows cancelled, open turns interrupted, the ledger and
