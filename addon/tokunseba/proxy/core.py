@@ -20,6 +20,7 @@ from collections import OrderedDict
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
 
+from ..budgets import Caps
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
@@ -96,6 +97,7 @@ class Core:
         self.earned = EarnBook()  # earned routes' strata, folded from the ledger's shadows (routing/earn.py)
         self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
+        self.caps: Caps | None = None  # the rules' spending caps over the ledger (proxy/budgeting.py)
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
