@@ -271,7 +271,8 @@ def test_stats_json_structure(capsys, story):
     assert abs(st["since"] - (time.time() - 7 * 86400)) < 60
     assert {k: st[k] for k in ("turns", "translated", "refused", "errors", "pass_through", "served")} == {
         "turns": 4, "translated": 1, "refused": 1, "errors": 1, "pass_through": 1, "served": 2}  # errors are not served
-    assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0,
+    assert st["by_route"][0] == {"route": None, "turns": 2, "translated": 0, "capped": 0, "refused": 0, "errors": 1,
+                                  "cancelled": 0,
                                   "served": 1, "share": 0.5, "cache_read": None, "cache_write": None,
                                   "cache_read_share": None}  # no cache read reported: absent, never 0
     assert st["usage"] == {"by_counting": {"openai": {"turns": 2, "input": 132, "output": 34, "cache_read": 100,
