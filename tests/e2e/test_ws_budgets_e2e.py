@@ -108,3 +108,53 @@ def test_a_connection_cut_mid_turn_keeps_its_hold_as_its_charge(tmp_path):
     assert _rows(m.ledger, "SELECT request_id, kind, amount FROM budget_charges") == [
         (turn["request_id"], "kept_hold", 50)]
     assert _rows(m.ledger, "SELECT spent, held FROM budget_windows") == [(50, 0)]
+
+
+SPENT = """\
+budgets:
+  - {name: codex-team, scope: {client: openai-responses}, shared: true, tokens: 1000, hold: 100, window: day}
+"""
+
+
+@pytest.mark.claudecode
+def test_the_real_codex_over_websocket_stops_at_once_on_a_reached_cap(tmp_path):
+    """Codex's own retries (none of ours): its one turn message gets the error event, it shows its
+    used-up-plan text with the reset read from ``resets_at``, and sends nothing more."""
+    from tokunseba.budgets import BudgetStore
+    from tokunseba.routing import load_rules_text
+
+    from .test_codex_e2e import codex_exec, need_codex
+    from .test_codex_websocket_e2e import PROVIDER, _log, _run
+    need_codex()
+    work = tmp_path / "proxy"
+    work.mkdir()
+    (b,) = load_rules_text(SPENT).budgets.budgets
+    store = BudgetStore(work / "ledger.db", owner="test")  # the cap was spent before the proxy started
+    now = time.time()
+    (a,) = store.admit([(b, "team", True)], request_id="earlier", now=now)
+    store.settle([a], {"codex-team": b.limit}, request_id="earlier", now=now)
+    store.close()
+    own_retries = tuple(x for i, x in enumerate(PROVIDER) if "max_retries" not in x
+                        and not (x == "-c" and i + 1 < len(PROVIDER) and "max_retries" in PROVIDER[i + 1]))
+    with WsUpstream() as ws:
+        ws.script(WsScript(text_events(["never sent"])))
+        run = _run(work, ws, SPENT)
+        try:
+            from types import SimpleNamespace
+            proxy = SimpleNamespace(url=run.url, ca=run.conf / "mitmproxy-ca-cert.pem")
+            t0 = time.monotonic()
+            p, _ = codex_exec(proxy, tmp_path, "say hi", *own_retries, "-c", "model=gpt-5.5")  # type: ignore[arg-type]
+            took = time.monotonic() - t0
+            ledger_settled(run.ledger)
+        finally:
+            run.stop()
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-2000:]
+    assert "hit your usage limit. Try again at" in out, out[-3000:]  # Codex's own words for usage_limit_reached
+    assert took < 30, took
+    assert ws.turns() == [], ws.messages  # nothing reached the endpoint
+    assert all(method == "GET" for method, _ in ws.requests)  # no fallback POST
+    turns = [t for t in _log(run) if t["client_protocol"] == "openai-responses"]
+    assert [(t["outcome"], t["status"]) for t in turns] == [("refused", 429)], turns  # one message, not retried
+    assert ws.upgrades and _rows(run.ledger, "SELECT request_id FROM events WHERE kind = 'websocket'") == [
+        (turns[0]["request_id"],)]  # it came as a WebSocket message, not as an HTTPS fallback
