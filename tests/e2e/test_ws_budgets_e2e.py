@@ -59,7 +59,8 @@ def test_three_turns_under_a_cap_that_admits_two_the_third_gets_codexs_stop_now(
             m.stop()
     assert first[-1]["type"] == second[-1]["type"] == "response.completed"
     # exactly two turns reached the endpoint (beside the warm-up, which is no turn and holds nothing)
-    turns_sent = [msg for msg in ws.messages if msg.get("type") == "response.create" and msg.get("generate") is not False]
+    turns_sent = [msg for msg in ws.messages
+                  if msg.get("type") == "response.create" and msg.get("generate") is not False]
     assert [msg["input"] for msg in turns_sent] == [[user("one")], [user("two")]]
     # the third: one error event, in the shape codex-api reads as its used-up plan
     (ev,) = third
