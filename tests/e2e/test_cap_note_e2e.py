@@ -10,7 +10,7 @@ import anthropic
 from .conftest import ledger_settled
 from .test_console_e2e import Run
 from .test_proxy_e2e import CHAT_USAGE, chat_chunk
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 import pytest
 

@@ -5,5 +5,5 @@ subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``
 ``prices``.
 
 Contract: the CLI reads the ledger and the rules; it never imports mitmproxy nor the proxy
-path (tests/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.
+path (tests/suites/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.
 """
