@@ -17,7 +17,7 @@ import pytest
 from .conftest import BIN, ledger_settled
 from .test_console_e2e import HERE, Run
 from .test_proxy_e2e import chat_text_stream
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 
