@@ -1,5 +1,5 @@
-"""The tests mirror the packages (issue 38), checked as mitmproxy's test/filename_matching.py
-checks its own: a test file in ``tests/<package>/`` is named after a module of
+"""The tests mirror the packages (issue 38), checked as mitmproxy's own filename_matching script
+checks mitmproxy's: a test file in ``tests/<package>/`` is named after a module of
 ``addon/tokunseba/<package>/`` — ``test_<module>.py``, or ``test_<module>_<aspect>.py`` for a
 second file about one side of the same module — and a test file at the top of ``tests/`` after a
 module at the top of the package. Suites that cut across modules live in the folders of
