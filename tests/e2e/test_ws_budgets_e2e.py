@@ -1,5 +1,5 @@
 """Spending caps over Codex's Responses WebSocket, through a real mitmdump with the addon and the
-scripted WebSocket Responses server (tests/e2e/ws_upstream.py, reached as api.openai.com): a
+scripted WebSocket Responses server (tests/support/ws_upstream.py, reached as api.openai.com): a
 session's turns are admitted as HTTPS turns are — under a cap that admits two, exactly two
 messages reach the endpoint, the third gets the ``error`` event Codex reads as
 ``usage_limit_reached`` (status 429, ``resets_at``), and the ledger's charges, the turns and
@@ -19,7 +19,7 @@ import websockets
 
 from .conftest import BIN, ledger_settled
 from .test_websocket_e2e import Client, _proxy, _rid, _turns, create, user
-from .ws_upstream import WsScript, WsUpstream, text_events
+from tests.support.ws_upstream import WsScript, WsUpstream, text_events
 
 pytestmark = [pytest.mark.e2e]
 
