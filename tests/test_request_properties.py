@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tokunseba import jsonc
 from tokunseba.errors import TranslationError
 from tests.pairs import anthropic_to_chat, chat_to_anthropic
-from tokunseba.translate.anthropic.request import DECODE_FIELDS as A2C_FIELDS
-from tokunseba.translate.anthropic.request import ENCODE_FIELDS as C2A_FIELDS
+from tokunseba.translate.anthropic.decode import DECODE_FIELDS as A2C_FIELDS
+from tokunseba.translate.anthropic.encode import ENCODE_FIELDS as C2A_FIELDS
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,8 +14,8 @@ from tokunseba.errors import TranslationError
 from tests.pairs import anthropic_to_chat, chat_to_anthropic
 from tokunseba.neutral.conversation import RequestTranslation
 from tokunseba.translate import parse_body
-from tokunseba.translate.anthropic.request import DECODE_FIELDS as A2C_FIELDS
-from tokunseba.translate.anthropic.request import ENCODE_FIELDS as C2A_FIELDS
+from tokunseba.translate.anthropic.decode import DECODE_FIELDS as A2C_FIELDS
+from tokunseba.translate.anthropic.encode import ENCODE_FIELDS as C2A_FIELDS
 
 BILLING = "x-anthropic-billing-header: cc_version=2.1.197.123; cc_entrypoint=sdk-cli; cch=abcde;"
 

@@ -32,9 +32,9 @@ from tokunseba.neutral.tools import ClientTool
 from tokunseba.errors import TranslationError
 from tokunseba.neutral.conversation import RequestTranslation
 from tests.pairs import responses_to_chat
-from tokunseba.translate.openai_responses.request import DECODE_FIELDS as R2C_FIELDS
-from tokunseba.translate.openai_responses.request import DECODE_ITEMS as R2C_ITEMS
-from tokunseba.translate.openai_responses.request import DECODE_REFUSED_ITEMS as R2C_REFUSED_ITEMS
+from tokunseba.translate.openai_responses.decode import DECODE_FIELDS as R2C_FIELDS
+from tokunseba.translate.openai_responses.decode import DECODE_ITEMS as R2C_ITEMS
+from tokunseba.translate.openai_responses.decode import DECODE_REFUSED_ITEMS as R2C_REFUSED_ITEMS
 
 CLASSIC = "codex-responses-gpt55-tool-followup.json"
 CUSTOM_PROVIDER = "codex-responses-custom-provider.json"
