@@ -24,6 +24,7 @@ from typing import Any
 from ... import jsonc
 from ...neutral.conversation import Conversation
 from ...neutral.effort import level_for_budget
+from ...neutral.output_format import JSON_SCHEMA, OutputFormat
 from ...protocols import anthropic as pa
 from .. import fieldtable as ft
 from .common import JOIN, MESSAGE_KEYS, TEXT_KEYS
@@ -390,15 +391,42 @@ def _dec_thinking(rt: Conversation, key: str, value: Any, out: dict[str, Any], o
     rt.origin["reasoning_effort"] = key
 
 
+def _dec_format(rt: Conversation, path: str, value: Any, out: dict[str, Any]) -> None:
+    """A format ({type: json_schema, schema}) -> the neutral response_format (neutral/output_format.py)."""
+    ftype = ft.obj(value, path).get("type")
+    if ftype not in pa.OUTPUT_FORMAT_TYPES:  # a type this codec does not know: left behind, never guessed
+        ft.string(ftype, f"{path}.type")
+        rt.dropped.append(path)
+        return
+    fmt = OutputFormat(JSON_SCHEMA, ft.req(value, "schema", path, ft.obj))
+    ft.extras(rt, value, _FORMAT_KEYS, path)
+    out["response_format"] = fmt.neutral()
+    for neutral in ("response_format", "response_format.json_schema"):  # its schema's paths are the client's
+        rt.origin[neutral] = path
+
+
+_FORMAT_KEYS = frozenset({"type", "schema"})
+
+
 def _dec_output_config(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
-    """effort -> reasoning_effort (unless thinking already named a level); format has no counterpart."""
+    """effort -> reasoning_effort (unless thinking already named a level); format -> response_format."""
     for k, v in ft.obj(value, key).items():
         if k == "effort" and "reasoning_effort" not in out and isinstance(v, str) and v in pa.EFFORT_LEVELS:
             out["reasoning_effort"] = pa.EFFORT_LEVELS[v]
             rt.origin["reasoning_effort"] = f"{key}.effort"
             rt.converted.append(f"{key}.effort {v!r} -> reasoning_effort {pa.EFFORT_LEVELS[v]!r}")
+        elif k == "format" and v is not None:
+            _dec_format(rt, f"{key}.format", v, out)
         else:
             rt.dropped.append(f"{key}.{k}")
+
+
+def _dec_output_format(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """The structured-outputs beta's spelling (output_config.format's shape at the top level)."""
+    if "response_format" in out:  # output_config.format came first and wins
+        rt.dropped.append(key)
+    else:
+        _dec_format(rt, key, value, out)
 
 
 DECODE_FIELDS: ft.FieldTable = {
@@ -419,7 +447,13 @@ DECODE_FIELDS: ft.FieldTable = {
     "metadata": ("dropped", ft.drop_keys, "user_id is opaque to Chat"),
     "service_tier": ("dropped", None, "Anthropic-only"),
     "context_management": ("dropped", None, "Anthropic beta"),
-    "output_config": ("converted", _dec_output_config, "effort -> reasoning_effort (max -> xhigh); format dropped"),
+    "output_config": ("converted", _dec_output_config, "effort -> reasoning_effort (max -> xhigh); format "
+                                                       "{type: json_schema, schema} -> response_format json_schema, the "
+                                                       "schema as it came (neutral/output_format.py; Anthropic structured "
+                                                       "outputs, platform.claude.com/docs/en/build-with-claude/structured-"
+                                                       "outputs)"),
+    "output_format": ("converted", _dec_output_format, "the structured-outputs beta's spelling of output_config.format "
+                                                       "(moved there at GA): the same mapping"),
     "container": ("dropped", None, "Anthropic-only"),
     "cache_control": ("dropped", None, "prompt caching is Anthropic's"),
     "inference_geo": ("dropped", None, "Anthropic-only"),

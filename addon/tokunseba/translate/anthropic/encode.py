@@ -23,6 +23,8 @@ from ... import jsonc
 from ...errors import Refused
 from ...neutral.conversation import Conversation, RequestTranslation
 from ...neutral.effort import BUDGETS, budget_for
+from ...neutral.output_format import JSON_OBJECT, JSON_SCHEMA, TEXT, close_objects, keep_keywords
+from ...neutral.output_format import read as read_format
 from ...neutral.state import PROVIDER_STATE, state_for
 from ...protocols import anthropic as pa
 from ...protocols.anthropic import TOOL_ID_RE
@@ -445,6 +447,30 @@ def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o:
     rt.dropped.append(key)  # 1: the Chat decoder refuses more (the same toward every target)
 
 
+def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """response_format -> output_config.format (neutral/output_format.py): json_schema with the schema in
+    Anthropic's subset (unsupported keywords dropped, objects closed); json_object has no counterpart."""
+    fmt = read_format(value, key, rt.dropped)
+    if fmt is None or fmt.kind == JSON_OBJECT:
+        rt.dropped.append(key)
+        if fmt is not None:
+            rt.warnings.append(f"{key} json_object: Anthropic has no JSON-object mode without a schema: dropped, "
+                               "the model answers in free text")
+        return
+    if fmt.kind == TEXT:  # Anthropic's default output: nothing to send
+        return
+    sp = f"{key}.json_schema"
+    rt.dropped.extend(f"{sp}.{k}" for k in ("name", "strict", "description") if getattr(fmt, k) is not None)
+    schema = close_objects(keep_keywords(fmt.schema or {}, pa.output_schema_takes, f"{sp}.schema", rt.dropped),
+                           f"{sp}.schema", rt.converted)
+    if schema is None:
+        rt.dropped.append(key)
+        rt.warnings.append(f"{key}: the schema lets an object take other properties (additionalProperties), which "
+                           "Anthropic's structured outputs do not take: dropped, the model answers in free text")
+        return
+    out.setdefault("output_config", {})["format"] = {"type": JSON_SCHEMA, "schema": schema}
+
+
 # neutral (Chat) field -> (action, Anthropic field or handler, note). Processed in this order.
 ENCODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
@@ -464,7 +490,11 @@ ENCODE_FIELDS: ft.FieldTable = {
     "safety_identifier": ("dropped", None, "no Anthropic counterpart"),
     "prompt_cache_key": ("dropped", None, "OpenAI-only"),
     "prompt_cache_retention": ("dropped", None, "OpenAI-only"),
-    "response_format": ("dropped", None, "no exact Anthropic counterpart"),
+    "response_format": ("converted", _enc_response_format, "json_schema -> output_config.format {type: json_schema, "
+                        "schema}: keywords Anthropic does not support dropped, objects that say nothing of other "
+                        "properties closed (additionalProperties: false), name/strict/description dropped (Anthropic "
+                        "always constrains; platform.claude.com/docs/en/build-with-claude/structured-outputs); "
+                        "json_object dropped (no schema-less JSON mode); text is the default"),
     "reasoning_effort": ("converted", _enc_effort, "-> thinking enabled with the level's budget_tokens (capped under "
                                                    "max_tokens), 'none' -> disabled (neutral/effort.py)"),
     "seed": ("dropped", None, "no Anthropic counterpart"),

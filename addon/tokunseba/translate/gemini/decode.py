@@ -22,7 +22,9 @@ from ... import jsonc
 from ...errors import InvalidRequest
 from ...neutral.conversation import Conversation
 from ...neutral.effort import LEVELS, level_for_budget
+from ...neutral.output_format import JSON_OBJECT, JSON_SCHEMA, OutputFormat, from_openapi
 from ...neutral.report import note_once
+from ...protocols import gemini as pg
 from .. import fieldtable as ft
 from .common import JOIN, arr, bad, obj
 
@@ -345,24 +347,29 @@ def _gc_candidates(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Opt
 
 
 def _gc_mime(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
-    if v == "application/json":
-        schema = _get(d.gc, "responseJsonSchema")
+    """application/json -> response_format: json_schema with the schema (responseJsonSchema first,
+    else responseSchema), converted to JSON Schema (neutral/output_format.py); json_object without one."""
+    if v == pg.JSON_MIME:
+        keys = _keys(d.gc)
+        name = "responseJsonSchema" if _get(d.gc, "responseJsonSchema") is not None else "responseSchema"
+        schema, sp = _get(d.gc, name), f"{path.rsplit('.', 1)[0]}.{keys.get(name, name)}"
         if schema is None:
-            schema = _get(d.gc, "responseSchema")
-        if schema is None:
-            out["response_format"] = {"type": "json_object"}
+            out["response_format"] = OutputFormat(JSON_OBJECT).neutral()
         else:
-            out["response_format"] = {"type": "json_schema",
-                                      "json_schema": {"name": "response", "schema": _lower_types(schema)}}
-            note_once(d.rt.plumbing, "response_format.json_schema.name")
-        d.rt.origin["response_format"] = path
-    elif v not in ("text/plain", None):
-        d.drop(path)
+            schema = from_openapi(obj(schema, sp), sp, d.rt.converted, d.rt.dropped, pg.SCHEMA_OWN_KEYWORDS)
+            out["response_format"] = OutputFormat(JSON_SCHEMA, schema).neutral()
+            d.rt.origin["response_format.json_schema.schema"] = sp
+        d.rt.origin["response_format"] = d.rt.origin["response_format.json_schema"] = path
+    elif v not in (pg.TEXT_MIME, None):
+        d.drop(path)  # text/x.enum and other types: no counterpart elsewhere
 
 
 def _gc_schema(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
-    if _get(d.gc, "responseMimeType") != "application/json":
+    mime = _get(d.gc, "responseMimeType")
+    if mime != pg.JSON_MIME:
         d.drop(path)  # a schema without JSON output: nothing to constrain
+    elif path.endswith(("responseSchema", "response_schema")) and _get(d.gc, "responseJsonSchema") is not None:
+        d.drop(path)  # both given (Gemini rejects that): responseJsonSchema is the one read
 
 
 def _gc_stop(d: _Decode, path: str, v: Any, out: dict[str, Any], o: ft.Options) -> None:
@@ -399,9 +406,14 @@ GENERATION_FIELDS: ft.FieldTable = {
     "frequencyPenalty": ("mapped", "frequency_penalty", "exact"),
     "seed": ("mapped", "seed", "exact"),
     "candidateCount": ("converted", _gc_candidates, "1 is the only answer the client can get; more refused"),
-    "responseMimeType": ("converted", _gc_mime, "application/json -> response_format (json_schema with the schema)"),
-    "responseSchema": ("converted", _gc_schema, "read with responseMimeType (types lowercased)"),
-    "responseJsonSchema": ("converted", _gc_schema, "read with responseMimeType"),
+    "responseMimeType": ("converted", _gc_mime, "application/json -> response_format: json_schema with the schema "
+                                                "(no name: Gemini has none), json_object without one; text/plain is "
+                                                "the default; text/x.enum has no counterpart (dropped)"),
+    "responseSchema": ("converted", _gc_schema, "read with responseMimeType: Gemini's OpenAPI 3.0 subset as JSON "
+                                                "Schema, upper-case types lower-cased, nullable as a \"null\" type, "
+                                                "propertyOrdering dropped (each recorded; ai.google.dev/api/caching#Schema)"),
+    "responseJsonSchema": ("converted", _gc_schema, "read with responseMimeType, as JSON Schema; upper-case type names "
+                                                    "(Gemini CLI sends them, Gemini takes them) lower-cased, recorded"),
     "topK": ("dropped", None, "no Chat counterpart"),
     "thinkingConfig": ("converted", _gc_thinking, "thinkingLevel / thinkingBudget -> reasoning_effort "
                                                   "(neutral/effort.py); includeThoughts dropped"),

@@ -18,6 +18,8 @@ from typing import Any
 from ... import jsonc
 from ...neutral.conversation import Capped, Conversation, RequestTranslation
 from ...neutral.effort import BUDGETS, budget_for
+from ...neutral.output_format import JSON_SCHEMA, TEXT, keep_keywords
+from ...neutral.output_format import read as read_format
 from ...neutral.report import note_once
 from ...neutral.state import state_for
 from ...protocols import gemini as pg
@@ -259,16 +261,21 @@ def _enc_n(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o:
 
 
 def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
-    value = obj(value, key)
-    gc = out.setdefault("generationConfig", {})
-    if value.get("type") == "json_object":
-        gc["responseMimeType"] = "application/json"
-    elif value.get("type") == "json_schema" and isinstance(value.get("json_schema"), dict):
-        gc["responseMimeType"] = "application/json"
-        if value["json_schema"].get("schema") is not None:
-            gc["responseJsonSchema"] = value["json_schema"]["schema"]
-    elif value.get("type") != "text":
+    """response_format -> responseMimeType application/json (+ responseJsonSchema, in the subset Gemini
+    takes): neutral/output_format.py."""
+    fmt = read_format(value, key, rt.dropped)
+    if fmt is None:
         note_once(rt.dropped, key)
+        return
+    if fmt.kind == TEXT:  # Gemini's default output: nothing to send
+        return
+    gc = out.setdefault("generationConfig", {})
+    gc["responseMimeType"] = pg.JSON_MIME
+    if fmt.kind == JSON_SCHEMA:
+        sp = f"{key}.json_schema"
+        rt.dropped.extend(f"{sp}.{k}" for k in ("name", "strict", "description") if getattr(fmt, k) is not None)
+        gc["responseJsonSchema"] = keep_keywords(fmt.schema or {}, pg.response_json_schema_takes, f"{sp}.schema",
+                                                 rt.dropped)
 
 
 def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
@@ -306,7 +313,11 @@ ENCODE_FIELDS: ft.FieldTable = {
     "stop": ("converted", _enc_stop, "-> stopSequences (5 at most; the rest dropped)"),
     "n": ("converted", _enc_n, "1 is Gemini's one candidate (the Chat decoder refuses more)"),
     "response_format": ("converted", _enc_response_format, "json_object/json_schema -> responseMimeType "
-                                                           "application/json (+ responseJsonSchema)"),
+                                                           "application/json (+ responseJsonSchema: JSON Schema, the "
+                                                           "keywords Gemini documents it takes; others dropped, "
+                                                           "recorded; ai.google.dev/api/generate-content#generationconfig); "
+                                                           "name/strict/description dropped (Gemini has none); text "
+                                                           "is the default"),
     "reasoning_effort": ("converted", _enc_effort, "-> thinkingConfig.thinkingBudget, the level's budget "
                                                    "('none': 0) (neutral/effort.py)"),
     "model": ("converted", _enc_nothing, "goes in the URL path"),

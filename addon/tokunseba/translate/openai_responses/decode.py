@@ -31,6 +31,7 @@ from typing import Any
 
 from ...errors import InvalidRequest, TranslationError
 from ...neutral.conversation import Conversation
+from ...neutral.output_format import read as read_format
 from ...neutral.tools import freeform_arguments
 from ...protocols.openai_responses import flat_tool_name
 from .. import fieldtable as ft
@@ -441,6 +442,23 @@ def _reasoning(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: f
             rt.dropped.append(f"{key}.{k}")
 
 
+def _text_options(rt: Conversation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
+    """text.format -> response_format (json_schema's flat keys nested, as Chat has them:
+    neutral/output_format.py); verbosity and the rest dropped."""
+    for k, v in ft.obj(value, key).items():
+        if k != "format" or v is None:
+            rt.dropped.append(f"{key}.{k}")
+            continue
+        fp = f"{key}.format"
+        fmt = read_format(v, fp, rt.dropped, flat=True)
+        if fmt is None:  # a type this codec does not know: left behind, never guessed
+            ft.string(v.get("type"), f"{fp}.type")
+            rt.dropped.append(fp)
+            continue
+        out["response_format"] = fmt.neutral()
+        rt.origin["response_format"] = rt.origin["response_format.json_schema"] = fp
+
+
 # Responses field -> (action, Chat field or handler, note). Processed in this order.
 DECODE_FIELDS: ft.FieldTable = {
     "model": ("mapped", "model", "exact; a route or endpoint model overrides it"),
@@ -457,7 +475,9 @@ DECODE_FIELDS: ft.FieldTable = {
     "top_p": ("mapped", "top_p", "exact"),
     "stream": ("mapped", "stream", "exact"),
     "reasoning": ("converted", _reasoning, "effort -> reasoning_effort (neutral/effort.py); summary dropped"),
-    "text": ("dropped", ft.drop_keys, "verbosity/format: no faithful counterpart on local servers"),
+    "text": ("converted", _text_options, "format -> response_format: text / json_object as they are, json_schema "
+                                         "{name, schema, strict, description} nested under json_schema (OpenAI API "
+                                         "reference: Responses text.format, Chat response_format); verbosity dropped"),
     "include": ("dropped", None, "asks for encrypted reasoning back; nothing to include"),
     "store": ("dropped", None, "a Chat endpoint stores nothing"),
     "prompt_cache_key": ("dropped", None, "OpenAI-only"),

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...neutral.conversation import Capped, Conversation, RequestTranslation
+from ...neutral.output_format import JSON_SCHEMA, PLUMBING_NAME
+from ...neutral.output_format import read as read_format
 from ...neutral.state import PROVIDER_STATE, state_for
 from .. import fieldtable as ft
 from .common import JOIN, TEXT_KEYS
@@ -264,12 +266,17 @@ def _enc_verbosity(rt: RequestTranslation, key: str, value: Any, out: dict[str, 
 
 
 def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
-    ftype = ft.choice(ft.obj(value, key).get("type"), ("text", "json_object", "json_schema"), f"{key}.type",
-                      "response_format type")
-    fmt: dict[str, Any] = {"type": ftype}
-    if ftype == "json_schema":  # nested in Chat, flat in Responses
-        fmt.update(ft.req(value, "json_schema", key, ft.obj))
-    out.setdefault("text", {})["format"] = fmt
+    """response_format -> text.format: the same three types, json_schema's keys flat (neutral/output_format.py)."""
+    fmt = read_format(value, key, rt.dropped)
+    if fmt is None:
+        rt.dropped.append(key)
+        return
+    spec = fmt.neutral()
+    flat: dict[str, Any] = {"type": fmt.kind, **spec.get("json_schema", {})}
+    if fmt.kind == JSON_SCHEMA and fmt.name is None:  # Responses requires a name (Anthropic's and Gemini's have none)
+        flat = {"type": fmt.kind, "name": PLUMBING_NAME, **spec["json_schema"]}
+        rt.plumbing.append("text.format.name")
+    out.setdefault("text", {})["format"] = flat
 
 
 # neutral (Chat) field -> (action, Responses field or handler, note). Processed in this order.
@@ -290,7 +297,10 @@ ENCODE_FIELDS: ft.FieldTable = {
     "n": ("converted", _enc_n, "1 is the only answer (the Chat decoder refuses more)"),
     "reasoning_effort": ("converted", _enc_reasoning_effort, "-> reasoning.effort"),
     "verbosity": ("converted", _enc_verbosity, "-> text.verbosity"),
-    "response_format": ("converted", _enc_response_format, "-> text.format (json_schema flattened)"),
+    "response_format": ("converted", _enc_response_format, "-> text.format: text / json_object as they are, "
+                        "json_schema's name, schema, strict, description flat beside its type (OpenAI API reference, "
+                        "Responses text.format); a schema without a name gets 'response' (plumbing: Responses "
+                        "requires one)"),
     "user": ("mapped", "user", "exact (deprecated in both)"),
     "safety_identifier": ("mapped", "safety_identifier", "exact"),
     "prompt_cache_key": ("mapped", "prompt_cache_key", "exact"),
