@@ -229,7 +229,16 @@ def test_json_object_has_no_anthropic_counterpart_dropped_and_said():
     rt = go("openai", "anthropic", sdk_chat({"type": "json_object"}))
     assert "output_config" not in rt.body
     assert "response_format" in rt.dropped
-    assert any("no JSON-object mode" in w for w in rt.warnings)
+    assert any("no JSON mode without one" in w for w in rt.warnings)
+
+
+def test_a_json_schema_format_without_a_schema_is_any_json_object():
+    body = sdk_chat({"type": "json_schema", "json_schema": {"name": "anything"}})  # schema is optional in Chat
+    assert go("openai", "openai-responses", body).body["text"] == {"format": {"type": "json_schema",
+                                                                          "name": "anything"}}
+    assert target_format("gemini", go("openai", "gemini", body).body) == {"responseMimeType": "application/json"}
+    rt = go("openai", "anthropic", body)
+    assert "output_config" not in rt.body and "response_format" in rt.dropped
 
 
 def test_text_format_is_every_target_s_default():

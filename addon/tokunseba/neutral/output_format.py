@@ -6,9 +6,10 @@ The neutral request speaks Chat's vocabulary (neutral.conversation), so the form
 
 - ``{"type": "text"}``: plain text, every protocol's default;
 - ``{"type": "json_object"}``: any JSON object (no schema);
-- ``{"type": "json_schema", "json_schema": {"schema": {...}, "name"?, "strict"?, "description"?}}``:
+- ``{"type": "json_schema", "json_schema": {"schema"?: {...}, "name"?, "strict"?, "description"?}}``:
   a JSON object following a JSON Schema. ``name`` is optional here (Anthropic and Gemini
-  have none): an encoder whose protocol requires one adds it as plumbing.
+  have none): an encoder whose protocol requires one adds it as plumbing. ``schema`` is
+  optional in Chat and Responses (then any JSON object: a target without that mode drops it).
 
 A schema in the neutral form is JSON Schema with lower-case ``type`` names. A decoder whose
 protocol speaks another dialect converts on the way in (``from_openapi``: Gemini's OpenAPI
@@ -45,7 +46,7 @@ class OutputFormat:
     """A neutral output format, read (``read``) or to be written (``neutral``)."""
 
     kind: str  # TEXT / JSON_OBJECT / JSON_SCHEMA
-    schema: dict[str, Any] | None = None  # JSON Schema (JSON_SCHEMA only)
+    schema: dict[str, Any] | None = None  # JSON Schema (JSON_SCHEMA only; None: the client gave none)
     name: str | None = None  # the client's name for it, when its protocol has one
     strict: bool | None = None  # the client's strict flag, when its protocol has one
     description: str | None = None
@@ -89,7 +90,7 @@ def read(value: Any, path: str, dropped: list[str], *, flat: bool = False) -> Ou
             raise _bad(sp, "required (an object) for type json_schema")
         dropped.extend(f"{sp}.{k}" for k in spec if k not in SCHEMA_KEYS)
     schema, name, strict, desc = (spec.get(k) for k in ("schema", "name", "strict", "description"))
-    if not isinstance(schema, dict):
+    if schema is not None and not isinstance(schema, dict):
         raise _bad(f"{sp}.schema", "expected a JSON Schema object")
     if name is not None and not isinstance(name, str):
         raise _bad(f"{sp}.name", "expected a string")

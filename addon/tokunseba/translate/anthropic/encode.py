@@ -451,10 +451,10 @@ def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict
     """response_format -> output_config.format (neutral/output_format.py): json_schema with the schema in
     Anthropic's subset (unsupported keywords dropped, objects closed); json_object has no counterpart."""
     fmt = read_format(value, key, rt.dropped)
-    if fmt is None or fmt.kind == JSON_OBJECT:
+    if fmt is None or fmt.kind == JSON_OBJECT or (fmt.kind == JSON_SCHEMA and fmt.schema is None):
         rt.dropped.append(key)
         if fmt is not None:
-            rt.warnings.append(f"{key} json_object: Anthropic has no JSON-object mode without a schema: dropped, "
+            rt.warnings.append(f"{key} {fmt.kind} without a schema: Anthropic has no JSON mode without one: dropped, "
                                "the model answers in free text")
         return
     if fmt.kind == TEXT:  # Anthropic's default output: nothing to send

@@ -274,8 +274,9 @@ def _enc_response_format(rt: RequestTranslation, key: str, value: Any, out: dict
     if fmt.kind == JSON_SCHEMA:
         sp = f"{key}.json_schema"
         rt.dropped.extend(f"{sp}.{k}" for k in ("name", "strict", "description") if getattr(fmt, k) is not None)
-        gc["responseJsonSchema"] = keep_keywords(fmt.schema or {}, pg.response_json_schema_takes, f"{sp}.schema",
-                                                 rt.dropped)
+        if fmt.schema is not None:  # none: any JSON object, as json_object
+            gc["responseJsonSchema"] = keep_keywords(fmt.schema, pg.response_json_schema_takes, f"{sp}.schema",
+                                                     rt.dropped)
 
 
 def _enc_effort(rt: RequestTranslation, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
