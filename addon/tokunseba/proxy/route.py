@@ -27,8 +27,7 @@ from mitmproxy.net.http.http1 import connection_close
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..credentials import KNOWN_SECRETS, endpoint_keys
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import RulesError, load_rules
+from ..routing import Endpoint, EndpointHealth, RulesError, load_rules
 from ..states import Action
 from ..turn import base_url
 from ..turn.failover import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
