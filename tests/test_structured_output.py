@@ -349,3 +349,25 @@ def test_the_reply_is_the_model_s_text_as_it_came():
         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}
     out = json.loads(translate.reply("openai", "anthropic", jsonc.dumpb(chat_reply)).body)
     assert out["content"] == [{"type": "text", "text": text}]
+
+
+# ---------------------------------------------------------------------------------------
+# an endpoint's stop strings never cut the JSON the turn asks for
+# ---------------------------------------------------------------------------------------
+
+def test_whitespace_stop_strings_are_not_added_to_a_json_turn():
+    """llama-server's JSON grammar lets the model write "\\n\\n" between tokens: the shipped local
+    endpoints' stop "\\n\\n" (agents-local.yaml) cut Claude Code's title object after "{" on the real
+    server. A JSON turn takes the endpoint's other stops; the blank ones are left out, said."""
+    kw = {"model": "gemma-3-270m", "max_tokens": 64, "stop": ["<|im_end|>", "\n\n"], "endpoint": "local"}
+    rt = translate.request("anthropic", "openai", claude_code_title(), **kw)
+    assert rt.body["stop"] == ["<|im_end|>"]
+    assert "endpoint local stop strings ['\\n\\n'] not added: this turn asks for JSON, whose whitespace they " \
+           "would cut" in rt.warnings
+    free = {k: v for k, v in claude_code_title().items() if k != "output_config"}
+    assert translate.request("anthropic", "openai", free, **kw).body["stop"] == ["<|im_end|>", "\n\n"]
+    # a format the target cannot carry constrains nothing there: the stops stay
+    json_object = sdk_chat({"type": "json_object"}) | {"max_tokens": 64}
+    assert translate.request("openai", "anthropic", json_object, **kw).body["stop_sequences"] == ["<|im_end|>", "\n\n"]
+    gem = translate.request("openai", "gemini", json_object, path=GEMINI_PATH, **kw)
+    assert gem.body["generationConfig"]["stopSequences"] == ["<|im_end|>"]

@@ -38,6 +38,7 @@ from ..neutral.effort import apply_endpoint as apply_effort
 from ..neutral.events import NAMELESS_CALL
 from ..neutral.error import parse_error_body
 from ..neutral.message import Message
+from ..neutral.output_format import JSON_OBJECT, JSON_SCHEMA
 from ..neutral.report import ReplyReport
 from ..neutral.tools import ClientTools
 from . import fieldtable as ft
@@ -123,7 +124,7 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     if not enc.url_carries_model:
         rt.body = ft.finish_model(rt, rt.body, model)
     if stop:
-        _add_endpoint_stops(rt, enc, list(stop), endpoint)
+        _add_endpoint_stops(rt, enc, _stops_for(conv, rt, list(stop), endpoint), endpoint)
     if cache != "off":
         _cache_breakpoints(conv, rt, dec, enc, cache)
     return rt
@@ -158,6 +159,22 @@ def _cache_breakpoints(conv: Conversation, rt: RequestTranslation, dec: Codec, e
             rt.plumbing += [f"{p} (cache: auto)" for p in enc.place_cache(rt.body)]
         else:
             rt.warnings.append(f"cache: auto: {enc.protocol} takes no cache breakpoints; none placed")
+
+
+def _stops_for(conv: Conversation, rt: RequestTranslation, stops: list[str], endpoint: str | None) -> list[str]:
+    """The endpoint's stop strings this turn can take: a turn that asks for JSON (neutral/output_format.py)
+    and whose target carries that format takes none made only of whitespace ("\n\n"): a grammar-constrained
+    server may write them between JSON tokens, and the stop would cut the object (recorded)."""
+    fmt = conv.body.get("response_format")
+    if (type(fmt) is not dict or fmt.get("type") not in (JSON_OBJECT, JSON_SCHEMA)
+            or conv.client_path("response_format") in rt.dropped):
+        return stops
+    blank = [s for s in stops if not s.strip()]
+    if blank:
+        name = f"endpoint {endpoint}" if endpoint else "endpoint"
+        rt.warnings.append(f"{name} stop strings {blank!r} not added: this turn asks for JSON, whose whitespace "
+                           "they would cut")
+    return [s for s in stops if s.strip()]
 
 
 def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], endpoint: str | None) -> None:
