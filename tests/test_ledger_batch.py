@@ -21,9 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger, LedgerWriter
 from tokunseba.ledger.batch import BUILD, EVENT, START, UPDATE
-from tokunseba.ledger.writer import LedgerWriter
 
 from .test_ledger import SECRETS, raw_bytes
 

@@ -57,6 +57,9 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_shadow.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
+    from . import report as cli_report
+
+    cli_report.add_commands(sub)
     return p
 
 

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ledger.prefix import prefix_hashes
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter, prefix_hashes
 from ..neutral.usage import Usage
 from ..routing import Tried, records
 from ..turn.plan import Turn
