@@ -355,19 +355,22 @@ def test_the_reply_is_the_model_s_text_as_it_came():
 # an endpoint's stop strings never cut the JSON the turn asks for
 # ---------------------------------------------------------------------------------------
 
-def test_whitespace_stop_strings_are_not_added_to_a_json_turn():
-    """llama-server's JSON grammar lets the model write "\\n\\n" between tokens: the shipped local
-    endpoints' stop "\\n\\n" (agents-local.yaml) cut Claude Code's title object after "{" on the real
-    server. A JSON turn takes the endpoint's other stops; the blank ones are left out, said."""
+def test_endpoint_stop_strings_are_not_added_to_a_json_turn():
+    """On the real llama-server the shipped local endpoint's stops (agents-local.yaml) cut Claude Code's
+    title object: "\n\n" after "{" (its JSON grammar writes blank lines between tokens), "<|im_end|>"
+    written inside the title string. A JSON turn takes none (the object's end ends the answer), said;
+    the client's own stop strings stay."""
     kw = {"model": "gemma-3-270m", "max_tokens": 64, "stop": ["<|im_end|>", "\n\n"], "endpoint": "local"}
     rt = translate.request("anthropic", "openai", claude_code_title(), **kw)
-    assert rt.body["stop"] == ["<|im_end|>"]
-    assert "endpoint local stop strings ['\\n\\n'] not added: this turn asks for JSON, whose whitespace they " \
-           "would cut" in rt.warnings
+    assert "stop" not in rt.body
+    assert "endpoint local stop strings ['<|im_end|>', '\\n\\n'] not added: this turn asks for JSON, which they " \
+           "would cut (the object's end ends the answer)" in rt.warnings
     free = {k: v for k, v in claude_code_title().items() if k != "output_config"}
     assert translate.request("anthropic", "openai", free, **kw).body["stop"] == ["<|im_end|>", "\n\n"]
+    own = claude_code_title() | {"stop_sequences": ["END"]}
+    assert translate.request("anthropic", "openai", own, **kw).body["stop"] == ["END"]
     # a format the target cannot carry constrains nothing there: the stops stay
     json_object = sdk_chat({"type": "json_object"}) | {"max_tokens": 64}
     assert translate.request("openai", "anthropic", json_object, **kw).body["stop_sequences"] == ["<|im_end|>", "\n\n"]
     gem = translate.request("openai", "gemini", json_object, path=GEMINI_PATH, **kw)
-    assert gem.body["generationConfig"]["stopSequences"] == ["<|im_end|>"]
+    assert "stopSequences" not in gem.body.get("generationConfig", {})

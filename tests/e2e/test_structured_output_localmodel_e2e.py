@@ -70,7 +70,7 @@ def test_the_title_turn_s_schema_constrains_the_real_server(llama):
     rt = translate.request("anthropic", "openai", body, **ENDPOINT)
     assert rt.body["response_format"]["json_schema"]["schema"] == body["output_config"]["format"]["schema"]
     assert rt.body["temperature"] == 1
-    assert rt.body["stop"] == ["<|im_end|>"]  # "\n\n" would cut the object between its tokens
+    assert "stop" not in rt.body  # the endpoint's would cut the object: "\n\n" between tokens, "<|im_end|>" in a string
     answers = [_answer(llama, rt.body) for _ in range(RUNS)]
     for text, finish in answers:  # the schema's object, every time: whole, or cut inside it by the cap
         assert finish in ("stop", "length") and _title(text, finish) is not None, (finish, text)
