@@ -21,7 +21,7 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
-from ...neutral.conversation import Conversation, RequestTranslation
+from ...neutral.conversation import Capped, Conversation, RequestTranslation
 from ...neutral.effort import BUDGETS, budget_for
 from ...neutral.output_format import JSON_OBJECT, JSON_SCHEMA, TEXT, close_objects, keep_keywords
 from ...neutral.output_format import read as read_format
@@ -535,6 +535,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
             )
         out["max_tokens"] = max_tokens
         rt.plumbing.append("max_tokens")
+        rt.capped = Capped(asked=None, cap=max_tokens)
     _fit_thinking(rt, out, body.get("reasoning_effort"))
     at_most_four_breakpoints(rt, out)
     rt.client_wants_usage = o.include_usage or not out.get("stream")
