@@ -79,6 +79,18 @@ def error_body(status: int, message: str, etype: str | None = None) -> bytes:
     return jsonc.dumpb(error_envelope(etype or error_type_for_status(status), message))
 
 
+# Claude Code gives up at once on a 429 whose retry-after exceeds 60 s, and the SDKs honour
+# x-should-retry: false (a 429 without them is sent again and again: 11 times over 190 s, measured)
+STOP_MIN_RETRY_AFTER_S = 61
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``rate_limit_error`` with ``retry-after`` (≥ 61 s: the seconds to the
+    reset) and ``x-should-retry: false``."""
+    wait = max(STOP_MIN_RETRY_AFTER_S, int(reset_in_s + 0.999))
+    return 429, {"retry-after": str(wait), "x-should-retry": "false"}, error_body(429, message, "rate_limit_error")
+
+
 def sse_error(etype: str, message: str) -> bytes:
     """An ``event: error`` SSE event carrying the same envelope."""
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
@@ -140,6 +152,23 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
 # sampling keys -> {"input_tokens": N}
 # output_config.effort (adaptive thinking) -> the neutral effort level (FACTS.effort_spellings)
 EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
+# ---- structured output: output_config.format (docs/protocols.md F) ----
+# output_config.format = {"type": "json_schema", "schema": {...}}: the reply's text is JSON following the
+# schema. Anthropic's structured outputs take a subset of JSON Schema (platform.claude.com/docs/en/build-
+# with-claude/structured-outputs, "JSON Schema limitations"): these keywords are not supported, minItems
+# only 0 or 1, and every object closed (additionalProperties false; anything else is not supported).
+OUTPUT_FORMAT_TYPES = ("json_schema",)
+OUTPUT_SCHEMA_UNSUPPORTED = frozenset({
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "maxItems", "minProperties", "maxProperties", "uniqueItems",
+})
+
+
+def output_schema_takes(keyword: str, value: Any) -> bool:
+    """Whether Anthropic's structured outputs take ``keyword: value`` in a schema."""
+    return keyword not in OUTPUT_SCHEMA_UNSUPPORTED and not (keyword == "minItems" and value not in (0, 1))
 
 
 # ---- usage: how Anthropic counts (docs/protocols.md E.4) ----
@@ -223,6 +252,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message, etype),
     stream_error=lambda message: sse_error("api_error", message),
+    stop_now=stop_now,
     counting=COUNTING,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),

@@ -80,6 +80,29 @@ STOP_TO_FINISH: dict[str, str] = {
     "model_context_window_exceeded": "MAX_TOKENS",
     "refusal": "SAFETY",
 }
+# ---- structured output (docs/protocols.md F) ----
+# generationConfig.responseMimeType "application/json" asks for JSON; with responseJsonSchema (JSON Schema, the
+# subset below) or responseSchema (Gemini's OpenAPI 3.0 subset: upper-case types STRING / NUMBER / INTEGER /
+# BOOLEAN / ARRAY / OBJECT / NULL, "nullable") the JSON follows it; "text/plain" is the default; "text/x.enum"
+# answers one value of a string schema's enum (no other protocol has it).
+JSON_MIME = "application/json"
+TEXT_MIME = "text/plain"
+# responseJsonSchema: "only the following properties are supported" (GenerationConfig.responseJsonSchema, Gemini
+# API reference, ai.google.dev/api/generate-content#generationconfig); others are not honoured
+RESPONSE_JSON_SCHEMA_KEYWORDS = frozenset({
+    "$id", "$defs", "$ref", "$anchor", "type", "format", "title", "description", "enum", "items", "prefixItems",
+    "minItems", "maxItems", "minimum", "maximum", "anyOf", "oneOf", "properties", "additionalProperties",
+    "required", "propertyOrdering",
+})
+# keywords of Gemini's schemas with no JSON Schema meaning: dropped when a schema leaves for another protocol
+SCHEMA_OWN_KEYWORDS = frozenset({"propertyOrdering"})
+
+
+def response_json_schema_takes(keyword: str, value: Any) -> bool:
+    """Whether Gemini's responseJsonSchema takes ``keyword`` (the documented subset)."""
+    return keyword in RESPONSE_JSON_SCHEMA_KEYWORDS
+
+
 # a thought signature Gemini accepts on a function call whose real one is unknown (docs/protocols.md D.4.3)
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
@@ -91,6 +114,20 @@ def error_envelope(status: int, message: str) -> dict[str, Any]:
 def error_body(status: int, message: str) -> bytes:
     """A JSON error body: ``{"error":{"code":status,"message":…,"status":…}}``."""
     return jsonc.dumpb(error_envelope(status, message))
+
+
+# Gemini CLI takes a 429 RESOURCE_EXHAUSTED whose RetryInfo delay exceeds 300 s as final (a
+# terminal quota error: it stops instead of backing off)
+STOP_MIN_DELAY_S = 301
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` detail whose
+    ``retryDelay`` is the seconds to the reset, at least 301 s."""
+    delay = max(STOP_MIN_DELAY_S, int(reset_in_s + 0.999))
+    env = error_envelope(429, message)
+    env["error"]["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{delay}s"}]
+    return 429, {"retry-after": str(delay)}, jsonc.dumpb(env)
 
 
 # status changes from another protocol's error: Anthropic's 529 (overloaded) is 503 UNAVAILABLE,
@@ -320,6 +357,7 @@ FACTS = Protocol(
     kept_query={"alt": "stream framing (alt=sse); the endpoint URL sets it too"},
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),
+    stop_now=stop_now,
     stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
     counting=COUNTING,
     usage_key="usageMetadata",

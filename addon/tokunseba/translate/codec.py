@@ -1,8 +1,8 @@
 """What a codec is: the parts one protocol contributes to every pair (docs/architecture.md §3).
 
 A codec package (``translate/<protocol>/``) builds one ``Codec`` from its own modules:
-request.py (decode + encode), reply.py (decode + encode), stream.py (decoder + encoder),
-and its error encoder. The registry (``translate/__init__.py``) pairs any decoder with any
+decode.py and encode.py (requests; Chat's, near the identity, in one request.py), reply.py
+(decode + encode), stream.py (decoder + encoder), and its error encoder. The registry (``translate/__init__.py``) pairs any decoder with any
 encoder. No codec imports another.
 """
 
@@ -35,6 +35,7 @@ class ReplyTranslation:
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     message: Message | None = field(default=None, repr=False)  # the upstream's reply, neutral (state capture)
+    converted: list[str] = field(default_factory=list)  # told the client in place of the upstream's (endpoint_cap)
 
 
 class StreamDecoder(Protocol):
