@@ -217,12 +217,15 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     report = ReplyReport(client_tools=client_tools or None)
     msg = dec.decode_message(body, report) if dec.decode_message is not None else \
         Message.collect(dec.decode_reply(body, report))
+    calls = False
     for b in msg.blocks:
-        if b.kind == "tool_use" and not b.name:  # never a call the client cannot run (as in a stream)
-            raise UntranslatableReply(502, NAMELESS_CALL)
+        if b.kind == "tool_use":
+            if not b.name:  # never a call the client cannot run (as in a stream)
+                raise UntranslatableReply(502, NAMELESS_CALL)
+            calls = True
     stopped = msg.stop_reason
-    msg.stop_reason = told_stop(stopped, capped, calls=any(b.kind == "tool_use" for b in msg.blocks),
-                                converted=report.converted)
+    if capped is not None:  # (told_stop leaves the stop reason alone without a cap: not called per reply)
+        msg.stop_reason = told_stop(stopped, capped, calls=calls, converted=report.converted)
     out, client_usage = enc.encode_reply(msg, report, created)
     if msg.stop_reason != stopped:  # told end_turn: the ledger keeps the endpoint's own stop reason
         msg.stop_reason = report.stop_reason = stopped

@@ -316,3 +316,21 @@ def test_round_trip_keeps_content_and_usage():
 def test_unknown_pair_is_refused():
     with pytest.raises(ValueError):
         translate_reply("openai", "openai", b"{}")
+
+
+def test_a_reply_the_endpoints_cap_ended_is_told_end_turn_unless_it_holds_a_call():
+    """translate.reply with the request's ``capped``: a reply cut at the endpoint's cap is told
+    end_turn (the conversion noted), the ledger's stop reason stays the endpoint's; one holding a
+    tool call, or without a cap, is told as it is."""
+    from tokunseba.neutral.conversation import Capped
+
+    cut = chat({"content": "part"}, "length")
+    rep = translate_reply("openai", "anthropic", cut, capped=Capped(asked=64000, cap=512))
+    assert json.loads(rep.body)["stop_reason"] == "end_turn" and rep.stop_reason == "max_tokens"
+    assert rep.message.stop_reason == "max_tokens" and len(rep.converted) == 1 and "512" in rep.converted[0]
+    plain = translate_reply("openai", "anthropic", cut)
+    assert json.loads(plain.body)["stop_reason"] == "max_tokens" and plain.converted == []
+    call = chat({"content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                  "function": {"name": "Bash", "arguments": "{}"}}]}, "length")
+    held = translate_reply("openai", "anthropic", call, capped=Capped(asked=64000, cap=512))
+    assert json.loads(held.body)["stop_reason"] == "max_tokens" and held.converted == []
