@@ -38,6 +38,7 @@ from urllib.parse import quote
 
 from .. import jsonc, protocols
 from .scrub import scrubbed_json
+from .quota import MIGRATION as QUOTA_MIGRATION
 from .batch import Record, record_name, statements_of, write_folded
 from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
@@ -287,6 +288,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0011_turn_prefix_hashes",
         ("ALTER TABLE turns ADD COLUMN prefix_hashes TEXT",),
     ),
+    QUOTA_MIGRATION,  # 0012_quota_windows (ledger/quota.py)
 )
 
 # Outcomes written when a turn ends (NULL while it is open).

@@ -21,7 +21,7 @@ from mitmproxy import ctx, exceptions, http
 from ..errors import TranslationError
 from ..sse import set_max_event_bytes
 from ..states import Action, Do, ReplyMode
-from ..turn.failover import Broken
+from ..turn.failover import Broken, attempt_headers
 from ..turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
 from ..turn.flowstate import FlowState
 from ..turn.last_word import Told
@@ -30,7 +30,7 @@ from ..turn.plan import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
 from ..turn.presentation import show_client_url
 from ..turn.pump import Pump, reply_completed
 from ..turn.reply import response_mode, retarget_error, stream_translator
-from .core import Core, Part, keep_client_close, log, redact_whole_reply, respond
+from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .record import Record
 from .relay import MARK as RELAY_MARK
 
@@ -61,6 +61,9 @@ class Reply(Part):
         if state is None or flow.response is None:
             return
         turn, r = state.turn, flow.response
+        if turn.local is None:  # a provider's reply (not one made here): its windows
+            sent = attempt_headers(turn, state.chain) if state.chain is not None else flow.request.headers.fields
+            note_windows(self.core, turn, sent, r.headers.items(multi=True))
         try:
             r.headers[REQUEST_ID_HEADER] = turn.request_id
             keep_client_close(r, state)

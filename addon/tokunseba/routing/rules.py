@@ -31,6 +31,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .accepts import content_refusal
+from .quota import KEYS as QUOTA_KEYS, check_quota, quota_problem
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from ..protocols.clients import VISIBILITY
 from ..credentials import is_credential_header
@@ -103,6 +104,7 @@ class TurnFacts:
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+    quota: Any = None  # routing.quota.AccountQuota: the windows of the account the turn spends (set by turn/planner.py)
 
 
 def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
@@ -338,6 +340,7 @@ CHECKS: dict[str, Callable[[Any, TurnFacts], tuple[bool, str]]] = {
     "background": _check_background,
     "agent": _check_agent,
     "session": _check_session,
+    "quota": check_quota,  # the account's subscription windows (routing/quota.py)
 }
 AGENTS = ("main", "subagent")
 
@@ -596,6 +599,15 @@ def _when_value(r: _Reader, key: str, node: Node, where: str) -> Any:
             return v
         case "session":
             return r.value(node, "texts", what)
+        case "quota":
+            v = r.mapping(node, what, QUOTA_KEYS)
+            if v is None:
+                return None
+            got = {k: r._con.construct_object(vn) for k, (_, vn) in v.items()}
+            if problem := quota_problem(got):
+                r.error(node, f"{what}: {problem.removeprefix('quota: ')}")
+                return None
+            return got
         case "max_request_bytes":
             v = r.value(node, "int", what)
             if v is not None and v < 0:

@@ -26,7 +26,8 @@ import importlib
 from typing import Any
 
 _MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
-            "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner"}
+            "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner",
+            "quota_seen"}
 
 
 def __getattr__(name: str) -> Any:

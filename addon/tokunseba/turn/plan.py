@@ -34,6 +34,7 @@ from ..protocols import openai_responses as p_responses
 from ..protocols.detect import Detected, detect
 from ..reasoning.loop_route import follow_loop, not_followed
 from ..outcomes import route_text
+from ..routing.quota import EVENT_ROUTED, gate, routed_by_quota
 from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts, turn_refusal
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
@@ -372,6 +373,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     assert prep.facts is not None
     client = prep.det.protocol
     note = None
+    # a window of the client's account that says rejected: the endpoints that spend it (its own host) are unavailable
+    reachable = gate(reachable, getattr(prep.facts, "quota", None), lambda ep: ep.same_host(prep.host, prep.port))
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
         followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(prep.facts),
                                      reachable=reachable)
@@ -469,6 +472,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.model_used = decision.model or turn.requested_model
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
+    if (moved := routed_by_quota(decision)) is not None:
+        turn.events.append((EVENT_ROUTED, moved))
     counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
     if (ep.protocol != det.protocol or counting) and (problem := first_problem(det.protocol, req)):
         path, what = problem

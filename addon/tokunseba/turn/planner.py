@@ -23,6 +23,7 @@ from typing import Any
 from .. import protocols
 from ..reasoning.store import Keeper
 from ..routing.endpoints import Endpoint, EndpointHealth
+from ..routing.quota import QuotaBoard, account_of
 from ..routing.rules import Rules
 from ..states import Action, Decided
 from ..webview.view import MARKS
@@ -54,7 +55,7 @@ class Planning:
 
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
-           provider_hosts: Mapping[str, str], keeper: Keeper | None) -> Planning | None:
+           provider_hosts: Mapping[str, str], keeper: Keeper | None, quota: QuotaBoard | None = None) -> Planning | None:
         """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
         if req.method != "POST":
             return None
@@ -65,6 +66,8 @@ class Planning:
         if prep is None:
             return None
         prep.keeper = keeper
+        if quota is not None and prep.facts is not None:  # the client's account, known before the turn is sent
+            prep.facts.quota = quota.view(account_of(host, req.headers.fields))
         return cls(rules, health, capacity, prep, host, port, req.path)
 
     def next(self) -> tuple[Endpoint | None, Slot | None]:
