@@ -180,6 +180,14 @@ def test_two_accounts_never_mix():
     assert not check_quota({"above": 0.8}, facts_for(board, b, clock))[0]
 
 
+def test_overage_rejected_alone_refuses_nothing():
+    r = read_windows(ANTHROPIC, NOW)  # overage-status rejected (org_level_disabled), the windows allowed
+    assert by_name(r)["overage"].status == "rejected" and not any(w.rejected for w in r.windows)
+    board, mine = QuotaBoard(), {"authorization": "Bearer mine"}
+    board.seen(account_of("h", mine), r, NOW)
+    assert board.view(account_of("h", mine), Clock(NOW)).rejected() is None
+
+
 def test_a_rejected_window_makes_the_accounts_own_endpoints_unavailable():
     clock, board = Clock(NOW), QuotaBoard()
     mine = {"authorization": "Bearer mine"}

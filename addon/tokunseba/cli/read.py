@@ -37,6 +37,7 @@ from ..outcomes import client_label, label, outcome_class, route_text, seconds, 
 from .. import protocols
 from ..credentials import redact_text
 from ..reasoning.state import STATE_EVENTS, explain_state
+from ..routing.quota import EVENT_ROUTED, routed_line
 
 # ---------------------------------------------------------------- registration
 
@@ -407,6 +408,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     def body(ledger: Ledger) -> int:
         st = ledger.stats(since)
+        st["quota_routed"] = ledger.turns_with_event(EVENT_ROUTED, since)  # moved by a window (routing/quota.py)
         if args.json:
             _json(st)
         else:
@@ -469,6 +471,8 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     rows = [[label, str(t[k]["n"]), fmt_ms(t[k]["p50"]), fmt_ms(t[k]["p95"])]
             for label, k in (("latency", "latency_ms"), ("first byte", "ttfb_ms"))]
     out += ["", table(["TIMING", "N", "P50", "P95"], rows)]
+    if st.get("quota_routed"):
+        out += ["", routed_line(st["quota_routed"])]
     return "\n".join(out)
 
 

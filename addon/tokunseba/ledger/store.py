@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 from .. import jsonc, protocols
 from .scrub import scrubbed_json
-from .quota import MIGRATION as QUOTA_MIGRATION
+from .quota import MIGRATION as QUOTA_MIGRATION, TABLE as QUOTA_TABLE, latest as quota_latest
 from .batch import Record, record_name, statements_of, write_folded
 from .dialect import POSTGRESQL_DIALECT, SQLITE, db_errors
 from .private_files import create_private
@@ -941,6 +941,20 @@ class Ledger:
         for r in rows:
             r["data"] = None if r["data"] is None else jsonc.loads(r["data"])
         return rows
+
+    def quota_windows(self) -> list[dict]:
+        """Each account's windows now: the newest state of each (ledger/quota.py ``latest``)."""
+        return quota_latest(self._query) if self._has_table(QUOTA_TABLE) else []
+
+    def turns_with_event(self, kind: str, since: float | None = None) -> int:
+        """How many turns (started since ``since``) have an event of ``kind``."""
+        if not self._has_table("events"):
+            return 0
+        sql = "SELECT COUNT(DISTINCT e.request_id) AS n FROM events e"
+        if since is None:
+            return int(self._query(sql + " WHERE e.kind = ?", (kind,))[0]["n"])
+        sql += " JOIN turns t ON t.request_id = e.request_id WHERE e.kind = ? AND t.started_at >= ?"
+        return int(self._query(sql, (kind, since))[0]["n"])
 
     def shadows(self, *, since: float | None = None, request_id: str | None = None,
                 bodies: bool = False) -> list[dict]:

@@ -67,6 +67,12 @@ STATUSES: dict[str, str] = {
     "rejected": "used up: turns on this account are refused until the reset",
 }
 REJECTED = "rejected"
+# windows whose "rejected" refuses no turn by itself (a rejected window of any other name does)
+NOT_REFUSING: dict[str, str] = {
+    "overage": "extra usage past the windows: 'rejected' says only that it is not available "
+               "(overage-disabled-reason org_level_disabled, out_of_credits); turns are refused when a window "
+               "itself (or the account's status) is rejected",
+}
 
 # ---- ChatGPT backend (Codex signed in with ChatGPT)
 
@@ -118,7 +124,8 @@ class WindowState:
 
     @property
     def rejected(self) -> bool:
-        return self.status == REJECTED
+        """The window refuses turns now (its status says rejected; not a window in ``NOT_REFUSING``)."""
+        return self.status == REJECTED and self.name not in NOT_REFUSING
 
     def record(self) -> dict[str, Any]:
         return {"window": self.name, "used": self.used, "status": self.status, "resets_at": self.resets_at,

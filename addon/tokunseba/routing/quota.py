@@ -232,7 +232,9 @@ def check_quota(want: dict, facts: Any) -> tuple[bool, str]:
         return False, (f"quota: account {q.account.short}: {s.state.name} reset since it was seen "
                        f"({humane(now - s.at)} ago); rule wants above {above:g}")
     s = max(current, key=lambda s: s.state.used if s.state.used is not None else -1)
-    return False, f"quota: account {q.account.short}: {said(s, now)}; not above {above:g}"
+    stale = sorted(name for name, seen in states.items() if not seen.current(now))
+    reset = f" ({', '.join(stale)} reset since it was seen)" if stale else ""
+    return False, f"quota: account {q.account.short}: {said(s, now)}; not above {above:g}{reset}"
 
 
 def routed_by_quota(decision: Any) -> dict | None:
@@ -262,6 +264,13 @@ def routed_by_quota(decision: Any) -> dict | None:
 
 
 EVENT_ROUTED = "quota_routed"  # the turn went elsewhere because of a window (stats and sessions count it)
+
+
+def routed_line(n: int) -> str:
+    """`stats`' line for the turns a window moved (what they would have used is never estimated)."""
+    return (f"quota: {n} turn{'s' * (n != 1)} went elsewhere because of a subscription window (a route's quota "
+            f"condition held, or a window said rejected); what they would have used of it is unknown and never "
+            f"estimated")
 
 
 def thresholds(rules_routes: Iterable[Any]) -> tuple[float, ...]:
