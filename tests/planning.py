@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.routing.rules import Rules
+from tokunseba.routing import Rules
 from tokunseba.turn.plan import Turn, build_turn, decide_request, prepare_request
 
 

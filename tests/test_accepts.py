@@ -11,7 +11,7 @@ from tests.conftest import load_fixture
 from tests.planning import plan_request
 from tokunseba.routing.accepts import default_accepts, is_loopback
 from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS
-from tokunseba.routing.rules import RulesError, accepts_lines, check_file, load_rules_text, turn_facts
+from tokunseba.routing import RulesError, accepts_lines, check_file, load_rules_text, turn_facts
 
 ENV = {"CLOUD_KEY": "sk-cloud"}
 PDF = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}}

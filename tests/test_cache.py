@@ -12,7 +12,7 @@ import pytest
 from tests.cache_billing import AnthropicCache
 from tests.conftest import load_fixture
 from tokunseba import translate
-from tokunseba.routing.rules import RulesError, load_rules_text
+from tokunseba.routing import RulesError, load_rules_text
 from tokunseba.translate.anthropic.request import MAX_BREAKPOINTS, place_cache_breakpoints
 
 

@@ -17,7 +17,7 @@ from tests.test_responses_stream import responses_events
 from tokunseba import jsonc
 from tokunseba import translate as tr
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.routing.rules import RulesError, load_rules_text
+from tokunseba.routing import RulesError, load_rules_text
 from tokunseba.neutral.tools import ClientTool
 
 DATA = Path(__file__).parent / "data" / "codex"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tokunseba.routing.client_requests import KINDS, can_match, never_matching, too_big
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"
 RULES = """\
@@ -131,7 +131,7 @@ def test_the_shipped_examples_fit_their_servers_except_all_local():
 def test_context_tokens_must_be_a_positive_integer():
     import pytest
 
-    from tokunseba.routing.rules import RulesError
+    from tokunseba.routing import RulesError
 
     for bad, said in (("0", "context_tokens must be a positive integer"), ("lots", "context_tokens")):
         with pytest.raises(RulesError) as ei:

@@ -288,7 +288,7 @@ def test_rules_count_the_tools_inside_the_namespaces():
 
 
 def test_the_codex_example_routes_questions_and_passes_the_rest():
-    from tokunseba.routing.rules import decide, load_rules_text, turn_facts
+    from tokunseba.routing import decide, load_rules_text, turn_facts
 
     path = Path(__file__).resolve().parents[1] / "rules" / "examples" / "codex-easy-turns.yaml"
     rules = load_rules_text(path.read_text(), str(path))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tokunseba.turn.failover import Capacity
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.turn.plan import build_turn, decide_request, prepare_request
 
 RULES = """\

@@ -10,7 +10,7 @@ import pytest
 
 from tests.planning import plan_request
 from tokunseba.errors import TranslationError
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.turn import count_reply
 
 RULES = """\

@@ -15,7 +15,7 @@ from tests.planning import plan_request
 from tokunseba import protocols
 from tokunseba.errors import TranslationError
 from tokunseba.turn.disposition import translate_whole_reply
-from tokunseba.routing.rules import RulesError, load_rules_text
+from tokunseba.routing import RulesError, load_rules_text
 from tokunseba.turn.reply import count_reply, response_mode, translate_whole
 
 RULES = """\

@@ -28,7 +28,7 @@ from tokunseba.ledger.store import Ledger
 from tokunseba.neutral.usage import COUNTINGS, Usage
 from tokunseba.protocols import plugins
 from tokunseba.protocols.detect import Detected, detect
-from tokunseba.routing.rules import load_rules
+from tokunseba.routing import load_rules
 from tokunseba.sse import SSEDecoder
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -132,7 +132,7 @@ def test_an_unknown_level_is_dropped_and_said():
 
 
 def test_an_endpoint_pins_caps_or_omits_the_effort_recorded():
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import translate_for_endpoint
 
     rules = load_rules_text("endpoints:\n"
@@ -154,7 +154,7 @@ def test_an_endpoint_pins_caps_or_omits_the_effort_recorded():
 
 
 def test_a_bad_effort_setting_is_a_load_error_with_its_line():
-    from tokunseba.routing.rules import RulesError, load_rules_text
+    from tokunseba.routing import RulesError, load_rules_text
 
     with pytest.raises(RulesError) as e:
         load_rules_text("endpoints:\n  x: {protocol: openai, url: 'http://127.0.0.1:9/v1', effort: turbo}\n", "r.yaml")
@@ -163,7 +163,7 @@ def test_a_bad_effort_setting_is_a_load_error_with_its_line():
 
 @pytest.mark.parametrize("client", ["anthropic", "openai", "openai-responses", "gemini"])
 def test_an_endpoint_refusing_the_carried_effort_says_what_to_do_after_its_own_words(client):
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import build_turn, decide_request, prepare_request
     from tokunseba.turn.reply import translate_whole
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tokunseba.proxy.provider_reach import endpoints_in_use, unreachable_line
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 
 RULES = """\
 endpoints:

@@ -16,7 +16,7 @@ from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
-from tokunseba.routing.rules import RulesError, TurnFacts, check_file, decide, load_rules_text
+from tokunseba.routing import RulesError, TurnFacts, check_file, decide, load_rules_text
 
 
 def _oai(message, code=None, etype="invalid_request_error") -> bytes:

@@ -19,7 +19,7 @@ from tests.conftest import load_fixture
 from tests.planning import plan_request
 from tokunseba import translate
 from tokunseba.errors import InvalidRequest, Refused, TranslationError
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.translate.gemini import request as gr
 
 TARGETS = ("anthropic", "openai", "openai-responses")
@@ -360,7 +360,7 @@ def test_count_tokens_from_gemini_routed_elsewhere_is_a_clear_gemini_error():
 def test_gemini_cli_easy_turns_example():
     from pathlib import Path
 
-    from tokunseba.routing.rules import load_rules
+    from tokunseba.routing import load_rules
 
     rules = load_rules(Path(__file__).resolve().parent.parent / "rules" / "examples" / "gemini-cli-easy-turns.yaml")
     assert rules.warnings == []

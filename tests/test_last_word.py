@@ -17,7 +17,7 @@ from tokunseba.turn.failover import Capacity
 from tokunseba.turn.failover import Failure, classify
 from tokunseba.turn.last_word import answer, busy, choose, final, say_busy, story, waits
 from tokunseba.routing.endpoints import EndpointHealth
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.turn.plan import build_turn, decide_request, prepare_request
 
 CLIENTS = ("anthropic", "openai", "openai-responses", "gemini")

@@ -9,7 +9,7 @@ import time
 
 from tokunseba.reasoning.state import Record, call_key
 from tokunseba.reasoning.store import Keeper, ReasoningStore
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.turn.plan import build_turn, decide_request, prepare_request
 
 RULES = """\

@@ -10,7 +10,7 @@ import json
 
 from tests.planning import plan_request
 from tokunseba.cli.main import main
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 
 RULES = """\
 endpoints:

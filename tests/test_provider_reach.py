@@ -15,7 +15,7 @@ from tokunseba.proxy.provider_reach import (
 )
 from tokunseba.turn.planner import say_endpoint_unreachable
 from tokunseba.turn.plan import prepare_request, build_turn, decide_request
-from tokunseba.routing.rules import load_rules
+from tokunseba.routing import load_rules
 
 
 def _closed_port() -> int:

@@ -9,7 +9,7 @@ import pytest
 from tokunseba.protocols.limits import ANTHROPIC_FIELDS, ANTHROPIC_OVERALL, CODEX_FIELDS, read_windows
 from tokunseba.routing.quota import (QuotaBoard, account_of, check_quota, gate, humane, quota_problem,
                                      routed_by_quota)
-from tokunseba.routing.rules import RulesError, decide, load_rules_text, turn_facts
+from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
 
 NOW = 1_800_000_000.0
 

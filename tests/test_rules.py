@@ -16,11 +16,9 @@ from hypothesis import strategies as st
 from tests.conftest import load_fixture
 from tokunseba import translate
 from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS, Endpoint
-from tokunseba.routing.rules import (
-    CHECKS,
-    ENDPOINT_KEYS,
-    ROUTE_KEYS,
-    TOP_KEYS,
+from tokunseba.routing.facts import PREDICATES as CHECKS
+from tokunseba.routing.rules_file import ENDPOINT_KEYS, ROUTE_KEYS, TOP_KEYS
+from tokunseba.routing import (
     accepts_lines,
     policy_lines,
     Route,
@@ -729,7 +727,7 @@ def test_header_names_are_case_insensitive_from_file_to_request():
 def test_a_trace_entry_carries_its_endpoint_and_records_as_before():
     """A decision's trace is routing.rules.Tried entries: the endpoint itself for what reads it
     live, the same JSON as before for the ledger (the endpoint by name, only where skipped)."""
-    from tokunseba.routing.rules import Tried, records
+    from tokunseba.routing import Tried, records
 
     rules = load_rules_text("""
 endpoints:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import load_fixture
 from tokunseba.routing.endpoints import BUILTIN_ENDPOINTS
-from tokunseba.routing.rules import Route, Rules, RulesError, check_file, decide, load_rules_text, turn_facts
+from tokunseba.routing import Route, Rules, RulesError, check_file, decide, load_rules_text, turn_facts
 
 LOCAL = """\
 endpoints:

@@ -19,7 +19,7 @@ from tokunseba.cli import main as cli
 from tokunseba.addresses import is_loopback
 from tokunseba.ledger.store import Ledger
 from tokunseba.ledger.private_files import readable_by_others
-from tokunseba.routing.rules import RulesError, load_rules, load_rules_text
+from tokunseba.routing import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
 from tokunseba.turn.plan import apply_header_changes

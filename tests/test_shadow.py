@@ -15,7 +15,7 @@ from tokunseba.errors import TranslationError
 from tokunseba.ledger.store import MIGRATIONS, Ledger
 from tokunseba.prices import PricesError, parse_prices, price_report, usage_cost
 from tokunseba.shadow.reply_facts import Facts, reply_facts
-from tokunseba.routing.rules import RulesError, decide, load_rules_text, turn_facts
+from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
 from tokunseba.shadow.turns import build_request, compare, should_shadow
 from tokunseba.neutral.usage import Usage
 

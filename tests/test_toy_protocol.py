@@ -23,7 +23,7 @@ from tokunseba.protocols.detect import Detected, detect
 from tokunseba.turn.pump import Pump
 from tokunseba.shadow.replay import replay
 from tokunseba.shadow.reply_facts import reply_facts
-from tokunseba.routing.rules import load_rules
+from tokunseba.routing import load_rules
 from tokunseba.shadow.turns import build_request, compare
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.stream_watch import NO_TERMINAL, StreamWatch

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokunseba.routing.rules import load_rules_text
+from tokunseba.routing import load_rules_text
 from tokunseba.credentials import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
 from tokunseba.turn.plan import REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model
 from tokunseba.turn.reply import response_mode
@@ -524,7 +524,7 @@ routes:
 def _stop_turn(body: dict):
     import json as _json
 
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
 
     return plan_request(load_rules_text(STOP_RULES), method="POST", host="api.anthropic.com", port=443,
                         path="/v1/messages", headers=[], body=_json.dumps(body).encode(), env={})
@@ -553,7 +553,7 @@ def test_endpoint_stop_strings_never_push_the_clients_out():
 
 
 def _ws(rules_text: str, headers=(("upgrade", "websocket"), ("connection", "Upgrade"))):
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import websocket_refusal
 
     return websocket_refusal(load_rules_text(rules_text), method="GET", host="api.openai.com",
@@ -610,7 +610,7 @@ routes:
 def _refusal_turn(client: str, body: dict, first: str, second: str, on_refused: str = "skip"):
     import json as _json
 
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
 
     rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
     host, path = ("api.anthropic.com", "/v1/messages") if client == "anthropic" else ("api.openai.com",
@@ -676,7 +676,7 @@ def test_outgoing_query_keeps_the_endpoints_and_only_protocol_params_across_host
 
 
 def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
 
     rules = load_rules_text("endpoints:\n  g2:\n    protocol: gemini\n    url: https://gemini-proxy.example/v1beta\n"
                             "    key_env: G2_KEY\nroutes:\n  - name: g\n    to: g2\n    model: gemini-other\n")
@@ -698,7 +698,7 @@ def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
 
 
 def _long_tool_prep(first: str, second: str, on_refused: str = "skip"):
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import prepare_request
 
     rules = load_rules_text(REFUSAL_RULES.format(first=first, second=second, on_refused=on_refused))
@@ -711,7 +711,7 @@ def _long_tool_prep(first: str, second: str, on_refused: str = "skip"):
 
 def test_the_plan_carries_the_one_translation_of_the_route_chosen(monkeypatch):
     from tokunseba.turn import plan as turn_mod
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import Plan, build_turn, decide_request, prepare_request
 
     calls = []
@@ -754,7 +754,7 @@ def test_a_route_refused_then_an_unreachable_one_are_both_in_the_reason():
 
 
 def test_a_refusing_route_whose_endpoint_is_down_is_skipped_as_refused_even_with_on_failure_error():
-    from tokunseba.routing.rules import load_rules_text
+    from tokunseba.routing import load_rules_text
     from tokunseba.turn.plan import decide_request
 
     text = REFUSAL_RULES.format(first="oai", second="ant", on_refused="skip").replace(

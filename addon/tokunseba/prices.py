@@ -26,15 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from yaml.nodes import MappingNode, ScalarNode
+from yaml.nodes import MappingNode
 
-from .routing.endpoints import BUILTIN_ENDPOINTS
+from .routing import BUILTIN_ENDPOINTS, YamlReader
 from .neutral.usage import includes_cached
-from .routing.rules import _Reader
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 PER_TOKENS = 1_000_000
-_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
 class PricesError(Exception):
@@ -68,7 +66,7 @@ def parse_prices(text: str, source: str = "<prices>") -> list[Price]:
         mark = getattr(e, "problem_mark", None)
         raise PricesError(f"{source}:{mark.line + 1 if mark else 1}: YAML syntax error: "
                           f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
-    r = _Reader(source)
+    r = YamlReader(source)
     out: list[Price] = []
     if not isinstance(root, MappingNode):
         raise PricesError(f"{source}:1: a price file is a mapping with the key 'prices'")
@@ -84,9 +82,9 @@ def parse_prices(text: str, source: str = "<prices>") -> list[Price]:
         fields = r.mapping(vn, f"prices.{key}", PRICE_FIELDS) or {}
         per: dict[str, float] = {}
         for name, (_, v) in fields.items():
-            value = r._con.construct_object(v) if isinstance(v, ScalarNode) and v.tag in _NUMBER_TAGS else None
+            value = r.number(v)
             if value is None or not value >= 0 or value == float("inf"):
-                r.error(v, f"prices.{key}.{name} must be a number ≥ 0 (per million tokens), got {r._got(v)}")
+                r.error(v, f"prices.{key}.{name} must be a number ≥ 0 (per million tokens), got {r.got(v)}")
             else:
                 per[name] = float(value)
         if not fields and isinstance(vn, MappingNode):

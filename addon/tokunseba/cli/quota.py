@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ..ledger.store import Ledger
-from ..routing.quota import SHORT, humane
+from ..routing import ACCOUNT_SHORT as SHORT, humane
 from .read import _common, _json, _read, table
 
 EPILOG = """\

@@ -37,7 +37,7 @@ from ..outcomes import client_label, label, outcome_class, route_text, seconds, 
 from .. import protocols
 from ..credentials import redact_text
 from ..reasoning.state import STATE_EVENTS, explain_state
-from ..routing.quota import EVENT_ROUTED, routed_line
+from ..routing import EVENT_ROUTED, routed_line
 
 # ---------------------------------------------------------------- registration
 
@@ -687,7 +687,7 @@ def render_explain(turn: dict, events: list[dict]) -> str:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from ..routing.rules import RulesError, load_rules
+    from ..routing import RulesError, load_rules
     from ..translate import CODECS, PROTOCOLS, pair_refusal
 
     try:
@@ -790,8 +790,10 @@ def _route_clients(route: Any) -> list[str]:
 
 
 def render_models(rep: dict) -> str:
-    unmatched = {"pass": "pass through to the host the client asked for",
-                 "refuse": "refused with an error in the client's protocol"}[rep["unmatched"]]
+    from ..routing import OnFailure, OnRefused, Unmatched
+
+    unmatched = {Unmatched.PASS: "pass through to the host the client asked for",
+                 Unmatched.REFUSE: "refused with an error in the client's protocol"}[rep["unmatched"]]
     out = [f"rules: {rep['rules'] or 'none (built-in endpoints only)'}",
            f"unmatched: {rep['unmatched']} (turns no route takes: {unmatched})", ""]
     rows = []
@@ -826,9 +828,9 @@ def render_models(rep: dict) -> str:
         for r in rep["routes"]:
             res = "ok"
             if r["refused"]:
-                then = "error to the client" if r["on_refused"] == "error" else "next route"
+                then = "error to the client" if r["on_refused"] == OnRefused.ERROR else "next route"
                 res = f"refused for {', '.join(r['refused'])} → {then}"
-            unreachable = "error to the client" if r["on_failure"] == "error" else "next route"
+            unreachable = "error to the client" if r["on_failure"] == OnFailure.ERROR else "next route"
             rows.append([r["name"], fmt_num(r["line"]), r["to"], r["model"] or "-", ", ".join(r["clients"]), res,
                          unreachable])
         out += ["", table(["ROUTE", "LINE", "TO", "MODEL", "CLIENTS", "RESULT", "IF IT FAILS"], rows)]

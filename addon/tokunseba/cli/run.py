@@ -238,14 +238,14 @@ def web_url(port: int, token: str, host: str = "127.0.0.1", search: str | None =
 def _rules(path: str):
     """The rules file, loaded once for all that ``run`` says before mitmdump starts (start-up
     time: mitmdump's addon loads it again, as it must)."""
-    from ..routing.rules import load_rules
+    from ..routing import load_rules
 
     return load_rules(path)
 
 
 def _routes_nothing(path: str) -> str | None:
     """What to say when a rules file routes nothing (rules/default.yaml does not), else None."""
-    from ..routing.rules import RulesError, counts_line
+    from ..routing import RulesError, counts_line
 
     try:
         rules = _rules(path)
@@ -262,7 +262,7 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
 
     hosts = list(provider_hosts())
     if args.rules:
-        from ..routing.rules import RulesError
+        from ..routing import RulesError
 
         try:
             rules = _rules(args.rules)
@@ -634,7 +634,7 @@ def cmd_env(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ..routing.rules import check_file
+    from ..routing import check_file
 
     path = args.rules_file or args.rules
     if not path:
@@ -642,8 +642,7 @@ def cmd_check(args) -> int:
         return 2
     ok, lines = check_file(path)
     if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
-        from ..routing.client_requests import never_matching, too_big
-        from ..routing.rules import load_rules
+        from ..routing import load_rules, never_matching, too_big
 
         loaded = load_rules(path)
         lines += never_matching(loaded) + too_big(loaded)

@@ -184,7 +184,7 @@ def render_shadow(rep: dict) -> str:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..shadow.replay import ReplayError, replay
-    from ..routing.rules import RulesError, load_rules
+    from ..routing import RulesError, load_rules
     from ..shadow.view import explain_lines
 
     try:

@@ -24,8 +24,7 @@ from mitmproxy.hooks import UpdateHook
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger.writer import LedgerWriter
 from ..reasoning.store import Keeper
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import Rules, load_rules
+from ..routing import Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow.sender import ShadowSender
 from ..turn import failover
 from ..turn.failover import Slot

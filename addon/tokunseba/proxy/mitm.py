@@ -17,8 +17,7 @@ from collections.abc import Callable
 from mitmproxy import command, ctx, http
 
 from ..ledger.writer import LedgerWriter
-from ..routing.endpoints import EndpointHealth
-from ..routing.rules import Rules
+from ..routing import EndpointHealth, Rules
 from ..turn.flowstate import FlowState
 from ..turn.presentation import ORIGINAL_KEY
 from ..webview.view import MARKS

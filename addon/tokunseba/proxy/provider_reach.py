@@ -41,8 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import Rules
+from ..routing import Endpoint, EndpointHealth, OnFailure, Rules, Unmatched
 from ..turn.plan import Turn
 from ..states import Action
 
@@ -172,11 +171,11 @@ def endpoints_in_use(rules: Rules) -> list[Endpoint]:
 def unreachable_line(rules: Rules, ep: Endpoint, why: str, cli: str = "tokunseba") -> str:
     """The warning for an endpoint that cannot be reached: why, and what each route that uses
     it does with its turns meanwhile (``cli``: how to call tokunseba here)."""
-    unmatched = ("pass through to their provider" if rules.unmatched == "pass"
+    unmatched = ("pass through to their provider" if rules.unmatched == Unmatched.PASS
                  else "are refused (unmatched: refuse)")
     parts = []
-    nexts = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == "next"]
-    errors = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == "error"]
+    nexts = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == OnFailure.NEXT]
+    errors = [r.name for r in rules.routes if r.to == ep.name and r.on_failure == OnFailure.ERROR]
     shadows = [r.name for r in rules.routes if r.shadow == ep.name]
     if nexts:
         parts.append(f"turns of route{'s' if len(nexts) > 1 else ''} {', '.join(nexts)} go to the next route whose "

@@ -20,7 +20,7 @@ from mitmproxy import ctx, exceptions, http
 from ..ledger.store import Ledger, default_instance, instance_id, take_password
 from ..ledger.writer import LedgerWriter
 from ..reasoning.store import open_keeper
-from ..routing.rules import records
+from ..routing import records
 from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..turn.cap_note import cap_line

@@ -25,7 +25,7 @@ from typing import Any
 from ..ledger.prefix import prefix_hashes
 from ..ledger.writer import LedgerWriter
 from ..neutral.usage import Usage
-from ..routing.rules import Tried, records
+from ..routing import Tried, records
 from ..turn.plan import Turn
 from ..turn.failover import Chain
 from ..turn.outcome import Outcome

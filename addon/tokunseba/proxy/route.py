@@ -27,11 +27,9 @@ from mitmproxy.net.http.http1 import connection_close
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..credentials import KNOWN_SECRETS, endpoint_keys
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import RulesError, load_rules
+from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
 from ..turn import base_url
-from ..routing.quota import thresholds
 from ..turn.failover import (Chain, Failure, Replan, Slot, attempt_headers, available, may_fail_over, move_on, next_turn,
                              note_attempt)
 from ..turn.flowstate import FlowState
@@ -108,7 +106,7 @@ class Route(Part):
         for w in core.rules.warnings:
             log.warning(w)
         core.health = EndpointHealth()
-        core.windows.board.thresholds = thresholds(core.rules.routes)  # said once when a window crosses one
+        core.windows.board.thresholds = quota_thresholds(core.rules.routes)  # said once when a window crosses one
         if core.relay.port:  # reloaded while running: say again which endpoints cannot be reached
             self.soon_check_endpoints()
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import random
 
-from ..routing.rules import Rules
-from ..routing.shadowable import shadowable
+from ..routing import Rules, shadowable
 from ..shadow.sender import ShadowJob, ShadowSender
 from ..shadow.turns import should_shadow
 from ..turn.flowstate import FlowState

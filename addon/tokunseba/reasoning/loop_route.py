@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from .. import protocols
-from ..routing.endpoints import Endpoint
+from ..routing import Decision, Endpoint, Route, Rules, ToolLoops, Tried
 from .state import Record, call_key
-from ..routing.rules import Decision, Route, Rules, Tried
 from ..states import Decided
 
 Lookup = Callable[[Iterable[str]], Mapping[str, list[Record]]]
@@ -54,7 +53,7 @@ def follow_loop(rules: Rules, client: str, body: dict, lookup: Lookup, *,
                 refused: Callable[[Endpoint, str], str | None],
                 reachable: Callable[[Endpoint], bool | str | None] | None) -> tuple[Decision | None, Tried | None]:
     """(the decision that follows the loop, None) or (None, a trace note or None)."""
-    if rules.tool_loops != "follow":
+    if rules.tool_loops != ToolLoops.FOLLOW:
         return None, None
     origin = loop_origin(client, body, lookup)
     if origin is None:

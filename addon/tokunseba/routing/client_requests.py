@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rules import CHECKS, Route, Rules, TurnFacts
+from .facts import PREDICATES, TurnFacts
+from .rules import OnFailure, Route, Rules, Unmatched
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def can_match(route: Route, k: Kind) -> bool:
     for key, want in route.when.items():
         if key not in JUDGED or (key == "model" and k.model is None):
             continue
-        if not CHECKS[key](want, facts)[0]:
+        if not PREDICATES[key].check(want, facts)[0]:
             return False
     return True
 
@@ -136,9 +137,9 @@ def too_big(rules: Rules) -> list[str]:
                 continue
             if (wanted is not None and k.protocol not in wanted) or not can_match(route, k):
                 continue
-            then = ("the client gets that error (on_failure: error)" if route.on_failure == "error" else
+            then = ("the client gets that error (on_failure: error)" if route.on_failure == OnFailure.ERROR else
                     "each such turn fails over to the next route whose when matches, then unmatched: "
-                    + ("refused" if rules.unmatched == "refuse" else "its provider"))
+                    + ("refused" if rules.unmatched == Unmatched.REFUSE else "its provider"))
             out.append(f"{rules.source}:{route.line}: warning: route {route.name!r} → {ep.name}: {k.client}'s {k.what} "
                        f"({k.min_prompt_tokens:,} prompt tokens or more, measured) cannot fit endpoint {ep.name}'s "
                        f"context_tokens {ep.context_tokens:,}: the server answers a context error and {then}; "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from .. import protocols
-from ..routing.endpoints import Endpoint
+from ..routing import Endpoint
 from ..errors import TranslationError
 from ..ledger.store import Ledger
 from ..protocols.detect import detect

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..routing.endpoints import Endpoint
+from ..routing import Endpoint
 from ..errors import TranslationError
 from ..ledger.store import Ledger
 from .reply_facts import Facts, reply_facts

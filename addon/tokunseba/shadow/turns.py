@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import jsonc
-from ..routing.endpoints import Endpoint
+from ..routing import Endpoint, content_refused, shadow_refusal, shadowable, target_kind, turn_facts
 from ..errors import Refused
 from .. import protocols
 from .reply_facts import Facts
-from ..routing.rules import content_refused, turn_facts
-from ..routing.shadowable import shadow_refusal, shadowable, target_kind
 from .. import translate
 from ..translate import pair_refusal
 from ..turn.plan import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..outcomes import SERVED, client_label, head as outcome_head, outcome_class, route_text
-from ..routing.session_facts import client_of
+from ..routing import client_of
 
 ERROR_MAX = 160  # characters of an error shown on the line (the ledger keeps it whole)
 

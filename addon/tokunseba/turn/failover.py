@@ -61,8 +61,7 @@ from ..protocols.failures import (
     RETRY_HEADERS,
     is_context_window,
 )
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import Rules, Tried
+from ..routing import Endpoint, EndpointHealth, OnFailure, Rules, Tried, Unmatched
 from ..states import Action, Decided
 from .plan import Prepared, Turn, build_turn, decide_request
 
@@ -239,7 +238,7 @@ def _short(a: Attempted) -> str:
 def may_fail_over(turn: Turn) -> bool:
     """Whether a failure of this attempt moves the turn on (its route says on_failure: next)."""
     route = turn.decision.route if turn.decision is not None else None
-    return route is not None and route.to is not None and route.on_failure == "next"
+    return route is not None and route.to is not None and route.on_failure == OnFailure.NEXT
 
 
 def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[Endpoint], bool | str | None],
@@ -250,7 +249,7 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
         return None
     plan = decide_request(rules, chain.prep, reachable, after=route.name)
     decision = plan.decision
-    if decision.action == Decided.ERROR or (decision.action == Decided.PASS and rules.unmatched == "refuse"):
+    if decision.action == Decided.ERROR or (decision.action == Decided.PASS and rules.unmatched == Unmatched.REFUSE):
         return None
     turn = build_turn(rules, chain.prep, plan, env=env, now=failed.started_at)
     if turn.local is not None:  # refused, invalid for that target...: the client gets the failure it had

@@ -33,8 +33,7 @@ from typing import Any
 
 from .. import protocols
 from ..neutral.error import UpstreamError
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.rules import Rules
+from ..routing import Endpoint, EndpointHealth, Rules
 from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
 from .failover import Attempted, Capacity
 from ..states import Action, Decided

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import jsonc
-from ..routing.endpoints import Endpoint
+from ..routing import (
+    EVENT_ROUTED, Decision, Endpoint, OnRefused, Rules, Speaker, Tried, TurnFacts, Unmatched, decide, quota_gate,
+    records, routed_by_quota, speaker, turn_facts, turn_refusal,
+)
 from ..errors import Refused, TranslationError
 from .. import protocols
 from ..protocols import openai_chat as p_openai
@@ -34,11 +37,8 @@ from ..protocols import openai_responses as p_responses
 from ..protocols.detect import Detected, detect
 from ..reasoning.loop_route import follow_loop, not_followed
 from ..outcomes import route_text
-from ..routing.quota import EVENT_ROUTED, gate, routed_by_quota
-from ..routing.rules import Decision, Rules, Tried, TurnFacts, decide, records, turn_facts, turn_refusal
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
-from ..routing.session_facts import Speaker, speaker
 from ..states import Action, Decided
 from ..translate import RequestTranslation, pair_refusal, parse_body
 from ..validate import first_problem
@@ -374,7 +374,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     client = prep.det.protocol
     note = None
     # a window of the client's account that says rejected: the endpoints that spend it (its own host) are unavailable
-    reachable = gate(reachable, getattr(prep.facts, "quota", None), lambda ep: ep.same_host(prep.host, prep.port))
+    reachable = quota_gate(reachable, getattr(prep.facts, "quota", None), lambda ep: ep.same_host(prep.host, prep.port))
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
         followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(prep.facts),
                                      reachable=reachable)
@@ -395,7 +395,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
         assert route is not None
         entry.refused, entry.unreachable, entry.unavailable = got, False, None  # refused first, as the rules would have seen it
         entry.endpoint = decision.endpoint
-        if route.on_refused == "error":
+        if route.on_refused == OnRefused.ERROR:
             return Plan(Decision(Decided.ERROR, route, decision.endpoint, None, trace, f"route {route.name} refused: {got}"))
         after = route.name
     if len(trace) == len(decision.trace):  # decided in one pass
@@ -511,7 +511,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
 def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
     """A provider turn no route takes: passes through, or (``unmatched: refuse``) is answered
     with an error in the client's protocol and never sent on."""
-    if rules.unmatched != "refuse":
+    if rules.unmatched != Unmatched.REFUSE:
         return turn
     why = f"no route takes this turn ({reason}) and the rules say unmatched: refuse"
     turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", why

@@ -22,9 +22,7 @@ from typing import Any
 
 from .. import protocols
 from ..reasoning.store import Keeper
-from ..routing.endpoints import Endpoint, EndpointHealth
-from ..routing.quota import QuotaBoard, account_of
-from ..routing.rules import Rules
+from ..routing import Endpoint, EndpointHealth, QuotaBoard, Rules, account_of
 from ..states import Action, Decided
 from ..webview.view import MARKS
 from .access import may_spend_keys, refuse_remote_client

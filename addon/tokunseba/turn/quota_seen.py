@@ -20,7 +20,7 @@ from typing import Any
 
 from ..ledger.quota import rows_of
 from ..protocols.limits import Reading, SkipNotes, read_windows
-from ..routing.quota import Account, QuotaBoard, account_of
+from ..routing import Account, QuotaBoard, account_of
 from ..states import Action
 from .plan import Turn
 
