@@ -245,13 +245,25 @@ def test_check_says_what_is_wrong_with_a_quota_predicate(when, says):
 
 
 def test_valid_quota_predicates_load():
-    rules = load_rules_text("routes:\n  - name: r\n    when: {quota: {window: 7d_opus, above: 0.95}}\n    to: anthropic\n"
+    rules = load_rules_text("routes:\n  - name: r\n    when: {quota: {window: seven_day_opus, above: 0.95}}\n    to: anthropic\n"
                             "  - name: s\n    when: {quota: {window: codex_bengalfox.primary, above: 0}}\n"
                             "    to: anthropic\n")
-    assert rules.routes[0].when["quota"] == {"window": "7d_opus", "above": 0.95}
+    assert rules.routes[0].when["quota"] == {"window": "seven_day_opus", "above": 0.95}
     assert quota_problem({"above": 1}) is None
 
 
 def test_humane_spans():
     assert humane(5) == "5s" and humane(125) == "2m 05s" and humane(3 * 3600 + 300) == "3h 05m"
     assert humane(2 * 86400 + 7200) == "2d 2h" and humane(-3) == "0s"
+
+
+def test_claude_codes_other_headers_are_read_or_left_alone():
+    r = read_windows({**ANTHROPIC, U + "5h-surpassed-threshold": "0.9", U + "7d_oi-utilization": "0.4",
+                      U + "7d_oi-reset": str(int(NOW) + 9000), U + "fallback": "available",
+                      U + "overage-in-use": "true", U + "upgrade-paths": "max_20x"}, NOW)
+    assert not r.skipped and by_name(r)["7d_oi"].used == 0.4 and by_name(r)["5h"].used == 0.85
+    bad = read_windows({**ANTHROPIC, U + "5h-surpassed-threshold": "high"}, NOW)
+    assert [n for n, _ in bad.skipped] == [U + "5h-surpassed-threshold"]
+
+
+U = "anthropic-ratelimit-unified-"

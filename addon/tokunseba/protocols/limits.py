@@ -10,7 +10,8 @@ primary and secondary windows. Each provider reports them on every reply:
 - ``CODEX_FIELDS``: ``x-codex-<primary|secondary>-<field>`` (and other limit families,
   ``x-codex-<family>-primary-...``, as Codex itself reads them).
 
-Each row says its format and where it was taken from. ``read_windows(headers, now)`` is the
+Each row says its format and where it was taken from (Claude Code 2.1.197's bundled JS, Codex's
+source and binary). ``read_windows(headers, now)`` is the
 sans-IO reader: headers -> ``Reading`` (one ``WindowState`` per window: name, used share 0..1,
 status, reset time, window length, whether it binds). A header that is absent is simply not
 there; one whose value does not parse is **skipped and said** (``Reading.skipped``), never
@@ -31,34 +32,42 @@ from typing import Any
 # ---- Anthropic (Claude Code on a subscription login)
 
 ANTHROPIC_PREFIX = "anthropic-ratelimit-unified-"
-CLAUDE_CODE_SOURCE = "Claude Code's cli.js (@anthropic-ai/claude-code), which reads these to warn its user"
+# Read out of Claude Code 2.1.197's bundled JS (the claude binary of @anthropic-ai/claude-code, as
+# scripts/install-claude-code.sh installs it; `grep -ao 'anthropic-ratelimit-unified[^`"]*'`).
+CLAUDE_CODE = "Claude Code 2.1.197's bundled cli JS"
 
-# per-window field -> (format, source)
+# per-window field (``<prefix><window>-<field>``) -> (format, source)
 ANTHROPIC_FIELDS: dict[str, tuple[str, str]] = {
-    "utilization": ("share", f"the window's used share, a decimal 0..1 ('0.42'); {CLAUDE_CODE_SOURCE}"),
-    "reset": ("epoch", f"when the window resets, Unix seconds ('1776649200'); {CLAUDE_CODE_SOURCE} (x 1000 as ms)"),
-    "status": ("status", f"the window's own status ('allowed', 'allowed_warning', 'rejected'); {CLAUDE_CODE_SOURCE}"),
-    "surpassed-threshold": ("share", f"the warning threshold the window passed, 0..1; {CLAUDE_CODE_SOURCE} "
-                                     "(read, not kept: the utilization says more)"),
+    "utilization": ("share", f"the window's used share, a decimal 0..1 ('0.42'): {CLAUDE_CODE} reads it with "
+                             "Number() and warns at 0.9 of 5h, 0.25/0.5/0.75 of 7d"),
+    "reset": ("epoch", f"when the window resets, Unix seconds ('1776649200'): {CLAUDE_CODE} compares it with "
+                       "Date.now()/1000"),
+    "surpassed-threshold": ("share", f"the warning threshold the window passed, 0..1: {CLAUDE_CODE} warns on "
+                                     "it (read and checked here, not kept: the utilization says more)"),
+    "status": ("status", "the window's own status (allowed, allowed_warning, rejected): sent by the API per window "
+                         f"(third-party captures, e.g. ClaudeProxy's tests: 5h-status rejected); {CLAUDE_CODE} "
+                         "reads only the account's status"),
 }
 # account-wide headers -> (format, source)
 ANTHROPIC_OVERALL: dict[str, tuple[str, str]] = {
-    "status": ("status", f"the account's status: its binding window's ('rejected': turns are refused); "
-                         f"{CLAUDE_CODE_SOURCE}"),
-    "reset": ("epoch", f"when the binding window resets, Unix seconds; {CLAUDE_CODE_SOURCE}"),
-    "representative-claim": ("claim", f"which window binds ('five_hour', 'seven_day', 'seven_day_opus', "
-                                      f"'seven_day_sonnet', 'overage'): CLAIMS; {CLAUDE_CODE_SOURCE}"),
-    "overage-status": ("status", f"extra usage past the windows (usage credits): allowed, allowed_warning or "
-                                 f"rejected; kept as the window 'overage'; {CLAUDE_CODE_SOURCE}"),
-    "overage-reset": ("epoch", f"when the overage allowance resets, Unix seconds; {CLAUDE_CODE_SOURCE}"),
+    "status": ("status", f"the account's status, its binding window's (absent: allowed): {CLAUDE_CODE}; "
+                         "'rejected' = turns refused, unless extra usage (overage) is allowed and takes them"),
+    "reset": ("epoch", f"when the binding window resets, Unix seconds: {CLAUDE_CODE}"),
+    "representative-claim": ("claim", f"which window binds (CLAIMS): {CLAUDE_CODE} names it in its messages"),
+    "overage-status": ("status", f"extra usage past the windows (usage credits): {CLAUDE_CODE}; kept as the "
+                                 "window 'overage' (NOT_REFUSING)"),
+    "overage-reset": ("epoch", f"when the extra-usage allowance resets, Unix seconds: {CLAUDE_CODE}"),
 }
-# representative-claim -> the window name its headers use (``<prefix><name>-utilization``)
+# representative-claim -> the window name its headers use (``<prefix><name>-utilization``): the pairs
+# Claude Code itself makes (its table {"5h": "five_hour", "7d": "seven_day", "7d_oi": ..., overage}); the
+# claims it names (session, weekly, Opus, Sonnet limits) without a header of their own keep their name
 CLAIMS: dict[str, str] = {
     "five_hour": "5h",  # the 5-hour session window
-    "seven_day": "7d",  # the weekly window, all models
-    "seven_day_opus": "7d_opus",  # the weekly window of the Opus models
-    "seven_day_sonnet": "7d_sonnet",  # the weekly window of the Sonnet models
+    "seven_day": "7d",  # the weekly window
+    "seven_day_overage_included": "7d_oi",  # the weekly window that extra usage is counted in
     "overage": "overage",  # extra usage past the windows
+    "seven_day_opus": "seven_day_opus",  # the weekly window of the Opus models ("Opus limit")
+    "seven_day_sonnet": "seven_day_sonnet",  # the weekly window of the Sonnet models ("Sonnet limit")
 }
 # statuses Anthropic reports for a window or the account (anything else is skipped and said)
 STATUSES: dict[str, str] = {
@@ -76,7 +85,8 @@ NOT_REFUSING: dict[str, str] = {
 
 # ---- ChatGPT backend (Codex signed in with ChatGPT)
 
-CODEX_SOURCE = "openai/codex codex-rs/codex-api/src/rate_limits.rs (parse_rate_limit_for_limit)"
+CODEX_SOURCE = ("openai/codex codex-rs/codex-api/src/rate_limits.rs (parse_rate_limit_for_limit); the same names "
+                "are in Codex 0.171.0's binary")
 CODEX_PREFIX = "x-codex"
 CODEX_WINDOWS = ("primary", "secondary")  # the short window (5 h on Plus/Pro) and the weekly one
 # per-window field -> (format, source)
@@ -84,8 +94,8 @@ CODEX_FIELDS: dict[str, tuple[str, str]] = {
     "used-percent": ("percent", f"the used share in percent, a decimal 0..100 ('42.5'); {CODEX_SOURCE}"),
     "window-minutes": ("minutes", f"the window's length in minutes ('300', '10080'); {CODEX_SOURCE}"),
     "reset-at": ("epoch", f"when the window resets, Unix seconds ('1704069000'); {CODEX_SOURCE}"),
-    "reset-after-seconds": ("seconds", "seconds until the window resets, from the reply's time; older Codex "
-                                       "releases and Codex proxies read it where reset-at is absent"),
+    "reset-after-seconds": ("seconds", "seconds until the window resets, from the reply's time: Codex proxies read "
+                                       "it (not Codex 0.171.0); used only where reset-at is absent"),
 }
 
 # ---- which account a reply's windows belong to (request headers)
@@ -299,9 +309,10 @@ def _codex(h: dict[str, str], now: float) -> Reading:
 
 def window_names() -> dict[str, str]:
     """The window names a rule may ask about, with what each is."""
-    return {"5h": "Anthropic's 5-hour window", "7d": "Anthropic's weekly window (all models)",
-            "7d_opus": "Anthropic's weekly window of the Opus models",
-            "7d_sonnet": "Anthropic's weekly window of the Sonnet models",
+    return {"5h": "Anthropic's 5-hour window", "7d": "Anthropic's weekly window",
+            "7d_oi": "Anthropic's weekly window extra usage is counted in",
+            "seven_day_opus": "Anthropic's weekly window of the Opus models",
+            "seven_day_sonnet": "Anthropic's weekly window of the Sonnet models",
             "overage": "Anthropic's extra usage past the windows",
             "primary": "the ChatGPT backend's short window (Codex)",
             "secondary": "the ChatGPT backend's weekly window (Codex)"}
