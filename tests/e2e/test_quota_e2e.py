@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled
-from .test_proxy_e2e import chat_reply
+from .test_proxy_e2e import chat_chunk, chat_reply
 from .upstream import Recorded, Reply, Upstream
 
 pytestmark = pytest.mark.e2e
@@ -272,3 +272,109 @@ def test_quota_help_teaches():
                   "never the credential"):
         assert words in out, words
 
+
+
+# ---- the real Claude Code on a subscription-style login
+
+CC_RULES = """\
+endpoints:
+  local:
+    protocol: openai
+    url: {local}/v1
+    model: small-local
+    max_tokens: 512
+routes:
+  - name: titles-local-when-busy
+    when: {{client: anthropic, model: "*haiku*", tools: false, quota: {{window: 5h, above: 0.8}}}}
+    to: local
+"""
+OAUTH = "sk-ant-oat01-tokunseba-test-subscription-0123456789"
+
+
+def ant_sse(text: str, model: str) -> list[bytes]:
+    def ev(name: str, obj: dict) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode()
+    return [ev("message_start", {"type": "message_start", "message": {
+                "id": "msg_quotacc", "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}}),
+            ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                       "delta": {"type": "text_delta", "text": text}}),
+            ev("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                 "usage": {"output_tokens": 5}}),
+            ev("message_stop", {"type": "message_stop"})]
+
+
+def test_claude_code_on_a_subscription_sends_its_title_turn_local_once_the_window_is_above(tmp_path):
+    from .conftest import ROOT
+    from .test_claude_code_e2e import need_claude
+    import os
+
+    claude = need_claude()
+    reset = time.time() + 3600
+
+    def answer(rec: Recorded) -> Reply:  # api.anthropic.com as a subscription login sees it
+        if rec.method != "POST" or "/v1/messages" not in rec.path or "count_tokens" in rec.path:
+            return Reply.json({"type": "error", "error": {"type": "not_found_error", "message": "scripted"}}, 404)
+        body = rec.json()
+        text = '{"title": "Greeting"}' if "haiku" in body.get("model", "") else "Hello from the subscription."
+        hdrs = windows("0.85", reset=reset)
+        if body.get("stream"):
+            return Reply(200, {"content-type": "text/event-stream", **hdrs}, ant_sse(text, body["model"]), 0.05,
+                         "chunked")
+        reply = {**ant_reply(text), "model": body.get("model")}
+        return ant_json(hdrs, 200, reply)
+
+    with Upstream() as ant, Upstream() as local:
+        ant.responder = answer
+        local.script(Reply.sse([chat_chunk("chatcmpl-title", {"role": "assistant", "content": ""}),
+                                chat_chunk("chatcmpl-title", {"content": '{"title": "List comprehensions"}'}),
+                                chat_chunk("chatcmpl-title", {}, "stop"), b"data: [DONE]\n\n"]))  # the title streams
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(CC_RULES.format(local=local.url))
+        proxy = Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": f"api.anthropic.com=http://127.0.0.1:{ant.port}"},
+                         extra=["-s", str(ROOT / "tests" / "e2e" / "point_hosts.py")])
+        home, work = tmp_path / "home", tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb",
+               "HTTPS_PROXY": proxy.url, "HTTP_PROXY": proxy.url, "NODE_EXTRA_CA_CERTS": str(proxy.ca),
+               "CLAUDE_CODE_OAUTH_TOKEN": OAUTH, "DISABLE_AUTOUPDATER": "1"}  # not DISABLE_NONESSENTIAL: it stops the title
+        runs = []
+        try:
+            for _ in range(2):  # the first run's replies say 85% used; the second run's title goes local
+                # a real first prompt: Claude Code 2.1.197 sends no title turn for "say hi"
+                runs.append(subprocess.run([claude, "-p", "Explain what a Python list comprehension is, in one sentence."], cwd=work, env=env,
+                                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180))
+                ledger_settled(proxy.ledger, 30)
+        finally:
+            proxy.stop()
+        for p in runs:
+            assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:], proxy.log()[-3000:])
+            assert "Hello from the subscription." in p.stdout  # the main turn reached the provider
+        sent = [r for r in ant.requests if r.method == "POST" and r.path.startswith("/v1/messages")
+                and "count_tokens" not in r.path]
+        assert all(r.headers.get("authorization") == f"Bearer {OAUTH}" for r in sent)  # the login, as the client sent it
+        local_titles = [r.json() for r in local.requests]
+    log = json.loads(cli("log", "--ledger", str(proxy.ledger), "--json", "--limit", "100"))
+    titles = [t for t in log if "haiku" in (t["requested_model"] or "")]
+    mains = [t for t in log if t["requested_model"] and "haiku" not in t["requested_model"]
+             and t["path"].startswith("/v1/messages") and "count_tokens" not in t["path"]]
+    # the main turns reach the provider, each run
+    assert mains and all(t["outcome"] == "pass_through" and t["host"] == "api.anthropic.com" for t in mains), mains
+    # the first run's title went out before any reply had said a thing: to the provider; once a reply
+    # said 85% used, the second run's title went local
+    assert [(t["outcome"], t["endpoint"], t["status"]) for t in reversed(titles)] == [("pass_through", None, 200),
+                                                                                      ("translated", "local", 200)], titles
+    assert titles[0]["rule"] == "titles-local-when-busy"
+    assert "5h 85% used" in cli("explain", titles[0]["request_id"], "--ledger", str(proxy.ledger))
+    assert local_titles and local_titles[0]["model"] == "small-local" and "tools" not in local_titles[0]
+    rep = quota_json(proxy.ledger)
+    (acct,) = rep["accounts"]
+    assert acct["by"] == "authorization" and by_window(acct)["5h"]["used"] == 0.85
+    con = sqlite3.connect(proxy.ledger)
+    dump = "\n".join(con.iterdump())
+    con.close()
+    assert OAUTH not in dump
