@@ -2,7 +2,7 @@
 """Where one request's ``flow`` walks through the request hook: files entered, and returns to
 a file already left (issue 28's measure of the front door).
 
-Drives the real addon through mitmproxy's test context (as scripts/bench_hooks.py does: a
+Drives the real addon through mitmproxy's test context (as scripts/bench/bench_hooks.py does: a
 real ledger, a loopback TCP server standing in for the endpoint), warms it up with two whole
 turns (the endpoint's connection back in the relay's pool, as between real turns),
 then follows one more turn's ``request`` hook with ``sys.setprofile``. The walk is the

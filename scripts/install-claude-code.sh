@@ -13,8 +13,9 @@ CLAUDE=$PREFIX/bin/claude
 CODEX=$PREFIX/bin/codex
 LOG=$CACHE/logs/npm-install.log
 
-say() { printf 'install-claude-code: %s\n' "$*" >&2; }
-die() { printf 'install-claude-code: error: %s\n' "$*" >&2; exit 1; }
+SELF=install-claude-code  # say/die and npm_install_into: scripts/npm-prefix.sh
+# shellcheck source=scripts/npm-prefix.sh
+. "$(dirname "$0")/npm-prefix.sh"
 
 case "${1:-}" in
   -h|--help)
@@ -48,15 +49,7 @@ else
 fi
 
 if ((${#want[@]})); then
-  mkdir -p "$PREFIX" "$(dirname "$LOG")"
-  t0=$SECONDS
-  say "npm install ${want[*]} into $PREFIX (log: $LOG)"
-  if ! npm install --global --prefix "$PREFIX" --no-fund --no-audit --no-update-notifier \
-      "${want[@]}" >"$LOG" 2>&1 </dev/null; then
-    tail -n 30 "$LOG" | sed 's/^/    | /' >&2
-    die "npm install failed (log: $LOG)"
-  fi
-  say "npm install done in $((SECONDS - t0)) s"
+  npm_install_into "$PREFIX" "$LOG" "${want[@]}"
 fi
 
 works "$CLAUDE" "$CLAUDE_VERSION" || die "$CLAUDE --version does not report $CLAUDE_VERSION"

@@ -11,8 +11,9 @@ VERSION=${TOKUNSEBA_GEMINI_CLI_VERSION:-0.61.0}
 GEMINI=$PREFIX/bin/gemini
 LOG=$CACHE/logs/npm-install-gemini.log
 
-say() { printf 'install-gemini-cli: %s\n' "$*" >&2; }
-die() { printf 'install-gemini-cli: error: %s\n' "$*" >&2; exit 1; }
+SELF=install-gemini-cli  # say/die and npm_install_into: scripts/npm-prefix.sh
+# shellcheck source=scripts/npm-prefix.sh
+. "$(dirname "$0")/npm-prefix.sh"
 
 case "${1:-}" in
   -h|--help)
@@ -28,15 +29,7 @@ have=$([ -f "$pj" ] && node -p "require(process.argv[1]).version" "$pj" 2>/dev/n
 if [ "$have" = "$VERSION" ] && [ -x "$GEMINI" ]; then
   say "gemini-cli $VERSION already installed, skipped"
 else
-  mkdir -p "$PREFIX" "$(dirname "$LOG")"
-  t0=$SECONDS
-  say "npm install @google/gemini-cli@$VERSION into $PREFIX (log: $LOG)"
-  if ! npm install --global --prefix "$PREFIX" --no-fund --no-audit --no-update-notifier \
-      "@google/gemini-cli@$VERSION" >"$LOG" 2>&1 </dev/null; then
-    tail -n 30 "$LOG" | sed 's/^/    | /' >&2
-    die "npm install failed (log: $LOG)"
-  fi
-  say "npm install done in $((SECONDS - t0)) s"
+  npm_install_into "$PREFIX" "$LOG" "@google/gemini-cli@$VERSION"
 fi
 "$GEMINI" --version 2>/dev/null | grep -qF -- "$VERSION" || die "$GEMINI --version does not report $VERSION"
 echo "$GEMINI"

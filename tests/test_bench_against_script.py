@@ -1,4 +1,4 @@
-"""scripts/bench_against.py runs both trees and prints per-round and median ratios (a smoke
+"""scripts/bench/bench_against.py runs both trees and prints per-round and median ratios (a smoke
 test: it asserts the figures exist, never their values); bad arguments are one-line errors."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = str(ROOT / "scripts" / "bench_against.py")
+SCRIPT = str(ROOT / "scripts" / "bench" / "bench_against.py")
 
 
 def test_bench_against_prints_rounds_and_medians():

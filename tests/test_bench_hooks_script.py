@@ -1,4 +1,4 @@
-"""scripts/bench_hooks.py runs the real addon's hooks in child processes and prints a row
+"""scripts/bench/bench_hooks.py runs the real addon's hooks in child processes and prints a row
 per (tree, turn, hook) with ratios against another checkout (a smoke test: it asserts the
 figures exist, never their values)."""
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "bench_hooks.py"
+SCRIPT = ROOT / "scripts" / "bench" / "bench_hooks.py"
 
 
 def test_bench_hooks_prints_every_turn_and_hook_against_another_tree():

@@ -1,4 +1,4 @@
-"""scripts/bench_restore.py runs and prints its interleaved figures (a smoke test: it asserts the
+"""scripts/bench/bench_restore.py runs and prints its interleaved figures (a smoke test: it asserts the
 figures exist and the restore happened, never their values)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_restore_prints_interleaved_ratios():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_restore.py"), "--rounds", "2", "--sample-ms", "2",
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_restore.py"), "--rounds", "2", "--sample-ms", "2",
                         "--seed", "1"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -23,6 +23,6 @@ def test_bench_restore_prints_interleaved_ratios():
 
 
 def test_bench_restore_rejects_bad_counts():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_restore.py"), "--rounds", "0"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_restore.py"), "--rounds", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--rounds" in p.stderr and "Traceback" not in p.stderr

@@ -1,4 +1,4 @@
-"""The README's benchmark commands run and print their side-by-side ratios (smoke tests:
+"""The benchmark commands of docs/dev/benchmarks.md run and print their side-by-side ratios (smoke tests:
 they assert the figures exist, never their values)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_translate_prints_ratios():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "2",
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_translate.py"), "--rounds", "2",
                         "--sample-ms", "2", "--seed", "1"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -21,7 +21,7 @@ def test_bench_translate_prints_ratios():
 
 
 def test_bench_translate_rejects_bad_counts():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_translate.py"), "--rounds", "0"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_translate.py"), "--rounds", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--rounds" in p.stderr and "Traceback" not in p.stderr
 
@@ -29,7 +29,7 @@ def test_bench_translate_rejects_bad_counts():
 def test_bench_proxy_measures_every_setup():
     """Real upstream, bare mitmdump and tokunseba, a few rounds: every setup and shape is
     measured, every reply checked good, and the processes it started are gone."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--rounds", "2", "--warmup", "1",
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_proxy.py"), "--rounds", "2", "--warmup", "1",
                         "--events", "3", "--seed", "1", "--concurrent", "3", "--concurrent-rounds", "1"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -50,7 +50,7 @@ def test_bench_proxy_measures_every_setup():
 
 
 def test_bench_proxy_rejects_bad_counts():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--events", "0"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_proxy.py"), "--events", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--events" in p.stderr and "Traceback" not in p.stderr
 
@@ -58,7 +58,7 @@ def test_bench_proxy_rejects_bad_counts():
 def test_bench_memory_prints_every_setup():
     """A 1 MB reply through bare mitmdump and each tokunseba setup: a row per setup, the
     processes it started gone (a smoke test: figures are printed, never judged)."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "1", "--repeat", "1"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_memory.py"), "--mb", "1", "--repeat", "1"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()[2:] if line.strip()}
@@ -67,7 +67,7 @@ def test_bench_memory_prints_every_setup():
 
 
 def test_bench_memory_rejects_bad_sizes():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_memory.py"), "--mb", "0"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_memory.py"), "--mb", "0"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--mb" in p.stderr and "Traceback" not in p.stderr
 
@@ -76,7 +76,7 @@ def test_bench_ledger_measures_every_variant_and_pattern():
     """A few turns per sample: each pattern's table has every variant (this tree's default,
     a --variant, an --against checkout) with CPU per turn and ratios; the worker checked
     every sample's ledger (a wrong count would have failed the run)."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), "--turns", "20", "--rounds", "2",
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_ledger.py"), "--turns", "20", "--rounds", "2",
                         "--seed", "1", "--variant", 'small batches={"max_batch": 3}', "--against", str(ROOT / "addon")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -92,7 +92,7 @@ def test_bench_ledger_measures_every_variant_and_pattern():
 
 def test_bench_ledger_rejects_bad_arguments():
     for bad in (["--turns", "0"], ["--variant", "x=[1]"], ["--against", "/nonexistent"]):
-        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), *bad],
+        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_ledger.py"), *bad],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "Traceback" not in p.stderr, (bad, p.stderr)
 
@@ -104,6 +104,6 @@ def test_bench_ledger_takes_a_tree_from_before_the_packages(tmp_path):
     (tmp_path / "tokunseba").mkdir()
     (tmp_path / "tokunseba" / "ledger_writer.py").write_text("")
     (tmp_path / "tokunseba" / "__init__.py").write_text("")
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ledger.py"), "--turns", "2", "--rounds", "1",
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_ledger.py"), "--turns", "2", "--rounds", "1",
                         "--against", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.returncode != 2 and "no tokunseba/ledger/writer.py" not in p.stderr, p.stderr

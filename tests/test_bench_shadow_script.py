@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_shadow_prints_added_median():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_shadow.py"), "--rounds", "3", "--warmup", "1"],
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "bench_shadow.py"), "--rounds", "3", "--warmup", "1"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("shadow: added median") == 2 and "failures 0" in p.stdout

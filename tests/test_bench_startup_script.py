@@ -1,4 +1,4 @@
-"""scripts/bench_startup.py starts bare mitmdump and `tokunseba run` (this tree and another)
+"""scripts/bench/bench_startup.py starts bare mitmdump and `tokunseba run` (this tree and another)
 until each listens, and prints a row per setup with what it adds over bare mitmdump (a smoke
 test: it asserts the figures exist, never their values); bad arguments are one-line errors."""
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "bench_startup.py"
+SCRIPT = ROOT / "scripts" / "bench" / "bench_startup.py"
 
 
 def test_bench_startup_prints_each_setup_against_another_tree():

@@ -19,7 +19,7 @@ import pytest
 from tokunseba import jsonc
 from tokunseba.cli.main import main
 from tokunseba.cli.read import parse_since
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.protocols.anthropic import ANTHROPIC_VERSION
 
 TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")

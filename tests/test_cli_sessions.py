@@ -12,7 +12,8 @@ import pytest
 
 from tokunseba import jsonc
 from tokunseba.cli.main import main
-from tokunseba.ledger.store import MIGRATIONS, SESSION_COLUMNS, Ledger
+from tokunseba.ledger import Ledger
+from tokunseba.ledger.schema import MIGRATIONS, SESSION_COLUMNS
 from tokunseba.routing.session_facts import Speaker
 
 CC = "8ab4b227-2d59-4cfb-ae7b-07b54465d764"
@@ -169,7 +170,7 @@ def test_explain_lists_the_sessions_other_turns_around_it(capsys, ledger):
 
 def test_an_older_ledger_stays_readable_and_its_rows_have_no_session(capsys, tmp_path, monkeypatch):
     path = tmp_path / "old.db"
-    import tokunseba.ledger.store as ledger_mod
+    import tokunseba.ledger.schema as ledger_mod
 
     monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS[:4])
     Ledger(path).close()  # the schema of 4 migrations; its row as that tokunseba wrote it (no newer column)

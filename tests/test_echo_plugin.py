@@ -24,7 +24,7 @@ import pytest
 
 from tests.planning import plan_request
 from tokunseba import protocols, translate
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.neutral.usage import COUNTINGS, Usage
 from tokunseba.protocols import plugins
 from tokunseba.protocols.detect import Detected, detect

@@ -260,7 +260,7 @@ def test_log_stats_and_explain_show_the_attempts(tmp_path, capsys):
     import time as _time
 
     from tokunseba.cli.main import main
-    from tokunseba.ledger.store import Ledger
+    from tokunseba.ledger import Ledger
 
     path = tmp_path / "ledger.db"
     now = _time.time()

@@ -95,7 +95,7 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"protocols"}, "the protocol facts, over the neutral model"),
     ({"credentials", "validate", "translate", "webview", "outcomes"}, "over the facts: keys, checks, codecs, views"),
     ({"routing", "ledger"}, "where a turn goes; where it is written"),
-    ({"prices", "reasoning"}, "over the rules and the ledger"),
+    ({"prices", "reasoning", "report"}, "over the rules and the ledger (report: the figures of `tokunseba report`)"),
     ({"turn"}, "one turn's plain lifecycle, over all of the above"),
     ({"shadow"}, "a turn sent again (it plans as a turn does)"),
     ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),

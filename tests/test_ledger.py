@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba.ledger import store as ledger_mod
-from tokunseba.ledger.store import (
-    MIGRATIONS,
-    SESSION_COLUMNS,
-    Ledger,
-    LedgerError,
-    LedgerMissing,
-    default_ledger_path,
-    percentile,
-    scrub,
-)
+from tokunseba.credentials import scrub
+from tokunseba.ledger import Ledger, LedgerError, LedgerMissing, default_ledger_path, percentile
+from tokunseba.ledger import schema as ledger_mod
+from tokunseba.ledger.schema import MIGRATIONS, SESSION_COLUMNS
 
 ADDON = Path(__file__).resolve().parent.parent / "addon"
 
@@ -156,7 +149,7 @@ def test_opens_a_ledger_written_by_a_newer_tokunseba(tmp_path):
 
 def test_two_processes_migrating_at_once_apply_each_migration_once(tmp_path):
     path = tmp_path / "ledger.db"
-    code = "import sys; from tokunseba.ledger.store import Ledger; Ledger(sys.argv[1]).close()"
+    code = "import sys; from tokunseba.ledger import Ledger; Ledger(sys.argv[1]).close()"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=30) for p in procs] == [0] * 4
     conn = sqlite3.connect(path)
@@ -584,7 +577,7 @@ def test_stats_of_an_empty_window(make):
 
 WRITER = """
 import sys, time
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 led = Ledger(sys.argv[1])
 i = 0
 while True:

@@ -21,9 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger, LedgerWriter
 from tokunseba.ledger.batch import BUILD, EVENT, START, UPDATE
-from tokunseba.ledger.writer import LedgerWriter
 
 from .test_ledger import SECRETS, raw_bytes
 
@@ -63,7 +62,9 @@ def target(request, tmp_path):
         import psycopg
 
         with psycopg.connect(place(name), autocommit=True) as c:
-            c.execute("DROP TABLE IF EXISTS turns, events, bodies, shadows, _migrations, _ledger_batches")
+            tables = [r[0] for r in c.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+            if tables:  # every table the migrations made (a new migration's too)
+                c.execute("DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables))
 
     place.backend, place.reader, place.empty = backend, reader, empty
     return place

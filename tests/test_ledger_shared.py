@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba.ledger.store import Ledger, spool_note
+from tokunseba.ledger import Ledger, LedgerWriter, spool_note
 from tokunseba.ledger.spool import Spool, ledger_key, spool_dir
-from tokunseba.ledger.writer import LedgerWriter
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +156,10 @@ def test_four_proxies_starting_at_once_migrate_once(pg_server):
     import subprocess
     import sys
 
-    from tokunseba.ledger.store import MIGRATIONS
+    from tokunseba.ledger.schema import MIGRATIONS
 
     url = pg_server.url(db=pg_server.fresh_db())
-    code = ("import sys; from tokunseba.ledger.store import Ledger; led = Ledger(sys.argv[1]); "
+    code = ("import sys; from tokunseba.ledger import Ledger; led = Ledger(sys.argv[1]); "
             "assert led.schema(); led.close()")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "addon")}
     procs = [subprocess.Popen([sys.executable, "-c", code, url], env=env, stderr=subprocess.PIPE, text=True)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tokunseba.cli.main import main
-from tokunseba.ledger.store import Ledger, LedgerError, url_scheme
+from tokunseba.ledger import Ledger, LedgerError, url_scheme
 from tokunseba.credentials import redact_text, split_url_password
 
 BAD_URLS = ["mysql://tk:hunter2@127.0.0.1:3306/db", "http://tk:hunter2@127.0.0.1/db", "sqlite://tk:hunter2@x/db"]

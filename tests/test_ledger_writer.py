@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from tokunseba.ledger.store import INTERRUPTED, Ledger, compute_stats, instance_id, owner_alive
-from tokunseba.ledger.writer import LedgerWriter
+from tokunseba.ledger import INTERRUPTED, Ledger, LedgerWriter, compute_stats, instance_id, owner_alive
 
 
 def start(w, rid: str, at: float = 1000.0) -> None:

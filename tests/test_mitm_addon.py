@@ -17,7 +17,7 @@ import tokunseba.proxy.route as route  # where a request is applied
 import tokunseba.turn.planner as planner  # where it is planned
 from tokunseba import sse
 from tokunseba.proxy.relay import PREFIX, Target
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
 from tokunseba.proxy.recorder import START_AFTER_S

@@ -14,7 +14,7 @@ import pytest
 from tokunseba import outcomes
 from tokunseba.cli.main import main
 from tokunseba.cli.session_view import sessions_report
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.turn.console_line import turn_line
 
 

@@ -8,7 +8,8 @@ import json
 from tests.conftest import load_fixture
 from tokunseba import translate
 from tokunseba.cli.cache_view import cache_facts, explain_lines
-from tokunseba.ledger.prefix import blocks, first_change, prefix_hashes
+from tokunseba.ledger import first_change, prefix_hashes
+from tokunseba.ledger.prefix import blocks
 
 
 def claude_turn() -> dict:

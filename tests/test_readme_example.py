@@ -1,5 +1,5 @@
-"""The README's "Use the translators as a library" example runs as written and prints what
-the README says it prints; `tokunseba models` on the cross-protocol example shows every
+"""The library guide's example (docs/guide/library.md, "Use the translators as a library") runs as
+written and prints what the page says it prints; `tokunseba models` on the cross-protocol example shows every
 cross pair of the three protocols translated."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _example() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Use the translators as a library", 1)[1]
+    page = (ROOT / "docs/guide/library.md").read_text()
+    section = page.split("# Use the translators as a library", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

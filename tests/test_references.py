@@ -78,7 +78,7 @@ def _expand(labels: str) -> list[str]:
 def _dangling_documents() -> list[str]:
     bad = []
     files = _sources(".py", ".sh", ".yaml", ".yml") + [ROOT / "README.md", ROOT / "pyproject.toml"]
-    files += sorted(DOCS.glob("*.md"))
+    files += sorted(DOCS.rglob("*.md"))
     cache: dict[Path, set[str]] = {}
     for f in files:
         if f == HERE:
@@ -203,3 +203,34 @@ def test_the_reference_checker_sees_what_it_must():
     assert BARE_PITFALL.search("# derived (pitfalls 7)") and not BARE_PITFALL.search("docs/pitfalls.md 7")
     assert not _module_exists("tokunseba.mitm") and _module_exists("tokunseba.proxy.mitm")
     assert _module_exists("tokunseba.translate.request")  # a name translate/__init__.py defines
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+
+
+def _heading_anchors(doc: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation gone, spaces as hyphens."""
+    out = set()
+    for line in doc.read_text().splitlines():
+        if m := re.match(r"#+ (.*)", line):
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_every_markdown_link_of_the_readme_and_docs_resolves():
+    """A link of README.md or a page of docs/ (``[text](../guide/x.md#anchor)``) names a file of
+    the repository, relative to the page, and an anchor that is one of that page's headings."""
+    bad = []
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for m in LINK.finditer(line):
+                target, anchor = m.group(1), m.group(2)
+                if "://" in target:
+                    continue
+                doc = (page.parent / target).resolve()
+                where = f"{page.relative_to(ROOT)}:{n}"
+                if not doc.is_file() or not doc.is_relative_to(ROOT):
+                    bad.append(f"{where}: {target} is not a file of the repository")
+                elif anchor and doc.suffix == ".md" and anchor[1:] not in _heading_anchors(doc):
+                    bad.append(f"{where}: {target} has no heading {anchor}")
+    assert not bad, "\n".join(bad)

@@ -10,7 +10,7 @@ import json
 import time
 
 from tokunseba.cli.main import main
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.turn.retries import RetryWatch, retry_key
 
 BODY = b'{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}'

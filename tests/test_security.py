@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from tokunseba.cli import main as cli
 from tokunseba.addresses import is_loopback
-from tokunseba.ledger.store import Ledger
-from tokunseba.ledger.private_files import readable_by_others
+from tokunseba.ledger import Ledger, readable_by_others
 from tokunseba.routing import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)

@@ -12,7 +12,8 @@ import pytest
 
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.errors import TranslationError
-from tokunseba.ledger.store import MIGRATIONS, Ledger
+from tokunseba.ledger import Ledger
+from tokunseba.ledger.schema import MIGRATIONS
 from tokunseba.prices import PricesError, parse_prices, price_report, usage_cost
 from tokunseba.shadow.reply_facts import Facts, reply_facts
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts

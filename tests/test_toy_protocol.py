@@ -17,7 +17,7 @@ from tests.planning import plan_request
 from tests.toy import codec as tc
 from tests.toy import facts as tf
 from tokunseba import protocols, translate
-from tokunseba.ledger.store import Ledger
+from tokunseba.ledger import Ledger
 from tokunseba.turn.outcome import usage_of
 from tokunseba.protocols.detect import Detected, detect
 from tokunseba.turn.pump import Pump

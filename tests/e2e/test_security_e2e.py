@@ -188,10 +188,10 @@ def test_canary_reaches_only_the_original_host_and_is_shown_nowhere(sec_upstream
 # ---------------------------------------------------------------- loopback only
 
 
-def readme_mitmdump_command() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def docs_mitmdump_command() -> list[str]:
+    text = (ROOT / "docs/guide/clients.md").read_text()  # where the docs run mitmdump directly
     m = re.search(r"^\.venv/bin/mitmdump .*?(?<!\\)$", text, re.S | re.M)
-    assert m, "README has no direct mitmdump command"
+    assert m, "docs/guide/clients.md has no direct mitmdump command"
     return shlex.split(m.group(0).replace("\\\n", " "))
 
 
@@ -221,8 +221,8 @@ def listening_addresses(pid: int) -> set[str]:
     return out
 
 
-def test_readme_mitmdump_command_listens_on_loopback_only(tmp_path):
-    cmd = readme_mitmdump_command()
+def test_docs_mitmdump_command_listens_on_loopback_only(tmp_path):
+    cmd = docs_mitmdump_command()
     assert cmd[0] == ".venv/bin/mitmdump" and "--listen-host" in cmd
     cmd = [str(BIN / "mitmdump"), *cmd[1:]]
     cmd = [str(ROOT / c) if c.startswith(("addon/", "rules/")) else c for c in cmd]

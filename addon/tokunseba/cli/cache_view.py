@@ -2,7 +2,7 @@
 
 Contract: ``cache_facts(turn, session_turns)`` says what the ledger knows of one turn's prompt
 cache: its cache reads and writes as reported and the share of its whole input read from cache
-(``ledger.store.cache_read_share``: never a number that was not reported); the previous turn of
+(``ledger.cache_read_share``: never a number that was not reported); the previous turn of
 its session sent to the same endpoint; and, when this turn read less from the cache than that
 turn left there (its reads plus its writes), where its prompt's prefix first parted from that
 turn's, from the per-block hashes the ledger keeps (``ledger/prefix.py``: hashes, never the text).
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ledger.prefix import first_change
-from ..ledger.store import cache_read_share, usage_counting
+from ..ledger import cache_read_share, first_change, usage_counting
 
 
 def _usage(row: dict) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
 named first builds only that module's parser: `tokunseba run` imports neither the read
-commands nor the ledger queries, so the proxy starts sooner (scripts/bench_startup.py).
+commands nor the ledger queries, so the proxy starts sooner (scripts/bench/bench_startup.py).
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
     cli_quota.add_commands(sub)  # quota: each account's subscription windows
+    from . import report as cli_report
+
+    cli_report.add_commands(sub)
     return p
 
 

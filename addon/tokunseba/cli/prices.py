@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from .read import _error, _json, _read, cmd_stats, render_stats, since_option, table
-from ..ledger.store import Ledger, compute_stats
+from ..ledger import LedgerReader, compute_stats
 from ..prices import PricesError, load_prices, price_report
 
 
@@ -33,7 +33,7 @@ def cmd_stats_prices(args: argparse.Namespace) -> int:
     except PricesError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         st = ledger.stats(since)
         st["prices"] = price_report(ledger.turns(since), ledger.shadows(since=since), prices)
         if args.json:

@@ -16,7 +16,7 @@ import argparse
 import time
 from typing import Any
 
-from ..ledger.store import Ledger
+from ..ledger import LedgerReader
 from ..routing import ACCOUNT_SHORT as SHORT, humane
 from .read import _common, _json, _read, table
 
@@ -96,7 +96,7 @@ def render(rep: dict[str, Any]) -> str:
 
 
 def cmd_quota(args: argparse.Namespace) -> int:
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         rep = report(ledger.quota_windows(), time.time())
         if args.json:
             _json(rep)

@@ -22,17 +22,17 @@ from datetime import datetime
 from typing import Any
 
 from .. import jsonc
-from ..ledger.store import (
+from ..ledger import (
     LEDGER_ENV,
     USAGE_FIELDS,
-    Ledger,
     LedgerError,
     LedgerMissing,
+    LedgerReader,
     compute_stats,
+    db_errors,
     default_ledger_target,
     spool_note,
 )
-from ..ledger.dialect import db_errors
 from ..outcomes import client_label, label, outcome_class, route_text, seconds, was_sent
 from .. import protocols
 from ..credentials import redact_text
@@ -214,12 +214,12 @@ def _positive_int(name: str, text: str, maximum: int = MAX_LIMIT) -> int:
     return n
 
 
-def _open(args: argparse.Namespace) -> Ledger:
+def _open(args: argparse.Namespace) -> LedgerReader:
     """The ledger named by --ledger (else the default), read-only. Raises LedgerError."""
-    return Ledger(args.ledger or default_ledger_target(), readonly=True)
+    return LedgerReader(args.ledger or default_ledger_target(), readonly=True)
 
 
-def _read(args: argparse.Namespace, empty: Any, body: Callable[[Ledger], int]) -> int:
+def _read(args: argparse.Namespace, empty: Any, body: Callable[[LedgerReader], int]) -> int:
     """Run ``body`` on the ledger. A missing ledger prints one line (and ``empty`` as JSON)."""
     try:
         ledger = _open(args)
@@ -250,7 +250,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         turns = ledger.turns(limit=limit, instance=args.instance)
         if args.json:
             _json(turns)
@@ -406,7 +406,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         st = ledger.stats(since)
         st["quota_routed"] = ledger.turns_with_event(EVENT_ROUTED, since)  # moved by a window (routing/quota.py)
         if args.json:

@@ -413,7 +413,7 @@ def exposure_problem(host: str, extra: list[str]) -> str | None:
 def ledger_option(ledger: str) -> str:
     """The ledger as the addon is given it: a file path made absolute; a URL without its
     password (moved to $PGPASSWORD, which the proxy inherits: never in its command line)."""
-    from ..ledger.store import take_password, url_scheme
+    from ..ledger import take_password, url_scheme
 
     if url_scheme(ledger):
         return take_password(ledger) or ledger
@@ -422,13 +422,13 @@ def ledger_option(ledger: str) -> str:
 
 def ledger_problem(ledger: str | None) -> str | None:
     """The error line when ``ledger`` is a URL tokunseba cannot open (never taken for a file)."""
-    from ..ledger.store import Ledger, LedgerError, url_scheme
+    from ..ledger import LedgerError, LedgerReader, url_scheme
     from ..credentials import redact_url
 
     if ledger is None or url_scheme(ledger) is None:
         return None
     try:
-        Ledger.check_target(ledger)
+        LedgerReader.check_target(ledger)
     except LedgerError as e:
         return f"error: {e}"
     try:
@@ -442,8 +442,7 @@ def ledger_problem(ledger: str | None) -> str | None:
 
 def ledger_warning(ledger: str | None) -> str | None:
     """A warning line when an existing ledger (or its -wal/-shm) is readable by others."""
-    from ..ledger.store import default_ledger_path, url_scheme
-    from ..ledger.private_files import readable_by_others
+    from ..ledger import default_ledger_path, readable_by_others, url_scheme
 
     if ledger and url_scheme(ledger):
         return None
@@ -498,7 +497,7 @@ def cmd_run(args) -> int:
     cmd = build_command(args, hashed)
     if warning := ledger_warning(args.ledger):
         print(warning, file=sys.stderr)
-    from ..ledger.store import spool_note
+    from ..ledger import spool_note
 
     if note := spool_note(args.ledger):
         print(note, file=sys.stderr)
@@ -543,8 +542,7 @@ def cmd_run(args) -> int:
 def ca_bundle(conf: Path) -> Path:
     """System CA bundle + mitmproxy's CA in one file, so SSL_CERT_FILE users can still reach
     hosts the proxy does not decrypt."""
-    from ..ledger.store import tokunseba_home
-    from ..ledger.private_files import private_dir
+    from ..ledger import private_dir, tokunseba_home
 
     ca = conf / "mitmproxy-ca-cert.pem"
     home = tokunseba_home()

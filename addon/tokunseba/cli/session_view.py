@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import jsonc
-from ..ledger.store import NOT_SERVED, USAGE_FIELDS, _kind, usage_counting
+from ..ledger import NOT_SERVED, USAGE_FIELDS, turn_class, usage_counting
 from ..outcomes import label, outcome_class, route_group, was_sent
 from ..prices import Price, endpoint_of, find_price, usage_cost
 
@@ -86,7 +86,7 @@ class _Acc:
         self.failovers: int | None = None
 
     def add(self, row: dict, prices: list[Price] | None) -> None:
-        kind = _kind(row)
+        kind = turn_class(row)
         self.turns += 1
         self.served += kind not in NOT_SERVED
         self.errors += kind == "error"

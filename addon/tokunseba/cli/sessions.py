@@ -22,7 +22,7 @@ from .read import (
     since_option,
     table,
 )
-from ..ledger.store import Ledger, cache_read_share, compute_stats
+from ..ledger import LedgerReader, cache_read_share, compute_stats
 from ..prices import PricesError, load_prices
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
 
@@ -108,7 +108,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     except PricesError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         sessions = sessions_report(ledger.turns(since), prices, limit)
         if args.json:
             _json(sessions)
@@ -140,7 +140,7 @@ def render_sessions(sessions: list[dict], priced: bool) -> str:
 # ---------------------------------------------------------------- log --session
 
 
-def resolve_session(ledger: Ledger, given: str) -> str:
+def resolve_session(ledger: LedgerReader, given: str) -> str:
     """The session id ``given`` names: itself, or the one session id it is a prefix of.
     LookupError (one line) when none or several match."""
     given = given.strip()
@@ -162,7 +162,7 @@ def cmd_log_session(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         try:
             session = resolve_session(ledger, args.session)
         except LookupError as e:
@@ -198,7 +198,7 @@ def cmd_stats_by(args: argparse.Namespace) -> int:
     except PricesError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         rows = ledger.turns(since)
         st = compute_stats(rows, since)
         report = {"since": since, "by": args.by, "turns": st["turns"], "served": st["served"],

@@ -15,16 +15,17 @@ from pathlib import Path
 
 from .read import _common, _error, _json, _read, fmt_ms, fmt_num, since_option, table, timeout_option
 from ..credentials import redact_text, redact_url
-from ..ledger.store import (
+from ..ledger import (
     USAGE_FIELDS,
     Ledger,
-    usage_counting,
     LedgerError,
+    LedgerReader,
+    db_errors,
     default_ledger_target,
     percentile,
     url_scheme,
+    usage_counting,
 )
-from ..ledger.dialect import db_errors
 
 EPILOG = """\
 set up:
@@ -77,7 +78,7 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _error(str(e), 2)
 
-    def body(ledger: Ledger) -> int:
+    def body(ledger: LedgerReader) -> int:
         rows = [r for r in ledger.shadows(since=since) if r["kind"] != "replay"
                 and (args.route is None or r["route"] == args.route)]
         rep = shadow_report(rows, since)

@@ -9,7 +9,7 @@ compact JSON. Never the text: a hash says only whether a block is the same as be
 Cache markers (``cache_control``, ``prompt_cache_breakpoint``) are left out of a block's hash.
 ``first_change(earlier, later)`` names the first block that differs (``messages[3].content[1]``),
 or None when one prefix is the other's start. Pure; CRC-32 because it is stable across
-processes and fast (a 48.5 KB turn: scripts/bench_prefix.py), and a collision only hides one
+processes and fast (a 48.5 KB turn: scripts/bench/bench_prefix.py), and a collision only hides one
 diagnosis, never changes a turn.
 """
 

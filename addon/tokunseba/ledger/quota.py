@@ -1,6 +1,6 @@
 """Subscription windows in the ledger: each window state a reply reported, per account, with the
-time it was seen (table ``quota_windows``, migration ``0012_quota_windows``), and what
-``tokunseba quota`` reads of them (docs/guide/quota.md).
+time it was seen (table ``quota_windows``, created by the migration ``0012_quota_windows`` of
+ledger/schema.py), and what ``tokunseba quota`` reads of them (docs/guide/quota.md).
 
 A row is one window of one reply: the account (SHA-256 hex of its credential or account id:
 routing/quota.py; never the credential), its host and which header named it, the window's name,
@@ -15,31 +15,6 @@ from collections.abc import Iterable
 from typing import Any
 
 TABLE = "quota_windows"
-
-MIGRATION = (
-    # subscription windows (issue 42): each window state a provider's reply reported, per account
-    # (a one-way hash of its credential or account id, never the credential), with the time seen;
-    # the column is window_name: "window" is a reserved word in PostgreSQL
-    "0012_quota_windows",
-    (
-        f"""CREATE TABLE {TABLE} (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            account TEXT NOT NULL,
-            host TEXT,
-            account_by TEXT,
-            provider TEXT,
-            window_name TEXT NOT NULL,
-            used REAL,
-            status TEXT,
-            resets_at REAL,
-            minutes INTEGER,
-            binding INTEGER,
-            seen_at REAL NOT NULL,
-            request_id TEXT
-        )""",
-        f"CREATE INDEX {TABLE}_latest ON {TABLE}(account, window_name, seen_at)",
-    ),
-)
 
 COLUMNS = ("account", "host", "account_by", "provider", "window_name", "used", "status", "resets_at", "minutes",
            "binding", "seen_at", "request_id")

@@ -38,7 +38,9 @@ import time
 from collections import deque
 from typing import Any
 
-from .store import INTERRUPTED_ERROR, Ledger, owner_alive
+from .location import owner_alive
+from .schema import INTERRUPTED_ERROR
+from .store import Ledger
 from .batch import BUILD, EVENT, START, UPDATE, Record, record_name
 from .quota import statements as quota_statements
 

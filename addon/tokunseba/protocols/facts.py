@@ -31,7 +31,7 @@ class Check:
 
 @dataclass(frozen=True)
 class RuleShape:
-    """Where a client protocol keeps what rules look at (rules.turn_facts reads it)."""
+    """Where a client protocol keeps what rules look at (routing.facts.turn_facts reads it)."""
 
     turns: str  # top-level list of messages / input items / contents (Responses: or a string)
     nested: tuple[str, ...]  # keys of a message or block holding further blocks (tool results!)

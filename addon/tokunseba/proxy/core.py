@@ -22,7 +22,7 @@ from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
 
 from ..credentials import KNOWN_SECRETS, RedactingFilter
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
 from ..routing import Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow.sender import ShadowSender

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from mitmproxy import command, ctx, http
 
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter
 from ..routing import EndpointHealth, Rules
 from ..turn.flowstate import FlowState
 from ..turn.presentation import ORIGINAL_KEY

@@ -17,8 +17,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..ledger.store import Ledger, default_instance, instance_id, take_password
-from ..ledger.writer import LedgerWriter
+from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..reasoning.store import open_keeper
 from ..routing import records
 from ..shadow.sender import ShadowSender

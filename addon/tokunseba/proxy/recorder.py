@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ledger.prefix import prefix_hashes
-from ..ledger.writer import LedgerWriter
+from ..ledger import LedgerWriter, prefix_hashes
 from ..neutral.usage import Usage
 from ..routing import Tried, records
 from ..turn.plan import Turn
@@ -34,7 +33,7 @@ from ..turn.pump import MAX_STORED_BODY
 # how long a turn's start records wait for its next record (its end, for most short turns)
 # before they go to the writer alone: 50 ms, nothing a reader of `log` sees; over a turn's
 # first 50 ms the writer's thread is not woken (it measured +0.45 ms on a passed-on stream of
-# 60 events: scripts/bench_proxy.py)
+# 60 events: scripts/bench/bench_proxy.py)
 START_AFTER_S = 0.05
 from ..states import Action
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .. import jsonc
-from ..ledger.private_files import create_private
+from ..ledger import create_private
 from .state import Capture, Record, RestoreReport, restore
 
 log = logging.getLogger("tokunseba")
@@ -254,7 +254,7 @@ def open_keeper(where: str, ledger: str, *, retention_h: float, max_entries: int
     elif where:
         path = Path(where)
     else:
-        from ..ledger.store import default_ledger_target, tokunseba_home  # the ledger's own default, not a copy of it
+        from ..ledger import default_ledger_target, tokunseba_home  # the ledger's own default, not a copy of it
 
         target = str(ledger or default_ledger_target())
         path = tokunseba_home() / STORE_NAME if "://" in target else store_path_beside(target)

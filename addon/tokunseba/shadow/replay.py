@@ -20,7 +20,7 @@ import httpx
 from .. import protocols
 from ..routing import Endpoint
 from ..errors import TranslationError
-from ..ledger.store import Ledger
+from ..ledger import Ledger
 from ..protocols.detect import detect
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare, reply_for_client

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..routing import Endpoint
 from ..errors import TranslationError
-from ..ledger.store import Ledger
+from ..ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare
 from ..neutral.usage import Usage

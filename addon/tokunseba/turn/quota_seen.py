@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ledger.quota import rows_of
+from ..ledger import quota_rows as rows_of
 from ..protocols.limits import Reading, SkipNotes, read_windows
 from ..routing import Account, QuotaBoard, account_of
 from ..states import Action

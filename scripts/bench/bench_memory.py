@@ -13,7 +13,7 @@ times per setup, in shuffled order (the allocator's luck moves one run by ±15 M
 It prints, per setup, the reply size, RSS before, the median peak growth during the big
 turn (and that growth as a multiple of the reply's size), its range, and the RSS left after. Every reply is
 checked (status 200, JSON). Not a test: it asserts nothing.
-Usage: .venv/bin/python scripts/bench_memory.py [--mb N] [--repeat N] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_memory.py [--mb N] [--repeat N] [--seed S]
                                                [--against OTHER_ADDON [--against-label L]]
 """
 

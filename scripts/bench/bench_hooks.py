@@ -23,7 +23,7 @@ tenants falls on both alike. It prints medians and p95s per (tree, turn, hook) a
 
 Not a test: it prints, it asserts nothing. The wire (sockets, mitmproxy's own work) is
 ``bench_proxy.py``'s business.
-Usage: .venv/bin/python scripts/bench_hooks.py [--rounds N] [--batch N] [--seed S] [--termlog]
+Usage: .venv/bin/python scripts/bench/bench_hooks.py [--rounds N] [--batch N] [--seed S] [--termlog]
                                               [--against OTHER_ROOT [--against-label LABEL]]
 """
 
@@ -38,7 +38,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 KINDS = {"pass-through": "opus-bench", "retarget": "retarget-bench", "translated": "claude-bench"}
 HOOKS = ("request", "reply")
 RULES = """\
@@ -158,15 +160,7 @@ def child(tree: Path, termlog: bool = False) -> None:
 # ---------------------------------------------------------------- the parent
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
-def median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+pct, median = harness.pct, harness.median
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ order; the table reports each variant's median over the rounds, and its ratios a
 of the per-round ratios (variant / floor measured in the same round), so a machine that gets
 busier or quieter during the run moves the floor and the variant together.
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S] [--only codex|whole|...]
+Usage: .venv/bin/python scripts/bench/bench_translate.py [--rounds N] [--sample-ms MS] [--seed S] [--only codex|whole|...]
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ import json
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
 
 import orjson
 
@@ -42,7 +43,7 @@ from tokunseba import jsonc
 from tokunseba import translate
 from tokunseba.translate import parse_body
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURE = "claude-code-print-main-turn.json"
 
 
@@ -56,33 +57,10 @@ def fixture_bytes() -> bytes:
 Variant = tuple[str, "Callable[[], object]", int]  # name, one call, input units per call
 
 
-def calibrate(fn, sample_s: float) -> int:
-    """How many calls of ``fn`` take about ``sample_s`` seconds (at least one)."""
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        took = time.perf_counter() - t0
-        if took >= sample_s / 4 or n >= 1 << 20:
-            return max(1, round(n * sample_s / max(took, 1e-9)))
-        n *= 4
-
-
 def interleave(variants: list[Variant], rounds: int, sample_s: float, rng: random.Random) -> list[list[float]]:
     """Seconds per unit of each variant, one sample per round, variants shuffled every round."""
-    loops = [calibrate(fn, sample_s) for _, fn, _ in variants]
-    samples: list[list[float]] = [[] for _ in variants]
-    order = list(range(len(variants)))
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for i in order:
-            fn, units, n = variants[i][1], variants[i][2], loops[i]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[i].append((time.perf_counter() - t0) / (n * units))
-    return samples
+    return harness.interleave([fn for _, fn, _ in variants], rounds, sample_s, rng,
+                              units=[units for _, _, units in variants])
 
 
 def request_variants() -> list[Variant]:

@@ -5,12 +5,12 @@ interleaved in one run.
 Two parts (each skippable):
 
   writer  the ledger writer's throughput: ``--turns`` realistic translated turns (7 records
-          each, as scripts/bench_ledger.py's: start, decision, 3 events, end, completed)
+          each, as scripts/bench/bench_ledger.py's: start, decision, 3 events, end, completed)
           queued at once into a ``LedgerWriter`` and flushed, on a fresh SQLite file and on
           a fresh PostgreSQL database, alternately (``--rounds``, shuffled); it prints
           turns/s per back end (median over rounds) and the per-round ratio PostgreSQL/SQLite.
           Every sample's turns are counted back (a wrong count fails the run).
-  proxy   what a translated turn costs through a real proxy: scripts/bench_proxy.py's
+  proxy   what a translated turn costs through a real proxy: scripts/bench/bench_proxy.py's
           scripted upstream and client, and three tokunseba mitmdumps: ``sqlite`` (the
           default ledger), ``postgresql`` (a shared ledger) and ``postgresql+otlp`` (a shared
           ledger and one span per turn to a local OTLP/HTTP receiver); translated turns,
@@ -22,7 +22,7 @@ initdb + postgres in a temp dir on a free loopback port, as the ``postgres`` use
 root; with fsync on, unlike the tests'), or ``--pg URL`` (a database the bench may create tables in).
 Not a test: it prints, it asserts nothing beyond the counts.
 
-Usage: .venv/bin/python scripts/bench_shared_ledger.py [--part writer|proxy|both] [--turns N]
+Usage: .venv/bin/python scripts/bench/bench_shared_ledger.py [--part writer|proxy|both] [--turns N]
            [--rounds N] [--proxy-rounds N] [--events N] [--seed S] [--pg URL]
 """
 
@@ -38,8 +38,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "addon"), str(ROOT / "scripts"), str(ROOT)]
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path[:0] = [str(ROOT / "addon"), str(ROOT / "scripts" / "bench"), str(ROOT)]
 
 import bench_ledger  # noqa: E402  (this directory)
 import bench_proxy  # noqa: E402
@@ -162,7 +162,7 @@ def run_proxy(args, fresh_pg, rng: random.Random) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-shared-proxy-") as tmp:
         work = Path(tmp)
         try:
-            up = bench_proxy.Child([sys.executable, str(ROOT / "scripts" / "bench_proxy.py"), "--serve-upstream",
+            up = bench_proxy.Child([sys.executable, str(ROOT / "scripts" / "bench" / "bench_proxy.py"), "--serve-upstream",
                                     "--events", str(args.events)], r"upstream listening at 127\.0\.0\.1:(\d+)")
             children.append(up)
             sink = bench_proxy.Child([sys.executable, __file__, "--serve-sink"], r"sink listening at 127\.0\.0\.1:(\d+)")

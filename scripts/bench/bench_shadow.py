@@ -21,7 +21,7 @@ many shadow rows the ledger holds and how many were skipped. Every reply is chec
 (status 200 and its terminal event / JSON); failures are counted, never timed.
 
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_shadow.py [--rounds N] [--warmup N] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_shadow.py [--rounds N] [--warmup N] [--seed S]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
 VARIANTS = {"pass-through": "claude-bench", "shadowed": "shadow-bench"}

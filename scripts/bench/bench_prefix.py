@@ -13,18 +13,18 @@ shuffled order; each row reports the median µs per call over the rounds and the
 per-round ratio to the floor measured in the same round. The last line says what hashing adds
 to a turn (median of the per-round differences) against the 0.1 ms budget.
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_prefix.py [--rounds N] [--sample-ms MS] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_prefix.py [--rounds N] [--sample-ms MS] [--seed S]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
-import time
 from pathlib import Path
+
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
 
 import orjson
 
@@ -32,41 +32,17 @@ from tokunseba import jsonc, translate
 from tokunseba.ledger.prefix import prefix_hashes
 from tokunseba.translate import parse_body
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURE = "claude-code-print-main-turn.json"
 BUDGET_US = 100.0
 
 
-def fixture_bytes() -> bytes:
-    for base in (ROOT.parent / "shared" / "fixtures", Path("/work/shared/fixtures")):
-        if (base / FIXTURE).exists():
-            return jsonc.dumpb(json.loads((base / FIXTURE).read_text())["body"])
-    sys.exit(f"bench_prefix: fixture {FIXTURE} not found")
-
-
-def calibrate(fn, sample_s: float) -> int:
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        took = time.perf_counter() - t0
-        if took >= sample_s / 4 or n >= 1 << 20:
-            return max(1, round(n * sample_s / max(took, 1e-9)))
-        n *= 4
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
-    ap.add_argument("--sample-ms", type=float, default=40.0, help="time per variant per round (default 40)")
-    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
-    args = ap.parse_args(argv)
-    if args.rounds < 1 or args.sample_ms <= 0:
-        ap.error("--rounds must be at least 1 and --sample-ms above 0")
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    rng = random.Random(seed)
-    raw = fixture_bytes()
+    harness.interleave_args(ap, rounds=30, sample_ms=40.0)
+    args = harness.parse_interleave_args(ap, argv)
+    seed, rng = harness.seeded(args.seed)
+    raw = harness.fixture_bytes(FIXTURE)
     body = parse_body(raw)
     chat = translate.request("anthropic", "openai", body, max_tokens=4096).body
 
@@ -84,17 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         ("prefix_hashes of the translated body (openai)", lambda: prefix_hashes("openai", chat)),
         ("A->Chat request path + prefix_hashes", path_hashed),
     ]
-    loops = [calibrate(fn, args.sample_ms / 1000) for _, fn in variants]
-    samples: list[list[float]] = [[] for _ in variants]
-    order = list(range(len(variants)))
-    for _ in range(args.rounds):
-        rng.shuffle(order)
-        for i in order:
-            fn, n = variants[i][1], loops[i]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[i].append((time.perf_counter() - t0) / n * 1e6)
+    samples = [[s * 1e6 for s in col]
+               for col in harness.interleave([fn for _, fn in variants], args.rounds, args.sample_ms / 1000, rng)]
     print(f"turn: {FIXTURE}, {len(raw):,} bytes; {len(json.loads(prefix_hashes('anthropic', body))['h']) // 8} blocks "
           f"hashed; json codec {jsonc.CODEC}")
     print(f"interleaved: {args.rounds} rounds, shuffle seed {seed}, ~{args.sample_ms:g} ms per variant per round")

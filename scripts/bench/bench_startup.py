@@ -15,7 +15,7 @@ machine's other tenants weigh on all alike. It prints each setup's median and p9
 of the per-round differences to bare (seconds added) and of the per-round ratios to bare.
 
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_startup.py [--rounds N] [--rules FILE] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_startup.py [--rounds N] [--rules FILE] [--seed S]
                                                 [--against OTHER_ADDON [--against-label LABEL]]
 """
 
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(rb"proxy listening at \S*:[0-9]+")
 CLI = "import sys; sys.path.insert(0, sys.argv.pop(1)); exec('try: from tokunseba.cli.main import main\\nexcept ModuleNotFoundError: from tokunseba.cli import main'); sys.exit(main())"

@@ -42,7 +42,7 @@ Base URL: the report also sets what a turn through tokunseba's base-URL listener
 bare reverse-mode mitmdump beside what the proxy path (pass-through) adds over a bare one.
 
 Not a test: it prints, it asserts nothing.
-Usage: .venv/bin/python scripts/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
                                               [--concurrent N] [--concurrent-rounds N]
                                               [--against OTHER_ADDON [--against-label LABEL]]
 """
@@ -65,7 +65,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
 SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover", "bare-reverse",
@@ -420,9 +422,7 @@ ONLY: set[str] = set()  # --only: run just these setups (to profile one setup's 
 W = 14  # width of the setup column (wider with --against)
 
 
-def p95(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[max(0, -(-95 * len(s) // 100) - 1)]
+p95 = harness.p95
 
 
 def report(res: Results) -> None:

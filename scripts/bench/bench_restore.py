@@ -21,7 +21,7 @@ The variants of each table are interleaved: every round runs each once (a sample
 about --sample-ms), in a fresh shuffled order; each reports its median over the rounds and the
 median of its per-round difference and ratio against the baseline of the same round.
 Not a test: it prints, it asserts nothing. Target (issue 18): restore adds <= 0.3 ms per request.
-Usage: .venv/bin/python scripts/bench_restore.py [--rounds N] [--sample-ms MS] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_restore.py [--rounds N] [--sample-ms MS] [--seed S]
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import harness  # scripts/bench/harness.py: the timing harness the benchmarks share
 
 from tokunseba import jsonc, translate
 from tokunseba.reasoning.state import Capture, Record, call_key
@@ -82,31 +84,9 @@ def ds_stream(n: int = 400) -> list[bytes]:
     return out
 
 
-def calibrate(fn, sample_s: float) -> int:
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        took = time.perf_counter() - t0
-        if took >= sample_s / 4 or n >= 1 << 20:
-            return max(1, round(n * sample_s / max(took, 1e-9)))
-        n *= 4
-
-
 def interleave(variants, rounds: int, sample_s: float, rng: random.Random) -> list[list[float]]:
-    loops = [calibrate(fn, sample_s) for _, fn in variants]
-    samples: list[list[float]] = [[] for _ in variants]
-    order = list(range(len(variants)))
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for i in order:
-            fn, n = variants[i][1], loops[i]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[i].append((time.perf_counter() - t0) / n)
-    return samples
+    """Seconds per call of each ``(name, fn)`` variant (scripts/bench/harness.py)."""
+    return harness.interleave([fn for _, fn in variants], rounds, sample_s, rng)
 
 
 def report(title: str, variants, samples, unit_ms: bool = True) -> None:
@@ -122,14 +102,9 @@ def report(title: str, variants, samples, unit_ms: bool = True) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
-    ap.add_argument("--sample-ms", type=float, default=60.0, help="time per variant per round (default 60)")
-    ap.add_argument("--seed", type=int, default=None, help="shuffle seed (default: random)")
-    a = ap.parse_args(argv)
-    if a.rounds < 1 or a.sample_ms <= 0:
-        ap.error("--rounds must be at least 1 and --sample-ms above 0")
-    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
-    rng = random.Random(seed)
+    harness.interleave_args(ap, rounds=15, sample_ms=60.0)
+    a = harness.parse_interleave_args(ap, argv)
+    seed, rng = harness.seeded(a.seed)
     body = loop_body()
     print(f"bench_restore: interleaved: {a.rounds} rounds, ~{a.sample_ms:g} ms per sample, shuffle seed {seed}")
     print(f"request: Anthropic tool loop of {len(body['messages'])} messages ({CALLS} tool calls), "

@@ -28,7 +28,7 @@ gets busier during the run moves all variants together. Every sample's ledger is
 (every turn complete, every event there); a wrong count fails the run.
 Not a test: it prints, it asserts nothing beyond that check.
 
-Usage: .venv/bin/python scripts/bench_ledger.py [--turns N] [--rounds N] [--gap-ms MS] [--seed S]
+Usage: .venv/bin/python scripts/bench/bench_ledger.py [--turns N] [--rounds N] [--gap-ms MS] [--seed S]
            [--variant NAME=JSON ...] [--against ADDON_DIR]
 e.g. --variant 'no linger={"linger_s": 0}' (LedgerWriter keyword arguments as JSON);
      git archive main | tar -x -C /tmp/main && ... --against /tmp/main/addon
@@ -49,7 +49,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = ROOT / "addon"
 PATTERNS = ("paced", "burst")
 RECORDS_PER_TURN = 7

@@ -16,9 +16,9 @@ the highest whole-reply ratio of the round), the median per tree, and then every
 whole-reply ratio for both trees. Works with trees from before the codec registry
 (make_stream_translator / anthropic_to_chat) and after (translate.stream / translate.request).
 
-Usage: .venv/bin/python scripts/bench_against.py OTHER_ADDON_DIR [--rounds N] [--samples N] [--whole-only]
+Usage: .venv/bin/python scripts/bench/bench_against.py OTHER_ADDON_DIR [--rounds N] [--samples N] [--whole-only]
                                                 [--pair UPSTREAM:CLIENT ...]
-e.g.   git archive main | tar -x -C /tmp/main && .venv/bin/python scripts/bench_against.py /tmp/main/addon
+e.g.   git archive main | tar -x -C /tmp/main && .venv/bin/python scripts/bench/bench_against.py /tmp/main/addon
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent / "addon"
+HERE = Path(__file__).resolve().parent.parent.parent / "addon"
+BENCH = Path(__file__).resolve().parent  # scripts/bench: this tree's bench_translate and harness
 
 MEASURE = r'''
 import statistics, sys, time, timeit
@@ -39,7 +40,8 @@ SAMPLES = int(sys.argv[2])
 sys.path.insert(0, sys.argv[1])
 import orjson
 from tokunseba import jsonc, translate
-sys.path.insert(0, sys.argv[1] + "/../scripts")
+sys.path.insert(0, sys.argv[1] + "/../scripts")  # a checkout from before scripts/bench/
+sys.path.insert(0, sys.argv[1] + "/../scripts/bench")
 import bench_translate as B
 events, raw = B.chat_stream_events(), B.fixture_bytes()
 if callable(getattr(translate, "stream", None)):
@@ -132,7 +134,7 @@ def main() -> None:
         ap.error(f"{args.other} is no addon/ directory (no tokunseba/translate inside)")
     trees = {"this tree": HERE, "other": args.other.resolve()}
     sys.path.insert(0, str(HERE))
-    sys.path.insert(0, str(HERE.parent / "scripts"))
+    sys.path.insert(0, str(BENCH))
     import bench_translate as B  # this tree's replies, for both trees
 
     raw = B.whole_reply_bytes()
