@@ -267,3 +267,13 @@ def test_claude_codes_other_headers_are_read_or_left_alone():
 
 
 U = "anthropic-ratelimit-unified-"
+
+
+def test_check_says_where_the_windows_come_from(tmp_path):
+    from tokunseba.routing import check_file
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RULES)
+    ok, lines = check_file(path)
+    assert ok and any(line.startswith("when.quota (route easy-local-when-busy): the windows of the account")
+                      and "tokunseba quota" in line for line in lines), lines

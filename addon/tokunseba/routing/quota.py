@@ -215,7 +215,8 @@ def check_quota(want: dict, facts: Any) -> tuple[bool, str]:
     which = f"window {window}" if window else "any window"
     q: AccountQuota | None = getattr(facts, "quota", None)
     if q is None:
-        return False, f"quota: the turn carries no credential whose windows are known, rule wants {which} above {above:g}"
+        return False, (f"quota: no reply has reported windows for the turn's account yet (or the turn carries no "
+                       f"credential), rule wants {which} above {above:g}")
     now = q.clock()
     states = q.states()
     if window is not None:

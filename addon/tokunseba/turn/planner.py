@@ -64,7 +64,7 @@ class Planning:
         if prep is None:
             return None
         prep.keeper = keeper
-        if quota is not None and prep.facts is not None:  # the client's account, known before the turn is sent
+        if quota is not None and quota.windows and prep.facts is not None:  # the client's account, before it is sent
             prep.facts.quota = quota.view(account_of(host, req.headers.fields))
         return cls(rules, health, capacity, prep, host, port, req.path)
 
