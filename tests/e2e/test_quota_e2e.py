@@ -197,6 +197,8 @@ def test_easy_turns_go_local_above_the_threshold_and_come_back_after_the_reset(t
     stats = cli("stats", "--ledger", str(proxy.ledger))
     assert "quota: 1 turn went elsewhere because of a subscription window" in stats, stats
     assert "unknown and never estimated" in stats
+    assert "quota: 1 turn went elsewhere because of a subscription window" in cli("sessions", "--ledger",
+                                                                                str(proxy.ledger))
 
 
 REJECT_RULES = """\

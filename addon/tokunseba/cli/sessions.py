@@ -24,6 +24,7 @@ from .read import (
 )
 from ..ledger import LedgerReader, cache_read_share, compute_stats
 from ..prices import PricesError, load_prices
+from ..routing import EVENT_ROUTED, routed_line
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
 
 PRICES_HELP = "price table (YAML, as for `stats --prices`): adds the cost of the usage each turn reported"
@@ -116,6 +117,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print(f"no sessions recorded yet in {ledger.path}" + (f" since {args.since}" if since else ""))
         else:
             print(render_sessions(sessions, prices is not None))
+            if moved := ledger.turns_with_event(EVENT_ROUTED, since):  # routing/quota.py
+                print("\n" + routed_line(moved))
         return 0
 
     return _read(args, [], body)
