@@ -87,7 +87,7 @@ def test_report_figures_spend_per_day_unpriced_apart_and_local_share(ledger, tmp
     d0, d1 = got["days"]
     assert spend["api.anthropic.com"] == {d0: Decimal("4.5"), d1: Decimal("0.045")}
     assert spend["local"] == {d0: Decimal(0)}
-    assert got["turns_by_side"] == {"local": 2, "providers": 3}
+    assert got["turns_by_side"] == {"local": 2, "providers": 3} and got["local_places"] == ["local"]
     assert got["tokens_by_side"] == {"local": 520, "providers": 1_000_000 + 100_000 + 11_000 + 11}
 
 

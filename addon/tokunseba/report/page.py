@@ -31,10 +31,21 @@ def _money(v: Decimal) -> str:
     return f"${v:,.4f}"
 
 
+# one colour per side in every chart: local endpoints green, providers blue, unknown grey
+SIDE_COLOURS = {"local": "#2ca02c", "providers": "#1f77b4", "unknown": "#999999"}
+PROVIDER_SHADES = ("#1f77b4", "#4a90c8", "#7aaed8", "#08519c", "#6baed6")
+LOCAL_SHADES = ("#2ca02c", "#74c476", "#006d2c", "#a1d99b")
+
+
 def _spend_chart(go: Any, f: Figures) -> Any:
     fig = go.Figure()
+    n_local = n_provider = 0
     for where, by_day in f.spend.items():
-        fig.add_bar(name=where, x=f.days, y=[float(by_day.get(d, 0)) for d in f.days])
+        if where in f.local_places:
+            colour, n_local = LOCAL_SHADES[n_local % len(LOCAL_SHADES)], n_local + 1
+        else:
+            colour, n_provider = PROVIDER_SHADES[n_provider % len(PROVIDER_SHADES)], n_provider + 1
+        fig.add_bar(name=where, x=f.days, y=[float(by_day.get(d, 0)) for d in f.days], marker_color=colour)
     fig.update_layout(barmode="stack", title="Spend per day and endpoint (reported usage × price)",
                       yaxis_title="USD", xaxis_title="day", legend_title="served by")
     return fig
@@ -45,10 +56,9 @@ def _share_chart(go: Any, f: Figures) -> Any:
 
     fig = make_subplots(rows=1, cols=2, specs=[[{"type": "domain"}, {"type": "domain"}]],
                         subplot_titles=("turns served", "tokens reported"))
-    fig.add_pie(labels=list(f.turns_by_side), values=list(f.turns_by_side.values()), row=1, col=1, hole=0.4,
-                name="turns", sort=False)
-    fig.add_pie(labels=list(f.tokens_by_side), values=list(f.tokens_by_side.values()), row=1, col=2, hole=0.4,
-                name="tokens", sort=False)
+    for col, (name, by_side) in enumerate((("turns", f.turns_by_side), ("tokens", f.tokens_by_side)), 1):
+        fig.add_pie(labels=list(by_side), values=list(by_side.values()), row=1, col=col, hole=0.4, name=name,
+                    sort=False, marker_colors=[SIDE_COLOURS[s] for s in by_side])
     fig.update_layout(title="Served locally versus by providers")
     return fig
 

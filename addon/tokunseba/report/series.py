@@ -47,6 +47,7 @@ class Figures:
     turns_by_side: dict[str, int] = field(default_factory=dict)  # local / providers / unknown
     tokens_by_side: dict[str, int] = field(default_factory=dict)
     budgets: list[dict[str, Any]] = field(default_factory=list)
+    local_places: set[str] = field(default_factory=set)  # the places of ``spend`` that are local endpoints
     first: float | None = None
     last: float | None = None
 
@@ -57,6 +58,7 @@ class Figures:
             "turns": self.turns, "served": self.served, "priced": self.priced, "unpriced": self.unpriced,
             "no_usage": self.no_usage, "total": str(self.total),
             "turns_by_side": self.turns_by_side, "tokens_by_side": self.tokens_by_side,
+            "local_places": sorted(self.local_places),
             "budgets": [{**b, "points": [[t, str(v)] for t, v in b.get("points", [])]} for b in self.budgets],
             "first": self.first, "last": self.last,
         }
@@ -112,6 +114,8 @@ def figures(rows: Iterable[dict[str, Any]], inputs: ReportInputs, budgets: list[
         day = dt.datetime.fromtimestamp(ts, zone).date().isoformat()
         days.add(day)
         spend[where(row)][day] += cost
+        if side == "local":
+            out.local_places.add(where(row))
         out.total += cost
     out.days = sorted(days)
     out.spend = {w: dict(by) for w, by in sorted(spend.items())}
