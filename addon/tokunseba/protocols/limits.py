@@ -223,6 +223,15 @@ def _parse(fmt: str, name: str, value: str, skipped: list[tuple[str, str]]) -> A
         return None
 
 
+_BYTE_PREFIXES = tuple(p.encode() for p in PREFIXES)
+
+
+def has_windows(fields: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether raw header fields (mitmproxy's ``Headers.fields``) hold any window header: the
+    cheap test every reply takes before it is read."""
+    return any(k.lower().startswith(_BYTE_PREFIXES) for k, _ in fields)
+
+
 def read_windows(headers: Iterable[tuple[str, str]] | Mapping[str, str], now: float) -> Reading:
     """The windows a reply's headers report (see the module's docstring). ``now``: when the
     reply was seen (a relative reset, ``reset-after-seconds``, counts from it)."""

@@ -17,6 +17,8 @@ import logging
 import ssl
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
@@ -32,6 +34,7 @@ from ..turn.flowstate import FlowState
 from ..turn.outcome import Outcome
 from ..turn.plan import LocalResponse, Turn
 from ..turn.presentation import present
+from ..protocols.limits import has_windows
 from ..turn.quota_seen import WindowWatch
 from ..turn.retries import RetryWatch
 from . import otel_spans
@@ -110,12 +113,16 @@ class Core:
         self.recorder.ledger = writer
 
 
-def note_windows(core: Core, turn: Turn, sent, headers) -> None:
-    """The subscription windows a reply of ``turn``'s attempt reported (``sent``: the attempt's
-    request header fields): on the board, in the ledger, said on the console when a header was
-    skipped or a threshold a rule names crossed (turn/quota_seen.py). Never alters the reply."""
+def note_windows(core: Core, turn: Turn, sent: Callable[[], Any], fields: Any) -> None:
+    """The subscription windows a reply of ``turn``'s attempt reported (``fields``: its raw header
+    fields; ``sent()``: the attempt's request header fields, asked only when there are windows):
+    on the board, in the ledger, said on the console when a header was skipped or a threshold a
+    rule names crossed (turn/quota_seen.py). Never alters the reply."""
+    if not has_windows(fields):  # most replies: one pass over the header names
+        return
     try:
-        seen = core.windows.reply(turn, sent, headers, time.time())
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields]
+        seen = core.windows.reply(turn, sent(), headers, time.time())
     except Exception:
         log.exception("tokunseba: could not read a reply's subscription windows")
         return

@@ -62,8 +62,9 @@ class Reply(Part):
             return
         turn, r = state.turn, flow.response
         if turn.local is None:  # a provider's reply (not one made here): its windows
-            sent = attempt_headers(turn, state.chain) if state.chain is not None else flow.request.headers.fields
-            note_windows(self.core, turn, sent, r.headers.items(multi=True))
+            chain = state.chain
+            note_windows(self.core, turn, lambda: attempt_headers(turn, chain) if chain else flow.request.headers.fields,
+                         r.headers.fields)
         try:
             r.headers[REQUEST_ID_HEADER] = turn.request_id
             keep_client_close(r, state)

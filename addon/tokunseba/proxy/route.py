@@ -335,7 +335,8 @@ class Route(Part):
         and the next one planned (turn/failover.py); here only the waiting for its slot."""
         core, turn, chain = self.core, state.turn, state.chain
         assert chain is not None
-        note_windows(core, turn, attempt_headers(turn, chain), headers)  # a held failure's windows (a rejected 429)
+        note_windows(core, turn, lambda: attempt_headers(turn, chain),  # a held failure's windows (a rejected 429)
+                     [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
         tried = note_attempt(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
                              now=time.time(), capacity=core.capacity, health=core.health)
         if state.slot is not None:
