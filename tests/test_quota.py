@@ -306,3 +306,15 @@ def test_the_watch_records_a_reply_for_the_account_its_attempt_spent():
     anonymous = watch.reply(turn, [("content-type", "application/json")], ANTHROPIC, NOW)
     assert anonymous.rows == [] and "not recorded" in anonymous.lines[0]
     assert watch.reply(turn, mine, {"content-type": "application/json"}, NOW) is None
+
+
+def test_the_board_loads_what_the_ledger_holds_not_yet_reset():
+    rows = [{"account": "a" * 64, "host": "api.anthropic.com", "account_by": "authorization", "window_name": "5h",
+             "used": 0.9, "status": "allowed", "resets_at": NOW + 60, "minutes": None, "binding": 1, "seen_at": NOW - 5},
+            {"account": "a" * 64, "host": "api.anthropic.com", "account_by": "authorization", "window_name": "7d",
+             "used": 0.95, "status": "allowed", "resets_at": NOW - 1, "minutes": None, "binding": 0, "seen_at": NOW - 9}]
+    board = QuotaBoard()
+    assert board.load(rows, NOW) == 1
+    seen = board.windows["a" * 64]
+    assert list(seen) == ["5h"] and seen["5h"].state.used == 0.9 and seen["5h"].at == NOW - 5
+    assert board.accounts["a" * 64].short == "a" * 12

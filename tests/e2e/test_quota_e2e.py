@@ -201,6 +201,34 @@ def test_easy_turns_go_local_above_the_threshold_and_come_back_after_the_reset(t
                                                                                 str(proxy.ledger))
 
 
+def test_a_restarted_proxy_knows_the_windows_its_ledger_holds(tmp_path):
+    with Upstream() as ant, Upstream() as local:
+        ant.responder = lambda rec: ant_json(windows("0.85"))
+        local.script(Reply.json(chat_reply("chatcmpl-quota", "local")))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(EASY_RULES.format(local=local.url))
+        me = {"authorization": "Bearer sk-ant-oat01-me"}
+        hosts = ["--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic"]
+        first = Mitmdump(tmp_path, rules, extra=hosts)
+        try:
+            with httpx.Client(proxy=first.url, trust_env=False, timeout=30) as c:
+                seen = messages(c, ant.url, me)  # nothing known: passed through; it reads 85%
+            ledger_settled(first.ledger, 20, seen.headers["x-tokunseba-request-id"])
+        finally:
+            first.stop()
+        again = Mitmdump(tmp_path, rules, extra=hosts)  # the same ledger
+        try:
+            with httpx.Client(proxy=again.url, trust_env=False, timeout=30) as c:
+                asked = len(ant.requests)
+                after = messages(c, ant.url, me)  # its first turn: local, from what the ledger said
+                assert len(ant.requests) == asked
+            ledger_settled(again.ledger, 20, after.headers["x-tokunseba-request-id"])
+        finally:
+            again.stop()
+    assert after.json()["content"][0]["text"] == "local"
+    assert "5h 85% used" in cli("explain", after.headers["x-tokunseba-request-id"], "--ledger", str(again.ledger))
+
+
 REJECT_RULES = """\
 endpoints:
   own:

@@ -17,7 +17,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
+from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
 from ..reasoning.store import open_keeper
 from ..routing import records
 from ..shadow.sender import ShadowSender
@@ -86,6 +86,11 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
+        if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
+            try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
+                core.windows.board.load(led.quota_windows(), time.time())
+            except Exception as e:
+                log.warning(f"tokunseba: could not read the subscription windows the ledger holds: {e}")
 
     def _configure_shadows(self) -> None:
         o = ctx.options

@@ -6,8 +6,8 @@ of each of its windows, and the rule predicate ``quota`` (docs/guide/quota.md).
   provider's account id header where the client sends one (it outlives a refreshed token); the
   credential itself is never kept. ``Account.short`` is what people see (12 hex digits).
 - ``QuotaBoard``: the last state seen of each window of each account (in memory, fed by every
-  reply that reports them: protocols/limits.read_windows), and the thresholds rules name, said
-  once on the console when a window crosses one (``crossings``).
+  reply that reports them: protocols/limits.read_windows; ``load``: what a ledger holds, at
+  start), and the thresholds rules name, said once on the console when a window crosses one.
 - ``check_quota(want, facts)``: the predicate ``when: {quota: {above: 0.8}}`` (any window of
   the turn's account) or ``{quota: {window: 5h, above: 0.8}}``: true when the last state seen
   says so and the window has not reset since (a state whose reset time has passed says
@@ -129,6 +129,23 @@ class QuotaBoard:
                 elif w.used is not None and w.used <= t:
                     self.said.discard(key)  # said again after it falls back (a reset) and crosses anew
         return crossed
+
+    def load(self, rows: Iterable[Mapping[str, Any]], now: float) -> int:
+        """The states a ledger holds (ledger/quota.py ``latest``: each account's newest row per
+        window), those not yet reset, as if just seen again at their own time (a proxy that
+        restarts knows its accounts' windows before their next reply). Returns how many."""
+        n = 0
+        for r in rows:
+            seen = Seen(WindowState(r["window_name"], used=r["used"], status=r["status"], resets_at=r["resets_at"],
+                                    minutes=r["minutes"], binding=bool(r["binding"])), float(r["seen_at"]))
+            if not seen.current(now):
+                continue
+            mine = self.windows.setdefault(r["account"], {})
+            if (before := mine.get(seen.state.name)) is None or before.at < seen.at:
+                mine[seen.state.name] = seen
+                self.accounts.setdefault(r["account"], Account(r["account"], r["host"] or "", r["account_by"] or ""))
+                n += 1
+        return n
 
     def view(self, account: Account | None, clock: Callable[[], float] = time.time) -> AccountQuota | None:
         return None if account is None else AccountQuota(self, account, clock)
