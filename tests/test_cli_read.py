@@ -18,7 +18,8 @@ import pytest
 
 from tokunseba import jsonc
 from tokunseba.cli.main import main
-from tokunseba.cli.read import parse_since
+from tokunseba.cli.common import parse_since
+from tokunseba.pricing import library_version
 from tokunseba.ledger import Ledger
 from tokunseba.protocols.anthropic import ANTHROPIC_VERSION
 
@@ -64,7 +65,8 @@ def write_story(path: Path, now: float) -> None:
                    path="/v1/messages?beta=true", requested_model="claude-haiku-4-5", stream=True)
     led.update_turn("tk-0a1b2c3d", rule="easy-turns", endpoint="local", target_protocol="openai",
                     model_used="gemma-3-270m", outcome="translated", trace=T1_TRACE)
-    led.event("tk-0a1b2c3d", "routed", {"decision": "route", "rule": "easy-turns", "endpoint": "local"}, ts=t)
+    led.event("tk-0a1b2c3d", "routed", {"decision": "route", "rule": "easy-turns", "endpoint": "local",
+                                        "url": "http://127.0.0.1:8080/v1"}, ts=t)
     led.event("tk-0a1b2c3d", "protocol_translated", {
         "from": "anthropic", "to": "openai", "dropped": ["thinking", "metadata.user_id"],
         "plumbing": ["stream_options.include_usage"], "converted": ["system -> messages[0]"], "warnings": []}, ts=t)
@@ -129,12 +131,12 @@ def test_log_lists_turns_newest_first(capsys, story):
     rc, out, err = run(capsys, "log", "--ledger", str(story))
     assert (rc, err) == (0, "")
     assert scrub(out) == expected("""
-        TIME                 REQUEST ID   CLIENT            MODEL                            ROUTE                         OUTCOME       STATUS  LATENCY  ERROR
-        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic client  claude-opus-4-1                  no route → api.anthropic.com  error            529  0.30 s   upstream 529: Overloaded
-        YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic client  claude-sonnet-4-5                to-gemini → gemini            refused          400  0.00 s   route to-gemini refused: no translator from anthropic to gemini
-        YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai client     gpt-4o-mini                      no route → api.openai.com     pass-through     200  0.10 s
-        YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic client  claude-haiku-4-5 → gemma-3-270m  easy-turns → local            translated       200  0.25 s
-        YYYY-MM-DD hh:mm:ss  tk-01dd01dd  anthropic client  claude-haiku-4-5                 no route → api.anthropic.com  pass-through     200  0.90 s
+        TIME                 REQUEST ID   CLIENT            MODEL                            ROUTE                         OUTCOME       STATUS  LATENCY  COST       ERROR
+        YYYY-MM-DD hh:mm:ss  tk-8d9e0f1a  anthropic client  claude-opus-4-1                  no route → api.anthropic.com  error            529  0.30 s   -          upstream 529: Overloaded
+        YYYY-MM-DD hh:mm:ss  tk-7c6d5e4f  anthropic client  claude-sonnet-4-5                to-gemini → gemini            refused          400  0.00 s   -          route to-gemini refused: no translator from anthropic to gemini
+        YYYY-MM-DD hh:mm:ss  tk-0a9f8e7d  openai client     gpt-4o-mini                      no route → api.openai.com     pass-through     200  0.10 s   $0.000004
+        YYYY-MM-DD hh:mm:ss  tk-0a1b2c3d  anthropic client  claude-haiku-4-5 → gemma-3-270m  easy-turns → local            translated       200  0.25 s   $0 local
+        YYYY-MM-DD hh:mm:ss  tk-01dd01dd  anthropic client  claude-haiku-4-5                 no route → api.anthropic.com  pass-through     200  0.90 s   $0.000010
     """)
 
 
@@ -235,7 +237,18 @@ def test_stats_whole_output(capsys, story):
         TIMING      N       P50       P95
         latency     5  250.0 ms  900.0 ms
         first byte  4  100.0 ms  900.0 ms
-    """)
+
+        cost of the usage each endpoint reported (USD; a model nobody prices is counted under NO PRICE, never estimated):
+          ENDPOINT   MODEL              TURNS  PRICED       COST  NO USAGE  NO PRICE  UNPRICED TOKENS  PRICE
+          anthropic  claude-haiku-4-5       1       1  $0.000010         0         0  -                genai-prices 0.2.3 (anthropic claude-haiku-4-5)
+          openai     gpt-4o-mini            1       1  $0.000004         0         0  -                genai-prices 0.2.3 (openai gpt-4o-mini)
+          anthropic  claude-opus-4-1        1       0          -         1         0  -                -
+          gemini     claude-sonnet-4-5      1       0          -         1         0  -                -
+          local      gemma-3-270m           1       1  $0.000000         0         0  -                local: 0
+          turns served: $0.000014
+
+        turns served away from the provider the client addressed: 1; with that provider's own usage (a shadow or replay to it): 0
+    """.replace("genai-prices 0.2.3", f"genai-prices {library_version()}"))
 
 
 def test_stats_since_a_window(capsys, story):
@@ -244,7 +257,8 @@ def test_stats_since_a_window(capsys, story):
     lines = scrub(out).splitlines()
     assert lines[:2] == ["window: since YYYY-MM-DD hh:mm:ss (24h)",
                          "turns 4 = served 2 (translated 1  ·  retargeted 0  ·  pass-through 1) + errors 1 + refused 1"]
-    assert "  anthropic" not in out  # the only anthropic-counted usage is ten days old
+    usage = lines[lines.index("usage as reported (openai input includes cache reads; anthropic input does not):"):]
+    assert not any(u.startswith("  anthropic") for u in usage[:usage.index("  turns that reported usage: 2; reported none: 2")])  # the only anthropic-counted usage is ten days old
     assert "  turns that reported usage: 2; reported none: 2" in lines
     rc, out, _ = run(capsys, "stats", "--ledger", str(story), "--since", "2m")
     assert out.splitlines()[1] == "no turns in this window"
@@ -328,12 +342,14 @@ def test_explain_a_translated_turn(capsys, story):
         usage        as reported (openai counting): input 120 · output 30 · cache read 100  (not reported: cache write, reasoning)
                      raw {"prompt_tokens":120,"completion_tokens":30,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":100}}
         client view  {"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":30}
+        cost         $0
+        price        local: 0
         timings      latency 250.0 ms · first byte 40.0 ms
         errors       none
 
         events
           AT         KIND                 DATA
-          +0.0 ms    routed               {"decision":"route","rule":"easy-turns","endpoint":"local"}
+          +0.0 ms    routed               {"decision":"route","rule":"easy-turns","endpoint":"local","url":"http://127.0.0.1:8080/v1"}
           +0.0 ms    protocol_translated  {"from":"anthropic","to":"openai","dropped":["thinking","metadata.user_id"],"plumbing":["stream_options.include_usage"],"converted":["system -> messages[0]"],"warnings":[]}
           +250.0 ms  completed            {"status":200,"latency_ms":250.0,"ttfb_ms":40.0,"usage":{"prompt_tokens":120,"completion_tokens":30}}
 
@@ -401,7 +417,8 @@ def test_explain_json_structure(capsys, story):
     rc, out, _ = run(capsys, "explain", "tk-0a1b2c3d", "--ledger", str(story), "--json")
     assert rc == 0
     doc = jsonc.loads(out)
-    assert set(doc) == {"turn", "events", "shadows", "session", "cache"} and doc["shadows"] == []  # cache: issue 32
+    assert set(doc) == {"turn", "events", "shadows", "session", "cache", "cost"} and doc["shadows"] == []  # cache: issue 32
+    assert doc["cost"] == {"usd": "0", "kind": "local", "source": "local: 0", "parts": {}, "unpriced_tokens": {}}
     t = doc["turn"]
     assert (t["request_id"], t["client_protocol"], t["rule"], t["endpoint"], t["outcome"]) == (
         "tk-0a1b2c3d", "anthropic", "easy-turns", "local", "translated")
@@ -820,14 +837,16 @@ def test_explain_shows_the_reply_side_of_a_translation(capsys, tmp_path):
     rc, out, _ = run(capsys, "explain", "tk-r", "--ledger", str(path))
     lines = out.splitlines()
     i = lines.index("upstream     status 200")
-    assert lines[i:i + 7] == [
+    assert lines[i:i + 8] == [
         "upstream     status 200",
         "stop reason  end_turn",
         "reply drops  content[0] (thinking)",
         "usage        as reported (anthropic counting): input 9 · output 3  (not reported: cache read, cache write, reasoning)",
         '             raw {"input_tokens":9,"output_tokens":3}',
         'client view  {"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}',
-        "timings      latency 80.0 ms · first byte -",
+        "cost         $0.000024 = input $0.000009 + output $0.000015",  # the library's $1 / $5 per MTok
+        f"price        genai-prices {library_version()} (anthropic claude-haiku-4-5): $1/input MTok, $5/output MTok, "
+        "$0.1/input cache read MTok, $1.25/input cache write MTok, $2/input 1h cache write MTok, $10/web searches K",
     ]
     assert "translation  no details recorded" in lines
 
@@ -842,3 +861,14 @@ def test_explain_names_the_refused_target_when_the_turn_row_has_none(capsys, tmp
     rc, out, _ = run(capsys, "explain", "tk-x", "--ledger", str(path))
     assert "decision     to-gem → gem · refused · model m" not in out  # model_used was not recorded
     assert "decision     to-gem → gem · refused\n" in out
+
+
+def test_explain_says_which_login_the_client_sent_the_turn_with(capsys, tmp_path):
+    path = tmp_path / "l.db"
+    with Ledger(path) as led:
+        led.start_turn("tk-login", started_at=100.0, client_protocol="openai-responses", host="chatgpt.com",
+                       path="/backend-api/codex/responses", requested_model="gpt-5-codex", stream=True)
+        led.event("tk-login", "login", {"login": "chatgpt", "why": "a ChatGPT account's token"}, ts=100.0)
+    rc, out, _ = run(capsys, "explain", "tk-login", "--ledger", str(path))
+    lines = out.splitlines()
+    assert rc == 0 and lines[lines.index("requested    gpt-5-codex") + 1] == "login        chatgpt (a ChatGPT account's token)"

@@ -15,7 +15,7 @@ import pytest
 
 from tokunseba.cli import run as cli_run
 from tokunseba.cli.main import main
-from tokunseba.protocols.detect import provider_hosts
+from tokunseba.protocols.detect import api_hosts, provider_hosts
 
 SCRIPT = Path(sys.executable).parent / "tokunseba"
 
@@ -219,10 +219,10 @@ def test_run_listens_as_the_proxy_and_one_reverse_listener_per_provider_host(cap
     rc, out, err = run(capsys, "run", "--dry-run", "--port", "9100")
     assert (rc, err) == (0, "")
     assert _modes(shlex.split(out)) == ["regular", *(f"reverse:https://{h}@{9102 + i}"
-                                                     for i, h in enumerate(provider_hosts()))]
-    assert list(provider_hosts()) == ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"]
+                                                     for i, h in enumerate(api_hosts()))]
+    assert list(api_hosts()) == ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"]
     rc, out, _ = run(capsys, "run", "--dry-run", "--base-url-port", "9300")
-    assert _modes(shlex.split(out))[1:] == [f"reverse:https://{h}@{9300 + i}" for i, h in enumerate(provider_hosts())]
+    assert _modes(shlex.split(out))[1:] == [f"reverse:https://{h}@{9300 + i}" for i, h in enumerate(api_hosts())]
     rc, out, _ = run(capsys, "run", "--dry-run", "--no-base-url")
     assert _modes(shlex.split(out)) == []  # mitmproxy's default: the proxy alone, as before
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from decimal import Decimal
 
 import pytest
 
@@ -100,8 +101,8 @@ def test_sessions_json_and_prices(capsys, ledger, tmp_path):
     assert cc["routes"] == {"background-local": 1, "main-cloud": 3, "subagents-local": 1}
     assert (cc["turns"], cc["errors"], cc["fingerprint"], cc["client"]) == (5, 1, False, "claude-code 2.1.197")
     # 2 cloud turns: 100 in × 3 + 10 out × 15 + 1000 cache × 0.3 per million each; local free; the 529 reported none
-    assert cc["cost"] == {"total": pytest.approx(2 * (300 + 150 + 300) / 1e6), "turns_priced": 4,
-                          "turns_without_price": 0}
+    assert cc["cost"] == {"total": "0.00150", "turns_priced": 4, "turns_without_price": 0}  # exact, as a decimal string
+    assert Decimal(cc["cost"]["total"]) == Decimal(2 * (100 * 3 + 10 * 15)) / 10**6 + 2 * 1000 * Decimal("0.3") / 10**6
     assert cc["turns_without_usage"] == 1
     assert by[FP]["fingerprint"] is True and by[FP]["cost"]["turns_without_price"] == 3
     rc, out, _ = run(capsys, "sessions", "--ledger", str(ledger), "--limit", "1", "--json")
@@ -226,16 +227,18 @@ def test_junk_who_values_are_stored_escaped_and_bounded(capsys, tmp_path):
 def test_failovers_are_counted_where_the_ledger_records_attempts():
     from tokunseba.cli.sessions import render_sessions
     from tokunseba.cli.session_view import group_report, sessions_report
+    from tokunseba.pricing import row_cost
 
     base = {"session_id": "s1", "session_fingerprint": 0, "client_name": "codex", "client_version": "0.171.0",
             "agent": "main", "outcome": "translated", "status": 200, "error": None, "usage_reported": None}
     rows = [{**base, "request_id": "a", "started_at": 1.0, "attempts": None},
             {**base, "request_id": "b", "started_at": 2.0, "attempts": [{"route": "r1"}, {"route": "r2"}]},
             {**base, "request_id": "c", "started_at": 3.0, "attempts": '[{"route": "r1"}, {"route": "r2"}, {"r": 3}]'}]
-    (s,) = sessions_report(rows)
+    costs = {r["request_id"]: row_cost(r, []) for r in rows}  # no usage reported: no cost
+    (s,) = sessions_report(rows, costs)
     assert s["failovers"] == 3
-    assert "FAILOVERS" in render_sessions([s], priced=False)
-    assert group_report(rows, "agent")[0]["failovers"] == 3
+    assert "FAILOVERS" in render_sessions([s])
+    assert group_report(rows, "agent", costs)[0]["failovers"] == 3
     # a ledger without the column: no failover figure, and no column shown
-    (s,) = sessions_report([{k: v for k, v in r.items() if k != "attempts"} for r in rows])
-    assert s["failovers"] is None and "FAILOVERS" not in render_sessions([s], priced=False)
+    (s,) = sessions_report([{k: v for k, v in r.items() if k != "attempts"} for r in rows], costs)
+    assert s["failovers"] is None and "FAILOVERS" not in render_sessions([s])

@@ -35,7 +35,7 @@ async def test_the_line_is_written_when_info_is_emitted(addon, caplog, tmp_path)
     rid = await one_turn(addon)
     lines = [r.getMessage() for r in caplog.records if r.name == "tokunseba" and r.getMessage().startswith(rid)]
     assert lines == [f"{rid} anthropic client claude-haiku-4-5 → easy-turns → oai · translated 200 · "
-                     f"prompt_tokens=9 completion_tokens=1 total_tokens=10 · {lines[0].rsplit(' · ', 1)[1]}"]
+                     f"prompt_tokens=9 completion_tokens=1 total_tokens=10 · $0 local · {lines[0].rsplit(' · ', 1)[1]}"]  # oai is on loopback
     row, kinds = await _ledger_turn(addon, tmp_path, rid)
     assert row["outcome"] == "translated" and kinds[-1] == "completed"
 

@@ -34,3 +34,32 @@ def test_line_says_where_the_turn_went_and_how_it_ended():
     assert err.startswith("tk-2 codex (no model) → no route → api.openai.com · error no reply · no usage reported · 0.50 s · "
                           "upstream connection broke: xxx")
     assert err.endswith("…") and "\n" not in err
+
+
+def test_line_says_what_the_turn_cost_after_its_usage():
+    """turn/cost.py prices the turn as `log` prices its row; the line says it as `log` does."""
+    import time
+
+    from tokunseba.neutral.usage import Usage
+    from tokunseba.pricing import cost_text, parse_prices
+    from tokunseba.routing import BUILTIN_ENDPOINTS
+    from tokunseba.states import Action
+    from tokunseba.turn.cost import turn_cost
+
+    class T:  # the facts turn_cost reads of a Turn
+        request_id, host, requested_model, model_used, started_at = "tk-3", "api.anthropic.com", "claude-haiku-4-5", \
+            None, time.time()
+        endpoint, action = None, Action.PASS
+
+    usage = Usage("anthropic", {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 10_000})
+    passed = turn_cost(T(), usage, [])  # passed through to api.anthropic.com: the library's $1 / $5 / $0.1 per MTok
+    line = turn_line(request_id="tk-3", client="claude-code", model="claude-haiku-4-5", route=None,
+                     to="api.anthropic.com", outcome="pass_through", status=200, usage=usage.reported, seconds=2.0,
+                     cost=cost_text(passed))
+    assert line.endswith("input_tokens=1000 output_tokens=100 cache_read_input_tokens=10000 · $0.002500 · 2.00 s")
+    T.endpoint, T.action = BUILTIN_ENDPOINTS["anthropic"], Action.RETARGET
+    table = parse_prices("prices:\n  anthropic:claude-haiku-*: {input: 2, output: 10, cache_read: 0.2}\n")
+    assert cost_text(turn_cost(T(), usage, table)) == "$0.005000"  # the user's table over the library
+    assert cost_text(turn_cost(T(), None, table)) == "-"  # no usage: the line says no cost
+    assert "·  ·" not in turn_line(request_id="tk-4", client="x", model=None, route=None, to="h", outcome="error",
+                                   status=None, usage=None, seconds=0.1, cost="-")

@@ -9,6 +9,7 @@ from tokunseba.protocols import REGISTRY
 from tokunseba.protocols.detect import Detected, api_path, detect
 
 A, O, G = "api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"
+C = "chatgpt.com"
 
 TABLE = [
     # Anthropic
@@ -36,6 +37,7 @@ TABLE = [
     (O, "/v1/responses", "POST", Detected("openai-responses", "responses")),
     (O, "/v1/responses", "GET", None),  # Codex's WebSocket upgrade is not a turn
     (O, "/v1/responses/input_tokens", "POST", Detected("openai-responses", "input_tokens")),  # its counter (issue 32)
+    (O, "/v1/responses/compact", "POST", Detected("openai-responses", "compact")),  # Codex's remote compaction
     (O, "/v1/completions", "POST", None),
     (O, "/v1/embeddings", "POST", None),
     (O, "/v1/models", "GET", None),
@@ -52,9 +54,28 @@ TABLE = [
     (G, "/v1beta/models", "GET", None),
     (G, "/v1beta/models/a/b:generateContent", "POST", None),
     (G, "/v1beta/models/:generateContent", "POST", None),
+    # the ChatGPT backend (Codex signed in with ChatGPT, issue 39): its two turn paths, nothing else
+    (C, "/backend-api/codex/responses", "POST", Detected("openai-responses", "responses", backend=C)),
+    ("ChatGPT.com:443", "/backend-api/codex/responses", "POST", Detected("openai-responses", "responses", backend=C)),
+    (C, "/backend-api/codex/responses/compact", "POST", Detected("openai-responses", "compact", backend=C)),
+    (C, "/backend-api/codex/responses", "GET", None),  # its WebSocket upgrade is not a turn
+    (C, "/backend-api/codex/models?client_version=0.171.0", "GET", None),
+    (C, "/backend-api/codex/models", "POST", None),
+    (C, "/backend-api/wham/accounts/check", "GET", None),
+    (C, "/backend-api/wham/settings/user", "GET", None),
+    (C, "/backend-api/wham/usage", "GET", None),  # usage polls
+    (C, "/backend-api/ps/mcp", "POST", None),  # plugin and MCP calls
+    (C, "/backend-api/ps/plugins/list", "GET", None),
+    (C, "/backend-api/codex/analytics-events/events", "POST", None),  # telemetry
+    (C, "/backend-api/codex/memories/trace_summarize", "POST", None),  # not a Responses body
+    (C, "/backend-api/codex/responses/input_tokens", "POST", None),  # only the backend's own paths
+    (C, "/v1/responses", "POST", None),  # the API's paths are not the backend's
+    (C, "/backend-api/conversation", "POST", None),  # ChatGPT's own web app
+    ("auth.openai.com", "/oauth/token", "POST", None),  # token refresh
+    (O, "/backend-api/codex/responses", "POST", None),  # the backend's paths are not the API's
+    ("evil.chatgpt.com", "/backend-api/codex/responses", "POST", None),
     # other hosts
     ("example.com", "/v1/messages", "POST", None),
-    ("chatgpt.com", "/backend-api/codex/responses", "POST", None),
     ("downloads.claude.ai", "/claude-code-releases/plugins/latest", "GET", None),
     ("127.0.0.1:8000", "/v1/chat/completions", "POST", None),
     ("evil.api.anthropic.com", "/v1/messages", "POST", None),
@@ -138,3 +159,20 @@ def test_api_path():
         api_path("anthropic", "chat")
     with pytest.raises(ValueError):
         api_path("cohere", "chat")
+
+
+def test_backend_hosts_are_provider_hosts_but_get_no_base_url_listener():
+    """chatgpt.com is intercepted (its credentials redacted for display) like an API host, but
+    it is reached through the proxy: the base-URL listeners stay one per API host."""
+    from tokunseba.protocols.detect import api_hosts, provider_hosts
+
+    assert provider_hosts()["chatgpt.com"] == ("openai-responses",)
+    assert "chatgpt.com" not in api_hosts()
+    assert list(provider_hosts())[:len(api_hosts())] == list(api_hosts())
+
+
+def test_a_backend_kind_is_asked_of_an_endpoint_at_its_api_path():
+    """A ChatGPT turn retargeted to another Responses endpoint goes to that endpoint's own
+    path for its kind (``{url}/responses``, ``{url}/responses/compact``)."""
+    assert api_path("openai-responses", "responses") == "/responses"
+    assert api_path("openai-responses", "compact") == "/responses/compact"

@@ -14,6 +14,7 @@ import pytest
 from tokunseba import outcomes
 from tokunseba.cli.main import main
 from tokunseba.cli.session_view import sessions_report
+from tokunseba.pricing import row_cost
 from tokunseba.ledger import Ledger
 from tokunseba.turn.console_line import turn_line
 
@@ -167,7 +168,8 @@ def test_log_says_how_many_it_shows(mixed):
 def test_sessions_count_an_endpoint_only_when_something_was_sent(mixed):
     led = Ledger(mixed)
     try:
-        (s,) = sessions_report(led.turns())
+        turns = led.turns()
+        (s,) = sessions_report(turns, {t["request_id"]: row_cost(t, []) for t in turns})
     finally:
         led.close()
     # tk-a5 (answered here: its host unreachable) and tk-a6 (refused) sent nothing
@@ -199,7 +201,8 @@ def test_stats_and_sessions_count_a_matched_route_under_its_name(mixed):
     assert endpoints[None] == 2  # tk-a5 and tk-a6 sent nothing
     led = Ledger(mixed)
     try:
-        (s,) = sessions_report(led.turns())
+        turns = led.turns()
+        (s,) = sessions_report(turns, {t["request_id"]: row_cost(t, []) for t in turns})
     finally:
         led.close()
     assert s["routes"]["small (matched, skipped)"] == 2 and s["routes"]["(no route)"] == 1

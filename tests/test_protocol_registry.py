@@ -118,14 +118,15 @@ def test_gemini_usage_is_priced_with_its_cached_tokens_once():
     """Gemini's promptTokenCount includes cachedContentTokenCount, as OpenAI's prompt_tokens
     include the cached ones: the cached part is priced at the cache-read price only (it was
     priced twice: as input and as cache read)."""
-    from tokunseba.neutral.usage import Usage
-    from tokunseba.prices import Price, usage_cost
+    from decimal import Decimal
 
-    price = Price("gem", "*", {"input": 1.0, "cache_read": 0.25, "output": 4.0})
-    fields = Usage("gemini", {"promptTokenCount": 1_000_000, "cachedContentTokenCount": 600_000,
-                              "candidatesTokenCount": 100_000}).fields()
-    cost, unpriced = usage_cost(price, fields, "gemini")
-    assert cost == pytest.approx(0.4 * 1.0 + 0.6 * 0.25 + 0.1 * 4.0) and unpriced == {}
+    from tokunseba.pricing import Price, billed_of, usage_cost
+
+    price = Price("gem", "*", {"input": Decimal(1), "cache_read": Decimal("0.25"), "output": Decimal(4)})
+    billed = billed_of("gemini", {"promptTokenCount": 1_000_000, "cachedContentTokenCount": 600_000,
+                                  "candidatesTokenCount": 100_000})
+    cost, _, unpriced = usage_cost(price, billed)
+    assert cost == Decimal("0.4") * 1 + Decimal("0.6") * Decimal("0.25") + Decimal("0.1") * 4 and unpriced == {}
 
 
 # ---- neutral/ names no protocol (issue 28): each protocol's usage counting lives with its facts ----

@@ -13,36 +13,36 @@ RULES = """\
 routes:
   - name: keyed
     to: anthropic
-    when: {client: anthropic, login: api_key}
+    when: {client: anthropic, plan: plus}
 """
 
 
-def _check_login(want: str, f) -> tuple[bool, str]:
-    got = f.headers.get("x-login")
-    return got == want, f"login {got!r}, rule wants {want}"
+def _check_plan(want: str, f) -> tuple[bool, str]:
+    got = f.headers.get("x-plan")
+    return got == want, f"plan {got!r}, rule wants {want}"
 
 
 @pytest.fixture
-def login(monkeypatch):
-    monkeypatch.setitem(PREDICATES, "login", Predicate(one_of("chatgpt", "api_key"), _check_login))
+def plan(monkeypatch):
+    monkeypatch.setitem(PREDICATES, "plan", Predicate(one_of("pro", "plus"), _check_plan))
 
 
-def test_a_new_row_is_read_and_decided(login):
+def test_a_new_row_is_read_and_decided(plan):
     rules = load_rules_text(RULES, "r.yaml")
-    assert rules.routes[0].when == {"client": ["anthropic"], "login": "api_key"}
-    hit = decide(rules, turn_facts("anthropic", {"model": "m"}, 10, {"X-Login": "api_key"}))
-    miss = decide(rules, turn_facts("anthropic", {"model": "m"}, 10, {"X-Login": "chatgpt"}))
-    assert (hit.action, hit.trace[0].reasons[1]) == ("route", "login 'api_key', rule wants api_key")
+    assert rules.routes[0].when == {"client": ["anthropic"], "plan": "plus"}
+    hit = decide(rules, turn_facts("anthropic", {"model": "m"}, 10, {"X-Plan": "plus"}))
+    miss = decide(rules, turn_facts("anthropic", {"model": "m"}, 10, {"X-Plan": "pro"}))
+    assert (hit.action, hit.trace[0].reasons[1]) == ("route", "plan 'plus', rule wants plus")
     assert (miss.action, miss.trace[0].matched) == ("pass", False)
 
 
-def test_a_new_rows_value_is_checked_with_its_line(login):
+def test_a_new_rows_value_is_checked_with_its_line(plan):
     with pytest.raises(RulesError) as e:
-        load_rules_text(RULES.replace("api_key}", "oauth}"), "r.yaml")
-    assert str(e.value) == "r.yaml:4: route 'keyed': when.login must be one of: chatgpt, api_key; got 'oauth'"
+        load_rules_text(RULES.replace("plus}", "oauth}"), "r.yaml")
+    assert str(e.value) == "r.yaml:4: route 'keyed': when.plan must be one of: pro, plus; got 'oauth'"
 
 
 def test_without_the_row_the_key_is_unknown():
     with pytest.raises(RulesError) as e:
         load_rules_text(RULES, "r.yaml")
-    assert "unknown key 'login'" in str(e.value)
+    assert "unknown key 'plan'" in str(e.value)

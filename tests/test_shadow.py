@@ -12,9 +12,11 @@ import pytest
 
 from tokunseba.routing.endpoints import Endpoint
 from tokunseba.errors import TranslationError
+from decimal import Decimal
+
 from tokunseba.ledger import Ledger
 from tokunseba.ledger.schema import MIGRATIONS
-from tokunseba.prices import PricesError, parse_prices, price_report, usage_cost
+from tokunseba.pricing import PricesError, billed_of, parse_prices, price_report, usage_cost
 from tokunseba.shadow.reply_facts import Facts, reply_facts
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
 from tokunseba.shadow.turns import build_request, compare, should_shadow
@@ -196,11 +198,15 @@ def test_price_table_and_cost_of_reported_usage():
     prices = parse_prices("prices:\n  anthropic:claude-haiku-*: {input: 1.0, output: 5.0, cache_read: 0.1, "
                           "cache_write: 1.25}\n  local:*: {input: 0, output: 0}\n", "p.yaml")
     assert [p.endpoint for p in prices] == ["anthropic", "local"]
-    cost, unpriced = usage_cost(prices[0], {"input": 100, "output": 10, "cache_read": 1000, "cache_write": 0},
-                                "anthropic")
-    assert cost == pytest.approx((100 * 1.0 + 10 * 5.0 + 1000 * 0.1) / 1e6) and unpriced == {}
+    billed = billed_of("anthropic", {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 1000,
+                                     "cache_creation_input_tokens": 0})
+    cost, parts, unpriced = usage_cost(prices[0], billed)
+    assert cost == Decimal(100 * 1 + 10 * 5) / 10**6 + Decimal(1000) * Decimal("0.1") / 10**6 and unpriced == {}
+    assert sum(parts.values()) == cost  # exact: decimals from the file's text, never floats
     # OpenAI counting: prompt_tokens include the cached ones; no cache_read price: listed, not guessed
-    cost, unpriced = usage_cost(prices[1], {"input": 300, "output": 20, "cache_read": 200}, "openai")
+    billed = billed_of("openai", {"prompt_tokens": 300, "completion_tokens": 20,
+                                  "prompt_tokens_details": {"cached_tokens": 200}})
+    cost, parts, unpriced = usage_cost(prices[1], billed)
     assert cost == 0 and unpriced == {"cache_read": 200}
 
 
@@ -208,7 +214,7 @@ def test_price_table_and_cost_of_reported_usage():
     ("prices:\n  haiku: {input: 1}\n", 2, "must be ENDPOINT:MODEL_GLOB"),
     ("prices:\n  a:b: {input: -1}\n", 2, "prices.a:b.input must be a number ≥ 0"),
     ("prices:\n  a:b: {inputs: 1}\n", 2, "unknown key 'inputs'"),
-    ("cost: {}\n", 1, "unknown key 'cost'"),
+    ("cost: {}\n", 1, "the price file has no 'prices' mapping"),
     ("prices: [\n", 2, "YAML syntax error"),
 ])
 def test_price_table_mistakes_are_one_line(text, line, fragment):
@@ -220,17 +226,18 @@ def test_price_table_mistakes_are_one_line(text, line, fragment):
 def test_would_have_cost_needs_the_original_providers_own_usage():
     prices = parse_prices("prices:\n  local:*: {input: 0.1, output: 0.2}\n  anthropic:*: {input: 3, output: 15}\n")
     turn = {"request_id": "tk-1", "endpoint": "local", "model_used": "gemma", "outcome": "translated",
-            "usage_reported": {"prompt_tokens": 10}, "usage_protocol": "openai", "usage_input": 10, "usage_output": 5}
+            "usage_reported": {"prompt_tokens": 10, "completion_tokens": 5}, "usage_protocol": "openai",
+            "usage_input": 10, "usage_output": 5}
     local_shadow = {"request_id": "tk-1", "kind": "shadow", "endpoint": "local2", "model": "x", "at_original": 0,
-                    "usage_reported": {"input_tokens": 7}, "usage_input": 7, "usage_output": 1}
+                    "usage_reported": {"input_tokens": 7, "output_tokens": 1}, "usage_input": 7, "usage_output": 1}
     rep = price_report([turn], [local_shadow], prices)
     assert rep["original_provider"]["turns_with_original_usage"] == 0  # never estimated from another model
     at_provider = {**local_shadow, "endpoint": "anthropic", "at_original": 1, "usage_protocol": "anthropic"}
     rep = price_report([turn], [at_provider], prices)
     o = rep["original_provider"]
     assert o["turns_with_original_usage"] == 1
-    assert o["would_have_cost"] == pytest.approx((7 * 3 + 1 * 15) / 1e6)
-    assert o["cost_served"] == pytest.approx((10 * 0.1 + 5 * 0.2) / 1e6)
+    assert o["would_have_cost"] == Decimal(7 * 3 + 1 * 15) / 10**6
+    assert o["cost_served"] == (10 * Decimal("0.1") + 5 * Decimal("0.2")) / 10**6
 
 
 # ---------------------------------------------------------------- ledger
@@ -272,14 +279,15 @@ def test_an_older_ledger_gets_the_shadows_table(tmp_path):
 
 
 def test_the_pure_parts_do_no_io():
-    """shadow/turns.py, shadow/reply_facts.py, shadow/view.py and prices.py never send, listen or
+    """shadow/turns.py, shadow/reply_facts.py, shadow/view.py and pricing/ never send, listen or
     open a database; the sending lives in shadow/sender.py (the addon) and shadow/replay.py (the CLI)."""
     import ast
 
     pkg = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
     banned = {"asyncio", "socket", "sqlite3", "http", "httpx", "mitmproxy", "urllib", "..ledger", "..proxy", ".ledger",
               ".proxy", ".sender", ".replay"}
-    for name in ("shadow/turns.py", "shadow/reply_facts.py", "shadow/view.py", "prices.py"):
+    pricing = [f"pricing/{f.name}" for f in sorted((pkg / "pricing").glob("*.py"))]
+    for name in ("shadow/turns.py", "shadow/reply_facts.py", "shadow/view.py", *pricing):
         tree = ast.parse((pkg / name).read_text())
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {("." * n.level) + (n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -1,6 +1,7 @@
 """Plain checks of addresses and URLs that the proxy and the CLI both make (no I/O, no
 tokunseba import): whether a peer is this machine's loopback (who may have turns routed:
-turn/access.py; `tokunseba run`'s listen address), and whether a URL can be an OTLP/HTTP
+turn/access.py; `tokunseba run`'s listen address), whether an endpoint's URL is on this machine
+(pricing/: such an endpoint costs 0 unless priced), and whether a URL can be an OTLP/HTTP
 collector's (proxy/otel_spans.py; `tokunseba run --otlp-endpoint`). The CLI imports these
 from here, never from the proxy path."""
 
@@ -23,6 +24,19 @@ def is_loopback(host: str | None) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_loopback
+
+
+def is_local_url(url: str | None) -> bool:
+    """Whether a URL's host is this machine: a loopback address, or ``localhost``."""
+    if not url:
+        return False
+    try:
+        host = urlsplit(url if "//" in url else f"//{url}").hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
 def collector_problem(url: str) -> str | None:

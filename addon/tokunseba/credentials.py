@@ -2,7 +2,8 @@
 host, and redaction (docs/architecture.md §2 rule 7). The one list every module uses.
 
 - ``is_credential_header`` / ``is_secret_param``: names that hold a credential (known
-  provider and gateway names, and any name containing auth/key/token/cookie/secret/...).
+  gateway names, each protocol's own ``credential_headers`` fact such as ChatGPT-Account-ID,
+  and any name containing auth/key/token/cookie/secret/...).
 - ``outgoing_headers`` / ``outgoing_query``: a turn leaving for another host carries an
   **allow-list** (``ALLOWED_HEADERS``, and each protocol's ``version_headers`` and
   ``kept_query`` in its facts, each row with its reason); everything else stays behind and its *names* are recorded.
@@ -28,13 +29,27 @@ from . import protocols
 
 REDACTED = "<redacted>"
 
-# Header / key names that hold a credential wherever they appear (lower-case, "_" as "-").
+# Header / key names that hold a credential wherever they appear (lower-case, "_" as "-"); a
+# protocol's own (ChatGPT-Account-ID, OpenAI-Organization...) are facts of that protocol
+# (``credential_headers``), joined in by ``credential_names``.
 CREDENTIAL_NAMES = frozenset({
     "authorization", "proxy-authorization", "x-api-key", "api-key", "apikey", "x-goog-api-key",
-    "cookie", "set-cookie", "openai-organization", "openai-project", "chatgpt-account-id",
+    "cookie", "set-cookie",
     "cf-aig-authorization", "helicone-auth", "x-portkey-api-key", "x-auth-token",
     "access-token", "refresh-token", "id-token", "token", "secret", "client-secret", "password",
 })
+_names: list[tuple[int, frozenset[str]]] = []  # (registry generation, the names then)
+
+
+def credential_names() -> frozenset[str]:
+    """Every credential name: ``CREDENTIAL_NAMES`` and each registered protocol's
+    ``credential_headers`` (rebuilt when the registry changes)."""
+    gen = protocols.generation()
+    if not _names or _names[0][0] != gen:
+        extra = {_norm(n) for p in protocols.all_protocols() for n in p.credential_headers}
+        _names[:] = [(gen, CREDENTIAL_NAMES | extra)]
+    return _names[0][1]
+
 # Any name containing one of these counts as a credential (gateway headers, x-…-token, …).
 CREDENTIAL_PARTS = ("auth", "key", "token", "cookie", "secret", "passw", "signature", "session", "credential")
 
@@ -53,11 +68,15 @@ def _norm(name: str) -> str:
     return str(name).lower().replace("_", "-")
 
 
-@functools.lru_cache(maxsize=4096)  # the same few header names come with every turn
 def is_credential_header(name: str) -> bool:
     """Whether a header (or JSON key) named ``name`` carries a credential."""
+    return _is_credential(name, protocols.generation())
+
+
+@functools.lru_cache(maxsize=4096)  # the same few header names come with every turn
+def _is_credential(name: str, generation: int) -> bool:
     n = _norm(name)
-    return n in CREDENTIAL_NAMES or any(p in n for p in CREDENTIAL_PARTS)
+    return n in credential_names() or any(p in n for p in CREDENTIAL_PARTS)
 
 
 def is_secret_param(name: str) -> bool:
@@ -258,7 +277,7 @@ def redact_query(url: str) -> str:
 
 def _secret_key(key: str, in_headers: bool) -> bool:
     k = _norm(key)
-    if k in CREDENTIAL_NAMES or k.endswith("-token") or k.endswith("-api-key"):
+    if k in credential_names() or k.endswith("-token") or k.endswith("-api-key"):
         return True
     return in_headers and is_credential_header(k)
 

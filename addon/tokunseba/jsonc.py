@@ -7,6 +7,7 @@ Both produce compact JSON with non-ASCII characters kept as UTF-8, and keep dict
 from __future__ import annotations
 
 import json as _json
+from decimal import Decimal
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,13 @@ def loads_exact(data: bytes | str) -> Any:
     return value
 
 
+def _exact_text(v: Any) -> str:
+    """A ``Decimal`` (money: pricing/) as its exact decimal string; nothing else is taken."""
+    if isinstance(v, Decimal):
+        return str(v)
+    raise TypeError(f"Object of type {type(v).__name__} is not JSON serializable")
+
+
 def pretty(obj: Any) -> str:
-    """Indented JSON for humans (CLI --json output)."""
-    return _json.dumps(obj, ensure_ascii=False, indent=2)
+    """Indented JSON for humans (CLI --json output); a ``Decimal`` as its exact string."""
+    return _json.dumps(obj, ensure_ascii=False, indent=2, default=_exact_text)

@@ -88,12 +88,15 @@ def test_one_span_per_turn_with_genai_attributes_and_the_clients_trace(upstreams
     assert isinstance(a["tokunseba.fields_dropped"], int) and a["gen_ai.response.finish_reasons"]
     assert "tokunseba.failover.attempts" not in a  # no failover: absent, not 0
     assert a["gen_ai.response.model"] == "gpt-local"  # the model the upstream's reply named
+    # its cost (issue 40): the endpoint is on loopback, so 0, and the span says why
+    assert (a["tokunseba.cost_usd"], a["tokunseba.cost_source"]) == (0.0, "local: 0")
     assert s["end"] > s["start"]
     s2 = spans[alone.headers["x-tokunseba-request-id"]]
     assert s2["trace_id"] != TRACE_ID and s2["parent_span_id"] == ""  # a new trace
     p = spans[passed.headers["x-tokunseba-request-id"]]["attributes"]
     assert p["tokunseba.outcome"] == "pass_through" and p["gen_ai.provider.name"] == "anthropic"
     assert "gen_ai.usage.input_tokens" not in p and "gen_ai.usage.output_tokens" not in p  # none reported
+    assert "tokunseba.cost_usd" not in p and "tokunseba.cost_source" not in p  # no usage, no cost
     assert p["gen_ai.response.model"] == "m"  # a reply passed on names its model too (read, not parsed twice)
     every = repr(receiver.spans)
     assert PROMPT not in every and "fine words" not in every and CLIENT_KEY not in every  # no text unless asked

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..ledger import LedgerReader
 from ..routing import ACCOUNT_SHORT as SHORT, humane
-from .read import _common, _json, _read, table
+from .common import common_options, print_json, read_ledger, table
 
 EPILOG = """\
 what it shows:
@@ -52,7 +52,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "and secondary ones) as the last reply that reported them said: used share, status, when the window "
         "resets, how long ago it was seen. An account is shown by a short prefix of the hash of its credential.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_quota)
 
 
@@ -99,9 +99,9 @@ def cmd_quota(args: argparse.Namespace) -> int:
     def body(ledger: LedgerReader) -> int:
         rep = report(ledger.quota_windows(), time.time())
         if args.json:
-            _json(rep)
+            print_json(rep)
         else:
             print(render(rep))
         return 0
 
-    return _read(args, {"now": None, "accounts": []}, body)
+    return read_ledger(args, {"now": None, "accounts": []}, body)

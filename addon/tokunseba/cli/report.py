@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .read import _error, _json, _read, since_option  # TODO public names after the cli split
+from .common import error, print_json, read_ledger, since_option
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--since", metavar="AGE", help="only turns newer than this (e.g. 24h, 7d; default: all)")
     p.add_argument("--rules", metavar="FILE", help="the rules file naming the endpoints (default: $TOKUNSEBA_RULES): "
                    "which endpoints are local, and its prices: table")
-    p.add_argument("--prices", metavar="FILE", help="a price table overriding the built-in prices")
+    p.add_argument("--prices", metavar="FILE", help="your price table, overriding the price library's and the rules file's prices: (docs/guide/costs.md)")
     p.add_argument("--tz", default="UTC", help="time zone of the days (default UTC), e.g. Europe/Berlin")
     p.add_argument("-o", "--output", metavar="FILE", default="tokunseba-report.html",
                    help="where to write the page (default tokunseba-report.html; - for standard output)")
@@ -59,21 +59,19 @@ def _locality(rules_path: str | None):
     return rules, is_local
 
 
-def _cost_function(args: argparse.Namespace, is_local) -> Any:
-    """A turn's cost (Decimal) from its reported usage, or None when nobody prices it."""
-    from ..prices import endpoint_of, find_price, load_prices, usage_cost
+def _cost_function(args: argparse.Namespace, rules: Any, rules_path: str | None) -> Any:
+    """A turn's cost (Decimal) from its reported usage, as the other read commands price it
+    (pricing/: --prices, else the rules file's prices:, over the price library; an endpoint on
+    this machine 0), or None when nobody prices it all. A routed turn's URL is its endpoint's in
+    the rules."""
+    from ..pricing import load_prices, row_cost, rules_prices
 
-    prices = load_prices(args.prices) if args.prices else []
+    prices = load_prices(args.prices) if args.prices else rules_prices(rules_path)
 
     def cost_of(row: dict) -> Decimal | None:
-        ep, model = endpoint_of(row), row.get("model_used") or row.get("requested_model")
-        price = find_price(prices, ep, model)
-        if price is None:
-            return Decimal(0) if is_local(row.get("endpoint")) else None
-        fields = {k[len("usage_"):]: row[k] for k in ("usage_input", "usage_output", "usage_cache_read",
-                                                     "usage_cache_write") if row.get(k) is not None}
-        cost, unpriced = usage_cost(price, fields, row.get("usage_protocol"))
-        return None if unpriced else Decimal(str(cost))
+        ep = rules.endpoints.get(row.get("endpoint") or "") if row.get("rule") else None
+        cost = row_cost(row, prices, ep.url if ep is not None else None)
+        return None if cost.unpriced_tokens else cost.usd
 
     return cost_of
 
@@ -86,31 +84,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         since = since_option(args.since)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     try:
         from zoneinfo import ZoneInfo
 
         ZoneInfo(args.tz)
     except Exception:  # ZoneInfoNotFoundError, ValueError for a malformed key
-        return _error(f"--tz: unknown time zone {args.tz!r} (e.g. UTC, Europe/Berlin)", 2)
+        return error(f"--tz: unknown time zone {args.tz!r} (e.g. UTC, Europe/Berlin)", 2)
     try:
-        _, is_local = _locality(args.rules or os.environ.get("TOKUNSEBA_RULES") or None)
-        cost_of = _cost_function(args, is_local)
+        rules_path = args.rules or os.environ.get("TOKUNSEBA_RULES") or None
+        rules, is_local = _locality(rules_path)
+        cost_of = _cost_function(args, rules, rules_path)
     except RulesError as e:
-        return _error("\n".join(e.args[0]) if e.args and isinstance(e.args[0], list) else str(e), 2)
+        return error("\n".join(e.args[0]) if e.args and isinstance(e.args[0], list) else str(e), 2)
     except Exception as e:  # a price table that does not load
-        return _error(str(e), 2)
+        return error(str(e), 2)
     inputs = ReportInputs(cost_of=cost_of, is_local=is_local, tz=args.tz)
 
     def body(ledger) -> int:
         figs = figures(ledger.turns(since), inputs)
         if args.json:
-            _json(figs.as_json())
+            print_json(figs.as_json())
             return 0
         try:
             page = render(figs)
         except PlotlyMissing as e:
-            return _error(str(e), 1)
+            return error(str(e), 1)
         if args.output == "-":
             sys.stdout.write(page)
         else:
@@ -119,4 +118,4 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"total ${figs.total:,.4f} over {len(figs.days)} day(s); open it in a browser (nothing is fetched)")
         return 0
 
-    return _read(args, figures([], inputs).as_json(), body)
+    return read_ledger(args, figures([], inputs).as_json(), body)

@@ -135,10 +135,11 @@ def _ports(args, **names: int) -> str | None:
 
 def provider_listeners() -> list[tuple[str, tuple[str, ...]]]:
     """(provider host, the client protocols it serves) for each base-URL listener, in the
-    registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini)."""
-    from ..protocols.detect import provider_hosts
+    registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini). A protocol's
+    backend hosts (chatgpt.com) get none: they are reached through the proxy."""
+    from ..protocols.detect import api_hosts
 
-    return list(provider_hosts().items())
+    return list(api_hosts().items())
 
 
 def base_url_ports(port: int, first: int | None) -> list[int]:
@@ -264,9 +265,12 @@ def build_command(args, web_password_hash: str | None = None) -> list[str]:
     if args.rules:
         from ..routing import RulesError
 
+        from ..pricing import PricesError, rules_prices
+
         try:
             rules = _rules(args.rules)
-        except RulesError as e:
+            rules_prices(args.rules)  # its prices: the proxy reads them too (pricing/)
+        except (RulesError, PricesError) as e:
             raise SystemExit(f"error: {e}")
         for ep in rules.endpoints.values():
             if ep.url.startswith("https://") and ep.host not in hosts:
@@ -639,6 +643,15 @@ def cmd_check(args) -> int:
         print("error: no rules file given (tokunseba check FILE, or --rules FILE, or $TOKUNSEBA_RULES)", file=sys.stderr)
         return 2
     ok, lines = check_file(path)
+    if ok:  # its prices: read by pricing/, as the proxy reads them
+        from ..pricing import PricesError, rules_prices
+
+        try:
+            if own := rules_prices(path):
+                lines.append(f"prices: {len(own)} of your own, over the price library's list prices "
+                             f"(first match wins: {', '.join(f'{p.endpoint}:{p.model_glob}' for p in own)})")
+        except PricesError as e:
+            ok, lines = False, [str(e)]
     if ok:  # routes no pinned client's turns can meet, or whose endpoint cannot hold them (routing/client_requests.py)
         from ..routing import load_rules, never_matching, too_big
 

@@ -4,19 +4,20 @@ the session part of `explain` (pure: ledger rows in, dicts and lines out; no led
 Rows are ``Ledger.turns()`` dicts. A ledger older than sessions has no session columns:
 every ``.get`` here reads them as unknown. Usage is summed exactly as reported, per
 counting (OpenAI input includes cache reads, Anthropic input does not: never added across
-countings); cost only from reported usage and a matching price (prices.py), never estimated.
+countings); cost only from reported usage and a price (pricing/), never estimated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from .. import jsonc
 from ..ledger import NOT_SERVED, USAGE_FIELDS, turn_class, usage_counting
 from ..outcomes import label, outcome_class, route_group, was_sent
-from ..prices import Price, endpoint_of, find_price, usage_cost
+from ..pricing import Cost, Source
 
 NONE_LABEL = {"session": "(no session)", "agent": "(unknown)", "client": "(unknown)", "route": "(no route)",
               "endpoint": "(unknown)"}
@@ -61,31 +62,16 @@ def failovers_of(row: dict) -> int | None:
     return max(len(attempts) - 1, 0) if isinstance(attempts, list) else 0
 
 
-def turn_cost(prices: list[Price] | None, row: dict) -> tuple[str, float | None]:
-    """("priced", cost) | ("no_usage", None) | ("no_price", None) | ("unpriced", None) without a table."""
-    fields = {f: row.get(f"usage_{f}") for f in ("input", "output", "cache_read", "cache_write")}
-    if row.get("usage_reported") is None or all(v is None for v in fields.values()):
-        return "no_usage", None
-    if prices is None:
-        return "unpriced", None
-    model = row.get("model_used") or row.get("requested_model")
-    price = find_price(prices, endpoint_of(row), model)
-    if price is None:
-        return "no_price", None
-    counting = usage_counting(row.get("usage_protocol"), row.get("usage_protocol"))
-    return "priced", usage_cost(price, fields, counting)[0]
-
-
 class _Acc:
     """Counts, usage as reported per counting, and cost of a set of turns."""
 
     def __init__(self) -> None:
         self.turns = self.served = self.errors = self.refused = 0
         self.usage: dict[str, dict] = {}
-        self.cost, self.priced, self.no_price, self.no_usage = 0.0, 0, 0, 0
+        self.cost, self.priced, self.no_price, self.no_usage = Decimal(0), 0, 0, 0
         self.failovers: int | None = None
 
-    def add(self, row: dict, prices: list[Price] | None) -> None:
+    def add(self, row: dict, cost: Cost) -> None:
         kind = turn_class(row)
         self.turns += 1
         self.served += kind not in NOT_SERVED
@@ -93,8 +79,7 @@ class _Acc:
         self.refused += kind == "refused"
         if (n := failovers_of(row)) is not None:
             self.failovers = (self.failovers or 0) + n
-        status, cost = turn_cost(prices, row)
-        if status == "no_usage":
+        if cost.kind is Source.NO_USAGE:
             self.no_usage += 1
         else:
             counting = usage_counting(row.get("usage_protocol"), row.get("usage_protocol") or "-")
@@ -103,38 +88,38 @@ class _Acc:
             for f in USAGE_FIELDS:
                 if (v := row.get(f"usage_{f}")) is not None:
                     u[f] = (u[f] or 0) + v  # a field no turn reported stays None, never 0
-        if status == "priced":
+        if cost.usd is not None:
             self.priced += 1
-            self.cost += cost or 0.0
-        elif status == "no_price":
+            self.cost += cost.usd
+        elif cost.kind is Source.UNPRICED:
             self.no_price += 1
 
-    def facts(self, priced: bool) -> dict[str, Any]:
+    def facts(self) -> dict[str, Any]:
         out: dict[str, Any] = {"turns": self.turns, "served": self.served, "errors": self.errors,
                                "refused": self.refused, "usage": self.usage, "turns_without_usage": self.no_usage,
                                "failovers": self.failovers}
-        if priced:
-            out["cost"] = {"total": self.cost, "turns_priced": self.priced, "turns_without_price": self.no_price}
+        out["cost"] = {"total": self.cost, "turns_priced": self.priced, "turns_without_price": self.no_price}
         return out
 
 
-def group_report(rows: list[dict], by: str, prices: list[Price] | None = None) -> list[dict]:
-    """Turns grouped by ``by`` (GROUP_BY), most turns first; usage and (with prices) cost."""
+def group_report(rows: list[dict], by: str, costs: dict[str, Cost]) -> list[dict]:
+    """Turns grouped by ``by`` (GROUP_BY), most turns first; usage and cost (``costs``: request
+    id -> its turn's cost)."""
     key = GROUP_BY[by]
     acc: dict[str | None, _Acc] = {}
     extra: dict[str | None, dict] = {}
     for r in rows:
         g = key(r)
-        acc.setdefault(g, _Acc()).add(r, prices)
+        acc.setdefault(g, _Acc()).add(r, costs[r["request_id"]])
         if by == "session" and g is not None:
             e = extra.setdefault(g, {"fingerprint": bool(r.get("session_fingerprint")), "client": client_label(r)})
             e["client"] = e["client"] or client_label(r)
-    out = [{by: g, **extra.get(g, {}), **a.facts(prices is not None)} for g, a in acc.items()]
+    out = [{by: g, **extra.get(g, {}), **a.facts()} for g, a in acc.items()]
     out.sort(key=lambda d: (-d["turns"], d[by] is None, str(d[by])))
     return out
 
 
-def sessions_report(rows: list[dict], prices: list[Price] | None = None, limit: int | None = None) -> list[dict]:
+def sessions_report(rows: list[dict], costs: dict[str, Cost], limit: int | None = None) -> list[dict]:
     """Sessions, the most recently active first: client, first and last turn, turns per agent,
     subagent ids, endpoints and routes used (turn counts), usage as reported, cost, errors,
     failovers (when the ledger records them). Turns with no session are left out."""
@@ -161,8 +146,8 @@ def sessions_report(rows: list[dict], prices: list[Price] | None = None, limit: 
             s["endpoints"][ep] = s["endpoints"].get(ep, 0) + 1
         route = route_group(r.get("rule"), r.get("trace"), r.get("attempts")) or "(no route)"
         s["routes"][route] = s["routes"].get(route, 0) + 1
-        accs[sid].add(r, prices)
-    out = [{**s, **accs[sid].facts(prices is not None)} for sid, s in by.items()]
+        accs[sid].add(r, costs[r["request_id"]])
+    out = [{**s, **accs[sid].facts()} for sid, s in by.items()]
     out.sort(key=lambda s: -s["last"])
     return out[:limit] if limit is not None else out
 

@@ -13,7 +13,17 @@ import argparse
 import os
 from pathlib import Path
 
-from .read import _common, _error, _json, _read, fmt_ms, fmt_num, since_option, table, timeout_option
+from .common import (
+    common_options,
+    error,
+    fmt_ms,
+    fmt_num,
+    print_json,
+    read_ledger,
+    since_option,
+    table,
+    timeout_option,
+)
 from ..credentials import redact_text, redact_url
 from ..ledger import (
     USAGE_FIELDS,
@@ -51,7 +61,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--since", metavar="WHEN", help="window start: 30m, 24h, 7d, 2026-12-01 or an ISO datetime")
     p.add_argument("--route", metavar="NAME", help="only this route")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_shadow)
 
     p = sub.add_parser(
@@ -68,7 +78,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", metavar="FILE", help="rules YAML declaring the endpoint (default: $TOKUNSEBA_RULES)")
     p.add_argument("--save", metavar="FILE", type=Path, help="write the new reply (client's protocol) to FILE")
     p.add_argument("--timeout", metavar="SECONDS", default="120", help="give the endpoint this long (default 120)")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_replay)
 
 
@@ -76,19 +86,19 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     try:
         since = since_option(args.since)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
 
     def body(ledger: LedgerReader) -> int:
         rows = [r for r in ledger.shadows(since=since) if r["kind"] != "replay"
                 and (args.route is None or r["route"] == args.route)]
         rep = shadow_report(rows, since)
         if args.json:
-            _json(rep)
+            print_json(rep)
         else:
             print(render_shadow(rep))
         return 0
 
-    return _read(args, shadow_report([], since), body)
+    return read_ledger(args, shadow_report([], since), body)
 
 
 # ---------------------------------------------------------------- the report
@@ -191,36 +201,36 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         timeout = timeout_option(args.timeout)
     except ValueError as e:
-        return _error(str(e), 2)
+        return error(str(e), 2)
     try:
         rules = load_rules(args.rules or os.environ.get("TOKUNSEBA_RULES") or None)
     except RulesError as e:
-        return _error(str(e), 1)
+        return error(str(e), 1)
     ep = rules.endpoints.get(args.to)
     if ep is None:
-        return _error(f"--to: unknown endpoint {args.to!r} (known: {', '.join(rules.endpoints)})", 2)
+        return error(f"--to: unknown endpoint {args.to!r} (known: {', '.join(rules.endpoints)})", 2)
     try:
         args.request_id.encode()
     except UnicodeEncodeError:  # bytes that are not UTF-8 in argv: no request id looks like that
-        return _error(f"no turn with request id {args.request_id!r}", 1)
+        return error(f"no turn with request id {args.request_id!r}", 1)
     if args.save and not args.save.parent.is_dir():  # before anything is sent
-        return _error(f"--save: no directory {args.save.parent} to write {args.save.name} in", 2)
+        return error(f"--save: no directory {args.save.parent} to write {args.save.name} in", 2)
     path = args.ledger or default_ledger_target()
     if url_scheme(path) is None and not Path(path).exists():
-        return _error(f"no ledger at {path} yet: run the proxy first", 1)
+        return error(f"no ledger at {path} yet: run the proxy first", 1)
     try:
         with Ledger(path) as ledger:  # read-write: the replay is recorded
             turn = ledger.get_turn(args.request_id)
             done = replay(ledger, turn, ep, os.environ, timeout=timeout)
     except (LookupError, ReplayError) as e:
-        return _error(str(e.args[0]), 1)
+        return error(str(e.args[0]), 1)
     except (LedgerError,) + db_errors() as e:
-        return _error(f"cannot use the ledger {redact_url(str(path))}: {redact_text(str(e))}", 1)
+        return error(f"cannot use the ledger {redact_url(str(path))}: {redact_text(str(e))}", 1)
     if args.save:
         try:
             args.save.write_bytes(done.client_body)
         except OSError as e:
-            return _error(f"--save: cannot write {args.save}: {e.strerror or e}", 1)
+            return error(f"--save: cannot write {args.save}: {e.strerror or e}", 1)
     if args.json:
         from .. import jsonc
 
@@ -229,7 +239,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             reply = jsonc.loads(done.client_body)
         except (jsonc.JSONDecodeError, UnicodeDecodeError):
             pass
-        _json({**done.row, "client_status": done.client_status, "client_reply": reply})
+        print_json({**done.row, "client_status": done.client_status, "client_reply": reply})
     else:
         r = done.row
         print(f"replay of {r['request_id']} ({turn.get('client_protocol')} client) → {ep.name} ({ep.protocol})")

@@ -87,6 +87,11 @@ VISIBILITY: dict[str, tuple[tuple[str, str], ...]] = {
         ("others (gemini-cli, SDKs)", "a fingerprint of the conversation's start (fp-…): its first user "
                                       "message(s)"),
     ),
+    "login": (  # the openai-responses facts' login_of reads it
+        ("openai-responses clients (codex, the SDKs)",
+         "chatgpt: the turn goes to chatgpt.com (Codex signed in with ChatGPT) or names a ChatGPT-Account-ID; "
+         "api_key: any other Responses turn"),
+    ),
 }
 
 # ---- base URLs (no proxy, no CA: `tokunseba env --base-url`), measured on the pinned clients

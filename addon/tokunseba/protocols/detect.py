@@ -4,7 +4,10 @@ Only provider turns are detected; everything else (Claude Code's ``/api/claude_c
 Codex's WebSocket ``GET /v1/responses``, model lists, telemetry...) returns ``None`` and must
 pass through untouched (docs/architecture.md §2 rule 8).
 
-Provider hosts need the exact API path (``/v1/messages``); hosts given in ``extra_hosts`` (a
+Provider hosts need the exact API path (``/v1/messages``). A protocol's backend hosts (its
+facts' ``backends``: the ChatGPT backend for Codex signed in with ChatGPT) carry its turns at
+their own whole paths only (``/backend-api/codex/responses``): every other request there (model
+lists, account checks, plugin calls) is not a turn. Hosts given in ``extra_hosts`` (a
 user's own endpoint, e.g. ``"127.0.0.1:8000"``) accept any prefix before the protocol's path
 (``/v1/chat/completions``, ``/openai/v1/chat/completions``, ``/chat/completions``), since
 self-hosted servers mount their API in different places.
@@ -26,14 +29,35 @@ class Detected:
     protocol: str
     kind: str  # a path kind of the protocol: "messages" | "count_tokens" | "chat" | "responses" | "generate" ...
     model: str | None = None  # only when the model travels in the path (Gemini)
+    backend: str | None = None  # the backend host it came to (a protocol's ``backends``), else None
 
 
-def provider_hosts() -> dict[str, tuple[str, ...]]:
-    """host -> protocols it serves (the path picks one), from the registry."""
+def api_hosts() -> dict[str, tuple[str, ...]]:
+    """API host -> protocols it serves (the path picks one), from the registry: one base-URL
+    listener each (cli/run.py)."""
     out: dict[str, tuple[str, ...]] = {}
     for proto in REGISTRY.values():
         for host in proto.hosts:
             out[host] = out.get(host, ()) + (proto.name,)
+    return out
+
+
+def provider_hosts() -> dict[str, tuple[str, ...]]:
+    """Every host whose turns are detected -> the protocols it carries: the API hosts, then the
+    protocols' backend hosts (intercepted, their credentials redacted for display)."""
+    out = api_hosts()
+    for proto in REGISTRY.values():
+        for host in proto.backends:
+            out[host] = out.get(host, ()) + (proto.name,)
+    return out
+
+
+def _backends() -> dict[str, list[tuple[str, str, str]]]:
+    """backend host -> [(protocol, kind, whole path)]."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for proto in REGISTRY.values():
+        for host, paths in proto.backends.items():
+            out.setdefault(host, []).extend((proto.name, kind, path) for kind, path in paths.items())
     return out
 
 
@@ -54,18 +78,19 @@ def _compile(any_prefix: bool) -> Table:
     return out
 
 
-# (registry generation, provider hosts, provider-host regexes, a user's own host regexes)
-_tables: list[tuple[int, dict[str, tuple[str, ...]], Table, Table]] = []
+Backends = dict[str, list[tuple[str, str, str]]]
+# (registry generation, API hosts, API-host regexes, a user's own host regexes, backend paths)
+_tables: list[tuple[int, dict[str, tuple[str, ...]], Table, Table, Backends]] = []
 
 
-def _current() -> tuple[dict[str, tuple[str, ...]], Table, Table]:
+def _current() -> tuple[dict[str, tuple[str, ...]], Table, Table, Backends]:
     """The detection tables of the registry as it is now (rebuilt only when it changed)."""
     gen = _GENERATION[0]
     if not _tables or _tables[0][0] != gen:
         # a user's own host: the API may be mounted anywhere
-        _tables[:] = [(gen, provider_hosts(), _compile(any_prefix=False), _compile(any_prefix=True))]
-    _, hosts, provider_rx, extra_rx = _tables[0]
-    return hosts, provider_rx, extra_rx
+        _tables[:] = [(gen, api_hosts(), _compile(any_prefix=False), _compile(any_prefix=True), _backends())]
+    _, hosts, provider_rx, extra_rx, backends = _tables[0]
+    return hosts, provider_rx, extra_rx, backends
 
 
 def _split_host(host: str) -> tuple[str, str]:
@@ -97,9 +122,12 @@ def detect(
         return None
     path = path.split("#", 1)[0].split("?", 1)[0]
     full, bare = _split_host(host)
-    hosts, provider_rx, extra_rx = _current()
+    hosts, provider_rx, extra_rx, backends = _current()
     if protos := hosts.get(full) or hosts.get(bare):
         return _match(provider_rx, protos, path)
+    if paths := backends.get(full) or backends.get(bare):  # a backend: its whole turn paths only
+        name = bare if bare in backends else full
+        return next((Detected(proto, kind, backend=name) for proto, kind, p in paths if p == path), None)
     if extra_hosts:
         lowered = {_split_host(k)[0]: v for k, v in extra_hosts.items()}
         if proto := lowered.get(full) or lowered.get(bare):
@@ -128,7 +156,7 @@ def guess(path: str) -> str | None:
     """The protocol whose turn path ``path`` has under any prefix, or None: for answering in
     the client's own protocol when a request failed before detection could say."""
     path = path.split("#", 1)[0].split("?", 1)[0]
-    _, _, any_prefix = _current()
+    _, _, any_prefix, _ = _current()
     for proto, kinds in any_prefix.items():
         if any(rx.match(path) for _, rx in kinds):
             return proto

@@ -100,6 +100,13 @@ class Protocol:
     count_kinds: frozenset[str] = frozenset()  # token-count kinds of its clients (never shadowed)
     counter: Counter | None = None  # its endpoints' own token counter (None: the protocol has none)
     queries: Mapping[str, str] = field(default_factory=dict)  # kind -> query string a request needs
+    # hosts of a service other than the protocol's API that carry its turns at paths of their own
+    # (the ChatGPT backend, for Codex signed in with ChatGPT): host -> {request kind: whole path}.
+    # There only these paths are turns; everything else on the host passes untouched
+    backends: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # request kinds only an endpoint of this protocol can answer -> why: a route that would
+    # translate one to another protocol is refused (turn/plan.py), the rules go on
+    native_kinds: Mapping[str, str] = field(default_factory=dict)
     # ---- credentials and headers (endpoints, credentials.py) ----
     auth_header: tuple[str, str] = ("authorization", "Bearer {key}")  # (name, value template)
     key_env: str = ""  # the environment variable a built-in endpoint takes its key from
@@ -107,6 +114,19 @@ class Protocol:
     version_headers: Mapping[str, str] = field(default_factory=dict)  # kept on a same-protocol retarget: why
     kept_query: Mapping[str, str] = field(default_factory=dict)  # query parameters kept likewise: why
     sent_headers: Mapping[str, str] = field(default_factory=dict)  # sent to its endpoints when translating/probing
+    # request headers of its clients that carry a credential or an account's identity, beyond the
+    # names credentials.py knows for every protocol -> why: never sent to another host (the
+    # allow-list keeps them anyway), redacted in the ledger, the logs and mitmweb
+    credential_headers: Mapping[str, str] = field(default_factory=dict)
+    # ---- which login a client turn is sent with (the rules' ``login``; explain) ----
+    logins: Mapping[str, str] = field(default_factory=dict)  # each login this protocol tells -> what it is
+    # (backend host the turn came to or None, its headers with lower-case names) -> (login, why);
+    # None: this protocol's turns do not tell
+    login: Callable[[str | None, Mapping[str, str]], tuple[str, str]] | None = None
+    # ---- what its provider reports on its replies about the account (issue 42 reads them) ----
+    # reply header name prefixes (lower-case) whose headers report the account's usage windows:
+    # kept as they came (a ``provider_limits`` ledger event), the client's bytes untouched
+    limit_headers: tuple[str, ...] = ()
     # ---- errors in this protocol's own envelope (docs/architecture.md rule 6) ----
     # (status, message, neutral error type or None) -> a whole JSON error body
     error_body: Callable[[int, str, str | None], bytes] = field(default=lambda s, m, t: b"")

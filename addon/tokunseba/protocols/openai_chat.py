@@ -251,6 +251,8 @@ FACTS = Protocol(
     key_env="OPENAI_API_KEY",
     builtin_url="https://api.openai.com/v1",
     version_headers={"openai-beta": "beta features the body uses"},
+    credential_headers={"openai-organization": "the OpenAI organization an API key bills (an account's identity)",
+                        "openai-project": "the OpenAI project an API key bills (an account's identity)"},
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stream_error=lambda message: sse_error("server_error", message),

@@ -1,10 +1,12 @@
 """OpenAI Responses API (Codex CLI): paths, detection facts and stop reasons
-(docs/protocols.md C.1, C.3, E.3; docs/clients.md §3). Its codec is translate/openai_responses/.
+(docs/protocols.md C.1, C.3, E.3; docs/clients.md §3), and the ChatGPT backend Codex uses when
+signed in with ChatGPT: its turn paths, its login and credential headers, the limit headers of its
+replies. Its codec is translate/openai_responses/.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import jsonc
@@ -18,10 +20,52 @@ HOSTS = ("api.openai.com",)  # shared with Chat Completions: the path decides
 API_PREFIXES = ("/v1",)
 # kind -> path under the API prefix. `GET /v1/responses` (Codex's WebSocket upgrade) is not a
 # turn: detection only looks at POST. `/v1/responses/input_tokens` is its token counter.
-PATHS = {"responses": "/responses", "input_tokens": "/responses/input_tokens"}
+# `/responses/compact` is Codex's remote compaction (codex-rs/codex-api/src/endpoint/compact.rs:
+# POST `{base}/responses/compact`, a Responses body of model, instructions and the history as
+# `input`; the reply is one JSON object whose `output` is the compacted history).
+PATHS = {"responses": "/responses", "input_tokens": "/responses/input_tokens", "compact": "/responses/compact"}
 QUERIES: dict[str, str] = {}  # kind -> query string the request URL needs
 AUTH_HEADER = ("authorization", "Bearer {key}")
 KEY_ENV = "OPENAI_API_KEY"
+NATIVE_KINDS = {
+    "compact": "a compaction's reply is the provider's own compacted history (an encrypted compaction item "
+               "Codex keeps as its whole context), which no endpoint of another protocol makes",
+}
+
+# The ChatGPT backend: Codex signed in with ChatGPT (`codex login`, the default) sends the same
+# Responses turns and compactions to the ChatGPT base URL https://chatgpt.com/backend-api/codex
+# (codex-rs: the built-in provider's base URL under a ChatGPT login), with
+# `Authorization: Bearer <ChatGPT access token>` and `ChatGPT-Account-ID`. Only these two paths
+# are turns there: its model list (`/backend-api/codex/models`), account and settings checks
+# (`/backend-api/wham/...`), usage polls, plugin and MCP calls (`/backend-api/ps/...`), token
+# refresh (auth.openai.com) and telemetry pass untouched and unrecorded.
+CHATGPT_HOST = "chatgpt.com"
+CHATGPT_BASE_PATH = "/backend-api/codex"
+BACKENDS = {CHATGPT_HOST: {kind: CHATGPT_BASE_PATH + PATHS[kind] for kind in ("responses", "compact")}}
+ACCOUNT_HEADER = "chatgpt-account-id"  # the ChatGPT account a ChatGPT login's turn is for (Codex sends it)
+CREDENTIAL_HEADERS = {
+    ACCOUNT_HEADER: "names the ChatGPT account of a ChatGPT login (sent with its access token in authorization)",
+}
+LOGINS = {
+    "chatgpt": "signed in with ChatGPT (`codex login`): the ChatGPT backend, its access token and account id",
+    "api_key": "an API key (CODEX_API_KEY, OPENAI_API_KEY, a provider's env_key): no ChatGPT account",
+}
+
+
+def login_of(backend: str | None, headers: Mapping[str, str]) -> tuple[str, str]:
+    """Which login a Responses turn is sent with, and why: ``chatgpt`` when it goes to the
+    ChatGPT backend or names a ChatGPT account, else ``api_key``."""
+    if backend in BACKENDS:
+        return "chatgpt", f"sent to the ChatGPT backend ({backend})"
+    if headers.get(ACCOUNT_HEADER):
+        return "chatgpt", "names a ChatGPT account (ChatGPT-Account-ID header)"
+    return "api_key", "not the ChatGPT backend, no ChatGPT account named"
+
+
+# What the ChatGPT backend's replies report about the account's subscription windows
+# (`x-codex-primary-used-percent`, `-window-minutes`, `-reset-at`, and `secondary`: read by Codex
+# to warn its user; ../shared/user-needs.md 2026-12-07 §2): kept as they came, for issue 42.
+LIMIT_HEADERS = ("x-codex-",)
 
 # a response's end -> neutral stop reason (E.3): status "completed" ends the turn (a
 # function_call item makes it tool_use), "incomplete" says why in incomplete_details.reason
@@ -163,12 +207,18 @@ FACTS = Protocol(
     api_prefixes=API_PREFIXES,
     paths=PATHS,
     queries=QUERIES,
+    backends=BACKENDS,
+    native_kinds=NATIVE_KINDS,
     turn_kinds=("responses", "responses"),
     count_kinds=frozenset({"input_tokens"}),
     counter=COUNTER,
     auth_header=AUTH_HEADER,
     key_env=KEY_ENV,
     version_headers={"openai-beta": "beta features the body uses (Codex: responses=experimental)"},
+    credential_headers=CREDENTIAL_HEADERS,
+    logins=LOGINS,
+    login=login_of,
+    limit_headers=LIMIT_HEADERS,
     upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
     stream_error=lambda message: sse_error("server_error", message),

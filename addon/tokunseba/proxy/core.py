@@ -26,6 +26,7 @@ from mitmproxy.hooks import UpdateHook
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
+from ..pricing import Price
 from ..routing import Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow.sender import ShadowSender
 from ..turn import failover
@@ -86,6 +87,7 @@ class Core:
 
     def __init__(self) -> None:
         self.rules: Rules = load_rules(None)  # route.py loads them (tokunseba_rules) and reloads them
+        self.prices: list[Price] = []  # the rules file's prices: (pricing/table.py), loaded with the rules
         self.recorder = TurnRecorder()  # the ledger's writer and each turn's records, in order (proxy/recorder.py)
         self.flows: dict[str, FlowState] = {}  # flow id -> its state, while in flight
         self.health = EndpointHealth()  # passive: a failed connect marks an endpoint down for a back-off

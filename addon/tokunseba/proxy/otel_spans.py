@@ -78,6 +78,9 @@ ATTRIBUTES: dict[str, str] = {
     "tokunseba.failover.attempts": "attempts the turn took, when it failed over",
     "tokunseba.instance": "which proxy served it",
     "tokunseba.stream": "whether the reply was streamed",
+    "tokunseba.cost_usd": "what the usage as reported cost, USD (pricing/: your table, an endpoint on this machine 0, "
+                          "the price library); absent when unpriced or no usage was reported",
+    "tokunseba.cost_source": "where that price came from, as explain names it ('unpriced: ...' when nobody prices it)",
 }
 
 
@@ -111,13 +114,17 @@ class TurnSpans:
     def turn_done(self, turn: Any, *, outcome: str | None, status: int | None, usage: Usage | None, details: dict,
                   end: float, attempts: int | None = None, response_model: str | None = None,
                   traceparent: str | None = None,
-                  tracestate: str | None = None, response_body: bytes | None = None) -> None:
+                  tracestate: str | None = None, response_body: bytes | None = None, cost: Any = None) -> None:
         """One finished span for one turn (never raises: a span is never worth a turn)."""
         try:
             attributes = self.attributes(turn, outcome=outcome, status=status, usage=usage, details=details,
                                          attempts=attempts)
             if response_model:
                 attributes["gen_ai.response.model"] = response_model
+            if cost is not None and cost.kind != "no_usage":  # pricing.Cost: a float leaves here, never summed
+                attributes["tokunseba.cost_source"] = cost.source
+                if cost.usd is not None:
+                    attributes["tokunseba.cost_usd"] = float(cost.usd)
             if self.bodies:
                 attributes["tokunseba.request.body"] = _body(turn.original_body)
                 if response_body is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import cast
@@ -18,12 +19,14 @@ from typing import cast
 from mitmproxy import ctx, exceptions, http
 
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
+from ..pricing import Cost, cost_text, warm_library
 from ..reasoning.store import open_keeper
 from ..routing import records
 from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..turn.cap_note import cap_line
 from ..turn.console_line import turn_line
+from ..turn.cost import turn_cost
 from ..turn.failover import Chain
 from ..turn.flowstate import CLIENT_KEY, FlowState
 from ..turn.outcome import Outcome
@@ -36,6 +39,7 @@ from .shadowing import primary_done
 
 LEDGER_KEYS = {"tokunseba_ledger", "tokunseba_ledger_bodies", "tokunseba_instance"}
 SPAN_KEYS = {"tokunseba_otlp_endpoint", "tokunseba_otlp_bodies", "tokunseba_instance"}
+WARM_AFTER_S = 1.0  # the price library is loaded this long after running: the proxy listens first
 SHADOW_KEYS = {"tokunseba_shadow_concurrency", "tokunseba_shadow_timeout_s"}
 STORE_KEYS = {"tokunseba_ledger", "tokunseba_reasoning_store", "tokunseba_reasoning_retention_h",
               "tokunseba_reasoning_max"}
@@ -101,7 +105,12 @@ class Record(Part):
             self.core.shadows.concurrency, self.core.shadows.timeout_s = o.tokunseba_shadow_concurrency, o.tokunseba_shadow_timeout_s
 
     def start(self) -> None:
-        """At ``running``: the shadow sender (the ledger's writer takes its calls, on its own thread)."""
+        """At ``running``: the shadow sender (the ledger's writer takes its calls, on its own thread);
+        the price library imported in a thread (~0.5 s), a second after, so that neither the
+        proxy's start (scripts/bench/bench_startup.py) nor a turn's end waits for it."""
+        warm = threading.Timer(WARM_AFTER_S, warm_library)
+        warm.daemon, warm.name = True, "tokunseba-prices"
+        warm.start()
         core = self.core
         core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
                                     concurrency=ctx.options.tokunseba_shadow_concurrency,
@@ -164,7 +173,8 @@ class Record(Part):
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 
         def told() -> None:  # the console, the spans and the ledger: after the client has its last bytes
-            console(flow, turn, outcome, status, usage, now, state.chain)
+            cost = priced(turn, usage, core.prices) if core.spans is not None or log.isEnabledFor(logging.INFO) else None
+            console(flow, turn, outcome, status, usage, now, state.chain, cost)
             if turn.translation is not None and (said := cap_line(
                     request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
                     capped=turn.translation.capped, details=details)):
@@ -172,7 +182,7 @@ class Record(Part):
             if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
                 chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
                 core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
-                                     response_model=out.model,
+                                     response_model=out.model, cost=cost,
                                      attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
                                      traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
                                      response_body=client_body(flow, out) if core.spans.bodies else None)
@@ -184,8 +194,18 @@ class Record(Part):
             told()
 
 
+def priced(turn: Turn, usage, prices: list) -> Cost | None:
+    """The turn's cost (turn/cost.py); None, said once as a warning, if pricing failed: a price
+    is never worth a turn."""
+    try:
+        return turn_cost(turn, usage, prices)
+    except Exception as e:  # pragma: no cover (a bug in pricing must not cost the turn)
+        log.warning("tokunseba: no cost for turn %s: %s", turn.request_id, e)
+        return None
+
+
 def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, usage, now: float,
-            chain: Chain | None = None) -> None:
+            chain: Chain | None = None, cost: Cost | None = None) -> None:
     """The turn's one console line (turn/console_line.py): what happened to it, as recorded."""
     if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
         return
@@ -201,6 +221,7 @@ def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, u
                            usage=usage.reported if usage else None, seconds=now - turn.started_at,
                            error=turn.error,
                            trace=records(d.trace) if d else None,
-                           attempts=[a.record() for a in chain.failed] if chain else None))
+                           attempts=[a.record() for a in chain.failed] if chain else None,
+                           cost=cost_text(cost) if cost is not None else None))
     except Exception:
         log.exception("tokunseba: could not write the turn's console line")

@@ -28,6 +28,7 @@ from ..turn.last_word import Told
 from ..turn.outcome import Outcome, shape_problem, upstream_failure
 from ..turn.plan import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
 from ..turn.presentation import show_client_url
+from ..turn.provider_limits import EVENT as LIMITS_EVENT, limit_headers
 from ..turn.pump import Pump, reply_completed
 from ..turn.reply import response_mode, retarget_error, stream_translator
 from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
@@ -66,6 +67,9 @@ class Reply(Part):
             note_windows(self.core, turn, lambda: attempt_headers(turn, chain) if chain else flow.request.headers.fields,
                          r.headers.fields)
         try:
+            if pairs := limit_headers(r.headers.items(multi=True)):  # read before anything is set on it
+                sent_to = turn.endpoint.host if turn.endpoint is not None and turn.action != Action.PASS else turn.host
+                self.core.recorder.event(turn, LIMITS_EVENT, {"host": sent_to, "headers": pairs})
             r.headers[REQUEST_ID_HEADER] = turn.request_id
             keep_client_close(r, state)
             if r.raw_content is not None:  # answered locally, or already buffered

@@ -27,6 +27,7 @@ from mitmproxy.net.http.http1 import connection_close
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..credentials import KNOWN_SECRETS, endpoint_keys
+from ..pricing import PricesError, rules_prices
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
 from ..turn import base_url
@@ -99,7 +100,12 @@ class Route(Part):
     def load_rules(self) -> None:
         core, path = self.core, ctx.options.tokunseba_rules or None
         before = stamp(path)
-        core.rules = load_rules(path)
+        rules = load_rules(path)
+        try:
+            core.prices = rules_prices(path)  # the file's prices: (the console line's and the span's cost)
+        except PricesError as e:
+            raise RulesError([str(e)]) from None
+        core.rules = rules
         KNOWN_SECRETS.set(endpoint_keys(core.rules.endpoints.values(), os.environ))
         # a file still being written when read is read again at the next poll
         self.rules_stamp = before if stamp(path) == before else None

@@ -7,7 +7,7 @@ import that module.
 - ``facts``: the facts of a turn rules look at (``turn_facts``), and the ``when`` predicates,
   one row each (a new predicate is one edit there);
 - ``rules_file``: the YAML rules file, validated (``load_rules``), its load-time warnings,
-  ``check_file``; ``yaml_reader``: the node walker it (and prices.py) reads YAML with;
+  ``check_file``; ``yaml_reader``: the node walker it (and pricing/table.py) reads YAML with;
 - ``rules_text``: what ``check`` and ``models`` print of the rules;
 - ``endpoints``: the endpoints a route sends to, with their credentials;
 - ``accepts``: the content an endpoint takes;

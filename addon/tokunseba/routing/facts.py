@@ -10,13 +10,13 @@ ledger: never a credential, a request's text bounded). The file reader
 checks in the route's order, and routing/client_requests.py judges the pinned clients with
 the same checks.
 
-How to add a predicate (say ``login: chatgpt|api_key``): one edit, here —
+How to add a predicate (as ``login: chatgpt|api_key`` was): one edit, here —
 
 1. if the turn does not carry the fact yet, give ``TurnFacts`` a field (with a default) and
    fill it in ``turn_facts``;
-2. add one row to ``PREDICATES``: ``"login": Predicate(one_of("chatgpt", "api_key"),
-   _check_login)``, with its check next to the others (a yes/no fact: ``_flag``; a value read
-   as one of a few words: ``one_of``; a YAML type only: ``scalar("int")`` and the like).
+2. add one row to ``PREDICATES``: ``"login": Predicate(_read_login, _check_login)``, with its
+   check next to the others (a yes/no fact: ``_flag``; a value read as one of a few words:
+   ``one_of``; a YAML type only: ``scalar("int")`` and the like).
 
 Nothing else changes: the file's ``when`` accepts the key (unknown keys are errors listing
 these), and ``decide``, ``explain`` and ``check`` see it. docs/architecture.md §4 lists the
@@ -64,6 +64,7 @@ class TurnFacts:
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
     quota: Any = None  # routing.quota.AccountQuota: the windows of the account the turn spends (set by turn/planner.py)
+    login: str | None = None  # which login the client sent it with (protocols' ``login``: chatgpt | api_key); None: not told
 
 
 def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
@@ -121,11 +122,14 @@ def _media(turns: Any, shape: RuleShape) -> tuple[bool, bool]:
 
 
 def turn_facts(
-    client: str, body: Any, request_bytes: int, headers: Mapping[str, str], *, model: str | None = None
+    client: str, body: Any, request_bytes: int, headers: Mapping[str, str], *, model: str | None = None,
+    login: str | None = None,
 ) -> TurnFacts:
     """What rules see of one turn. Never raises on odd bodies: wrong types count as absent.
 
-    ``model`` overrides the body's (Gemini carries the model in the path).
+    ``model`` overrides the body's (Gemini carries the model in the path); ``login`` is the
+    client protocol's word for the login that sent it (turn/plan.py reads it from the
+    protocol's facts: the host and headers say it).
     """
     body = _d(body)
     if model is None and isinstance(body.get("model"), str):
@@ -135,7 +139,7 @@ def turn_facts(
     facts = protocols.find(client)
     shape = facts.rule_shape if facts is not None else None  # where the client protocol keeps it
     if shape is None:
-        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who)
+        return TurnFacts(client, model, False, False, False, request_bytes, None, hdrs, who=who, login=login)
     count = shape.tool_count(body)
     images, documents = _media(body.get(shape.turns), shape)
     return TurnFacts(
@@ -151,6 +155,7 @@ def turn_facts(
         who=who,
         documents=documents,
         server_tools=tuple(shape.server_tools(body)),
+        login=login,
     )
 
 
@@ -350,6 +355,21 @@ def _check_session(globs: list[str], f: TurnFacts) -> tuple[bool, str]:
     return False, f"{kind} {got!r} does not match {shown}"
 
 
+def logins() -> dict[str, str]:
+    """Every login a registered protocol tells (``when.login``'s values) -> what it is."""
+    return {name: what for p in protocols.all_protocols() for name, what in p.logins.items()}
+
+
+def _read_login(r: YamlReader, node: Node, what: str) -> str | None:
+    return one_of(*logins())(r, node, what)  # the registry's logins as they are now
+
+
+def _check_login(want: str, f: TurnFacts) -> tuple[bool, str]:
+    if f.login is None:
+        return False, f"login: a {f.client} turn does not say which login sent it, rule wants {want}"
+    ok = f.login == want
+    return ok, f"login: {f.login}, {'as the rule wants' if ok else 'rule wants ' + want}"
+
 
 def _read_quota(r: YamlReader, node: Node, what: str) -> dict | None:
     """``{above: 0.8}`` or ``{window: 5h, above: 0.8}`` (routing/quota.py ``quota_problem``)."""
@@ -406,6 +426,7 @@ PREDICATES: dict[str, Predicate] = {
     "agent": Predicate(one_of(*AGENTS), _check_agent),
     "session": Predicate(scalar("texts"), _check_session),
     "quota": Predicate(_read_quota, check_quota),  # the account's subscription windows (routing/quota.py)
+    "login": Predicate(_read_login, _check_login),  # chatgpt | api_key (Codex; protocols' ``logins``)
 }
 
 

@@ -7,8 +7,9 @@ whose target its client protocol cannot reach is a warning at load time
 (``FILE:LINE: warning: ...``) and ``refused`` at run time. A route's ``when`` keys and how each
 value is read are routing/facts.py's ``PREDICATES``; the policies are routing/rules.py's enums.
 
-This is the only module that composes YAML, with prices.py (which reads the price table with
-the same ``YamlReader``, for the same ``FILE:LINE`` errors).
+This is the only module that composes YAML, with pricing/table.py (which reads the price table
+— a price file, or this file's ``prices:``, which this reader leaves to it — with the same
+``YamlReader``, for the same ``FILE:LINE`` errors).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..translate import CODECS, pair_refusal
 
 E = TypeVar("E", bound=StrEnum)  # a policy (routing/rules.py)
 
-TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops")
+TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices")  # prices: pricing/table.py reads them
 ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {

@@ -1,5 +1,5 @@
 """The YAML node walker both YAML files share (the rules file, routing/rules_file.py; the price
-table, prices.py): every mistake is collected as one line ``FILE:LINE: what is wrong``, in file
+table, pricing/table.py): every mistake is collected as one line ``FILE:LINE: what is wrong``, in file
 order, so a file is reported whole rather than at its first problem.
 
 Contract: reads composed nodes (``yaml.compose`` with the safe loader), so each error has its

@@ -12,7 +12,8 @@ gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
   slots, the next attempt), ``last_word`` (what the client gets when none is left);
 - around the turn: ``flowstate`` (what the adapter holds per flow), ``presentation`` (what
   mitmweb shows of it), ``console_line``, ``access`` (who may have turns routed), ``base_url``
-  (how it came in), ``retries`` (a request that repeats a recent one of its session).
+  (how it came in), ``retries`` (a request that repeats a recent one of its session),
+  ``provider_limits`` (what a reply's headers say about the account's limits).
 
 The adapter (proxy/route.py) plans a request through ``planner`` and applies the ``Turn`` it gets
 with ``target.aim``.
@@ -27,7 +28,7 @@ from typing import Any
 
 _MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
             "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner",
-            "quota_seen"}
+            "quota_seen", "provider_limits"}
 
 
 def __getattr__(name: str) -> Any:

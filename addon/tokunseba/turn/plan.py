@@ -178,14 +178,15 @@ def client_error(protocol: str, status: int, message: str, etype: str | None = N
 
 def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
                            extra_hosts: Mapping[str, str] | None = None) -> bool:
-    """Whether this is Codex's WebSocket upgrade of GET /v1/responses to a Responses host."""
+    """Whether this is Codex's WebSocket upgrade of its Responses turn path (GET /v1/responses;
+    GET /backend-api/codex/responses at the ChatGPT backend) to a Responses host."""
     if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
         return False
     hdrs = {k.lower(): v for k, v in headers}
     if "websocket" not in hdrs.get("upgrade", "").lower():
         return False
-    det = detect(host, "/v1/responses", "POST", extra_hosts)
-    return det is not None and det.protocol == p_responses.PROTOCOL
+    det = detect(host, path, "POST", extra_hosts)  # the path a POST of the turn would take
+    return det is not None and det.protocol == p_responses.PROTOCOL and det.kind == p_responses.FACTS.turn_kinds[1]
 
 
 def websocket_declined(why: str) -> LocalResponse:
@@ -239,6 +240,7 @@ class Prepared:
     who: Speaker = field(default_factory=Speaker)  # who is talking (routing/session_facts.py), known even without a body
     # the provider state store (reasoning.store.Keeper): restores each translation's state for its own endpoint+model
     keeper: Any = None
+    login: tuple[str, str] | None = None  # (login, why) when the client protocol tells (protocols' ``login``)
 
 
 @dataclass(frozen=True)
@@ -261,15 +263,17 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
     headers = list(headers)
     names = tuple(k for k, _ in headers)
     hdrs = {k.lower(): v for k, v in headers}
+    told = protocols.get(det.protocol).login
+    login = told(det.backend, hdrs) if told is not None else None  # a ChatGPT login, an API key...
     try:
         req = parse_body(body)
     except TranslationError as e:
         return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names,
-                        who=speaker(det.protocol, hdrs, None))
+                        who=speaker(det.protocol, hdrs, None), login=login)
     if is_count(det) and (counter := protocols.get(det.protocol).counter) is not None:
         req = counter.as_turn(req)  # routed (and translated) as the turn it counts
-    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model)
-    return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who)
+    facts = turn_facts(det.protocol, req, len(body), hdrs, model=det.model, login=login[0] if login else None)
+    return Prepared(det, host, port, path, body, req, facts, header_names=names, who=facts.who, login=login)
 
 
 def _model_override(prep: Prepared, model: str | None) -> str | None:
@@ -334,6 +338,8 @@ def _translated(prep: Prepared, decision: Decision) -> Plan | str:
     ep = decision.endpoint
     if ep is None or prep.req is None:
         return Plan(decision)
+    if ep.protocol != prep.det.protocol and (why := protocols.get(prep.det.protocol).native_kinds.get(prep.det.kind)):
+        return f"{prep.det.kind} requests go only to {prep.det.protocol} endpoints: {why}"
     if is_count(prep.det):  # asked of the endpoint's counter: translated unless it speaks the client's protocol
         if ep.counter_protocol in (None, prep.det.protocol):  # none (build_turn says so), or no translation
             return Plan(decision)
@@ -423,6 +429,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
         original_body=prep.body, who=prep.who,
     )
+    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
+        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return _unmatched(rules, turn, prep.not_routable or "not routed")
