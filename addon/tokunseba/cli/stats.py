@@ -32,8 +32,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return error(str(e), 2)
 
     def body(ledger: LedgerReader) -> int:
-        st = ledger.stats(since)
-        st["quota_routed"] = ledger.turns_with_event(EVENT_ROUTED, since)  # moved by a window (routing/quota.py)
+        st = with_quota(ledger.stats(since), ledger, since)
         if args.json:
             print_json(st)
         else:
@@ -43,6 +42,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
 
     return read_ledger(args, compute_stats([], since), body)
+
+
+def with_quota(st: dict, ledger: LedgerReader, since: float | None) -> dict:
+    """``st`` with ``quota_routed``: the turns that went elsewhere because of a subscription window
+    (routing/quota.py; what they would have used of it is never estimated)."""
+    st["quota_routed"] = ledger.turns_with_event(EVENT_ROUTED, since)
+    return st
 
 
 GROUP_NONE = {"route": "(no route)", "endpoint": "(nothing sent)", "model": "(unknown)", "instance": "(unknown)"}
