@@ -229,6 +229,34 @@ def test_a_restarted_proxy_knows_the_windows_its_ledger_holds(tmp_path):
     assert "5h 85% used" in cli("explain", after.headers["x-tokunseba-request-id"], "--ledger", str(again.ledger))
 
 
+def test_codex_on_a_chatgpt_login_has_its_windows_recorded_per_account_id(tmp_path):
+    """chatgpt.com played by a scripted server (its /backend-api/codex/responses turn path): the
+    account is the ChatGPT-Account-ID, so a refreshed access token is still the same account."""
+    from .conftest import ROOT
+
+    used = iter(["42.5", "57"])
+    with Upstream() as chat:
+        chat.responder = lambda rec: Reply(200, {"content-type": "application/json", **codex_headers(),
+                                                 "x-codex-primary-used-percent": next(used)},
+                                           [json.dumps(RESPONSES_REPLY).encode()])
+        proxy = Mitmdump(tmp_path, None, env={"TK_TEST_POINT": f"chatgpt.com=http://127.0.0.1:{chat.port}"},
+                         extra=["-s", str(ROOT / "tests" / "e2e" / "point_hosts.py")])
+        try:
+            with httpx.Client(proxy=proxy.url, verify=str(proxy.ca), trust_env=False, timeout=30) as c:
+                got = [c.post("https://chatgpt.com/backend-api/codex/responses",
+                              json={"model": "gpt-5.2-codex", "input": "hi", "stream": False},
+                              headers={"authorization": f"Bearer {token}", "chatgpt-account-id": "acct-42"})
+                       for token in ("access-token-before-refresh", "access-token-after-refresh")]
+            assert [r.status_code for r in got] == [200, 200]
+            assert [r.headers["x-codex-primary-used-percent"] for r in got] == ["42.5", "57"]  # as they came
+            ledger_settled(proxy.ledger, 20, *(r.headers["x-tokunseba-request-id"] for r in got))
+        finally:
+            proxy.stop()
+    (acct,) = quota_json(proxy.ledger)["accounts"]
+    assert (acct["host"], acct["by"], acct["provider"]) == ("chatgpt.com", "chatgpt-account-id", "chatgpt")
+    assert by_window(acct)["primary"]["used"] == 0.57 and by_window(acct)["secondary"]["used"] == 0.13
+
+
 REJECT_RULES = """\
 endpoints:
   own:

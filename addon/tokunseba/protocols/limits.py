@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .openai_responses import LIMIT_HEADERS
+
 # ---- Anthropic (Claude Code on a subscription login)
 
 ANTHROPIC_PREFIX = "anthropic-ratelimit-unified-"
@@ -87,7 +89,7 @@ NOT_REFUSING: dict[str, str] = {
 
 CODEX_SOURCE = ("openai/codex codex-rs/codex-api/src/rate_limits.rs (parse_rate_limit_for_limit); the same names "
                 "are in Codex 0.171.0's binary")
-CODEX_PREFIX = "x-codex"
+CODEX_PREFIX = LIMIT_HEADERS[0].rstrip("-")  # "x-codex": openai_responses.LIMIT_HEADERS, the one place it is said
 CODEX_WINDOWS = ("primary", "secondary")  # the short window (5 h on Plus/Pro) and the weekly one
 # per-window field -> (format, source)
 CODEX_FIELDS: dict[str, tuple[str, str]] = {
