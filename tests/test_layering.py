@@ -59,7 +59,7 @@ def test_core_imports_no_io_or_framework():
         assert not bad, f"{f.relative_to(PKG)} imports {bad}"
 
 
-ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web")}
+ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web", "websocket")}
 
 
 def test_only_the_adapter_imports_mitmproxy_or_tornado():
@@ -101,8 +101,9 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
-PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
-                 "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"mitm"}]
+PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing",
+                 "otel_spans", "ws_client", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"websocket"},
+                {"mitm"}]
 
 
 def _layer(name: str, layers: list) -> int:

@@ -189,7 +189,9 @@ def _decision_lines(turn: dict, events: list[dict]) -> list[str]:
             decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
-    return [_kv("decision", decision), *_attempt_lines(turn)]
+    from ..shadow.view import earn_lines  # an earned route: where the turn went, on what evidence
+
+    return [_kv("decision", decision), *earn_lines(events), *_attempt_lines(turn)]
 
 
 def _translation_lines(turn: dict, events: list[dict]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay · quota.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay · earn · quota.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
@@ -23,6 +23,7 @@ typical use:
   tokunseba log; tokunseba stats --since 24h; tokunseba explain <request-id>
   tokunseba sessions; tokunseba stats --by agent; tokunseba log --session <id>   # who talked, where it went
   tokunseba shadow --since 24h; tokunseba replay <request-id> --to local   # is the local model good enough?
+  tokunseba earn; tokunseba earn --suggest          # which kinds of turn the local model has earned
   tokunseba quota                                              # how much of each subscription window is left
 """
 
@@ -56,6 +57,9 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
 
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
+    from . import earn as cli_earn
+
+    cli_earn.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
     cli_quota.add_commands(sub)  # quota: each account's subscription windows

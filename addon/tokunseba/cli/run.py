@@ -102,6 +102,10 @@ def add_commands(sub) -> None:
     e.add_argument("--base-url-port", metavar="PORT", default=None,
                    help=f"with --base-url: the first base-URL port, as given to or printed by tokunseba run "
                    f"(default --port + {BASE_URL_OFFSET})")
+    e.add_argument("--rules", metavar="FILE", default=None,
+                   help="rules YAML (default: $TOKUNSEBA_RULES): also print Claude Code's context settings "
+                   "(CLAUDE_CODE_MAX_CONTEXT_TOKENS, CLAUDE_CODE_AUTO_COMPACT_WINDOW) for the smallest context_tokens: "
+                   "of an endpoint a route may send its main turns to")
     e.set_defaults(func=cmd_env)
 
     c = sub.add_parser("check", help="validate a rules file",
@@ -631,7 +635,19 @@ def cmd_env(args) -> int:
             return 2
         print("\n".join(base_url_lines(args.host, ports)))
         return 0
-    print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
+    lines = env_lines(args.host, args.port, confdir(args.confdir))
+    if path := args.rules or os.environ.get("TOKUNSEBA_RULES"):
+        from ..routing import RulesError, load_rules
+        from .context_env import context_lines
+
+        try:
+            lines += context_lines(load_rules(path))
+        except RulesError as e:
+            if args.rules:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            lines.append(f"# $TOKUNSEBA_RULES not read, so no context settings: {e}")  # the exports above still hold
+    print("\n".join(lines))
     return 0
 
 

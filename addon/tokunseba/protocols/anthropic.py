@@ -18,7 +18,7 @@ from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
 from ..neutral.usage import Counting, Tokens, Usage, count, sub
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,
+from .facts import (Check, json_schema, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,
                     positive_int, role_user, typed)
 
 PROTOCOL = "anthropic"
@@ -234,6 +234,9 @@ FACTS = Protocol(
         answered_calls=_answered_calls,
         is_document=typed("document"),
         server_tools=_server_tools,
+        tool_names=lambda body: [t["name"] for t in lst(body.get("tools")) if isinstance(d(t).get("name"), str)],
+        # Claude Code's title turn: output_config.format {type: json_schema, schema}
+        output_schema=lambda body: json_schema(d(d(body.get("output_config")).get("format"))),
     ),
     checks=(
         Check("max_tokens", positive_int("max_tokens"), "Messages API: max_tokens is an integer ≥ 1"),

@@ -14,7 +14,7 @@ from ..neutral.error import UpstreamError
 from ..neutral.usage import Counting, Tokens, Usage, count, first, sub
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
+from .facts import Check, json_schema, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "openai"
 
@@ -267,6 +267,9 @@ FACTS = Protocol(
         is_document=typed("file"),
         # Chat has no provider-run tools in `tools`; web_search_options asks the provider to search
         server_tools=lambda body: ["web_search_options"] if isinstance(body.get("web_search_options"), dict) else [],
+        tool_names=lambda body: [n for t in lst(body.get("tools")) + lst(body.get("functions"))
+                                 if isinstance(n := d(t).get("name", d(d(t).get("function")).get("name")), str)],
+        output_schema=lambda body: json_schema(d(body.get("response_format"))),  # {type: json_schema, json_schema: {schema}}
     ),
     checks=(
         Check("token limits", positive_int("max_tokens", "max_completion_tokens"),

@@ -27,7 +27,7 @@ from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
 from ..pricing import Price
-from ..routing import Endpoint, EndpointHealth, Rules, load_rules
+from ..routing import EarnBook, Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow.sender import ShadowSender
 from ..turn import failover
 from ..turn.failover import Slot
@@ -98,6 +98,7 @@ class Core:
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
         self.reach_ssl: ssl.SSLContext | None = None
         self.shadows: ShadowSender | None = None
+        self.earned = EarnBook()  # earned routes' strata, folded from the ledger's shadows (routing/earn.py)
         self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
         self.windows = WindowWatch()  # subscription windows seen in replies, per account (turn/quota_seen.py)

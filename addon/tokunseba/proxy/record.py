@@ -21,7 +21,7 @@ from mitmproxy import ctx, exceptions, http
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning.store import open_keeper
-from ..routing import records
+from ..routing import EarnBook, records
 from ..shadow.sender import ShadowSender
 from ..states import Action
 from ..turn.cap_note import cap_line
@@ -90,6 +90,11 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
+        core.earned = EarnBook()  # earned routes: folded from the ledger's shadow rows (routing/earn.py)
+        try:
+            core.earned.load(led.shadows())
+        except Exception:  # an unreadable row leaves the routes learning: never a failed start
+            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
         if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
             try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
                 core.windows.board.load(led.quota_windows(), time.time())
@@ -115,7 +120,8 @@ class Record(Part):
         core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
                                     concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
-                                    ssl_context=upstream_ssl_context())
+                                    ssl_context=upstream_ssl_context(),
+                                    observed=lambda *a: core.earned.observe(*a))
 
     def stop(self) -> None:
         """At ``done``: the store closed, shadows cancelled, open turns interrupted, the ledger and

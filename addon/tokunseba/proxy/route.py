@@ -1,7 +1,7 @@
 """The route part: a provider call planned and applied, and a failed attempt's next one.
 
 - ``on_request`` (the ``request`` hook): what is refused at the door (a base-URL listener
-  asked for another host, a Responses WebSocket upgrade), then one call plans the turn
+  asked for another host, a Responses WebSocket upgrade whose host cannot be reached), then one call plans the turn
   (``plan``: turn/plan.py's prepare, decide and build, with the endpoint's connection opened
   and a slot taken before the turn is committed to it) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
@@ -35,7 +35,7 @@ from ..turn.failover import (Chain, Failure, Replan, Slot, attempt_headers, avai
                              note_attempt)
 from ..turn.flowstate import FlowState
 from ..turn.last_word import final, say_busy
-from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_declined
 from ..turn.planner import Planning, begin
 from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
@@ -162,7 +162,7 @@ class Route(Part):
             listener = reverse_host(flow)
             if listener is not None and self._misdirected(flow, listener):
                 return
-            if flow.request.method == "GET":  # never a turn; a Responses WebSocket upgrade is declined
+            if flow.request.method == "GET":  # never a turn (a WebSocket's turns: proxy/websocket.py)
                 await self._websocket(flow)
                 return
             self.maybe_reload_rules()
@@ -185,18 +185,15 @@ class Route(Part):
         return wrong is not None
 
     async def _websocket(self, flow: http.HTTPFlow) -> None:
-        """A Responses WebSocket upgrade is declined (426; in Codex's envelope, not HTML, when its
-        host cannot be reached either): Responses turns are routed over HTTPS."""
+        """A Responses WebSocket upgrade goes on to its host, whatever the rules say: each of
+        its messages is a turn the rules decide (proxy/websocket.py). Declined (426, in Codex's
+        envelope, not HTML: Codex falls back to HTTPS at once) only when that host cannot be
+        reached: then the connection has no WebSocket peer."""
         req = flow.request
         extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
-        ws = websocket_refusal(self.core.rules, method="GET", host=req.pretty_host, path=req.path,
-                               headers=req.headers.items(multi=True), extra_hosts=extra)
-        if ws is not None:
-            respond(flow, ws)
-            flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
-        elif is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
-                                    headers=req.headers.items(multi=True), extra_hosts=extra) \
-                and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+        if is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
+                                  headers=req.headers.items(multi=True), extra_hosts=extra) \
+                and (bad := await self._unreachable(flow)) is not None:
             respond(flow, websocket_declined(bad.message(req.pretty_host)))
             flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
 
@@ -225,7 +222,8 @@ class Route(Part):
         goes to. A turn passed through to its own provider host is first checked to be reachable."""
         core = self.core
         planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
-                               provider_hosts=core.provider_hosts, keeper=core.keeper, quota=core.windows.board)
+                               provider_hosts=core.provider_hosts, keeper=core.keeper, earned=core.earned,
+                               quota=core.windows.board)
         if planning is None:
             return None
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
@@ -355,6 +353,8 @@ class Route(Part):
         if nxt is None:
             chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
+        if (call := turn.decision.earn if turn.decision else None) is not None:  # a session's tier only rises
+            core.earned.served(call, on_candidate=nxt.endpoint is not None and nxt.endpoint.name == call.candidate)
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
         core.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)

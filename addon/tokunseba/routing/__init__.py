@@ -13,6 +13,8 @@ import that module.
 - ``accepts``: the content an endpoint takes;
 - ``session_facts``: who is talking (session, agent, background, client) as rules see it;
 - ``client_requests``: what the pinned clients send, and the routes they can never match;
+- ``strata``: the kind of turn a shadow comparison is kept under; ``earn``: earned routes, the
+  state of each stratum (``EarnBook``) and the Wilson bound;
 - ``shadowable``: which turns a shadow (or a replay) can take, from the protocols' facts;
 - ``quota``: subscription windows: the account a turn spends, the last states seen, the
   ``quota`` predicate's check and a rejected window's gate.
@@ -21,6 +23,7 @@ Contract: pure but for reading the rules file; no mitmproxy.
 """
 
 from .client_requests import never_matching, too_big
+from .earn import Earn, EarnBook, EarnCall, EarnState, Standing, earn_of, earn_rows, wilson_lower
 from .endpoints import BUILTIN_ENDPOINTS, Endpoint, EndpointHealth
 from .quota import (
     EVENT_ROUTED, SHORT as ACCOUNT_SHORT, Account, AccountQuota, QuotaBoard, account_of, gate as quota_gate, humane,
@@ -34,6 +37,7 @@ from .rules import (
 from .rules_file import check_file, load_rules, load_rules_text
 from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
 from .session_facts import Speaker, client_of, speaker
+from .strata import SIZE_BUCKETS, Stratum, stratum_of
 from .shadowable import shadow_refusal, shadowable, target_kind
 from .yaml_reader import YamlReader
 
@@ -52,4 +56,7 @@ __all__ = [
     "routed_line", "EVENT_ROUTED", "ACCOUNT_SHORT", "humane",
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
+    # earned routes
+    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "SIZE_BUCKETS",
+    "wilson_lower", "earn_of", "earn_rows",
 ]

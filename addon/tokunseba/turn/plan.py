@@ -115,6 +115,7 @@ class Turn:
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
     prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
+    facts: TurnFacts | None = None  # what the rules saw of it (a shadow's stratum and schema: shadow/agreement.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -190,24 +191,9 @@ def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterab
 
 
 def websocket_declined(why: str) -> LocalResponse:
-    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once."""
+    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once (the
+    upgrade's host cannot be reached: the connection would have no WebSocket peer)."""
     body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
-    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
-
-
-def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
-                      extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
-    """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
-    it would bypass routing and the ledger. When some route can take Responses turns, answer
-    426: Codex then falls back to HTTPS POST at once (docs/clients.md §3.2), which is routed.
-    Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
-    in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
-    if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
-        return None
-    if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
-               and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):
-        return None
-    body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
@@ -215,13 +201,6 @@ def is_count(det: Detected) -> bool:
     """A token-count request: answered by its route's endpoint's own counter, never estimated."""
     facts = protocols.find(det.protocol)
     return facts is not None and det.kind in facts.count_kinds
-
-
-def _may_take(when: Mapping[str, Any], client: str) -> bool:
-    want = when.get("client")
-    if want is None:
-        return True
-    return client in ([want] if isinstance(want, str) else want)
 
 
 @dataclass
@@ -369,7 +348,7 @@ def _skipped(trace: list[Tried]) -> list[str]:
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
-                   *, after: str | None = None) -> Plan:
+                   *, after: str | None = None, earned: Callable | None = None) -> Plan:
     """Route a prepared request, then translate it for the route chosen (once per attempt).
 
     A route is refused (skipped, or answered with an error when it says on_refused: error)
@@ -392,7 +371,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                                                 f"refuses this turn: {got}")
     trace: list[Tried] = [note] if note is not None else []
     while True:
-        decision = decide(rules, prep.facts, reachable=reachable, after=after)
+        decision = decide(rules, prep.facts, reachable=reachable, after=after, earned=earned)
         trace += decision.trace
         got = _translated(prep, decision)
         if isinstance(got, Plan):
@@ -410,8 +389,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     if decision.action == Decided.PASS and decision.route is None:
         skipped = _skipped(trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
-    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
-                got.translation, got.failure)
+    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason,
+                         decision.earn), got.translation, got.failure)
 
 
 def _loop_not_followed(followed: Decision, why: str) -> Tried:
@@ -439,6 +418,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
+    turn.facts = prep.facts
     if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
         t = decision.trace[0]
         turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
@@ -478,6 +458,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
         return turn
     turn.model_used = decision.model or turn.requested_model
+    if decision.earn is not None:  # an earned route: where it went, and the evidence (routing/earn.py)
+        turn.events.append(("earn", decision.earn.record(served_by=ep.name)))
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     if (moved := routed_by_quota(decision)) is not None:

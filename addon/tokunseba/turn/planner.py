@@ -50,10 +50,12 @@ class Planning:
     slot: Slot | None = None  # the chosen endpoint's slot, held by the turn
     full: set[str] = field(default_factory=set)  # endpoints found full (after their queue_s) for this turn
     rounds: int = 0
+    earned: Any = None  # the proxy's routing.EarnBook: routes with earn: (routing/earn.py)
 
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
-           provider_hosts: Mapping[str, str], keeper: Keeper | None, quota: QuotaBoard | None = None) -> Planning | None:
+           provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None,
+           quota: QuotaBoard | None = None) -> Planning | None:
         """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
         if req.method != "POST":
             return None
@@ -66,7 +68,7 @@ class Planning:
         prep.keeper = keeper
         if quota is not None and quota.windows and prep.facts is not None:  # the client's account, before it is sent
             prep.facts.quota = quota.view(account_of(host, req.headers.fields))
-        return cls(rules, health, capacity, prep, host, port, req.path)
+        return cls(rules, health, capacity, prep, host, port, req.path, earned=earned)
 
     def next(self) -> tuple[Endpoint | None, Slot | None]:
         """The rules decide (again); the endpoint the turn goes to, with a slot of it when one
@@ -75,7 +77,8 @@ class Planning:
         if self.prep.req is None or self.rounds >= 2 * len(self.rules.endpoints) + 1:
             return None, None
         self.rounds += 1
-        self.plan = decide_request(self.rules, self.prep, available(self.health, self.capacity, self.full))
+        self.plan = decide_request(self.rules, self.prep, available(self.health, self.capacity, self.full),
+                                   earned=self.earned.status if self.earned is not None else None)
         d = self.plan.decision
         ep = d.endpoint if d.action == Decided.ROUTE else None
         return ep, (self.capacity.acquire(ep) if ep is not None else None)
@@ -107,6 +110,9 @@ class Planning:
             say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         plan = self.plan
+        call = plan.decision.earn if plan is not None else None
+        if call is not None and self.earned is not None and turn.local is None:  # a session's tier only rises
+            self.earned.served(call, on_candidate=turn.endpoint is not None and turn.endpoint.name == call.candidate)
         if self.slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             self.slot.release()
             self.slot = None
