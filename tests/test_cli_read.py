@@ -642,7 +642,7 @@ def test_models_without_rules_uses_the_builtins_and_the_env_rules(capsys, tmp_pa
                                  "count_tokens": "none", "counter": None,
                                  "no_counter_why": "OpenAI Chat Completions has no token counter",
                                  "accepts": ["text"], "accepts_said": False, "cache": "off",
-                                 "context_tokens": None}]
+                                 "context_tokens": None, "budgets": []}]
     assert [(p["client"], p["result"], p["reason"]) for p in rep["pairs"]] == [
         ("anthropic", "translated", None), ("openai", "retarget", None),
         ("openai-responses", "translated", None),

@@ -18,6 +18,7 @@ PKG = Path(__file__).resolve().parent.parent / "addon" / "tokunseba"
 FACES: dict[str, str] = {
     "ledger": "the proxy writes and the CLI reads the ledger through its face (issue 38)",
     "routing": "the proxy and the CLI decide and explain through its face (issue 38; tests/test_routing_face.py)",
+    "budgets": "the proxy and the CLI hold, settle and read spending caps through its face (issue 40)",
 }
 
 

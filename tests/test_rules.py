@@ -63,7 +63,7 @@ ERRORS = [
     ("yaml-tab", "endpoints:\n\tlocal: {}\n", 2, "YAML syntax error"),
     ("yaml-two-documents", "routes: []\n---\nroutes: []\n", 2, "YAML syntax error"),
     ("top-not-mapping", "- a\n- b\n", 1, "the rules file must be a mapping, got a list"),
-    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched, tool_loops, prices)"),
+    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched, tool_loops, prices, budgets, on_ledger_unavailable)"),
     ("endpoints-not-mapping", "endpoints:\n  - local\n", 2, "endpoints must be a mapping, got a list"),
     ("endpoint-not-mapping", "endpoints:\n  local: http://x/v1\n", 2, "endpoint 'local' must be a mapping"),
     ("endpoint-unknown-key", LOCAL + "    urll: x\n", 5, "endpoint 'local': unknown key 'urll'"),

@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay · earn · quota.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · budgets · shadow · replay · earn · quota.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
@@ -53,7 +53,8 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_run.add_commands(sub)
     if only_run:
         return p
-    from . import prices as cli_prices, quota as cli_quota, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
+    from . import (budgets as cli_budgets, prices as cli_prices, quota as cli_quota, read as cli_read,
+                   sessions as cli_sessions, shadow as cli_shadow)
 
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
@@ -62,6 +63,7 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_earn.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
+    cli_budgets.add_commands(sub)  # budgets
     cli_quota.add_commands(sub)  # quota: each account's subscription windows
     from . import report as cli_report
 

@@ -101,6 +101,7 @@ def _named_models(rules: Any, endpoints: dict) -> dict[str, list[str]]:
 def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[str, Any]:
     """What `models` says (its --json), before any probe: endpoints, client × endpoint pairs,
     what a translated turn is still refused for, and each route's clients and refusals."""
+    from ..routing import caps_of_endpoint
     from ..translate import CODECS, PROTOCOLS, pair_refusal
 
     named = _named_models(rules, endpoints)
@@ -113,7 +114,7 @@ def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[s
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
              "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
              "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache,
-             "context_tokens": ep.context_tokens}
+             "context_tokens": ep.context_tokens, "budgets": caps_of_endpoint(rules, n)}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -204,6 +205,9 @@ def _endpoint_lines(rep: dict) -> list[str]:
     if not any(e.get("context_tokens") for e in rep["endpoints"]):  # a column only when some endpoint says it
         heads, rows = heads[:-1], [r[:-1] for r in rows]
     out.append(table(heads, rows))
+    if capped := [e for e in rep["endpoints"] if e.get("budgets")]:  # spending caps (tokunseba budgets)
+        out += ["", "Spending caps: " + "; ".join(f"{e['name']}: {', '.join(e['budgets'])}" for e in capped)
+                + " (tokunseba budgets: spent, held, limit, reset)"]
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]

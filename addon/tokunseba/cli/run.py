@@ -651,6 +651,25 @@ def cmd_env(args) -> int:
     return 0
 
 
+def budget_price_warnings(rules, path: str) -> list[str]:
+    """A money cap that can reach a model nobody prices (budgets/check.py): priced as a turn is
+    (the file's ``prices:`` over the price library; a local endpoint at 0)."""
+    if not rules.budgets.budgets:
+        return []
+    import time
+
+    from ..budgets import price_warnings
+    from ..pricing import Billed, PricesError, Source, cost_of, rules_prices
+
+    try:
+        table = rules_prices(path)
+    except PricesError as e:
+        return [str(e)]
+    probe, now = Billed(input=1_000_000, uncached=1_000_000, output=1_000_000), time.time()
+    return price_warnings(rules, lambda ep, model: cost_of(model=model, endpoint=ep.name, url=ep.url, billed=probe,
+                                                           at=now, table=table).kind is not Source.UNPRICED)
+
+
 def cmd_check(args) -> int:
     from ..routing import check_file
 
@@ -672,7 +691,7 @@ def cmd_check(args) -> int:
         from ..routing import load_rules, never_matching, too_big
 
         loaded = load_rules(path)
-        lines += never_matching(loaded) + too_big(loaded)
+        lines += never_matching(loaded) + too_big(loaded) + budget_price_warnings(loaded, path)
     for line in lines:
         print(line, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

@@ -26,6 +26,7 @@ from .connection import LedgerError, LedgerMissing
 from .dialect import db_errors
 from .location import (
     LEDGER_ENV,
+    PG_SCHEMES,
     default_instance,
     default_ledger_path,
     default_ledger_target,
@@ -40,7 +41,7 @@ from .prefix import first_change, prefix_hashes
 from .quota import rows_of as quota_rows
 from .private_files import create_private, private_dir, readable_by_others
 from .reads import LedgerReader
-from .schema import INTERRUPTED, USAGE_FIELDS
+from .schema import INTERRUPTED, USAGE_FIELDS, migrate_connection
 from .stats import NOT_SERVED, cache_read_share, compute_stats, percentile, turn_class, usage_counting
 from .store import Ledger
 from .writer import LedgerWriter
@@ -55,6 +56,7 @@ __all__ = [
     "db_errors",
     # where it lives and who writes it
     "LEDGER_ENV",
+    "PG_SCHEMES",
     "default_instance",
     "default_ledger_path",
     "default_ledger_target",
@@ -66,6 +68,7 @@ __all__ = [
     "url_scheme",
     # what its rows hold and add up to
     "INTERRUPTED",
+    "migrate_connection",
     "USAGE_FIELDS",
     "NOT_SERVED",
     "cache_read_share",

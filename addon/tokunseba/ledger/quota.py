@@ -1,5 +1,5 @@
 """Subscription windows in the ledger: each window state a reply reported, per account, with the
-time it was seen (table ``quota_windows``, created by the migration ``0012_quota_windows`` of
+time it was seen (table ``quota_windows``, created by the migration ``0013_quota_windows`` of
 ledger/schema.py), and what ``tokunseba quota`` reads of them (docs/guide/quota.md).
 
 A row is one window of one reply: the account (SHA-256 hex of its credential or account id:

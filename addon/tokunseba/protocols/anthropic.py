@@ -79,6 +79,18 @@ def error_body(status: int, message: str, etype: str | None = None) -> bytes:
     return jsonc.dumpb(error_envelope(etype or error_type_for_status(status), message))
 
 
+# Claude Code gives up at once on a 429 whose retry-after exceeds 60 s, and the SDKs honour
+# x-should-retry: false (a 429 without them is sent again and again: 11 times over 190 s, measured)
+STOP_MIN_RETRY_AFTER_S = 61
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``rate_limit_error`` with ``retry-after`` (≥ 61 s: the seconds to the
+    reset) and ``x-should-retry: false``."""
+    wait = max(STOP_MIN_RETRY_AFTER_S, int(reset_in_s + 0.999))
+    return 429, {"retry-after": str(wait), "x-should-retry": "false"}, error_body(429, message, "rate_limit_error")
+
+
 def sse_error(etype: str, message: str) -> bytes:
     """An ``event: error`` SSE event carrying the same envelope."""
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
@@ -223,6 +235,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message, etype),
     stream_error=lambda message: sse_error("api_error", message),
+    stop_now=stop_now,
     counting=COUNTING,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),

@@ -140,6 +140,10 @@ class Protocol:
     upstream_error: Callable[[Any], tuple[int, bytes]] | None = None
     # message -> one SSE event that ends a passed-on stream with an error (502 semantics)
     stream_error: Callable[[str], bytes] = field(default=lambda m: b"")
+    # (message, seconds until the cap's window resets, the reset as epoch seconds) -> (status, headers,
+    # whole JSON body): the answer its clients take as "stop now, retrying will not help" (a reached
+    # spending cap): a 429 in the shape each client reads as final, never 401/403 (login), never 5xx
+    stop_now: Callable[[str, float, float], tuple[int, dict[str, str], bytes]] | None = None
     # ---- usage (the ledger, prices, the stream watch) ----
     usage_counting: str = ""  # how its usage numbers count: a ``Counting``'s name ("anthropic", "openai"...)
     # that counting itself, when this protocol brings it (its usage fields and conversions, registered

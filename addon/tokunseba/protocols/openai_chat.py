@@ -100,6 +100,13 @@ def error_body(status: int, message: str, etype: str | None = None, code: str | 
     )
 
 
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``insufficient_quota`` (the type and code OpenAI gives an account out of
+    credit, which its SDKs and clients do not retry) with ``x-should-retry: false``."""
+    body = error_body(429, message, "insufficient_quota", "insufficient_quota")
+    return 429, {"x-should-retry": "false", "retry-after": str(max(61, int(reset_in_s + 0.999)))}, body
+
+
 def sse_error(etype: str, message: str, code: str | None = None) -> bytes:
     """A mid-stream error event: ``data: {"error":{…}}`` (the SDK raises APIError on it)."""
     return encode_event(jsonc.dumpb(error_envelope(message, etype, code)))
@@ -255,6 +262,7 @@ FACTS = Protocol(
                         "openai-project": "the OpenAI project an API key bills (an account's identity)"},
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
+    stop_now=stop_now,
     stream_error=lambda message: sse_error("server_error", message),
     counting=COUNTING,
     cache_prefix=("tools", "messages"),

@@ -212,6 +212,17 @@ COUNTER = Counter(
 )
 
 
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``usage_limit_reached``, the error Codex has for a used-up plan
+    (codex-rs/core/src/api_bridge.rs reads ``error.type`` and ``error.resets_at``, epoch
+    seconds, and shows when it resets; Codex never retries a 429), with ``x-should-retry:
+    false`` for the SDKs."""
+    body = jsonc.dumpb({"error": {"type": "usage_limit_reached", "code": "usage_limit_reached", "message": message,
+                                  "param": None, "resets_at": int(reset_at + 0.999),
+                                  "resets_in_seconds": max(0, int(reset_in_s + 0.999))}})
+    return 429, {"x-should-retry": "false", "retry-after": str(max(61, int(reset_in_s + 0.999)))}, body
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Responses",
@@ -234,6 +245,7 @@ FACTS = Protocol(
     limit_headers=LIMIT_HEADERS,
     upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
+    stop_now=lambda message, reset_in_s, reset_at: stop_now(message, reset_in_s, reset_at),
     stream_error=lambda message: sse_error("server_error", message),
     counting=openai_chat.COUNTING,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",

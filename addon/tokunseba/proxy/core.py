@@ -23,6 +23,7 @@ from typing import Any
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
 
+from ..budgets import Caps
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
 from ..reasoning.store import Keeper
@@ -101,6 +102,7 @@ class Core:
         self.earned = EarnBook()  # earned routes' strata, folded from the ledger's shadows (routing/earn.py)
         self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
+        self.caps: Caps | None = None  # the rules' spending caps over the ledger (proxy/budgeting.py)
         self.windows = WindowWatch()  # subscription windows seen in replies, per account (turn/quota_seen.py)
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart

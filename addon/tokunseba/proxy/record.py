@@ -34,6 +34,7 @@ from ..turn.plan import Turn
 from ..webview.view import error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
+from .budgeting import settle
 from .recorder import after_sent
 from .shadowing import primary_done
 
@@ -171,6 +172,9 @@ class Record(Part):
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        if turn.budget is not None and turn.budget.held:  # its holds become its charges, from usage as reported
+            if (settled := settle(core.caps, turn, usage, now, status)) is not None:
+                core.recorder.event(turn, "budget_settled", settled)
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})

@@ -5,6 +5,6 @@ draws them with plotly into one HTML file that fetches nothing when it is opened
 inlined). The command itself is cli/report.py.
 """
 
-from .series import Figures, ReportInputs, figures
+from .series import Figures, ReportInputs, budget_series, figures
 
-__all__ = ["Figures", "ReportInputs", "figures"]
+__all__ = ["Figures", "ReportInputs", "budget_series", "figures"]

@@ -8,6 +8,7 @@ import that module.
   one row each (a new predicate is one edit there);
 - ``rules_file``: the YAML rules file, validated (``load_rules``), its load-time warnings,
   ``check_file``; ``yaml_reader``: the node walker it (and pricing/table.py) reads YAML with;
+- ``budgets``: the spending caps a rules file states (``budgets:``), read and checked;
 - ``rules_text``: what ``check`` and ``models`` print of the rules;
 - ``endpoints``: the endpoints a route sends to, with their credentials;
 - ``accepts``: the content an endpoint takes;
@@ -22,6 +23,7 @@ import that module.
 Contract: pure but for reading the rules file; no mitmproxy.
 """
 
+from .budgets import MICROS, Budget, BudgetSettings, OnLedgerUnavailable, OnLimit, Unit, Window, money
 from .client_requests import never_matching, too_big
 from .earn import Earn, EarnBook, EarnCall, EarnState, Standing, earn_of, earn_rows, wilson_lower
 from .endpoints import BUILTIN_ENDPOINTS, Endpoint, EndpointHealth
@@ -35,7 +37,7 @@ from .rules import (
     records,
 )
 from .rules_file import check_file, load_rules, load_rules_text
-from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, budget_scope_text, caps_of_endpoint, counts_line, policy_lines, who_lines
 from .session_facts import Speaker, client_of, speaker
 from .strata import SIZE_BUCKETS, Stratum, stratum_of
 from .shadowable import shadow_refusal, shadowable, target_kind
@@ -51,6 +53,9 @@ __all__ = [
     # the rules file and what check prints
     "load_rules", "load_rules_text", "check_file", "YamlReader",
     "counts_line", "policy_lines", "who_lines", "accepts_lines", "never_matching", "too_big",
+    "budget_lines", "budget_scope_text", "caps_of_endpoint",
+    # spending caps (routing/budgets.py)
+    "Budget", "BudgetSettings", "OnLimit", "OnLedgerUnavailable", "Unit", "Window", "MICROS", "money",
     # subscription windows
     "Account", "AccountQuota", "QuotaBoard", "account_of", "quota_gate", "quota_thresholds", "routed_by_quota",
     "routed_line", "EVENT_ROUTED", "ACCOUNT_SHORT", "humane",

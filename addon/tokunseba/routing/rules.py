@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .budgets import BudgetSettings
 from .earn import Earn, EarnCall
 from .endpoints import Endpoint
 from .facts import TurnFacts, check_when, turn_refusal
@@ -108,6 +109,7 @@ class Rules:
     unmatched: Unmatched = Unmatched.PASS  # a provider turn no route takes
     tool_loops: ToolLoops = ToolLoops.FOLLOW  # a turn answering tool calls
     aliased: list[str] = field(default_factory=list)  # routes that say on_unreachable (on_failure's older name)
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)  # spending caps (routing/budgets.py)
 
 
 # ---------------------------------------------------------------------------------------------

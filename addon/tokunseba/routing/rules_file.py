@@ -21,11 +21,12 @@ from typing import Any, TypeVar
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .budgets import BudgetSettings, OnLedgerUnavailable, budget_scope_problems, read_budgets
 from .earn import Earn
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from .facts import read_when
 from .rules import OnFailure, OnRefused, OnUnreachable, Route, Rules, RulesError, ToolLoops, Unmatched
-from .rules_text import accepts_lines, counts_line, policy_lines, quota_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, counts_line, policy_lines, quota_lines, who_lines
 from .shadowable import shadow_refusal
 from .yaml_reader import BOOL_TAG, NULL_TAG, Entries, YamlReader, is_null
 from .. import protocols
@@ -34,7 +35,8 @@ from ..translate import CODECS, pair_refusal
 
 E = TypeVar("E", bound=StrEnum)  # a policy (routing/rules.py)
 
-TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices")  # prices: pricing/table.py reads them
+TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices", "budgets", "on_ledger_unavailable")
+# prices: pricing/table.py reads them; budgets and on_ledger_unavailable: routing/budgets.py
 ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample", "earn")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
@@ -353,6 +355,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
     endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
     routes: list[Route] = []
     unmatched, tool_loops = Unmatched.PASS, ToolLoops.FOLLOW
+    caps = BudgetSettings()
     if root is not None and not (isinstance(root, ScalarNode) and root.tag == NULL_TAG):
         top = r.mapping(root, "the rules file", TOP_KEYS)
         if top is not None:
@@ -364,9 +367,15 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 endpoints.update(user)
             if "routes" in top and top["routes"][1].tag != NULL_TAG:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
+            caps.on_ledger_unavailable = _choice(r, top, "on_ledger_unavailable", OnLedgerUnavailable, "the rules file")
+            if "budgets" in top and not is_null(top["budgets"][1]):
+                caps.budgets = read_budgets(r, top["budgets"][1])
+                budget_scope_problems(r, caps.budgets, set(endpoints) | declared, {x.name for x in routes},
+                                      set(PROTOCOLS))
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased,
+                  budgets=caps)
     rules.warnings = _warnings(rules)
     return rules
 
@@ -391,5 +400,5 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
     except RulesError as e:
         return False, e.errors
     return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *quota_lines(rules), *accepts_lines(rules),
-                  *rules.warnings]
+                  *budget_lines(rules), *rules.warnings]
 

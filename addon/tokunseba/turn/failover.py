@@ -264,6 +264,7 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
     if turn.local is not None:  # refused, invalid for that target...: the client gets the failure it had
         return None
     turn.request_id, turn.may_shadow = failed.request_id, failed.may_shadow
+    turn.budget = failed.budget  # its holds stay the turn's, settled when it ends
     if turn.capture is not None:  # the provider state this attempt's reply carries is this turn's
         turn.capture.request_id = failed.request_id
     return turn

@@ -116,6 +116,7 @@ class Turn:
     counter: protocols.Counter | None = None
     prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
     facts: TurnFacts | None = None  # what the rules saw of it (a shadow's stratum and schema: shadow/agreement.py)
+    budget: Any = None  # budgets.Verdict: its caps' holds, settled when the turn ends (turn/budget_gate.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -399,12 +400,13 @@ def _loop_not_followed(followed: Decision, why: str) -> Tried:
 
 
 def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[str, str],
-               now: float | None = None) -> Turn:
-    """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer locally."""
+               now: float | None = None, request_id: str | None = None) -> Turn:
+    """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer
+    locally. ``request_id``: its id when known before (the planning's: budget holds name it)."""
     det, req = prep.det, prep.req
     decision = plan.decision if plan is not None else None
     turn = Turn(
-        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        request_id=request_id or new_request_id(), started_at=now if now is not None else time.time(), detected=det,
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
         original_body=prep.body, who=prep.who,
     )
