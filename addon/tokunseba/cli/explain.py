@@ -233,6 +233,8 @@ def _upstream_lines(turn: dict, events: list[dict], cost: Cost | None) -> list[s
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})
     if done.get("stop_reason"):
         out.append(_kv("stop reason", str(done["stop_reason"])))
+    for j, item in enumerate(done.get("converted") or []):  # told the client in place of the upstream's (issue 41)
+        out.append(_kv("told client" if j == 0 else "", _compact(item)))
     for j, item in enumerate(done.get("dropped") or []):  # reply fields left behind by the translation
         out.append(_kv("reply drops" if j == 0 else "", _compact(item)))
     for e in events:  # a token count answered by the endpoint's own counter (issue 32)

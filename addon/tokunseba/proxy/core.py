@@ -147,10 +147,11 @@ def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
     return r
 
 
-def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None) -> None:
+def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None,
+                    note: str | None = None) -> None:
     """The turn has ended: its mark and comment say so (turn/presentation.py), pushed to
     mitmweb's open pages (mitmdump has no view: nothing to update)."""
-    if present(flow, state, ledger_outcome, status) and ctx.master.addons.get("view") is not None:
+    if present(flow, state, ledger_outcome, status, note) and ctx.master.addons.get("view") is not None:
         try:
             ctx.master.addons.trigger(UpdateHook([flow]))
         except Exception:

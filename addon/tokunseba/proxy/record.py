@@ -24,7 +24,8 @@ from ..reasoning.store import open_keeper
 from ..routing import EarnBook, records
 from ..shadow.sender import ShadowSender
 from ..states import Action
-from ..turn.cap_note import cap_line
+from ..outcomes import CAPPED
+from ..turn.cap_note import cap_line, cap_note
 from ..turn.console_line import turn_line
 from ..turn.cost import turn_cost
 from ..turn.failover import Chain
@@ -172,13 +173,18 @@ class Record(Part):
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
         outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        note = None
+        if outcome == "translated" and turn.translation is not None and (note := cap_note(
+                endpoint=turn.endpoint.name if turn.endpoint else None, capped=turn.translation.capped,
+                details=details)):
+            outcome = CAPPED  # the endpoint's cap, not the client's limit, ended the reply (outcomes.py)
         if turn.budget is not None and turn.budget.held:  # its holds become its charges, from usage as reported
             if (settled := settle(core.caps, turn, usage, now, status)) is not None:
                 core.recorder.event(turn, "budget_settled", settled)
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})
-        present_outcome(flow, state, outcome, status)
+        present_outcome(flow, state, outcome, status, note)
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 

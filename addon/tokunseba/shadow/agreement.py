@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import jsonc
 from .reply_facts import Facts
+from .turns import json_equal
 
 # edit tools: name -> how their paths are read from their arguments (agreement is on paths only)
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
@@ -55,17 +56,6 @@ EDIT_TOOLS: dict[str, Callable[[Any], list[str]]] = {
     "write_file": _key("file_path"),  # Gemini CLI
     "apply_patch": _patch,  # Codex: the files a patch names (its hunks are the writer's choice)
 }
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON-equal: same values whatever the key order; 1 and 1.0 equal, true and 1 not."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def schema_problem(schema: dict, text: str) -> tuple[Any, str | None]:
@@ -109,7 +99,7 @@ def _paths_or_args(name: str, a: Any, b: Any) -> tuple[bool, str]:
     if paths is not None:
         pa, pb = paths(a), paths(b)
         return pa == pb, f"{name}: paths {pa} vs {pb}"
-    return _json_equal(a, b), f"{name}: arguments differ"
+    return json_equal(a, b), f"{name}: arguments differ"
 
 
 def _tool(ref: Facts, cand: Facts) -> dict:
