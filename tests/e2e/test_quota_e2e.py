@@ -19,7 +19,7 @@ import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_proxy_e2e import chat_chunk, chat_reply
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 
@@ -240,7 +240,7 @@ def test_codex_on_a_chatgpt_login_has_its_windows_recorded_per_account_id(tmp_pa
                                                  "x-codex-primary-used-percent": next(used)},
                                            [json.dumps(RESPONSES_REPLY).encode()])
         proxy = Mitmdump(tmp_path, None, env={"TK_TEST_POINT": f"chatgpt.com=http://127.0.0.1:{chat.port}"},
-                         extra=["-s", str(ROOT / "tests" / "e2e" / "point_hosts.py")])
+                         extra=["-s", str(ROOT / "tests" / "support" / "point_hosts.py")])
         try:
             with httpx.Client(proxy=proxy.url, verify=str(proxy.ca), trust_env=False, timeout=30) as c:
                 got = [c.post("https://chatgpt.com/backend-api/codex/responses",
@@ -393,7 +393,7 @@ def test_claude_code_on_a_subscription_sends_its_title_turn_local_once_the_windo
         rules = tmp_path / "rules.yaml"
         rules.write_text(CC_RULES.format(local=local.url))
         proxy = Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": f"api.anthropic.com=http://127.0.0.1:{ant.port}"},
-                         extra=["-s", str(ROOT / "tests" / "e2e" / "point_hosts.py")])
+                         extra=["-s", str(ROOT / "tests" / "support" / "point_hosts.py")])
         home, work = tmp_path / "home", tmp_path / "work"
         home.mkdir()
         work.mkdir()

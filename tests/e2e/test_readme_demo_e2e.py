@@ -37,7 +37,7 @@ import pytest
 from .conftest import BIN, CACHE, ROOT, ledger_settled, need_npm_tool
 from .test_console_e2e import Run
 from .test_localmodel_e2e import _start, _stop
-from .tmux import need_tmux, screen, tmux, wait_screen
+from tests.support.tmux import need_tmux, screen, tmux, wait_screen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel, pytest.mark.claudecode]
 
