@@ -13,7 +13,7 @@ from tests.support.cache_billing import AnthropicCache
 from tests.conftest import load_fixture
 from tokunseba import translate
 from tokunseba.routing import RulesError, load_rules_text
-from tokunseba.translate.anthropic.request import MAX_BREAKPOINTS, place_cache_breakpoints
+from tokunseba.translate.anthropic.cache import MAX_BREAKPOINTS, place_cache_breakpoints
 
 
 def codex_turns() -> tuple[dict, dict]:

@@ -9,7 +9,9 @@
 - ``usage``: usage exactly as reported, converted only where definitions differ;
 - ``report``: drops / plumbing / warnings (``ReplyReport``, ``note_once``);
 - ``error``: an upstream's error read from any envelope (``UpstreamError``);
-- ``ids``: ids minted as recorded plumbing.
+- ``ids``: ids minted as recorded plumbing;
+- ``output_format``: structured output (a JSON object, or one following a JSON Schema), the
+  schema dialects converted on the way in and out.
 
 Rules: ``neutral`` imports no codec (``translate``) and no ``protocols`` module; codecs and
 protocol modules import it.

@@ -14,8 +14,8 @@ from tokunseba.errors import TranslationError
 from tests.support.pairs import anthropic_to_chat, chat_to_anthropic
 from tokunseba.neutral.conversation import RequestTranslation
 from tokunseba.translate import parse_body
-from tokunseba.translate.anthropic.request import DECODE_FIELDS as A2C_FIELDS
-from tokunseba.translate.anthropic.request import ENCODE_FIELDS as C2A_FIELDS
+from tokunseba.translate.anthropic.decode import DECODE_FIELDS as A2C_FIELDS
+from tokunseba.translate.anthropic.encode import ENCODE_FIELDS as C2A_FIELDS
 
 BILLING = "x-anthropic-billing-header: cc_version=2.1.197.123; cc_entrypoint=sdk-cli; cch=abcde;"
 
@@ -131,7 +131,12 @@ def test_claude_code_title_request():
     assert out["model"] == "claude-haiku-4-5-20251001"
     assert out["temperature"] == 1
     assert "tools" not in out  # tools: [] would be a 400 at OpenAI; recorded
-    assert {"tools", "metadata.user_id", "output_config.format", "system[0]", "thinking"} <= set(rt.dropped)
+    assert {"tools", "metadata.user_id", "system[0]", "thinking"} <= set(rt.dropped)
+    # its structured output crosses (issue 41): the schema as it came, named as Chat requires (plumbing)
+    assert out["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "response", "schema": body["output_config"]["format"]["schema"]}}
+    assert "response_format.json_schema.name" in rt.plumbing
+    assert "output_config.format" not in rt.dropped
     assert "reasoning_effort" not in out  # thinking disabled: never turned on, not said as 'none' (servers disagree)
     assert out["messages"][0]["content"] == "\n\n".join(b["text"] for b in body["system"][1:])
     assert out["messages"][1] == {"role": "user", "content": body["messages"][0]["content"][0]["text"]}
@@ -172,11 +177,13 @@ def test_field_tables_are_complete_and_well_formed():
                 assert callable(how)
     for key in ("top_k", "metadata", "service_tier", "context_management", "container", "cache_control"):
         assert A2C_FIELDS[key][0] == "dropped"
-    for key in ("user", "safety_identifier", "response_format", "seed", "logprobs", "logit_bias",
+    for key in ("user", "safety_identifier", "seed", "logprobs", "logit_bias",
                 "presence_penalty", "frequency_penalty"):
         assert C2A_FIELDS[key][0] == "dropped"
     # effort crosses (neutral/effort.py)
     assert A2C_FIELDS["thinking"][0] == A2C_FIELDS["output_config"][0] == C2A_FIELDS["reasoning_effort"][0] == "converted"
+    # structured output crosses (neutral/output_format.py, issue 41)
+    assert C2A_FIELDS["response_format"][0] == A2C_FIELDS["output_format"][0] == "converted"
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,9 +32,9 @@ from tokunseba.neutral.tools import ClientTool
 from tokunseba.errors import TranslationError
 from tokunseba.neutral.conversation import RequestTranslation
 from tests.support.pairs import responses_to_chat
-from tokunseba.translate.openai_responses.request import DECODE_FIELDS as R2C_FIELDS
-from tokunseba.translate.openai_responses.request import DECODE_ITEMS as R2C_ITEMS
-from tokunseba.translate.openai_responses.request import DECODE_REFUSED_ITEMS as R2C_REFUSED_ITEMS
+from tokunseba.translate.openai_responses.decode import DECODE_FIELDS as R2C_FIELDS
+from tokunseba.translate.openai_responses.decode import DECODE_ITEMS as R2C_ITEMS
+from tokunseba.translate.openai_responses.decode import DECODE_REFUSED_ITEMS as R2C_REFUSED_ITEMS
 
 CLASSIC = "codex-responses-gpt55-tool-followup.json"
 CUSTOM_PROVIDER = "codex-responses-custom-provider.json"
@@ -209,7 +209,8 @@ def test_field_table_is_well_formed():
         elif action in ("converted", "refused"):
             assert callable(how)
     assert R2C_FIELDS["reasoning"][0] == "converted"  # effort travels; summary dropped
-    for key in ("text", "include", "store", "prompt_cache_key", "client_metadata", "service_tier",
+    assert R2C_FIELDS["text"][0] == "converted"  # format travels (issue 41); verbosity dropped
+    for key in ("include", "store", "prompt_cache_key", "client_metadata", "service_tier",
                 "truncation", "metadata", "safety_identifier", "user", "background", "max_tool_calls",
                 "top_logprobs", "prompt", "stream_options"):
         assert R2C_FIELDS[key][0] == "dropped", key
@@ -334,9 +335,9 @@ R2C_CASES = [
     ("stream true -> stream_options.include_usage (plumbing)",
      R(stream=True), {}, {"stream": True, "stream_options": {"include_usage": True}}, [], ["stream_options.include_usage"]),
     ("stream false: no plumbing", R(stream=False), {}, {"stream": False}, [], []),
-    ("reasoning.effort -> reasoning_effort; summary and text dropped key by key",
+    ("reasoning.effort -> reasoning_effort; summary and text.verbosity dropped, text.format carried",
      R(reasoning={"effort": "high", "summary": "auto"}, text={"verbosity": "low", "format": {"type": "text"}}), {},
-     {"reasoning_effort": "high"}, ["reasoning.summary", "text.verbosity", "text.format"], []),
+     {"reasoning_effort": "high", "response_format": {"type": "text"}}, ["reasoning.summary", "text.verbosity"], []),
     ("null optional fields are absent", R(temperature=None, previous_response_id=None, tools=None), {}, {}, [], []),
 ]
 
