@@ -21,7 +21,7 @@ from mitmproxy import ctx, exceptions, http
 from ..errors import TranslationError
 from ..sse import set_max_event_bytes
 from ..states import Action, Do, ReplyMode
-from ..turn.failover import Broken
+from ..turn.failover import Broken, attempt_headers
 from ..turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
 from ..turn.flowstate import FlowState
 from ..turn.last_word import Told
@@ -31,7 +31,7 @@ from ..turn.presentation import show_client_url
 from ..turn.provider_limits import EVENT as LIMITS_EVENT, limit_headers
 from ..turn.pump import Pump, reply_completed
 from ..turn.reply import response_mode, retarget_error, stream_translator
-from .core import Core, Part, keep_client_close, log, redact_whole_reply, respond
+from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .record import Record
 from .relay import MARK as RELAY_MARK
 
@@ -62,6 +62,10 @@ class Reply(Part):
         if state is None or flow.response is None:
             return
         turn, r = state.turn, flow.response
+        if turn.local is None:  # a provider's reply (not one made here): its windows
+            chain = state.chain
+            note_windows(self.core, turn, lambda: attempt_headers(turn, chain) if chain else flow.request.headers.fields,
+                         r.headers.fields)
         try:
             if pairs := limit_headers(r.headers.items(multi=True)):  # read before anything is set on it
                 sent_to = turn.endpoint.host if turn.endpoint is not None and turn.action != Action.PASS else turn.host

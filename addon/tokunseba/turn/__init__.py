@@ -28,7 +28,7 @@ from typing import Any
 
 _MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
             "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner",
-            "provider_limits"}
+            "quota_seen", "provider_limits"}
 
 
 def __getattr__(name: str) -> Any:
