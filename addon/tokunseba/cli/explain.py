@@ -11,7 +11,7 @@ from typing import Any
 from .. import jsonc
 from ..ledger import USAGE_FIELDS, LedgerError, db_errors
 from ..outcomes import route_text, was_sent
-from ..reasoning.state import STATE_EVENTS, explain_state
+from ..reasoning import STATE_EVENTS, explain_state
 from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_exact
 from .common import (
     common_options,
@@ -76,7 +76,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                 "later_not_shown": after,
                                 "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
     else:
-        from ..shadow.view import explain_lines
+        from ..shadow import explain_lines
 
         print("\n".join([render_explain(turn, events, cost), *explain_lines(shadows),
                          *cache_view.explain_lines(turn, session), *session_view.explain_lines(turn, session)]))

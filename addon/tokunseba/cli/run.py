@@ -137,7 +137,7 @@ def provider_listeners() -> list[tuple[str, tuple[str, ...]]]:
     """(provider host, the client protocols it serves) for each base-URL listener, in the
     registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini). A protocol's
     backend hosts (chatgpt.com) get none: they are reached through the proxy."""
-    from ..protocols.detect import api_hosts
+    from ..protocols import api_hosts
 
     return list(api_hosts().items())
 
@@ -259,7 +259,7 @@ def _routes_nothing(path: str) -> str | None:
 
 
 def build_command(args, web_password_hash: str | None = None) -> list[str]:
-    from ..protocols.detect import provider_hosts
+    from ..protocols import provider_hosts
 
     hosts = list(provider_hosts())
     if args.rules:

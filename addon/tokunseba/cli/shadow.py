@@ -194,9 +194,9 @@ def render_shadow(rep: dict) -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..shadow.replay import ReplayError, replay
+    from ..shadow import ReplayError, replay
     from ..routing import RulesError, load_rules
-    from ..shadow.view import explain_lines
+    from ..shadow import explain_lines
 
     try:
         timeout = timeout_option(args.timeout)

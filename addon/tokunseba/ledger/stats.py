@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, overload
 
 from .. import jsonc, protocols
-from ..neutral.usage import includes_cached
+from ..neutral import includes_cached
 from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, route_group, was_sent
 from .schema import INTERRUPTED, USAGE_FIELDS
 

@@ -22,10 +22,10 @@ from mitmproxy.hooks import UpdateHook
 
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
-from ..reasoning.store import Keeper
+from ..reasoning import Keeper
 from ..pricing import Price
 from ..routing import Endpoint, EndpointHealth, Rules, load_rules
-from ..shadow.sender import ShadowSender
+from ..shadow import ShadowSender
 from ..turn import failover
 from ..turn.failover import Slot
 from ..turn.flowstate import FlowState

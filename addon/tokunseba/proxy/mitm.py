@@ -20,7 +20,7 @@ from ..ledger import LedgerWriter
 from ..routing import EndpointHealth, Rules
 from ..turn.flowstate import FlowState
 from ..turn.presentation import ORIGINAL_KEY
-from ..webview.view import MARKS
+from ..webview import MARKS
 from .core import Core, upstream_ssl_context
 from .provider_reach import Reach
 from .record import Record

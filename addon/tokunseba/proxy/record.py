@@ -20,9 +20,9 @@ from mitmproxy import ctx, exceptions, http
 
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, cost_text, warm_library
-from ..reasoning.store import open_keeper
+from ..reasoning import open_keeper
 from ..routing import records
-from ..shadow.sender import ShadowSender
+from ..shadow import ShadowSender
 from ..states import Action
 from ..turn.cap_note import cap_line
 from ..turn.console_line import turn_line
@@ -31,7 +31,7 @@ from ..turn.failover import Chain
 from ..turn.flowstate import CLIENT_KEY, FlowState
 from ..turn.outcome import Outcome
 from ..turn.plan import Turn
-from ..webview.view import error_message
+from ..webview import error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
 from .recorder import after_sent

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ledger import LedgerWriter, prefix_hashes
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from ..routing import Tried, records
 from ..turn.plan import Turn
 from ..turn.failover import Chain

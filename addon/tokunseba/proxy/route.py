@@ -38,7 +38,7 @@ from ..turn.plan import Turn, client_error, is_responses_websocket, websocket_de
 from ..turn.planner import Planning, begin
 from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
-from ..webview.view import RECORD_KEY
+from ..webview import RECORD_KEY
 from .core import Core, Part, log, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe

@@ -14,8 +14,8 @@ import logging
 import random
 
 from ..routing import Rules, shadowable
-from ..shadow.sender import ShadowJob, ShadowSender
-from ..shadow.turns import should_shadow
+from ..shadow import ShadowJob, ShadowSender
+from ..shadow import should_shadow
 from ..turn.flowstate import FlowState
 
 log = logging.getLogger("tokunseba")

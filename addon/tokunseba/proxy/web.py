@@ -20,8 +20,8 @@ from ..credentials import KNOWN_SECRETS, REDACTED, is_credential_header, redact_
 from ..turn.plan import client_error
 from ..turn.presentation import ORIGINAL_KEY
 from ..turn.target import field_name, guess_protocol, is_provider_host, looks_like_provider_call
-from ..webview.style import styled_first_chunk
-from ..webview.view import MARKS, RECORD_KEY, original_view_text
+from ..webview import styled_first_chunk
+from ..webview import MARKS, RECORD_KEY, original_view_text
 from .core import Core, Part, log, respond
 
 KEYS = {"tokunseba_console"}

@@ -29,7 +29,7 @@ from ..errors import TranslationError
 from ..ledger import Ledger
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare
-from ..neutral.usage import Usage
+from ..neutral import Usage
 
 if TYPE_CHECKING:
     import httpx

@@ -33,13 +33,13 @@ from collections.abc import Callable
 
 from .. import protocols
 from ..errors import TranslationError, UntranslatableReply
-from ..neutral.conversation import Conversation, RequestTranslation
-from ..neutral.effort import apply_endpoint as apply_effort
-from ..neutral.events import NAMELESS_CALL
-from ..neutral.error import parse_error_body
-from ..neutral.message import Message
-from ..neutral.report import ReplyReport
-from ..neutral.tools import ClientTools
+from ..neutral import Conversation, RequestTranslation
+from ..neutral import apply_endpoint as apply_effort
+from ..neutral import NAMELESS_CALL
+from ..neutral import parse_error_body
+from ..neutral import Message
+from ..neutral import ReplyReport
+from ..neutral import ClientTools
 from . import fieldtable as ft
 from .codec import Codec, ReplyTranslation
 from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES

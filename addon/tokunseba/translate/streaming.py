@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..neutral.events import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, StreamError
-from ..neutral.report import ReplyReport
+from ..neutral import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, StreamError
+from ..neutral import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 from .codec import StreamDecoder, StreamEncoder
 

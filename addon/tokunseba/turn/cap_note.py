@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..neutral.conversation import Capped
+from ..neutral import Capped
 
 
 def cap_line(*, request_id: str, endpoint: str | None, capped: Capped | None, details: Mapping | None) -> str | None:

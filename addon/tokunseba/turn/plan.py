@@ -34,8 +34,8 @@ from ..errors import Refused, TranslationError
 from .. import protocols
 from ..protocols import openai_chat as p_openai
 from ..protocols import openai_responses as p_responses
-from ..protocols.detect import Detected, detect
-from ..reasoning.loop_route import follow_loop, not_followed
+from ..protocols import Detected, detect
+from ..reasoning import follow_loop, not_followed
 from ..outcomes import route_text
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocols
-from ..reasoning.store import Keeper
+from ..reasoning import Keeper
 from ..routing import Endpoint, EndpointHealth, Rules
 from ..states import Action, Decided
-from ..webview.view import MARKS
+from ..webview import MARKS
 from .access import may_spend_keys, refuse_remote_client
 from .base_url import client_label
 from .console_line import client_name

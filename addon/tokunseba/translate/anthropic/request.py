@@ -30,11 +30,11 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
-from ...neutral.effort import BUDGETS, budget_for, level_for_budget
-from ...neutral.state import PROVIDER_STATE, state_for
+from ...neutral import BUDGETS, budget_for, level_for_budget
+from ...neutral import PROVIDER_STATE, state_for
 from ...protocols import anthropic as pa
-from ...neutral.conversation import Conversation, RequestTranslation
-from ...protocols.anthropic import TOOL_ID_RE
+from ...neutral import Conversation, RequestTranslation
+from ...protocols import TOOL_ID_RE
 from .. import fieldtable as ft
 
 BILLING_PREFIX = "x-anthropic-billing-header:"

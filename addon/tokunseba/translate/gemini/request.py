@@ -28,10 +28,10 @@ from urllib.parse import parse_qs, unquote
 
 from ... import jsonc
 from ...errors import InvalidRequest, Refused, TranslationError
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.report import note_once
-from ...neutral.effort import BUDGETS, LEVELS, budget_for, level_for_budget
-from ...neutral.state import state_for
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import note_once
+from ...neutral import BUDGETS, LEVELS, budget_for, level_for_budget
+from ...neutral import state_for
 from ...protocols import gemini as pg
 from .. import fieldtable as ft
 

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidRequest, Refused, TranslationError
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.state import PROVIDER_STATE, state_for
-from ...neutral.tools import ClientTool, freeform_arguments, freeform_parameters
-from ...protocols.openai_responses import DEFAULT_NAMESPACE, flat_tool_name
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import PROVIDER_STATE, state_for
+from ...neutral import ClientTool, freeform_arguments, freeform_parameters
+from ...protocols import DEFAULT_NAMESPACE, flat_tool_name
 from .. import fieldtable as ft
 
 JOIN = ft.JOIN
