@@ -41,7 +41,7 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
            "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE", "flat_tool_name"]
 
-REGISTRY: dict[str, Protocol] = {}
+from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 
 
 class _Codecs(dict[str, Any]):
@@ -74,7 +74,6 @@ class _Codecs(dict[str, Any]):
 CODECS = _Codecs()
 NAMES = REGISTRY.keys()  # a live view: in registration order
 _ORIGINS: dict[str, plugins.Origin] = {}
-GENERATION = [0]  # bumped on every change, so derived tables (detect's regexes) rebuild
 
 
 def register(facts: Protocol, codec: Any = None) -> Protocol:

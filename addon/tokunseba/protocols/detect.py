@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from . import GENERATION  # the registry's change counter (a one-item list, read per turn)
-from . import REGISTRY
+from .registry import GENERATION, REGISTRY  # GENERATION: the registry's change counter (read per turn)
 
 
 @dataclass(frozen=True)
