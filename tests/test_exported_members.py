@@ -26,6 +26,7 @@ FACES: dict[str, str] = {
     "webview": "the turn and the proxy present a turn to mitmweb through its face (issue 38)",
     "pricing": "the proxy and the CLI price turns through its face (issue 38)",
     "report": "the CLI's report command draws the page through its face (issue 38)",
+    "turn": "the proxy (its adapter) and shadows take a turn's plan, reply and failover through its face (issue 38)",
 }
 
 

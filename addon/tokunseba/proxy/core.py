@@ -26,13 +26,13 @@ from ..reasoning import Keeper
 from ..pricing import Price
 from ..routing import Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow import ShadowSender
-from ..turn import failover
-from ..turn.failover import Slot
-from ..turn.flowstate import FlowState
-from ..turn.outcome import Outcome
-from ..turn.plan import LocalResponse, Turn
-from ..turn.presentation import present
-from ..turn.retries import RetryWatch
+from ..turn import Capacity as FailoverCapacity
+from ..turn import Slot
+from ..turn import FlowState
+from ..turn import Outcome
+from ..turn import LocalResponse, Turn
+from ..turn import present
+from ..turn import RetryWatch
 from . import otel_spans
 from .options import named
 from .provider_reach import Reach
@@ -45,7 +45,7 @@ for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("t
 
 
 
-class Capacity(failover.Capacity):
+class Capacity(FailoverCapacity):
     async def wait(self, ep: Endpoint, timeout: float) -> Slot | None:
         """A slot within ``timeout`` seconds (first come, first served), else None."""
         slot = self.acquire(ep)

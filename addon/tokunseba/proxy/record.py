@@ -24,13 +24,13 @@ from ..reasoning import open_keeper
 from ..routing import records
 from ..shadow import ShadowSender
 from ..states import Action
-from ..turn.cap_note import cap_line
-from ..turn.console_line import turn_line
-from ..turn.cost import turn_cost
-from ..turn.failover import Chain
-from ..turn.flowstate import CLIENT_KEY, FlowState
-from ..turn.outcome import Outcome
-from ..turn.plan import Turn
+from ..turn import cap_line
+from ..turn import turn_line
+from ..turn import turn_cost
+from ..turn import Chain
+from ..turn import CLIENT_KEY, FlowState
+from ..turn import Outcome
+from ..turn import Turn
 from ..webview import error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context

@@ -16,7 +16,7 @@ import random
 from ..routing import Rules, shadowable
 from ..shadow import ShadowJob, ShadowSender
 from ..shadow import should_shadow
-from ..turn.flowstate import FlowState
+from ..turn import FlowState
 
 log = logging.getLogger("tokunseba")
 
