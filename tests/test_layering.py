@@ -101,7 +101,7 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
-PROXY_LAYERS = [{"options", "http1", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
+PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
                  "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"mitm"}]
 
 

@@ -57,13 +57,13 @@ import asyncio
 import logging
 import secrets
 import ssl
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from collections.abc import Awaitable, Callable
 
 from . import http1
+from .relay_pool import Key, Pool, UpstreamConn, UpstreamProtocol, target_key
 from ..turn import Decoding, EncodingError, is_identity
 from ..turn import HOLD_MAX, Broken, Failure, Replan, classify, needs_body
 from ..sse import EventBoundary
@@ -78,101 +78,6 @@ READ = 65536
 HIGH_WATER = 256 * 1024  # bytes waiting toward mitmproxy before the endpoint's reading pauses
 KEEPALIVE = b": tokunseba keep-alive\n\n"  # the relay's own keep-alive for a stalled SSE reply
 _KEEPALIVE_CHUNK = http1.chunk(KEEPALIVE)
-
-
-Key = tuple[str, str, int]  # scheme, host, port
-
-
-class _Upstream(asyncio.Protocol):
-    """The endpoint's side of one connection: hands what comes to the exchange using it
-    (``sink``); while idle in the pool, any byte or end marks it dead."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.sink: _Exchange | None = None
-        self.dead = False
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport  # asyncio sets TCP_NODELAY on its TCP transports itself
-
-    def data_received(self, data: bytes) -> None:
-        if self.sink is not None:
-            self.sink.data(data)
-        else:  # an idle connection has nothing to say: not reusable
-            self.dead = True
-            assert self.transport is not None  # bytes come only once connected
-            self.transport.close()
-
-    def eof_received(self) -> bool:
-        self.dead = True
-        if self.sink is not None:
-            self.sink.ended(None)
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.dead = True
-        if self.sink is not None:
-            self.sink.ended(exc)
-
-
-@dataclass(eq=False)
-class UpstreamConn:
-    """One connection to an endpoint, owned by the relay (idle in the pool, or lent to a turn)."""
-
-    key: Key
-    transport: asyncio.Transport
-    proto: _Upstream
-    uses: int = 0  # replies it has carried
-    idle_since: float = field(default_factory=time.monotonic)
-
-    def alive(self) -> bool:
-        return not self.proto.dead and not self.transport.is_closing()
-
-    def close(self) -> None:
-        try:
-            self.transport.close()
-        except Exception:  # pragma: no cover
-            pass
-
-
-class Pool:
-    """Idle keep-alive connections per endpoint: newest first, dropped when dead or idle too long."""
-
-    def __init__(self, idle_s: float = 30.0, max_idle_per_key: int = 16) -> None:
-        self.idle_s, self.max_idle_per_key = idle_s, max_idle_per_key
-        self.idle: dict[Key, list[UpstreamConn]] = {}
-        self.reused = 0
-        self.opened = 0
-
-    def take(self, key: Key) -> UpstreamConn | None:
-        conns = self.idle.get(key)
-        now = time.monotonic()
-        while conns:
-            c = conns.pop()
-            if c.alive() and now - c.idle_since < self.idle_s:
-                self.reused += 1
-                return c
-            c.close()
-        return None
-
-    def put(self, conn: UpstreamConn) -> None:
-        conns = self.idle.setdefault(conn.key, [])
-        if not conn.alive() or len(conns) >= self.max_idle_per_key:
-            conn.close()
-            return
-        conn.idle_since = time.monotonic()
-        conns.append(conn)
-
-    def close_all(self) -> None:
-        for conns in self.idle.values():
-            for c in conns:
-                c.close()
-        self.idle.clear()
-
-
-def target_key(url: str) -> Key:
-    u = urlsplit(url)
-    return (u.scheme, u.hostname or "", u.port or (443 if u.scheme == "https" else 80))
 
 
 @dataclass
@@ -247,7 +152,7 @@ class Relay:
         scheme, host, port = key
         tls = scheme == "https"
         transport, proto = await asyncio.wait_for(
-            asyncio.get_running_loop().create_connection(_Upstream, host, port,
+            asyncio.get_running_loop().create_connection(UpstreamProtocol, host, port,
                                                          ssl=self._ssl_context() if tls else None,
                                                          server_hostname=host if tls else None),
             self.connect_timeout if timeout is None else timeout)
@@ -449,7 +354,7 @@ def _watch(reader: asyncio.StreamReader, ex: _Exchange, target: Target) -> None:
 
 
 class _Exchange:
-    """One request/reply on an endpoint connection, driven by its ``_Upstream`` protocol:
+    """One request/reply on an endpoint connection, driven by its ``UpstreamProtocol`` protocol:
     each piece of the reply is framed and written to mitmproxy as it comes. ``run`` ends
     with "keep" (clean, the endpoint's connection reusable), "done" (the relayed reply
     ended cleanly toward mitmproxy — if the endpoint broke, ``Target.broken`` says why —
