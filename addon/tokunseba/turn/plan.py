@@ -422,13 +422,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer locally."""
     det, req = prep.det, prep.req
     decision = plan.decision if plan is not None else None
-    turn = Turn(
-        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
-        host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
-        original_body=prep.body, who=prep.who,
-    )
-    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
-        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
+    turn = _new_turn(prep, now)
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return _unmatched(rules, turn, prep.not_routable or "not routed")
@@ -437,33 +431,14 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
-    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
-        t = decision.trace[0]
-        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
-    for t in decision.trace:
-        if t.refused or t.unreachable:
-            ep = t.endpoint
-            if t.refused:
-                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
-                                                      "reason": t.refused}))
-            else:
-                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
-                                                             "url": ep.url if ep else None}))
+    _note_trace(turn, decision)
     if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
         if decision.route is not None:  # a shadow-only route took it: passed through on purpose
             return turn
         return _unmatched(rules, turn, decision.reason)
     if decision.action == Decided.ERROR:
-        turn.endpoint = decision.endpoint
-        turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
-        if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
-            turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
-            turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
-            return turn
-        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
-        turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
-        return turn
+        return _refuse_decided(turn, decision)
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
@@ -485,6 +460,57 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
+    _plan_for_endpoint(turn, ep, plan, prep, env)
+    return turn
+
+
+def _new_turn(prep: Prepared, now: float | None) -> Turn:
+    """A new turn for a prepared request, with the login it was sent with."""
+    det = prep.det
+    turn = Turn(
+        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
+        original_body=prep.body, who=prep.who,
+    )
+    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
+        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
+    return turn
+
+
+def _note_trace(turn: Turn, decision: Decision) -> None:
+    """The decision's trace as the turn's events: a tool loop followed or not, routes refused,
+    endpoints unreachable."""
+    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
+        t = decision.trace[0]
+        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
+    for t in decision.trace:
+        if t.refused or t.unreachable:
+            ep = t.endpoint
+            if t.refused:
+                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
+                                                      "reason": t.refused}))
+            else:
+                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
+                                                             "url": ep.url if ep else None}))
+
+
+def _refuse_decided(turn: Turn, decision: Decision) -> Turn:
+    """A decision to answer with an error: unreachable (503) or refused (400)."""
+    turn.endpoint = decision.endpoint
+    turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
+    if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
+        turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
+        return turn
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
+    turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
+    return turn
+
+
+def _plan_for_endpoint(turn: Turn, ep: Endpoint, plan: Plan | None, prep: Prepared, env: Mapping[str, str]) -> None:
+    """The routed request planned for its endpoint: counted, retargeted or translated; a
+    translation that failed answers the client with its error."""
+    det = prep.det
     try:
         if is_count(det) and (ep.protocol != det.protocol or ep.counter_protocol != det.protocol):
             if ep.counter_protocol == det.protocol:  # the server also serves the client's counter
@@ -509,7 +535,6 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.action, turn.outcome, turn.error = Action.RESPOND, "error", e.message
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
-    return turn
 
 
 def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:
