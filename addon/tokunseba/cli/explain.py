@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import jsonc
 from ..ledger import USAGE_FIELDS, LedgerError, db_errors
-from ..outcomes import route_text, was_sent
+from ..outcomes import TurnOutcome, route_text, was_sent
 from ..reasoning import STATE_EVENTS, explain_state
 from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_exact
 from .common import (
@@ -183,7 +183,7 @@ def _decision_lines(turn: dict, events: list[dict]) -> list[str]:
         route = route_text(None, turn.get("trace"), turn.get("attempts"))
         if not was_sent(turn):
             decision = f"{route} → {turn.get('host') or '-'} (not sent) · {outcome_label(counted_outcome(turn))}"
-        elif counted_outcome(turn) == "pass_through":
+        elif counted_outcome(turn) == TurnOutcome.PASS_THROUGH:
             decision = f"{route}: passed through unchanged to {turn.get('host') or '-'}"
         else:
             decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"

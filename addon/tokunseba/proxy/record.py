@@ -18,6 +18,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
+from ..outcomes import TurnOutcome
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning import open_keeper
@@ -150,7 +151,7 @@ class Record(Part):
             turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
             details["problem"] = out.problem
         if turn.error is None and status is not None and status >= 400 and flow.response is not None \
-                and flow.response.raw_content is not None and turn.outcome != "refused":
+                and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
             # an error reply (the upstream's, translated or not): its message is the turn's error, as
             # `stats` counts it an error (ledger._kind)
             turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
@@ -159,7 +160,7 @@ class Record(Part):
             fb = now  # whole (buffered) replies: first byte = when the reply left
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
-        outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        outcome = "error" if failed and turn.outcome != TurnOutcome.REFUSED else turn.outcome
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})

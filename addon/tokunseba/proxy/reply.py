@@ -19,6 +19,7 @@ from collections.abc import Callable
 from mitmproxy import ctx, exceptions, http
 
 from ..errors import TranslationError
+from ..outcomes import TurnOutcome
 from ..sse import set_max_event_bytes
 from ..states import Action, Do, ReplyMode
 from ..turn import Broken
@@ -244,7 +245,7 @@ class Reply(Part):
         else:
             turn.error = broken.message if broken is not None else upstream_failure(msg)
             self.core.recorder.event(turn, "upstream_error", {"status": None, "message": turn.error})
-        self.record.complete(flow, state, _reply_outcome(flow, state, None, failed=turn.outcome != "cancelled"))
+        self.record.complete(flow, state, _reply_outcome(flow, state, None, failed=turn.outcome != TurnOutcome.CANCELLED))
 
     def _relay_done(self, flow: http.HTTPFlow, state: FlowState, *, answered: bool) -> Broken | None:
         """The flow's attempt has ended (``answered``: with a reply, else with an error): its relay

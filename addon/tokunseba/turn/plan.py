@@ -36,7 +36,7 @@ from ..protocols import openai_chat as p_openai
 from ..protocols import openai_responses as p_responses
 from ..protocols import Detected, detect
 from ..reasoning import follow_loop, not_followed
-from ..outcomes import route_text
+from ..outcomes import TurnOutcome, route_text
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
 from ..states import Action, Decided
@@ -127,13 +127,13 @@ class Turn:
             parts.append(f"passed on to {self.host}")
         elif d is not None and (matched := [t for t in d.trace if t.matched]) \
                 and (said := route_text(None, records(matched))) != "no route":  # matched, skipped: never "no route"
-            parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
-        elif self.outcome == "pass_through":
+            parts.append(f"{said} → {'pass-through' if self.outcome == TurnOutcome.PASS_THROUGH else 'not sent'}")
+        elif self.outcome == TurnOutcome.PASS_THROUGH:
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
-        if self.outcome == "translated" and self.target_protocol:
+        if self.outcome == TurnOutcome.TRANSLATED and self.target_protocol:
             parts.append(f"{self.client_protocol}→{self.target_protocol}"
                          + (f" · count by {self.counter.name}" if self.counter is not None else ""))
-        elif self.outcome == "retargeted":
+        elif self.outcome == TurnOutcome.RETARGETED:
             parts.append(f"retarget {self.client_protocol}")
         elif self.outcome in ("refused", "error"):
             parts.append(f"{self.outcome}: {self.error or (d.reason if d else '')}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocols
+from ..outcomes import TurnOutcome
 from ..reasoning import Keeper
 from ..routing import Endpoint, EndpointHealth, Rules
 from ..states import Action, Decided
@@ -101,7 +102,7 @@ class Planning:
         proxyauth, allow_remote = access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
-        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
+        if turn.outcome == TurnOutcome.REFUSED and any(k == "unmatched_refused" for k, _ in turn.events):
             say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         plan = self.plan
