@@ -332,10 +332,17 @@ base_url() { echo "http://127.0.0.1:$(cat "$STATE/$1.port")/v1"; }
 
 http_ok() { curl -sf -o /dev/null --max-time 2 "$1"; }
 
+# port_free PORT: nothing listens on 127.0.0.1:PORT. Bound as the servers bind (SO_REUSEADDR:
+# llama-server's server-http.cpp, uvicorn): the connections a stopped server closed linger in
+# TIME_WAIT on its port for up to 60 s, and a plain bind took them for a server still there
+# ("port ... is already in use" right after `stop`); a listening socket still fails the bind.
 port_free() {
   local py=python3
   [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
-  "$py" -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+  "$py" -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
 }
 
 usec() { echo "${EPOCHREALTIME/./}"; }  # wall clock in microseconds

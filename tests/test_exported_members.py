@@ -27,6 +27,7 @@ FACES: dict[str, str] = {
     "pricing": "the proxy and the CLI price turns through its face (issue 38)",
     "report": "the CLI's report command draws the page through its face (issue 38)",
     "turn": "the proxy (its adapter) and shadows take a turn's plan, reply and failover through its face (issue 38)",
+    "budgets": "the proxy and the CLI hold, settle and read spending caps through its face (issue 40)",
 }
 
 

@@ -59,7 +59,7 @@ def test_core_imports_no_io_or_framework():
         assert not bad, f"{f.relative_to(PKG)} imports {bad}"
 
 
-ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web")}
+ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web", "websocket")}
 
 
 def test_only_the_adapter_imports_mitmproxy_or_tornado():
@@ -95,14 +95,15 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"protocols"}, "the protocol facts, over the neutral model"),
     ({"credentials", "validate", "translate", "webview", "outcomes"}, "over the facts: keys, checks, codecs, views"),
     ({"routing", "ledger"}, "where a turn goes; where it is written"),
-    ({"pricing", "reasoning", "report"}, "over the rules and the ledger (report: the figures of `tokunseba report`)"),
+    ({"pricing", "reasoning", "budgets", "report"}, "over the rules and the ledger (report: the figures of `tokunseba report`)"),
     ({"turn"}, "one turn's plain lifecycle, over all of the above"),
     ({"shadow"}, "a turn sent again (it plans as a turn does)"),
     ({"proxy"}, "the adapter: mitmproxy's hooks and the sockets"),
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
-PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing", "otel_spans",
-                 "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"}, {"mitm"}]
+PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "base_url", "recorder", "shadowing",
+                 "otel_spans", "ws_client", "budgeting", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"},
+                {"websocket"}, {"mitm"}]
 
 
 def _layer(name: str, layers: list) -> int:

@@ -31,11 +31,13 @@ from tokunseba.turn.console_line import turn_line
     (None, None, None, "unfinished"),
     ("error", None, "upstream broke", "error"),
     ("something-new", 200, None, "error"),
+    ("capped", 200, None, "capped"),  # served: the endpoint's own cap ended its reply (issue 41)
+    ("capped", 502, "upstream broke", "error"),
 ])
 def test_every_turn_has_one_class(outcome, status, error, cls):
     assert outcomes.outcome_class(outcome, status, error) == cls
     assert cls in outcomes.CLASSES
-    assert outcomes.served(cls) == (cls in ("translated", "retargeted", "pass_through"))
+    assert outcomes.served(cls) == (cls in ("translated", "retargeted", "pass_through", "capped"))
 
 
 def test_a_matched_route_is_never_no_route():
@@ -98,6 +100,7 @@ MIXED = [  # request id, fields, the class every view must say
                    attempts=[{"route": "small", "endpoint": "local", "kind": "status", "status": 429},
                              {"route": None, "endpoint": None, "host": "api.anthropic.com", "kind": "unreachable"}]),
      "error"),
+    ("tk-b1", dict(outcome="capped", status=200, rule="small", endpoint="local"), "capped"),
 ]
 
 
@@ -121,18 +124,21 @@ def run(*argv: str) -> str:
 
 def test_stats_classes_add_up_and_served_excludes_errors(mixed):
     st = json.loads(run("stats", "--ledger", str(mixed), "--json"))
-    classes = ("translated", "retargeted", "pass_through", "errors", "refused", "cancelled", "interrupted",
+    classes = ("translated", "retargeted", "pass_through", "capped", "errors", "refused", "cancelled", "interrupted",
                "unfinished")
     assert sum(st[k] for k in classes) == st["turns"] == len(MIXED)
     want = {c: sum(1 for *_, k in MIXED if k == c) for c in outcomes.CLASSES}
     assert (st["translated"], st["retargeted"], st["pass_through"], st["errors"], st["refused"], st["cancelled"],
             st["interrupted"]) == (want["translated"], want["retargeted"], want["pass_through"], want["error"],
                                    want["refused"], want["cancelled"], want["interrupted"])
-    assert st["served"] == want["translated"] + want["retargeted"] + want["pass_through"]
+    assert st["served"] == want["translated"] + want["retargeted"] + want["pass_through"] + want["capped"]
+    assert st["capped"] == want["capped"] == 1  # apart from the clean translations (issue 41)
+    assert next(g for g in st["by_route"] if g["route"] == "small")["capped"] == 1
     for g in st["by_route"]:
         assert g["served"] <= g["turns"] - g["errors"] - g["refused"] - g["cancelled"]
     text = run("stats", "--ledger", str(mixed))
-    assert f"turns {len(MIXED)} = served {st['served']} (translated 1  ·  retargeted 1  ·  pass-through 1) + errors 3 " \
+    assert f"turns {len(MIXED)} = served {st['served']} (translated 1  ·  retargeted 1  ·  pass-through 1  ·  capped 1: cut by the endpoint's cap) + " \
+           "errors 3 " \
            f"+ refused 1 + cancelled 1 + interrupted 1" in text
 
 
@@ -173,7 +179,7 @@ def test_sessions_count_an_endpoint_only_when_something_was_sent(mixed):
     finally:
         led.close()
     # tk-a5 (answered here: its host unreachable) and tk-a6 (refused) sent nothing
-    assert s["endpoints"] == {"local": 4, "big": 1, "api.anthropic.com": 2}
+    assert s["endpoints"] == {"local": 5, "big": 1, "api.anthropic.com": 2}
 
 
 def test_explain_says_which_failure_the_client_got(tmp_path):

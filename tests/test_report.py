@@ -139,3 +139,29 @@ def test_report_page_draws_its_charts_in_headless_chromium(ledger, tmp_path):
         assert len(shot) > 10_000
     finally:
         b.close()
+
+
+def test_report_draws_each_budget_window_from_the_charges_the_budget_store_wrote(tmp_path, capsys):
+    """Holds admitted and settled by the budgets' own store (budgets/store.py) on the ledger
+    file: the report's budget lines are each window's cumulative spend, in dollars."""
+    from tokunseba.budgets import BudgetStore
+    from tokunseba.routing import load_rules_text
+
+    rules = load_rules_text("endpoints:\n  oai: {protocol: openai, url: 'http://127.0.0.1:9/v1'}\nbudgets:\n"
+                            "  - {name: five, usd: 5.00, hold: 0.10, window: day}\n", "r.yaml")
+    (five,) = rules.budgets.budgets
+    path = tmp_path / "ledger.db"
+    Ledger(path).close()  # the ledger's schema, budgets' tables included
+    store = BudgetStore(path, owner="me")
+    now = time.time()
+    for i, cents in enumerate((7, 12)):
+        held = store.admit([(five, "all", False)], request_id=f"r{i}", now=now + i)
+        store.settle(held, {"five": cents * 10_000}, request_id=f"r{i}", now=now + i + 0.5)
+    store.close()
+    assert main(["report", "--ledger", str(path), "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["budgets"]
+    assert line["name"] == "five" and line["unit"] == "usd" and Decimal(line["limit"]) == Decimal(5)
+    assert [Decimal(v) for _, v in line["points"]] == [Decimal("0.07"), Decimal("0.19")]
+    out = tmp_path / "r.html"
+    assert main(["report", "--ledger", str(path), "-o", str(out)]) == 0
+    assert out.read_text().count("Plotly.newPlot") == 3  # spend, local share, budgets

@@ -63,7 +63,7 @@ ERRORS = [
     ("yaml-tab", "endpoints:\n\tlocal: {}\n", 2, "YAML syntax error"),
     ("yaml-two-documents", "routes: []\n---\nroutes: []\n", 2, "YAML syntax error"),
     ("top-not-mapping", "- a\n- b\n", 1, "the rules file must be a mapping, got a list"),
-    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched, tool_loops, prices)"),
+    ("top-unknown-key", "endpoints: {}\nrouts: []\n", 2, "unknown key 'routs' (expected one of: endpoints, routes, unmatched, tool_loops, prices, budgets, on_ledger_unavailable)"),
     ("endpoints-not-mapping", "endpoints:\n  - local\n", 2, "endpoints must be a mapping, got a list"),
     ("endpoint-not-mapping", "endpoints:\n  local: http://x/v1\n", 2, "endpoint 'local' must be a mapping"),
     ("endpoint-unknown-key", LOCAL + "    urll: x\n", 5, "endpoint 'local': unknown key 'urll'"),
@@ -289,11 +289,11 @@ def test_default_is_safe_and_its_commented_example_is_valid():
     start = next(i for i, line in enumerate(lines) if line.startswith("# endpoints:"))
     text = "\n".join(line[2:] for line in lines[start:] if line.startswith("#"))
     example = load_rules_text(text, "doc")
-    (route,) = example.routes
-    assert route.when.keys() == CHECKS.keys()
+    route, earned = example.routes  # the second: a route with earn: (it takes no shadow:)
+    assert route.when.keys() == CHECKS.keys() and earned.earn is not None
     raw = yaml.safe_load(text)
     assert raw["endpoints"]["local"].keys() == ENDPOINT_KEYS.keys()
-    assert set(raw["routes"][0]) == set(ROUTE_KEYS)
+    assert set(raw["routes"][0]) | set(raw["routes"][1]) == set(ROUTE_KEYS)
     assert set(raw) == set(TOP_KEYS)
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba.cli import main as cli
+from tokunseba.cli.main import main as cli_main
 from tokunseba.addresses import is_loopback
 from tokunseba.ledger import Ledger, readable_by_others
 from tokunseba.routing import RulesError, load_rules, load_rules_text
@@ -379,31 +379,31 @@ def test_run_warns_about_a_ledger_others_can_read(tmp_path, capsys, monkeypatch)
     os.chmod(ledger, 0o644)
     warning = cli_run.ledger_warning(str(ledger))
     assert warning.startswith("tokunseba: warning: the ledger is readable by other users:") and "\n" not in warning
-    assert cli.main(["run", "--dry-run", "--ledger", str(ledger)]) == 0  # a warning, not a refusal
+    assert cli_main(["run", "--dry-run", "--ledger", str(ledger)]) == 0  # a warning, not a refusal
     assert capsys.readouterr().err == warning + "\n"
     os.chmod(ledger, 0o600)
     assert cli_run.ledger_warning(str(ledger)) is None
-    assert cli.main(["run", "--dry-run", "--ledger", str(ledger)]) == 0 and capsys.readouterr().err == ""
+    assert cli_main(["run", "--dry-run", "--ledger", str(ledger)]) == 0 and capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.5"])
 def test_run_on_a_public_address_without_proxyauth_refuses_to_start(capsys, host):
-    assert cli.main(["run", "--dry-run", "--host", host]) == 2
+    assert cli_main(["run", "--dry-run", "--host", host]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "without proxy authentication" in err and "--proxyauth" in err
 
 
 def test_run_on_a_public_address_with_proxyauth_starts(capsys):
-    assert cli.main(["run", "--dry-run", "--host", "0.0.0.0", "--", "--proxyauth", "u:p"]) == 0
+    assert cli_main(["run", "--dry-run", "--host", "0.0.0.0", "--", "--proxyauth", "u:p"]) == 0
     out = capsys.readouterr().out
     assert "--listen-host 0.0.0.0" in out and "--proxyauth u:p" in out
-    assert cli.main(["run", "--dry-run", "--host", "localhost"]) == 0
+    assert cli_main(["run", "--dry-run", "--host", "localhost"]) == 0
 
 
 def test_check_shows_the_fail_closed_keys(tmp_path, capsys):
     p = tmp_path / "r.yaml"
     p.write_text(textwrap.dedent(REFUSE))
-    assert cli.main(["check", str(p)]) == 0
+    assert cli_main(["check", str(p)]) == 0
     out = capsys.readouterr().out
     assert "unmatched: refuse" in out and "on_failure: error for to-local; next for the others" in out
 
@@ -414,7 +414,7 @@ def test_explain_shows_what_was_left_behind(tmp_path, capsys):
         led.start_turn("tk-left1", started_at=1.0, client_protocol="anthropic", host="api.anthropic.com",
                        path="/v1/messages", requested_model="claude-x", stream=False)
         led.event("tk-left1", "left_behind", {"headers": ["x-api-key", "cookie"], "query": ["key"]}, ts=1.0)
-    assert cli.main(["explain", "tk-left1", "--ledger", str(ledger)]) == 0
+    assert cli_main(["explain", "tk-left1", "--ledger", str(ledger)]) == 0
     out = capsys.readouterr().out
     assert "left behind" in out and "headers x-api-key, cookie; query parameters key" in out
 

@@ -549,43 +549,6 @@ def test_endpoint_stop_strings_never_push_the_clients_out():
     assert any("4 stop strings at most" in w for w in t.translation.warnings)
 
 
-# ---------------------------------------------------------------- Codex's WebSocket upgrade
-
-
-def _ws(rules_text: str, headers=(("upgrade", "websocket"), ("connection", "Upgrade"))):
-    from tokunseba.routing import load_rules_text
-    from tokunseba.turn.plan import websocket_refusal
-
-    return websocket_refusal(load_rules_text(rules_text), method="GET", host="api.openai.com",
-                             path="/v1/responses", headers=list(headers))
-
-
-RESP_RULES = """\
-endpoints:
-  r:
-    protocol: openai-responses
-    url: http://127.0.0.1:9/v1
-routes:
-  - name: codex
-    when: {client: openai-responses}
-    to: r
-"""
-
-
-def test_websocket_upgrade_declined_when_a_route_takes_responses_turns():
-    lr = _ws(RESP_RULES)
-    assert lr is not None and lr.status == 426 and b"WebSocket" in lr.body
-
-
-def test_websocket_upgrade_passes_when_no_route_could_take_it():
-    assert _ws("routes:\n  - name: a\n    when: {client: anthropic}\n    to: openai\n") is None
-    assert _ws("routes: []\n") is None
-
-
-def test_plain_get_is_not_a_websocket_upgrade():
-    assert _ws(RESP_RULES, headers=()) is None
-
-
 # ---------------------------------------------------------------- refusals found by the translation itself
 
 REFUSAL_RULES = """\
@@ -686,12 +649,6 @@ def test_gemini_retarget_never_forwards_the_clients_key_to_another_host():
     assert t.outcome == "retargeted"
     assert "AIzaCLIENT" not in t.url and t.url.count("alt=sse") == 1 and "models/gemini-other:" in t.url
     assert t.set_headers.get("x-goog-api-key") == "k2" and t.body is None
-
-
-def test_websocket_upgrade_passes_when_the_only_route_cannot_take_responses():
-    rules = "endpoints:\n  g:\n    protocol: gemini\n    url: http://127.0.0.1:9/v1beta\nroutes:\n  - name: h\n" \
-            "    when: {client: [anthropic, gemini], model: \"*haiku*\"}\n    to: g\n"
-    assert _ws(rules) is None
 
 
 # ---------------------------------------------------------------- decide, then translate (issue 23)

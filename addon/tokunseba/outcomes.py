@@ -8,8 +8,10 @@ Contract (pure: no I/O, no imports of the rest of the package):
   ``refused`` / ``cancelled`` / ``interrupted`` stay themselves; any other turn with a status
   >= 400 or an error is an ``error`` (a translated turn the endpoint answered 400 included);
   an open turn (outcome NULL) is ``unfinished``; else it was served: ``translated``,
-  ``retargeted`` or ``pass_through``. ``stats`` headline classes therefore add up to the
-  turns, and ``SERVED`` never counts an error.
+  ``retargeted``, ``pass_through``, or ``capped``: a translated turn whose reply the
+  endpoint's own ``max_tokens`` (not the client's limit) ended (``CAPPED``; turn/cap_note.py),
+  served but counted apart from the clean ones. ``stats`` headline classes therefore add up
+  to the turns, and ``SERVED`` never counts an error.
 - ``label(cls)`` is how a class is written (``pass-through``); ``head(cls, status)`` is the
   outcome and status word (``error 502``, ``translated 200``, ``cancelled no reply``).
 - ``route_text(rule, trace, attempts)`` is the route a turn took, said the same way
@@ -39,6 +41,7 @@ class TurnOutcome(StrEnum):
     string (it compares equal to the ledger's word and formats as it), as ``states.py``'s modes are."""
 
     TRANSLATED = "translated"
+    CAPPED = "capped"  # translated, and the endpoint's own cap (not the client's limit) ended its reply
     RETARGETED = "retargeted"
     PASS_THROUGH = "pass_through"
     ERROR = "error"
@@ -47,7 +50,9 @@ class TurnOutcome(StrEnum):
     INTERRUPTED = "interrupted"
     UNFINISHED = "unfinished"
 
-SERVED = ("translated", "retargeted", "pass_through")  # a reply the client could use
+
+CAPPED = "capped"  # translated, and the endpoint's own cap (not the client's limit) ended its reply
+SERVED = ("translated", "retargeted", "pass_through", CAPPED)  # a reply the client could use
 NOT_SENT_OR_FAILED = ("error", "refused", "cancelled", "interrupted", "unfinished")
 CLASSES = (*SERVED, *NOT_SENT_OR_FAILED)  # every turn is in exactly one
 

@@ -441,8 +441,8 @@ def test_a_proxy_client_and_a_base_url_client_at_once(run, ups):
 
 def test_calls_that_are_not_turns_behave_as_on_the_proxy_path(run, ups):
     """A model list passes through untouched to the listener's provider and gets its answer
-    (not in the ledger); Codex's WebSocket upgrade is declined with 426 (a rule takes Responses
-    turns), as on the proxy path."""
+    (not in the ledger); Codex's WebSocket upgrade goes on to the provider too (its messages
+    would be the turns: proxy/websocket.py), as on the proxy path."""
     prov = ups["api.openai.com"]
     fresh(prov)
     before = set(run.rows())
@@ -455,8 +455,8 @@ def test_calls_that_are_not_turns_behave_as_on_the_proxy_path(run, ups):
         ws = h.get(run.base("api.openai.com") + "/v1/responses",
                    headers={"upgrade": "websocket", "connection": "Upgrade", "sec-websocket-version": "13",
                             "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "authorization": f"Bearer {OAI_KEY}"})
-        assert ws.status_code == 426, ws.text
-    assert len(prov.requests) == 1  # the upgrade never reached the provider
+        assert ws.status_code == 200, ws.text  # the scripted provider does not upgrade: its answer, as it came
+    assert [r.path for r in prov.requests] == ["/v1/models", "/v1/responses"]  # the upgrade reached the provider
     assert set(run.rows()) == before  # neither is a turn
 
 

@@ -1,13 +1,16 @@
 """The console says when the endpoint's own cap, not the client's, ended a reply (issue 31):
 the real `tokunseba run`, a scripted Chat endpoint with `max_tokens: 8` that ends its stream
-`finish_reason: length`, and a real Anthropic SDK client that asked for 1000; then the same
-endpoint ending `stop`: no such line."""
+`finish_reason: length`, and a real Anthropic SDK client that asked for 1000, told `end_turn` (the
+turn `capped`: issue 41); then the same endpoint ending `stop`: no such line."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import anthropic
 
-from .conftest import ledger_settled
+from .conftest import BIN, ledger_settled
 from .test_console_e2e import Run
 from .test_proxy_e2e import CHAT_USAGE, chat_chunk
 from .upstream import Reply, Upstream
@@ -56,10 +59,16 @@ def test_the_console_says_the_endpoints_cap_ended_the_reply(tmp_path, monkeypatc
         finally:
             out = run.stop()
     (cut, cut_reason), (ended, ended_reason) = ids
-    assert (cut_reason, ended_reason) == ("max_tokens", "end_turn")  # the client is told the truth
+    # the client's own limit (1000) was never reached: it is told the turn ended (issue 41), and the
+    # ledger keeps the endpoint's max_tokens, with the conversion, under the outcome capped
+    assert (cut_reason, ended_reason) == ("end_turn", "end_turn")
+    turns = {t["request_id"]: t for t in json.loads(subprocess.run(
+        [str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json"], capture_output=True, text=True,
+        timeout=60).stdout)}
+    assert (turns[cut]["outcome"], turns[ended]["outcome"]) == ("capped", "translated")
     said = [ln for ln in out.splitlines() if "the reply was cut by endpoint" in ln]
     assert len(said) == 1 and said[0].endswith(
         f"tokunseba: {cut} the reply was cut by endpoint small's cap (max_tokens 8; the client asked for 1000), "
-        "not by the client's own limit: its client may send continuation turns. Give the endpoint stop strings "
+        "not by the client's own limit: the client was told end_turn. Give the endpoint stop strings "
         "that end its turns, or raise its max_tokens"), out
     assert ended not in said[0]

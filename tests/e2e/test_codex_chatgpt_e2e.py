@@ -12,10 +12,9 @@ Codex asks chatgpt.com for its models, account (workspace routing: it sends no t
 it), settings, plugins and MCP; a scripted ChatGPT backend plays those, reached through
 ``point_hosts.py`` (a test-only mitmproxy script that points the host ``chatgpt.com`` at it:
 every chatgpt.com request goes there, non-turn paths included, untouched by tokunseba). Codex
-opens each session with a WebSocket upgrade of the turn path; where a rule could take the
-turn tokunseba declines it (426) and Codex sends the turn over HTTPS at once; with no such
-rule the upgrade reaches the scripted backend, which declines it the same way (it speaks no
-WebSocket)."""
+opens each session with a WebSocket upgrade of the turn path; it reaches the scripted
+backend (each turn message over a WebSocket would be routed: proxy/websocket.py), which
+declines it (426: it speaks no WebSocket), and Codex sends the turn over HTTPS at once."""
 
 from __future__ import annotations
 
@@ -189,11 +188,11 @@ def test_a_chatgpt_login_turn_is_routed_by_its_login_and_its_credentials_stay_ho
         assert ENDPOINT_KEY in (sent.headers.get("x-api-key", "") + sent.headers.get("authorization", ""))
         assert not [r for r in target.requests if carries_login(r)]
         assert "chatgpt-account-id" not in sent.headers and "cookie" not in sent.headers
-        # the backend saw Codex's account and model calls, never the turn (nor its WebSocket:
-        # tokunseba declined the upgrade, Codex sent the turn over HTTPS)
+        # the backend saw Codex's account and model calls and its WebSocket upgrade (which it
+        # declined: Codex sent the turn over HTTPS), never the turn
         paths = [(r.method, r.path.split("?", 1)[0]) for r in backend.requests]
         assert ("GET", "/backend-api/wham/accounts/check") in paths
-        assert not [pp for pp in paths if pp[1] == TURN_PATH]
+        assert not [pp for pp in paths if pp == ("POST", TURN_PATH)]
     turns, events = ledger(m)
     assert len(turns) == 1, turns  # the account, model, plugin and MCP calls are no turns
     t = turns[0]

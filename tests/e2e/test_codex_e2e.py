@@ -1,8 +1,9 @@
 """The real Codex CLI (npm @openai/codex) through a real mitmdump with the addon: its
 Responses API turns are detected, routed by a rule to another Responses endpoint (a
 scripted upstream: same protocol, so retargeted, not translated), with the endpoint's own
-key; the WebSocket upgrade Codex tries first is declined with 426 so the turn goes over
-HTTPS where it can be routed and recorded."""
+key; the WebSocket upgrade Codex tries first is declined with 426 (api.openai.com cannot be
+reached here: the connection has no WebSocket peer) so the turn goes over HTTPS where it can be
+routed and recorded."""
 
 from __future__ import annotations
 

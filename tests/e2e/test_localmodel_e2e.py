@@ -287,3 +287,28 @@ def test_models_probe_confirms_both_real_servers_answer(servers, tmp_path):
     rows = {line.split()[0]: line for line in text.stdout[text.stdout.index("ENDPOINT  PROBED"):].splitlines()[1:]}
     assert "reachable, " in rows["llama"] and "gemma-3-270m" in rows["llama"]
     assert "unreachable: connection refused" in rows["gone"]
+
+
+def test_start_right_after_stop_on_the_same_port(tmp_path):
+    """Issue 41: `stop` then `start --port P` said "port P ... is already in use" for up to a
+    minute. The real llama-server, a kept-alive connection to it (as the proxy keeps one): stopped,
+    the server closes that connection first, which leaves it in TIME_WAIT on P; `start --port P`
+    right after takes P again."""
+    state = tmp_path / "state"
+    url = _start("llama-server", state)
+    port = int(url.split(":")[2].split("/")[0])
+    client = httpx.Client(trust_env=False, timeout=30)
+    try:
+        for _ in range(3):  # one connection, kept alive
+            assert client.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        _stop("llama-server", state)
+        client.close()  # the server's side, closed first, now waits out TIME_WAIT
+        waiting = subprocess.run(["ss", "-Htan", f"sport = :{port}"], capture_output=True, text=True)
+        p = subprocess.run([str(SCRIPT), "start", "--server", "llama-server", "--port", str(port)], capture_output=True,
+                           text=True, env={**os.environ, "LOCALMODEL_STATE_DIR": str(state)}, timeout=180)
+        print(f"sockets on {port} at the restart: {waiting.stdout.strip() or '(ss found none)'}")
+        assert p.returncode == 0 and "already in use" not in p.stderr, p.stderr[-3000:]
+        assert p.stdout.strip().splitlines()[-1] == url
+    finally:
+        client.close()
+        _stop("llama-server", state)

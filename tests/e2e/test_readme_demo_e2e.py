@@ -211,8 +211,9 @@ def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
     need_npm_tool("codex", "Codex")
     work = tmp_path / "work"
     work.mkdir()  # not a git repository: the README's --skip-git-repo-check
-    # not `prints`: a run here printed no final message on stdout for a 6-token local reply (rc 0, the
-    # turn translated 200): the demo's promise is the exit status and every turn local, checked below
+    # not `prints`: the base model's reply to Codex's turn is often empty (its first words are the stop
+    # string <|im_end|>: 6 tokens), which Codex prints as nothing with rc 0 (docs/guide/local-model.md,
+    # "When Codex prints nothing"): the demo's promise is the exit status and every turn local, checked below
     run, turns, out = _demo_five_times(tmp_path, "codex-local.yaml", "codex exec", work, "Codex", prints=False)
     model_turns = [t for t in turns if t["client_protocol"] == "openai-responses"]
     assert len(model_turns) >= RUNS, turns
@@ -318,7 +319,8 @@ def test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local(tmp_path):
     need_npm_tool("gemini", "Gemini CLI")
     run, turns, out = _demo_five_times(tmp_path, "gemini-cli-local.yaml", "gemini -p", ROOT, "Gemini CLI")
     assert {t["client_protocol"] for t in turns} == {"gemini"}, turns  # nothing else went anywhere
-    assert all(t["endpoint"] == "local" and t["outcome"] == "translated" and t["status"] == 200
+    # capped: the endpoint's cap ended the reply (told end_turn, counted apart: issue 41)
+    assert all(t["endpoint"] == "local" and t["outcome"] in ("translated", "capped") and t["status"] == 200
                for t in turns), turns
     by_rule = {r: sum(t["rule"] == r for t in turns) for r in ("gemini-cli-router", "gemini-cli-questions-local")}
     # a router call and a main turn per run, each at most once more (Gemini CLI asks again after an
@@ -327,6 +329,7 @@ def test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local(tmp_path):
     reasons = _stop_reasons(run.ledger)
     assert all(reasons.get(t["request_id"]) is not None for t in turns), reasons  # each reply ended, none torn
     capped = sum(reasons.get(t["request_id"]) == "max_tokens" for t in turns)
+    assert capped == sum(t["outcome"] == "capped" for t in turns)  # each one marked so in the ledger
     print(f"README Gemini CLI demo: {len(turns)} turns, {capped} ended on the endpoint's cap")
 
 

@@ -2,7 +2,9 @@
 subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``read`` (registers
 the read commands, one module each: ``models``, ``stats``, ``explain``, ``log``, over ``common``,
 what every read command shares), ``sessions`` and its ``session_view`` (turns grouped by who is
-talking), ``shadow`` (shadow turns and replays), ``prices``.
+talking), ``shadow`` (shadow turns and replays), ``earn`` (earned routes) and its
+``earn_report`` (``--report``), ``fitness`` (``models --probe``'s window and prefill), ``context_env``
+(``env --rules``' Claude Code context settings), ``prices``.
 
 Contract: the CLI reads the ledger and the rules; it never imports mitmproxy nor the proxy
 path (tests/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.

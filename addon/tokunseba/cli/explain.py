@@ -189,7 +189,9 @@ def _decision_lines(turn: dict, events: list[dict]) -> list[str]:
             decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
-    return [_kv("decision", decision), *_attempt_lines(turn)]
+    from ..shadow import earn_lines  # an earned route: where the turn went, on what evidence
+
+    return [_kv("decision", decision), *earn_lines(events), *_attempt_lines(turn)]
 
 
 def _translation_lines(turn: dict, events: list[dict]) -> list[str]:
@@ -231,6 +233,8 @@ def _upstream_lines(turn: dict, events: list[dict], cost: Cost | None) -> list[s
     done = next((e["data"] for e in reversed(events) if e["kind"] == "completed" and isinstance(e["data"], dict)), {})
     if done.get("stop_reason"):
         out.append(_kv("stop reason", str(done["stop_reason"])))
+    for j, item in enumerate(done.get("converted") or []):  # told the client in place of the upstream's (issue 41)
+        out.append(_kv("told client" if j == 0 else "", _compact(item)))
     for j, item in enumerate(done.get("dropped") or []):  # reply fields left behind by the translation
         out.append(_kv("reply drops" if j == 0 else "", _compact(item)))
     for e in events:  # a token count answered by the endpoint's own counter (issue 32)

@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · shadow · replay.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · budgets · shadow · replay · earn.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
@@ -23,6 +23,7 @@ typical use:
   tokunseba log; tokunseba stats --since 24h; tokunseba explain <request-id>
   tokunseba sessions; tokunseba stats --by agent; tokunseba log --session <id>   # who talked, where it went
   tokunseba shadow --since 24h; tokunseba replay <request-id> --to local   # is the local model good enough?
+  tokunseba earn; tokunseba earn --suggest          # which kinds of turn the local model has earned
 """
 
 
@@ -51,12 +52,16 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_run.add_commands(sub)
     if only_run:
         return p
-    from . import prices as cli_prices, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
+    from . import budgets as cli_budgets, prices as cli_prices, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
 
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
+    from . import earn as cli_earn
+
+    cli_earn.add_commands(sub)
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
+    cli_budgets.add_commands(sub)  # budgets
     from . import report as cli_report
 
     cli_report.add_commands(sub)

@@ -34,7 +34,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", metavar="FILE", help="rules YAML (default: $TOKUNSEBA_RULES; else built-in endpoints only)")
     p.add_argument("--probe", action="store_true",
                    help="ask each endpoint's models API: reachable or not, models served (exit 1 if one gives no list); "
-                        "the rules' own endpoints when they declare some, else the built-in ones; --endpoint to choose")
+                        "the rules' own endpoints when they declare some, else the built-in ones; --endpoint to choose. "
+                        "A loopback endpoint is also asked its context window (llama-server's /props)")
+    p.add_argument("--prefill", action="store_true",
+                   help="with --probe: also send each loopback endpoint one ~900-token prompt (max_tokens 1) and say "
+                        "its prompt throughput (tokens/s, by the server's own timings where it reports them) and how "
+                        "long a 20k-token turn would wait for its first token")
     p.add_argument("--endpoint", metavar="NAME", action="append", help="only this endpoint (repeatable)")
     p.add_argument("--timeout", metavar="SECONDS", default="3",
                    help=f"probe timeout per endpoint (default 3, at most {MAX_TIMEOUT:g})")
@@ -62,7 +67,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         endpoints = {n: endpoints[n] for n in endpoints if n in args.endpoint}
     report = models_report(rules, rules_path, endpoints)
     if args.probe:
-        add_probes(report, endpoints, bool(args.endpoint), timeout)
+        add_probes(report, endpoints, bool(args.endpoint), timeout, args.prefill)
     if args.json:
         print_json(report)
     else:
@@ -97,6 +102,7 @@ def _named_models(rules: Any, endpoints: dict) -> dict[str, list[str]]:
 def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[str, Any]:
     """What `models` says (its --json), before any probe: endpoints, client × endpoint pairs,
     what a translated turn is still refused for, and each route's clients and refusals."""
+    from ..routing import caps_of_endpoint
     from ..translate import CODECS, PROTOCOLS, pair_refusal
 
     named = _named_models(rules, endpoints)
@@ -109,7 +115,7 @@ def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[s
              "count_tokens": ep.count_tokens or ("native" if ep.counter else "none"),
              "counter": ep.counter.name if ep.counter else None, "no_counter_why": ep.no_counter_why,
              "accepts": list(ep.takes), "accepts_said": ep.accepts is not None, "cache": ep.cache,
-             "context_tokens": ep.context_tokens}
+             "context_tokens": ep.context_tokens, "budgets": caps_of_endpoint(rules, n)}
             for n, ep in endpoints.items()
         ],
         "pairs": [
@@ -134,7 +140,7 @@ def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[s
     return report
 
 
-def add_probes(report: dict[str, Any], endpoints: dict, chosen: bool, timeout: float) -> None:
+def add_probes(report: dict[str, Any], endpoints: dict, chosen: bool, timeout: float, prefill: bool = False) -> None:
     """Probe the endpoints (in parallel) and put each answer in its entry of ``report``.
 
     A rules file's own endpoints by default (the local server it names, not the cloud behind
@@ -142,12 +148,22 @@ def add_probes(report: dict[str, Any], endpoints: dict, chosen: bool, timeout: f
     declared = {n: ep for n, ep in endpoints.items() if not ep.builtin}
     probed = endpoints if chosen or not declared else declared
     report["not_probed"] = [n for n in endpoints if n not in probed]
+    from .fitness import probe_fitness
+
+    def probe(ep: Any) -> tuple[dict, dict | None]:
+        """The models API; then, where it answered, a loopback endpoint's window and prefill (cli/fitness.py)."""
+        pr = probe_endpoint(ep, timeout)
+        return pr, probe_fitness(ep, os.environ, timeout, prefill=prefill) if pr["ok"] else None
+
     with ThreadPoolExecutor(max_workers=max(len(probed), 1)) as pool:
-        probes = dict(zip(probed, pool.map(lambda ep: probe_endpoint(ep, timeout), probed.values())))
+        probes = dict(zip(probed, pool.map(probe, probed.values())))
     for entry in report["endpoints"]:
-        if (pr := probes.get(entry["name"])) is not None:
+        if (got := probes.get(entry["name"])) is not None:
+            pr, fitness = got
             pr["not_served"] = [m for m in entry["models_in_rules"] if pr["models"] is not None and m not in pr["models"]]
             entry["probe"] = pr
+            if fitness is not None:
+                entry["fitness"] = fitness
 
 
 def per_turn_refusals(client: str, target: str) -> list[str]:
@@ -190,6 +206,9 @@ def _endpoint_lines(rep: dict) -> list[str]:
     if not any(e.get("context_tokens") for e in rep["endpoints"]):  # a column only when some endpoint says it
         heads, rows = heads[:-1], [r[:-1] for r in rows]
     out.append(table(heads, rows))
+    if capped := [e for e in rep["endpoints"] if e.get("budgets")]:  # spending caps (tokunseba budgets)
+        out += ["", "Spending caps: " + "; ".join(f"{e['name']}: {', '.join(e['budgets'])}" for e in capped)
+                + " (tokunseba budgets: spent, held, limit, reset)"]
     if nocount := [e for e in rep["endpoints"] if e["counter"] is None]:
         out += ["", "Token counts routed to " + "; ".join(f"{e['name']} ({e['no_counter_why']})" for e in nocount)
                 + " are answered with an error naming the endpoint: a count is never estimated."]
@@ -250,6 +269,10 @@ def _probe_lines(rep: dict) -> list[str]:
     out = ["", table(["ENDPOINT", "PROBED", "STATE", "MODELS SERVED"], rows)]
     if rep.get("not_probed"):
         out.append(f"not probed (built in): {', '.join(rep['not_probed'])}; probe one with --endpoint NAME")
+    from .fitness import FITNESS_HEAD, FITNESS_NOTE, fitness_rows
+
+    if rows := fitness_rows(rep):
+        out += ["", table(FITNESS_HEAD, rows, right={1, 3, 4, 5}), FITNESS_NOTE]
     return out
 
 

@@ -77,7 +77,7 @@ def _cost_function(args: argparse.Namespace, rules: Any, rules_path: str | None)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..report import ReportInputs, figures
+    from ..report import ReportInputs, budget_series, figures
     from ..report import PlotlyMissing, render
     from ..routing import RulesError
 
@@ -102,7 +102,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     inputs = ReportInputs(cost_of=cost_of, is_local=is_local, tz=args.tz)
 
     def body(ledger) -> int:
-        figs = figures(ledger.turns(since), inputs)
+        figs = figures(ledger.turns(since), inputs, budget_series(ledger.budget_use(since)))
         if args.json:
             print_json(figs.as_json())
             return 0

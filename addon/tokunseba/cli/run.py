@@ -111,6 +111,10 @@ def add_env(sub) -> None:
     e.add_argument("--base-url-port", metavar="PORT", default=None,
                    help=f"with --base-url: the first base-URL port, as given to or printed by tokunseba run "
                    f"(default --port + {BASE_URL_OFFSET})")
+    e.add_argument("--rules", metavar="FILE", default=None,
+                   help="rules YAML (default: $TOKUNSEBA_RULES): also print Claude Code's context settings "
+                   "(CLAUDE_CODE_MAX_CONTEXT_TOKENS, CLAUDE_CODE_AUTO_COMPACT_WINDOW) for the smallest context_tokens: "
+                   "of an endpoint a route may send its main turns to")
     e.set_defaults(func=cmd_env)
 
 
@@ -657,8 +661,39 @@ def cmd_env(args) -> int:
             return 2
         print("\n".join(base_url_lines(args.host, ports)))
         return 0
-    print("\n".join(env_lines(args.host, args.port, confdir(args.confdir))))
+    lines = env_lines(args.host, args.port, confdir(args.confdir))
+    if path := args.rules or os.environ.get("TOKUNSEBA_RULES"):
+        from ..routing import RulesError, load_rules
+        from .context_env import context_lines
+
+        try:
+            lines += context_lines(load_rules(path))
+        except RulesError as e:
+            if args.rules:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            lines.append(f"# $TOKUNSEBA_RULES not read, so no context settings: {e}")  # the exports above still hold
+    print("\n".join(lines))
     return 0
+
+
+def budget_price_warnings(rules, path: str) -> list[str]:
+    """A money cap that can reach a model nobody prices (budgets/check.py): priced as a turn is
+    (the file's ``prices:`` over the price library; a local endpoint at 0)."""
+    if not rules.budgets.budgets:
+        return []
+    import time
+
+    from ..budgets import price_warnings
+    from ..pricing import Billed, PricesError, Source, cost_of, rules_prices
+
+    try:
+        table = rules_prices(path)
+    except PricesError as e:
+        return [str(e)]
+    probe, now = Billed(input=1_000_000, uncached=1_000_000, output=1_000_000), time.time()
+    return price_warnings(rules, lambda ep, model: cost_of(model=model, endpoint=ep.name, url=ep.url, billed=probe,
+                                                           at=now, table=table).kind is not Source.UNPRICED)
 
 
 def cmd_check(args) -> int:
@@ -682,7 +717,7 @@ def cmd_check(args) -> int:
         from ..routing import load_rules, never_matching, too_big
 
         loaded = load_rules(path)
-        lines += never_matching(loaded) + too_big(loaded)
+        lines += never_matching(loaded) + too_big(loaded) + budget_price_warnings(loaded, path)
     for line in lines:
         print(line, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1

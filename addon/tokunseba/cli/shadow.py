@@ -4,7 +4,10 @@
 turns shadowed / skipped / failed; among the turns whose two replies could both be read,
 how many agree on the stop reason, on the tool names (in order), on the tool arguments
 (JSON-equal), and how many have exactly the same text; latency p50/p95 of each side; tokens
-as each side reported them. Facts only: no quality score is invented.
+as each side reported them. Facts only: no quality score is invented. Each group is also
+shown per stratum (the kind of turn: routing/strata.py), with the agreement verdicts of
+shadow/agreement.py: counted comparisons, agreed, the lower bound of the 95% Wilson interval,
+and the plain text turns (recorded, never counted).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .common import (
     timeout_option,
 )
 from ..credentials import redact_text, redact_url
+from ..routing import wilson_lower
 from ..ledger import (
     USAGE_FIELDS,
     Ledger,
@@ -130,6 +134,26 @@ def _failed(r: dict) -> bool:
     return bool(r["error"]) or (r["status"] or 0) >= 400 or r["status"] is None
 
 
+def _strata(sent: list[dict]) -> list[dict]:
+    """Agreement per stratum: the verdicts counted (structured and tool turns), agreed, the lower
+    bound of the 95% Wilson interval, plain text turns (never counted)."""
+    out: dict[str, dict] = {}
+    for r in sent:
+        c = r["comparison"] if isinstance(r["comparison"], dict) else {}
+        st, v = c.get("stratum"), c.get("verdict")
+        if not isinstance(st, dict) or not isinstance(v, dict):
+            continue
+        g = out.setdefault(st.get("key", "?"), {"stratum": st, "counted": 0, "agree": 0, "text": 0, "not_counted": 0})
+        if v.get("agree") is None:
+            g["text" if v.get("kind") == "text" else "not_counted"] += 1
+        else:
+            g["counted"] += 1
+            g["agree"] += bool(v["agree"])
+    for g in out.values():
+        g["lower_bound"] = round(wilson_lower(g["agree"], g["counted"]), 4)
+    return list(out.values())
+
+
 def shadow_report(rows: list[dict], since: float | None) -> dict:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -152,6 +176,7 @@ def shadow_report(rows: list[dict], since: float | None) -> dict:
             "latency_ms": {"primary": _timing([r["primary_latency_ms"] for r in sent]),
                            "shadow": _timing([r["latency_ms"] for r in sent if not _failed(r)])},
             "tokens": {"primary": _tokens(sent, "primary_"), "shadow": _tokens(sent, "")},
+            "strata": _strata(sent),
         })
     return {"since": since, "groups": out}
 
@@ -184,6 +209,10 @@ def render_shadow(rep: dict) -> str:
                 rows.append([side, counting, str(u["turns"]), *(fmt_num(u[f]) for f in USAGE_FIELDS)])
             if t["turns_none"]:
                 rows.append([side, "(none reported)", str(t["turns_none"]), *("-" for _ in USAGE_FIELDS)])
+        if g.get("strata"):
+            out.append(table(["STRATUM", "COUNTED", "AGREED", "LOWER", "TEXT"], [
+                [st["stratum"].get("key", "?").split(" ", 1)[-1], str(st["counted"]), str(st["agree"]),
+                 f"{st['lower_bound']:.2f}", str(st["text"])] for st in g["strata"]], indent="  ", right={1, 2, 3, 4}))
         if rows:
             out.append(table(["TOKENS AS REPORTED", "COUNTING", "TURNS", "INPUT", "OUTPUT", "CACHE READ",
                               "CACHE WRITE", "REASONING"], rows, indent="  ", right=set(range(2, 8))))
@@ -194,7 +223,7 @@ def render_shadow(rep: dict) -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..shadow import ReplayError, replay
+    from ..shadow import ReplayError, replay_turn
     from ..routing import RulesError, load_rules
     from ..shadow import explain_lines
 
@@ -221,7 +250,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         with Ledger(path) as ledger:  # read-write: the replay is recorded
             turn = ledger.get_turn(args.request_id)
-            done = replay(ledger, turn, ep, os.environ, timeout=timeout)
+            done = replay_turn(ledger, turn, ep, os.environ, timeout=timeout)
     except (LookupError, ReplayError) as e:
         return error(str(e.args[0]), 1)
     except (LedgerError,) + db_errors() as e:

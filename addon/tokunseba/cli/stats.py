@@ -63,7 +63,9 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     # the unserved ones when there are any; failed over is not a class (said after them)
     out.append(
         f"turns {st['turns']} = served {st.get('served', 0)} (translated {st['translated']}  ·  retargeted "
-        f"{st['retargeted']}  ·  pass-through {st['pass_through']}) + errors {st['errors']} + refused {st['refused']}"
+        f"{st['retargeted']}  ·  pass-through {st['pass_through']}"
+        + (f"  ·  capped {st['capped']}: cut by the endpoint's cap" if st.get("capped") else "")
+        + f") + errors {st['errors']} + refused {st['refused']}"
         + "".join(f" + {label} {st.get(key, 0)}" for key, label in UNSERVED_LABELS if st.get(key))
         + (f"  ·  failed over {st['failed_over']}" if st.get("failed_over") else "")
         + (f"  ·  requests {st['requests']} + retries {st['retries']}" if st.get("retries") else "")

@@ -25,6 +25,7 @@ from .connection import LedgerError, LedgerMissing
 from .dialect import db_errors
 from .location import (
     LEDGER_ENV,
+    PG_SCHEMES,
     default_instance,
     default_ledger_path,
     default_ledger_target,
@@ -38,7 +39,7 @@ from .location import (
 from .prefix import first_change, prefix_hashes
 from .private_files import create_private, private_dir, readable_by_others
 from .reads import LedgerReader
-from .schema import INTERRUPTED, USAGE_FIELDS
+from .schema import INTERRUPTED, USAGE_FIELDS, migrate_connection
 from .stats import NOT_SERVED, cache_read_share, compute_stats, percentile, turn_class, usage_counting
 from .store import Ledger
 from .writer import LedgerWriter
@@ -53,6 +54,7 @@ __all__ = [
     "db_errors",
     # where it lives and who writes it
     "LEDGER_ENV",
+    "PG_SCHEMES",
     "default_instance",
     "default_ledger_path",
     "default_ledger_target",
@@ -64,6 +66,7 @@ __all__ = [
     "url_scheme",
     # what its rows hold and add up to
     "INTERRUPTED",
+    "migrate_connection",
     "USAGE_FIELDS",
     "NOT_SERVED",
     "cache_read_share",

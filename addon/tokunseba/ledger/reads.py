@@ -140,6 +140,18 @@ class LedgerReader(LedgerConnection):
                     r[c] = jsonc.loads(r[c])
         return rows
 
+    def budget_use(self, since: float | None = None) -> list[dict]:
+        """Each budget window's charges in time order (``budget``, ``unit``, ``limit_amount``,
+        ``window_start``, ``window_end``, ``amount``, ``ts``), for `tokunseba report`; none in a
+        ledger without budgets (migration 0012_budgets)."""
+        if not self._has_table("budget_charges"):
+            return []
+        sql = ("SELECT c.budget, w.unit, w.limit_amount, c.window_start, w.window_end, c.amount, c.ts"
+               " FROM budget_charges c JOIN budget_windows w ON w.budget = c.budget AND w.scope_key = c.scope_key"
+               " AND w.window_start = c.window_start" + (" WHERE c.ts >= ?" if since is not None else "")
+               + " ORDER BY c.ts, c.id")
+        return self._query(sql, (since,) if since is not None else ())
+
     def stats(self, since: float | None = None) -> dict:
         """Counts, groupings, usage sums as reported and timing percentiles."""
         cols = "request_id, rule, endpoint, host, model_used, outcome, status, error, latency_ms, ttfb_ms, " + ", ".join(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .dialect import SQLITE
+from .dialect import POSTGRESQL_DIALECT, SQLITE
 
 # Append-only: never edit or reorder a shipped migration; add a new one at the end.
 # Append-only: never edit or reorder a shipped migration; add a new one at the end.
@@ -174,6 +174,47 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "0011_turn_prefix_hashes",
         ("ALTER TABLE turns ADD COLUMN prefix_hashes TEXT",),
     ),
+    (
+        # spending caps (issue 40, budgets/store.py): each budget's window (spent and held, in
+        # micro-dollars or tokens), the holds of turns in flight (with the lease their proxy
+        # renews; only turns in flight, so a few rows: no index beyond the key, one page less
+        # written per admission and per settlement), and every charge (reported, kept_hold,
+        # swept, after_sweep)
+        "0012_budgets",
+        (
+            """CREATE TABLE budget_windows (
+                budget TEXT NOT NULL,
+                scope_key TEXT NOT NULL,
+                window_start REAL NOT NULL,
+                window_end REAL NOT NULL,
+                unit TEXT NOT NULL,
+                limit_amount INTEGER NOT NULL,
+                spent INTEGER NOT NULL DEFAULT 0,
+                held INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (budget, scope_key, window_start)
+            )""",
+            """CREATE TABLE budget_holds (
+                hold_id TEXT PRIMARY KEY,
+                budget TEXT NOT NULL,
+                scope_key TEXT NOT NULL,
+                window_start REAL NOT NULL,
+                amount INTEGER NOT NULL,
+                request_id TEXT,
+                owner TEXT,
+                expires_at REAL NOT NULL
+            )""",
+            """CREATE TABLE budget_charges (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                budget TEXT NOT NULL,
+                scope_key TEXT NOT NULL,
+                window_start REAL NOT NULL,
+                request_id TEXT,
+                amount INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                ts REAL NOT NULL
+            )""",
+        ),
+    ),
 )
 
 
@@ -213,6 +254,20 @@ def migrate(conn: Any, dialect=SQLITE) -> list[str]:
             raise
         return applied
     return _migrate_steps(conn, in_one=False)
+
+
+def migrate_connection(conn: Any, *, postgresql: bool) -> list[str]:
+    """``migrate`` on a connection opened outside the ledger's own (budgets/store.py's): a
+    sqlite3 connection in autocommit mode, or a psycopg one in autocommit mode whose statements
+    are rewritten by the PostgreSQL dialect here."""
+    if not postgresql:
+        return migrate(conn, SQLITE)
+
+    class Rewriting:
+        def execute(self, sql: str, params: tuple = ()) -> Any:
+            return conn.execute(POSTGRESQL_DIALECT.sql(sql), params)
+
+    return migrate(Rewriting(), POSTGRESQL_DIALECT)
 
 
 def _migrate_steps(conn: Any, *, in_one: bool) -> list[str]:

@@ -105,6 +105,7 @@ def _totals(rows: list[dict], kinds: list[str]) -> dict[str, int]:
         "translated": kinds.count("translated"),
         "retargeted": kinds.count("retargeted"),
         "pass_through": kinds.count("pass_through"),
+        "capped": kinds.count("capped"),  # served, but cut by the endpoint's own cap (outcomes.CAPPED)
         "errors": kinds.count("error"),
         "refused": kinds.count("refused"),
         "cancelled": kinds.count("cancelled"),
@@ -121,10 +122,11 @@ def _group(rows: list[dict], kinds: list[str], gname: str, key: Any, served_tota
     """One grouping (``GROUPS``): per group its classes, cache use as reported and share of the served."""
     acc: dict[str | None, dict] = {}
     for r, k in zip(rows, kinds):
-        g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "refused": 0, "errors": 0, "cancelled": 0,
-                                    "served": 0, "cache_read": None, "cache_write": None, "_whole": 0})
+        g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "capped": 0, "refused": 0, "errors": 0,
+                                    "cancelled": 0, "served": 0, "cache_read": None, "cache_write": None, "_whole": 0})
         g["turns"] += 1
         g["translated"] += k == TurnOutcome.TRANSLATED
+        g["capped"] += k == TurnOutcome.CAPPED
         g["refused"] += k == TurnOutcome.REFUSED
         g["errors"] += k == "error"
         g["cancelled"] += k == TurnOutcome.CANCELLED

@@ -31,6 +31,8 @@ from .tools import (FREEFORM_PARAM, ClientTool, ClientTools, FreeformInputStream
                     freeform_parameters, freeform_tools)
 from .usage import COUNTINGS, Counting, Tokens, Usage, add_counting, count, first, includes_cached, plus, sub
 
+from .endpoint_cap import (CUT, limit_text, told_stop)
+
 __all__ = [
     "Capped", "Conversation", "RequestTranslation", "BUDGETS", "EFFORT_PINS", "LEVELS", "apply_endpoint",
     "budget_for", "level_for_budget", "ERROR_TYPES", "STATUS_FOR_TYPE", "UpstreamError", "error_from_obj",
@@ -40,4 +42,5 @@ __all__ = [
     "note_once", "PROVIDER_STATE", "ProviderState", "state_for", "FREEFORM_PARAM", "ClientTool", "ClientTools",
     "FreeformInputStream", "freeform_arguments", "freeform_input", "freeform_parameters", "freeform_tools",
     "COUNTINGS", "Counting", "Tokens", "Usage", "add_counting", "count", "first", "includes_cached", "plus", "sub",
+    "CUT", "limit_text", "told_stop",
 ]

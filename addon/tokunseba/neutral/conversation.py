@@ -47,9 +47,11 @@ _PATH_HEAD = re.compile(r"^[A-Za-z_][\w.\[\]]*")
 @dataclass(frozen=True)
 class Capped:
     """The endpoint's cap (its ``max_tokens``) took the place of the larger number of output
-    tokens the client asked for: what turn/cap_note.py says when the reply then ends on it."""
+    tokens the client asked for (``asked``), or was sent as the turn's limit where the client
+    named none (``asked`` None): a reply that ends on it was cut by the endpoint, not by the
+    client's limit (neutral/endpoint_cap.py, turn/cap_note.py)."""
 
-    asked: int
+    asked: int | None
     cap: int
 
 
@@ -61,7 +63,7 @@ class RequestTranslation:
     dropped: list[str] = field(default_factory=list)  # JSON paths (of the input) left behind
     plumbing: list[str] = field(default_factory=list)  # paths (of the output) added as plumbing
     converted: list[str] = field(default_factory=list)  # values converted or capped, with why
-    capped: Capped | None = None  # the client's output limit, capped at the endpoint's (also in converted)
+    capped: Capped | None = None  # the endpoint's cap in place of the client's limit (in converted / plumbing)
     warnings: list[str] = field(default_factory=list)
     # False only when a streaming Chat client did not ask stream_options.include_usage
     # (the reply encoder then sends no usage chunk); non-streamed replies always carry usage.

@@ -3,7 +3,9 @@
 Every codec records here, in the client's own JSON paths (docs/architecture.md rule 1):
 - ``dropped``: input left behind (never faked);
 - ``plumbing``: output added only to carry what the client asked for;
-- ``warnings``: lossy but legal choices (a stop reason taken as another, an id minted...).
+- ``warnings``: lossy but legal choices (a stop reason taken as another, an id minted...);
+- ``converted`` (replies): what the client was told in place of what the upstream said, with
+  why (neutral/endpoint_cap.py: a reply the endpoint's cap ended, told ``end_turn``).
 A ``ReplyReport`` (of a whole reply's translation or of a stream translator) also carries
 what the ledger needs: usage as reported, stop reason, errors, whether the reply completed.
 """
@@ -31,6 +33,7 @@ class ReplyReport:
     stop_reason: str | None = None
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    converted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     completed: bool = False
     model: str | None = None  # the model the upstream's reply named (its start), None when it named none

@@ -51,7 +51,7 @@ def price_report(turns: list[dict], shadows: list[dict], prices: list[Price],
     calls = [s for s in shadows if s["kind"] in ("shadow", "replay")]
     extra, extra_total = group_costs([(s["endpoint"], s["model"] or s.get("primary_requested_model"),
                                        shadow_cost(s, prices)) for s in calls])
-    elsewhere = [t for t in turns if t.get("outcome") in ("translated", "retargeted")]
+    elsewhere = [t for t in turns if t.get("outcome") in ("translated", "retargeted", "capped")]
     at_original = {s["request_id"]: s for s in calls  # the latest figure from the original provider, per turn
                    if s.get("at_original") and s.get("usage_reported") is not None}
     n, cost_served, cost_original = 0, Decimal(0), Decimal(0)

@@ -18,7 +18,7 @@ from ..neutral import (  # the neutral error vocabulary is Anthropic-named
 from ..neutral import Counting, Tokens, Usage, count, sub
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,
+from .facts import (Check, json_schema, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,
                     positive_int, role_user, typed)
 
 PROTOCOL = "anthropic"
@@ -77,6 +77,18 @@ def error_envelope(etype: str, message: str) -> dict[str, Any]:
 def error_body(status: int, message: str, etype: str | None = None) -> bytes:
     """A JSON error body: ``{"type":"error","error":{"type":…,"message":…}}``."""
     return jsonc.dumpb(error_envelope(etype or error_type_for_status(status), message))
+
+
+# Claude Code gives up at once on a 429 whose retry-after exceeds 60 s, and the SDKs honour
+# x-should-retry: false (a 429 without them is sent again and again: 11 times over 190 s, measured)
+STOP_MIN_RETRY_AFTER_S = 61
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``rate_limit_error`` with ``retry-after`` (≥ 61 s: the seconds to the
+    reset) and ``x-should-retry: false``."""
+    wait = max(STOP_MIN_RETRY_AFTER_S, int(reset_in_s + 0.999))
+    return 429, {"retry-after": str(wait), "x-should-retry": "false"}, error_body(429, message, "rate_limit_error")
 
 
 def sse_error(etype: str, message: str) -> bytes:
@@ -223,6 +235,7 @@ FACTS = Protocol(
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message, etype),
     stream_error=lambda message: sse_error("api_error", message),
+    stop_now=stop_now,
     counting=COUNTING,
     terminal_event="message_stop",  # the stop reason comes in message_delta; complete only with this
     skipped_events=frozenset({"content_block_delta"}),
@@ -234,6 +247,9 @@ FACTS = Protocol(
         answered_calls=_answered_calls,
         is_document=typed("document"),
         server_tools=_server_tools,
+        tool_names=lambda body: [t["name"] for t in lst(body.get("tools")) if isinstance(d(t).get("name"), str)],
+        # Claude Code's title turn: output_config.format {type: json_schema, schema}
+        output_schema=lambda body: json_schema(d(d(body.get("output_config")).get("format"))),
     ),
     checks=(
         Check("max_tokens", positive_int("max_tokens"), "Messages API: max_tokens is an integer ≥ 1"),

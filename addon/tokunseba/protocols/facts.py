@@ -51,6 +51,10 @@ class RuleShape:
     # declares no tool of the client's own, or the one its tool_choice forces (Claude Code's
     # WebSearch request; a provider-run tool offered beside the client's own tools is not relied on)
     server_tools: Callable[[dict[str, Any]], list[str]] = lambda body: []
+    # the names of the tools a request declares (its tool set, as earned routes stratify turns)
+    tool_names: Callable[[dict[str, Any]], list[str]] = lambda body: []
+    # the JSON schema a request asks its reply to follow (structured output), or None
+    output_schema: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda body: None
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,10 @@ class Protocol:
     upstream_error: Callable[[Any], tuple[int, bytes]] | None = None
     # message -> one SSE event that ends a passed-on stream with an error (502 semantics)
     stream_error: Callable[[str], bytes] = field(default=lambda m: b"")
+    # (message, seconds until the cap's window resets, the reset as epoch seconds) -> (status, headers,
+    # whole JSON body): the answer its clients take as "stop now, retrying will not help" (a reached
+    # spending cap): a 429 in the shape each client reads as final, never 401/403 (login), never 5xx
+    stop_now: Callable[[str, float, float], tuple[int, dict[str, str], bytes]] | None = None
     # ---- usage (the ledger, prices, the stream watch) ----
     usage_counting: str = ""  # how its usage numbers count: a ``Counting``'s name ("anthropic", "openai"...)
     # that counting itself, when this protocol brings it (its usage fields and conversions, registered
@@ -195,6 +203,16 @@ class Protocol:
 
 
 # ---- small helpers the protocol modules build their rule shapes and checks from ----
+
+
+def json_schema(fmt: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema of a structured-output format ``{type: json_schema, schema}`` (the shape
+    Anthropic's ``output_config.format`` and Responses' ``text.format`` share; Chat nests it
+    under ``json_schema``), or None."""
+    if fmt.get("type") != "json_schema":
+        return None
+    schema = fmt.get("schema", d(fmt.get("json_schema")).get("schema"))
+    return schema if isinstance(schema, dict) else None
 
 
 def d(x: Any) -> dict[str, Any]:

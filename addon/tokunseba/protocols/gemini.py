@@ -93,6 +93,20 @@ def error_body(status: int, message: str) -> bytes:
     return jsonc.dumpb(error_envelope(status, message))
 
 
+# Gemini CLI takes a 429 RESOURCE_EXHAUSTED whose RetryInfo delay exceeds 300 s as final (a
+# terminal quota error: it stops instead of backing off)
+STOP_MIN_DELAY_S = 301
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``RESOURCE_EXHAUSTED`` with a ``google.rpc.RetryInfo`` detail whose
+    ``retryDelay`` is the seconds to the reset, at least 301 s."""
+    delay = max(STOP_MIN_DELAY_S, int(reset_in_s + 0.999))
+    env = error_envelope(429, message)
+    env["error"]["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{delay}s"}]
+    return 429, {"retry-after": str(delay)}, jsonc.dumpb(env)
+
+
 # status changes from another protocol's error: Anthropic's 529 (overloaded) is 503 UNAVAILABLE,
 # which Gemini clients retry
 STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
@@ -307,6 +321,7 @@ FACTS = Protocol(
     kept_query={"alt": "stream framing (alt=sse); the endpoint URL sets it too"},
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),
+    stop_now=stop_now,
     stream_error=lambda message: encode_event(error_body(502, message)),  # data: {"error":…}
     counting=COUNTING,
     usage_key="usageMetadata",

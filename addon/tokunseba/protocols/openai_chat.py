@@ -14,7 +14,7 @@ from ..neutral import UpstreamError
 from ..neutral import Counting, Tokens, Usage, count, first, sub
 from ..sse import encode_event
 from .failures import is_context_window
-from .facts import Check, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
+from .facts import Check, json_schema, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed
 
 PROTOCOL = "openai"
 
@@ -98,6 +98,13 @@ def error_body(status: int, message: str, etype: str | None = None, code: str | 
     return jsonc.dumpb(
         error_envelope(message, etype or error_type_for_status(status), code or ERROR_CODES.get(status))
     )
+
+
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``insufficient_quota`` (the type and code OpenAI gives an account out of
+    credit, which its SDKs and clients do not retry) with ``x-should-retry: false``."""
+    body = error_body(429, message, "insufficient_quota", "insufficient_quota")
+    return 429, {"x-should-retry": "false", "retry-after": str(max(61, int(reset_in_s + 0.999)))}, body
 
 
 def sse_error(etype: str, message: str, code: str | None = None) -> bytes:
@@ -255,6 +262,7 @@ FACTS = Protocol(
                         "openai-project": "the OpenAI project an API key bills (an account's identity)"},
     upstream_error=error_reply,
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
+    stop_now=stop_now,
     stream_error=lambda message: sse_error("server_error", message),
     counting=COUNTING,
     cache_prefix=("tools", "messages"),
@@ -267,6 +275,9 @@ FACTS = Protocol(
         is_document=typed("file"),
         # Chat has no provider-run tools in `tools`; web_search_options asks the provider to search
         server_tools=lambda body: ["web_search_options"] if isinstance(body.get("web_search_options"), dict) else [],
+        tool_names=lambda body: [n for t in lst(body.get("tools")) + lst(body.get("functions"))
+                                 if isinstance(n := d(t).get("name", d(d(t).get("function")).get("name")), str)],
+        output_schema=lambda body: json_schema(d(body.get("response_format"))),  # {type: json_schema, json_schema: {schema}}
     ),
     checks=(
         Check("token limits", positive_int("max_tokens", "max_completion_tokens"),

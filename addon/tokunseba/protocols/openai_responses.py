@@ -12,7 +12,7 @@ from typing import Any
 from .. import jsonc
 from ..sse import encode_event
 from . import openai_chat
-from .facts import (Check, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, relied_on,
+from .facts import (Check, json_schema, Counter, Problem, Protocol, RuleShape, count_of, d, lst, only, positive_int, relied_on,
                     role_user, typed)
 
 PROTOCOL = "openai-responses"
@@ -172,6 +172,19 @@ def _tool_count(body: dict[str, Any]) -> int:
     return count(body.get("tools")) + sum(count(d(i).get("tools")) for i in extra)
 
 
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    """The names of the tools a request declares (a namespace's tools as ``namespace.name``; a
+    hosted tool by its type)."""
+    def names(tools: Any, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        for t in map(d, lst(tools)):
+            name = str(t["name"]) if isinstance(t.get("name"), str) else str(t.get("type"))
+            out += names(t.get("tools"), f"{name}.") if t.get("type") == "namespace" else [prefix + name]
+        return out
+    extra = [i for i in lst(body.get("input")) if d(i).get("type") == "additional_tools"]
+    return names(body.get("tools")) + [n for i in extra for n in names(d(i).get("tools"))]
+
+
 # hosted tools: OpenAI runs them (docs/protocols.md C); function, custom, namespace, local_shell,
 # shell, computer_use_preview, tool_search (execution: client) and apply_patch run on the client
 HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
@@ -199,6 +212,17 @@ COUNTER = Counter(
 )
 
 
+def stop_now(message: str, reset_in_s: float, reset_at: float) -> tuple[int, dict[str, str], bytes]:
+    """A reached cap: 429 ``usage_limit_reached``, the error Codex has for a used-up plan
+    (codex-rs/core/src/api_bridge.rs reads ``error.type`` and ``error.resets_at``, epoch
+    seconds, and shows when it resets; Codex never retries a 429), with ``x-should-retry:
+    false`` for the SDKs."""
+    body = jsonc.dumpb({"error": {"type": "usage_limit_reached", "code": "usage_limit_reached", "message": message,
+                                  "param": None, "resets_at": int(reset_at + 0.999),
+                                  "resets_in_seconds": max(0, int(reset_in_s + 0.999))}})
+    return 429, {"x-should-retry": "false", "retry-after": str(max(61, int(reset_in_s + 0.999)))}, body
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Responses",
@@ -221,6 +245,7 @@ FACTS = Protocol(
     limit_headers=LIMIT_HEADERS,
     upstream_error=openai_chat.error_reply,
     error_body=lambda status, message, etype: openai_chat.error_body(status, message),  # Chat's envelope
+    stop_now=lambda message, reset_in_s, reset_at: stop_now(message, reset_in_s, reset_at),
     stream_error=lambda message: sse_error("server_error", message),
     counting=openai_chat.COUNTING,  # Responses usage shares Chat's definitions
     skipped_events=frozenset({"response.output_text.delta", "response.function_call_arguments.delta",
@@ -235,6 +260,8 @@ FACTS = Protocol(
         answered_calls=_answered_calls,
         is_document=typed("input_file"),
         server_tools=_server_tools,
+        tool_names=_tool_names,
+        output_schema=lambda body: json_schema(d(d(body.get("text")).get("format"))),
     ),
     checks=(
         Check("max_output_tokens", positive_int("max_output_tokens"),
@@ -255,3 +282,12 @@ def register_protocols(register: Callable[..., object]) -> None:
     """The built-in plugin (entry-point group ``tokunseba.protocols``): these facts and the codec,
     named for the registry to import on first use (``protocols/`` imports no codec)."""
     register(FACTS, "tokunseba.translate.openai_responses:CODEC")
+
+
+# ---- Responses over WebSocket (Codex's built-in provider: an upgrade of GET …/responses with
+# OpenAI-Beta: responses_websockets=…; one JSON text message per client turn, one per server event)
+WS_CREATE = "response.create"  # the client's turn message: a Responses body with this ``type``
+WS_WARMUP_FIELD = "generate"  # ``generate: false``: a warm-up, answered with an empty response, never a turn
+WS_ONLY_FIELDS = ("type", "generate")  # message fields that are no part of an HTTPS body
+# the server events that end a response (its usage is in response.completed's ``response.usage``)
+WS_TERMINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete", "error"})

@@ -20,11 +20,12 @@ from collections import OrderedDict
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
 
+from ..budgets import Caps
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
 from ..reasoning import Keeper
 from ..pricing import Price
-from ..routing import Endpoint, EndpointHealth, Rules, load_rules
+from ..routing import EarnBook, Endpoint, EndpointHealth, Rules, load_rules
 from ..shadow import ShadowSender
 from ..turn import Capacity as FailoverCapacity
 from ..turn import Slot
@@ -93,8 +94,10 @@ class Core:
         self.reach = Reach()  # pass-through provider hosts: connected to before mitmproxy does (proxy/provider_reach.py)
         self.reach_ssl: ssl.SSLContext | None = None
         self.shadows: ShadowSender | None = None
+        self.earned = EarnBook()  # earned routes' strata, folded from the ledger's shadows (routing/earn.py)
         self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
+        self.caps: Caps | None = None  # the rules' spending caps over the ledger (proxy/budgeting.py)
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
@@ -115,10 +118,11 @@ def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
     return r
 
 
-def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None) -> None:
+def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None,
+                    note: str | None = None) -> None:
     """The turn has ended: its mark and comment say so (turn/presentation.py), pushed to
     mitmweb's open pages (mitmdump has no view: nothing to update)."""
-    if present(flow, state, ledger_outcome, status) and ctx.master.addons.get("view") is not None:
+    if present(flow, state, ledger_outcome, status, note) and ctx.master.addons.get("view") is not None:
         try:
             ctx.master.addons.trigger(UpdateHook([flow]))
         except Exception:

@@ -28,6 +28,7 @@ from .relay import Relay
 from .reply import Reply
 from .route import Route
 from .web import REDACTED_BYTES, DisplayRedaction, OriginalRequestView, Web
+from .websocket import WebSockets
 
 __all__ = ["Tokunseba", "DisplayRedaction", "OriginalRequestView", "MARKS", "ORIGINAL_KEY", "REDACTED_BYTES"]
 
@@ -37,6 +38,7 @@ class Tokunseba:
         self.core = core = Core()
         self.route, self.record, self.web = Route(core), Record(core), Web(core)
         self.reply = Reply(core, self.record)
+        self.websockets = WebSockets(core)  # Responses over WebSocket: each message a turn
         self.addons = [self.route, self.reply, self.record, self.web]  # each loads and configures its own options
 
     # ---- hooks
@@ -55,6 +57,15 @@ class Tokunseba:
     def error(self, flow: http.HTTPFlow) -> None:
         self.reply.failed(flow)
 
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        self.websockets.started(flow)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        self.websockets.message(flow)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        self.websockets.ended(flow)
+
     async def running(self) -> None:
         if ctx.options.connection_strategy != "lazy":
             ctx.options.update(connection_strategy="lazy")
@@ -66,6 +77,7 @@ class Tokunseba:
 
     def done(self) -> None:
         self.route.stop()
+        self.websockets.stop()
         self.core.relay.stop()
         self.record.stop()
 

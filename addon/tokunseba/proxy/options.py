@@ -34,6 +34,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("tokunseba_ledger", str, "", "Ledger: a SQLite path or a postgresql:// URL (empty: "
            "$TOKUNSEBA_LEDGER, else $TOKUNSEBA_HOME/ledger.db)."),
     Option("tokunseba_instance", str, "", "This proxy's name on its turns in the ledger (empty: user@host)."),
+    # a str: mitmproxy's --set cannot parse a float option
+    Option("tokunseba_budget_lease_s", str, "120",
+           "Seconds a budget's hold lives without its proxy renewing it (the proxy renews its own every third of "
+           "that): the holds of a proxy killed mid-turn are charged at their declared amount once it runs out, by "
+           "any proxy on the ledger."),
     Option("tokunseba_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per turn (empty: "
            "$OTEL_EXPORTER_OTLP_ENDPOINT; neither: no spans)."),
     Option("tokunseba_otlp_bodies", bool, False, "Also put the request and reply text in the spans."),
@@ -83,6 +88,17 @@ def named(names: Iterable[str]) -> list[Option]:
     part owns its options; proxy/mitm.py checks that together they load every one)."""
     wanted = set(names)
     return [o for o in OPTIONS if o.name in wanted]
+
+
+def lease_seconds(value: str) -> float:
+    """The tokunseba_budget_lease_s option as seconds (more than 0)."""
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        s = -1.0
+    if not s > 0 or s == float("inf"):
+        raise ValueError(f"tokunseba_budget_lease_s: {value!r} is not a number of seconds more than 0")
+    return s
 
 
 def keepalive_seconds(value: str) -> float:

@@ -159,10 +159,10 @@ def answer_unreachable(turn: Turn, bad: Unreachable, asked: str | None = None) -
 # ---- at start: the endpoints in use that cannot be reached
 
 def endpoints_in_use(rules: Rules) -> list[Endpoint]:
-    """The endpoints routes send turns to (``to``, ``shadow``), each once, in route order."""
+    """The endpoints routes send turns to (``to``, ``shadow``, ``earn``'s candidate), each once, in route order."""
     names: list[str] = []
     for r in rules.routes:
-        for name in (r.to, r.shadow):
+        for name in (r.to, r.shadow, r.earn.to if r.earn is not None else None):
             if name and name not in names and name in rules.endpoints:
                 names.append(name)
     return [rules.endpoints[n] for n in names]

@@ -18,14 +18,14 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..outcomes import TurnOutcome
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning import open_keeper
-from ..routing import records
+from ..routing import EarnBook, records
 from ..shadow import ShadowSender
 from ..states import Action
-from ..turn import cap_line
+from ..outcomes import CAPPED, TurnOutcome
+from ..turn import cap_line, endpoint_cap_note
 from ..turn import turn_line
 from ..turn import turn_cost
 from ..turn import Chain
@@ -35,6 +35,7 @@ from ..turn import Turn
 from ..webview import error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
+from .budgeting import settle
 from .recorder import after_sent
 from .shadowing import primary_done
 
@@ -91,6 +92,11 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
+        core.earned = EarnBook()  # earned routes: folded from the ledger's shadow rows (routing/earn.py)
+        try:
+            core.earned.load(led.shadows())
+        except Exception:  # an unreadable row leaves the routes learning: never a failed start
+            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
 
     def _configure_shadows(self) -> None:
         o = ctx.options
@@ -111,7 +117,8 @@ class Record(Part):
         core.shadows = ShadowSender(cast("Callable[[], Ledger | None]", lambda: core.ledger),
                                     concurrency=ctx.options.tokunseba_shadow_concurrency,
                                     timeout_s=ctx.options.tokunseba_shadow_timeout_s, env=os.environ,
-                                    ssl_context=upstream_ssl_context())
+                                    ssl_context=upstream_ssl_context(),
+                                    observed=lambda *a: core.earned.observe(*a))
 
     def stop(self) -> None:
         """At ``done``: the store closed, shadows cancelled, open turns interrupted, the ledger and
@@ -161,10 +168,18 @@ class Record(Part):
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
         outcome = "error" if failed and turn.outcome != TurnOutcome.REFUSED else turn.outcome
+        note = None
+        if outcome == TurnOutcome.TRANSLATED and turn.translation is not None and (note := endpoint_cap_note(
+                endpoint=turn.endpoint.name if turn.endpoint else None, capped=turn.translation.capped,
+                details=details)):
+            outcome = CAPPED  # the endpoint's cap, not the client's limit, ended the reply (outcomes.py)
+        if turn.budget is not None and turn.budget.held:  # its holds become its charges, from usage as reported
+            if (settled := settle(core.caps, turn, usage, now, status)) is not None:
+                core.recorder.event(turn, "budget_settled", settled)
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})
-        present_outcome(flow, state, outcome, status)
+        present_outcome(flow, state, outcome, status, note)
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 

@@ -1,9 +1,10 @@
 """The route part: a provider call planned and applied, and a failed attempt's next one.
 
 - ``on_request`` (the ``request`` hook): what is refused at the door (a base-URL listener
-  asked for another host, a Responses WebSocket upgrade), then one call plans the turn
+  asked for another host, a Responses WebSocket upgrade whose host cannot be reached), then one call plans the turn
   (``plan``: turn/plan.py's prepare, decide and build, with the endpoint's connection opened
-  and a slot taken before the turn is committed to it) and one applies it (``apply``: the
+  and a slot taken before the turn is committed to it, then its admission under the spending
+  caps: ``_admit``) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
   ``aim``); fail closed: an exception answers a provider call with an error in its protocol;
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
@@ -11,13 +12,15 @@
 - the rules file: loaded at ``configure``, reloaded when it changes on disk (a broken edit
   keeps the rules in force); the endpoints in use checked once at start, in the background.
 
-Owns ``tokunseba_rules``, ``_probe_timeout_ms``, ``_connect_timeout_ms``, ``_keepalive_s``,
+Owns ``tokunseba_rules``, ``_budget_lease_s`` (the caps open with the rules: proxy/budgeting.py),
+``_probe_timeout_ms``, ``_connect_timeout_ms``, ``_keepalive_s``,
 ``_provider_hosts`` and ``_allow_remote_clients`` (with mitmproxy's ``proxyauth``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -26,28 +29,31 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.net.http.http1 import connection_close
 from mitmproxy.proxy.mode_specs import ReverseMode
 
+from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
+from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
-from ..routing import Endpoint, EndpointHealth, RulesError, load_rules
+from ..routing import Endpoint, EndpointHealth, OnLimit, RulesError, load_rules
 from ..states import Action
 from ..turn import VIA_BASE_URL, VIA_PROXY, misdirected
 from ..turn import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
 from ..turn import FlowState
 from ..turn import final, say_busy
-from ..turn import Turn, client_error, is_responses_websocket, websocket_declined, websocket_refusal
+from ..turn import Turn, client_error, is_count, is_responses_websocket, websocket_declined
 from ..turn import Planning, begin
 from ..turn import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn import aim, extra_for, guess_protocol, looks_like_provider_call
 from ..webview import RECORD_KEY
 from .core import Core, Part, log, option, present_outcome, respond, upstream_proxy_mode
-from .options import keepalive_seconds, provider_hosts_of, stamp
+from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
+from .budgeting import keep_leases, open_caps
 from .shadowing import maybe_shadow
 
-KEYS = {"tokunseba_rules", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms", "tokunseba_keepalive_s",
-        "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
+KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
+        "tokunseba_keepalive_s", "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
 RULES_POLL_S = 1.0
 
 
@@ -86,7 +92,7 @@ class Route(Part):
         if {"proxyauth", "tokunseba_allow_remote_clients"} & updated:
             self.access = None  # read again at the next turn
         try:
-            if "tokunseba_rules" in updated:
+            if "tokunseba_rules" in updated or "tokunseba_budget_lease_s" in updated:
                 self.load_rules()
             if "tokunseba_keepalive_s" in updated:
                 self.core.relay.keepalive_s = keepalive_seconds(ctx.options.tokunseba_keepalive_s)
@@ -110,6 +116,10 @@ class Route(Part):
         self.rules_stamp = before if stamp(path) == before else None
         for w in core.rules.warnings:
             log.warning(w)
+        core.caps = open_caps(core.rules, ledger=ctx.options.tokunseba_ledger or None,
+                              instance=ctx.options.tokunseba_instance or default_instance(), owner=instance_id(),
+                              lease_s=lease_seconds(ctx.options.tokunseba_budget_lease_s), prices=core.prices,
+                              previous=core.caps)
         core.health = EndpointHealth()
         if core.relay.port:  # reloaded while running: say again which endpoints cannot be reached
             self.soon_check_endpoints()
@@ -138,10 +148,12 @@ class Route(Part):
         await self.core.relay.start()
         self.soon_check_endpoints()
         self.rules_watch = asyncio.ensure_future(watch_rules(self))  # an edit is said when made, not at a turn
+        self.leases = asyncio.ensure_future(keep_leases(lambda: self.core.caps))  # holds renewed, dead ones swept
 
     def stop(self) -> None:
-        if (w := getattr(self, "rules_watch", None)) is not None:
-            w.cancel()
+        for name in ("rules_watch", "leases"):
+            if (w := getattr(self, name, None)) is not None:
+                w.cancel()
 
     def soon_check_endpoints(self) -> None:
         """Connect once to every endpoint a route uses, in the background (start-up is not
@@ -160,7 +172,7 @@ class Route(Part):
             listener = reverse_host(flow)
             if listener is not None and self._misdirected(flow, listener):
                 return
-            if flow.request.method == "GET":  # never a turn; a Responses WebSocket upgrade is declined
+            if flow.request.method == "GET":  # never a turn (a WebSocket's turns: proxy/websocket.py)
                 await self._websocket(flow)
                 return
             self.maybe_reload_rules()
@@ -183,18 +195,15 @@ class Route(Part):
         return wrong is not None
 
     async def _websocket(self, flow: http.HTTPFlow) -> None:
-        """A Responses WebSocket upgrade is declined (426; in Codex's envelope, not HTML, when its
-        host cannot be reached either): Responses turns are routed over HTTPS."""
+        """A Responses WebSocket upgrade goes on to its host, whatever the rules say: each of
+        its messages is a turn the rules decide (proxy/websocket.py). Declined (426, in Codex's
+        envelope, not HTML: Codex falls back to HTTPS at once) only when that host cannot be
+        reached: then the connection has no WebSocket peer."""
         req = flow.request
         extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
-        ws = websocket_refusal(self.core.rules, method="GET", host=req.pretty_host, path=req.path,
-                               headers=req.headers.items(multi=True), extra_hosts=extra)
-        if ws is not None:
-            respond(flow, ws)
-            flow.comment = "tokunseba: WebSocket upgrade declined (426): Responses turns are routed over HTTPS"
-        elif is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
-                                    headers=req.headers.items(multi=True), extra_hosts=extra) \
-                and (bad := await self._unreachable(flow)) is not None:  # in Codex's envelope, not HTML
+        if is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
+                                  headers=req.headers.items(multi=True), extra_hosts=extra) \
+                and (bad := await self._unreachable(flow)) is not None:
             respond(flow, websocket_declined(bad.message(req.pretty_host)))
             flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
 
@@ -223,18 +232,63 @@ class Route(Part):
         goes to. A turn passed through to its own provider host is first checked to be reachable."""
         core = self.core
         planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
-                               provider_hosts=core.provider_hosts, keeper=core.keeper)
+                               provider_hosts=core.provider_hosts, keeper=core.keeper, earned=core.earned)
         if planning is None:
             return None
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
         conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
+        verdict = None
+        if core.caps is not None and not is_count(planning.prep.det):  # one atomic hold per cap (budgeting.py)
+            verdict, conn, connected = await self._admit(planning, conn, connected)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
         turn = planning.turn(env=os.environ, retries=core.retries, access=self.access, connected=connected,
-                             peer=flow.client_conn.peername[0] if flow.client_conn.peername else None)
+                             peer=flow.client_conn.peername[0] if flow.client_conn.peername else None, verdict=verdict)
+        if verdict is not None:
+            for line in verdict.lines:
+                log.warning(line)
+            if turn.local is not None and verdict.held and core.caps is not None:  # answered here: nothing to charge
+                core.caps.release(verdict)
         if turn.action == Action.PASS and turn.local is None:
             await self._check_reach(flow, turn)
         return Planned(turn, conn, planning)
+
+    async def _admit(self, planning: Planning, conn: UpstreamConn | None, connected: tuple[Endpoint, Slot] | None
+                     ) -> tuple[Verdict, UpstreamConn | None, tuple[Endpoint, Slot] | None]:
+        """The turn's holds under the caps that apply to its decision. A budget that says
+        ``on_limit: reroute`` hands it to the next route whose ``when`` matches (its connection and
+        slot given back, the next one opened), recorded; with no route after it, the turn is
+        answered as a reached cap."""
+        core = self.core
+        assert core.caps is not None
+        events: list[tuple[str, dict]] = []
+        while True:
+            caps, facts = core.caps, planning.budget_facts()
+            if caps.store is not None and caps.store.pg:  # a round trip to the database: off the event loop
+                verdict = await asyncio.to_thread(caps.admit, facts, request_id=planning.request_id, now=time.time())
+            else:  # SQLite: a short local transaction
+                verdict = caps.admit(facts, request_id=planning.request_id, now=time.time())
+            if not verdict.reroutes:
+                break
+            event = planning.reroute(verdict)
+            if event is None:
+                break
+            if conn is not None:
+                core.relay.pool.put(conn)
+            if connected is not None:
+                connected[1].release()
+            ep, slot = planning.next()
+            conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
+            d = planning.plan.decision if planning.plan is not None else None
+            event["to_route"] = d.route.name if d is not None and d.route is not None and d.action == "route" else None
+            events.append(("budget_rerouted", event))
+            log.warning(f"tokunseba: {event['why']}: {event['from_route']} → {event['to_route'] or 'no route'}")
+            if event["to_route"] is None:  # nothing after it takes the turn: the cap stops it
+                verdict.refused = verdict.refused and dataclasses.replace(
+                    verdict.refused, budget=dataclasses.replace(verdict.refused.budget, on_limit=OnLimit.REFUSE))
+                break
+        verdict.events[:0] = events
+        return verdict, conn, connected
 
     async def _connect(self, planning: Planning, ep: Endpoint | None,
                        slot: Slot | None) -> tuple[UpstreamConn | None, tuple[Endpoint, Slot] | None]:
@@ -351,6 +405,8 @@ class Route(Part):
         if nxt is None:
             chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
+        if (call := turn.decision.earn if turn.decision else None) is not None:  # a session's tier only rises
+            core.earned.served(call, on_candidate=nxt.endpoint is not None and nxt.endpoint.name == call.candidate)
         state.turn, state.slot, state.attempt_at = nxt, slot, time.monotonic()
         core.recorder.next_attempt(nxt, chain.trace)
         rec = flow.metadata.get(RECORD_KEY)

@@ -6,6 +6,6 @@ inlined). The command itself is cli/report.py.
 """
 
 from .page import PlotlyMissing, render
-from .series import Figures, ReportInputs, figures
+from .series import Figures, ReportInputs, budget_series, figures
 
-__all__ = ["Figures", "ReportInputs", "figures", "PlotlyMissing", "render"]
+__all__ = ["Figures", "ReportInputs", "budget_series", "figures", "PlotlyMissing", "render"]

@@ -7,6 +7,7 @@ without it the command says how to get it.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 from decimal import Decimal
 from typing import Any
@@ -69,9 +70,11 @@ def _budget_chart(go: Any, f: Figures) -> Any | None:
     fig = go.Figure()
     for b in f.budgets:
         pts = b.get("points") or []
-        fig.add_scatter(name=f"{b['name']} (limit {b.get('limit')})", mode="lines+markers",
-                        x=[p[0] for p in pts], y=[float(p[1]) for p in pts])
-    fig.update_layout(title="Each budget's use over its window", yaxis_title="spent")
+        when = dt.datetime.fromtimestamp(b["window_start"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        unit = "$" if b.get("unit") == "usd" else "tokens "
+        fig.add_scatter(name=f"{b['name']} from {when} (limit {unit}{b.get('limit')})", mode="lines+markers",
+                        x=[dt.datetime.fromtimestamp(p[0], dt.timezone.utc) for p in pts], y=[float(p[1]) for p in pts])
+    fig.update_layout(title="Each budget's use over its window", yaxis_title="spent", xaxis_title="time (UTC)")
     return fig
 
 

@@ -83,6 +83,29 @@ def _side(row: dict[str, Any], is_local: Callable[[str | None], bool | None]) ->
     return "unknown" if local is None else "local" if local else "providers"
 
 
+MICROS = Decimal(1_000_000)  # budgets keep money in integer micro-dollars (routing/budgets.py)
+
+
+def budget_series(charges: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each budget window's use over time from its charges (``LedgerReader.budget_use``): one
+    line per (budget, window), the cumulative spend at each charge, in dollars (or tokens)."""
+    lines: dict[tuple[str, float], dict[str, Any]] = {}
+    for c in charges:
+        key = (c["budget"], float(c["window_start"]))
+        money = c["unit"] == "usd"
+        scale = MICROS if money else Decimal(1)
+        line = lines.setdefault(key, {"name": c["budget"], "unit": c["unit"], "window_start": key[1],
+                                      "limit": Decimal(c["limit_amount"]) / scale, "points": [], "_spent": Decimal(0)})
+        line["_spent"] += Decimal(c["amount"]) / scale
+        line["points"].append((float(c["ts"]), line["_spent"]))
+    out = []
+    for line in lines.values():
+        line.pop("_spent")
+        line["limit"] = str(line["limit"])
+        out.append(line)
+    return out
+
+
 def figures(rows: Iterable[dict[str, Any]], inputs: ReportInputs, budgets: list[dict[str, Any]] | None = None) -> Figures:
     """The report's figures over ``rows`` (ledger turns, any order)."""
     zone = ZoneInfo(inputs.tz)

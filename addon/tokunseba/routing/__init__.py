@@ -8,17 +8,22 @@ import that module.
   one row each (a new predicate is one edit there);
 - ``rules_file``: the YAML rules file, validated (``load_rules``), its load-time warnings,
   ``check_file``; ``yaml_reader``: the node walker it (and pricing/table.py) reads YAML with;
+- ``budgets``: the spending caps a rules file states (``budgets:``), read and checked;
 - ``rules_text``: what ``check`` and ``models`` print of the rules;
 - ``endpoints``: the endpoints a route sends to, with their credentials;
 - ``accepts``: the content an endpoint takes;
 - ``session_facts``: who is talking (session, agent, background, client) as rules see it;
 - ``client_requests``: what the pinned clients send, and the routes they can never match;
+- ``strata``: the kind of turn a shadow comparison is kept under; ``earn``: earned routes, the
+  state of each stratum (``EarnBook``) and the Wilson bound;
 - ``shadowable``: which turns a shadow (or a replay) can take, from the protocols' facts.
 
 Contract: pure but for reading the rules file; no mitmproxy.
 """
 
+from .budgets import MICROS, Budget, BudgetSettings, OnLedgerUnavailable, OnLimit, Unit, Window, money
 from .client_requests import never_matching, too_big
+from .earn import Earn, EarnBook, EarnCall, EarnState, Standing, earn_of, earn_rows, wilson_lower
 from .endpoints import BUILTIN_ENDPOINTS, Endpoint, EndpointHealth
 from .facts import PREDICATES, Predicate, TurnFacts, content_refused, turn_facts, turn_refusal
 from .rules import (
@@ -26,8 +31,9 @@ from .rules import (
     records,
 )
 from .rules_file import check_file, load_rules, load_rules_text
-from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, budget_scope_text, caps_of_endpoint, counts_line, policy_lines, who_lines
 from .session_facts import Speaker, client_of, speaker
+from .strata import SIZE_BUCKETS, Stratum, stratum_of
 from .shadowable import shadow_refusal, shadowable, target_kind
 from .yaml_reader import YamlReader
 
@@ -41,6 +47,12 @@ __all__ = [
     # the rules file and what check prints
     "load_rules", "load_rules_text", "check_file", "YamlReader",
     "counts_line", "policy_lines", "who_lines", "accepts_lines", "never_matching", "too_big",
+    "budget_lines", "budget_scope_text", "caps_of_endpoint",
+    # spending caps (routing/budgets.py)
+    "Budget", "BudgetSettings", "OnLimit", "OnLedgerUnavailable", "Unit", "Window", "MICROS", "money",
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
+    # earned routes
+    "Earn", "EarnBook", "EarnCall", "EarnState", "Standing", "Stratum", "stratum_of", "SIZE_BUCKETS",
+    "wilson_lower", "earn_of", "earn_rows",
 ]

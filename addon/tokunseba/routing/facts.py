@@ -63,6 +63,8 @@ class TurnFacts:
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
     login: str | None = None  # which login the client sent it with (protocols' ``login``: chatgpt | api_key); None: not told
+    tool_names: tuple[str, ...] = ()  # the tools it declares, as declared (earned routes' strata: routing/strata.py)
+    output_schema: dict | None = None  # the JSON schema its reply must follow (structured output), else None
 
 
 def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
@@ -154,6 +156,8 @@ def turn_facts(
         documents=documents,
         server_tools=tuple(shape.server_tools(body)),
         login=login,
+        tool_names=tuple(shape.tool_names(body)),
+        output_schema=shape.output_schema(body),
     )
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .budgets import BudgetSettings
+from .earn import Earn, EarnCall
 from .endpoints import Endpoint
 from .facts import TurnFacts, check_when, turn_refusal
 from ..states import Decided
@@ -88,6 +90,7 @@ class Route:
     on_unreachable: OnUnreachable = OnUnreachable.SKIP  # on_failure as stored (skip = next)
     shadow: str | None = None  # endpoint that also gets the turn, in the background (shadow/turns.py)
     shadow_sample: float = 1.0  # fraction of matching turns to shadow
+    earn: Earn | None = None  # a candidate that takes the strata it has earned (routing/earn.py)
 
     @property
     def on_failure(self) -> OnFailure:
@@ -106,6 +109,7 @@ class Rules:
     unmatched: Unmatched = Unmatched.PASS  # a provider turn no route takes
     tool_loops: ToolLoops = ToolLoops.FOLLOW  # a turn answering tool calls
     aliased: list[str] = field(default_factory=list)  # routes that say on_unreachable (on_failure's older name)
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)  # spending caps (routing/budgets.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +178,7 @@ class Decision:
     model: str | None  # model to send; None = keep the client's
     trace: list[Tried]  # each route tried, in order
     reason: str  # one-line summary
+    earn: EarnCall | None = None  # an earned route: its book's word on this turn (routing/earn.py)
 
 
 def decide(
@@ -183,6 +188,7 @@ def decide(
     refusal: Callable[[Route, Endpoint], str | None] | None = None,
     reachable: Callable[[Endpoint], bool | str | None] | None = None,
     after: str | None = None,
+    earned: Callable[[str, Earn, TurnFacts], EarnCall] | None = None,
 ) -> Decision:
     """First route whose conditions hold, whose pair is translatable and whose endpoint is
     available wins; no such route = pass through. A refused route with ``on_refused: error``
@@ -190,7 +196,9 @@ def decide(
 
     ``reachable(ep)``: True/None when ``ep`` may take the turn, else False (unreachable) or
     why not (cooling down, full). ``after``: only the routes after the route of that name
-    are looked at (failover: the next route once that one's endpoint failed)."""
+    are looked at (failover: the next route once that one's endpoint failed). ``earned``: the
+    earned-route book (routing/earn.py ``EarnBook.status``): a route with ``earn:`` sends a turn
+    of an earned stratum to its candidate when the candidate may take it, else to its own target."""
     if refusal is None:
         refusal = lambda route, ep: turn_refusal(facts, ep)  # noqa: E731
     trace: list[Tried] = []
@@ -208,6 +216,16 @@ def decide(
             continue
         if route.to is None:  # shadow-only: served as if unrouted, shadowed in the background
             return Decision(Decided.PASS, route, None, None, trace, f"{route.name}: shadow only, passed through")
+        call = earned(route.name, route.earn, facts) if route.earn is not None and earned is not None else None
+        if call is not None and call.to_candidate:
+            cand = rules.endpoints[call.candidate]
+            ok = True if reachable is None else reachable(cand)
+            why = refusal(route, cand) or (None if ok is True or ok is None else "unreachable" if ok is False else str(ok))
+            if why is None:
+                entry.endpoint = cand
+                return Decision(Decided.ROUTE, route, cand, cand.model, trace,
+                                f"{route.name} → {cand.name} ({call.text})", call)
+            call.text += f"; the candidate {cand.name} cannot take this turn ({why}): the route's own target does"
         ep = entry.endpoint = rules.endpoints[route.to]
         if why := refusal(route, ep):
             entry.refused = why
@@ -226,6 +244,6 @@ def decide(
                                 f"route {route.name}: endpoint {ep.name} is {why} (on_failure: error)")
             skipped.append(f"{route.name}: endpoint {ep.name} {why}")
             continue
-        return Decision(Decided.ROUTE, route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}")
+        return Decision(Decided.ROUTE, route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}", call)
     reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Decision(Decided.PASS, None, None, None, trace, reason)

@@ -21,10 +21,12 @@ from typing import Any, TypeVar
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .budgets import BudgetSettings, OnLedgerUnavailable, budget_scope_problems, read_budgets
+from .earn import Earn
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from .facts import read_when
 from .rules import OnFailure, OnRefused, OnUnreachable, Route, Rules, RulesError, ToolLoops, Unmatched
-from .rules_text import accepts_lines, counts_line, policy_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, counts_line, policy_lines, who_lines
 from .shadowable import shadow_refusal
 from .yaml_reader import BOOL_TAG, NULL_TAG, Entries, YamlReader, is_null
 from .. import protocols
@@ -33,8 +35,9 @@ from ..translate import CODECS, pair_refusal
 
 E = TypeVar("E", bound=StrEnum)  # a policy (routing/rules.py)
 
-TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices")  # prices: pricing/table.py reads them
-ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample")
+TOP_KEYS = ("endpoints", "routes", "unmatched", "tool_loops", "prices", "budgets", "on_ledger_unavailable")
+# prices: pricing/table.py reads them; budgets and on_ledger_unavailable: routing/budgets.py
+ROUTE_KEYS = ("name", "when", "to", "model", "on_refused", "on_failure", "on_unreachable", "shadow", "shadow_sample", "earn")
 # endpoint key -> (YAML type, required)
 ENDPOINT_KEYS: dict[str, tuple[str, bool]] = {
     "protocol": ("text", True),
@@ -138,6 +141,7 @@ def _routes(r: YamlReader, node: Node, endpoints: dict[str, Endpoint], declared:
         else:
             _endpoint_ref(r, m, "to", to, where, endpoints, declared)
         shadow, sample = _shadow_keys(r, m, where, endpoints, declared)
+        earn = _earn_key(r, m, where, endpoints, declared) if "earn" in m else None
         model = None
         if "model" in m and m["model"][1].tag != NULL_TAG:
             model = r.value(m["model"][1], "text", f"{where}: model")
@@ -146,7 +150,7 @@ def _routes(r: YamlReader, node: Node, endpoints: dict[str, Endpoint], declared:
         when = read_when(r, m["when"][1], where) if "when" in m and not is_null(m["when"][1]) else {}
         if len(r.problems) == before and (to in endpoints or (to is None and shadow in endpoints)):
             assert name is not None  # a route without one has a problem
-            routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable, shadow, sample))
+            routes.append(Route(name, when, to, model, on_refused, r.line(rn), on_unreachable, shadow, sample, earn))
     return routes
 
 
@@ -174,6 +178,43 @@ def _shadow_keys(r: YamlReader, m: dict, where: str, endpoints: dict[str, Endpoi
         if "shadow" not in m:
             r.error(m["shadow_sample"][0], f"{where}: shadow_sample without 'shadow' (the endpoint to shadow to)")
     return shadow, sample
+
+
+EARN_KEYS = ("to", "bar", "min_turns", "canary")
+
+
+def _earn_key(r: YamlReader, m: dict, where: str, endpoints: dict[str, Endpoint], declared: set[str]) -> Earn | None:
+    """``earn: {to: ENDPOINT, bar: 0..1, min_turns: N, canary: 0..1}`` (routing/earn.py): needs
+    the route's own ``to:`` (where learning turns go) and no ``shadow:`` (earn shadows itself)."""
+    e = r.mapping(m["earn"][1], f"{where}: earn", EARN_KEYS)
+    if e is None:
+        return None
+    before = len(r.problems)
+    if "to" not in m:
+        r.error(m["earn"][0], f"{where}: earn needs the route's own 'to:' (where its turns go while the candidate learns)")
+    if "shadow" in m:
+        r.error(m["shadow"][0], f"{where}: earn shadows its turns to its candidate itself; drop 'shadow:'")
+    if "to" not in e:
+        r.error(m["earn"][1], f"{where}: earn has no 'to' (the candidate endpoint)")
+        return None
+    to = r.value(e["to"][1], "text", f"{where}: earn.to")
+    _endpoint_ref(r, e, "to", to, f"{where}: earn", endpoints, declared)
+    if to is not None and "to" in m and m["to"][1].value == to:
+        r.error(e["to"][1], f"{where}: earn.to is the route's own target {to!r}: name another endpoint")
+    got: dict[str, float] = {}
+    for key, lo, hi in (("bar", 0.0, 1.0), ("canary", 0.0, 1.0), ("min_turns", 1, None)):
+        if key not in e:
+            continue
+        node = e[key][1]
+        v = r.number(node)
+        if v is None or v < lo or (hi is not None and v > hi) or (hi is None and not isinstance(v, int)):
+            rng = f"a number from {lo:g} to {hi:g}" if hi is not None else f"a whole number of at least {lo}"
+            r.error(node, f"{where}: earn.{key} must be {rng}, got {r.got(node)}")
+        else:
+            got[key] = v
+    if len(r.problems) != before or to is None:
+        return None
+    return Earn(to, float(got.get("bar", 0.95)), int(got.get("min_turns", 200)), float(got.get("canary", 0.05)))
 
 
 def _on_failure(r: YamlReader, m: Entries, where: str) -> OnUnreachable:
@@ -209,6 +250,8 @@ def _warnings(rules: Rules) -> list[str]:
     for route in rules.routes:
         if route.shadow is not None:
             out += _shadow_warnings(rules, route)
+        if route.earn is not None:
+            out += _shadow_warnings(rules, route, route.earn.to)
         if route.to is None:
             continue
         ep = rules.endpoints[route.to]
@@ -278,16 +321,19 @@ def _max_output_warnings(rules: Rules, route: Route, ep: Endpoint) -> list[str]:
             f"turns of {', '.join(omitting)} clients that send none would fail: add `max_tokens:` to endpoint {ep.name}"]
 
 
-def _shadow_warnings(rules: Rules, route: Route) -> list[str]:
-    """A shadow endpoint some of the route's clients cannot reach: those turns are not shadowed."""
-    assert route.shadow is not None  # called for a route with a shadow
-    ep = rules.endpoints[route.shadow]
+def _shadow_warnings(rules: Rules, route: Route, candidate: str | None = None) -> list[str]:
+    """A shadow endpoint (or an earned route's ``candidate``) some of the route's clients cannot
+    reach: those turns are not shadowed (and never earned)."""
+    target = candidate or route.shadow
+    assert target is not None  # called for a route with a shadow or a candidate
+    ep = rules.endpoints[target]
     why = [w for c in route.when.get("client") or PROTOCOLS
            if (w := shadow_refusal(c, ep.protocol) or pair_refusal(c, ep.protocol))]
     if not why:
         return []
-    return [f"{rules.source}:{route.line}: warning: route {route.name!r} shadow → {ep.name} ({ep.protocol}): "
-            f"{'; '.join(why)}; such turns are served but not shadowed"]
+    what, then = ("earn", "never earned") if candidate else ("shadow", "served but not shadowed")
+    return [f"{rules.source}:{route.line}: warning: route {route.name!r} {what} → {ep.name} ({ep.protocol}): "
+            f"{'; '.join(dict.fromkeys(why))}; such turns are {then}"]
 
 
 def load_rules_text(text: str, source: str = "<rules>") -> Rules:
@@ -309,6 +355,7 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
     endpoints: dict[str, Endpoint] = dict(BUILTIN_ENDPOINTS)
     routes: list[Route] = []
     unmatched, tool_loops = Unmatched.PASS, ToolLoops.FOLLOW
+    caps = BudgetSettings()
     if root is not None and not (isinstance(root, ScalarNode) and root.tag == NULL_TAG):
         top = r.mapping(root, "the rules file", TOP_KEYS)
         if top is not None:
@@ -320,9 +367,15 @@ def load_rules_text(text: str, source: str = "<rules>") -> Rules:
                 endpoints.update(user)
             if "routes" in top and top["routes"][1].tag != NULL_TAG:
                 routes = _routes(r, top["routes"][1], endpoints, declared)
+            caps.on_ledger_unavailable = _choice(r, top, "on_ledger_unavailable", OnLedgerUnavailable, "the rules file")
+            if "budgets" in top and not is_null(top["budgets"][1]):
+                caps.budgets = read_budgets(r, top["budgets"][1])
+                budget_scope_problems(r, caps.budgets, set(endpoints) | declared, {x.name for x in routes},
+                                      set(PROTOCOLS))
     if r.errors:
         raise RulesError(r.errors)
-    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased)
+    rules = Rules(endpoints, routes, source, unmatched=unmatched, tool_loops=tool_loops, aliased=r.aliased,
+                  budgets=caps)
     rules.warnings = _warnings(rules)
     return rules
 
@@ -346,5 +399,6 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *accepts_lines(rules), *rules.warnings]
+    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *accepts_lines(rules),
+                  *budget_lines(rules), *rules.warnings]
 

@@ -99,3 +99,43 @@ def policy_lines(rules: Rules) -> list[str]:
         lines.append(f"note: on_unreachable (route {', '.join(rules.aliased)}) is the older name of on_failure "
                      "(skip = next); both mean the same")
     return lines
+
+
+def budget_scope_text(scope: dict[str, tuple[str, ...]]) -> str:
+    """``endpoint anthropic · model claude-*``, or ``every turn``."""
+    return " · ".join(f"{k} {', '.join(v)}" for k, v in scope.items()) or "every turn"
+
+
+def budget_lines(rules: Rules) -> list[str]:
+    """``check``'s lines of the file's caps: each budget's scope, limit, window, hold, policy."""
+    caps = rules.budgets
+    if not caps.budgets:
+        return []
+    out = [f"budgets: {_n(len(caps.budgets), 'cap')}; when the ledger cannot be reached, turns under a cap are "
+           + ("refused" if caps.on_ledger_unavailable == "refuse" else "served without a hold")
+           + f" (on_ledger_unavailable: {caps.on_ledger_unavailable})"]
+    for b in caps.budgets:
+        soft = f", warns at {b.warn_at:.0%}" if b.warn_at is not None else ""
+        out.append(f"  {b.name}: {b.amount(b.limit)} per {b.window.text()} window, "
+                   f"{'shared by every proxy on the ledger' if b.shared else 'counted per proxy'}; "
+                   f"{budget_scope_text(b.scope)}; holds {b.amount(b.hold)} per turn in flight; "
+                   f"on_limit: {b.on_limit}{soft}")
+    return out
+
+
+def caps_of_endpoint(rules: Rules, endpoint: str) -> list[str]:
+    """The budgets whose scope can take a turn served by ``endpoint`` (its name): those whose
+    ``endpoint`` key names it (or has none), and, with a ``route`` key, a route to it."""
+    import fnmatch
+
+    out = []
+    for b in rules.budgets.budgets:
+        eps = b.scope.get("endpoint")
+        if eps is not None and not any(fnmatch.fnmatchcase(endpoint, g) for g in eps):
+            continue
+        routes = b.scope.get("route")
+        if routes is not None and not any(r.to == endpoint and any(fnmatch.fnmatchcase(r.name, g) for g in routes)
+                                          for r in rules.routes):
+            continue
+        out.append(b.name)
+    return out

@@ -8,8 +8,10 @@ shadow never competes with its own turn — then builds the shadow request
 (shadow.build_request: translated, non-streamed, the shadow endpoint's own key), sends it
 with a pooled httpx client (never through a proxy, TLS verified as the relay verifies)
 within ``timeout_s``, compares the two replies' facts and writes one ``shadow`` row linked
-to the primary's request id. Translation, comparison and ledger writes run in worker
-threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
+to the primary's request id, with the turn's stratum and the agreement verdict
+(shadow/agreement.py) in its comparison; ``observed`` (the proxy's earned-route book,
+routing/earn.py) is told each verdict once its row is written. Translation, comparison and
+ledger writes run in worker threads, off mitmproxy's event loop. The shadow's reply is never shown to the client and
 its tool calls are never executed: it is only read. httpx is imported with the first shadow
 sent (a proxy without shadow routes never loads it: start-up time).
 """
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from ..routing import Endpoint
 from ..errors import TranslationError
 from ..ledger import Ledger
+from .agreement import verdict
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare
 from ..neutral import Usage
@@ -51,6 +54,12 @@ class ShadowJob:
     origin_host: str  # where the client sent it
     origin_port: int
     started_at: float = field(default_factory=time.time)
+    stratum: dict | None = None  # routing.Stratum.record() of the turn
+    schema: dict | None = None  # the structured output the turn asks for (routing.TurnFacts.output_schema)
+    tools_offered: bool = False
+    role: str = "shadow"  # "shadow" (a route's shadow:), "learning" (earn: to the candidate), "canary" (earn: back)
+    earn: dict | None = None  # the route's earn (routing.Earn.record()), for learning and canary shadows
+    primary_endpoint: str | None = None  # an earned route's: the endpoint the client's reply must come from
 
 
 @dataclass
@@ -59,6 +68,7 @@ class _Primary:
     status: int | None = None
     body: bytes = b""
     error: str | None = None
+    answered_by: str | None = None  # the endpoint whose reply the client got (after any failover)
 
 
 def _http_error() -> type[Exception]:
@@ -70,8 +80,10 @@ def _http_error() -> type[Exception]:
 
 class ShadowSender:
     def __init__(self, ledger: Callable[[], Ledger | None], *, concurrency: int, timeout_s: float,
-                 env: Mapping[str, str], ssl_context: ssl.SSLContext | bool = True) -> None:
+                 env: Mapping[str, str], ssl_context: ssl.SSLContext | bool = True,
+                 observed: Callable[[str, str, dict, dict, float, str], None] | None = None) -> None:
         self._ledger = ledger
+        self.observed = observed  # (route, candidate, stratum, verdict, at, request id): routing.EarnBook.observe
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.env = env
@@ -113,11 +125,12 @@ class ShadowSender:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def primary_done(self, request_id: str, status: int | None, body: bytes | None, error: str | None) -> None:
-        """The primary turn finished: the reply its client got (or its error)."""
+    def primary_done(self, request_id: str, status: int | None, body: bytes | None, error: str | None,
+                     answered_by: str | None = None) -> None:
+        """The primary turn finished: the reply its client got (or its error), from ``answered_by``."""
         p = self.primaries.get(request_id)
         if p is not None:
-            p.status, p.body, p.error = status, (body or b"")[:MAX_BODY], error
+            p.status, p.body, p.error, p.answered_by = status, (body or b"")[:MAX_BODY], error, answered_by
             p.done.set()
 
     async def _run(self, job: ShadowJob) -> None:
@@ -130,6 +143,9 @@ class ShadowSender:
             except (TimeoutError, asyncio.TimeoutError):
                 p.error = f"the primary turn had not finished after {PRIMARY_WAIT_S:g} s"
             await asyncio.sleep(0)  # let the adapter hand a whole reply to the client first
+            if job.primary_endpoint is not None and p.error is None and p.answered_by != job.primary_endpoint:
+                # an earned route's turn failed over: the client's reply is not the side compared
+                p.error = f"{job.primary_endpoint} did not answer (the turn failed over to {p.answered_by or 'its host'})"
             res: dict = {"status": None, "body": b"", "error": None, "latency_ms": None}
             out = None
             try:
@@ -148,6 +164,10 @@ class ShadowSender:
                 res["error"] = f"tokunseba: shadow failed: {e}"
             row = await asyncio.to_thread(self._row, job, out, res, p)
             await self._write(lambda ledger: ledger.add_shadow(job.request_id, "shadow", **row))
+            c = row["comparison"]
+            if self.observed is not None and job.stratum is not None:
+                self.observed(job.route, c["earn"]["candidate"], job.stratum, c["verdict"], job.started_at,
+                              job.request_id)
         except asyncio.CancelledError:
             raise
         except Exception:  # a shadow never breaks the proxy
@@ -176,13 +196,22 @@ class ShadowSender:
         primary = reply_facts(job.client_protocol, p.body, p.status) if p.error is None and p.status is not None \
             else Facts(error=p.error or "the primary turn got no reply")
         usage = Usage(shadow.usage_protocol, shadow.usage) if shadow.usage and shadow.usage_protocol else None
+        comparison = compare(primary, shadow)
+        if job.stratum is not None:  # the turn's kind, and whether the candidate answered it as the reference did
+            canary = job.role == "canary"  # the client got the candidate's reply; the shadow is the route's target
+            comparison["stratum"] = job.stratum
+            comparison["verdict"] = verdict(job.schema, job.tools_offered, shadow if canary else primary,
+                                            primary if canary else shadow)
+            candidate = (job.earn or {}).get("to") or ep.name
+            comparison["earn"] = {"role": job.role, "candidate": candidate,
+                                  **({k: v for k, v in job.earn.items() if k != "to"} if job.earn else {})}
         return dict(
             started_at=job.started_at, usage=usage, route=job.route, endpoint=ep.name, target_protocol=ep.protocol,
             model=out.model if out else None, origin=f"{job.origin_host}:{job.origin_port}",
             at_original=int(ep.same_host(job.origin_host, job.origin_port)), status=res["status"],
             latency_ms=res["latency_ms"], error=res["error"] or shadow.error,
             dropped=out.dropped if out else None, facts=shadow.to_json(), primary_facts=primary.to_json(),
-            comparison=compare(primary, shadow), request_body=job.body, response_body=res["body"] or None,
+            comparison=comparison, request_body=job.body, response_body=res["body"] or None,
             primary_body=p.body or None)
 
     async def close(self) -> None:

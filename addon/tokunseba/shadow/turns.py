@@ -110,15 +110,15 @@ def build_request(client: str, kind: str, body: bytes, ep: Endpoint, env: Mappin
 # ---------------------------------------------------------------- comparison
 
 
-def _json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: Any, b: Any) -> bool:
     """JSON-equal: same values whatever the key order or spacing (a string that is JSON is
     read first); 1 and 1.0 are equal, true and 1 are not."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
     return a == b
 
 
@@ -134,7 +134,7 @@ def compare(primary: Facts, shadow: Facts) -> dict:
         "stop_reason": {"primary": primary.stop_reason, "shadow": shadow.stop_reason,
                         "same": primary.stop_reason == shadow.stop_reason if both else None},
         "tool_names": {"primary": p_names, "shadow": s_names, "same": same_names if both else None},
-        "tool_arguments_equal": (same_names and all(_json_equal(a["arguments"], b["arguments"]) for a, b in
+        "tool_arguments_equal": (same_names and all(json_equal(a["arguments"], b["arguments"]) for a, b in
                                                     zip(primary.tool_calls, shadow.tool_calls))) if both else None,
         "text": {"same": primary.text == shadow.text if both else None,
                  "primary_chars": len(primary.text), "shadow_chars": len(shadow.text)},

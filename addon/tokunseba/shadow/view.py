@@ -1,5 +1,7 @@
 """`tokunseba explain` for a shadowed or replayed turn: both replies side by side (text
-trimmed, tool calls whole) and the agreement facts. Rendering only: no ledger access."""
+trimmed, tool calls whole) and the agreement facts, with the turn's stratum and verdict
+(shadow/agreement.py); and for a turn of an earned route, where it went and on what evidence
+(``earn_lines``). Rendering only: no ledger access."""
 
 from __future__ import annotations
 
@@ -64,6 +66,11 @@ def explain_lines(rows: list[dict]) -> list[str]:
             out.append(f"  same stop reason: {_yes(c['stop_reason']['same'])} · same tool names: "
                        f"{_yes(c['tool_names']['same'])} · tool arguments equal: {_yes(c['tool_arguments_equal'])}"
                        f" · same text: {_yes(c['text']['same'])}")
+        if isinstance(c, dict) and isinstance(c.get("verdict"), dict):
+            v, role = c["verdict"], (c.get("earn") or {}).get("role")
+            said = {True: "agree", False: "disagree", None: "not counted"}[v.get("agree")]
+            out.append(f"  {v.get('kind')} turn: {said}" + (f" ({'; '.join(v['failed'])})" if v.get("failed") else "")
+                       + (f" · {role} shadow" if role else "") + f" · stratum {(c.get('stratum') or {}).get('key')}")
         if r.get("dropped"):
             out.append(f"  dropped for the {r['kind']}: {', '.join(r['dropped'])}")
     return out
@@ -71,3 +78,13 @@ def explain_lines(rows: list[dict]) -> list[str]:
 
 def _yes(v: Any) -> str:
     return "-" if v is None else ("yes" if v else "no")
+
+
+def earn_lines(events: list[dict]) -> list[str]:
+    """`explain`'s lines for a turn of an earned route (its ``earn`` event, routing/earn.py)."""
+    out = []
+    for e in events:
+        d = e.get("data")
+        if e.get("kind") == "earn" and isinstance(d, dict):
+            out.append(f"{'earn':<13}served by {d.get('served_by')} · {d.get('said')}")
+    return out

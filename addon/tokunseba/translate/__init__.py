@@ -33,7 +33,8 @@ from collections.abc import Callable
 
 from .. import protocols
 from ..errors import TranslationError, UntranslatableReply
-from ..neutral import Conversation, RequestTranslation
+from ..neutral import Capped, Conversation, RequestTranslation
+from ..neutral import told_stop
 from ..neutral import apply_endpoint as apply_effort
 from ..neutral import NAMELESS_CALL
 from ..neutral import parse_error_body
@@ -185,11 +186,13 @@ def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], en
 
 
 def reply(upstream: str, client: str, body: bytes, *, created: int | None = None,
-          client_tools: ClientTools | None = None) -> ReplyTranslation:
+          client_tools: ClientTools | None = None, capped: Capped | None = None) -> ReplyTranslation:
     """A whole upstream reply (2xx) -> the client protocol's reply: decode -> ``Message`` ->
     encode. ``created``: the Chat ``created`` / Responses ``created_at`` timestamp (now when
     not given); ``client_tools``: the request translation's ``client_tools`` (calls of those
-    tools go back in the client's own shape). Raises ``TranslationError`` (502) when the reply
+    tools go back in the client's own shape); ``capped``: its ``capped`` (a reply that then
+    stops on the endpoint's cap is told ``end_turn``, recorded in ``converted``, while its
+    ``stop_reason`` stays the endpoint's: neutral/endpoint_cap.py). Raises ``TranslationError`` (502) when the reply
     cannot be translated."""
     dec, enc = _known(CODECS, upstream), _known(CODECS, client)  # plain dict reads: per turn
     if type(dec) is not Codec or type(enc) is not Codec or upstream == client:
@@ -201,19 +204,26 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     for b in msg.blocks:
         if b.kind == "tool_use" and not b.name:  # never a call the client cannot run (as in a stream)
             raise UntranslatableReply(502, NAMELESS_CALL)
+    stopped = msg.stop_reason
+    msg.stop_reason = told_stop(stopped, capped, calls=any(b.kind == "tool_use" for b in msg.blocks),
+                                converted=report.converted)
     out, client_usage = enc.encode_reply(msg, report, created)
-    return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg)
+    if msg.stop_reason != stopped:  # told end_turn: the ledger keeps the endpoint's own stop reason
+        msg.stop_reason = report.stop_reason = stopped
+    return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg,
+                            report.converted)
 
 
 def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None,
-           client_tools: ClientTools | None = None) -> StreamTranslator:
+           client_tools: ClientTools | None = None, capped: Capped | None = None) -> StreamTranslator:
     """A translator from an ``upstream`` protocol's stream to a ``client`` protocol's stream.
     ``include_usage``: whether a Chat client asked for ``stream_options.include_usage``;
     ``created``: the ``created`` timestamp of Chat chunks (``created_at`` of a Responses stream);
-    ``client_tools``: as for ``reply``."""
+    ``client_tools``, ``capped``: as for ``reply``."""
     dec, enc = _codecs(upstream, client, "stream")
     report = ReplyReport(client_tools=client_tools or None)
-    return StreamTranslator(dec.stream_decoder(report), enc.stream_encoder(report, include_usage, created), report)
+    return StreamTranslator(dec.stream_decoder(report), enc.stream_encoder(report, include_usage, created), report,
+                            capped)
 
 
 def error(upstream: str, client: str, status: int, body: bytes) -> tuple[int, bytes]:

@@ -35,6 +35,7 @@ class ReplyTranslation:
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     message: Message | None = field(default=None, repr=False)  # the upstream's reply, neutral (state capture)
+    converted: list[str] = field(default_factory=list)  # told the client in place of the upstream's (endpoint_cap)
 
 
 class StreamDecoder(Protocol):

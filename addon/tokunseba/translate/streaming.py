@@ -10,13 +10,19 @@ Keep-alives cross: an SSE comment line from the upstream (or from the relay, for
 upstream) becomes a neutral ``KeepAlive`` here, for every protocol alike, and a protocol's
 own keep-alive event (Anthropic ``ping``) becomes one in its decoder; the client's encoder
 writes its own keep-alive for it.
+
+A reply the endpoint's own cap ended (``capped``: the request translation's) is told
+``end_turn`` (neutral/endpoint_cap.py), recorded in the report's ``converted``; the report's
+``stop_reason`` stays the endpoint's ``max_tokens``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..neutral import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, StreamError
+from ..neutral import Capped
+from ..neutral import told_stop
+from ..neutral import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, MessageStop, StreamError
 from ..neutral import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 from .codec import StreamDecoder, StreamEncoder
@@ -29,9 +35,10 @@ class StreamTranslator:
     (usage as reported, stop reason, drops, warnings, errors, completed), ``client_usage``
     (the usage object the client was sent) and ``started`` (any output produced yet)."""
 
-    __slots__ = ("report", "started", "tap", "_sse", "_dec", "_enc", "_closed")
+    __slots__ = ("report", "started", "tap", "_sse", "_dec", "_enc", "_closed", "_capped", "_calls", "_cut")
 
-    def __init__(self, decoder: StreamDecoder, encoder: StreamEncoder, report: ReplyReport) -> None:
+    def __init__(self, decoder: StreamDecoder, encoder: StreamEncoder, report: ReplyReport,
+                 capped: Capped | None = None) -> None:
         self.report = report
         self.started = False
         self.tap = None  # called with each neutral event of the upstream's reply (reasoning.state.Capture.on)
@@ -39,6 +46,9 @@ class StreamTranslator:
         self._dec = decoder
         self._enc = encoder
         self._closed = False
+        self._capped = capped  # the endpoint's cap in place of the client's limit (None: none)
+        self._calls = False  # a tool call has started (a cut reply holding one is told as it is)
+        self._cut = False  # told end_turn for the endpoint's max_tokens
 
     @property
     def client_usage(self) -> dict[str, Any] | None:
@@ -80,19 +90,34 @@ class StreamTranslator:
                     tap(ev)
                 if ev.__class__ is MessageStart:
                     self.report.model = ev.model
-                elif ev.__class__ is BlockStart and ev.kind == "tool_use" and not ev.name:
-                    ev = StreamError(502, "api_error", NAMELESS_CALL)  # never a call the client cannot run
+                elif ev.__class__ is BlockStart and ev.kind == "tool_use":
+                    self._calls = True
+                    if not ev.name:
+                        ev = StreamError(502, "api_error", NAMELESS_CALL)  # never a call the client cannot run
+                elif ev.__class__ is MessageStop and self._capped is not None and ev.stop_reason == "max_tokens":
+                    ev = self._told(ev)
                 b = enc.encode(ev)
                 if b:
                     parts.append(b)
         if final:  # end of body: the decoder's own end (or its early-end error)
             for ev in dec.close():
+                if ev.__class__ is MessageStop and self._capped is not None and ev.stop_reason == "max_tokens":
+                    ev = self._told(ev)
                 b = enc.encode(ev)
                 if b:
                     parts.append(b)
+        if self._cut:
+            self.report.stop_reason = "max_tokens"  # told end_turn: the ledger keeps the endpoint's own
         self.report.usage = dec.usage
         if not parts:
             return b""
         self.started = True
         return b"".join(parts)
 
+    def _told(self, ev: MessageStop) -> MessageStop:
+        """The stop the client is told for a reply the endpoint's cap ended (neutral/endpoint_cap.py)."""
+        told = told_stop(ev.stop_reason, self._capped, calls=self._calls, converted=self.report.converted)
+        if told == ev.stop_reason:
+            return ev
+        self._cut = True
+        return MessageStop(told, ev.stop_sequence, ev.usage)

@@ -29,41 +29,50 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base_url import BASE_URL as VIA_BASE_URL, misdirected, PROXY as VIA_PROXY
-    from .cap_note import cap_line
-    from .console_line import turn_line
+    from .base_url import BASE_URL as VIA_BASE_URL, PROXY as VIA_PROXY, client_label, misdirected
+    from .cap_note import cap_line, cap_note as endpoint_cap_note
+    from .console_line import client_name, turn_line
     from .cost import turn_cost
-    from .disposition import dispose, Disposition, failure_message, translate_whole_reply
+    from .disposition import Disposition, dispose, failure_message, translate_whole_reply
     from .encoding import Decoding, EncodingError, is_identity
-    from .failover import (available, Broken, Capacity, Chain, classify, Failure, HOLD_MAX, may_fail_over, move_on,
-                           needs_body, next_turn, note_attempt, Replan, Slot)
+    from .failover import (Broken, Capacity, Chain, Failure, HOLD_MAX, Replan, Slot, available, classify,
+                           may_fail_over, move_on, needs_body, next_turn, note_attempt)
     from .flowstate import CLIENT_KEY, FlowState
-    from .last_word import final, say_busy, Told
+    from .last_word import Told, final, say_busy
     from .outcome import Outcome, shape_problem, upstream_failure
-    from .plan import (client_error, is_responses_websocket, LocalResponse, REQUEST_ID_HEADER, SSE_CONTENT_TYPE,
-                       translate_for_endpoint, Turn, websocket_declined, websocket_refusal)
-    from .planner import begin, Planning
+    from .plan import (LocalResponse, REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn, client_error, is_count,
+                       is_responses_websocket, translate_for_endpoint, websocket_declined)
+    from .planner import Planning, begin
     from .presentation import MAX_REPLAYABLE, ORIGINAL_KEY, present, record_original, show_client_url
     from .provider_limits import EVENT, limit_headers
     from .pump import MAX_STORED_BODY, Pump, reply_completed
     from .reply import response_mode, retarget_error, stream_translator
     from .retries import RetryWatch
+    from .stream_watch import error_event
     from .target import aim, extra_for, field_name, guess_protocol, is_provider_host, looks_like_provider_call
+    from .ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
+    from .ws_transcript import Reply, Transcript
+    from .ws_wire import (ServerEvent, ServerEvents, SseMessages, TURN, WARMUP, as_sse, delta_type,
+                          read_client_message, server_event)
 
-_MODULES = {"plan", "reply", "target", "disposition", "outcome", "stream_watch", "encoding", "pump", "failover",
-            "last_word", "retries", "access", "console_line", "flowstate", "presentation", "base_url", "planner",
-            "provider_limits", "cap_note", "cost"}
+_MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "cost", "disposition", "encoding",
+            "failover", "flowstate", "last_word", "outcome", "plan", "planner", "presentation", "provider_limits",
+            "pump", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript", "ws_wire"}
 
-# the face: name -> (its module, its name there)
+# the face: name -> (its module, its name there); no face name is a module's name (the import
+# system would bind the module over it: cap_note's cap_note is endpoint_cap_note)
 _FACE: dict[str, tuple[str, str]] = {
     "VIA_BASE_URL": ("base_url", "BASE_URL"), "VIA_PROXY": ("base_url", "PROXY"),
-    "misdirected": ("base_url", "misdirected"), "cap_line": ("cap_note", "cap_line"),
-    "turn_line": ("console_line", "turn_line"), "turn_cost": ("cost", "turn_cost"),
-    "Disposition": ("disposition", "Disposition"), "dispose": ("disposition", "dispose"),
-    "failure_message": ("disposition", "failure_message"),
+    "misdirected": ("base_url", "misdirected"),
+    "Capacity": ("failover", "Capacity"),
+    "client_label": ("base_url", "client_label"),
+    "cap_line": ("cap_note", "cap_line"), "endpoint_cap_note": ("cap_note", "cap_note"),
+    "client_name": ("console_line", "client_name"), "turn_line": ("console_line", "turn_line"),
+    "turn_cost": ("cost", "turn_cost"), "Disposition": ("disposition", "Disposition"),
+    "dispose": ("disposition", "dispose"), "failure_message": ("disposition", "failure_message"),
     "translate_whole_reply": ("disposition", "translate_whole_reply"), "Decoding": ("encoding", "Decoding"),
     "EncodingError": ("encoding", "EncodingError"), "is_identity": ("encoding", "is_identity"),
-    "Broken": ("failover", "Broken"), "Capacity": ("failover", "Capacity"), "Chain": ("failover", "Chain"),
+    "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
     "Failure": ("failover", "Failure"), "HOLD_MAX": ("failover", "HOLD_MAX"), "Replan": ("failover", "Replan"),
     "Slot": ("failover", "Slot"), "available": ("failover", "available"), "classify": ("failover", "classify"),
     "may_fail_over": ("failover", "may_fail_over"), "move_on": ("failover", "move_on"),
@@ -74,9 +83,10 @@ _FACE: dict[str, tuple[str, str]] = {
     "shape_problem": ("outcome", "shape_problem"), "upstream_failure": ("outcome", "upstream_failure"),
     "LocalResponse": ("plan", "LocalResponse"), "REQUEST_ID_HEADER": ("plan", "REQUEST_ID_HEADER"),
     "SSE_CONTENT_TYPE": ("plan", "SSE_CONTENT_TYPE"), "Turn": ("plan", "Turn"),
-    "client_error": ("plan", "client_error"), "is_responses_websocket": ("plan", "is_responses_websocket"),
+    "client_error": ("plan", "client_error"), "is_count": ("plan", "is_count"),
+    "is_responses_websocket": ("plan", "is_responses_websocket"),
     "translate_for_endpoint": ("plan", "translate_for_endpoint"),
-    "websocket_declined": ("plan", "websocket_declined"), "websocket_refusal": ("plan", "websocket_refusal"),
+    "websocket_declined": ("plan", "websocket_declined"),
     "Planning": ("planner", "Planning"), "begin": ("planner", "begin"),
     "MAX_REPLAYABLE": ("presentation", "MAX_REPLAYABLE"), "ORIGINAL_KEY": ("presentation", "ORIGINAL_KEY"),
     "present": ("presentation", "present"), "record_original": ("presentation", "record_original"),
@@ -85,22 +95,33 @@ _FACE: dict[str, tuple[str, str]] = {
     "Pump": ("pump", "Pump"), "reply_completed": ("pump", "reply_completed"),
     "response_mode": ("reply", "response_mode"), "retarget_error": ("reply", "retarget_error"),
     "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
-    "aim": ("target", "aim"), "extra_for": ("target", "extra_for"), "field_name": ("target", "field_name"),
-    "guess_protocol": ("target", "guess_protocol"), "is_provider_host": ("target", "is_provider_host"),
-    "looks_like_provider_call": ("target", "looks_like_provider_call"),
+    "error_event": ("stream_watch", "error_event"), "aim": ("target", "aim"), "extra_for": ("target", "extra_for"),
+    "field_name": ("target", "field_name"), "guess_protocol": ("target", "guess_protocol"),
+    "is_provider_host": ("target", "is_provider_host"),
+    "looks_like_provider_call": ("target", "looks_like_provider_call"), "ENDPOINT_WS": ("ws_plan", "ENDPOINT_WS"),
+    "HERE": ("ws_plan", "HERE"), "PROVIDER": ("ws_plan", "PROVIDER"), "carrier": ("ws_plan", "carrier"),
+    "plan_message": ("ws_plan", "plan_message"), "Reply": ("ws_transcript", "Reply"),
+    "Transcript": ("ws_transcript", "Transcript"), "ServerEvent": ("ws_wire", "ServerEvent"),
+    "ServerEvents": ("ws_wire", "ServerEvents"), "SseMessages": ("ws_wire", "SseMessages"),
+    "TURN": ("ws_wire", "TURN"), "WARMUP": ("ws_wire", "WARMUP"), "as_sse": ("ws_wire", "as_sse"),
+    "delta_type": ("ws_wire", "delta_type"), "read_client_message": ("ws_wire", "read_client_message"),
+    "server_event": ("ws_wire", "server_event"),
 }
 
 __all__ = [
-    "VIA_BASE_URL", "VIA_PROXY", "misdirected", "cap_line", "turn_line", "turn_cost", "Disposition", "dispose",
-    "failure_message", "translate_whole_reply", "Decoding", "EncodingError", "is_identity", "Broken", "Capacity",
-    "Chain", "Failure", "HOLD_MAX", "Replan", "Slot", "available", "classify", "may_fail_over", "move_on",
-    "needs_body", "next_turn", "note_attempt", "CLIENT_KEY", "FlowState", "Told", "final", "say_busy", "Outcome",
-    "shape_problem", "upstream_failure", "LocalResponse", "REQUEST_ID_HEADER", "SSE_CONTENT_TYPE", "Turn",
-    "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined", "websocket_refusal",
-    "Planning", "begin", "MAX_REPLAYABLE", "ORIGINAL_KEY", "present", "record_original", "show_client_url", "EVENT",
-    "limit_headers", "MAX_STORED_BODY", "Pump", "reply_completed", "response_mode", "retarget_error",
-    "stream_translator", "RetryWatch", "aim", "extra_for", "field_name", "guess_protocol", "is_provider_host",
-    "looks_like_provider_call",
+    "VIA_BASE_URL", "VIA_PROXY", "misdirected", "Capacity",
+    "client_label", "cap_line", "endpoint_cap_note", "client_name", "turn_line",
+    "turn_cost", "Disposition", "dispose", "failure_message", "translate_whole_reply", "Decoding", "EncodingError",
+    "is_identity", "Broken", "Chain", "Failure", "HOLD_MAX", "Replan", "Slot", "available", "classify",
+    "may_fail_over", "move_on", "needs_body", "next_turn", "note_attempt", "CLIENT_KEY", "FlowState", "Told", "final",
+    "say_busy", "Outcome", "shape_problem", "upstream_failure", "LocalResponse", "REQUEST_ID_HEADER",
+    "SSE_CONTENT_TYPE", "Turn", "client_error", "is_count", "is_responses_websocket", "translate_for_endpoint",
+    "websocket_declined", "Planning", "begin", "MAX_REPLAYABLE", "ORIGINAL_KEY", "present",
+    "record_original", "show_client_url", "EVENT", "limit_headers", "MAX_STORED_BODY", "Pump", "reply_completed",
+    "response_mode", "retarget_error", "stream_translator", "RetryWatch", "error_event", "aim", "extra_for",
+    "field_name", "guess_protocol", "is_provider_host", "looks_like_provider_call", "ENDPOINT_WS", "HERE", "PROVIDER",
+    "carrier", "plan_message", "Reply", "Transcript", "ServerEvent", "ServerEvents", "SseMessages", "TURN", "WARMUP",
+    "as_sse", "delta_type", "read_client_message", "server_event",
 ]
 
 

@@ -26,8 +26,9 @@ client: the proxy (proxy/mitm.py, proxy/relay.py) only does the waiting and the 
    answered because the route's endpoint is cooling down.
 4. **The next attempt.** ``next_turn`` plans it again from the client's own request
    (``Chain.prep``) through the same ``decide_request`` / ``build_turn`` as the first attempt:
-   the next route whose ``when`` matches after the failed one, else what ``unmatched`` says;
-   nothing of the previous attempt is reused (its body, headers and key stay with it). None:
+   the next route whose ``when`` matches after the failed one, else what ``unmatched`` says (an
+   earned route's candidate that failed: the route decided again without it, so its own target
+   first: routing/earn.py); nothing of the previous attempt is reused (its body, headers and key stay with it). None:
    the client gets the failure (``on_failure: error``, no route left under ``unmatched:
    refuse``, a next route that refuses the turn). ``attempt_url`` / ``attempt_headers`` /
    ``attempt_body`` rebuild the request from the client's own (only the allow-listed headers to
@@ -247,7 +248,15 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
     route = failed.decision.route if failed.decision is not None else None
     if not may_fail_over(failed) or chain.prep.req is None or route is None:
         return None
-    plan = decide_request(rules, chain.prep, reachable, after=route.name)
+    call = failed.decision.earn if failed.decision is not None else None
+    if call is not None and failed.endpoint is not None and failed.endpoint.name == call.candidate:
+        # an earned route's candidate failed: the route's own target takes the turn (decided afresh,
+        # the candidate ruled out), before any later route
+        cand = failed.endpoint
+        plan = decide_request(rules, chain.prep, lambda ep: "the candidate failed this turn" if ep is cand
+                              else reachable(ep))
+    else:
+        plan = decide_request(rules, chain.prep, reachable, after=route.name)
     decision = plan.decision
     if decision.action == Decided.ERROR or (decision.action == Decided.PASS and rules.unmatched == Unmatched.REFUSE):
         return None
@@ -255,6 +264,7 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
     if turn.local is not None:  # refused, invalid for that target...: the client gets the failure it had
         return None
     turn.request_id, turn.may_shadow = failed.request_id, failed.may_shadow
+    turn.budget = failed.budget  # its holds stay the turn's, settled when it ends
     if turn.capture is not None:  # the provider state this attempt's reply carries is this turn's
         turn.capture.request_id = failed.request_id
     return turn

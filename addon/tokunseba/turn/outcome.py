@@ -27,7 +27,9 @@ class Outcome:
     status: int | None  # the status the client got; None: no reply reached it
     usage: Usage | None = None  # as the upstream reported it
     client_usage: dict | None = None  # as the client was told it
-    details: dict = field(default_factory=dict)  # stop_reason, dropped, warnings (and a stream's errors, completed)
+    # stop_reason (the upstream's), dropped, warnings, converted (what the client was told in its
+    # place: neutral/endpoint_cap.py), and a stream's errors, completed
+    details: dict = field(default_factory=dict)
     problem: str | None = None  # why the reply is not clean, though it got an answer
     failed: bool = False  # the turn failed whatever its reply (the upstream broke, ...)
     first_byte: float | None = None  # when the first byte of a stream left; None: a whole reply
@@ -38,7 +40,8 @@ class Outcome:
     def of_reply(cls, status: int, rep) -> "Outcome":
         """A translated whole reply (translate_whole's report)."""
         return cls(status, rep.usage, rep.client_usage,
-                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings},
+                   {"stop_reason": rep.stop_reason, "dropped": rep.dropped, "warnings": rep.warnings,
+                    **({"converted": rep.converted} if rep.converted else {})},
                    model=rep.message.model if rep.message is not None else None)
 
     @classmethod

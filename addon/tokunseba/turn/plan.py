@@ -115,6 +115,8 @@ class Turn:
     # a token count asked of another protocol's counter (the endpoint's own: ``Endpoint.counter``)
     counter: protocols.Counter | None = None
     prompt: Any = None  # the request body as sent, parsed (a turn, not a count): its prefix hashes (ledger/prefix.py)
+    facts: TurnFacts | None = None  # what the rules saw of it (a shadow's stratum and schema: shadow/agreement.py)
+    budget: Any = None  # budgets.Verdict: its caps' holds, settled when the turn ends (turn/budget_gate.py)
 
     # ---- mitmweb / logs ----
     def summary(self) -> str:
@@ -190,24 +192,9 @@ def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterab
 
 
 def websocket_declined(why: str) -> LocalResponse:
-    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once."""
+    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once (the
+    upgrade's host cannot be reached: the connection would have no WebSocket peer)."""
     body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
-    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
-
-
-def websocket_refusal(rules: Rules, *, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
-                      extra_hosts: Mapping[str, str] | None = None) -> LocalResponse | None:
-    """Codex opens each session with a WebSocket upgrade of GET /v1/responses; turns sent over
-    it would bypass routing and the ledger. When some route can take Responses turns, answer
-    426: Codex then falls back to HTTPS POST at once (docs/clients.md §3.2), which is routed.
-    Otherwise None: the upgrade passes through untouched (the adapter declines it the same way,
-    in Codex's own envelope, when its host cannot be reached: never mitmproxy's HTML page)."""
-    if not is_responses_websocket(method=method, host=host, path=path, headers=headers, extra_hosts=extra_hosts):
-        return None
-    if not any(_may_take(r.when, p_responses.PROTOCOL) and r.to in rules.endpoints
-               and pair_refusal(p_responses.PROTOCOL, rules.endpoints[r.to].protocol) is None for r in rules.routes):
-        return None
-    body = p_openai.error_body(426, "tokunseba routes Responses turns over HTTPS only: WebSocket upgrade declined")
     return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
@@ -215,13 +202,6 @@ def is_count(det: Detected) -> bool:
     """A token-count request: answered by its route's endpoint's own counter, never estimated."""
     facts = protocols.find(det.protocol)
     return facts is not None and det.kind in facts.count_kinds
-
-
-def _may_take(when: Mapping[str, Any], client: str) -> bool:
-    want = when.get("client")
-    if want is None:
-        return True
-    return client in ([want] if isinstance(want, str) else want)
 
 
 @dataclass
@@ -369,7 +349,7 @@ def _skipped(trace: list[Tried]) -> list[str]:
 
 
 def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint], bool | str | None] | None = None,
-                   *, after: str | None = None) -> Plan:
+                   *, after: str | None = None, earned: Callable | None = None) -> Plan:
     """Route a prepared request, then translate it for the route chosen (once per attempt).
 
     A route is refused (skipped, or answered with an error when it says on_refused: error)
@@ -390,7 +370,7 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
                                                 f"refuses this turn: {got}")
     trace: list[Tried] = [note] if note is not None else []
     while True:
-        decision = decide(rules, prep.facts, reachable=reachable, after=after)
+        decision = decide(rules, prep.facts, reachable=reachable, after=after, earned=earned)
         trace += decision.trace
         got = _translated(prep, decision)
         if isinstance(got, Plan):
@@ -408,8 +388,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     if decision.action == Decided.PASS and decision.route is None:
         skipped = _skipped(trace)
         reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
-    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason),
-                got.translation, got.failure)
+    return Plan(Decision(decision.action, decision.route, decision.endpoint, decision.model, trace, reason,
+                         decision.earn), got.translation, got.failure)
 
 
 def _loop_not_followed(followed: Decision, why: str) -> Tried:
@@ -418,11 +398,12 @@ def _loop_not_followed(followed: Decision, why: str) -> Tried:
 
 
 def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[str, str],
-               now: float | None = None) -> Turn:
-    """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer locally."""
+               now: float | None = None, request_id: str | None = None) -> Turn:
+    """The turn for a plan (``decide_request``): pass through, retarget, translate, or answer
+    locally. ``request_id``: its id when known before (the planning's: budget holds name it)."""
     det, req = prep.det, prep.req
     decision = plan.decision if plan is not None else None
-    turn = _new_turn(prep, now)
+    turn = _new_turn(prep, now, request_id)
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return _unmatched(rules, turn, prep.not_routable or "not routed")
@@ -431,6 +412,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.stream = (req.get("stream") is True or det.kind == "stream_generate") and not is_count(det)
     turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
+    turn.facts = prep.facts
     _note_trace(turn, decision)
     if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
@@ -451,6 +433,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.local = turn.client_error(400, f"tokunseba: {why}", "invalid_request_error")
         return turn
     turn.model_used = decision.model or turn.requested_model
+    if decision.earn is not None:  # an earned route: where it went, and the evidence (routing/earn.py)
+        turn.events.append(("earn", decision.earn.record(served_by=ep.name)))
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
     counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
@@ -464,11 +448,11 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     return turn
 
 
-def _new_turn(prep: Prepared, now: float | None) -> Turn:
-    """A new turn for a prepared request, with the login it was sent with."""
+def _new_turn(prep: Prepared, now: float | None, request_id: str | None) -> Turn:
+    """A new turn for a prepared request (its id, when known before), with the login it was sent with."""
     det = prep.det
     turn = Turn(
-        request_id=new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        request_id=request_id or new_request_id(), started_at=now if now is not None else time.time(), detected=det,
         host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
         original_body=prep.body, who=prep.who,
     )

@@ -16,23 +16,26 @@ asyncio: the adapter calls a few functions here instead of many small ones every
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocols
 from ..outcomes import TurnOutcome
+from ..budgets import Verdict
 from ..reasoning import Keeper
-from ..routing import Endpoint, EndpointHealth, Rules
+from ..routing import Endpoint, EndpointHealth, Rules, Tried
 from ..states import Action, Decided
 from ..webview import MARKS
+from .budget_gate import apply_verdict, budget_facts, rerouted
 from .access import may_spend_keys, refuse_remote_client
 from .base_url import client_label
 from .console_line import client_name
 from .failover import Capacity, Chain, Slot, available
 from .flowstate import CLIENT_KEY, FlowState, Shown
 from .last_word import say_busy
-from .plan import Plan, Prepared, Turn, build_turn, decide_request, prepare_request
+from .plan import Plan, Prepared, Turn, build_turn, decide_request, new_request_id, prepare_request
 from .presentation import MAX_ORIGINAL, ORIGINAL_KEY
 from .retries import RetryWatch, retry_key
 from .target import extra_for, target_of
@@ -51,10 +54,14 @@ class Planning:
     slot: Slot | None = None  # the chosen endpoint's slot, held by the turn
     full: set[str] = field(default_factory=set)  # endpoints found full (after their queue_s) for this turn
     rounds: int = 0
+    earned: Any = None  # the proxy's routing.EarnBook: routes with earn: (routing/earn.py)
+    after: str | None = None  # a budget rerouted the turn (on_limit: reroute): only the routes after this one
+    kept: list[Tried] = field(default_factory=list)  # the trace up to that reroute (explain shows it)
+    request_id: str = field(default_factory=new_request_id)  # the turn's, known before it is built (budget holds)
 
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
-           provider_hosts: Mapping[str, str], keeper: Keeper | None) -> Planning | None:
+           provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None) -> Planning | None:
         """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
         if req.method != "POST":
             return None
@@ -65,7 +72,7 @@ class Planning:
         if prep is None:
             return None
         prep.keeper = keeper
-        return cls(rules, health, capacity, prep, host, port, req.path)
+        return cls(rules, health, capacity, prep, host, port, req.path, earned=earned)
 
     def next(self) -> tuple[Endpoint | None, Slot | None]:
         """The rules decide (again); the endpoint the turn goes to, with a slot of it when one
@@ -74,10 +81,27 @@ class Planning:
         if self.prep.req is None or self.rounds >= 2 * len(self.rules.endpoints) + 1:
             return None, None
         self.rounds += 1
-        self.plan = decide_request(self.rules, self.prep, available(self.health, self.capacity, self.full))
+        self.plan = decide_request(self.rules, self.prep, available(self.health, self.capacity, self.full),
+                                   earned=self.earned.status if self.earned is not None else None,
+                                   after=self.after)
+        if self.kept:
+            self.plan.decision.trace = self.kept + self.plan.decision.trace
         d = self.plan.decision
         ep = d.endpoint if d.action == Decided.ROUTE else None
         return ep, (self.capacity.acquire(ep) if ep is not None else None)
+
+    def budget_facts(self) -> dict[str, str | None]:
+        """What the budgets' scopes look at, for the decision as it stands (turn/budget_gate.py)."""
+        return budget_facts(self.prep, self.plan)
+
+    def reroute(self, verdict: Verdict) -> dict[str, Any] | None:
+        """A budget with ``on_limit: reroute`` refused the route chosen: the next round decides
+        among the routes after it (the event's data), or None when the turn was not on a route."""
+        if self.plan is None or self.plan.decision.route is None:
+            return None
+        self.kept, event = rerouted(self.plan, verdict)
+        self.after = event["from_route"]
+        return event
 
     def unreachable(self, ep: Endpoint, slot: Slot, why: str) -> float:
         """``ep`` could not be connected to: its slot given back, the endpoint down for a back-off
@@ -86,14 +110,15 @@ class Planning:
         return self.health.failed(ep, why)
 
     def turn(self, *, env: Mapping[str, str], retries: RetryWatch, peer: str | None, access: tuple[bool, bool],
-             connected: tuple[Endpoint, Slot] | None = None) -> Turn:
+             connected: tuple[Endpoint, Slot] | None = None, verdict: Verdict | None = None) -> Turn:
         """The ``Turn`` of the last decision, settled (see the module's docstring). ``connected``:
         the endpoint that took the connection (its health is good again) and the slot the turn
-        holds there, given back when the turn does not go to that endpoint after all."""
+        holds there, given back when the turn does not go to that endpoint after all. ``verdict``:
+        its admission under the caps (a reached one answers it here)."""
         if connected is not None:
             self.health.ok(connected[0])
             self.slot = connected[1]
-        turn = build_turn(self.rules, self.prep, self.plan, env=env)
+        turn = build_turn(self.rules, self.prep, self.plan, env=env, request_id=self.request_id)
         turn.retry_of = retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=self.host,
                                                path=self.path, body=self.prep.body), turn.request_id, turn.started_at)
         if turn.retry_of:
@@ -105,7 +130,12 @@ class Planning:
         if turn.outcome == TurnOutcome.REFUSED and any(k == "unmatched_refused" for k, _ in turn.events):
             say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
+        if verdict is not None:  # its caps: holds to settle, marks, or the client's own "stop now"
+            apply_verdict(turn, verdict, time.time())
         plan = self.plan
+        call = plan.decision.earn if plan is not None else None
+        if call is not None and self.earned is not None and turn.local is None:  # a session's tier only rises
+            self.earned.served(call, on_candidate=turn.endpoint is not None and turn.endpoint.name == call.candidate)
         if self.slot is not None and (turn.local is not None or plan is None or turn.endpoint is not plan.decision.endpoint):
             self.slot.release()
             self.slot = None

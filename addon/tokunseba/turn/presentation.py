@@ -81,9 +81,10 @@ def show_client_url(flow: Any, state: FlowState) -> None:
         log.exception("tokunseba: could not restore the client's URL on the flow")
 
 
-def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int | None) -> bool:
-    """The turn has ended: its mark and comment state the outcome as the ledger counts it.
-    False when that failed (logged)."""
+def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int | None,
+            note: str | None = None) -> bool:
+    """The turn has ended: its mark and comment state the outcome as the ledger counts it (and
+    ``note``: why a ``capped`` turn is, turn/cap_note.py). False when that failed (logged)."""
     turn, shown, state.shown = state.turn, state.shown, None
     try:
         error = turn.error
@@ -94,7 +95,7 @@ def present(flow: Any, state: FlowState, ledger_outcome: str | None, status: int
         cls = outcome_class(ledger_outcome, status, error)  # the one vocabulary (outcomes.py), as `log` says it
         plumbing = (turn.translation.plumbing if turn.translation else []) + turn.plumbing_headers
         flow.marked = final_mark(outcome)
-        head = headline(cls, status, chain=turn.failed_over, error=error)
+        head = headline(cls, status, chain=turn.failed_over, error=error, note=note)
         flow.comment = final_comment(turn.summary(), request_id=turn.request_id, outcome=outcome, status=status,
                                      error=error, plumbing=plumbing, endpoint_url=turn.url,
                                      secrets=shown.secrets if shown else (), head=head)

@@ -95,7 +95,8 @@ class Pump:
                 problem = self.turn.error or "; ".join(rpt.errors) or "the translated stream did not complete"
             return Outcome(status, rpt.usage, self.t.client_usage,
                            {"stop_reason": rpt.stop_reason, "dropped": rpt.dropped, "warnings": rpt.warnings,
-                            "errors": rpt.errors, "completed": rpt.completed},
+                            "errors": rpt.errors, "completed": rpt.completed,
+                            **({"converted": rpt.converted} if rpt.converted else {})},
                            problem=problem, first_byte=self.first_byte, kept=kept, model=rpt.model)
         assert self.watch is not None  # raw: watched
         usage = self.watch.usage

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import jsonc, protocols, translate
 from ..errors import TranslationError
+from ..neutral import Capped
 from ..neutral import parse_error_body
 from ..neutral import ClientTools
 from ..states import Action, ReplyMode
@@ -55,9 +56,15 @@ def _client_tools(turn: Turn) -> ClientTools | None:
     return turn.translation.client_tools if turn.translation is not None else None
 
 
+def _capped(turn: Turn) -> Capped | None:
+    """The endpoint's cap in place of the client's limit, from the turn's request translation: a
+    reply that stops on it is told end_turn (neutral/endpoint_cap.py)."""
+    return turn.translation.capped if turn.translation is not None else None
+
+
 def stream_translator(turn: Turn) -> translate.StreamTranslator:
     t = translate.stream(_target(turn), turn.client_protocol, include_usage=turn.include_usage,
-                         created=int(turn.started_at), client_tools=_client_tools(turn))
+                         created=int(turn.started_at), client_tools=_client_tools(turn), capped=_capped(turn))
     t.tap = turn.capture.on if turn.capture is not None else None  # the reply's provider state, as it passes
     return t
 
@@ -121,7 +128,7 @@ def translate_whole(turn: Turn, status: int, body: bytes) -> tuple[int, dict[str
             out = _with_hint(out, hint)
         return st, {"content-type": "application/json"}, out, None
     rep = translate.reply(_target(turn), turn.client_protocol, body, created=int(turn.started_at),
-                          client_tools=_client_tools(turn))
+                          client_tools=_client_tools(turn), capped=_capped(turn))
     if turn.capture is not None and rep.message is not None:
         turn.capture.message(rep.message)
     return status, {"content-type": "application/json"}, rep.body, rep

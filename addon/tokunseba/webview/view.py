@@ -27,10 +27,10 @@ from .redact import credential_values, redact_headers, redact_url, redact_values
 
 # outcome -> mitmweb marker (emoji shortcode; mitmweb shows the emoji)
 MARKS = {"pass_through": ":white_circle:", "retargeted": ":arrow_right:", "translated": ":repeat:",
-         "refused": ":no_entry:", "error": ":x:", "cancelled": ":stop_button:"}
+         "capped": ":scissors:", "refused": ":no_entry:", "error": ":x:", "cancelled": ":stop_button:"}
 # outcome class -> the emoji a comment's headline starts with (the marks' own pictures)
-EMOJI = {"pass_through": "⚪", "retargeted": "➡️", "translated": "🔁", "refused": "⛔", "error": "❌",
-         "cancelled": "⏹️"}
+EMOJI = {"pass_through": "⚪", "retargeted": "➡️", "translated": "🔁", "capped": "✂️", "refused": "⛔",
+         "error": "❌", "cancelled": "⏹️"}
 HEADLINE_MAX = 90  # characters of the reason in a headline (the details follow it)
 RECORD_KEY = "tokunseba.original"  # flow.metadata: original_record()
 MAX_COMMENT_ERROR = 300  # characters of an error message kept in a comment
@@ -63,18 +63,24 @@ def final_mark(outcome: str) -> str:
     return MARKS.get(outcome, MARKS["error"])
 
 
-def headline(outcome: str, status: int | None, *, chain: str | None = None, error: str | None = None) -> str:
+def headline(outcome: str, status: int | None, *, chain: str | None = None, error: str | None = None,
+             note: str | None = None) -> str:
     """The short reason a comment starts with, so a narrow column shows it: the outcome's
     emoji and status word, then the chain of attempts when the turn failed over (``🔁
     translated 200 · local (429) → big``, ``❌ error 429 · local (429) → api.anthropic.com
-    (unreachable)``), else a failed turn's error, cut short (``❌ error 529: Overloaded``)."""
+    (unreachable)``), else a failed turn's error, cut short (``❌ error 529: Overloaded``), or a
+    capped turn's ``note`` (``✂️ capped 200: cut by endpoint local's cap (max_tokens 512; …)``)."""
     emoji = EMOJI.get(outcome, EMOJI["error"])
     word = "error mid-stream" if outcome == "error" and status is not None and status < 400 else outcome
     head = f"{emoji} {word.replace('_', '-')}" + (f" {status}" if status is not None and word != "error mid-stream"
                                                   else "")
     if chain:
-        return f"{head} · {chain}"
-    if outcome in ("pass_through", "retargeted", "translated"):
+        head = f"{head} · {chain}"
+    if note:
+        return f"{head}: {note}"
+    if chain:
+        return head
+    if outcome in ("pass_through", "retargeted", "translated", "capped"):
         return head
     text = " ".join((error or "no error text").split()).removeprefix("tokunseba: ")
     return f"{head}: {text if len(text) <= HEADLINE_MAX else text[:HEADLINE_MAX] + '…'}"

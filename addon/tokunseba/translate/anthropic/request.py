@@ -33,7 +33,7 @@ from ...errors import Refused
 from ...neutral import BUDGETS, budget_for, level_for_budget
 from ...neutral import PROVIDER_STATE, state_for
 from ...protocols import anthropic as pa
-from ...neutral import Conversation, RequestTranslation
+from ...neutral import Capped, Conversation, RequestTranslation
 from ...protocols import TOOL_ID_RE
 from .. import fieldtable as ft
 
@@ -926,6 +926,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, endpoint: str |
             )
         out["max_tokens"] = max_tokens
         rt.plumbing.append("max_tokens")
+        rt.capped = Capped(asked=None, cap=max_tokens)
     _fit_thinking(rt, out, body.get("reasoning_effort"))
     _at_most_four_breakpoints(rt, out)
     rt.client_wants_usage = o.include_usage or not out.get("stream")

@@ -825,6 +825,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) ->
         # the client named no limit: the endpoint's is the turn's (plumbing)
         body.setdefault("generationConfig", {})["maxOutputTokens"] = max_tokens
         rt.plumbing.append("generationConfig.maxOutputTokens")
+        rt.capped = Capped(asked=None, cap=max_tokens)
     if not body.get("contents"):
         raise _bad("messages", "no user or assistant content to send")
     rt.body = body

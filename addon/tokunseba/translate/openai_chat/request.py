@@ -56,6 +56,7 @@ def _max_tokens(conv: Conversation, rt: RequestTranslation, out: dict[str, Any],
         if o.max_tokens_cap is not None:  # the client named no limit: the endpoint's is the turn's (plumbing)
             out[o.max_tokens_field] = o.max_tokens_cap
             rt.plumbing.append(o.max_tokens_field)
+            rt.capped = Capped(asked=None, cap=o.max_tokens_cap)
         return
     if o.max_tokens_cap is not None and n > o.max_tokens_cap:
         rt.capped = Capped(asked=n, cap=o.max_tokens_cap)

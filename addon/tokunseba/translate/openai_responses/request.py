@@ -969,6 +969,7 @@ def encode(conv: Conversation, *, max_tokens: int | None = None, **_: object) ->
     if "max_output_tokens" not in out and max_tokens is not None:  # the client named no limit: the endpoint's
         out["max_output_tokens"] = max_tokens
         rt.plumbing.append("max_output_tokens")
+        rt.capped = Capped(asked=None, cap=max_tokens)
     if "tool_choice" in out and not out.get("tools"):
         rt.dropped.append("tool_choice")
         del out["tool_choice"]

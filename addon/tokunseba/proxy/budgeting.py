@@ -1,0 +1,106 @@
+"""The proxy's spending caps: opened with the rules, admitted as a turn is planned (route.py),
+settled as it ends (record.py), their leases kept alive and the dead ones swept.
+
+- ``open_caps``: the caps of the rules in force over the ledger's database (a SQLite path or a
+  postgresql:// URL: the same one the turns are written to), priced as every turn is (pricing/:
+  the rules file's ``prices:`` over the price library, local endpoints at 0); said once at
+  start (how many caps, where they are counted, what a turn does when that ledger cannot be
+  reached). None when the rules state no budget.
+- ``keep_leases``: every third of the lease, this proxy's holds in flight are renewed and every
+  proxy's expired ones (a proxy killed mid-turn) are charged at their declared amount.
+- ``settle``: a finished turn's holds become its charges, from its reported usage.
+
+Plain Python (no mitmproxy); the store's calls are short statements on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..budgets import BudgetStore, Caps, LedgerAway, Spent, pricing_cost
+from ..pricing import Price
+from ..credentials import split_url_password
+from ..ledger import default_instance, default_ledger_target
+from ..routing import BUILTIN_ENDPOINTS, Rules
+from ..states import Action
+from ..turn import Turn
+
+log = logging.getLogger("tokunseba")
+
+
+def open_caps(rules: Rules, *, ledger: str | None, instance: str, owner: str, lease_s: float,
+              prices: list[Price], previous: Caps | None = None) -> Caps | None:
+    """The caps of ``rules`` (None: it states none); ``previous``' store is reused when it counts
+    in the same ledger (a reload keeps the holds in flight)."""
+    settings = rules.budgets
+    if not settings.budgets:
+        if previous is not None and previous.store is not None and not previous.store.mine:
+            previous.store.close()
+        return None
+    target = ledger or str(default_ledger_target())
+    store = previous.store if previous is not None and previous.store is not None \
+        and previous.store.target == target else BudgetStore(target, owner=owner, lease_s=lease_s)
+    store.lease_s = lease_s
+    caps = Caps(settings, store, instance=instance, cost=pricing_cost(prices))
+    where = split_url_password(target)[0]
+    names = ", ".join(b.name + (" (shared)" if b.shared else "") for b in settings.budgets)
+    log.warning(f"tokunseba: budgets: {len(settings.budgets)} cap{'s' * (len(settings.budgets) != 1)} ({names}), "
+                f"counted in {where}; when it cannot be reached, turns under a cap are "
+                f"{'refused' if settings.on_ledger_unavailable == 'refuse' else 'served without a hold'} "
+                f"(on_ledger_unavailable: {settings.on_ledger_unavailable})")
+    try:
+        if swept := store.sweep(time.time()):
+            log.warning(f"tokunseba: budgets: {swept} hold{'s' * (swept != 1)} of proxies gone mid-turn charged at "
+                        "their declared amount")
+    except LedgerAway as e:
+        log.warning(f"tokunseba: budgets: {e}")
+    return caps
+
+
+async def keep_leases(get_caps: Any) -> None:
+    """Renew this proxy's holds and sweep the expired ones, every third of the lease."""
+    while True:
+        caps: Caps | None = get_caps()
+        await asyncio.sleep(caps.store.lease_s / 3 if caps is not None and caps.store is not None else 5.0)
+        caps = get_caps()
+        if caps is None or caps.store is None:
+            continue
+        try:
+            now = time.time()
+            caps.store.renew(now)
+            if swept := caps.store.sweep(now):
+                log.warning(f"tokunseba: budgets: {swept} expired hold{'s' * (swept != 1)} (a proxy gone mid-turn) "
+                            "charged at their declared amount")
+        except LedgerAway as e:
+            log.warning(f"tokunseba: budgets: {e}")
+        except Exception:
+            log.exception("tokunseba: budgets: could not renew or sweep holds")
+
+
+def settle(caps: Caps | None, turn: Turn, usage: Any, now: float, status: int | None) -> dict[str, Any] | None:
+    """The turn's holds become its charges: its reported cost, or its hold when nothing was
+    reported (a cut stream); an error reply that reported no usage gives its holds back (the
+    upstream refused the turn: nothing was generated). What was done, for the ledger's
+    ``budget_settled`` event (None: the turn held nothing)."""
+    v = turn.budget
+    if caps is None or v is None or not v.held:
+        return None
+    if usage is None and status is not None and status >= 400:
+        names = [a.budget.name for a in v.held]
+        caps.release(v)
+        return {"released": names, "why": f"an error reply ({status}) that reported no usage"}
+    routed = turn.endpoint is not None and turn.action != Action.PASS  # where it was served (as turn/cost.py says)
+    ep = turn.endpoint.name if routed and turn.endpoint is not None else \
+        next((e.name for e in BUILTIN_ENDPOINTS.values() if e.host == turn.host), turn.host)
+    url = turn.endpoint.url if routed and turn.endpoint is not None else f"https://{turn.host}" if turn.host else None
+    charged = caps.settle(v, Spent(ep, turn.model_used or turn.requested_model, url, usage, turn.started_at),
+                          request_id=turn.request_id, now=now)
+    kept = [name for name, amount in charged.items() if amount is None]
+    if kept:
+        log.info(f"tokunseba: {turn.request_id} nothing priced was reported: budget{'s' * (len(kept) > 1)} "
+                 f"{', '.join(kept)} keep{'s' * (len(kept) == 1)} the turn's declared hold as its charge")
+    return {"charged": {name: amount for name, amount in charged.items() if amount is not None},
+            "kept_hold": kept}

@@ -1,0 +1,163 @@
+"""Responses over WebSocket, the wire (pure, sans-IO): what a message of Codex's WebSocket
+session is, and the server's events read from its messages.
+
+Contract:
+- ``read_client_message``: a client message is a turn (``response.create``), a warm-up
+  (``response.create`` with ``generate: false``: answered by the provider with an empty
+  response, never a turn) or something else (left alone);
+- ``ServerEvents``: the server's text messages in (whole, or in fragments: ``feed(data,
+  end=…)``), one ``ServerEvent`` per message out; what comes out never depends on how a
+  message was split into fragments;
+- ``as_sse``: one server event as the SSE event an HTTPS reply would have carried (what the
+  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``delta_type``
+  the type of a delta read from its first bytes (the passed-on turn's fast path: most of a
+  reply's messages carry nothing its record reads);
+- ``SseMessages``: SSE bytes in (an HTTPS reply: translated or passed on), the WebSocket
+  messages carrying its events out, one per event, in order, whatever the split of the
+  bytes (keep-alive comments have no message).
+The protocol's facts (message types, terminal events) are in protocols/openai_responses.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import jsonc
+from ..protocols import openai_responses as p_responses
+from ..sse import SSEDecoder, SSEEvent
+
+TURN, WARMUP, OTHER = "turn", "warmup", "other"
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    kind: str  # TURN | WARMUP | OTHER
+    doc: dict[str, Any] | None  # the message's JSON object (None: not one)
+
+
+def read_client_message(payload: bytes) -> ClientMessage:
+    """What a client text message is (never raises)."""
+    try:
+        doc = jsonc.loads(payload)
+    except Exception:
+        return ClientMessage(OTHER, None)
+    if not isinstance(doc, dict) or doc.get("type") != p_responses.WS_CREATE:
+        return ClientMessage(OTHER, doc if isinstance(doc, dict) else None)
+    if doc.get(p_responses.WS_WARMUP_FIELD) is False:
+        return ClientMessage(WARMUP, doc)
+    return ClientMessage(TURN, doc)
+
+
+@dataclass(slots=True)
+class ServerEvent:
+    type: str | None  # the event's ``type`` (None: not a JSON object with one)
+    doc: dict[str, Any] | None
+    payload: bytes  # the message's bytes, as the server sent them
+
+    @property
+    def terminal(self) -> bool:
+        """Whether it ends a response (completed, failed, incomplete, or an ``error``)."""
+        return self.type in p_responses.WS_TERMINAL_EVENTS
+
+    def failure(self) -> tuple[int, str] | None:
+        """An ``error`` event's status (as it says, else 500) and message; None for any other
+        event (a ``response.failed`` is judged as over HTTPS: the stream watch says it)."""
+        if self.type != "error" or self.doc is None:
+            return None
+        st, err = self.doc.get("status"), self.doc.get("error")
+        msg = err.get("message") if isinstance(err, dict) else self.doc.get("message")
+        return (st if isinstance(st, int) else 500), (msg if isinstance(msg, str) and msg else "upstream error event")
+
+    @property
+    def response_id(self) -> str | None:
+        r = self.doc.get("response") if self.doc is not None else None
+        rid = r.get("id") if isinstance(r, dict) else None
+        return rid if isinstance(rid, str) else None
+
+
+_HEAD = b'{"type":'  # then '"' (compact JSON) or ' "'
+_SKIPPED = frozenset(t.encode() for t in p_responses.FACTS.skipped_events)  # deltas: most of a reply
+
+
+def delta_type(payload: bytes) -> bytes | None:
+    """The type of a delta (the protocol's ``skipped_events``: nothing in it ends a turn, names
+    a response or carries usage) written the usual way (``type`` first), read from its first
+    bytes; None for any other message."""
+    if not payload.startswith(_HEAD):
+        return None
+    start = len(_HEAD) + (payload[len(_HEAD):len(_HEAD) + 1] == b" ")
+    if payload[start:start + 1] != b'"':
+        return None
+    end = payload.find(b'"', start + 1)
+    name = payload[start + 1:end] if end > 0 else b""
+    return name if name in _SKIPPED else None
+
+
+def server_event(payload: bytes) -> ServerEvent:
+    """The event a server message carries. A delta (the protocol's ``skipped_events``: nothing
+    in it ends a turn, names a response or carries usage) written the usual way (``type``
+    first) is not parsed here: its type is read from its first bytes, and the stream watch
+    checks that its client can read it (turn/stream_watch.py)."""
+    name = delta_type(payload)
+    if name is not None:
+        return ServerEvent(name.decode(), None, payload)
+    try:
+        doc = jsonc.loads(payload)
+    except Exception:
+        doc = None
+    if not isinstance(doc, dict):
+        return ServerEvent(None, None, payload)
+    t = doc.get("type")
+    return ServerEvent(t if isinstance(t, str) else None, doc, payload)
+
+
+class ServerEvents:
+    """The server's messages in, one event per message out (fragments joined first)."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes, *, end: bool = True) -> list[ServerEvent]:
+        """``data``: a fragment of the current message; ``end``: it is the message's last."""
+        if not end:
+            self._buf += data
+            return []
+        if self._buf:
+            self._buf += data
+            data, self._buf = bytes(self._buf), bytearray()
+        return [server_event(data)]
+
+    @property
+    def pending(self) -> bool:
+        """A message begun and not ended."""
+        return bool(self._buf)
+
+
+def as_sse(ev: ServerEvent) -> bytes:
+    """The event as SSE (``event: TYPE`` and its JSON on one ``data:`` line). Raw line breaks in
+    a JSON text are whitespace (inside strings they are escaped): they become spaces."""
+    data = ev.payload.replace(b"\r", b" ").replace(b"\n", b" ")
+    head = b"event: " + ev.type.encode() + b"\n" if ev.type else b""
+    return head + b"data: " + data + b"\n\n"
+
+
+class SseMessages:
+    """SSE bytes in, one WebSocket message (the event's JSON) per event out."""
+
+    __slots__ = ("_sse",)
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder(comments=True)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        return self._messages(self._sse.feed(data)) if data else []
+
+    def close(self) -> list[bytes]:
+        return self._messages(self._sse.close())
+
+    @staticmethod
+    def _messages(events: list[SSEEvent]) -> list[bytes]:
+        return [ev.data.encode() for ev in events if not ev.comment and ev.data]
