@@ -31,7 +31,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! dpkg -s fonts-noto-color-emoji >/d
     'apt-get update -qq && apt-get install -y -qq chromium fonts-noto-color-emoji'
 fi
 
-# PostgreSQL server for the shared-ledger tests (Debian's package; tests/pg_server.py runs it
+# PostgreSQL server for the shared-ledger tests (Debian's package; tests/support/pg_server.py runs it
 # as the unprivileged `postgres` user it creates, in a temp dir on a free port)
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
   run "postgresql install (apt-get)" bash -c 'apt-get update -qq && apt-get install -y -qq postgresql'

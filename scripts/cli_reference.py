@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/reference/cli.md from the `tokunseba` command's own --help (every command), so the
-reference is never out of date: tests/test_cli_reference.py fails when the page differs from
+reference is never out of date: tests/suites/test_cli_reference.py fails when the page differs from
 what this prints.
 
     .venv/bin/python scripts/cli_reference.py           # rewrite docs/reference/cli.md
@@ -26,7 +26,7 @@ HEAD = """\
 # The `tokunseba` command
 
 Every command and option, exactly as `tokunseba COMMAND --help` prints it. This page is written by
-`scripts/cli_reference.py` from the command's own help; `tests/test_cli_reference.py` fails when it
+`scripts/cli_reference.py` from the command's own help; `tests/suites/test_cli_reference.py` fails when it
 is stale, so regenerate it after changing an option:
 `.venv/bin/python scripts/cli_reference.py`.
 """

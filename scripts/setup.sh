@@ -43,7 +43,7 @@ fi
 echo "setup: installing tokunseba and its test extras into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
 # a protocol shipped as its own package, found through the entry-point group tokunseba.protocols
-# (tests/test_echo_plugin.py). It goes beside the venv, not into it: only the tests put that folder
+# (tests/suites/test_echo_plugin.py). It goes beside the venv, not into it: only the tests put that folder
 # on the path (tests/conftest.py), so `tokunseba run` never lists a test protocol
 echo "setup: installing the test protocol plugin (tests/plugins/tokunseba_echo_protocol) into .venv/test-plugins"
 .venv/bin/python -m pip uninstall -q -y tokunseba-echo-protocol >/dev/null 2>&1 || true  # an older setup put it in the venv

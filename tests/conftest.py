@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # Protocols shipped as packages (the test plugin, tests/plugins/tokunseba_echo_protocol, is
-# installed beside the test venv) are loaded only by the tests about them (tests/test_echo_plugin.py
+# installed beside the test venv) are loaded only by the tests about them (tests/suites/test_echo_plugin.py
 # loads it, its e2e test starts mitmdump without this variable): every other test sees the four
 # built in, as before. Set before anything imports tokunseba.protocols, which loads plugins once.
 os.environ["TOKUNSEBA_PLUGINS"] = ""
@@ -54,14 +54,14 @@ def _pg_missing(why: str):
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A real PostgreSQL server for the session (tests/pg_server.py); skipped when it is not
+    """A real PostgreSQL server for the session (tests/support/pg_server.py); skipped when it is not
     installed here, a failure under CI=true."""
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError:
         _pg_missing("psycopg / psycopg_pool not installed (pip install -e '.[test]')")
-    from tests.pg_server import PgServer, find_bin
+    from tests.support.pg_server import PgServer, find_bin
 
     bindir = find_bin()
     if bindir is None:

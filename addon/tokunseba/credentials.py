@@ -212,7 +212,7 @@ SECRET_TEXT = re.compile(
 # and "token" only where SECRET_TEXT can match it: followed by = (?token=) or, as a header
 # name (x-...-token), by an optional quote, blanks and : = or "is" (_TOKEN_SET). Looked for in
 # s.lower(), which is exact: the only characters that (?i) equates with an ASCII letter are
-# ASCII and these four (every code point checked by tests/test_redact_fast_path.py), and text
+# ASCII and these four (every code point checked by tests/test_credentials.py), and text
 # with any of them goes to the regex; without them s.lower() keeps every position (only
 # U+0130 lowercases to two characters) and lowers exactly the letters (?i) folds.
 _SECRET_WORDS = ("cookie", "auth", "key", "secret", "sig", "bearer", "sk-", "aiza", "://", "password")

@@ -84,11 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         floor_db.close()
     print(f"SQLite {sqlite3.sqlite_version} (WAL, synchronous=NORMAL), one file; {charges:,} charges settled")
     print(f"interleaved: {args.rounds} rounds, shuffle seed {seed}, ~{args.sample_ms:g} ms per variant per round")
-    width = max(len(name) for name, _ in variants)
-    print(f"{'variant':<{width}}  {'µs/turn':>9}  {'x floor':>8}")
-    for (name, _), s in zip(variants, samples):
-        ratio = statistics.median(x / f for x, f in zip(s, samples[0]))
-        print(f"{name:<{width}}  {statistics.median(s):9.1f}  {ratio:8.2f}")
+    harness.print_table(variants, samples, "µs/turn")
     per_turn = statistics.median(samples[2]) / 1000
     print(f"admission + settlement per turn under one cap: {per_turn:.3f} ms (p95 {harness.p95(samples[2]) / 1000:.3f} "
           f"ms); target {TARGET_MS} ms: {'within' if per_turn <= TARGET_MS else 'OVER'}")

@@ -65,11 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"turn: {FIXTURE}, {len(raw):,} bytes; {len(json.loads(prefix_hashes('anthropic', body))['h']) // 8} blocks "
           f"hashed; json codec {jsonc.CODEC}")
     print(f"interleaved: {args.rounds} rounds, shuffle seed {seed}, ~{args.sample_ms:g} ms per variant per round")
-    width = max(len(name) for name, _ in variants)
-    print(f"{'variant':<{width}}  {'µs/call':>9}  {'x floor':>8}")
-    for (name, _), s in zip(variants, samples):
-        ratio = statistics.median(x / f for x, f in zip(s, samples[0]))
-        print(f"{name:<{width}}  {statistics.median(s):9.1f}  {ratio:8.2f}")
+    harness.print_table(variants, samples, "µs/call")
     added = statistics.median(h - p for h, p in zip(samples[4], samples[1]))
     own = statistics.median(samples[2])
     print(f"hashing adds {added:.1f} µs to the translated turn (its own cost on the client's body: {own:.1f} µs); "

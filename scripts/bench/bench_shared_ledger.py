@@ -17,7 +17,7 @@ Two parts (each skippable):
           whole and streamed, each round every (setup, shape) once in a fresh shuffled order;
           it prints each setup's median and p95 turn time and the median added over ``sqlite``.
 
-The PostgreSQL server is a throw-away one started like the tests' (tests/pg_server.py:
+The PostgreSQL server is a throw-away one started like the tests' (tests/support/pg_server.py:
 initdb + postgres in a temp dir on a free loopback port, as the ``postgres`` user when run as
 root; with fsync on, unlike the tests'), or ``--pg URL`` (a database the bench may create tables in).
 Not a test: it prints, it asserts nothing beyond the counts.
@@ -63,7 +63,7 @@ def database(args) -> tuple[object | None, callable]:
                     c.execute(f"DROP TABLE IF EXISTS {t}")
             return base
         return None, fresh
-    from tests.pg_server import PgServer, find_bin
+    from tests.support.pg_server import PgServer, find_bin
 
     bindir = find_bin()
     if bindir is None:

@@ -2,7 +2,7 @@
 """Benchmark: what tokunseba adds to a Responses session over WebSocket that it passes on.
 
 Starts, on loopback with free ports: the scripted Responses endpoint that speaks WebSocket
-(tests/e2e/ws_upstream.py, reached as api.openai.com through tests/e2e/point_hosts.py), a bare
+(tests/support/ws_upstream.py, reached as api.openai.com through tests/support/point_hosts.py), a bare
 ``mitmdump`` relaying the same WebSocket, and ``mitmdump -s addon/tokunseba_addon.py`` (no
 route: every turn passed on, each one planned, watched and recorded in a throw-away ledger).
 A client speaking Codex's wire then runs whole sessions through each: the upgrade, a warm-up
@@ -43,12 +43,12 @@ import harness  # scripts/bench/harness.py: the timing harness the benchmarks sh
 from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-E2E = ROOT / "tests" / "e2e"
+SUPPORT = ROOT / "tests" / "support"
 BIN = Path(sys.executable).parent
 
 
 def _ws_upstream():
-    spec = importlib.util.spec_from_file_location("ws_upstream", E2E / "ws_upstream.py")
+    spec = importlib.util.spec_from_file_location("ws_upstream", SUPPORT / "ws_upstream.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["ws_upstream"] = mod  # its dataclasses look their module up
@@ -67,7 +67,7 @@ class Proxy:
             rules.write_text("routes: []\n")
             cmd += ["-s", str(ROOT / "addon" / "tokunseba_addon.py"), "--set", f"tokunseba_rules={rules}",
                     "--set", f"tokunseba_ledger={work / 'ledger.db'}"]
-        cmd += ["-s", str(E2E / "point_hosts.py")]
+        cmd += ["-s", str(SUPPORT / "point_hosts.py")]
         env = {**os.environ, "TK_TEST_POINT": f"api.openai.com=http://127.0.0.1:{ws_port}"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.port = 0

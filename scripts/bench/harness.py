@@ -131,3 +131,12 @@ def parse_interleave_args(ap, argv):
     if args.rounds < 1 or args.sample_ms <= 0:
         ap.error("--rounds must be at least 1 and --sample-ms above 0")
     return args
+
+
+def print_table(variants: Sequence[tuple[str, object]], samples: Sequence[Sequence[float]], unit: str) -> None:
+    """One row per variant: its median (in the samples' unit, e.g. ``µs/call``) and the median of
+    its per-round ratio to the first variant (the floor) measured in the same rounds."""
+    width = max(len(name) for name, _ in variants)
+    print(f"{'variant':<{width}}  {unit:>9}  {'x floor':>8}")
+    for (name, _), s in zip(variants, samples):
+        print(f"{name:<{width}}  {median(s):9.1f}  {paired_ratio(s, samples[0]):8.2f}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .upstream import Upstream, closed_port
+from tests.support.upstream import Upstream, closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDON = ROOT / "addon" / "tokunseba_addon.py"

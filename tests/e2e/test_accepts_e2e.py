@@ -20,7 +20,7 @@ import anthropic
 import pytest
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 CLIENT_KEY = "sk-ant-client-accepts-SECRET"
 RULES = """\

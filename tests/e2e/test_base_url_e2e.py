@@ -38,7 +38,7 @@ from .test_codex_e2e import responses_stream
 from .test_gemini_e2e import gemini_sse
 from .test_proxy_e2e import chat_reply, chat_text_stream
 from .test_security_e2e import CANARY, CANARY_HEADERS, CANARY_QUERY, listening_addresses
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 
@@ -146,7 +146,7 @@ class Run:
         if rules is not None:
             (work / "rules.yaml").write_text(rules)
             argv += ["--rules", str(work / "rules.yaml")]
-        argv += [*args, "--", "-s", str(HERE / "point_hosts.py"), *extra]
+        argv += [*args, "--", "-s", str(HERE.parent / "support" / "point_hosts.py"), *extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work,
                                      env={**os.environ, "TOKUNSEBA_HOME": str(work / "home"), "TK_TEST_POINT": point,
                                           "TK_BU_LOCAL_KEY": LOCAL_KEY, "PATH": "/usr/bin:/bin"})

@@ -23,7 +23,7 @@ from .conftest import Mitmdump, ledger_settled, need_npm_tool
 from .test_claude_code_e2e import run_claude
 from .test_codex_e2e import codex_exec
 from .test_gemini_e2e import run_gemini_cli
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 

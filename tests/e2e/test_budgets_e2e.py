@@ -31,7 +31,7 @@ import psycopg
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

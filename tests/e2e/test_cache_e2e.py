@@ -1,7 +1,7 @@
 """Cache intent across protocols, end to end (issue 32): a real mitmdump with the addon on a free
 loopback port; Codex-shaped turns (the openai SDK streaming Responses turns of one session, the
 second answering the first's tool call) routed to scripted Anthropic upstreams that bill prompt
-caching like Anthropic (tests/cache_billing.py).
+caching like Anthropic (tests/support/cache_billing.py).
 
 - to the endpoint with ``cache: auto`` the turns carry breakpoints on their stable prefix; the
   first turn writes the cache, the second reads it: the client sees ``cached_tokens`` and the
@@ -23,11 +23,11 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.cache_billing import AnthropicCache
+from tests.support.cache_billing import AnthropicCache
 from tests.conftest import load_fixture
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 RULES = """\
 endpoints:

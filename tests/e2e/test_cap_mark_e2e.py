@@ -27,7 +27,7 @@ from tokunseba.proxy.mitm import MARKS
 from .conftest import BIN, need_npm_tool
 from .test_mitmweb_e2e import Mitmweb, poll
 from .test_proxy_e2e import chat_chunk
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -188,7 +188,7 @@ def _codex_through(tmp_path: Path, endpoint: str, reply: Reply, prompt: str = "s
     answering every request with ``reply``): (the run, the requests, the ledger, seconds)."""
     from .conftest import Mitmdump
     from .test_codex_e2e import codex_exec
-    from .upstream import Upstream
+    from tests.support.upstream import Upstream
 
     need_npm_tool("codex", "Codex")
     with Upstream() as up:
@@ -272,7 +272,7 @@ def _gemini_through(tmp_path: Path, endpoint: str, reply: Reply):
     scripted upstream answering every request with ``reply``: (the run, the requests, the ledger, seconds)."""
     from .conftest import Mitmdump
     from .test_gemini_e2e import run_gemini_cli
-    from .upstream import Upstream
+    from tests.support.upstream import Upstream
 
     with Upstream() as up:
         rules = tmp_path / "rules.yaml"

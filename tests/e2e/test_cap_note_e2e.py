@@ -13,7 +13,7 @@ import anthropic
 from .conftest import BIN, ledger_settled
 from .test_console_e2e import Run
 from .test_proxy_e2e import CHAT_USAGE, chat_chunk
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 import pytest
 

@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import KEYS, Mitmdump, need_npm_tool
 from .test_proxy_e2e import chat_chunk
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -147,7 +147,7 @@ def test_claude_code_bash_loop_of_three_tool_turns_against_deepseek_thinking(tmp
     """Issue 18 fact 1 with the real client: Claude Code's Bash loop routed to a DeepSeek-style
     upstream that answers 400 when a tool turn comes back without its reasoning_content. Three
     tool turns, every follow-up accepted, each with the reasoning DeepSeek wrote for its call."""
-    from .enforcing import DeepSeekChat
+    from tests.support.enforcing import DeepSeekChat
 
     with Upstream() as ds:
         work = tmp_path / "proxy"

@@ -16,8 +16,8 @@ import pytest
 from .conftest import BIN, Mitmdump
 from .test_claude_code_e2e import DUMMY_KEY, need_claude
 from .test_proxy_e2e import chat_chunk
-from .tmux import need_tmux, tmux, wait_screen
-from .upstream import Reply, Upstream
+from tests.support.tmux import need_tmux, tmux, wait_screen
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 

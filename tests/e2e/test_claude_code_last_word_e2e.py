@@ -13,7 +13,7 @@ import pytest
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
 from .test_unreachable_e2e import HERE, HOSTS
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -38,7 +38,7 @@ def test_a_context_window_error_then_an_unreachable_provider_reaches_claude_code
         rules = tmp_path / "rules.yaml"
         rules.write_text(RULES.format(url=local.url))
         point = ";".join(f"{h}=127.0.0.1:{closed_port()}" for h in HOSTS)  # the provider: nobody listens
-        m = Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": point}, extra=["-s", str(HERE / "point_hosts.py")])
+        m = Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": point}, extra=["-s", str(HERE.parent / "support" / "point_hosts.py")])
         try:
             p = run_claude(m, tmp_path, "say hi", timeout=120)
             ledger_settled(m.ledger)
@@ -63,7 +63,7 @@ def _provider_away(tmp_path, rules_text: str | None = None) -> Mitmdump:
     if rules_text is not None:
         rules = tmp_path / "rules.yaml"
         rules.write_text(rules_text)
-    return Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": point}, extra=["-s", str(HERE / "point_hosts.py")])
+    return Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": point}, extra=["-s", str(HERE.parent / "support" / "point_hosts.py")])
 
 
 def _turns(m: Mitmdump, client: str) -> list[dict]:

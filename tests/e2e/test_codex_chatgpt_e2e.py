@@ -33,7 +33,7 @@ from tokunseba.turn.encoding import Decoding
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import MODELS, text_reply
 from .test_codex_e2e import need_codex, responses_stream
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -128,7 +128,7 @@ def proxy(tmp_path: Path, backend: Upstream, rules: Path) -> Mitmdump:
     chatgpt.com is the scripted ``backend``."""
     return Mitmdump(tmp_path, rules, env={"TK_TEST_POINT": f"chatgpt.com=http://127.0.0.1:{backend.port}",
                                           "TK_TEST_TARGET_KEY": ENDPOINT_KEY},
-                    extra=["-s", str(HERE / "point_hosts.py"), "--set", "tokunseba_ledger_bodies=true"])
+                    extra=["-s", str(HERE.parent / "support" / "point_hosts.py"), "--set", "tokunseba_ledger_bodies=true"])
 
 
 def sent_by_codex(m: Mitmdump, request_id: str) -> bytes:

@@ -29,7 +29,7 @@ from tokunseba.protocols.openai_chat import COUNTING_NAME as OPENAI
 
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_e2e import DUMMY as CODEX_DUMMY, codex_exec
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -161,7 +161,7 @@ def test_default_codex_runs_a_namespaced_tool_routed_to_anthropic(tmp_path):
 
 
 def test_default_codex_reaches_an_mcp_servers_tool_through_exec_routed_to_anthropic(tmp_path):
-    server = Path(__file__).with_name("mcp_notes_server.py")
+    server = Path(__file__).resolve().parent.parent / "support" / "mcp_notes_server.py"
     js = 'const r = await tools.mcp__notes__read_note({name: "greeting"});\ntext(r);'
     with Upstream() as up:
         up.script(call_reply("anthropic", "toolu_mcp01", "exec", freeform_arguments(js)),

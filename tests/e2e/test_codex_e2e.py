@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import BIN, Mitmdump, need_npm_tool
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
@@ -204,7 +204,7 @@ def test_codex_tool_loop_with_reasoning_effort_high_against_anthropic_thinking(t
     """Issue 18 facts 2 and 4 with the real client: Codex's reasoning effort high reaches an
     Anthropic endpoint as thinking with a budget, and each follow-up of its exec_command loop
     starts with the signed thinking block that endpoint made (it rejects the loop otherwise)."""
-    from .enforcing import AnthropicThinking
+    from tests.support.enforcing import AnthropicThinking
 
     need_codex()  # skipped (or failed under CI) without it
     with Upstream() as up:

@@ -25,8 +25,8 @@ from .conftest import BIN, ledger_settled
 from .test_codex_default_e2e import FINAL, JS, call_reply, text_reply
 from .test_codex_e2e import codex_exec, need_codex
 from .test_console_e2e import Run
-from .upstream import Upstream
-from .ws_upstream import WsScript, WsUpstream, text_events
+from tests.support.upstream import Upstream
+from tests.support.ws_upstream import WsScript, WsUpstream, text_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 HERE = Path(__file__).resolve().parent
@@ -54,7 +54,7 @@ routes:
 def _run(tmp_path: Path, ws: WsUpstream, rules: str = "routes: []\n") -> Run:
     path = tmp_path / "rules.yaml"
     path.write_text(rules)
-    return Run(tmp_path, "--rules", str(path), "--", "-s", str(HERE / "point_hosts.py"),
+    return Run(tmp_path, "--rules", str(path), "--", "-s", str(HERE.parent / "support" / "point_hosts.py"),
                env={"TK_TEST_POINT": f"api.openai.com=http://127.0.0.1:{ws.port}",
                     "TK_TEST_WS_CODEX_KEY": ENDPOINT_KEY})
 

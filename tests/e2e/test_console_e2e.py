@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import BIN, ledger_settled
 from .test_proxy_e2e import chat_text_stream
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +104,7 @@ def _turns(run: Run, oai: Upstream, ant: Upstream, monkeypatch) -> tuple[list[st
 def _start(tmp_path: Path, oai: Upstream, ant: Upstream, *args: str) -> Run:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES.format(oai=oai.url))
-    return Run(tmp_path, "--rules", str(rules), *args, "--", "-s", str(HERE / "point_hosts.py"),
+    return Run(tmp_path, "--rules", str(rules), *args, "--", "-s", str(HERE.parent / "support" / "point_hosts.py"),
                "--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic",
                env={"TK_TEST_POINT": f"api.anthropic.com=127.0.0.1:{closed_port()}"})
 

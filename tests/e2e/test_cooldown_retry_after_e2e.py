@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

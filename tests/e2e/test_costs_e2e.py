@@ -17,7 +17,7 @@ import pytest
 from .conftest import BIN, ledger_settled
 from .test_console_e2e import HERE, Run
 from .test_proxy_e2e import chat_text_stream
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def test_the_console_line_and_log_say_what_each_turn_cost(tmp_path, monkeypatch)
     with Upstream() as oai, Upstream() as ant:
         rules = tmp_path / "rules.yaml"
         rules.write_text(RULES.format(oai=oai.url))
-        run = Run(tmp_path, "--rules", str(rules), "--", "-s", str(HERE / "point_hosts.py"),
+        run = Run(tmp_path, "--rules", str(rules), "--", "-s", str(HERE.parent / "support" / "point_hosts.py"),
                   env={"TK_TEST_POINT": f"api.anthropic.com=http://127.0.0.1:{ant.port}"})
         for k, v in {"HTTPS_PROXY": run.url, "HTTP_PROXY": run.url, "NO_PROXY": "",
                      "SSL_CERT_FILE": str(run.conf / "mitmproxy-ca-cert.pem")}.items():

@@ -17,7 +17,7 @@ import anthropic
 import pytest
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 CLIENT_KEY = "sk-ant-client-probe-SECRET"
 RULES = """\

@@ -26,7 +26,7 @@ from google import genai
 from google.genai import types
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 KEYS = {"TK_TEST_ANT_KEY": "sk-endpoint-ant-count-0001", "TK_TEST_GEM_KEY": "gem-endpoint-count-0002"}
 CLIENT_KEYS = ("sk-ant-client-count-SECRET", "AIza-client-count-SECRET", "sk-oai-client-count-SECRET")

@@ -19,7 +19,7 @@ from tokunseba.proxy.recorder import START_AFTER_S
 
 from .conftest import BIN, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

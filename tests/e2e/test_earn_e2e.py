@@ -22,7 +22,7 @@ import pytest
 from ..conftest import load_fixture
 from .conftest import BIN, ledger_settled
 from .test_console_e2e import Run
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ import pytest
 from tokunseba.sse import SSEDecoder
 
 from .conftest import BIN, Mitmdump, ledger_settled
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
     not any(ep.name == "echo" for ep in entry_points(group="tokunseba.protocols")),

@@ -14,7 +14,7 @@ import pytest
 
 from .test_ledger_truth_e2e import finished_row
 from .test_proxy_e2e import ant_client, chat_reply, chat_text_stream
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 try:
     from compression import zstd

@@ -12,7 +12,7 @@ import ssl
 import pytest
 
 from .test_failover_e2e import FAILURES, start, stream_ok, whole_ok
-from .upstream import Upstream
+from tests.support.upstream import Upstream
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,7 @@ import pytest
 from pathlib import Path
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from .conftest import Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
 from .test_localmodel_e2e import _start, _stop
 from .test_proxy_e2e import chat_chunk
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 

@@ -34,7 +34,7 @@ from .conftest import Mitmdump, ledger_settled, point_clients_at
 from .test_codex_e2e import responses_stream
 from .test_crash_e2e import ANT_HEAD, ant_text_stream
 from .test_proxy_e2e import chat_chunk, chat_reply, chat_text_stream, ant_client, oai_client
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ from .conftest import ROOT, need_npm_tool
 from .test_console_e2e import Run
 from .test_proxy_e2e import chat_chunk
 from .test_readme_demo_e2e import _script, example_rules
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 

@@ -26,7 +26,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from .conftest import Mitmdump, ledger_settled, need_npm_tool
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
 KEYS = {"TK_TEST_ANT_KEY": "sk-endpoint-ant-gem-0002", "TK_TEST_OAI_KEY": "sk-endpoint-oai-gem-0001"}
@@ -439,7 +439,7 @@ def test_gemini_cli_shell_loop_against_a_chat_upstream_streaming_reasoning_conte
     """Issue 18 with the real client: Gemini CLI's run_shell_command loop (three tool turns)
     routed to a Chat upstream in DeepSeek's thinking mode, which streams reasoning_content and
     answers 400 when a tool turn comes back without it."""
-    from .enforcing import DeepSeekChat
+    from tests.support.enforcing import DeepSeekChat
 
     with Upstream() as ds:
         work = tmp_path / "proxy"

@@ -23,7 +23,7 @@ from .conftest import Mitmdump, ledger_settled
 from .test_codex_e2e import responses_stream
 from .test_crash_e2e import ant_text_stream
 from .test_proxy_e2e import ant_client, chat_text_stream, oai_client
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ import pytest
 
 from .conftest import BIN, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

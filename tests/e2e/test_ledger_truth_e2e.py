@@ -13,7 +13,7 @@ import pytest
 
 from .test_crash_e2e import ANT_HEAD, ANT_TAIL, ant_text_stream
 from .test_proxy_e2e import ant_client, chat_reply, ledger_rows
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

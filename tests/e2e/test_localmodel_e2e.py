@@ -19,7 +19,7 @@ from tokunseba.neutral.usage import Usage
 
 from .conftest import BIN, CACHE, ROOT, Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 
 from .conftest import BIN, ledger_settled, point_clients_at, start_test_proxy
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

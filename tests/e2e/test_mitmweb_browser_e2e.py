@@ -22,9 +22,9 @@ from mitmproxy.utils.emoji import emoji
 
 from tokunseba.webview.view import MARKS
 
-from .browser import Browser, need_chromium
+from tests.support.browser import Browser, need_chromium
 from .test_mitmweb_e2e import Mitmweb, chat_stream, poll
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

@@ -33,7 +33,7 @@ from tokunseba.proxy.relay import PREFIX
 from tokunseba.proxy.mitm import MARKS
 from tokunseba.sse import SSEDecoder
 
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """Issue 21's spans, end to end: a real mitmdump with --set tokunseba_otlp_endpoint, a real
 OTLP/HTTP receiver on loopback decoding the protobuf with opentelemetry-proto
-(tests/otlp_receiver.py): one span per turn with the GenAI attributes and tokunseba's own,
+(tests/support/otlp_receiver.py): one span per turn with the GenAI attributes and tokunseba's own,
 a client's traceparent continued, no prompt or reply text unless opted in, and a collector
 that is down changes nothing for the clients or the ledger."""
 
@@ -13,11 +13,11 @@ import ssl
 import httpx
 import pytest
 
-from tests.otlp_receiver import OtlpReceiver
+from tests.support.otlp_receiver import OtlpReceiver
 
 from .conftest import Mitmdump, ledger_settled, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, need_npm_tool
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

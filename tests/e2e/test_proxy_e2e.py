@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from .conftest import KEYS, ledger_settled
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """End to end: a routed tool loop keeps its reasoning (issue 18). A real mitmdump, the
 official SDKs through HTTPS_PROXY, and scripted upstreams that enforce each provider's rule
-on reasoning state (tests/e2e/enforcing.py): DeepSeek's thinking mode answers 400 when a tool
+on reasoning state (tests/support/enforcing.py): DeepSeek's thinking mode answers 400 when a tool
 loop's follow-up lacks the ``reasoning_content`` it wrote."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import openai
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, point_clients_at
-from .enforcing import (DEEPSEEK_400, SKIP_SIGNATURE, AnthropicThinking, DeepSeekChat, GeminiSignatures,
+from tests.support.enforcing import (DEEPSEEK_400, SKIP_SIGNATURE, AnthropicThinking, DeepSeekChat, GeminiSignatures,
                         ResponsesReasoning)
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

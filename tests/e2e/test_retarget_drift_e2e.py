@@ -28,7 +28,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from .conftest import Mitmdump, ledger_settled
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

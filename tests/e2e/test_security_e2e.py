@@ -23,7 +23,7 @@ import pytest
 
 from .conftest import BIN, ROOT, Mitmdump
 from .test_proxy_e2e import chat_text_stream
-from .upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port
 
 pytestmark = pytest.mark.e2e
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import BIN, Mitmdump, ledger_settled, need_npm_tool
-from .upstream import Recorded, Reply, Upstream
+from tests.support.upstream import Recorded, Reply, Upstream
 
 pytestmark = [pytest.mark.e2e]
 

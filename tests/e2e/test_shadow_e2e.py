@@ -17,7 +17,7 @@ import pytest
 from ..conftest import load_fixture
 from .conftest import BIN, KEYS, Mitmdump
 from .test_proxy_e2e import CLIENT_KEY, chat_text_stream
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

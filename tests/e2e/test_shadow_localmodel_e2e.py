@@ -15,7 +15,7 @@ import pytest
 from ..conftest import load_fixture
 from .conftest import ROOT, Mitmdump
 from .test_localmodel_e2e import CLIENT_KEY, WEATHER, _start, _stop
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 

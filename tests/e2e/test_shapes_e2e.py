@@ -12,7 +12,7 @@ import pytest
 from .test_crash_e2e import ant_text_stream
 from .test_ledger_truth_e2e import finished_row
 from .test_proxy_e2e import ant_client, chat_reply, chat_text_stream, oai_client
-from .upstream import Reply
+from tests.support.upstream import Reply
 
 pytestmark = pytest.mark.e2e
 

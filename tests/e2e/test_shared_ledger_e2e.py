@@ -1,5 +1,5 @@
 """Issue 21's shared ledger, end to end: real mitmdump proxies writing one PostgreSQL ledger
-(a real server, tests/pg_server.py), read by the CLI on a read-only role.
+(a real server, tests/support/pg_server.py), read by the CLI on a read-only role.
 
 - 4 proxies x 250 concurrent translated turns: 1,000 rows, 250 per instance, and `stats`
   totals equal to the sum of what the upstream reported;
@@ -22,11 +22,11 @@ import httpx
 import psycopg
 import pytest
 
-from tests.pg_server import READER_PASSWORD, TK_PASSWORD
+from tests.support.pg_server import READER_PASSWORD, TK_PASSWORD
 
 from .conftest import BIN, start_test_proxy
 from .test_proxy_e2e import CLIENT_KEY
-from .upstream import Reply, Upstream
+from tests.support.upstream import Reply, Upstream
 
 pytestmark = pytest.mark.e2e
 

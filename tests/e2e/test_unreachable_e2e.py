@@ -29,7 +29,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from .conftest import Mitmdump, ledger_settled, need_npm_tool
-from .upstream import closed_port
+from tests.support.upstream import closed_port
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ def start_pointed(work: Path, port: int, *extra: str) -> Mitmdump:
     point = ";".join(f"{h}=127.0.0.1:{port}" for h in HOSTS)
     work.mkdir(parents=True, exist_ok=True)
     return Mitmdump(work, None, env={"TK_TEST_POINT": point},
-                    extra=["-s", str(HERE / "point_hosts.py"), *extra])
+                    extra=["-s", str(HERE.parent / "support" / "point_hosts.py"), *extra])
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +283,7 @@ def test_a_host_lost_after_it_answered_is_checked_again_after_one_failure(tmp_pa
     """A host that answered is not connected to first for 30 s; lost in that window, the next
     turn gets mitmproxy's own 502 once (recorded as an error), and the turn after is checked
     and answered by tokunseba again."""
-    from .upstream import Reply, Upstream
+    from tests.support.upstream import Reply, Upstream
 
     up = Upstream().__enter__()
     port = up.port

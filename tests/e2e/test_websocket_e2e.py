@@ -1,6 +1,6 @@
 """Responses over WebSocket through a real mitmdump with the addon: a WebSocket client speaking
 Codex's wire (a warm-up, then turns continuing with ``previous_response_id``) to a scripted
-Responses endpoint that speaks WebSocket (tests/e2e/ws_upstream.py, reached as api.openai.com
+Responses endpoint that speaks WebSocket (tests/support/ws_upstream.py, reached as api.openai.com
 by point_hosts.py). Every turn is in the ledger with its usage; the warm-up is not a turn; a
 turn routed to an Anthropic endpoint goes over HTTPS and its events come back into the same
 WebSocket; the next turn back at the provider carries the whole conversation; a cut
@@ -24,8 +24,8 @@ from tokunseba.webview.view import MARKS
 
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import rendered
-from .upstream import Upstream
-from .ws_upstream import WsScript, WsUpstream, text_events
+from tests.support.upstream import Upstream
+from tests.support.ws_upstream import WsScript, WsUpstream, text_events
 
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.usage import Usage
@@ -58,7 +58,7 @@ def _proxy(tmp_path: Path, ws: WsUpstream, rules: str | None = None, extra: list
         path.write_text(rules)
     return Mitmdump(tmp_path, path, env={"TK_TEST_POINT": f"api.openai.com=http://127.0.0.1:{ws.port}",
                                          "TK_TEST_WS_KEY": ENDPOINT_KEY},
-                    extra=["-s", str(HERE / "point_hosts.py"), *(extra or [])])
+                    extra=["-s", str(HERE.parent / "support" / "point_hosts.py"), *(extra or [])])
 
 
 class Client:
@@ -267,7 +267,7 @@ def test_a_turn_retargeted_to_a_responses_endpoint_goes_over_its_websocket(tmp_p
 
 def test_a_turn_retargeted_to_an_endpoint_without_websocket_goes_over_https(tmp_path):
     from .test_codex_e2e import responses_stream
-    from .upstream import Reply
+    from tests.support.upstream import Reply
 
     with WsUpstream() as ws, Upstream() as other:
         ws.script(WsScript(text_events(["unused"])))

@@ -1,2 +1,2 @@
-"""A fifth protocol that exists only for tests/test_toy_protocol.py: its facts (facts.py) and
+"""A fifth protocol that exists only for tests/suites/test_toy_protocol.py: its facts (facts.py) and
 its codec (codec.py), registered by the test alone. Nothing in addon/ names it."""

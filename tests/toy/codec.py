@@ -1,6 +1,6 @@
 """Toy Chat's codec (see facts.py for the wire format): requests both ways, whole replies
 both ways, streams both ways, errors. Text only: a turn with tools is refused, never faked.
-Registered only by tests/test_toy_protocol.py (``protocols.register(FACTS, CODEC)``)."""
+Registered only by tests/suites/test_toy_protocol.py (``protocols.register(FACTS, CODEC)``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Toy Chat: a Cohere-style protocol (one host, a bearer key, SSE streams) as facts, for
-tests/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS, CODEC)``):
+tests/suites/test_toy_protocol.py. It is registered only by that test (``protocols.register(FACTS, CODEC)``):
 nothing in addon/ knows it, which is the point.
 
 Wire format (a small subset of Cohere's v2 chat):
@@ -42,7 +42,7 @@ def _text_of(m: dict[str, Any]) -> bool:
 FACTS = Protocol(
     name=NAME,
     title="Toy Chat (Cohere-style)",
-    clients="tests/test_toy_protocol.py",
+    clients="tests/suites/test_toy_protocol.py",
     hosts=(HOST,),
     api_prefixes=("/v2",),
     paths={"chat": "/chat"},

@@ -7,7 +7,7 @@ talking), ``shadow`` (shadow turns and replays), ``earn`` (earned routes) and it
 (``env --rules``' Claude Code context settings), ``prices``.
 
 Contract: the CLI reads the ledger and the rules; it never imports mitmproxy nor the proxy
-path (tests/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.
+path (tests/suites/test_layering.py keeps it so). ``python -m tokunseba.cli`` runs ``main``.
 """
 
 from .main import build_parser, main

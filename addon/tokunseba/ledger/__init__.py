@@ -18,7 +18,7 @@
 
 Contract: no mitmproxy; the proxy hands records to the writer, the CLI reads through
 ``LedgerReader``. Other packages import only the names in ``__all__``, from here
-(tests/test_exported_members.py keeps it so).
+(tests/suites/test_exported_members.py keeps it so).
 """
 
 from .connection import LedgerError, LedgerMissing

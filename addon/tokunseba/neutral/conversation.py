@@ -17,7 +17,7 @@ function tools; tool calls whose arguments are a JSON string kept verbatim):
 - options: ``max_completion_tokens``, ``temperature``, ``top_p``, ``stop`` (a list),
   ``stream``.
 
-A decoder (``translate/<protocol>/request.py``) validates the client's body, writes the
+A decoder (``translate/<protocol>/decode.py``) validates the client's body, writes the
 neutral one and records, in the client's own JSON paths, what it left behind (``dropped``),
 what it converted and its warnings; ``origin`` maps each neutral part's path (``messages[3]``,
 ``messages[3].tool_calls[0]``, ``tools[1]``, ``max_completion_tokens`` ...) to the client's

@@ -39,7 +39,8 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            # the fact sheets and helpers other packages read (imported below, once the registry is whole)
            "anthropic", "clients", "gemini", "openai_chat", "openai_responses", "TOOL_ID_RE", "VISIBILITY", "Detected",
            "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
-           "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE", "flat_tool_name"]
+           "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
+           "flat_tool_name"]
 
 from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 

@@ -154,6 +154,23 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
 EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
+# ---- structured output: output_config.format (docs/protocols.md F) ----
+# output_config.format = {"type": "json_schema", "schema": {...}}: the reply's text is JSON following the
+# schema. Anthropic's structured outputs take a subset of JSON Schema (platform.claude.com/docs/en/build-
+# with-claude/structured-outputs, "JSON Schema limitations"): these keywords are not supported, minItems
+# only 0 or 1, and every object closed (additionalProperties false; anything else is not supported).
+OUTPUT_FORMAT_TYPES = ("json_schema",)
+OUTPUT_SCHEMA_UNSUPPORTED = frozenset({
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "maxItems", "minProperties", "maxProperties", "uniqueItems",
+})
+
+
+def output_schema_takes(keyword: str, value: Any) -> bool:
+    """Whether Anthropic's structured outputs take ``keyword: value`` in a schema."""
+    return keyword not in OUTPUT_SCHEMA_UNSUPPORTED and not (keyword == "minItems" and value not in (0, 1))
+
+
 # ---- usage: how Anthropic counts (docs/protocols.md E.4) ----
 # input_tokens excludes the cached tokens (cache_read_input_tokens, cache_creation_input_tokens);
 # output_tokens_details.thinking_tokens is the reasoning part of output_tokens where a server reports it.

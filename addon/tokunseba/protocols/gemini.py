@@ -80,6 +80,29 @@ STOP_TO_FINISH: dict[str, str] = {
     "model_context_window_exceeded": "MAX_TOKENS",
     "refusal": "SAFETY",
 }
+# ---- structured output (docs/protocols.md F) ----
+# generationConfig.responseMimeType "application/json" asks for JSON; with responseJsonSchema (JSON Schema, the
+# subset below) or responseSchema (Gemini's OpenAPI 3.0 subset: upper-case types STRING / NUMBER / INTEGER /
+# BOOLEAN / ARRAY / OBJECT / NULL, "nullable") the JSON follows it; "text/plain" is the default; "text/x.enum"
+# answers one value of a string schema's enum (no other protocol has it).
+JSON_MIME = "application/json"
+TEXT_MIME = "text/plain"
+# responseJsonSchema: "only the following properties are supported" (GenerationConfig.responseJsonSchema, Gemini
+# API reference, ai.google.dev/api/generate-content#generationconfig); others are not honoured
+RESPONSE_JSON_SCHEMA_KEYWORDS = frozenset({
+    "$id", "$defs", "$ref", "$anchor", "type", "format", "title", "description", "enum", "items", "prefixItems",
+    "minItems", "maxItems", "minimum", "maximum", "anyOf", "oneOf", "properties", "additionalProperties",
+    "required", "propertyOrdering",
+})
+# keywords of Gemini's schemas with no JSON Schema meaning: dropped when a schema leaves for another protocol
+SCHEMA_OWN_KEYWORDS = frozenset({"propertyOrdering"})
+
+
+def response_json_schema_takes(keyword: str, value: Any) -> bool:
+    """Whether Gemini's responseJsonSchema takes ``keyword`` (the documented subset)."""
+    return keyword in RESPONSE_JSON_SCHEMA_KEYWORDS
+
+
 # a thought signature Gemini accepts on a function call whose real one is unknown (docs/protocols.md D.4.3)
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 

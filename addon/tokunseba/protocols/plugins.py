@@ -16,7 +16,7 @@ protocol it brings::
 The built-ins are declared the same way in tokunseba's own pyproject.toml. ``BUILTIN`` repeats
 those four lines for a checkout run without installing (``mitmdump -s addon/tokunseba_addon.py``
 from a fresh clone has no package metadata): a built-in missing from the installed metadata is
-loaded from its line here, through the same load (``Declared.load``, as ``EntryPoint.load`` does). tests/test_echo_plugin.py keeps
+loaded from its line here, through the same load (``Declared.load``, as ``EntryPoint.load`` does). tests/suites/test_echo_plugin.py keeps
 the two lists equal.
 
 ``TOKUNSEBA_PLUGINS`` chooses the outside plugins: unset, every installed one; a comma-separated

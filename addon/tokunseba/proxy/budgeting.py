@@ -8,6 +8,9 @@ settled as it ends (record.py), their leases kept alive and the dead ones swept.
   reached). None when the rules state no budget.
 - ``keep_leases``: every third of the lease, this proxy's holds in flight are renewed and every
   proxy's expired ones (a proxy killed mid-turn) are charged at their declared amount.
+- ``admit_now``: a turn's admission without waiting (a WebSocket message's hook): one atomic
+  hold per cap, a budget's ``on_limit: reroute`` handing it to the next route (``rerouted_to``,
+  shared with route.py's awaited admission), the same verdict an HTTPS turn gets;
 - ``settle``: a finished turn's holds become its charges, from its reported usage.
 
 Plain Python (no mitmproxy); the store's calls are short statements on the event loop.
@@ -16,17 +19,20 @@ Plain Python (no mitmproxy); the store's calls are short statements on the event
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from ..budgets import BudgetStore, Caps, LedgerAway, Spent, pricing_cost
+from ..budgets import BudgetStore, Caps, LedgerAway, Spent, Verdict, pricing_cost
 from ..pricing import Price
 from ..credentials import split_url_password
 from ..ledger import default_instance, default_ledger_target
-from ..routing import BUILTIN_ENDPOINTS, Rules
+from ..routing import BUILTIN_ENDPOINTS, OnLimit, Rules
 from ..states import Action
 from ..turn import Turn
+from ..turn import Planning
 
 log = logging.getLogger("tokunseba")
 
@@ -78,6 +84,42 @@ async def keep_leases(get_caps: Any) -> None:
             log.warning(f"tokunseba: budgets: {e}")
         except Exception:
             log.exception("tokunseba: budgets: could not renew or sweep holds")
+
+
+def rerouted_to(planning: Planning, verdict: Verdict, event: dict[str, Any]) -> bool:
+    """A budget's reroute, once the rules decided again (``planning.next``): the event names the
+    route the turn went to (said on the console); True when none took it: the cap stops the
+    turn (the verdict's budget then answers as ``on_limit: refuse``)."""
+    d = planning.plan.decision if planning.plan is not None else None
+    event["to_route"] = d.route.name if d is not None and d.route is not None and d.action == "route" else None
+    log.warning(f"tokunseba: {event['why']}: {event['from_route']} → {event['to_route'] or 'no route'}")
+    if event["to_route"] is not None:
+        return False
+    verdict.refused = verdict.refused and dataclasses.replace(
+        verdict.refused, budget=dataclasses.replace(verdict.refused.budget, on_limit=OnLimit.REFUSE))
+    return True
+
+
+def admit_now(caps: Caps, planning: Planning, connected: tuple[Any, Any] | None,
+              choose: Callable[[], tuple[Any, Any] | None]) -> tuple[Verdict, tuple[Any, Any] | None]:
+    """The turn's holds under the caps that apply to its decision, taken without waiting (a
+    WebSocket message is planned in its hook: a SQLite ledger's short transaction, a PostgreSQL
+    one's round trip). ``connected``: the endpoint chosen and its slot; ``choose``: the rules'
+    next choice with a free slot (after a reroute). The verdict and the endpoint and slot the turn
+    holds then."""
+    events: list[tuple[str, dict]] = []
+    while True:
+        verdict = caps.admit(planning.budget_facts(), request_id=planning.request_id, now=time.time())
+        if not verdict.reroutes or (event := planning.reroute(verdict)) is None:
+            break
+        if connected is not None:
+            connected[1].release()
+        connected = choose()
+        events.append(("budget_rerouted", event))
+        if rerouted_to(planning, verdict, event):
+            break
+    verdict.events[:0] = events
+    return verdict, connected
 
 
 def settle(caps: Caps | None, turn: Turn, usage: Any, now: float, status: int | None) -> dict[str, Any] | None:

@@ -20,7 +20,6 @@ Owns ``tokunseba_rules``, ``_budget_lease_s`` (the caps open with the rules: pro
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
-from ..routing import Endpoint, EndpointHealth, OnLimit, RulesError, load_rules
+from ..routing import Endpoint, EndpointHealth, RulesError, load_rules
 from ..states import Action
 from ..turn import VIA_BASE_URL, VIA_PROXY, misdirected
 from ..turn import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
@@ -49,7 +48,7 @@ from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
-from .budgeting import keep_leases, open_caps
+from .budgeting import keep_leases, open_caps, rerouted_to
 from .shadowing import maybe_shadow
 
 KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
@@ -279,13 +278,8 @@ class Route(Part):
                 connected[1].release()
             ep, slot = planning.next()
             conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
-            d = planning.plan.decision if planning.plan is not None else None
-            event["to_route"] = d.route.name if d is not None and d.route is not None and d.action == "route" else None
             events.append(("budget_rerouted", event))
-            log.warning(f"tokunseba: {event['why']}: {event['from_route']} → {event['to_route'] or 'no route'}")
-            if event["to_route"] is None:  # nothing after it takes the turn: the cap stops it
-                verdict.refused = verdict.refused and dataclasses.replace(
-                    verdict.refused, budget=dataclasses.replace(verdict.refused.budget, on_limit=OnLimit.REFUSE))
+            if rerouted_to(planning, verdict, event):  # nothing after it takes the turn: the cap stops it
                 break
         verdict.events[:0] = events
         return verdict, conn, connected

@@ -6,7 +6,9 @@ mitmproxy relays the upgraded connection; its hooks give this part each whole me
   ``is_responses_websocket``) gets its connection state (``Session``: the transcript,
   turn/ws_transcript.py, and the messages waiting for the provider's answer);
 - ``message`` (``websocket_message``): a client ``response.create`` is a turn, planned by the
-  rules exactly as the same body over HTTPS (turn/planner.py), recorded, and carried where its
+  rules exactly as the same body over HTTPS (turn/planner.py), admitted under the spending caps
+  as it is (proxy/budgeting.py ``admit_now``: the same holds, ``on_limit`` reroute and warn; a
+  reached cap answers with Codex's own ``usage_limit_reached`` error event), recorded, and carried where its
   route says: kept at its provider, the message goes on untouched (or, when it continues a
   response tokunseba made, with the whole conversation instead); routed (retargeted or
   translated), the message is dropped, the turn goes over HTTPS (httpx, streamed), its reply
@@ -17,7 +19,9 @@ mitmproxy relays the upgraded connection; its hooks give this part each whole me
   ``response.completed``), read by the stream watch as the same events over HTTPS would be
   (a delta, most of a reply, is only checked to be JSON: nothing in it is recorded);
 - ``ended`` (``websocket_end``): a turn still open is interrupted, never a success.
-Each turn's end: the ledger row, the console line, its span, the flow's comment and mark.
+Each turn's end: its holds settled from the usage its ``response.completed`` reported (a cut
+connection keeps its hold as its charge), the ledger row, the console line, its span, the flow's
+comment and mark.
 Fail closed: a message whose handling fails is answered with an error event, never sent on
 half-handled.
 """
@@ -55,6 +59,7 @@ from ..turn import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse
 from ..webview import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
+from .budgeting import admit_now, settle
 from .route import reverse_host
 from .ws_client import EndpointSocket, NotUpgraded
 
@@ -62,6 +67,8 @@ from .ws_client import EndpointSocket, NotUpgraded
 NOT_OVER_HTTPS = {"host", "connection", "upgrade", "content-length", "transfer-encoding", "sec-websocket-key",
                   "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol", "openai-beta",
                   "accept-encoding", "keep-alive"}
+
+WS_ERROR_HEADERS = {"retry-after", "x-should-retry"}  # a local answer's headers an error event carries
 
 
 @dataclass
@@ -182,17 +189,21 @@ class WebSockets(Part):
         planning, conversation = plan_message(doc, s.transcript, host=req.pretty_host, port=req.port, path=req.path,
                                               headers=req.headers, rules=core.rules, health=core.health,
                                               capacity=core.capacity, provider_hosts=core.provider_hosts,
-                                              keeper=core.keeper)
+                                              keeper=core.keeper, earned=core.earned)
         if planning is None:  # not a provider turn after all: left alone
             return
-        ep, slot = planning.next()
-        while ep is not None and slot is None:  # full: the rules decide without it (no waiting in a message hook)
-            planning.full.add(ep.name)
-            ep, slot = planning.next()
+        connected, verdict = _free_slot(planning), None
+        if core.caps is not None:  # under the caps as over HTTPS: one atomic hold per cap (proxy/budgeting.py)
+            verdict, connected = admit_now(core.caps, planning, connected, lambda: _free_slot(planning))
         access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
         turn = planning.turn(env=os.environ, retries=core.retries, access=access,
                              peer=flow.client_conn.peername[0] if flow.client_conn.peername else None,
-                             connected=(ep, slot) if ep is not None and slot is not None else None)
+                             connected=connected, verdict=verdict)
+        if verdict is not None:
+            for line in verdict.lines:
+                log.warning(line)
+            if turn.local is not None and verdict.held and core.caps is not None:  # answered here: nothing to charge
+                core.caps.release(verdict)
         turn.via = "proxy" if reverse_host(flow) is None else "base_url"
         s.turns += 1
         goes = carrier(turn, conversation_known=conversation is not None,
@@ -207,8 +218,8 @@ class WebSockets(Part):
         if goes == HERE:
             if planning.slot is not None:
                 planning.slot.release()
-            if turn.local is not None:  # refused, or an error: an error event
-                self._inject(s, jsonc.dumpb(_error_doc(turn.local.status, turn.local.body)))
+            if turn.local is not None:  # refused (a reached cap: Codex's usage_limit_reached), or an error
+                self._inject(s, jsonc.dumpb(_error_doc(turn.local.status, turn.local.body, turn.local.headers)))
                 self._finish(s, turn, Outcome(turn.local.status), turn.outcome)
                 return
             turn.action = Action.RESPOND
@@ -391,6 +402,9 @@ class WebSockets(Part):
             planning.slot.release()
             planning.slot = None
         core, now = self.core, time.time()
+        if turn.budget is not None and turn.budget.held:  # its holds become its charges, as over HTTPS
+            if (settled := settle(core.caps, turn, out.usage, now, out.status)) is not None:
+                core.recorder.event(turn, "budget_settled", settled)
         details = dict(out.details)
         if out.problem and outcome not in ("refused", "cancelled", "interrupted"):
             outcome = "error"
@@ -436,16 +450,29 @@ def _ended(turn: Turn, ev: ServerEvent) -> int:
     return failure[0]
 
 
-def _error_doc(status: int, body: bytes) -> dict:
+def _free_slot(planning: Planning) -> tuple[Any, Any] | None:
+    """The rules' choice with a free slot there (an endpoint found full: they decide without it;
+    no waiting in a message hook), or None: the turn goes to no endpoint."""
+    ep, slot = planning.next()
+    while ep is not None and slot is None:
+        planning.full.add(ep.name)
+        ep, slot = planning.next()
+    return (ep, slot) if ep is not None and slot is not None else None
+
+
+def _error_doc(status: int, body: bytes, headers: Any = None) -> dict:
     """An ``error`` event (the WebSocket form of an HTTPS error reply) from an error body in
-    the Responses (OpenAI) envelope."""
+    the Responses (OpenAI) envelope, with the reply's headers Codex reads from the event
+    (codex-api's wrapped WebSocket error: ``status``, ``error``, ``headers``; a 429 whose
+    ``error.type`` is ``usage_limit_reached`` is its used-up plan, as over HTTPS)."""
     try:
         doc = jsonc.loads(body)
     except Exception:
         doc = None
     err = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), dict) else \
         {"type": "api_error", "message": body[:500].decode("utf-8", "replace")}
-    return {"type": "error", "status": status, "error": err}
+    said = {k: v for k, v in dict(headers or {}).items() if k.lower() in WS_ERROR_HEADERS}
+    return {"type": "error", "status": status, "error": err, **({"headers": said} if said else {})}
 
 
 def _error_message(status: int, etype: str, message: str) -> bytes:

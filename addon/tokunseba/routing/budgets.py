@@ -208,13 +208,7 @@ def read_budgets(r: YamlReader, node: Node) -> list[Budget]:
         if m is None:
             continue
         before = len(r.problems)
-        name = r.value(m["name"][1], "text", f"budget #{i}: name") if "name" in m else None
-        if "name" not in m:
-            r.error(bn, f"budget #{i} has no 'name'")
-        elif name in first:
-            r.error(m["name"][1], f"duplicate budget name {name!r} (first at line {first[name]})")
-        elif name is not None:
-            first[name] = r.line(bn)
+        name = r.entry_name(m, bn, "budget", i, first)
         where = f"budget {name!r}" if name else f"budget #{i}"
         scope = _scope(r, m["scope"][1], where) if "scope" in m else {}
         if ("usd" in m) == ("tokens" in m):

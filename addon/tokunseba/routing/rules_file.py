@@ -127,13 +127,7 @@ def _routes(r: YamlReader, node: Node, endpoints: dict[str, Endpoint], declared:
         if m is None:
             continue
         before = len(r.problems)
-        name = r.value(m["name"][1], "text", f"route #{i}: name") if "name" in m else None
-        if "name" not in m:
-            r.error(rn, f"route #{i} has no 'name'")
-        elif name in first_line:
-            r.error(m["name"][1], f"duplicate route name {name!r} (first at line {first_line[name]})")
-        elif name is not None:
-            first_line[name] = r.line(rn)
+        name = r.entry_name(m, rn, "route", i, first_line)
         where = f"route {name!r}" if name else f"route #{i}"
         to = r.value(m["to"][1], "text", f"{where}: to") if "to" in m else None
         if "to" not in m and "shadow" not in m:

@@ -101,3 +101,15 @@ class YamlReader:
         if kind in ("int", "bool", "number"):
             return self._con.construct_object(node)
         return [node.value] if kind == "texts" else node.value
+
+    def entry_name(self, m: dict, node: Node, kind: str, i: int, first: dict[str, int]) -> str | None:
+        """The ``name:`` of entry #``i`` of a list (a route, a budget): a missing or duplicate
+        one is said (a duplicate with the line of the first); ``first`` keeps each name's line."""
+        name = self.value(m["name"][1], "text", f"{kind} #{i}: name") if "name" in m else None
+        if "name" not in m:
+            self.error(node, f"{kind} #{i} has no 'name'")
+        elif name in first:
+            self.error(m["name"][1], f"duplicate {kind} name {name!r} (first at line {first[name]})")
+        elif name is not None:
+            first[name] = self.line(node)
+        return name

@@ -32,8 +32,8 @@ _FACE = {"ReplayError": ("replay", "ReplayError"), "replay_turn": ("replay", "re
          "should_shadow": ("turns", "should_shadow"), "earn_lines": ("view", "earn_lines"),
          "explain_lines": ("view", "explain_lines")}
 
-__all__ = ["ReplayError", "replay_turn", "facts_of_reply", "ShadowJob", "ShadowSender", "build_request", "should_shadow",
-           "earn_lines", "explain_lines"]
+__all__ = ["ReplayError", "replay_turn", "facts_of_reply", "ShadowJob", "ShadowSender", "build_request",
+           "should_shadow", "earn_lines", "explain_lines"]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,6 +39,7 @@ from ..neutral import apply_endpoint as apply_effort
 from ..neutral import NAMELESS_CALL
 from ..neutral import parse_error_body
 from ..neutral import Message
+from ..neutral import JSON_OBJECT, JSON_SCHEMA
 from ..neutral import ReplyReport
 from ..neutral import ClientTools
 from . import fieldtable as ft
@@ -123,8 +124,8 @@ def request(client: str, target: str, body: dict[str, Any], *, model: str | None
     rt.client_tools = conv.client_tools
     if not enc.url_carries_model:
         rt.body = ft.finish_model(rt, rt.body, model)
-    if stop:
-        _add_endpoint_stops(rt, enc, list(stop), endpoint)
+    if stop and (stops := _stops_for(conv, rt, list(stop), endpoint)):
+        _add_endpoint_stops(rt, enc, stops, endpoint)
     if cache != "off":
         _cache_breakpoints(conv, rt, dec, enc, cache)
     return rt
@@ -159,6 +160,21 @@ def _cache_breakpoints(conv: Conversation, rt: RequestTranslation, dec: Codec, e
             rt.plumbing += [f"{p} (cache: auto)" for p in enc.place_cache(rt.body)]
         else:
             rt.warnings.append(f"cache: auto: {enc.protocol} takes no cache breakpoints; none placed")
+
+
+def _stops_for(conv: Conversation, rt: RequestTranslation, stops: list[str], endpoint: str | None) -> list[str]:
+    """The endpoint's stop strings this turn takes: none when it asks for JSON (neutral/output_format.py) and
+    its target carries that format (recorded). A server that constrains the answer ends it with the object;
+    a stop string would cut it: "\n\n" between its tokens, "<|im_end|>" written inside a string (both seen
+    on the real llama-server with the shipped local endpoint's stops)."""
+    fmt = conv.body.get("response_format")
+    if (type(fmt) is not dict or fmt.get("type") not in (JSON_OBJECT, JSON_SCHEMA)
+            or conv.client_path("response_format") in rt.dropped):
+        return stops
+    name = f"endpoint {endpoint}" if endpoint else "endpoint"
+    rt.warnings.append(f"{name} stop strings {stops!r} not added: this turn asks for JSON, which they would cut "
+                       "(the object's end ends the answer)")
+    return []
 
 
 def _add_endpoint_stops(rt: RequestTranslation, enc: Codec, stops: list[str], endpoint: str | None) -> None:

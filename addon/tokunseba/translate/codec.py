@@ -1,8 +1,8 @@
 """What a codec is: the parts one protocol contributes to every pair (docs/architecture.md §3).
 
 A codec package (``translate/<protocol>/``) builds one ``Codec`` from its own modules:
-request.py (decode + encode), reply.py (decode + encode), stream.py (decoder + encoder),
-and its error encoder. The registry (``translate/__init__.py``) pairs any decoder with any
+decode.py and encode.py (requests; Chat's, near the identity, in one request.py), reply.py
+(decode + encode), stream.py (decoder + encoder), and its error encoder. The registry (``translate/__init__.py``) pairs any decoder with any
 encoder. No codec imports another.
 """
 

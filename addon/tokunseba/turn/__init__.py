@@ -1,5 +1,5 @@
 """One provider turn's plain lifecycle, from the intercepted request to the reply the client
-gets: no mitmproxy, no sockets, no asyncio (tests/test_layering.py keeps it so).
+gets: no mitmproxy, no sockets, no asyncio (tests/suites/test_layering.py keeps it so).
 
 - planning: ``plan`` (prepare, decide, translate for the route chosen, build: a ``Turn``),
   ``planner`` (the same as one object the adapter drives, round after round, and the flow's

@@ -1,16 +1,18 @@
-"""The Anthropic Messages codec: request.py (decode + encode), reply.py, stream.py."""
+"""The Anthropic Messages codec: decode.py and encode.py (requests), cache.py (cache breakpoints),
+reply.py, stream.py."""
 
 from __future__ import annotations
 
 from ...protocols import anthropic as pa
 from ..codec import Codec
-from . import reply, request
+from . import decode, encode, reply
+from .cache import place_cache_breakpoints
 from .stream import AnthropicDecoder, AnthropicEncoder
 
 CODEC = Codec(
     protocol=pa.PROTOCOL,
-    decode_request=request.decode,
-    encode_request=request.encode,
+    decode_request=decode.decode,
+    encode_request=encode.encode,
     decode_reply=reply.decode,
     encode_reply=reply.encode,
     stream_decoder=AnthropicDecoder,
@@ -18,7 +20,7 @@ CODEC = Codec(
     decode_message=reply.decode_message,
     encode_error=pa.error_reply,
     stop_field="stop_sequences",
-    place_cache=request.place_cache_breakpoints,
+    place_cache=place_cache_breakpoints,
     cache_marker="cache_control",
     refused_leaving=(),
     refused_arriving=("tool call ids that do not match ^[a-zA-Z0-9_-]+$ (ids are never rewritten)",),

@@ -1,5 +1,5 @@
 """The Gemini codec (generativelanguage ``generateContent`` / ``streamGenerateContent``):
-request.py (decode + encode), reply.py, stream.py, over the neutral model (docs/architecture.md §3,
+decode.py and encode.py (requests), reply.py, stream.py, over the neutral model (docs/architecture.md §3,
 issue 11). The model and the stream flag travel in the URL, so the request decoder reads
 the client's path and an encoded body names no model (the caller puts it in the URL).
 """
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from ...protocols import gemini as pg
 from ..codec import Codec
-from . import reply, request
+from . import decode, encode, reply
 from .stream import GeminiDecoder, GeminiEncoder
 
 CODEC = Codec(
     protocol=pg.PROTOCOL,
-    decode_request=request.decode,
-    encode_request=request.encode,
+    decode_request=decode.decode,
+    encode_request=encode.encode,
     decode_reply=reply.decode,
     encode_reply=reply.encode,
     stream_decoder=GeminiDecoder,

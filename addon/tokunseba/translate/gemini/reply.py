@@ -5,7 +5,7 @@
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
 returns); ``encode`` writes, straight from the message, what the stream encoder's chunks for the message
-merged the way a client merges them (tests/gemini_chunks.py: adjacent text parts of the same kind
+merged the way a client merges them (tests/support/gemini_chunks.py: adjacent text parts of the same kind
 joined, function calls whole, the last finishReason and usageMetadata) would be. So a whole
 reply and the same reply streamed are one thing, which the tests check.
 """
@@ -159,8 +159,8 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (docs/protocols.md D.3.7).
 
-    Written straight from the message, it is what a client's merge (tests/gemini_chunks.py)
-    makes of the stream encoder's chunks for the message's events (tests/test_gemini_stream.py checks that they agree): one
+    Written straight from the message, it is what a client's merge (tests/support/gemini_chunks.py)
+    makes of the stream encoder's chunks for the message's events (tests/translate/gemini/test_stream.py checks that they agree): one
     part per text or thinking block, adjacent ones of the same kind joined, each call whole in
     block order; the finish and usage of the last chunk; keys in the order the merge gives."""
     parts: list[dict[str, Any]] = []

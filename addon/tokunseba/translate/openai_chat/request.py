@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ...errors import Refused
 from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import JSON_SCHEMA, PLUMBING_NAME
 from ...neutral import PROVIDER_STATE, ProviderState
 from ...neutral import ClientTool, freeform_input, freeform_tools
 from .. import fieldtable as ft
@@ -149,6 +150,17 @@ def _custom_tools(conv: Conversation, rt: RequestTranslation, out: dict[str, Any
         out["tool_choice"] = {"type": "custom", "custom": {"name": choice["function"]["name"]}}
 
 
+def _response_format(conv: Conversation, rt: RequestTranslation, out: dict[str, Any], o: ft.Options) -> None:
+    """A json_schema format without a name (Anthropic's and Gemini's have none) gets one: Chat requires it."""
+    fmt = out.get("response_format")
+    if type(fmt) is not dict or fmt.get("type") != JSON_SCHEMA:
+        return
+    spec = fmt.get("json_schema")
+    if type(spec) is dict and "name" not in spec:
+        out["response_format"] = {**fmt, "json_schema": {"name": PLUMBING_NAME, **spec}}
+        rt.plumbing.append("response_format.json_schema.name")
+
+
 # what the endpoint asks of a neutral request, in order -> why
 ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict[str, Any], ft.Options], None], str] = {
     _tool_names: "tool names longer than 64 characters refuse the turn (OpenAI's limit)",
@@ -161,6 +173,10 @@ ENCODE_STEPS: dict[Callable[[Conversation, RequestTranslation, dict[str, Any], f
     _max_tokens: "max_completion_tokens -> the endpoint's max_tokens_field, capped by its max_tokens",
     _stream_options: "+ stream_options.include_usage (plumbing) when streaming",
     _stop: "Chat takes at most 4 stop strings: the rest dropped",
+    _response_format: "the neutral response_format is Chat's (neutral/output_format.py); a json_schema without a "
+                      "name (from Anthropic or Gemini) gets 'response' as plumbing: Chat requires json_schema.name "
+                      "(platform.openai.com/docs/api-reference/chat/create, response_format); strict stays as the "
+                      "client said (absent: Chat's default, false)",
 }
 
 

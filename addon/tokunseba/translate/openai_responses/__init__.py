@@ -1,17 +1,18 @@
-"""The OpenAI Responses codec: request.py (decode + encode), reply.py, stream.py."""
+"""The OpenAI Responses codec: decode.py (with tool_declarations.py) and encode.py (requests),
+reply.py, stream.py."""
 
 from __future__ import annotations
 
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
 from ..codec import Codec
-from . import reply, request
+from . import decode, encode, reply
 from .stream import ResponsesDecoder, ResponsesEncoder
 
 CODEC = Codec(
     protocol=pr.PROTOCOL,
-    decode_request=request.decode,
-    encode_request=request.encode,
+    decode_request=decode.decode,
+    encode_request=encode.encode,
     decode_reply=reply.decode,
     encode_reply=reply.encode,
     stream_decoder=ResponsesDecoder,
