@@ -62,7 +62,9 @@ def target(request, tmp_path):
         import psycopg
 
         with psycopg.connect(place(name), autocommit=True) as c:
-            c.execute("DROP TABLE IF EXISTS turns, events, bodies, shadows, _migrations, _ledger_batches")
+            tables = [r[0] for r in c.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+            if tables:  # every table the migrations made (a new migration's too)
+                c.execute("DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables))
 
     place.backend, place.reader, place.empty = backend, reader, empty
     return place

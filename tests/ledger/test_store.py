@@ -541,11 +541,11 @@ def test_stats(make):
                                "interrupted", "unfinished")) == st["turns"]
     # most turns first; on a tie by name, "no route" last
     assert st["by_route"] == [
-        {"route": "easy", "turns": 2, "translated": 2, "refused": 0, "errors": 0, "cancelled": 0, "served": 2,
+        {"route": "easy", "turns": 2, "translated": 2, "capped": 0, "refused": 0, "errors": 0, "cancelled": 0, "served": 2,
          "share": 0.6667, "cache_read": 100, "cache_write": None, "cache_read_share": 0.8333},  # as reported (issue 32)
-        {"route": None, "turns": 2, "translated": 0, "refused": 0, "errors": 1, "cancelled": 0, "served": 1,
+        {"route": None, "turns": 2, "translated": 0, "capped": 0, "refused": 0, "errors": 1, "cancelled": 0, "served": 1,
          "share": 0.3333, "cache_read": None, "cache_write": None, "cache_read_share": None},
-        {"route": "to-gemini", "turns": 1, "translated": 0, "refused": 1, "errors": 0, "cancelled": 0, "served": 0,
+        {"route": "to-gemini", "turns": 1, "translated": 0, "capped": 0, "refused": 1, "errors": 0, "cancelled": 0, "served": 0,
          "share": 0.0, "cache_read": None, "cache_write": None, "cache_read_share": None},
     ]
     # a refused turn sent nothing to its endpoint: not counted there

@@ -1,4 +1,4 @@
-"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · budgets · shadow · replay · earn.
+"""The `tokunseba` command: run · env · check · models · stats · explain · log · sessions · budgets · shadow · replay · earn · quota.
 
 This module only parses arguments and dispatches; it never imports mitmproxy (the `run`
 command starts mitmdump as a separate process). A command of ``cli/run.py`` (run, env, check)
@@ -24,6 +24,7 @@ typical use:
   tokunseba sessions; tokunseba stats --by agent; tokunseba log --session <id>   # who talked, where it went
   tokunseba shadow --since 24h; tokunseba replay <request-id> --to local   # is the local model good enough?
   tokunseba earn; tokunseba earn --suggest          # which kinds of turn the local model has earned
+  tokunseba quota                                              # how much of each subscription window is left
 """
 
 
@@ -52,7 +53,8 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_run.add_commands(sub)
     if only_run:
         return p
-    from . import budgets as cli_budgets, prices as cli_prices, read as cli_read, sessions as cli_sessions, shadow as cli_shadow
+    from . import (budgets as cli_budgets, prices as cli_prices, quota as cli_quota, read as cli_read,
+                   sessions as cli_sessions, shadow as cli_shadow)
 
     cli_read.add_commands(sub)
     cli_shadow.add_commands(sub)
@@ -62,6 +64,7 @@ def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
     cli_prices.extend_stats(sub)  # stats --prices
     cli_sessions.add_commands(sub)  # sessions; log --session; stats --by (after --prices: it keeps it)
     cli_budgets.add_commands(sub)  # budgets
+    cli_quota.add_commands(sub)  # quota: each account's subscription windows
     from . import report as cli_report
 
     cli_report.add_commands(sub)

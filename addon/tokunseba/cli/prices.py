@@ -11,7 +11,7 @@ import sys
 
 from .common import error, print_json, read_ledger, since_option, table
 from .costs import PRICES_HELP, price_table, routed_urls
-from .stats import render_stats
+from .stats import render_stats, with_quota
 from ..ledger import LedgerReader, compute_stats, spool_note
 from ..pricing import PricesError, price_report, usd_text
 
@@ -30,7 +30,7 @@ def cmd_stats_costs(args: argparse.Namespace) -> int:
         return error(str(e), 2)
 
     def body(ledger: LedgerReader) -> int:
-        st = ledger.stats(since)
+        st = with_quota(ledger.stats(since), ledger, since)
         turns = ledger.turns(since)
         st["prices"] = price_report(turns, ledger.shadows(since=since), prices, routed_urls(ledger, turns))
         if args.json:

@@ -25,6 +25,7 @@ from .log import log_row
 from ..ledger import LedgerReader, cache_read_share, compute_stats
 from ..pricing import PricesError, usd_text
 from .costs import PRICES_HELP, price_table, turn_costs
+from ..routing import EVENT_ROUTED, routed_line
 from .session_view import GROUP_BY, NONE_LABEL, agent_label, group_report, sessions_report
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -109,6 +110,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print(f"no sessions recorded yet in {ledger.path}" + (f" since {args.since}" if since else ""))
         else:
             print(render_sessions(sessions))
+            if moved := ledger.turns_with_event(EVENT_ROUTED, since):  # routing/quota.py
+                print("\n" + routed_line(moved))
         return 0
 
     return read_ledger(args, [], body)

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from ..ledger import USAGE_FIELDS, LedgerReader, compute_stats, spool_note
+from ..routing import EVENT_ROUTED, routed_line
 from .common import common_options, error, fmt_ms, fmt_num, fmt_share, fmt_time, print_json, read_ledger, since_option, table
 
 
@@ -31,7 +32,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return error(str(e), 2)
 
     def body(ledger: LedgerReader) -> int:
-        st = ledger.stats(since)
+        st = with_quota(ledger.stats(since), ledger, since)
         if args.json:
             print_json(st)
         else:
@@ -41,6 +42,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
 
     return read_ledger(args, compute_stats([], since), body)
+
+
+def with_quota(st: dict, ledger: LedgerReader, since: float | None) -> dict:
+    """``st`` with ``quota_routed``: the turns that went elsewhere because of a subscription window
+    (routing/quota.py; what they would have used of it is never estimated)."""
+    st["quota_routed"] = ledger.turns_with_event(EVENT_ROUTED, since)
+    return st
 
 
 GROUP_NONE = {"route": "(no route)", "endpoint": "(nothing sent)", "model": "(unknown)", "instance": "(unknown)"}
@@ -96,5 +104,7 @@ def render_stats(st: dict, since_text: str | None = None) -> str:
     rows = [[label, str(t[k]["n"]), fmt_ms(t[k]["p50"]), fmt_ms(t[k]["p95"])]
             for label, k in (("latency", "latency_ms"), ("first byte", "ttfb_ms"))]
     out += ["", table(["TIMING", "N", "P50", "P95"], rows)]
+    if st.get("quota_routed"):
+        out += ["", routed_line(st["quota_routed"])]
     return "\n".join(out)
 

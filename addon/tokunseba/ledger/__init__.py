@@ -14,6 +14,7 @@
   and writes them in batches;
 - ``scrub``: the scrubbed JSON text the ledger stores for a value (credentials out), memoized;
 - ``prefix``: per-block hashes of a prompt's cacheable prefix;
+- ``quota``: the subscription windows replies reported (rows written, the state now read);
 - ``private_files``: files only the user may read (0600), the ledger's and others'.
 
 Contract: no mitmproxy; the proxy hands records to the writer, the CLI reads through
@@ -37,6 +38,7 @@ from .location import (
     url_scheme,
 )
 from .prefix import first_change, prefix_hashes
+from .quota import rows_of as quota_rows
 from .private_files import create_private, private_dir, readable_by_others
 from .reads import LedgerReader
 from .schema import INTERRUPTED, USAGE_FIELDS, migrate_connection
@@ -77,6 +79,8 @@ __all__ = [
     # prompt prefix hashes
     "first_change",
     "prefix_hashes",
+    # subscription windows: a reply's rows (written through LedgerWriter.quota_windows)
+    "quota_rows",
     # private files
     "create_private",
     "private_dir",

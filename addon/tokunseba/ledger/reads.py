@@ -1,5 +1,5 @@
 """The ledger's read half: what the CLI reads (turns, one turn, its events, shadows, stats,
-the applied migrations).
+the applied migrations, the subscription windows).
 
 Contract: reads raise (``LedgerError`` and the database's errors: the CLI reports them); a
 ledger older than a column or table reads as having none of it (no turn of a session, no
@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import jsonc
 from .connection import LedgerConnection
+from .quota import TABLE as QUOTA_TABLE, latest as quota_latest
 from .schema import JSON_COLUMNS, SHADOW_JSON_COLUMNS, USAGE_FIELDS
 from .stats import compute_stats
 
@@ -108,6 +109,20 @@ class LedgerReader(LedgerConnection):
         for r in rows:
             r["data"] = None if r["data"] is None else jsonc.loads(r["data"])
         return rows
+
+    def quota_windows(self) -> list[dict]:
+        """Each account's windows now: the newest state of each (ledger/quota.py ``latest``)."""
+        return quota_latest(self._query) if self._has_table(QUOTA_TABLE) else []
+
+    def turns_with_event(self, kind: str, since: float | None = None) -> int:
+        """How many turns (started since ``since``) have an event of ``kind``."""
+        if not self._has_table("events"):
+            return 0
+        sql = "SELECT COUNT(DISTINCT e.request_id) AS n FROM events e"
+        if since is None:
+            return int(self._query(sql + " WHERE e.kind = ?", (kind,))[0]["n"])
+        sql += " JOIN turns t ON t.request_id = e.request_id WHERE e.kind = ? AND t.started_at >= ?"
+        return int(self._query(sql, (kind, since))[0]["n"])
 
     def shadows(self, *, since: float | None = None, request_id: str | None = None,
                 bodies: bool = False) -> list[dict]:

@@ -215,6 +215,31 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        # subscription windows (issue 42; ledger/quota.py): each window state a provider's reply
+        # reported, per account (a one-way hash of its credential or account id, never the
+        # credential), with the time seen; rows only appended, the newest per (account, window)
+        # is the state now. The column is window_name: "window" is a reserved word in PostgreSQL
+        "0013_quota_windows",
+        (
+            """CREATE TABLE quota_windows (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                account TEXT NOT NULL,
+                host TEXT,
+                account_by TEXT,
+                provider TEXT,
+                window_name TEXT NOT NULL,
+                used REAL,
+                status TEXT,
+                resets_at REAL,
+                minutes INTEGER,
+                binding INTEGER,
+                seen_at REAL NOT NULL,
+                request_id TEXT
+            )""",
+            "CREATE INDEX quota_windows_latest ON quota_windows(account, window_name, seen_at)",
+        ),
+    ),
 )
 
 

@@ -42,6 +42,7 @@ from .location import owner_alive
 from .schema import INTERRUPTED_ERROR
 from .store import Ledger
 from .batch import BUILD, EVENT, START, UPDATE, Record, record_name
+from .quota import statements as quota_statements
 
 log = logging.getLogger("tokunseba.ledger")
 
@@ -130,6 +131,10 @@ class LedgerWriter:
         """A shadow / shadow_skipped / replay row (``Ledger.add_shadow``), queued like the rest."""
         self._put((BUILD, f"shadow {kind}", lambda: self.ledger.shadow_statements(
             request_id, kind, started_at=started_at, usage=usage, **fields)))
+
+    def quota_windows(self, rows: list[tuple]) -> None:
+        """Window states a reply reported (ledger/quota.py ``rows_of``), queued like the rest."""
+        self._put((BUILD, "quota windows", lambda: quota_statements(rows)))
 
     def recover_interrupted(self) -> None:
         """Mark the open turns of proxy instances that no longer run ``interrupted``."""

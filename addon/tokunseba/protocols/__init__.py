@@ -40,7 +40,8 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            "anthropic", "clients", "gemini", "openai_chat", "openai_responses", "TOOL_ID_RE", "VISIBILITY", "Detected",
            "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
            "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
-           "flat_tool_name"]
+           "flat_tool_name", "ACCOUNT_HEADERS", "ACCOUNT_ID_HEADERS", "Reading", "SkipNotes", "WindowState", "has_windows",
+           "read_windows", "window_names"]
 
 from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 
@@ -181,5 +182,7 @@ from .detect import Detected, api_hosts, api_path, detect, guess, provider_hosts
 from .facts import probe_counter  # noqa: E402
 from .failures import CONTEXT_STATUSES, FAILOVER_STATUSES, RESET_HEADERS, RETRY_HEADERS, is_context_window  # noqa: E402
 from .openai_responses import DEFAULT_NAMESPACE, flat_tool_name  # noqa: E402
+from .limits import (ACCOUNT_HEADERS, ACCOUNT_ID_HEADERS, Reading, SkipNotes, WindowState, has_windows,  # noqa: E402
+                     read_windows, window_names)
 
 load_plugins()  # last: a plugin's modules import this package, which must be whole by then

@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from mitmproxy import ctx, http
 from mitmproxy.hooks import UpdateHook
@@ -33,6 +36,8 @@ from ..turn import FlowState
 from ..turn import Outcome
 from ..turn import LocalResponse, Turn
 from ..turn import present
+from ..protocols import has_windows
+from ..turn import WindowWatch
 from ..turn import RetryWatch
 from . import otel_spans
 from .options import named
@@ -98,6 +103,7 @@ class Core:
         self.spans: otel_spans.TurnSpans | None = None  # one OpenTelemetry span per turn, when a collector is named
         self.keeper: Keeper | None = None  # provider state of translated tool loops (reasoning/store.py)
         self.caps: Caps | None = None  # the rules' spending caps over the ledger (proxy/budgeting.py)
+        self.windows = WindowWatch()  # subscription windows seen in replies, per account (turn/quota_seen.py)
         # flow id -> the client's own URL and headers (credentials included) of a rewritten
         # flow, so mitmweb's Replay can send the client's turn through the rules again. Apart
         # from FlowState: a replay comes after the flow ended, so this outlives it (bounded).
@@ -110,6 +116,29 @@ class Core:
     @ledger.setter
     def ledger(self, writer: LedgerWriter | None) -> None:
         self.recorder.ledger = writer
+
+
+def note_windows(core: Core, turn: Turn, sent: Callable[[], Any], fields: Any) -> None:
+    """The subscription windows a reply of ``turn``'s attempt reported (``fields``: its raw header
+    fields; ``sent()``: the attempt's request header fields, asked only when there are windows):
+    on the board, in the ledger, said on the console when a header was skipped or a threshold a
+    rule names crossed (turn/quota_seen.py). Never alters the reply."""
+    if not has_windows(fields):  # most replies: one pass over the header names
+        return
+    try:
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields]
+        seen = core.windows.reply(turn, sent(), headers, time.time())
+    except Exception:
+        log.exception("tokunseba: could not read a reply's subscription windows")
+        return
+    if seen is None:
+        return
+    for line in seen.lines:
+        log.warning(line)
+    if seen.event is not None:
+        core.recorder.event(turn, *seen.event)
+    if seen.rows and core.ledger is not None:
+        core.ledger.quota_windows(seen.rows)
 
 
 def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:

@@ -18,7 +18,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
+from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
 from ..pricing import Cost, cost_text, warm_library
 from ..reasoning import open_keeper
 from ..routing import EarnBook, records
@@ -97,6 +97,11 @@ class Record(Part):
             core.earned.load(led.shadows())
         except Exception:  # an unreadable row leaves the routes learning: never a failed start
             log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
+        if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
+            try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
+                core.windows.board.load(led.quota_windows(), time.time())
+            except Exception as e:
+                log.warning(f"tokunseba: could not read the subscription windows the ledger holds: {e}")
 
     def _configure_shadows(self) -> None:
         o = ctx.options

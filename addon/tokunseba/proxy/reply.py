@@ -22,7 +22,7 @@ from ..errors import TranslationError
 from ..outcomes import TurnOutcome
 from ..sse import set_max_event_bytes
 from ..states import Action, Do, ReplyMode
-from ..turn import Broken
+from ..turn import Broken, attempt_headers
 from ..turn import Disposition, dispose, failure_message, translate_whole_reply
 from ..turn import FlowState
 from ..turn import Told
@@ -32,7 +32,7 @@ from ..turn import show_client_url
 from ..turn import EVENT as LIMITS_EVENT, limit_headers
 from ..turn import Pump, reply_completed
 from ..turn import response_mode, retarget_error, stream_translator
-from .core import Core, Part, keep_client_close, log, redact_whole_reply, respond
+from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .record import Record
 from .relay import MARK as RELAY_MARK
 
@@ -63,6 +63,10 @@ class Reply(Part):
         if state is None or flow.response is None:
             return
         turn, r = state.turn, flow.response
+        if turn.local is None:  # a provider's reply (not one made here): its windows
+            chain = state.chain
+            note_windows(self.core, turn, lambda: attempt_headers(turn, chain) if chain else flow.request.headers.fields,
+                         r.headers.fields)
         try:
             if pairs := limit_headers(r.headers.items(multi=True)):  # read before anything is set on it
                 sent_to = turn.endpoint.host if turn.endpoint is not None and turn.action != Action.PASS else turn.host

@@ -32,10 +32,11 @@ from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
-from ..routing import Endpoint, EndpointHealth, RulesError, load_rules
+from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
 from ..turn import VIA_BASE_URL, VIA_PROXY, misdirected
-from ..turn import Chain, Failure, Replan, Slot, available, may_fail_over, move_on, next_turn, note_attempt
+from ..turn import (Chain, Failure, Replan, Slot, attempt_headers, available, may_fail_over, move_on, next_turn,
+                             note_attempt)
 from ..turn import FlowState
 from ..turn import final, say_busy
 from ..turn import Turn, client_error, is_count, is_responses_websocket, websocket_declined
@@ -43,7 +44,7 @@ from ..turn import Planning, begin
 from ..turn import MAX_REPLAYABLE, record_original, show_client_url
 from ..turn import aim, extra_for, guess_protocol, looks_like_provider_call
 from ..webview import RECORD_KEY
-from .core import Core, Part, log, option, present_outcome, respond, upstream_proxy_mode
+from .core import Core, Part, log, note_windows, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
@@ -120,6 +121,7 @@ class Route(Part):
                               lease_s=lease_seconds(ctx.options.tokunseba_budget_lease_s), prices=core.prices,
                               previous=core.caps)
         core.health = EndpointHealth()
+        core.windows.board.thresholds = quota_thresholds(core.rules.routes)  # said once when a window crosses one
         if core.relay.port:  # reloaded while running: say again which endpoints cannot be reached
             self.soon_check_endpoints()
 
@@ -231,7 +233,8 @@ class Route(Part):
         goes to. A turn passed through to its own provider host is first checked to be reachable."""
         core = self.core
         planning = Planning.of(flow.request, rules=core.rules, health=core.health, capacity=core.capacity,
-                               provider_hosts=core.provider_hosts, keeper=core.keeper, earned=core.earned)
+                               provider_hosts=core.provider_hosts, keeper=core.keeper, earned=core.earned,
+                               quota=core.windows.board)
         if planning is None:
             return None
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
@@ -387,6 +390,8 @@ class Route(Part):
         and the next one planned (turn/failover.py); here only the waiting for its slot."""
         core, turn, chain = self.core, state.turn, state.chain
         assert chain is not None
+        note_windows(core, turn, lambda: attempt_headers(turn, chain),  # a held failure's windows (a rejected 429)
+                     [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
         tried = note_attempt(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
                              now=time.time(), capacity=core.capacity, health=core.health)
         if state.slot is not None:

@@ -189,7 +189,7 @@ class WebSockets(Part):
         planning, conversation = plan_message(doc, s.transcript, host=req.pretty_host, port=req.port, path=req.path,
                                               headers=req.headers, rules=core.rules, health=core.health,
                                               capacity=core.capacity, provider_hosts=core.provider_hosts,
-                                              keeper=core.keeper, earned=core.earned)
+                                              keeper=core.keeper, earned=core.earned, quota=core.windows.board)
         if planning is None:  # not a provider turn after all: left alone
             return
         connected, verdict = _free_slot(planning), None

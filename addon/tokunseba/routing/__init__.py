@@ -16,7 +16,9 @@ import that module.
 - ``client_requests``: what the pinned clients send, and the routes they can never match;
 - ``strata``: the kind of turn a shadow comparison is kept under; ``earn``: earned routes, the
   state of each stratum (``EarnBook``) and the Wilson bound;
-- ``shadowable``: which turns a shadow (or a replay) can take, from the protocols' facts.
+- ``shadowable``: which turns a shadow (or a replay) can take, from the protocols' facts;
+- ``quota``: subscription windows: the account a turn spends, the last states seen, the
+  ``quota`` predicate's check and a rejected window's gate.
 
 Contract: pure but for reading the rules file; no mitmproxy.
 """
@@ -25,6 +27,10 @@ from .budgets import MICROS, Budget, BudgetSettings, OnLedgerUnavailable, OnLimi
 from .client_requests import never_matching, too_big
 from .earn import Earn, EarnBook, EarnCall, EarnState, Standing, earn_of, earn_rows, wilson_lower
 from .endpoints import BUILTIN_ENDPOINTS, Endpoint, EndpointHealth
+from .quota import (
+    EVENT_ROUTED, SHORT as ACCOUNT_SHORT, Account, AccountQuota, QuotaBoard, account_of, gate as quota_gate, humane,
+    routed_by_quota, routed_line, thresholds as quota_thresholds,
+)
 from .facts import PREDICATES, Predicate, TurnFacts, content_refused, turn_facts, turn_refusal
 from .rules import (
     Decision, OnFailure, OnRefused, OnUnreachable, Route, Rules, RulesError, ToolLoops, Tried, Unmatched, decide,
@@ -50,6 +56,9 @@ __all__ = [
     "budget_lines", "budget_scope_text", "caps_of_endpoint",
     # spending caps (routing/budgets.py)
     "Budget", "BudgetSettings", "OnLimit", "OnLedgerUnavailable", "Unit", "Window", "MICROS", "money",
+    # subscription windows
+    "Account", "AccountQuota", "QuotaBoard", "account_of", "quota_gate", "quota_thresholds", "routed_by_quota",
+    "routed_line", "EVENT_ROUTED", "ACCOUNT_SHORT", "humane",
     # endpoints and shadows
     "Endpoint", "EndpointHealth", "BUILTIN_ENDPOINTS", "shadow_refusal", "shadowable", "target_kind",
     # earned routes

@@ -34,10 +34,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from yaml.nodes import Node
+from yaml.nodes import Node, ScalarNode
 
 from .accepts import content_refusal
 from .endpoints import Endpoint
+from .quota import KEYS as QUOTA_KEYS, check_quota, quota_problem
 from .session_facts import Speaker, speaker
 from .yaml_reader import YamlReader
 from .. import protocols
@@ -62,6 +63,7 @@ class TurnFacts:
     who: Speaker = field(default_factory=Speaker)  # session, agent, background, client (routing/session_facts.py)
     documents: bool = False  # a document (PDF, text file) anywhere, including inside tool results
     server_tools: tuple[str, ...] = ()  # the provider-run tools it relies on (protocols.facts.RuleShape)
+    quota: Any = None  # routing.quota.AccountQuota: the windows of the account the turn spends (set by turn/planner.py)
     login: str | None = None  # which login the client sent it with (protocols' ``login``: chatgpt | api_key); None: not told
     tool_names: tuple[str, ...] = ()  # the tools it declares, as declared (earned routes' strata: routing/strata.py)
     output_schema: dict | None = None  # the JSON schema its reply must follow (structured output), else None
@@ -373,6 +375,19 @@ def _check_login(want: str, f: TurnFacts) -> tuple[bool, str]:
     return ok, f"login: {f.login}, {'as the rule wants' if ok else 'rule wants ' + want}"
 
 
+def _read_quota(r: YamlReader, node: Node, what: str) -> dict | None:
+    """``{above: 0.8}`` or ``{window: 5h, above: 0.8}`` (routing/quota.py ``quota_problem``)."""
+    m = r.mapping(node, what, QUOTA_KEYS)
+    if m is None:
+        return None
+    got = {k: (r.number(vn) if k == "above" and r.number(vn) is not None else
+               vn.value if isinstance(vn, ScalarNode) else r.got(vn)) for k, (_, vn) in m.items()}
+    if problem := quota_problem(got):
+        r.error(node, f"{what}: {problem.removeprefix('quota: ')}")
+        return None
+    return got
+
+
 # ---------------------------------------------------------------------------------------------
 # The predicates: one row per ``when`` key (the order is the one errors list them in)
 
@@ -414,6 +429,7 @@ PREDICATES: dict[str, Predicate] = {
     "background": Predicate(_BOOL, _check_background),
     "agent": Predicate(one_of(*AGENTS), _check_agent),
     "session": Predicate(scalar("texts"), _check_session),
+    "quota": Predicate(_read_quota, check_quota),  # the account's subscription windows (routing/quota.py)
     "login": Predicate(_read_login, _check_login),  # chatgpt | api_key (Codex; protocols' ``logins``)
 }
 

@@ -26,7 +26,7 @@ from .earn import Earn
 from .endpoints import BUILTIN_ENDPOINTS, FIELD_CHECKS, Endpoint, count_tokens_problem, custom_tools_problem
 from .facts import read_when
 from .rules import OnFailure, OnRefused, OnUnreachable, Route, Rules, RulesError, ToolLoops, Unmatched
-from .rules_text import accepts_lines, budget_lines, counts_line, policy_lines, who_lines
+from .rules_text import accepts_lines, budget_lines, counts_line, policy_lines, quota_lines, who_lines
 from .shadowable import shadow_refusal
 from .yaml_reader import BOOL_TAG, NULL_TAG, Entries, YamlReader, is_null
 from .. import protocols
@@ -393,6 +393,6 @@ def check_file(path: str | Path | None) -> tuple[bool, list[str]]:
         rules = load_rules(path)
     except RulesError as e:
         return False, e.errors
-    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *accepts_lines(rules),
+    return True, [counts_line(rules), *policy_lines(rules), *who_lines(rules), *quota_lines(rules), *accepts_lines(rules),
                   *budget_lines(rules), *rules.warnings]
 

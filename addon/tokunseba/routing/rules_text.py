@@ -78,6 +78,18 @@ def who_lines(rules: Rules) -> list[str]:
     return out
 
 
+def quota_lines(rules: Rules) -> list[str]:
+    """For the routes that ask about subscription windows (when.quota): where the windows come
+    from, and that the condition does not hold until a reply has reported them."""
+    users = [r.name for r in rules.routes if "quota" in r.when]
+    if not users:
+        return []
+    return [f"when.quota (route{'s' * (len(users) > 1)} {', '.join(users)}): the windows of the account a turn "
+            f"spends (its credential) as the provider's last reply through this proxy reported them (Anthropic's "
+            f"anthropic-ratelimit-unified-*, the ChatGPT backend's x-codex-*); until a reply has, or once the "
+            f"window has reset, the condition does not hold; `tokunseba quota` shows them"]
+
+
 def policy_lines(rules: Rules) -> list[str]:
     """What happens to turns no route takes, and when a route's endpoint is unreachable
     (shown by `tokunseba check`; `tokunseba models` shows the same per route)."""

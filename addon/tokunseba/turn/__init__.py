@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from .cost import turn_cost
     from .disposition import Disposition, dispose, failure_message, translate_whole_reply
     from .encoding import Decoding, EncodingError, is_identity
-    from .failover import (Broken, Capacity, Chain, Failure, HOLD_MAX, Replan, Slot, available, classify,
+    from .quota_seen import WindowWatch
+    from .failover import (attempt_headers, Broken, Capacity, Chain, Failure, HOLD_MAX, Replan, Slot, available, classify,
                            may_fail_over, move_on, needs_body, next_turn, note_attempt)
     from .flowstate import CLIENT_KEY, FlowState
     from .last_word import Told, final, say_busy
@@ -57,14 +58,15 @@ if TYPE_CHECKING:
 
 _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "cost", "disposition", "encoding",
             "failover", "flowstate", "last_word", "outcome", "plan", "planner", "presentation", "provider_limits",
-            "pump", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript", "ws_wire"}
+            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript", "ws_wire"}
 
 # the face: name -> (its module, its name there); no face name is a module's name (the import
 # system would bind the module over it: cap_note's cap_note is endpoint_cap_note)
 _FACE: dict[str, tuple[str, str]] = {
     "VIA_BASE_URL": ("base_url", "BASE_URL"), "VIA_PROXY": ("base_url", "PROXY"),
     "misdirected": ("base_url", "misdirected"),
-    "Capacity": ("failover", "Capacity"),
+    "Capacity": ("failover", "Capacity"), "attempt_headers": ("failover", "attempt_headers"),
+    "WindowWatch": ("quota_seen", "WindowWatch"),
     "client_label": ("base_url", "client_label"),
     "cap_line": ("cap_note", "cap_line"), "endpoint_cap_note": ("cap_note", "cap_note"),
     "client_name": ("console_line", "client_name"), "turn_line": ("console_line", "turn_line"),
@@ -109,7 +111,7 @@ _FACE: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    "VIA_BASE_URL", "VIA_PROXY", "misdirected", "Capacity",
+    "VIA_BASE_URL", "VIA_PROXY", "misdirected", "Capacity", "attempt_headers", "WindowWatch",
     "client_label", "cap_line", "endpoint_cap_note", "client_name", "turn_line",
     "turn_cost", "Disposition", "dispose", "failure_message", "translate_whole_reply", "Decoding", "EncodingError",
     "is_identity", "Broken", "Chain", "Failure", "HOLD_MAX", "Replan", "Slot", "available", "classify",

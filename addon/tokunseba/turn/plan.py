@@ -27,8 +27,8 @@ from typing import Any
 
 from .. import jsonc
 from ..routing import (
-    Decision, Endpoint, OnRefused, Rules, Speaker, Tried, TurnFacts, Unmatched, decide, records, speaker, turn_facts,
-    turn_refusal,
+    EVENT_ROUTED, Decision, Endpoint, OnRefused, Rules, Speaker, Tried, TurnFacts, Unmatched, decide, quota_gate,
+    records, routed_by_quota, speaker, turn_facts, turn_refusal,
 )
 from ..errors import Refused, TranslationError
 from .. import protocols
@@ -359,6 +359,8 @@ def decide_request(rules: Rules, prep: Prepared, reachable: Callable[[Endpoint],
     assert prep.facts is not None
     client = prep.det.protocol
     note = None
+    # a window of the client's account that says rejected: the endpoints that spend it (its own host) are unavailable
+    reachable = quota_gate(reachable, getattr(prep.facts, "quota", None), lambda ep: ep.same_host(prep.host, prep.port))
     if after is None and prep.keeper is not None and prep.req is not None:  # a loop finishes where it started
         followed, note = follow_loop(rules, client, prep.req, prep.keeper.lookup, refused=_pair_refusal(prep.facts),
                                      reachable=reachable)
@@ -437,6 +439,8 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.events.append(("earn", decision.earn.record(served_by=ep.name)))
     turn.events.append(("routed", {"decision": Decided.ROUTE, "rule": decision.route.name, "endpoint": ep.name,
                                    "url": ep.url, "model": turn.model_used, "reason": decision.reason}))
+    if (moved := routed_by_quota(decision)) is not None:
+        turn.events.append((EVENT_ROUTED, moved))
     counting = is_count(det) and ep.counter_protocol != det.protocol  # translated for another protocol's counter
     if (ep.protocol != det.protocol or counting) and (problem := first_problem(det.protocol, req)):
         path, what = problem

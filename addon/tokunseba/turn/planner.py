@@ -25,7 +25,7 @@ from .. import protocols
 from ..outcomes import TurnOutcome
 from ..budgets import Verdict
 from ..reasoning import Keeper
-from ..routing import Endpoint, EndpointHealth, Rules, Tried
+from ..routing import Endpoint, EndpointHealth, QuotaBoard, Rules, Tried, account_of
 from ..states import Action, Decided
 from ..webview import MARKS
 from .budget_gate import apply_verdict, budget_facts, rerouted
@@ -61,7 +61,8 @@ class Planning:
 
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
-           provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None) -> Planning | None:
+           provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None,
+           quota: QuotaBoard | None = None) -> Planning | None:
         """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
         if req.method != "POST":
             return None
@@ -72,6 +73,8 @@ class Planning:
         if prep is None:
             return None
         prep.keeper = keeper
+        if quota is not None and quota.windows and prep.facts is not None:  # the client's account, before it is sent
+            prep.facts.quota = quota.view(account_of(host, req.headers.fields))
         return cls(rules, health, capacity, prep, host, port, req.path, earned=earned)
 
     def next(self) -> tuple[Endpoint | None, Slot | None]:

@@ -55,12 +55,13 @@ def message_request(doc: dict[str, Any], transcript: Transcript, *, host: str, p
 
 def plan_message(doc: dict[str, Any], transcript: Transcript, *, host: str, port: int, path: str, headers: Any,
                  rules: Rules, health: EndpointHealth, capacity: Capacity, provider_hosts: Mapping[str, str],
-                 keeper: Keeper | None, earned: Any = None) -> tuple[Planning | None, list | None]:
+                 keeper: Keeper | None, earned: Any = None, quota: Any = None) -> tuple[Planning | None, list | None]:
     """The planning of the message's turn (None: not a provider turn) and its whole conversation
-    (``earned``: the proxy's earned routes, as an HTTPS turn's planning reads them)."""
+    (``earned``: the proxy's earned routes, ``quota``: its board of subscription windows, as an
+    HTTPS turn's planning reads them)."""
     req, conversation = message_request(doc, transcript, host=host, port=port, path=path, headers=headers)
     return Planning.of(req, rules=rules, health=health, capacity=capacity, provider_hosts=provider_hosts,
-                       keeper=keeper, earned=earned), conversation
+                       keeper=keeper, earned=earned, quota=quota), conversation
 
 
 def carrier(turn: Turn, *, conversation_known: bool, endpoint_websocket: bool = True) -> str:
