@@ -31,7 +31,25 @@ Contract (pure: no I/O, no imports of the rest of the package):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 from typing import Any
+
+
+class TurnOutcome(StrEnum):
+    """A turn's outcome, its value the word the ledger stores (``outcome`` column) and every view
+    reads; ``UNFINISHED`` is the class of a turn still open (outcome NULL). A member is its
+    string (it compares equal to the ledger's word and formats as it), as ``states.py``'s modes are."""
+
+    TRANSLATED = "translated"
+    CAPPED = "capped"  # translated, and the endpoint's own cap (not the client's limit) ended its reply
+    RETARGETED = "retargeted"
+    PASS_THROUGH = "pass_through"
+    ERROR = "error"
+    REFUSED = "refused"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    UNFINISHED = "unfinished"
+
 
 CAPPED = "capped"  # translated, and the endpoint's own cap (not the client's limit) ended its reply
 SERVED = ("translated", "retargeted", "pass_through", CAPPED)  # a reply the client could use
@@ -78,7 +96,7 @@ def was_sent(row: Mapping[str, Any]) -> bool:
     """Whether anything of a recorded turn was sent upstream: not for a refused turn, nor for
     one answered before it was sent (its ``attempts`` recorded as ``[]``: busy, its host
     unreachable, an invalid request)."""
-    if outcome_class(row.get("outcome"), row.get("status"), row.get("error")) == "refused":
+    if outcome_class(row.get("outcome"), row.get("status"), row.get("error")) == TurnOutcome.REFUSED:
         return False
     attempts = row.get("attempts")
     return attempts not in ([], "[]")  # parsed, or JSON text as a plain query returns it

@@ -18,7 +18,7 @@ integer, an empty message list, and a tool result whose id answers no earlier to
 from __future__ import annotations
 
 from . import protocols
-from .protocols.facts import Check, Problem
+from .protocols import Check, Problem
 
 __all__ = ["Check", "Problem", "checks", "first_problem"]
 

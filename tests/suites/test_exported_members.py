@@ -18,6 +18,15 @@ PKG = Path(__file__).resolve().parents[2] / "addon" / "tokunseba"
 FACES: dict[str, str] = {
     "ledger": "the proxy writes and the CLI reads the ledger through its face (issue 38)",
     "routing": "the proxy and the CLI decide and explain through its face (issue 38; tests/suites/test_routing_face.py)",
+    "neutral": "codecs, protocols and the turn speak the neutral model through its face (issue 38)",
+    "protocols": "every fact about a protocol is read through its face (issue 38)",
+    "translate": "the turn, the rules and the CLI translate through its face (issue 38)",
+    "reasoning": "the turn and the proxy keep and restore reasoning through its face (issue 38)",
+    "shadow": "the proxy sends shadows and the CLI replays and explains them through its face (issue 38)",
+    "webview": "the turn and the proxy present a turn to mitmweb through its face (issue 38)",
+    "pricing": "the proxy and the CLI price turns through its face (issue 38)",
+    "report": "the CLI's report command draws the page through its face (issue 38)",
+    "turn": "the proxy (its adapter) and shadows take a turn's plan, reply and failover through its face (issue 38)",
     "budgets": "the proxy and the CLI hold, settle and read spending caps through its face (issue 40)",
 }
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from ..pricing import Price, billed_of, cost_of
 from ..routing import MICROS
 

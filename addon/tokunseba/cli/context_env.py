@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocols.anthropic import PROTOCOL as CLAUDE_CODE_PROTOCOL  # the protocol Claude Code speaks
+from ..protocols import anthropic
+
+CLAUDE_CODE_PROTOCOL = anthropic.PROTOCOL  # the protocol Claude Code speaks
 
 # the Claude Code settings a window sets, each with why
 CLAUDE_SETTINGS: tuple[tuple[str, str], ...] = (

@@ -10,8 +10,8 @@ from typing import Any
 
 from .. import jsonc
 from ..ledger import USAGE_FIELDS, LedgerError, db_errors
-from ..outcomes import route_text, was_sent
-from ..reasoning.state import STATE_EVENTS, explain_state
+from ..outcomes import TurnOutcome, route_text, was_sent
+from ..reasoning import STATE_EVENTS, explain_state
 from ..pricing import Cost, PricesError, Source, routed_url, row_cost, usd_exact
 from .common import (
     common_options,
@@ -76,7 +76,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                 "later_not_shown": after,
                                 "around": [{k: t.get(k) for k in SESSION_TURN_KEYS} for t in shown]}})
     else:
-        from ..shadow.view import explain_lines
+        from ..shadow import explain_lines
 
         print("\n".join([render_explain(turn, events, cost), *explain_lines(shadows),
                          *cache_view.explain_lines(turn, session), *session_view.explain_lines(turn, session)]))
@@ -183,13 +183,13 @@ def _decision_lines(turn: dict, events: list[dict]) -> list[str]:
         route = route_text(None, turn.get("trace"), turn.get("attempts"))
         if not was_sent(turn):
             decision = f"{route} → {turn.get('host') or '-'} (not sent) · {outcome_label(counted_outcome(turn))}"
-        elif counted_outcome(turn) == "pass_through":
+        elif counted_outcome(turn) == TurnOutcome.PASS_THROUGH:
             decision = f"{route}: passed through unchanged to {turn.get('host') or '-'}"
         else:
             decision = f"{route} → {turn.get('host') or '-'} · {outcome_label(counted_outcome(turn))}"
     if turn.get("model_used"):
         decision += f" · model {turn['model_used']}"
-    from ..shadow.view import earn_lines  # an earned route: where the turn went, on what evidence
+    from ..shadow import earn_lines  # an earned route: where the turn went, on what evidence
 
     return [_kv("decision", decision), *earn_lines(events), *_attempt_lines(turn)]
 

@@ -83,12 +83,13 @@ def context_window(ep: Any, timeout: float) -> tuple[int | None, str]:
 
 def prompt_throughput(ep: Any, env: Mapping[str, str], timeout: float, words: int = PROMPT_WORDS) -> dict[str, Any]:
     """One long prompt, one output token: its prompt tokens and tokens per second."""
-    from ..neutral.usage import Usage
-    from ..protocols.openai_chat import PROTOCOL as CHAT  # the probe turn is written as a Chat request
+    from ..neutral import Usage
+    from ..protocols import openai_chat
     from ..routing import target_kind
-    from ..shadow.reply_facts import reply_facts
-    from ..shadow.turns import build_request
+    from ..shadow import facts_of_reply
+    from ..shadow import build_request
 
+    CHAT = openai_chat.PROTOCOL  # the probe turn is written as a Chat request
     # a fresh start: a server's prompt cache (llama-server keeps the last prompt) cannot serve it
     text = f"Probe {os.urandom(8).hex()}. " + (SENTENCE * (words // len(SENTENCE.split()) + 1)).strip()
     body = jsonc.dumpb({"model": ep.model or "probe", "max_tokens": 1, "temperature": 0,
@@ -123,7 +124,7 @@ def prompt_throughput(ep: Any, env: Mapping[str, str], timeout: float, words: in
         if isinstance(n, int) and isinstance(rate, (int, float)) and rate > 0:
             out.update(prompt_tokens=n, prompt_tokens_per_s=round(float(rate), 1), measured_by=who)
             return out
-    facts = reply_facts(ep.protocol, raw, 200)
+    facts = facts_of_reply(ep.protocol, raw, 200)
     if facts.usage and facts.usage_protocol:
         n = Usage(facts.usage_protocol, facts.usage).fields().get("input")
         if n:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import jsonc, protocols
+from ..outcomes import TurnOutcome
 from .common import MAX_TIMEOUT, common_options, error, fmt_num, print_json, table, timeout_option
 
 
@@ -119,7 +120,7 @@ def models_report(rules: Any, rules_path: str | None, endpoints: dict) -> dict[s
         ],
         "pairs": [
             {"client": c, "endpoint": n, "target_protocol": ep.protocol, "result": res, "reason": why,
-             "refused_per_turn": per_turn_refusals(c, ep.protocol) if res == "translated" else []}
+             "refused_per_turn": per_turn_refusals(c, ep.protocol) if res == TurnOutcome.TRANSLATED else []}
             for c in PROTOCOLS for n, ep in endpoints.items() for res, why in [_pair_result(c, ep.protocol)]
         ],
         "refused_per_turn": {

@@ -78,7 +78,7 @@ def _cost_function(args: argparse.Namespace, rules: Any, rules_path: str | None)
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..report import ReportInputs, budget_series, figures
-    from ..report.page import PlotlyMissing, render
+    from ..report import PlotlyMissing, render
     from ..routing import RulesError
 
     try:

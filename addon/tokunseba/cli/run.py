@@ -34,6 +34,13 @@ WEB_COLUMNS = ("tls", "icon", "path", "method", "status", "size", "time", "comme
 
 
 def add_commands(sub) -> None:
+    """The commands this module defines: ``run``, ``env`` and ``check``."""
+    add_run(sub)
+    add_env(sub)
+    add_check(sub)
+
+
+def add_run(sub) -> None:
     p = sub.add_parser("run", help="start the proxy (mitmdump, or mitmweb with --web) with the tokunseba addon",
                        description="Start mitmdump with the tokunseba addon, listening on loopback. Only the provider "
                        "hosts and your rules' HTTPS endpoint hosts are decrypted; other TLS passes through untouched. "
@@ -85,6 +92,8 @@ def add_commands(sub) -> None:
     p.add_argument("extra", nargs=argparse.REMAINDER, help="after --: extra arguments passed to mitmdump")
     p.set_defaults(func=cmd_run)
 
+
+def add_env(sub) -> None:
     e = sub.add_parser("env", help="print the shell exports that point clients at the proxy",
                        description="Print shell exports for Claude Code (HTTPS_PROXY, NODE_EXTRA_CA_CERTS), Codex and the "
                        "Python SDKs (SSL_CERT_FILE: the system CA bundle plus mitmproxy's CA); with --base-url, each "
@@ -108,6 +117,8 @@ def add_commands(sub) -> None:
                    "of an endpoint a route may send its main turns to")
     e.set_defaults(func=cmd_env)
 
+
+def add_check(sub) -> None:
     c = sub.add_parser("check", help="validate a rules file",
                        description="Validate a rules file; errors name the file, line and what is wrong.")
     c.add_argument("--rules", metavar="FILE", default=os.environ.get("TOKUNSEBA_RULES"),
@@ -141,7 +152,7 @@ def provider_listeners() -> list[tuple[str, tuple[str, ...]]]:
     """(provider host, the client protocols it serves) for each base-URL listener, in the
     registry's order (protocols/: Anthropic, OpenAI Chat + Responses, Gemini). A protocol's
     backend hosts (chatgpt.com) get none: they are reached through the proxy."""
-    from ..protocols.detect import api_hosts
+    from ..protocols import api_hosts
 
     return list(api_hosts().items())
 
@@ -263,7 +274,7 @@ def _routes_nothing(path: str) -> str | None:
 
 
 def build_command(args, web_password_hash: str | None = None) -> list[str]:
-    from ..protocols.detect import provider_hosts
+    from ..protocols import provider_hosts
 
     hosts = list(provider_hosts())
     if args.rules:
@@ -463,42 +474,9 @@ def ledger_warning(ledger: str | None) -> str | None:
 
 
 def cmd_run(args) -> int:
-    if err := _ports(args, port=0, web_port=0, **({"base_url_port": 0} if args.base_url_port is not None else {})):
+    if err := run_problem(args):
         print(err, file=sys.stderr)
         return 2
-    try:
-        args.base_url_ports = [] if args.no_base_url else base_url_ports(args.port, args.base_url_port)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if err := exposure_problem(args.host, args.extra or []):
-        print(err, file=sys.stderr)
-        return 2
-    if err := ledger_problem(args.ledger):
-        print(err, file=sys.stderr)
-        return 2
-    if args.otlp_endpoint:
-        from ..addresses import collector_problem as endpoint_problem
-
-        if problem := endpoint_problem(args.otlp_endpoint):
-            print(f"error: --otlp-endpoint: {problem}", file=sys.stderr)
-            return 2
-    listening = [("--port", args.port), *((("--web-port", args.web_port),) if args.web else ()),
-                 *(("--base-url-port", p) for p in args.base_url_ports)]
-    taken = [p for _, p in listening if p]
-    if len(set(taken)) != len(taken):
-        print(f"error: two listeners on one port ({', '.join(f'{w} {p}' for w, p in listening if p)}); "
-              f"give --base-url-port N (0 picks free ones) or another --port / --web-port", file=sys.stderr)
-        return 2
-    for what, port in listening:
-        if port and not args.dry_run and port_in_use(args.host, port):
-            print(f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local model "
-                  + (f"server?); start on other ports with {what} N ({what} 0 picks free ones; the base-URL "
-                     "listeners take N and the next ones), or --no-base-url" if what == "--base-url-port" else
-                     f"server?); start on another port with {what} N ({what} 0 picks a free one)")
-                  + (", then point clients at it with the `tokunseba env --port N` line run prints" if what == "--port"
-                     else ""), file=sys.stderr)
-            return 2
     if args.base_url_ports and 0 in args.base_url_ports:  # mitmproxy takes one listener per port: pick them here
         args.base_url_ports = free_ports(args.host, len(args.base_url_ports))
     token, hashed = web_login() if args.web else (None, None)
@@ -509,18 +487,72 @@ def cmd_run(args) -> int:
 
     if note := spool_note(args.ledger):
         print(note, file=sys.stderr)
-    ui = None
-    if token:
-        where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"
-        ui = f"tokunseba: mitmweb UI (open this URL; the token is new on every start):  {where}"
-        if args.web_port:
-            ui += (f"\ntokunseba: mitmweb on the model turns only (Search: {MODEL_TURNS}; clear it for every flow):  "
-                   + web_url(args.web_port, token, search=MODEL_TURNS))
+    ui = web_ui_lines(args, token)
     if args.dry_run:
         print(shlex.join(cmd))
         if ui:
             print(ui, file=sys.stderr)
         return 0
+    announce(args, cmd)
+    if ui:
+        print(ui, file=sys.stderr)
+    sys.stderr.flush()
+    os.environ["TOKUNSEBA_CLI"] = cli_command()  # the addon's hints name the command that works here
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover
+
+
+def run_problem(args) -> str | None:
+    """What stops ``run`` before it starts (its message), checked in this order: the ports, the
+    base-URL listeners' ports (set on ``args.base_url_ports``), exposure, the ledger, the OTLP
+    collector, two listeners on one port, a port in use."""
+    if err := _ports(args, port=0, web_port=0, **({"base_url_port": 0} if args.base_url_port is not None else {})):
+        return err
+    try:
+        args.base_url_ports = [] if args.no_base_url else base_url_ports(args.port, args.base_url_port)
+    except ValueError as e:
+        return f"error: {e}"
+    if err := exposure_problem(args.host, args.extra or []):
+        return err
+    if err := ledger_problem(args.ledger):
+        return err
+    if args.otlp_endpoint:
+        from ..addresses import collector_problem as endpoint_problem
+
+        if problem := endpoint_problem(args.otlp_endpoint):
+            return f"error: --otlp-endpoint: {problem}"
+    listening = [("--port", args.port), *((("--web-port", args.web_port),) if args.web else ()),
+                 *(("--base-url-port", p) for p in args.base_url_ports)]
+    taken = [p for _, p in listening if p]
+    if len(set(taken)) != len(taken):
+        return (f"error: two listeners on one port ({', '.join(f'{w} {p}' for w, p in listening if p)}); "
+                f"give --base-url-port N (0 picks free ones) or another --port / --web-port")
+    for what, port in listening:
+        if port and not args.dry_run and port_in_use(args.host, port):
+            return (f"error: {args.host}:{port} is already in use (another tokunseba run, mitmproxy, or a local "
+                    "model " + (f"server?); start on other ports with {what} N ({what} 0 picks free ones; the base-URL "
+                                "listeners take N and the next ones), or --no-base-url" if what == "--base-url-port" else
+                                f"server?); start on another port with {what} N ({what} 0 picks a free one)")
+                    + (", then point clients at it with the `tokunseba env --port N` line run prints"
+                       if what == "--port" else ""))
+    return None
+
+
+def web_ui_lines(args, token: str | None) -> str | None:
+    """The lines that say where mitmweb's UI is (with ``--web``), or None."""
+    if not token:
+        return None
+    where = web_url(args.web_port, token) if args.web_port else f"http://127.0.0.1:PORT/?token={token}"
+    ui = f"tokunseba: mitmweb UI (open this URL; the token is new on every start):  {where}"
+    if args.web_port:
+        ui += (f"\ntokunseba: mitmweb on the model turns only (Search: {MODEL_TURNS}; clear it for every flow):  "
+               + web_url(args.web_port, token, search=MODEL_TURNS))
+    return ui
+
+
+def announce(args, cmd: list[str]) -> None:
+    """What ``run`` says on stderr as it starts: the tool and its address, the rules, how clients
+    point at it, the base-URL listeners."""
     tool = Path(cmd[0]).name
     print(f"tokunseba: starting {tool} on {args.host}:{args.port}"
           f" ({'rules ' + args.rules if args.rules else 'no rules: everything passes through'})", file=sys.stderr)
@@ -539,12 +571,6 @@ def cmd_run(args) -> int:
               f"{urls}", file=sys.stderr)
         print(f"tokunseba: each client's settings for them:  "
               f"{base_url_env_command(args.host, args.port, args.base_url_ports[0])}", file=sys.stderr)
-    if ui:
-        print(ui, file=sys.stderr)
-    sys.stderr.flush()
-    os.environ["TOKUNSEBA_CLI"] = cli_command()  # the addon's hints name the command that works here
-    os.execv(cmd[0], cmd)
-    return 0  # pragma: no cover
 
 
 def ca_bundle(conf: Path) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import jsonc
 from ..ledger import NOT_SERVED, USAGE_FIELDS, turn_class, usage_counting
-from ..outcomes import label, outcome_class, route_group, was_sent
+from ..outcomes import TurnOutcome, label, outcome_class, route_group, was_sent
 from ..pricing import Cost, Source
 
 NONE_LABEL = {"session": "(no session)", "agent": "(unknown)", "client": "(unknown)", "route": "(no route)",
@@ -76,7 +76,7 @@ class _Acc:
         self.turns += 1
         self.served += kind not in NOT_SERVED
         self.errors += kind == "error"
-        self.refused += kind == "refused"
+        self.refused += kind == TurnOutcome.REFUSED
         if (n := failovers_of(row)) is not None:
             self.failovers = (self.failovers or 0) + n
         if cost.kind is Source.NO_USAGE:

@@ -223,9 +223,9 @@ def render_shadow(rep: dict) -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..shadow.replay import ReplayError, replay
+    from ..shadow import ReplayError, replay_turn
     from ..routing import RulesError, load_rules
-    from ..shadow.view import explain_lines
+    from ..shadow import explain_lines
 
     try:
         timeout = timeout_option(args.timeout)
@@ -250,7 +250,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         with Ledger(path) as ledger:  # read-write: the replay is recorded
             turn = ledger.get_turn(args.request_id)
-            done = replay(ledger, turn, ep, os.environ, timeout=timeout)
+            done = replay_turn(ledger, turn, ep, os.environ, timeout=timeout)
     except (LookupError, ReplayError) as e:
         return error(str(e.args[0]), 1)
     except (LedgerError,) + db_errors() as e:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any, overload
 
 from .. import jsonc, protocols
-from ..neutral.usage import includes_cached
-from ..outcomes import NOT_SENT_OR_FAILED, outcome_class, route_group, was_sent
+from ..neutral import includes_cached
+from ..outcomes import NOT_SENT_OR_FAILED, TurnOutcome, outcome_class, route_group, was_sent
 from .schema import INTERRUPTED, USAGE_FIELDS
 
 
@@ -125,11 +125,11 @@ def _group(rows: list[dict], kinds: list[str], gname: str, key: Any, served_tota
         g = acc.setdefault(key(r), {"turns": 0, "translated": 0, "capped": 0, "refused": 0, "errors": 0,
                                     "cancelled": 0, "served": 0, "cache_read": None, "cache_write": None, "_whole": 0})
         g["turns"] += 1
-        g["translated"] += k == "translated"
-        g["capped"] += k == "capped"
-        g["refused"] += k == "refused"
+        g["translated"] += k == TurnOutcome.TRANSLATED
+        g["capped"] += k == TurnOutcome.CAPPED
+        g["refused"] += k == TurnOutcome.REFUSED
         g["errors"] += k == "error"
-        g["cancelled"] += k == "cancelled"
+        g["cancelled"] += k == TurnOutcome.CANCELLED
         g["served"] += k not in NOT_SERVED
         if (read := r.get("usage_cache_read")) is not None and r.get("usage_input") is not None:  # as reported
             u = {f: r.get(f"usage_{f}") for f in USAGE_FIELDS}

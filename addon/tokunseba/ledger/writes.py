@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import jsonc
 from ..credentials import redact_text, scrub
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from .batch import Record, record_name, statements_of, write_folded
 from .connection import LedgerConnection, is_busy
 from .location import tokunseba_home

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocols  # noqa: F401 - registers the built-in protocols' usage countings
-from ..neutral.usage import COUNTINGS, Usage, includes_cached
+from ..neutral import COUNTINGS, Usage, includes_cached
 
 FIELDS = ("input", "output", "cache_read", "cache_write")
 

@@ -30,14 +30,20 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..neutral.usage import add_counting
+from ..neutral import add_counting
 from . import plugins
 from .facts import Check, Counter, Problem, Protocol, RuleShape
 
 __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "CODECS", "NAMES", "get", "find",
-           "register", "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting", "origin"]
+           "register", "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting", "origin",
+           # the fact sheets and helpers other packages read (imported below, once the registry is whole)
+           "anthropic", "clients", "gemini", "openai_chat", "openai_responses", "TOOL_ID_RE", "VISIBILITY", "Detected",
+           "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
+           "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
+           "flat_tool_name", "ACCOUNT_HEADERS", "ACCOUNT_ID_HEADERS", "Reading", "SkipNotes", "WindowState", "has_windows",
+           "read_windows", "window_names"]
 
-REGISTRY: dict[str, Protocol] = {}
+from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 
 
 class _Codecs(dict[str, Any]):
@@ -70,7 +76,6 @@ class _Codecs(dict[str, Any]):
 CODECS = _Codecs()
 NAMES = REGISTRY.keys()  # a live view: in registration order
 _ORIGINS: dict[str, plugins.Origin] = {}
-_generation = [0]  # bumped on every change, so derived tables (detect's regexes) rebuild
 
 
 def register(facts: Protocol, codec: Any = None) -> Protocol:
@@ -91,7 +96,7 @@ def register(facts: Protocol, codec: Any = None) -> Protocol:
         CODECS[facts.name] = codec
     else:
         CODECS.pop(facts.name, None)
-    _generation[0] += 1
+    GENERATION[0] += 1
     return facts
 
 
@@ -100,7 +105,7 @@ def unregister(name: str) -> None:
     CODECS.pop(name, None)
     _ORIGINS.pop(name, None)
     if REGISTRY.pop(name, None) is not None:
-        _generation[0] += 1
+        GENERATION[0] += 1
 
 
 def origin(name: str) -> str:
@@ -127,7 +132,7 @@ def load_plugins(only: list[str] | None = None) -> list[str]:
 
 def generation() -> int:
     """A number that changes whenever the registry does."""
-    return _generation[0]
+    return GENERATION[0]
 
 
 def get(name: str) -> Protocol:
@@ -168,5 +173,16 @@ def counting(name: str | None) -> str | None:
 def all_protocols() -> Iterator[Protocol]:
     return iter(list(REGISTRY.values()))
 
+
+# the face's names from the package's modules: after the registry above, which detect reads
+from . import anthropic, clients, gemini, openai_chat, openai_responses  # noqa: E402
+from .anthropic import TOOL_ID_RE  # noqa: E402
+from .clients import VISIBILITY  # noqa: E402
+from .detect import Detected, api_hosts, api_path, detect, guess, provider_hosts  # noqa: E402
+from .facts import probe_counter  # noqa: E402
+from .failures import CONTEXT_STATUSES, FAILOVER_STATUSES, RESET_HEADERS, RETRY_HEADERS, is_context_window  # noqa: E402
+from .openai_responses import DEFAULT_NAMESPACE, flat_tool_name  # noqa: E402
+from .limits import (ACCOUNT_HEADERS, ACCOUNT_ID_HEADERS, Reading, SkipNotes, WindowState, has_windows,  # noqa: E402
+                     read_windows, window_names)
 
 load_plugins()  # last: a plugin's modules import this package, which must be whole by then

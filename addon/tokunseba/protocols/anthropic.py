@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.error import (  # the neutral error vocabulary is Anthropic-named
+from ..neutral import (  # the neutral error vocabulary is Anthropic-named
     ERROR_TYPES, STATUS_FOR_TYPE, UpstreamError, error_type_for_status, status_for_type,
 )
-from ..neutral.usage import Counting, Tokens, Usage, count, sub
+from ..neutral import Counting, Tokens, Usage, count, sub
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import (Check, json_schema, Counter, Problem, Protocol, RuleShape, count_of, d, lst, non_empty_list, only, relied_on,

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from . import _generation as _GENERATION  # the registry's change counter (a one-item list, read per turn)
-from . import REGISTRY
+from .registry import GENERATION, REGISTRY  # GENERATION: the registry's change counter (read per turn)
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ _tables: list[tuple[int, dict[str, tuple[str, ...]], Table, Table, Backends]] = 
 
 def _current() -> tuple[dict[str, tuple[str, ...]], Table, Table, Backends]:
     """The detection tables of the registry as it is now (rebuilt only when it changed)."""
-    gen = _GENERATION[0]
+    gen = GENERATION[0]
     if not _tables or _tables[0][0] != gen:
         # a user's own host: the API may be mounted anywhere
         _tables[:] = [(gen, api_hosts(), _compile(any_prefix=False), _compile(any_prefix=True), _backends())]

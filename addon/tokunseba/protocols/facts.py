@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..neutral.usage import Counting
+from ..neutral import Counting
 
 Problem = tuple[str, str]  # (JSON path, what is wrong)
 
@@ -277,7 +277,7 @@ def probe_counter(p: Protocol, max_output_field: str | None = None) -> Counter:
     turn itself, not streamed, its reasoning settings left out and its maximum output 1
     (``max_output_field``, else the protocol's), sent as a turn; the number is the whole input its
     reply's usage reports (the cached tokens counted once). Costs one tiny turn per count."""
-    from ..neutral.usage import Usage, includes_cached  # noqa: PLC0415 - only a probing endpoint needs it
+    from ..neutral import Usage, includes_cached  # noqa: PLC0415 - only a probing endpoint needs it
 
     *parents, key = (max_output_field or p.max_output_field).split(".")
 

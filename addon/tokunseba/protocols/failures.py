@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ..neutral.error import UpstreamError
+from ..neutral import UpstreamError
 
 # status -> why a reply with it is a failure of the endpoint, not of the request
 FAILOVER_STATUSES: dict[int, str] = {

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.error import UpstreamError
-from ..neutral.usage import Counting, Tokens, Usage, count, plus
+from ..neutral import UpstreamError
+from ..neutral import Counting, Tokens, Usage, count, plus
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import Counter, Protocol, RuleShape, count_of, d, lst, relied_on

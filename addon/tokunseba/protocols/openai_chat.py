@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jsonc
-from ..neutral.error import UpstreamError
-from ..neutral.usage import Counting, Tokens, Usage, count, first, sub
+from ..neutral import UpstreamError
+from ..neutral import Counting, Tokens, Usage, count, first, sub
 from ..sse import encode_event
 from .failures import is_context_window
 from .facts import Check, json_schema, Problem, Protocol, RuleShape, d, lst, non_empty_list, positive_int, role_user, typed

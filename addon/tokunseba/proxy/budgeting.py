@@ -31,8 +31,8 @@ from ..credentials import split_url_password
 from ..ledger import default_instance, default_ledger_target
 from ..routing import BUILTIN_ENDPOINTS, OnLimit, Rules
 from ..states import Action
-from ..turn.plan import Turn
-from ..turn.planner import Planning
+from ..turn import Turn
+from ..turn import Planning
 
 log = logging.getLogger("tokunseba")
 

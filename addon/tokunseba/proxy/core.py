@@ -26,19 +26,19 @@ from mitmproxy.hooks import UpdateHook
 from ..budgets import Caps
 from ..credentials import KNOWN_SECRETS, RedactingFilter
 from ..ledger import LedgerWriter
-from ..reasoning.store import Keeper
+from ..reasoning import Keeper
 from ..pricing import Price
 from ..routing import EarnBook, Endpoint, EndpointHealth, Rules, load_rules
-from ..shadow.sender import ShadowSender
-from ..turn import failover
-from ..turn.failover import Slot
-from ..turn.flowstate import FlowState
-from ..turn.outcome import Outcome
-from ..turn.plan import LocalResponse, Turn
-from ..turn.presentation import present
-from ..protocols.limits import has_windows
-from ..turn.quota_seen import WindowWatch
-from ..turn.retries import RetryWatch
+from ..shadow import ShadowSender
+from ..turn import Capacity as FailoverCapacity
+from ..turn import Slot
+from ..turn import FlowState
+from ..turn import Outcome
+from ..turn import LocalResponse, Turn
+from ..turn import present
+from ..protocols import has_windows
+from ..turn import WindowWatch
+from ..turn import RetryWatch
 from . import otel_spans
 from .options import named
 from .provider_reach import Reach
@@ -51,7 +51,7 @@ for _logger in (log, logging.getLogger("tokunseba.ledger"), logging.getLogger("t
 
 
 
-class Capacity(failover.Capacity):
+class Capacity(FailoverCapacity):
     async def wait(self, ep: Endpoint, timeout: float) -> Slot | None:
         """A slot within ``timeout`` seconds (first come, first served), else None."""
         slot = self.acquire(ep)

@@ -18,9 +18,9 @@ from mitmproxy import command, ctx, http
 
 from ..ledger import LedgerWriter
 from ..routing import EndpointHealth, Rules
-from ..turn.flowstate import FlowState
-from ..turn.presentation import ORIGINAL_KEY
-from ..webview.view import MARKS
+from ..turn import FlowState
+from ..turn import ORIGINAL_KEY
+from ..webview import MARKS
 from .core import Core, upstream_ssl_context
 from .provider_reach import Reach
 from .record import Record

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocols
-from ..reasoning.store import DEFAULT_MAX_ENTRIES
+from ..reasoning import DEFAULT_MAX_ENTRIES
 from ..sse import DEFAULT_MAX_EVENT_BYTES
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from ..addresses import collector_problem as endpoint_problem
 
 from .. import protocols
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from ..credentials import redact_text
 from ..states import Action
 

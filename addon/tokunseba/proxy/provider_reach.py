@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..routing import Endpoint, EndpointHealth, OnFailure, Rules, Unmatched
-from ..turn.plan import Turn
+from ..turn import Turn
 from ..states import Action
 
 log = logging.getLogger("tokunseba")

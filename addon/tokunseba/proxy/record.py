@@ -20,19 +20,19 @@ from mitmproxy import ctx, exceptions, http
 
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
 from ..pricing import Cost, cost_text, warm_library
-from ..reasoning.store import open_keeper
+from ..reasoning import open_keeper
 from ..routing import EarnBook, records
-from ..shadow.sender import ShadowSender
+from ..shadow import ShadowSender
 from ..states import Action
-from ..outcomes import CAPPED
-from ..turn.cap_note import cap_line, cap_note
-from ..turn.console_line import turn_line
-from ..turn.cost import turn_cost
-from ..turn.failover import Chain
-from ..turn.flowstate import CLIENT_KEY, FlowState
-from ..turn.outcome import Outcome
-from ..turn.plan import Turn
-from ..webview.view import error_message
+from ..outcomes import CAPPED, TurnOutcome
+from ..turn import cap_line, endpoint_cap_note
+from ..turn import turn_line
+from ..turn import turn_cost
+from ..turn import Chain
+from ..turn import CLIENT_KEY, FlowState
+from ..turn import Outcome
+from ..turn import Turn
+from ..webview import error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
 from .budgeting import settle
@@ -163,7 +163,7 @@ class Record(Part):
             turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
             details["problem"] = out.problem
         if turn.error is None and status is not None and status >= 400 and flow.response is not None \
-                and flow.response.raw_content is not None and turn.outcome != "refused":
+                and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
             # an error reply (the upstream's, translated or not): its message is the turn's error, as
             # `stats` counts it an error (ledger._kind)
             turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
@@ -172,9 +172,9 @@ class Record(Part):
             fb = now  # whole (buffered) replies: first byte = when the reply left
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
-        outcome = "error" if failed and turn.outcome != "refused" else turn.outcome
+        outcome = "error" if failed and turn.outcome != TurnOutcome.REFUSED else turn.outcome
         note = None
-        if outcome == "translated" and turn.translation is not None and (note := cap_note(
+        if outcome == TurnOutcome.TRANSLATED and turn.translation is not None and (note := endpoint_cap_note(
                 endpoint=turn.endpoint.name if turn.endpoint else None, capped=turn.translation.capped,
                 details=details)):
             outcome = CAPPED  # the endpoint's cap, not the client's limit, ended the reply (outcomes.py)

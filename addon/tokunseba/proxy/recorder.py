@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ledger import LedgerWriter, prefix_hashes
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from ..routing import Tried, records
-from ..turn.plan import Turn
-from ..turn.failover import Chain
-from ..turn.outcome import Outcome
-from ..turn.pump import MAX_STORED_BODY
+from ..turn import Turn
+from ..turn import Chain
+from ..turn import Outcome
+from ..turn import MAX_STORED_BODY
 
 # how long a turn's start records wait for its next record (its end, for most short turns)
 # before they go to the writer alone: 50 ms, nothing a reader of `log` sees; over a turn's

@@ -19,18 +19,19 @@ from collections.abc import Callable
 from mitmproxy import ctx, exceptions, http
 
 from ..errors import TranslationError
+from ..outcomes import TurnOutcome
 from ..sse import set_max_event_bytes
 from ..states import Action, Do, ReplyMode
-from ..turn.failover import Broken, attempt_headers
-from ..turn.disposition import Disposition, dispose, failure_message, translate_whole_reply
-from ..turn.flowstate import FlowState
-from ..turn.last_word import Told
-from ..turn.outcome import Outcome, shape_problem, upstream_failure
-from ..turn.plan import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
-from ..turn.presentation import show_client_url
-from ..turn.provider_limits import EVENT as LIMITS_EVENT, limit_headers
-from ..turn.pump import Pump, reply_completed
-from ..turn.reply import response_mode, retarget_error, stream_translator
+from ..turn import Broken, attempt_headers
+from ..turn import Disposition, dispose, failure_message, translate_whole_reply
+from ..turn import FlowState
+from ..turn import Told
+from ..turn import Outcome, shape_problem, upstream_failure
+from ..turn import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
+from ..turn import show_client_url
+from ..turn import EVENT as LIMITS_EVENT, limit_headers
+from ..turn import Pump, reply_completed
+from ..turn import response_mode, retarget_error, stream_translator
 from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .record import Record
 from .relay import MARK as RELAY_MARK
@@ -248,7 +249,7 @@ class Reply(Part):
         else:
             turn.error = broken.message if broken is not None else upstream_failure(msg)
             self.core.recorder.event(turn, "upstream_error", {"status": None, "message": turn.error})
-        self.record.complete(flow, state, _reply_outcome(flow, state, None, failed=turn.outcome != "cancelled"))
+        self.record.complete(flow, state, _reply_outcome(flow, state, None, failed=turn.outcome != TurnOutcome.CANCELLED))
 
     def _relay_done(self, flow: http.HTTPFlow, state: FlowState, *, answered: bool) -> Broken | None:
         """The flow's attempt has ended (``answered``: with a reply, else with an error): its relay

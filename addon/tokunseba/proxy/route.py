@@ -34,16 +34,16 @@ from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
-from ..turn import base_url
-from ..turn.failover import (Chain, Failure, Replan, Slot, attempt_headers, available, may_fail_over, move_on, next_turn,
+from ..turn import VIA_BASE_URL, VIA_PROXY, misdirected
+from ..turn import (Chain, Failure, Replan, Slot, attempt_headers, available, may_fail_over, move_on, next_turn,
                              note_attempt)
-from ..turn.flowstate import FlowState
-from ..turn.last_word import final, say_busy
-from ..turn.plan import Turn, client_error, is_count, is_responses_websocket, websocket_declined
-from ..turn.planner import Planning, begin
-from ..turn.presentation import MAX_REPLAYABLE, record_original, show_client_url
-from ..turn.target import aim, extra_for, guess_protocol, looks_like_provider_call
-from ..webview.view import RECORD_KEY
+from ..turn import FlowState
+from ..turn import final, say_busy
+from ..turn import Turn, client_error, is_count, is_responses_websocket, websocket_declined
+from ..turn import Planning, begin
+from ..turn import MAX_REPLAYABLE, record_original, show_client_url
+from ..turn import aim, extra_for, guess_protocol, looks_like_provider_call
+from ..webview import RECORD_KEY
 from .core import Core, Part, log, note_windows, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
@@ -189,7 +189,7 @@ class Route(Part):
     def _misdirected(self, flow: http.HTTPFlow, listener: str) -> bool:
         """A base-URL listener forwards only to its own provider host: True when the flow named
         another one and was answered 421."""
-        wrong = base_url.misdirected(listener, flow.request.pretty_host, flow.request.path)
+        wrong = misdirected(listener, flow.request.pretty_host, flow.request.path)
         if wrong is not None:
             respond(flow, wrong)
             flow.comment = f"tokunseba: refused (421): this base URL forwards only to {listener}"
@@ -350,7 +350,7 @@ class Route(Part):
         base-URL listener's host the flow came in on (None: through the HTTPS proxy)."""
         core, turn, req = self.core, planned.turn, flow.request
         client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
-        via = base_url.PROXY if listener is None else base_url.BASE_URL
+        via = VIA_PROXY if listener is None else VIA_BASE_URL
         state, client_url, client_headers, keepalive = begin(flow, turn, planned.planning, slot=planned.planning.slot,
                                                              via=via, client_close=client_close, now=time.monotonic())
         core.flows[flow.id] = state

@@ -16,9 +16,9 @@ import logging
 import random
 
 from ..routing import Rules, shadowable, stratum_of
-from ..shadow.sender import ShadowJob, ShadowSender
-from ..shadow.turns import should_shadow
-from ..turn.flowstate import FlowState
+from ..shadow import ShadowJob, ShadowSender
+from ..shadow import should_shadow
+from ..turn import FlowState
 
 log = logging.getLogger("tokunseba")
 

@@ -42,21 +42,21 @@ from mitmproxy.hooks import UpdateHook
 from .. import jsonc, translate
 from ..protocols import openai_responses as p_responses
 from ..states import Action
-from ..turn.base_url import client_label
-from ..turn.console_line import client_name
-from ..turn.flowstate import CLIENT_KEY
-from ..turn.outcome import Outcome
-from ..turn.plan import Turn, is_responses_websocket
-from ..turn.planner import Planning
-from ..turn.pump import Pump
-from ..turn.reply import stream_translator
-from ..turn.stream_watch import error_event
-from ..turn.target import extra_for
-from ..turn.ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
-from ..turn.ws_transcript import Reply, Transcript
-from ..turn.ws_wire import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,
+from ..turn import client_label
+from ..turn import client_name
+from ..turn import CLIENT_KEY
+from ..turn import Outcome
+from ..turn import Turn, is_responses_websocket
+from ..turn import Planning
+from ..turn import Pump
+from ..turn import stream_translator
+from ..turn import error_event
+from ..turn import extra_for
+from ..turn import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
+from ..turn import Reply, Transcript
+from ..turn import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,
                             server_event)
-from ..webview.view import MARKS
+from ..webview import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
 from .budgeting import admit_now, settle

@@ -10,3 +10,13 @@
 
 Contract: nothing forged; restored only to its origin; no mitmproxy here.
 """
+
+from __future__ import annotations
+
+from .loop_route import follow_loop, not_followed
+from .state import STATE_EVENTS, explain_state
+from .store import DEFAULT_MAX_ENTRIES, Keeper, open_keeper
+
+__all__ = [
+    "follow_loop", "not_followed", "STATE_EVENTS", "explain_state", "DEFAULT_MAX_ENTRIES", "Keeper", "open_keeper",
+]

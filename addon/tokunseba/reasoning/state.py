@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import protocols
-from ..neutral.conversation import Conversation
-from ..neutral.events import BlockDelta, BlockSignature, BlockStart, MessageStop
-from ..neutral.message import Message
-from ..neutral.state import PROVIDER_STATE, ProviderState
+from ..neutral import Conversation
+from ..neutral import BlockDelta, BlockSignature, BlockStart, MessageStop
+from ..neutral import Message
+from ..neutral import PROVIDER_STATE, ProviderState
 
 JOIN = "\n\n"  # text blocks joined as the request decoders join them
 

@@ -5,6 +5,7 @@ draws them with plotly into one HTML file that fetches nothing when it is opened
 inlined). The command itself is cli/report.py.
 """
 
+from .page import PlotlyMissing, render
 from .series import Figures, ReportInputs, budget_series, figures
 
-__all__ = ["Figures", "ReportInputs", "budget_series", "figures"]
+__all__ = ["Figures", "ReportInputs", "budget_series", "figures", "PlotlyMissing", "render"]

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 from .. import protocols
 from ..protocols import openai_chat as openai_chat_facts
 from .accepts import accepts_problem, default_accepts
-from ..neutral.effort import EFFORT_PINS, LEVELS
-from ..protocols.detect import api_path
-from ..protocols.facts import probe_counter
+from ..neutral import EFFORT_PINS, LEVELS
+from ..protocols import api_path
+from ..protocols import probe_counter
 from ..translate import MAX_TOKENS_FIELDS, SYSTEM_ROLES
 
 DEFAULT_PORTS = {"https": 443, "http": 80}

@@ -44,8 +44,8 @@ from .yaml_reader import YamlReader
 from .. import protocols
 from ..credentials import is_credential_header
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
-from ..protocols.clients import VISIBILITY
-from ..protocols.facts import RuleShape
+from ..protocols import VISIBILITY
+from ..protocols import RuleShape
 from ..translate import pair_refusal
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocols.limits import ACCOUNT_HEADERS, ACCOUNT_ID_HEADERS, Reading, WindowState, window_names
+from ..protocols import ACCOUNT_HEADERS, ACCOUNT_ID_HEADERS, Reading, WindowState, window_names
 
 SHORT = 12  # hex digits of an account's hash people see
 

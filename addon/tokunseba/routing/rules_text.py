@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .rules import OnFailure, OnRefused, Rules, ToolLoops, Unmatched
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
-from ..protocols.clients import VISIBILITY
+from ..protocols import VISIBILITY
 from ..translate import pair_refusal
 
 

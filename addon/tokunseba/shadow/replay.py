@@ -21,10 +21,10 @@ from .. import protocols
 from ..routing import Endpoint
 from ..errors import TranslationError
 from ..ledger import Ledger
-from ..protocols.detect import detect
+from ..protocols import detect
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare, reply_for_client
-from ..neutral.usage import Usage
+from ..neutral import Usage
 
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import jsonc
 from ..errors import TranslationError
-from ..neutral.events import Event
-from ..neutral.message import Message
-from ..neutral.report import ReplyReport
+from ..neutral import Event
+from ..neutral import Message
+from ..neutral import ReplyReport
 from ..sse import SSEDecoder
 from ..translate import CODECS
 

@@ -32,7 +32,7 @@ from ..ledger import Ledger
 from .agreement import verdict
 from .reply_facts import Facts, reply_facts
 from .turns import build_request, compare
-from ..neutral.usage import Usage
+from ..neutral import Usage
 
 if TYPE_CHECKING:
     import httpx

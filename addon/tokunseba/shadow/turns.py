@@ -28,7 +28,7 @@ from .. import protocols
 from .reply_facts import Facts
 from .. import translate
 from ..translate import pair_refusal
-from ..turn.plan import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)
+from ..turn import translate_for_endpoint  # what a routed turn uses (endpoint stop strings included)
 
 def should_shadow(sample: float, draw: float) -> bool:
     """Shadow this turn? ``draw`` is uniform in [0, 1): a sample of 1.0 takes every turn, 0 none."""

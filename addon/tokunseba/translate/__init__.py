@@ -33,15 +33,15 @@ from collections.abc import Callable
 
 from .. import protocols
 from ..errors import TranslationError, UntranslatableReply
-from ..neutral.conversation import Capped, Conversation, RequestTranslation
-from ..neutral.endpoint_cap import told_stop
-from ..neutral.effort import apply_endpoint as apply_effort
-from ..neutral.events import NAMELESS_CALL
-from ..neutral.error import parse_error_body
-from ..neutral.message import Message
-from ..neutral.output_format import JSON_OBJECT, JSON_SCHEMA
-from ..neutral.report import ReplyReport
-from ..neutral.tools import ClientTools
+from ..neutral import Capped, Conversation, RequestTranslation
+from ..neutral import told_stop
+from ..neutral import apply_endpoint as apply_effort
+from ..neutral import NAMELESS_CALL
+from ..neutral import parse_error_body
+from ..neutral import Message
+from ..neutral import JSON_OBJECT, JSON_SCHEMA
+from ..neutral import ReplyReport
+from ..neutral import ClientTools
 from . import fieldtable as ft
 from .codec import Codec, ReplyTranslation
 from .openai_chat.request import MAX_TOKENS_FIELDS, SYSTEM_ROLES

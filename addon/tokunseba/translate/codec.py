@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 from .. import jsonc
 from ..errors import UntranslatableReply
-from ..neutral.conversation import Conversation, RequestTranslation
-from ..neutral.error import UpstreamError
-from ..neutral.events import Event
-from ..neutral.message import Message
-from ..neutral.report import ReplyReport
-from ..neutral.usage import Usage
+from ..neutral import Conversation, RequestTranslation
+from ..neutral import UpstreamError
+from ..neutral import Event
+from ..neutral import Message
+from ..neutral import ReplyReport
+from ..neutral import Usage
 from ..sse import SSEEvent
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import jsonc
 from ..errors import InvalidRequest, Refused, TranslationError
-from ..neutral.conversation import RequestTranslation
+from ..neutral import RequestTranslation
 
 JOIN = "\n\n"  # how text blocks become one string (local servers drop array content)
 

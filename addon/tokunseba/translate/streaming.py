@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..neutral.conversation import Capped
-from ..neutral.endpoint_cap import told_stop
-from ..neutral.events import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, MessageStop, StreamError
-from ..neutral.report import ReplyReport
+from ..neutral import Capped
+from ..neutral import told_stop
+from ..neutral import KEEPALIVE, NAMELESS_CALL, BlockStart, MessageStart, MessageStop, StreamError
+from ..neutral import ReplyReport
 from ..sse import SSEDecoder, SSEEvent
 from .codec import StreamDecoder, StreamEncoder
 

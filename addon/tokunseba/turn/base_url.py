@@ -20,7 +20,7 @@ Contract (plain values, no mitmproxy; proxy/route.py reads the flow's ``proxy_mo
 
 from __future__ import annotations
 
-from ..protocols.detect import guess
+from ..protocols import guess
 from .. import protocols
 from .plan import LocalResponse, client_error
 

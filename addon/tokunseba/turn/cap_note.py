@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..neutral.conversation import Capped
-from ..neutral.endpoint_cap import CUT, limit_text
+from ..neutral import Capped
+from ..neutral import CUT, limit_text
 
 
 def cut_by_cap(capped: Capped | None, details: Mapping | None) -> bool:

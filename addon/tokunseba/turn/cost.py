@@ -6,7 +6,7 @@ the one asked for; usage as reported; the user's table from the rules file. Pure
 
 from __future__ import annotations
 
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from ..pricing import Cost, Price, billed_of, cost_of, endpoint_of
 from ..states import Action
 from .plan import Turn

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TranslationError
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from .plan import Turn
 from .reply import Counted, count_reply, translate_whole
 from .outcome import usage_of

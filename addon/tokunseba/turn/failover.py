@@ -54,8 +54,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .. import protocols
-from ..neutral.error import UpstreamError, parse_error_body
-from ..protocols.failures import (
+from ..neutral import UpstreamError, parse_error_body
+from ..protocols import (
     CONTEXT_STATUSES,
     FAILOVER_STATUSES,
     RESET_HEADERS,

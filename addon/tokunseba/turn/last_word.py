@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocols
-from ..neutral.error import UpstreamError
+from ..neutral import UpstreamError
 from ..routing import Endpoint, EndpointHealth, Rules
 from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
 from .failover import Attempted, Capacity

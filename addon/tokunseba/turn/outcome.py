@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import jsonc, protocols
-from ..neutral.usage import Usage
+from ..neutral import Usage
 from .stream_watch import whole_verdict
 from .plan import Turn, is_count
 from ..states import Action

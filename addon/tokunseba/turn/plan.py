@@ -34,9 +34,9 @@ from ..errors import Refused, TranslationError
 from .. import protocols
 from ..protocols import openai_chat as p_openai
 from ..protocols import openai_responses as p_responses
-from ..protocols.detect import Detected, detect
-from ..reasoning.loop_route import follow_loop, not_followed
-from ..outcomes import route_text
+from ..protocols import Detected, detect
+from ..reasoning import follow_loop, not_followed
+from ..outcomes import TurnOutcome, route_text
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
 from ..states import Action, Decided
@@ -129,13 +129,13 @@ class Turn:
             parts.append(f"passed on to {self.host}")
         elif d is not None and (matched := [t for t in d.trace if t.matched]) \
                 and (said := route_text(None, records(matched))) != "no route":  # matched, skipped: never "no route"
-            parts.append(f"{said} → {'pass-through' if self.outcome == 'pass_through' else 'not sent'}")
-        elif self.outcome == "pass_through":
+            parts.append(f"{said} → {'pass-through' if self.outcome == TurnOutcome.PASS_THROUGH else 'not sent'}")
+        elif self.outcome == TurnOutcome.PASS_THROUGH:
             parts.append(f"pass-through ({d.reason if d else 'body not routable'})")
-        if self.outcome == "translated" and self.target_protocol:
+        if self.outcome == TurnOutcome.TRANSLATED and self.target_protocol:
             parts.append(f"{self.client_protocol}→{self.target_protocol}"
                          + (f" · count by {self.counter.name}" if self.counter is not None else ""))
-        elif self.outcome == "retargeted":
+        elif self.outcome == TurnOutcome.RETARGETED:
             parts.append(f"retarget {self.client_protocol}")
         elif self.outcome in ("refused", "error"):
             parts.append(f"{self.outcome}: {self.error or (d.reason if d else '')}")
@@ -405,13 +405,7 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     locally. ``request_id``: its id when known before (the planning's: budget holds name it)."""
     det, req = prep.det, prep.req
     decision = plan.decision if plan is not None else None
-    turn = Turn(
-        request_id=request_id or new_request_id(), started_at=now if now is not None else time.time(), detected=det,
-        host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
-        original_body=prep.body, who=prep.who,
-    )
-    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
-        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
+    turn = _new_turn(prep, now, request_id)
     if req is None or decision is None:
         turn.events.append(("routed", {"decision": "pass", "reason": prep.not_routable or "not routed"}))
         return _unmatched(rules, turn, prep.not_routable or "not routed")
@@ -421,33 +415,14 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
     turn.prompt = None if is_count(det) else req  # as sent, unless translated (_plan_translate)
     turn.decision = decision
     turn.facts = prep.facts
-    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
-        t = decision.trace[0]
-        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
-    for t in decision.trace:
-        if t.refused or t.unreachable:
-            ep = t.endpoint
-            if t.refused:
-                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
-                                                      "reason": t.refused}))
-            else:
-                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
-                                                             "url": ep.url if ep else None}))
+    _note_trace(turn, decision)
     if decision.action == Decided.PASS:
         turn.events.append(("routed", {"decision": "pass", "reason": decision.reason}))
         if decision.route is not None:  # a shadow-only route took it: passed through on purpose
             return turn
         return _unmatched(rules, turn, decision.reason)
     if decision.action == Decided.ERROR:
-        turn.endpoint = decision.endpoint
-        turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
-        if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
-            turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
-            turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
-            return turn
-        turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
-        turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
-        return turn
+        return _refuse_decided(turn, decision)
     ep = decision.endpoint
     assert ep is not None and decision.route is not None
     turn.endpoint, turn.target_protocol = ep, ep.protocol
@@ -473,6 +448,57 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.events.append(("request_invalid", {"path": path, "problem": what}))
         turn.local = turn.client_error(400, f"tokunseba: invalid request: {path}: {what}", "invalid_request_error")
         return turn
+    _plan_for_endpoint(turn, ep, plan, prep, env)
+    return turn
+
+
+def _new_turn(prep: Prepared, now: float | None, request_id: str | None) -> Turn:
+    """A new turn for a prepared request (its id, when known before), with the login it was sent with."""
+    det = prep.det
+    turn = Turn(
+        request_id=request_id or new_request_id(), started_at=now if now is not None else time.time(), detected=det,
+        host=prep.host, path=prep.path, client_protocol=det.protocol, requested_model=det.model, stream=False,
+        original_body=prep.body, who=prep.who,
+    )
+    if prep.login is not None:  # which login the client sent it with (explain; the rules' ``login``)
+        turn.events.append(("login", {"login": prep.login[0], "why": prep.login[1]}))
+    return turn
+
+
+def _note_trace(turn: Turn, decision: Decision) -> None:
+    """The decision's trace as the turn's events: a tool loop followed or not, routes refused,
+    endpoints unreachable."""
+    if decision.trace and decision.trace[0].loop is not None:  # tool_loops: follow (reasoning/loop_route.py)
+        t = decision.trace[0]
+        turn.events.append(("tool_loop", {"followed": t.matched, "route": t.route, "why": t.reasons[0]}))
+    for t in decision.trace:
+        if t.refused or t.unreachable:
+            ep = t.endpoint
+            if t.refused:
+                turn.events.append(("route_refused", {"rule": t.route, "target": ep.name if ep else None,
+                                                      "reason": t.refused}))
+            else:
+                turn.events.append(("endpoint_unreachable", {"rule": t.route, "endpoint": ep.name if ep else None,
+                                                             "url": ep.url if ep else None}))
+
+
+def _refuse_decided(turn: Turn, decision: Decision) -> Turn:
+    """A decision to answer with an error: unreachable (503) or refused (400)."""
+    turn.endpoint = decision.endpoint
+    turn.target_protocol = decision.endpoint.protocol if decision.endpoint else None
+    if decision.trace and decision.trace[-1].unreachable:  # on_unreachable: error
+        turn.action, turn.outcome, turn.error = Action.RESPOND, "error", decision.reason
+        turn.local = turn.client_error(503, f"tokunseba: {decision.reason}", "api_error")
+        return turn
+    turn.action, turn.outcome, turn.error = Action.RESPOND, "refused", decision.reason
+    turn.local = turn.client_error(400, f"tokunseba: {decision.reason}", "invalid_request_error")
+    return turn
+
+
+def _plan_for_endpoint(turn: Turn, ep: Endpoint, plan: Plan | None, prep: Prepared, env: Mapping[str, str]) -> None:
+    """The routed request planned for its endpoint: counted, retargeted or translated; a
+    translation that failed answers the client with its error."""
+    det = prep.det
     try:
         if is_count(det) and (ep.protocol != det.protocol or ep.counter_protocol != det.protocol):
             if ep.counter_protocol == det.protocol:  # the server also serves the client's counter
@@ -497,7 +523,6 @@ def build_turn(rules: Rules, prep: Prepared, plan: Plan | None, *, env: Mapping[
         turn.action, turn.outcome, turn.error = Action.RESPOND, "error", e.message
         turn.local = turn.client_error(e.status, e.message)
         turn.events.append(("translation_error", {"status": e.status, "message": e.message}))
-    return turn
 
 
 def _unmatched(rules: Rules, turn: Turn, reason: str) -> Turn:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocols
+from ..outcomes import TurnOutcome
 from ..budgets import Verdict
-from ..reasoning.store import Keeper
+from ..reasoning import Keeper
 from ..routing import Endpoint, EndpointHealth, QuotaBoard, Rules, Tried, account_of
 from ..states import Action, Decided
-from ..webview.view import MARKS
+from ..webview import MARKS
 from .budget_gate import apply_verdict, budget_facts, rerouted
 from .access import may_spend_keys, refuse_remote_client
 from .base_url import client_label
@@ -129,7 +130,7 @@ class Planning:
         proxyauth, allow_remote = access
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
-        if turn.outcome == "refused" and any(k == "unmatched_refused" for k, _ in turn.events):
+        if turn.outcome == TurnOutcome.REFUSED and any(k == "unmatched_refused" for k, _ in turn.events):
             say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         if verdict is not None:  # its caps: holds to settle, marks, or the client's own "stop now"

@@ -16,8 +16,8 @@ import logging
 from typing import Any
 
 from ..credentials import is_credential_header
-from ..webview.redact import redact_header_value, redact_values
-from ..webview.view import (
+from ..webview import redact_header_value, redact_values
+from ..webview import (
     RECORD_KEY,
     error_message,
     final_comment,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ledger import quota_rows as rows_of
-from ..protocols.limits import Reading, SkipNotes, read_windows
+from ..protocols import Reading, SkipNotes, read_windows
 from ..routing import Account, QuotaBoard, account_of
 from ..states import Action
 from .plan import Turn

@@ -12,9 +12,9 @@ from typing import Any
 
 from .. import jsonc, protocols, translate
 from ..errors import TranslationError
-from ..neutral.conversation import Capped
-from ..neutral.error import parse_error_body
-from ..neutral.tools import ClientTools
+from ..neutral import Capped
+from ..neutral import parse_error_body
+from ..neutral import ClientTools
 from ..states import Action, ReplyMode
 from .plan import LocalResponse, Turn
 

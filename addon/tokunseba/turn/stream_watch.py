@@ -29,9 +29,9 @@ import codecs
 from .. import jsonc, protocols
 from .encoding import Decoding, EncodingError
 from ..sse import SSEDecoder, SSEEvent, SSETooLarge
-from ..neutral.events import MessageStart, MessageStop, StreamError
-from ..neutral.report import ReplyReport
-from ..neutral.usage import Usage
+from ..neutral import MessageStart, MessageStop, StreamError
+from ..neutral import ReplyReport
+from ..neutral import Usage
 from ..translate import CODECS
 
 __all__ = ["StreamWatch", "whole_verdict", "error_event", "last_event_end"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import protocols
-from ..protocols.detect import guess, provider_hosts
+from ..protocols import guess, provider_hosts
 from .plan import Turn, apply_header_changes
 
 Target = tuple[Any, Any, Any, Any, Any, Any]  # scheme, host, port, path, authority, Host header

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsonc
-from ..reasoning.store import Keeper
+from ..reasoning import Keeper
 from ..routing import EndpointHealth, Rules
 from ..states import Action
 from .failover import Capacity

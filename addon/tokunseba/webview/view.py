@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from ..outcomes import TurnOutcome
 from .redact import credential_values, redact_headers, redact_url, redact_values
 
 # outcome -> mitmweb marker (emoji shortcode; mitmweb shows the emoji)
@@ -102,7 +103,7 @@ def final_comment(summary: str, *, outcome: str, status: int | None, error: str 
     if endpoint_url:
         parts.append("sent to " + redact_url(endpoint_url))
     if outcome in ("error", "cancelled") and f"{outcome}:" not in summary:  # the whole error, after the headline
-        if outcome == "cancelled":
+        if outcome == TurnOutcome.CANCELLED:
             what = "cancelled"
         elif status is not None and status < 400:  # the status line had left: the stream broke later
             what = "error mid-stream"

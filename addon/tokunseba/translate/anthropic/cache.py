@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...neutral.conversation import RequestTranslation
+from ...neutral import RequestTranslation
 
 MAX_BREAKPOINTS = 4  # Anthropic takes at most 4 cache_control blocks in a request
 EPHEMERAL = {"type": "ephemeral"}

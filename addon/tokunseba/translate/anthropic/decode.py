@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import jsonc
-from ...neutral.conversation import Conversation
-from ...neutral.effort import level_for_budget
-from ...neutral.output_format import JSON_SCHEMA, OutputFormat
+from ...neutral import Conversation
+from ...neutral import level_for_budget
+from ...neutral import JSON_SCHEMA, OutputFormat
 from ...protocols import anthropic as pa
 from .. import fieldtable as ft
 from .common import JOIN, MESSAGE_KEYS, TEXT_KEYS

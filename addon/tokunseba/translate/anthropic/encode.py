@@ -21,13 +21,13 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import Refused
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.effort import BUDGETS, budget_for
-from ...neutral.output_format import JSON_OBJECT, JSON_SCHEMA, TEXT, close_objects, keep_keywords
-from ...neutral.output_format import read as read_format
-from ...neutral.state import PROVIDER_STATE, state_for
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import BUDGETS, budget_for
+from ...neutral import JSON_OBJECT, JSON_SCHEMA, TEXT, close_objects, keep_keywords
+from ...neutral import read_format
+from ...neutral import PROVIDER_STATE, state_for
 from ...protocols import anthropic as pa
-from ...protocols.anthropic import TOOL_ID_RE
+from ...protocols import TOOL_ID_RE
 from .. import fieldtable as ft
 from .cache import CARRIED, CHAT_BREAKPOINT, EPHEMERAL, at_most_four_breakpoints
 from .common import JOIN, MESSAGE_KEYS, TEXT_KEYS

@@ -16,11 +16,11 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import Event
-from ...neutral.message import Block, Message
-from ...neutral.ids import odd_id
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import Usage
+from ...neutral import Event
+from ...neutral import Block, Message
+from ...neutral import odd_id
+from ...neutral import ReplyReport, note_once
+from ...neutral import Usage
 from ...protocols import anthropic as pa
 from ..codec import parse_reply
 from .stream import BLOCK_KINDS, mint_message_id, odd_stop

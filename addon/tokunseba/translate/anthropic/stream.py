@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, status_for_type
-from ...neutral.ids import odd_id
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import Usage
+from ...neutral import UpstreamError, status_for_type
+from ...neutral import odd_id
+from ...neutral import ReplyReport, note_once
+from ...neutral import Usage
 from ...protocols import anthropic as pa
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
-from ...neutral.events import (
+from ...neutral import (
     EARLY_END,
     KEEPALIVE,
     BlockDelta,

@@ -20,10 +20,10 @@ from urllib.parse import parse_qs, unquote
 
 from ... import jsonc
 from ...errors import InvalidRequest
-from ...neutral.conversation import Conversation
-from ...neutral.effort import LEVELS, level_for_budget
-from ...neutral.output_format import JSON_OBJECT, JSON_SCHEMA, OutputFormat, from_openapi
-from ...neutral.report import note_once
+from ...neutral import Conversation
+from ...neutral import LEVELS, level_for_budget
+from ...neutral import JSON_OBJECT, JSON_SCHEMA, OutputFormat, from_openapi
+from ...neutral import note_once
 from ...protocols import gemini as pg
 from .. import fieldtable as ft
 from .common import JOIN, arr, bad, obj

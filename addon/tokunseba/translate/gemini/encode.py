@@ -16,12 +16,12 @@ import re
 from typing import Any
 
 from ... import jsonc
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.effort import BUDGETS, budget_for
-from ...neutral.output_format import JSON_SCHEMA, TEXT, keep_keywords
-from ...neutral.output_format import read as read_format
-from ...neutral.report import note_once
-from ...neutral.state import state_for
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import BUDGETS, budget_for
+from ...neutral import JSON_SCHEMA, TEXT, keep_keywords
+from ...neutral import read_format
+from ...neutral import note_once
+from ...neutral import state_for
 from ...protocols import gemini as pg
 from .. import fieldtable as ft
 from .common import JOIN, arr, bad, obj, opt_str

@@ -16,11 +16,11 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.error import error_from_obj
-from ...neutral.events import BlockKind, Event, StreamError
-from ...neutral.message import Block, Message
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import Usage
+from ...neutral import error_from_obj
+from ...neutral import BlockKind, Event, StreamError
+from ...neutral import Block, Message
+from ...neutral import ReplyReport, note_once
+from ...neutral import Usage
 from ...protocols import gemini as pg
 from .ids import synth_call_id
 from .stream import (

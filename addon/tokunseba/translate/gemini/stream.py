@@ -25,8 +25,8 @@ from typing import Any
 from collections.abc import Callable
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
-from ...neutral.events import (
+from ...neutral import UpstreamError, error_from_obj, error_type_for_status
+from ...neutral import (
     BlockDelta,
     BlockSignature,
     BlockStart,
@@ -38,8 +38,8 @@ from ...neutral.events import (
     StreamError,
     UsageUpdate,
 )
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import Usage
+from ...neutral import ReplyReport, note_once
+from ...neutral import Usage
 from ...protocols import gemini as pg
 from ...sse import SSEEvent
 from .ids import synth_call_id

@@ -16,14 +16,14 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import NAMELESS_CALL, Event
-from ...neutral.message import Block, Message
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.tools import freeform_arguments
-from ...neutral.usage import Usage
+from ...neutral import NAMELESS_CALL, Event
+from ...neutral import Block, Message
+from ...neutral import ReplyReport, note_once
+from ...neutral import freeform_arguments
+from ...neutral import Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
-from ...neutral.ids import odd_id, synth_tool_id
+from ...neutral import odd_id, synth_tool_id
 from .stream import REASONING_KEYS, stop_from_finish
 
 # what becomes of each key of choices[0].message: "read" keys are decoded below; any other

@@ -16,10 +16,10 @@ from typing import Any
 from collections.abc import Callable
 
 from ...errors import Refused
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.output_format import JSON_SCHEMA, PLUMBING_NAME
-from ...neutral.state import PROVIDER_STATE, ProviderState
-from ...neutral.tools import ClientTool, freeform_input, freeform_tools
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import JSON_SCHEMA, PLUMBING_NAME
+from ...neutral import PROVIDER_STATE, ProviderState
+from ...neutral import ClientTool, freeform_input, freeform_tools
 from .. import fieldtable as ft
 
 SYSTEM_ROLES = ("system", "developer")

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_from_obj, error_type_for_status
-from ...protocols.failures import is_context_window
-from ...neutral.ids import odd_id, synth_tool_id
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.tools import FREEFORM_PARAM
-from ...neutral.usage import Usage
+from ...neutral import UpstreamError, error_from_obj, error_type_for_status
+from ...protocols import is_context_window
+from ...neutral import odd_id, synth_tool_id
+from ...neutral import ReplyReport, note_once
+from ...neutral import FREEFORM_PARAM
+from ...neutral import Usage
 from ...protocols import openai_chat as po
 from ...sse import KEEPALIVE_COMMENT, SSEEvent, encode_event
-from ...neutral.events import (
+from ...neutral import (
     EARLY_END,
     NAMELESS_CALL,
     BlockDelta,

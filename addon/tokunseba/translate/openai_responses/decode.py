@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidRequest, TranslationError
-from ...neutral.conversation import Conversation
-from ...neutral.output_format import read as read_format
-from ...neutral.tools import freeform_arguments
-from ...protocols.openai_responses import flat_tool_name
+from ...neutral import Conversation
+from ...neutral import read_format
+from ...neutral import freeform_arguments
+from ...protocols import flat_tool_name
 from .. import fieldtable as ft
 from .common import JOIN, TEXT_KEYS, refused
 from .tool_declarations import decode_tools, tool_list

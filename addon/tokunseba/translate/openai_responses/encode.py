@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...neutral.conversation import Capped, Conversation, RequestTranslation
-from ...neutral.output_format import JSON_SCHEMA, PLUMBING_NAME
-from ...neutral.output_format import read as read_format
-from ...neutral.state import PROVIDER_STATE, state_for
+from ...neutral import Capped, Conversation, RequestTranslation
+from ...neutral import JSON_SCHEMA, PLUMBING_NAME
+from ...neutral import read_format
+from ...neutral import PROVIDER_STATE, state_for
 from .. import fieldtable as ft
 from .common import JOIN, TEXT_KEYS
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from ... import jsonc
 from ...errors import UntranslatableReply
-from ...neutral.events import Event
-from ...neutral.ids import odd_id, safe
-from ...neutral.message import Block, Message
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.usage import Usage
+from ...neutral import Event
+from ...neutral import odd_id, safe
+from ...neutral import Block, Message
+from ...neutral import ReplyReport, note_once
+from ...neutral import Usage
 from ...protocols import openai_chat as po
 from ..codec import parse_reply
 from .stream import (

@@ -50,17 +50,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import jsonc
-from ...neutral.error import UpstreamError, error_type_for_status
-from ...protocols.failures import is_context_window
-from ...neutral.ids import odd_id, safe
-from ...neutral.report import ReplyReport, note_once
-from ...neutral.tools import ClientTool, FreeformInputStream, freeform_input
-from ...neutral.usage import Usage
+from ...neutral import UpstreamError, error_type_for_status
+from ...protocols import is_context_window
+from ...neutral import odd_id, safe
+from ...neutral import ReplyReport, note_once
+from ...neutral import ClientTool, FreeformInputStream, freeform_input
+from ...neutral import Usage
 from ...protocols import openai_chat as po
 from ...protocols import openai_responses as pr
 from ...sse import KEEPALIVE_COMMENT, SSEEvent
 from ...sse import encode_event
-from ...neutral.events import (
+from ...neutral import (
     EARLY_END,
     BlockDelta,
     BlockKind,

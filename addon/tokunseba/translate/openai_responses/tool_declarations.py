@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...neutral.conversation import Conversation
-from ...neutral.tools import ClientTool, freeform_parameters
-from ...protocols.openai_responses import DEFAULT_NAMESPACE, flat_tool_name
+from ...neutral import Conversation
+from ...neutral import ClientTool, freeform_parameters
+from ...protocols import DEFAULT_NAMESPACE, flat_tool_name
 from .. import fieldtable as ft
 from .common import refused
 
