@@ -29,7 +29,7 @@ from ..budgets import BudgetStore, Caps, LedgerAway, Spent, Verdict, pricing_cos
 from ..pricing import Price
 from ..credentials import split_url_password
 from ..ledger import default_instance, default_ledger_target
-from ..routing import BUILTIN_ENDPOINTS, OnLimit, Rules
+from ..routing import BUILTIN_ENDPOINTS, OnLedgerUnavailable, OnLimit, Rules
 from ..states import Action
 from ..turn import Turn
 from ..turn import Planning
@@ -55,7 +55,7 @@ def open_caps(rules: Rules, *, ledger: str | None, instance: str, owner: str, le
     names = ", ".join(b.name + (" (shared)" if b.shared else "") for b in settings.budgets)
     log.warning(f"tokunseba: budgets: {len(settings.budgets)} cap{'s' * (len(settings.budgets) != 1)} ({names}), "
                 f"counted in {where}; when it cannot be reached, turns under a cap are "
-                f"{'refused' if settings.on_ledger_unavailable == 'refuse' else 'served without a hold'} "
+                f"{'refused' if settings.on_ledger_unavailable == OnLedgerUnavailable.REFUSE else 'served without a hold'} "
                 f"(on_ledger_unavailable: {settings.on_ledger_unavailable})")
     try:
         if swept := store.sweep(time.time()):

@@ -9,6 +9,7 @@ Contract: pure: Rules in, lines out.
 
 from __future__ import annotations
 
+from .budgets import OnLedgerUnavailable
 from .rules import OnFailure, OnRefused, Rules, ToolLoops, Unmatched
 from ..protocols import NAMES as PROTOCOLS  # a live view of the registry
 from ..protocols import VISIBILITY
@@ -124,7 +125,7 @@ def budget_lines(rules: Rules) -> list[str]:
     if not caps.budgets:
         return []
     out = [f"budgets: {_n(len(caps.budgets), 'cap')}; when the ledger cannot be reached, turns under a cap are "
-           + ("refused" if caps.on_ledger_unavailable == "refuse" else "served without a hold")
+           + ("refused" if caps.on_ledger_unavailable == OnLedgerUnavailable.REFUSE else "served without a hold")
            + f" (on_ledger_unavailable: {caps.on_ledger_unavailable})"]
     for b in caps.budgets:
         soft = f", warns at {b.warn_at:.0%}" if b.warn_at is not None else ""
