@@ -5,8 +5,10 @@ and the connection's transcript (a routed turn between two provider turns)."""
 from __future__ import annotations
 
 import json
+import time
 
 from tokunseba.turn.plan import is_responses_websocket
+from tokunseba.turn.ws_plan import plan_message
 from tokunseba.turn.ws_transcript import Reply, Transcript, https_body
 from tokunseba.turn.ws_wire import OTHER, TURN, WARMUP, ServerEvents, SseMessages, as_sse, read_client_message
 from tokunseba.turn.stream_watch import StreamWatch
@@ -293,3 +295,47 @@ def test_a_chatgpt_login_session_over_websocket_is_seen_too():
                                rules=load_rules_text("routes: []\n"), health=EndpointHealth(), capacity=Capacity(),
                                provider_hosts={}, keeper=None)
     assert planning is not None and planning.prep.det.protocol == "openai-responses"
+
+
+class _Fields(list):
+    """A message's upgrade headers as the WebSocket part hands them (mitmproxy's Headers: items and fields)."""
+
+    def items(self, multi: bool = False):
+        return list(self)
+
+    @property
+    def fields(self):
+        return tuple((k.encode(), v.encode()) for k, v in self)
+
+
+def test_a_websocket_turn_reads_its_accounts_subscription_windows_as_an_https_turn_does():
+    """The quota predicate (issue 42) on a Codex turn sent as a WebSocket message: the ChatGPT
+    account's primary window read 85% used in a reply, so the turn goes to the rule's endpoint;
+    another account's turn stays with its provider."""
+    from tokunseba.protocols.limits import read_windows
+    from tokunseba.routing import EndpointHealth, load_rules_text
+    from tokunseba.routing.quota import QuotaBoard, account_of
+    from tokunseba.turn.failover import Capacity
+
+    rules = load_rules_text("endpoints:\n  spare: {protocol: openai-responses, url: 'http://127.0.0.1:9/v1'}\n"
+                            "routes:\n  - {name: near-limit, when: {client: openai-responses, quota: {above: 0.8}},"
+                            " to: spare}\n", "r.yaml")
+    now = time.time()
+    board = QuotaBoard()
+    mine = _Fields([("authorization", "Bearer tok-mine"), ("chatgpt-account-id", "acct-mine")])
+    theirs = _Fields([("authorization", "Bearer tok-theirs"), ("chatgpt-account-id", "acct-theirs")])
+    board.seen(account_of("chatgpt.com", mine), read_windows({
+        "x-codex-primary-used-percent": "85", "x-codex-primary-window-minutes": "300",
+        "x-codex-primary-reset-at": str(int(now) + 3600)}, now), now)
+    doc = {"type": "response.create", "model": "gpt-5.5", "input": [{"role": "user", "content": "hi"}]}
+
+    def planned(headers):
+        planning, _ = plan_message(doc, Transcript(), host="chatgpt.com", port=443, path="/backend-api/codex/responses",
+                                   headers=headers, rules=rules, health=EndpointHealth(), capacity=Capacity(),
+                                   provider_hosts={}, keeper=None, quota=board)
+        assert planning is not None
+        ep, _slot = planning.next()
+        return ep
+
+    assert planned(mine) is not None and planned(mine).name == "spare"
+    assert planned(theirs) is None  # its own account's windows: none seen, the predicate does not hold
