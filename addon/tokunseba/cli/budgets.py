@@ -35,7 +35,7 @@ def _amount(b: Any, n: int, *, exact: bool) -> Any:
 
 
 def cmd_budgets(args: argparse.Namespace) -> int:
-    from ..budgets import BudgetStore, LedgerAway, reset_text
+    from ..budgets import BudgetStore, LedgerAway
     from ..ledger import default_ledger_target
     from ..routing import RulesError, budget_scope_text, load_rules
 
@@ -57,8 +57,32 @@ def cmd_budgets(args: argparse.Namespace) -> int:
             return error(str(away), 1)
         finally:
             store.close()
-    out = []
-    for b in rules.budgets.budgets:
+    out = budget_rows(rules.budgets.budgets, rows, now)
+    if args.json:
+        print_json({"rules": path, "ledger": str(target), "budgets": out})
+        return 0
+    if not out:
+        print(f"no budgets in {path} (budgets: in the rules file; see docs/guide/budgets.md)")
+        return 0
+    head = ["BUDGET", "FOR", "SPENT", "HELD", "LIMIT", "USED", "WINDOW", "RESETS", "ON LIMIT", "SCOPE"]
+    body = []
+    for row in out:
+        b = next(x for x in rules.budgets.budgets if x.name == row["name"])
+        spent, held = row.get("spent_micros", row["spent"]), row.get("held_micros", row["held"])
+        body.append([row["name"], row["counted_for"], _amount(b, spent, exact=False), _amount(b, held, exact=False),
+                     _amount(b, b.limit, exact=False), f"{row['used']:.0%}" if row["used"] is not None else "-",
+                     row["window"], row["resets"], row["on_limit"], budget_scope_text(b.scope)])
+    print(table(head, [[str(c) for c in r] for r in body], right={2, 3, 4, 5}))
+    return 0
+
+
+def budget_rows(budgets: list, rows: list, now: float) -> list[dict[str, Any]]:
+    """One row per budget and scope key (its newest window; a budget with none yet: its window
+    as it would open now), as `budgets --json` prints them."""
+    from ..budgets import reset_text
+
+    out: list[dict[str, Any]] = []
+    for b in budgets:
         mine = [w for w in rows if w.budget == b.name]
         latest: dict[str, Any] = {}
         for w in mine:  # newest window per scope key
@@ -81,19 +105,4 @@ def cmd_budgets(args: argparse.Namespace) -> int:
                 "window": b.window.text(), "window_start": start, "window_end": end,
                 "resets": reset_text(end, now, tz) if end is not None else "a window opens at the first turn",
                 "on_limit": str(b.on_limit), "warn_at": b.warn_at, "line": b.line})
-    if args.json:
-        print_json({"rules": path, "ledger": str(target), "budgets": out})
-        return 0
-    if not out:
-        print(f"no budgets in {path} (budgets: in the rules file; see docs/guide/budgets.md)")
-        return 0
-    head = ["BUDGET", "FOR", "SPENT", "HELD", "LIMIT", "USED", "WINDOW", "RESETS", "ON LIMIT", "SCOPE"]
-    body = []
-    for row in out:
-        b = next(x for x in rules.budgets.budgets if x.name == row["name"])
-        spent, held = row.get("spent_micros", row["spent"]), row.get("held_micros", row["held"])
-        body.append([row["name"], row["counted_for"], _amount(b, spent, exact=False), _amount(b, held, exact=False),
-                     _amount(b, b.limit, exact=False), f"{row['used']:.0%}" if row["used"] is not None else "-",
-                     row["window"], row["resets"], row["on_limit"], budget_scope_text(b.scope)])
-    print(table(head, [[str(c) for c in r] for r in body], right={2, 3, 4, 5}))
-    return 0
+    return out

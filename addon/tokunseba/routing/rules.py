@@ -218,14 +218,8 @@ def decide(
             return Decision(Decided.PASS, route, None, None, trace, f"{route.name}: shadow only, passed through")
         call = earned(route.name, route.earn, facts) if route.earn is not None and earned is not None else None
         if call is not None and call.to_candidate:
-            cand = rules.endpoints[call.candidate]
-            ok = True if reachable is None else reachable(cand)
-            why = refusal(route, cand) or (None if ok is True or ok is None else "unreachable" if ok is False else str(ok))
-            if why is None:
-                entry.endpoint = cand
-                return Decision(Decided.ROUTE, route, cand, cand.model, trace,
-                                f"{route.name} → {cand.name} ({call.text})", call)
-            call.text += f"; the candidate {cand.name} cannot take this turn ({why}): the route's own target does"
+            if (to_candidate := _earned_candidate(rules, route, call, entry, trace, refusal, reachable)) is not None:
+                return to_candidate
         ep = entry.endpoint = rules.endpoints[route.to]
         if why := refusal(route, ep):
             entry.refused = why
@@ -247,3 +241,18 @@ def decide(
         return Decision(Decided.ROUTE, route, ep, route.model or ep.model, trace, f"{route.name} → {ep.name}", call)
     reason = "no usable route: " + "; ".join(skipped) if skipped else "no route matched"
     return Decision(Decided.PASS, None, None, None, trace, reason)
+
+
+def _earned_candidate(rules: Rules, route: Route, call: EarnCall, entry: Tried, trace: list[Tried],
+                      refusal: Callable[[Route, Endpoint], str | None],
+                      reachable: Callable[[Endpoint], bool | str | None] | None) -> Decision | None:
+    """An earned stratum's turn to the route's candidate, when the candidate may take it; else
+    None (the call says why, and the route's own target takes the turn)."""
+    cand = rules.endpoints[call.candidate]
+    ok = True if reachable is None else reachable(cand)
+    why = refusal(route, cand) or (None if ok is True or ok is None else "unreachable" if ok is False else str(ok))
+    if why is None:
+        entry.endpoint = cand
+        return Decision(Decided.ROUTE, route, cand, cand.model, trace, f"{route.name} → {cand.name} ({call.text})", call)
+    call.text += f"; the candidate {cand.name} cannot take this turn ({why}): the route's own target does"
+    return None
