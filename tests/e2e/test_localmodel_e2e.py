@@ -211,7 +211,8 @@ def test_llama_cpp_server_stream_has_no_usage_and_ledger_says_null(sdk, local_pr
     assert delta["usage"] == {}  # nothing reported: absent, never zero
     row = ledger_turn(local_proxy, rid)
     assert row["usage_reported"] is None and row["usage_input"] is None and row["usage_output"] is None
-    assert row["status"] == 200 and row["outcome"] == "translated"
+    # the endpoint's max_tokens (48) is below the client's 50: a reply that runs to it is `capped`
+    assert row["status"] == 200 and row["outcome"] in ("translated", "capped")
 
 
 def test_claude_code_turn_served_by_the_local_model(local_proxy, tmp_path):
@@ -221,7 +222,7 @@ def test_claude_code_turn_served_by_the_local_model(local_proxy, tmp_path):
     ledger_settled(local_proxy.ledger)
     log = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(local_proxy.ledger), "--json",
                                      "--limit", "1"], capture_output=True, text=True).stdout)
-    assert log[0]["endpoint"] == "llama-cc" and log[0]["outcome"] == "translated" and log[0]["status"] == 200
+    assert log[0]["endpoint"] == "llama-cc" and log[0]["outcome"] in ("translated", "capped") and log[0]["status"] == 200
 
 
 def test_easy_turns_example_main_turn_passes_haiku_title_goes_local(servers, tmp_path):
@@ -259,7 +260,9 @@ def test_easy_turns_example_main_turn_passes_haiku_title_goes_local(servers, tmp
     by_id = {t["request_id"]: t for t in log}
     t_main, t_title = by_id[r1.headers["x-tokunseba-request-id"]], by_id[r2.headers["x-tokunseba-request-id"]]
     assert t_main["outcome"] == "pass_through" and t_main["rule"] is None
-    assert t_title["outcome"] == "translated" and t_title["rule"] == "claude-background" and t_title["endpoint"] == "local"
+    # a title asks for JSON: one the base model runs on ends on the endpoint's cap (`capped`)
+    assert t_title["outcome"] in ("translated", "capped") and t_title["rule"] == "claude-background"
+    assert t_title["endpoint"] == "local"
     text_log = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(m.ledger)], capture_output=True, text=True)
     assert "claude-background → local" in text_log.stdout
 
@@ -284,7 +287,8 @@ def test_models_probe_confirms_both_real_servers_answer(servers, tmp_path):
     text = subprocess.run([*probe, "--endpoint", "llama", "--endpoint", "gone"], capture_output=True, text=True,
                           timeout=60)
     assert text.returncode == 1  # one probed endpoint gave no models list
-    rows = {line.split()[0]: line for line in text.stdout[text.stdout.index("ENDPOINT  PROBED"):].splitlines()[1:]}
+    probed = text.stdout[text.stdout.index("ENDPOINT  PROBED"):].split("\n\n")[0]  # the fitness table follows
+    rows = {line.split()[0]: line for line in probed.splitlines()[1:] if line.strip()}
     assert "reachable, " in rows["llama"] and "gemma-3-270m" in rows["llama"]
     assert "unreachable: connection refused" in rows["gone"]
 
