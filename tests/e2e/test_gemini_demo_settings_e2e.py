@@ -30,11 +30,26 @@ ANSWER = "Bonjour !"
 ROUTED = {"reasoning": "A greeting: simple.", "model_choice": "flash"}
 
 
+def _routed(body: dict) -> dict:
+    """The router's answer in the shape its own schema asks (Gemini CLI's router strategies differ
+    by version: a model choice, or a complexity score): every property, an enum's first value."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    out = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if prop.get("enum"):
+            out[name] = prop["enum"][0]
+        elif prop.get("type") in ("integer", "number"):
+            out[name] = 5
+        else:
+            out[name] = ROUTED.get(name, "A greeting: simple.")
+    return out or ROUTED
+
+
 def _reply(rec: Recorded) -> Reply:
     """The router call (a JSON schema asked) gets its JSON, the main turn a short text; streamed
     or whole as asked."""
     body = rec.json()
-    text = json.dumps(ROUTED) if body.get("response_format") else ANSWER
+    text = json.dumps(_routed(body)) if body.get("response_format") else ANSWER
     usage = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
     if not body.get("stream"):
         return Reply.json({"id": "chatcmpl-gdemo", "object": "chat.completion", "created": 1767225600,
