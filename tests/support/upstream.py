@@ -174,10 +174,14 @@ class Upstream:
         self.server.server_close()
 
 
+_HELD: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    """A loopback port with nothing listening."""
+    """A loopback port with nothing listening, and that nothing else can take: the socket stays
+    bound (never listening, so a connect is refused) for the life of the test process. A port
+    merely closed again could be handed to the next listener or outgoing connection."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    _HELD.append(s)
+    return s.getsockname()[1]
