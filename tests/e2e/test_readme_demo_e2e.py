@@ -6,9 +6,11 @@ five times: each run exits 0 and prints a reply; each sends its session-title tu
 its main turn, both to the local model (the title may be cancelled when the main turn's
 answer ends the run first); no reply ends on the endpoint's cap, so no continuation turn is
 ever sent. The same for the README's Codex block (rules/examples/codex-local.yaml, the server
-started with --ctx 16384): five `codex exec` runs with its default model, each exit 0 and every
-turn local. Skipped when the local model or a client (or tmux) is not installed (fails under
-CI=true).
+started with --ctx 16384, its settings in a Codex home of its own): five `codex exec` runs with its
+default model, each exit 0 with a reply printed and every turn local. Skipped when the local
+model or a client (or tmux) is not installed (fails under CI=true). TOKUNSEBA_DEMO_RUNS sets
+another number of runs (scripts/demo_under_load.py: the demos under a CPU hog); every run is
+tried and counted, `README <demo> demo: k/N runs passed`.
 
 The README's Gemini CLI block too (rules/examples/gemini-cli-local.yaml and its settings file,
 the server started with --ctx 16384), in the project folder: five `gemini -p` runs, each exit 0
@@ -44,7 +46,34 @@ pytestmark = [pytest.mark.e2e, pytest.mark.localmodel, pytest.mark.claudecode]
 README = ROOT / "README.md"
 # the demo pages: the README's one demo (Claude Code -p), then the local-model guide's other blocks
 PAGES = (README, ROOT / "docs/guide/local-model.md")
-RUNS = 5  # the issue's bar: five times out of five
+# the issue's bar: five times out of five; scripts/demo_under_load.py sets more (with a CPU hog beside)
+RUNS = int(os.environ.get("TOKUNSEBA_DEMO_RUNS") or 5)
+
+
+class Tally:
+    """Each run of a demo, passed or why not: every run is tried (a failed one does not stop the
+    rest), then ``check`` prints `README <what> demo: k/N runs passed` (scripts/demo_under_load.py
+    reads that line) and fails with each failed run's reason."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.took: list[float] = []
+        self.failed: list[tuple[int, object]] = []
+
+    def run(self, i: int, step) -> None:
+        """``step(i)``: its AssertionError, or a command's timeout, marks run ``i`` failed."""
+        t0 = time.monotonic()
+        try:
+            step(i)
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            self.failed.append((i, e.args[0] if isinstance(e, AssertionError) and e.args else repr(e)))
+        self.took.append(time.monotonic() - t0)
+
+    def check(self) -> None:
+        n = len(self.took)
+        print(f"\nREADME {self.what} demo: {n - len(self.failed)}/{n} runs passed; "
+              + " / ".join(f"{t:.1f}" for t in self.took) + " s")
+        assert not self.failed, self.failed
 
 
 def pages_text() -> str:
@@ -103,7 +132,7 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_no_main_turn_cut_by_th
     need_npm_tool("claude", "Claude Code")
     state = tmp_path / "localmodel"
     url = _start("llama-server", state)
-    took: list[float] = []
+    tally = Tally("Claude Code -p")
     try:
         run = Run(tmp_path, "--rules", str(example_rules(tmp_path, "easy-turns-local.yaml", url)))
         try:
@@ -115,19 +144,21 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_no_main_turn_cut_by_th
             # new user's run sends (and which must go local too)
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th"),
                    "DISABLE_AUTOUPDATER": "1"}
-            for i in range(RUNS):
-                t0 = time.monotonic()
+
+            def once(i: int) -> None:
                 p = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                    capture_output=True, text=True, timeout=150)
-                took.append(time.monotonic() - t0)
                 assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
                 assert p.stdout.strip(), f"run {i}: Claude Code printed no reply"
+
+            for i in range(RUNS):
+                tally.run(i, once)
             ledger_settled(run.ledger)
         finally:
             out = run.stop()
     finally:
         _stop("llama-server", state)
-    print(f"README demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    tally.check()
     turns = json.loads(subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", str(run.ledger), "--json",
                                        "--limit", "100"], capture_output=True, text=True, timeout=60).stdout)
     main = [t for t in turns if t["requested_model"] == "claude-opus-4-8"]
@@ -185,7 +216,7 @@ def _demo_five_times(tmp_path: Path, example: str, command: str, cwd: Path, what
     from .test_localmodel_e2e import SCRIPT
 
     url, lenv = _start_with_room(tmp_path / "localmodel")
-    took: list[float] = []
+    tally = Tally(what)
     try:
         run = Run(tmp_path, "--rules", str(example_rules(tmp_path, example, url)))
         try:
@@ -194,31 +225,32 @@ def _demo_five_times(tmp_path: Path, example: str, command: str, cwd: Path, what
             script = _script(command, run, home)
             # no key in the environment: the README's own line sets one
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "TOKUNSEBA_HOME": str(tmp_path / "th")}
-            for i in range(RUNS):
-                t0 = time.monotonic()
+
+            def once(i: int) -> None:
                 p = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                    capture_output=True, text=True, timeout=240)
-                took.append(time.monotonic() - t0)
                 assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
                 assert p.stdout.strip() or not prints, (f"run {i}: {what} printed no reply", p.stderr[-2000:],
                                                         "".join(run.lines)[-3000:])
+
+            for i in range(RUNS):
+                tally.run(i, once)
             ledger_settled(run.ledger)
         finally:
             out = run.stop()
     finally:
         subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=lenv, timeout=60)
-    print(f"README {what} demo, {RUNS} runs: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    tally.check()
     return run, _turns_now(run.ledger), out
 
 
 def test_readme_codex_demo_five_times_in_a_row_every_turn_local(tmp_path):
+    """The README's Codex block as written, in the project folder (it copies
+    rules/examples/codex-local.config.toml and its instructions into a Codex home of its own):
+    each run exits 0 and prints the local model's reply (with Codex's own instructions the base
+    model's reply was often empty: docs/guide/local-model.md says why); every turn local."""
     need_npm_tool("codex", "Codex")
-    work = tmp_path / "work"
-    work.mkdir()  # not a git repository: the README's --skip-git-repo-check
-    # not `prints`: the base model's reply to Codex's turn is often empty (its first words are the stop
-    # string <|im_end|>: 6 tokens), which Codex prints as nothing with rc 0 (docs/guide/local-model.md,
-    # "When Codex prints nothing"): the demo's promise is the exit status and every turn local, checked below
-    run, turns, out = _demo_five_times(tmp_path, "codex-local.yaml", "codex exec", work, "Codex", prints=False)
+    run, turns, out = _demo_five_times(tmp_path, "codex-local.yaml", "codex exec", ROOT, "Codex")
     model_turns = [t for t in turns if t["client_protocol"] == "openai-responses"]
     assert len(model_turns) >= RUNS, turns
     assert all(t["endpoint"] == "local" and t["rule"] == "codex-questions-local" and t["outcome"] == "translated"
@@ -243,7 +275,7 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
     need_tmux()
     state = tmp_path / "localmodel"
     url = _start("llama-server", state)
-    took: list[float] = []
+    tally = Tally("interactive Claude Code")
     sessions: list[list[dict]] = []
     try:
         run = Run(tmp_path, "--rules", str(example_rules(tmp_path, "easy-turns-local.yaml", url)))
@@ -253,13 +285,13 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
             setup = [ln for ln in _script("claude -p", run, home).splitlines() if not ln.startswith("claude -p")]
             env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TERM": "xterm-256color",
                    "TOKUNSEBA_HOME": str(tmp_path / "th"), "DISABLE_AUTOUPDATER": "1"}
-            for i in range(RUNS):
+
+            def once(i: int) -> None:
                 rc_file, sock = tmp_path / f"rc{i}", str(tmp_path / f"tmux{i}.sock")
                 session = tmp_path / f"session{i}.sh"
                 session.write_text("\n".join([*setup, readme_block("cat > ~/.claude.json"), "set +e", "claude",
                                               f'echo $? > "{rc_file}"']) + "\n")
                 before = {t["request_id"] for t in _turns_now(run.ledger)}
-                t0 = time.monotonic()
                 tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(ROOT), "bash", str(session),
                      sock=sock, env=env)
                 try:
@@ -284,19 +316,21 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
                     deadline = time.monotonic() + 30
                     while not rc_file.exists() and time.monotonic() < deadline:
                         time.sleep(0.5)
-                    took.append(time.monotonic() - t0)
                     last = screen(sock)
                 finally:
                     tmux("kill-server", sock=sock)
                 assert "API Error: 502 tokunseba: cannot reach api.anthropic.com" in shown, (i, shown)
                 assert rc_file.exists() and rc_file.read_text().strip() == "0", (i, last, shown)
                 sessions.append(new)
+
+            for i in range(RUNS):
+                tally.run(i, once)
             ledger_settled(run.ledger)
         finally:
             out = run.stop()
     finally:
         _stop("llama-server", state)
-    print(f"README interactive Claude Code, {RUNS} sessions: " + " / ".join(f"{t:.1f}" for t in took) + " s")
+    tally.check()
     reasons = _stop_reasons(run.ledger)
     for i, new in enumerate(sessions):
         titles = [t for t in new if "haiku" in (t["requested_model"] or "")]
