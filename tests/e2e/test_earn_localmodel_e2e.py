@@ -42,11 +42,11 @@ PROMPT = "Fix the login button on mobile."
 ROUTES = """
 routes:
   - name: claude-titles
-    when: {{client: anthropic, model: "*haiku*", tools: false, thinking: false}}
+    when: {client: anthropic, model: "*haiku*", tools: false, thinking: false}
     to: prim
-    earn: {{to: local, bar: %s, min_turns: %s, canary: 0}}
+    earn: {to: local, bar: %s, min_turns: %s, canary: 0}
   - name: claude-main
-    when: {{client: anthropic}}
+    when: {client: anthropic}
     to: prim
 """ % (BAR, MIN_TURNS)
 
@@ -97,7 +97,7 @@ class Primary:
 
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json()
-        if "output_config" in body:  # the session-title turn (its JSON schema)
+        if (body.get("output_config") or {}).get("format"):  # the session-title turn (its JSON schema)
             return _sse(TITLE, body["model"])
         deadline = time.monotonic() + 300
         while _titles_ended(self.ledger) < self.titles and time.monotonic() < deadline:
