@@ -157,16 +157,8 @@ class Record(Part):
         if status is not None and status < 400 and turn.endpoint is not None and core.capacity.failures:
             core.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
         now = time.time()
-        details, failed = dict(out.details), out.failed
-        if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
-            failed = True
-            turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
-            details["problem"] = out.problem
-        if turn.error is None and status is not None and status >= 400 and flow.response is not None \
-                and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
-            # an error reply (the upstream's, translated or not): its message is the turn's error, as
-            # `stats` counts it an error (ledger._kind)
-            turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
+        details = dict(out.details)
+        failed = judged_failed(flow, turn, out, details)
         fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
@@ -189,25 +181,48 @@ class Record(Part):
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 
         def told() -> None:  # the console, the spans and the ledger: after the client has its last bytes
-            cost = priced(turn, usage, core.prices) if core.spans is not None or log.isEnabledFor(logging.INFO) else None
-            console(flow, turn, outcome, status, usage, now, state.chain, cost)
-            if turn.translation is not None and (said := cap_line(
-                    request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
-                    capped=turn.translation.capped, details=details)):
-                log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
-            if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
-                chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
-                core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
-                                     response_model=out.model, cost=cost,
-                                     attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
-                                     traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
-                                     response_body=client_body(flow, out) if core.spans.bodies else None)
-            if record is not None:
-                record()
+            self._told(flow, state, out, outcome, details, now, record)
         if defer:
             after_sent(flow, told)
         else:
             told()
+
+    def _told(self, flow: http.HTTPFlow, state: FlowState, out: Outcome, outcome: str, details: dict, now: float,
+              record: Callable[[], None] | None) -> None:
+        """What is said of a turn once its client has the reply: the console line (and the
+        endpoint cap's line), the span, and the ledger's record."""
+        core, turn, status, usage = self.core, state.turn, out.status, out.usage
+        cost = priced(turn, usage, core.prices) if core.spans is not None or log.isEnabledFor(logging.INFO) else None
+        console(flow, turn, outcome, status, usage, now, state.chain, cost)
+        if turn.translation is not None and (said := cap_line(
+                request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
+                capped=turn.translation.capped, details=details)):
+            log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
+        if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
+            chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
+            core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                 response_model=out.model, cost=cost,
+                                 attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
+                                 traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
+                                 response_body=client_body(flow, out) if core.spans.bodies else None)
+        if record is not None:
+            record()
+
+
+def judged_failed(flow: http.HTTPFlow, turn: Turn, out: Outcome, details: dict) -> bool:
+    """Whether the turn ended in error: as the reply's watch judged it, or a problem the relay
+    saw (a reset; noted in ``details``, the turn's error when it had none). An error reply's
+    message becomes the turn's error, as `stats` counts it an error (ledger._kind)."""
+    failed, status = out.failed, out.status
+    if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
+        failed = True
+        turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
+        details["problem"] = out.problem
+    if turn.error is None and status is not None and status >= 400 and flow.response is not None \
+            and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
+        # an error reply (the upstream's, translated or not)
+        turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
+    return failed
 
 
 def priced(turn: Turn, usage, prices: list) -> Cost | None:
