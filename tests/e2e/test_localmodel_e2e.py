@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -20,7 +19,7 @@ from tokunseba.neutral.usage import Usage
 
 from .conftest import BIN, CACHE, ROOT, Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
-from tests.support.upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 
@@ -39,14 +38,6 @@ def _installed(kind: str) -> bool:
     return any((CACHE / "venv-localmodel" / "lib").glob("python*/site-packages/llama_cpp/server"))
 
 
-def _free_port() -> int:
-    """A loopback port free now (bound, then let go: the server about to start takes it). Not
-    ``closed_port``: that one stays bound for the test's life, so a server could not listen there."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(kind: str, state: Path) -> str:
     if not _installed(kind):
         if os.environ.get("CI"):
@@ -54,7 +45,7 @@ def _start(kind: str, state: Path) -> str:
                         "(scripts/localmodel.sh install --with-python-server)")
         pytest.skip(f"{kind} not installed (scripts/localmodel.sh install --with-python-server)")
     env = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
-    port = _free_port()  # passed as the README does (`start --port P`)
+    port = free_port()  # a free port, passed as the README does (`start --port P`)
     p = subprocess.run([str(SCRIPT), "start", "--server", kind, "--port", str(port)], capture_output=True, text=True,
                        env=env, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
