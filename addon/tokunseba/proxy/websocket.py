@@ -71,15 +71,48 @@ NOT_OVER_HTTPS = {"host", "connection", "upgrade", "content-length", "transfer-e
 WS_ERROR_HEADERS = {"retry-after", "x-should-retry"}  # a local answer's headers an error event carries
 
 
+UNREAD_MAX = 1 << 20  # a passed-on turn's events waiting for its watch: fed to it from this size on
+
+
 @dataclass
 class Waiting:
     """A message passed on to the provider, until its response ends: a turn (recorded), or a
-    warm-up (``turn`` None)."""
+    warm-up (``turn`` None). A turn's events are read by its pump (the stream watch, as over
+    HTTPS: turn/pump.py) once it has ended (``watched``), off the way of the messages, which
+    have gone on by then (``seen`` keeps them, as SSE, and the time of the first)."""
 
     turn: Turn | None
     conversation: list | None
     reply: Reply = field(default_factory=Reply)
     pump: Pump | None = None
+    unread: list[bytes] = field(default_factory=list)
+    unread_bytes: int = 0
+    first_byte: float | None = None
+
+    def seen(self, ev: ServerEvent) -> None:
+        if self.turn is None:
+            return
+        if self.first_byte is None:
+            self.first_byte = time.time()
+        sse = as_sse(ev)
+        self.unread.append(sse)
+        self.unread_bytes += len(sse)
+        if self.unread_bytes > UNREAD_MAX:
+            self.watched()
+
+    def watched(self) -> Pump | None:
+        """The turn's pump, fed every event seen so far (None: a warm-up)."""
+        if self.turn is None:
+            return None
+        if self.pump is None:
+            self.pump = Pump(self.turn)
+        if self.unread:
+            self.pump(b"".join(self.unread))
+            self.unread.clear()
+            self.unread_bytes = 0
+        if self.first_byte is not None:
+            self.pump.first_byte = self.first_byte
+        return self.pump
 
 
 @dataclass
@@ -154,7 +187,7 @@ class WebSockets(Part):
         while s.waiting:
             w = s.waiting.popleft()
             if w.turn is not None:
-                self._interrupted(s, w.turn, w.pump, why)
+                self._interrupted(s, w.turn, w.watched(), why)
 
     def stop(self) -> None:
         for s in list(self.sessions.values()):
@@ -171,10 +204,12 @@ class WebSockets(Part):
         elif cm.kind == TURN and cm.doc is not None:
             self._turn(s, msg, cm.doc)
 
-    def _to_provider(self, s: Session, msg: Any, doc: dict, turn: Turn | None) -> None:
+    def _to_provider(self, s: Session, msg: Any, doc: dict, turn: Turn | None, conversation: Any = ...) -> None:
         """The message goes on to the provider (untouched, unless it continues a response
-        tokunseba made); its events are awaited."""
-        conversation = s.transcript.conversation(doc)
+        tokunseba made); its events are awaited (``conversation``: the whole input, when the
+        planning has it already)."""
+        if conversation is ...:
+            conversation = s.transcript.conversation(doc)
         instead = s.transcript.for_provider(doc)
         if instead is not None:
             msg.content = jsonc.dumpb(instead)
@@ -182,7 +217,7 @@ class WebSockets(Part):
                 self.core.recorder.event(turn, "websocket_rewritten", {
                     "previous_response_id": doc.get("previous_response_id"), "items": len(instead.get("input") or []),
                     "why": "it continues a response tokunseba made: the whole conversation goes instead"})
-        s.waiting.append(Waiting(turn, conversation, pump=Pump(turn) if turn is not None else None))
+        s.waiting.append(Waiting(turn, conversation))
 
     def _turn(self, s: Session, msg: Any, doc: dict) -> None:
         core, flow, req = self.core, s.flow, s.flow.request
@@ -210,10 +245,11 @@ class WebSockets(Part):
                        endpoint_websocket=turn.url not in self.no_websocket)
         turn.events.append(("websocket", {"connection": flow.id, "turn": s.turns, "carried": goes}))
         s.open[turn.request_id] = turn
-        core.recorder.start(turn)
-        if goes == PROVIDER:
-            self._to_provider(s, msg, doc, turn)
+        if goes == PROVIDER:  # its start recorded once the message is on its way (_after_relay)
+            _after_relay(core.recorder.start, turn)
+            self._to_provider(s, msg, doc, turn, conversation)
             return
+        core.recorder.start(turn)
         msg.drop()  # the provider never sees it: answered here, or routed
         if goes == HERE:
             if planning.slot is not None:
@@ -375,16 +411,19 @@ class WebSockets(Part):
             w = s.waiting[0]
             if ev.doc is not None:
                 w.reply.on(ev.doc)
-            if w.pump is not None:
-                w.pump(as_sse(ev))
+            w.seen(ev)
             if ev.terminal:
                 s.waiting.popleft()
                 s.transcript.answered(w.reply.response_id, w.conversation, w.reply.output, ours=False)
-                if w.turn is not None and w.pump is not None:
-                    w.pump(b"")
-                    status = _ended(w.turn, ev)
-                    out = w.pump.outcome(status)
-                    self._finish(s, w.turn, out, w.turn.outcome)
+                if w.turn is not None:  # recorded once the event is on its way to the client
+                    _after_relay(self._provider_ended, s, w, ev)
+
+    def _provider_ended(self, s: Session, w: Waiting, ev: ServerEvent) -> None:
+        """A turn the provider answered ended with ``ev``: its events watched, its records."""
+        pump = w.watched()
+        assert w.turn is not None and pump is not None
+        pump(b"")
+        self._finish(s, w.turn, pump.outcome(_ended(w.turn, ev)), w.turn.outcome)
 
     # ---- a turn's end
     def _interrupted(self, s: Session, turn: Turn, pump: Pump | None, why: str, planning: Planning | None = None) -> None:
@@ -438,6 +477,17 @@ class WebSockets(Part):
 
     def _inject(self, s: Session, payload: bytes) -> None:
         ctx.master.commands.call("inject.websocket", s.flow, True, payload, True)
+
+
+def _after_relay(fn: Any, *args: Any) -> None:
+    """Call ``fn`` once the message in hand is relayed: a hook's bookkeeping (a turn's start,
+    its end's records) is kept off the message's way, as an HTTPS turn is recorded once its
+    reply has gone (mitmproxy relays a message in the same step of the event loop as its
+    hook, when the hooks return without awaiting). Without a running loop: now."""
+    try:
+        asyncio.get_running_loop().call_soon(fn, *args)
+    except RuntimeError:
+        fn(*args)
 
 
 def _ended(turn: Turn, ev: ServerEvent) -> int:
