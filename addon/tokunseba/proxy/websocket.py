@@ -6,24 +6,20 @@ mitmproxy relays the upgraded connection; its hooks give this part each whole me
   ``is_responses_websocket``) gets its connection state (``Session``: the transcript,
   turn/ws_transcript.py, and the messages waiting for the provider's answer);
 - ``message`` (``websocket_message``): a client ``response.create`` is a turn, planned by the
-  rules exactly as the same body over HTTPS (turn/planner.py), admitted under the spending caps
-  as it is (proxy/budgeting.py ``admit_now``: the same holds, ``on_limit`` reroute and warn; a
-  reached cap answers with Codex's own ``usage_limit_reached`` error event; an endpoint that is
-  full makes it wait up to its ``queue_s`` for a slot, off the hook, recorded as ``queued``),
-  recorded, and carried where its route says: kept at its provider, the message goes on
-  untouched (or, when it continues a response tokunseba made, with the whole conversation
-  instead); routed (retargeted or translated), the message is dropped, the turn goes over the
-  endpoint's own WebSocket (retargeted) or HTTPS (httpx, streamed), its reply (translated by
-  the stream translators) is written into the client's WebSocket event by event as JSON text
-  messages (mitmproxy's ``inject.websocket``); an attempt that fails before anything was
-  written moves the turn on as over HTTPS (turn/failover.py: the next route; back at the
-  provider, the client's message is sent there); answered here (refused, an error), an
-  ``error`` event. A warm-up (``generate: false``) goes to the provider and is not a turn: not
-  recorded. The provider's events end each turn it answers (its usage from
-  ``response.completed``), read by the stream watch as the same events over HTTPS would be,
-  once the turn has ended (a delta, most of a reply, is only checked to be JSON: nothing in it
-  is recorded); a passed-on turn's start and end are recorded once the message in hand has
-  been relayed (``_after_relay``);
+  rules as the same body over HTTPS (turn/planner.py), admitted under the spending caps as it
+  is (proxy/budgeting.py ``admit_now``; a reached cap answers with Codex's own
+  ``usage_limit_reached`` error event; a full endpoint makes it wait up to its ``queue_s``,
+  off the hook: ``queued``), recorded, and carried where its route says: kept at its provider,
+  the message goes on untouched (or, continuing a response tokunseba made, with the whole
+  conversation instead); routed, it is dropped and the turn goes over the endpoint's own
+  WebSocket (retargeted) or HTTPS (httpx, streamed), its reply (translated by the stream
+  translators) written into the client's WebSocket event by event (``inject.websocket``); an
+  attempt failing before anything was written moves on as over HTTPS (turn/failover.py; back
+  at the provider, the client's message is sent there); answered here, an ``error`` event. A
+  warm-up (``generate: false``) goes to the provider, not recorded. The provider's events end
+  each turn it answers (usage from ``response.completed``), read by the stream watch as over
+  HTTPS once the turn has ended (a delta is only checked to be JSON); a passed-on turn's
+  start and end are recorded once the message in hand is relayed (``_after_relay``);
 - ``ended`` (``websocket_end``): a turn still open is interrupted, never a success.
 Each turn's end: its holds settled from the usage its ``response.completed`` reported (a cut
 connection keeps its hold as its charge), the ledger row, the console line, its span, the flow's
@@ -256,6 +252,10 @@ class WebSockets(Part):
                 slot = await self.core.capacity.wait(ep, ep.queue_s)
                 waits.append({"endpoint": ep.name, "queue_s": ep.queue_s, "waited_s": round(time.monotonic() - t0, 3),
                               "slot": slot is not None})
+            if self.sessions.get(s.flow.id) is not s:  # the connection closed meanwhile: nothing was sent
+                if slot is not None:
+                    slot.release()
+                return
             if slot is None:
                 planning.full.add(ep.name)
                 ep, slot = planning.next()
@@ -384,9 +384,8 @@ class WebSockets(Part):
 
     async def _over_https(self, s: Session, turn: Turn, planning: Planning, body: bytes, write: "_Writes",
                           pump: Pump) -> int | tuple[Failure, bytes] | None:
-        """The attempt over HTTPS (httpx, streamed): the status it streamed with; a failure the
-        turn may move on from (turn/failover.py ``classify``); None when the client was told
-        the endpoint's error (finished)."""
+        """The attempt over HTTPS (httpx, streamed): its status; a failure to move on from
+        (``classify``); None: the client was told the endpoint's error (finished)."""
         assert turn.url is not None
         async with self._client().stream("POST", turn.url, content=body, headers=self._headers(s.flow, turn)) as r:
             status = r.status_code
@@ -491,11 +490,9 @@ class WebSockets(Part):
 
     async def _over_websocket(self, s: Session, turn: Turn, sock: EndpointSocket, body: bytes, write: "_Writes",
                               pump: Pump) -> int | tuple[Failure, bytes]:
-        """The turn as one ``response.create`` message on the endpoint's WebSocket (the whole
-        conversation, no previous id); its events written into the client's WebSocket as they
-        come (through the pump: watched, an echoed key redacted). The status it ended with, or
-        a failure the turn may move on from: an ``error`` event before anything was written
-        (judged as the same status over HTTPS, turn/failover.py ``classify``)."""
+        """The turn as one ``response.create`` message (the whole conversation) on the endpoint's
+        WebSocket, its events written on through the pump: the status it ended with, or a
+        failure to move on from (an ``error`` event before anything was written, ``classify``)."""
         doc = jsonc.loads(body)
         doc.pop("stream", None)
         await sock.send(jsonc.dumps({"type": p_responses.WS_CREATE, **doc}))
@@ -629,9 +626,8 @@ def _after_relay(fn: Any, *args: Any) -> None:
 
 
 class _Writes:
-    """What an attempt of a routed turn writes into the client's WebSocket: SSE in, one
-    message per event out (``SseMessages``), the response they make (``reply``), and whether
-    anything was written yet (before that, a failure may move the turn on)."""
+    """A routed attempt's writes into the client's WebSocket: SSE in, a message per event out,
+    the response they make (``reply``), and whether anything was written (``wrote``)."""
 
     __slots__ = ("part", "s", "sse", "reply", "wrote")
 
