@@ -46,15 +46,15 @@ from ..protocols import openai_responses as p_responses
 from ..states import Action
 from ..turn import client_label
 from ..turn import client_name
-from ..turn import CLIENT_KEY
+from ..webview import CLIENT_KEY
 from ..turn import Outcome
 from ..turn import Turn, is_responses_websocket
 from ..turn import Planning
 from ..turn import Pump
 from ..turn import stream_translator
 from ..turn import error_event
-from ..turn import extra_for
-from ..turn import Chain, Failure, available, classify, final, may_fail_over, move_on, next_turn, note_attempt
+from ..protocols import extra_for
+from ..turn import Chain, FailedAttempt, Failure, classify
 from ..turn import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
 from ..turn import Reply, Transcript
 from ..turn import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,
@@ -414,22 +414,21 @@ class WebSockets(Part):
     async def _move_on(self, s: Session, turn: Turn, planning: Planning, chain: Chain, failed: tuple[Failure, bytes],
                        attempt_at: float) -> Turn | None:
         """The failed attempt noted (its endpoint cooled or backed off) and the next one planned
-        with a slot of its endpoint; None: no next one, the client was told (finished)."""
+        with a slot of its endpoint (turn/failed_attempt.py, as over HTTPS); None: no next one,
+        the client was told (finished)."""
         core, (failure, raw) = self.core, failed
-        tried = note_attempt(turn, chain, failure, [], ms=(time.monotonic() - attempt_at) * 1000, now=time.time(),
-                             capacity=core.capacity, health=core.health)
+        fa = FailedAttempt.of(turn, chain, failure, [], ms=(time.monotonic() - attempt_at) * 1000, now=time.time(),
+                              rules=core.rules, health=core.health, capacity=core.capacity, env=os.environ)
         if planning.slot is not None:
             planning.slot.release()
             planning.slot = None
-        nxt, slot = await self._next(turn, chain) if may_fail_over(turn) else (None, None)
-        moved = move_on(turn, chain, tried, failure, nxt)
+        nxt, slot = await self._next(fa)
+        moved = fa.settle(nxt)  # given up: what the client is told is chain.told (turn/last_word.py)
         log.warning(moved.line)
         core.recorder.event(turn, "attempt_failed", moved.record)
         if nxt is None:
-            told = final(turn.client_protocol, chain.failed, turn.request_id)
-            if told is not None:
-                turn.error = told.message
-                status = told.reply.status
+            if (told := chain.told) is not None:
+                turn.error, status = told.message, told.reply.status
                 self._inject(s, jsonc.dumpb(_error_doc(status, told.reply.body, told.reply.headers)))
             elif raw:
                 status = self._tell(s, turn, failure.status or 502, raw)
@@ -446,22 +445,21 @@ class WebSockets(Part):
         core.recorder.next_attempt(nxt, chain.trace)
         return nxt
 
-    async def _next(self, turn: Turn, chain: Chain) -> tuple[Turn | None, Any]:
-        """The next attempt after ``turn`` failed, with a slot of its endpoint (waiting up to its
-        queue_s for one), as proxy/route.py ``_next``."""
-        core, full = self.core, set[str]()
-        for _ in range(2 * len(core.rules.endpoints) + 1):
-            nxt = next_turn(core.rules, chain, turn, reachable=available(core.health, core.capacity, full),
-                            env=os.environ)
+    async def _next(self, failed: FailedAttempt) -> tuple[Turn | None, Any]:
+        """The next attempt, with a slot of its endpoint (waiting up to its queue_s for one), as
+        proxy/route.py ``_next``."""
+        capacity = self.core.capacity
+        for _ in range(failed.rounds):
+            nxt = failed.candidate()
             if nxt is None or nxt.action == Action.PASS or nxt.endpoint is None:
                 return nxt, None
             ep = nxt.endpoint
-            slot = core.capacity.acquire(ep)
-            if slot is None and ep.queue_s > 0:
-                slot = await core.capacity.wait(ep, ep.queue_s)
+            slot = capacity.acquire(ep)
+            if slot is None and ep.queue_s > 0 and ep.name not in failed.full:
+                slot = await capacity.wait(ep, ep.queue_s)
             if slot is not None:
                 return nxt, slot
-            full.add(ep.name)
+            failed.full.add(ep.name)
         return None, None
 
     async def _endpoint_socket(self, s: Session, turn: Turn) -> EndpointSocket | None:
