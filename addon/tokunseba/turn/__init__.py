@@ -51,7 +51,7 @@ if TYPE_CHECKING:
                        websocket_declined)
     from .planner import Planning
     from .presentation import present, show_client_url
-    from .pump import MAX_STORED_BODY, Pump, reply_completed
+    from .pump import MAX_STORED_BODY, Pump
     from .reply import response_mode, retarget_error, stream_translator
     from .retries import RetryWatch
     from .stream_watch import error_event
@@ -92,7 +92,7 @@ _FACE: dict[str, tuple[str, str]] = {
     "Planning": ("planner", "Planning"), "FailedAttempt": ("failed_attempt", "FailedAttempt"),
     "present": ("presentation", "present"),
     "show_client_url": ("presentation", "show_client_url"), "MAX_STORED_BODY": ("pump", "MAX_STORED_BODY"),
-    "Pump": ("pump", "Pump"), "reply_completed": ("pump", "reply_completed"),
+    "Pump": ("pump", "Pump"),
     "response_mode": ("reply", "response_mode"), "retarget_error": ("reply", "retarget_error"),
     "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
     "error_event": ("stream_watch", "error_event"),
@@ -111,7 +111,7 @@ __all__ = [
     "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "HOLD_MAX", "Replan", "Slot",
     "classify", "needs_body", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
-    "Planning", "present", "show_client_url", "MAX_STORED_BODY", "Pump", "reply_completed", "response_mode",
+    "Planning", "present", "show_client_url", "MAX_STORED_BODY", "Pump", "response_mode",
     "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
     "PROVIDER", "carrier", "plan_message", "Reply", "Transcript", "ServerEvent", "ServerEvents", "SseMessages",
     "TURN", "WARMUP", "as_sse", "delta_type", "read_client_message", "server_event", "FailedAttempt", "Ending",
