@@ -13,13 +13,13 @@ import time
 from ..encoding import Decoding, is_identity
 from .outcome import Outcome
 from ..credentials import KNOWN_SECRETS, StreamRedactor
+from ..ledger import MAX_STORED_BODY  # a kept stream is cut where the ledger cuts a body
 from ..sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
 from .plan import Turn
 
 log = logging.getLogger("tokunseba")
 
-MAX_STORED_BODY = 4 * 1024 * 1024  # a kept stream (--ledger-bodies, a shadowed turn) is cut here
 
 
 class Pump:
