@@ -89,11 +89,10 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
-        core.earned = EarnBook()  # earned routes: folded from the ledger's shadow rows (routing/earn.py)
-        try:
-            core.earned.load(led.shadows())
-        except Exception:  # an unreadable row leaves the routes learning: never a failed start
-            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
+        # earned routes: folded from the ledger's shadow comparisons (routing/earn.py), read in a
+        # thread so that a large ledger never delays the start (a turn that needs them waits)
+        core.earned = EarnBook(led.earn_comparisons)
+        threading.Thread(target=core.earned.ready, name="tokunseba-earn-book", daemon=True).start()
         if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
             try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
                 core.windows.board.load(led.quota_windows(), time.time())
