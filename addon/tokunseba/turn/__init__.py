@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .ending import Ending
     from .quota_seen import WindowWatch
     from .failed_attempt import FailedAttempt
-    from .failover import attempt_headers, Broken, Capacity, Chain, Failure, HOLD_MAX, Replan, Slot, classify, needs_body
+    from .failover import attempt_headers, Broken, Capacity, Chain, Failure, Replan, Slot, classify
     from .flowstate import FlowState
     from .last_word import Told, say_busy
     from .outcome import Outcome, shape_problem, upstream_failure
@@ -79,9 +79,9 @@ _FACE: dict[str, tuple[str, str]] = {
     "dispose": ("disposition", "dispose"), "failure_message": ("disposition", "failure_message"),
     "translate_whole_reply": ("disposition", "translate_whole_reply"),
     "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
-    "Failure": ("failover", "Failure"), "HOLD_MAX": ("failover", "HOLD_MAX"), "Replan": ("failover", "Replan"),
+    "Failure": ("failover", "Failure"), "Replan": ("failover", "Replan"),
     "Slot": ("failover", "Slot"), "classify": ("failover", "classify"),
-    "needs_body": ("failover", "needs_body"),
+   
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
     "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
     "shape_problem": ("outcome", "shape_problem"), "upstream_failure": ("outcome", "upstream_failure"),
@@ -109,8 +109,8 @@ _FACE: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "misdirected", "Capacity", "attempt_headers", "WindowWatch", "client_label", "client_name", "Disposition",
-    "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "HOLD_MAX", "Replan", "Slot",
-    "classify", "needs_body", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
+    "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "Replan", "Slot",
+    "classify", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
     "Planning", "present", "show_client_url", "Pump", "response_mode",
     "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
