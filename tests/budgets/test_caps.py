@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+
 import pytest
+
 from tokunseba import protocols
-from tokunseba.budgets import BudgetStore, Caps, Spent, limit_message
+from tokunseba.budgets import BudgetStore, Caps, limit_message, Spent
 from tokunseba.neutral.usage import Usage
 from tokunseba.routing import load_rules_text
+
 from tests.support.budgets import BASE, FIVE
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tokunseba.budgets import price_warnings
 from tokunseba.routing import load_rules_text
+
 from tests.support.budgets import BASE, FIVE
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+
 from tokunseba.budgets import Spent
 from tokunseba.neutral.usage import Usage
 

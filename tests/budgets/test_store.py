@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+
 from tokunseba.budgets import BudgetStore
-from tests.support.budgets import FIVE, budgets
+
+from tests.support.budgets import budgets, FIVE
 
 
 def _race(stores: list[BudgetStore], b, n: int = 100) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+
 from tokunseba.budgets import BudgetStore
 from tokunseba.routing import load_rules_text
+
 from tests.support.budgets import BASE
 
 

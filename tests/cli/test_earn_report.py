@@ -4,6 +4,7 @@ would have saved at each bar against its shuffled control, and the same through 
 from __future__ import annotations
 
 import pytest
+
 from tokunseba.routing import Earn
 
 

@@ -7,9 +7,12 @@ import subprocess
 import sys
 import textwrap
 import time
+
 import pytest
 from genai_prices.data import providers
+
 from tokunseba.pricing import billed_of
+
 from tests.support.prices import ANTHROPIC, OPENAI
 
 

@@ -4,8 +4,11 @@ and a mistake in it said by `check` and `run` with FILE:LINE."""
 from __future__ import annotations
 
 from decimal import Decimal
+
 import pytest
+
 from tokunseba.pricing import PricesError, rules_prices
+
 from tests.support.prices import written
 
 

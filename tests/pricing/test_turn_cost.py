@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
+
 import pytest
-from tokunseba.pricing import Source, billed_of, cost_of, cost_text, library_version, parse_prices, total
+
+from tokunseba.pricing import billed_of, cost_of, cost_text, library_version, parse_prices, Source, total
+
 from tests.support.prices import ANTHROPIC, CLAUDE_CODE_USAGE, MTOK, OPENAI, rates
 
 

@@ -4,7 +4,9 @@ back, its error body and the SSE error event (docs/protocols.md A.7)."""
 from __future__ import annotations
 
 import json
+
 import pytest
+
 from tokunseba.protocols import anthropic as pa
 from tokunseba.sse import SSEDecoder
 

@@ -4,6 +4,7 @@ HTTP status, and the compact body it is sent as."""
 from __future__ import annotations
 
 import json
+
 from tokunseba.protocols import gemini as pg
 
 

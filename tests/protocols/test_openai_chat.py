@@ -4,6 +4,7 @@ the SSE error chunk (docs/protocols.md B.6)."""
 from __future__ import annotations
 
 import json
+
 from tokunseba.protocols import openai_chat as po
 
 

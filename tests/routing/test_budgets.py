@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from zoneinfo import ZoneInfo
+
 import pytest
-from tokunseba.routing import RulesError, load_rules_text
+
+from tokunseba.routing import load_rules_text, RulesError
+
 from tests.support.budgets import BASE, budgets
 
 

@@ -6,10 +6,12 @@ tests/cli/test_earn_report.py."""
 from __future__ import annotations
 
 import math
+
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-from tokunseba.routing import Earn, EarnBook, EarnState, RulesError, decide, load_rules_text, stratum_of, wilson_lower
+from hypothesis import given, strategies as st
+
+from tokunseba.routing import decide, Earn, EarnBook, EarnState, load_rules_text, RulesError, stratum_of, wilson_lower
+
 from tests.support.title_turn import title_facts
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tokunseba.routing import stratum_of, turn_facts
 from tokunseba.routing.strata import size_bucket, tool_set
+
 from tests.support.title_turn import title_facts
 
 

@@ -4,8 +4,10 @@ real Claude Code title turn's schema, tool turns by their calls, text turns neve
 from __future__ import annotations
 
 import pytest
+
 from tokunseba.shadow.agreement import verdict
 from tokunseba.shadow.reply_facts import Facts
+
 from tests.support.title_turn import title_facts
 
 

@@ -5,9 +5,11 @@ envelope is tested beside it (tests/protocols/test_<protocol>.py)."""
 from __future__ import annotations
 
 import json
+
 import pytest
-from tokunseba.protocols import anthropic as pa
+
 from tokunseba.neutral.error import parse_error_body
+from tokunseba.protocols import anthropic as pa
 from tokunseba.translate import error as translate_error
 
 

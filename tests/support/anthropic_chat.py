@@ -4,9 +4,11 @@ the Anthropic request codec's tests (decode: Anthropic -> Chat; encode: Chat -> 
 from __future__ import annotations
 
 import copy
+
 from tokunseba import jsonc
-from tests.support.pairs import anthropic_to_chat, chat_to_anthropic
 from tokunseba.neutral.conversation import RequestTranslation
+
+from tests.support.pairs import anthropic_to_chat, chat_to_anthropic
 
 
 def A(**extra) -> dict:

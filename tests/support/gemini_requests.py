@@ -4,8 +4,10 @@ the planned turn of a request under it, shared by the Gemini request codec's tes
 from __future__ import annotations
 
 import json
-from tests.support.planning import plan_request
+
 from tokunseba.routing import load_rules_text
+
+from tests.support.planning import plan_request
 
 
 RULES = """\

@@ -6,10 +6,11 @@ the read commands' cost tests (tests/cli/)."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime, UTC
 from decimal import Decimal
-from genai_prices.data import providers
+
 import pytest
+from genai_prices.data import providers
 from genai_prices.types import TieredPrices
 
 MTOK = 10**6

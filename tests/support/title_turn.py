@@ -4,6 +4,7 @@ by the earned-route tests (strata, agreement, earn)."""
 from __future__ import annotations
 
 from tokunseba.routing import turn_facts
+
 from tests.conftest import load_fixture
 
 

@@ -4,15 +4,20 @@ fixtures, then one table-driven test per mapping of docs/protocols.md E.1/E.2, b
 from __future__ import annotations
 
 import json
+
 import pytest
-from tests.conftest import load_fixture
+
 from tokunseba import jsonc
 from tokunseba.errors import TranslationError
-from tests.support.pairs import anthropic_to_chat, chat_to_anthropic
 from tokunseba.translate import parse_body
 from tokunseba.translate.anthropic.decode import DECODE_FIELDS as A2C_FIELDS
 from tokunseba.translate.anthropic.encode import ENCODE_FIELDS as C2A_FIELDS
-from tests.support.anthropic_chat import A, ASSISTANT_TOOL_USE, C, CHAT_TOOL_CALLS, FN, IMG64, IMGURL, PDF64, TOOL, a2c, c2a
+
+from tests.conftest import load_fixture
+from tests.support.anthropic_chat import (
+    A, a2c, ASSISTANT_TOOL_USE, C, c2a, CHAT_TOOL_CALLS, FN, IMG64, IMGURL, PDF64, TOOL,
+)
+from tests.support.pairs import anthropic_to_chat, chat_to_anthropic
 
 BILLING = "x-anthropic-billing-header: cc_version=2.1.197.123; cc_entrypoint=sdk-cli; cch=abcde;"
 

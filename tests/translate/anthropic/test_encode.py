@@ -4,9 +4,11 @@ one table-driven test per mapping of docs/protocols.md E.2, the refusals and the
 from __future__ import annotations
 
 import pytest
+
 from tokunseba.errors import TranslationError
+
+from tests.support.anthropic_chat import C, c2a, CHAT_TOOL_CALLS, FN, IMG64, IMGURL, PDF64, TOOL
 from tests.support.pairs import chat_to_anthropic
-from tests.support.anthropic_chat import C, CHAT_TOOL_CALLS, FN, IMG64, IMGURL, PDF64, TOOL, c2a
 
 
 # ---------------------------------------------------------------------------------------

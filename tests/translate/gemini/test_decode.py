@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
+
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from tests.conftest import load_fixture
-from tests.support.planning import plan_request
+from hypothesis import given, settings, strategies as st
+
 from tokunseba import translate
 from tokunseba.errors import Refused, TranslationError
-from tokunseba.translate.gemini import decode as gd
-from tokunseba.translate.gemini import encode as ge
+from tokunseba.translate.gemini import decode as gd, encode as ge
+
+from tests.conftest import load_fixture
 from tests.support.gemini_requests import plan
+from tests.support.planning import plan_request
 
 TARGETS = ("anthropic", "openai", "openai-responses")
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"

@@ -5,10 +5,13 @@ refusals and malformed bodies named by the client's path, the endpoint's own key
 from __future__ import annotations
 
 import json
+
 import pytest
-from tests.conftest import load_fixture
+
 from tokunseba import translate
 from tokunseba.errors import InvalidRequest, Refused, TranslationError
+
+from tests.conftest import load_fixture
 from tests.support.gemini_requests import plan
 
 
