@@ -174,7 +174,7 @@ def test_no_secret_reaches_a_postgresql_ledger(pg_url):
     """What test_ledger proves for the SQLite file, for every table of a PostgreSQL ledger."""
     import psycopg
 
-    from tests.ledger.test_store import SECRETS
+    from tests.support.ledgers import SECRETS
 
     led = Ledger(pg_url)
     led.start_turn("tk-s", started_at=1.0, client_protocol="gemini", host="generativelanguage.googleapis.com",
