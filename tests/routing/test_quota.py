@@ -10,7 +10,7 @@ from tokunseba.protocols.limits import read_windows
 from tokunseba.routing import decide, load_rules_text, RulesError, turn_facts
 from tokunseba.routing.quota import account_of, check_quota, gate, humane, quota_problem, QuotaBoard, routed_by_quota
 
-from tests.support.windows import ANTHROPIC, by_name, NOW, U
+from tests.support.windows import ANTHROPIC, by_name, NOW, QUOTA_RULES
 
 
 def test_the_account_is_a_hash_of_the_credential_never_the_credential():
@@ -105,18 +105,10 @@ def test_a_rejected_window_makes_the_accounts_own_endpoints_unavailable():
     assert test("own-host") is True  # reset: available again
 
 
-RULES = """
-endpoints:
-  local: {protocol: openai, url: "http://127.0.0.1:9/v1", model: small}
-routes:
-  - name: easy-local-when-busy
-    when: {client: anthropic, model: "*haiku*", quota: {above: 0.8}}
-    to: local
-"""
 
 
 def test_decide_routes_on_the_window_and_explains_which_one():
-    rules = load_rules_text(RULES)
+    rules = load_rules_text(QUOTA_RULES)
     clock, board = Clock(NOW), QuotaBoard()
     mine = {"authorization": "Bearer mine"}
     acct = account_of("api.anthropic.com", mine)
@@ -165,39 +157,10 @@ def test_check_says_where_the_windows_come_from(tmp_path):
     from tokunseba.routing import check_file
 
     path = tmp_path / "r.yaml"
-    path.write_text(RULES)
+    path.write_text(QUOTA_RULES)
     ok, lines = check_file(path)
     assert ok and any(line.startswith("when.quota (route easy-local-when-busy): the windows of the account")
                       and "tokunseba quota" in line for line in lines), lines
-
-
-def test_the_watch_records_a_reply_for_the_account_its_attempt_spent():
-    import json as _json
-
-    from tokunseba.turn.plan import build_turn, decide_request, prepare_request
-    from tokunseba.turn.quota_seen import WindowWatch
-
-    rules = load_rules_text(RULES)
-    body = _json.dumps({"model": "claude-opus-4-8", "max_tokens": 5,
-                        "messages": [{"role": "user", "content": "hi"}]}).encode()
-    mine = [("authorization", "Bearer mine")]
-    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=mine,
-                           body=body)
-    turn = build_turn(rules, prep, decide_request(rules, prep), env={})
-    watch = WindowWatch(QuotaBoard(thresholds=(0.8,)))
-    seen = watch.reply(turn, mine, {**ANTHROPIC, U + "7d-utilization": "n/a"}, NOW)
-    assert seen is not None and seen.account == account_of("api.anthropic.com", mine)
-    assert sorted(r[4] for r in seen.rows) == ["5h", "7d", "overage"]  # one row per window
-    assert all(r[0] == seen.account.key and r[-1] == turn.request_id for r in seen.rows)
-    assert any("7d-utilization skipped" in line for line in seen.lines)
-    assert any("window 5h is 85% used" in line for line in seen.lines)
-    assert seen.event == ("quota_header_skipped", {"headers": [{"header": U + "7d-utilization",
-                                                                "why": "'n/a': not a number"}]})
-    again = watch.reply(turn, mine, {**ANTHROPIC, U + "7d-utilization": "n/a"}, NOW + 1)
-    assert again.lines == [] and again.event is not None  # said once; recorded each time
-    anonymous = watch.reply(turn, [("content-type", "application/json")], ANTHROPIC, NOW)
-    assert anonymous.rows == [] and "not recorded" in anonymous.lines[0]
-    assert watch.reply(turn, mine, {"content-type": "application/json"}, NOW) is None
 
 
 def test_the_board_loads_what_the_ledger_holds_not_yet_reset():

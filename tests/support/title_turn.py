@@ -1,5 +1,6 @@
 """The real Claude Code title turn (a structured-output request to Haiku) and its turn facts, shared
-by the earned-route tests (strata, agreement, earn)."""
+by the earned-route tests (strata, agreement, earn); and its main turn (a prompt with tools), for the
+prefix and cache tests."""
 
 from __future__ import annotations
 
@@ -17,3 +18,6 @@ def title_facts(session="s-1"):
     body, headers = title_turn()
     headers["X-Claude-Code-Session-Id"] = session
     return turn_facts("anthropic", body, 2213, headers)
+
+def claude_turn() -> dict:
+    return load_fixture("claude-code-print-main-turn.json")["body"]

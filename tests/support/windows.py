@@ -36,3 +36,13 @@ def by_name(reading):
 
 
 U = "anthropic-ratelimit-unified-"
+
+# a route to a local endpoint while Anthropic's windows are over 0.8 used
+QUOTA_RULES = """
+endpoints:
+  local: {protocol: openai, url: "http://127.0.0.1:9/v1", model: small}
+routes:
+  - name: easy-local-when-busy
+    when: {client: anthropic, model: "*haiku*", quota: {above: 0.8}}
+    to: local
+"""
