@@ -8,16 +8,13 @@ kept as they came, never a credential."""
 from __future__ import annotations
 
 import json
-
 import pytest
-
 from tokunseba import protocols
 from tokunseba.credentials import is_credential_header, scrub
 from tokunseba.protocols import openai_responses as resp
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts, who_lines
 from tokunseba.turn.plan import Turn, apply_header_changes, is_responses_websocket, prepare_request
 from tokunseba.turn.provider_limits import limit_headers
-
 from tests.support.planning import plan_request
 
 ACCESS = "eyJhbGciOiJub25lIn0.eyJjYW5hcnkiOjF9.canary-access-token-93c1"  # the login's bearer (canary)
@@ -75,20 +72,6 @@ def outgoing(turn: Turn, headers) -> dict[str, str]:
     out = {k.lower(): v for k, v in headers if k.lower() not in gone}
     out.update(turn.set_headers)
     return out
-
-
-# ---------------------------------------------------------------- the login fact
-
-
-@pytest.mark.parametrize("backend,headers,want", [
-    ("chatgpt.com", {}, "chatgpt"),  # the ChatGPT backend's host says it
-    (None, {"chatgpt-account-id": "acct-1"}, "chatgpt"),  # a ChatGPT account named elsewhere (a base URL)
-    (None, {"authorization": "Bearer sk-x"}, "api_key"),
-    (None, {"chatgpt-account-id": ""}, "api_key"),
-])
-def test_the_login_is_read_from_the_host_and_headers(backend, headers, want):
-    assert resp.login_of(backend, headers)[0] == want
-    assert set(resp.LOGINS) == {"chatgpt", "api_key"} and protocols.get(resp.PROTOCOL).login is resp.login_of
 
 
 def test_a_chatgpt_turn_is_prepared_with_its_login_and_an_api_key_turn_with_its_own():
