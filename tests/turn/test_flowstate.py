@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from tokunseba.turn import flowstate
-from tokunseba.turn.flowstate import CLIENT_KEY, FlowState, Shown
+from tokunseba.turn.flowstate import FlowState, Shown
 
 
 def test_a_new_flows_state_holds_only_its_turn():
@@ -30,4 +30,3 @@ def test_plain_data_no_mitmproxy():
     modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m.startswith("mitmproxy") for m in modules)
-    assert CLIENT_KEY == "tokunseba.client"

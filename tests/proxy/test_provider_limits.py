@@ -1,10 +1,10 @@
-"""What a provider's reply says about the account's limits (turn/provider_limits.py): the headers
+"""What a provider's reply says about the account's limits (proxy/provider_limits.py): the headers
 under a registered protocol's ``limit_headers`` prefixes, lower-cased, in order; never one whose
 name says it holds a credential."""
 
 from __future__ import annotations
 
-from tokunseba.turn.provider_limits import EVENT, limit_headers, limit_prefixes
+from tokunseba.proxy.provider_limits import EVENT, limit_headers, limit_prefixes
 
 
 def test_the_codex_limit_headers_are_kept_in_order_lower_cased():
