@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+
 import pytest
+
 from tokunseba.cli.fitness import probe_fitness
 from tokunseba.routing import load_rules_text
+
 from tests.support.upstream import Recorded, Reply, Upstream
 
 

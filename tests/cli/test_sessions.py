@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from pathlib import Path
 from decimal import Decimal
+from pathlib import Path
+
 import pytest
+
 from tokunseba import jsonc
 from tokunseba.cli.main import main
 from tokunseba.ledger import Ledger

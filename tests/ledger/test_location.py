@@ -8,9 +8,9 @@ import os
 import pytest
 
 from tokunseba.cli.main import main
-from tokunseba.ledger import Ledger, LedgerError, url_scheme
 from tokunseba.credentials import redact_text, split_url_password
-from tokunseba.ledger import default_ledger_path
+from tokunseba.ledger import default_ledger_path, Ledger, LedgerError, url_scheme
+
 from tests.support.ledgers import start
 
 BAD_URLS = ["mysql://tk:hunter2@127.0.0.1:3306/db", "http://tk:hunter2@127.0.0.1/db", "sqlite://tk:hunter2@x/db"]

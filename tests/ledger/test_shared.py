@@ -11,7 +11,9 @@ import shutil
 import stat
 import time
 from pathlib import Path
+
 import pytest
+
 from tokunseba.ledger import Ledger, LedgerWriter, spool_note
 from tokunseba.ledger.spool import ledger_key, spool_dir
 

@@ -6,21 +6,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
-import pytest
-from tokunseba.routing.endpoints import Endpoint
-from tokunseba.errors import TranslationError
 from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tokunseba.errors import TranslationError
 from tokunseba.ledger import Ledger
 from tokunseba.ledger.schema import MIGRATIONS
-from tokunseba.pricing import PricesError, billed_of, parse_prices, price_report, usage_cost
-from tokunseba.shadow.reply_facts import Facts
-from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
-from tokunseba.shadow.turns import build_request, compare, should_shadow
 from tokunseba.neutral.usage import Usage
+from tokunseba.pricing import billed_of, parse_prices, price_report, PricesError, usage_cost
+from tokunseba.routing import decide, load_rules_text, RulesError, turn_facts
+from tokunseba.routing.endpoints import Endpoint
+from tokunseba.shadow.reply_facts import Facts
+from tokunseba.shadow.turns import build_request, compare, should_shadow
+
 from tests.conftest import load_fixture
 
-STREAMS = Path(__file__).resolve().parents[1] / "data" / "streams"
 ENDPOINTS = """\
 endpoints:
   local:

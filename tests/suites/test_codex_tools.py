@@ -11,20 +11,21 @@ declared two-way encoding (neutral/tools.py), and come back in Codex's own shape
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from tests.translate.openai_responses.test_stream import check_responses_grammar, responses_events, responses_final
-from tests.suites.test_spread_tool_calls import chunk
-from tokunseba import jsonc
-from tokunseba import translate as tr
+from hypothesis import given, HealthCheck, settings, strategies as st
+
+from tokunseba import jsonc, translate as tr
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.message import Message
 from tokunseba.neutral.report import ReplyReport
 from tokunseba.neutral.tools import ClientTool, freeform_arguments
 from tokunseba.protocols.openai_responses import flat_tool_name
-from pathlib import Path
+
+from tests.suites.test_spread_tool_calls import chunk
 from tests.support.codex_patch import JS
+from tests.translate.openai_responses.test_stream import check_responses_grammar, responses_events, responses_final
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "codex"
 CREATED = 1767225600
