@@ -125,7 +125,7 @@ class Tokunseba:
         return self.core.ledger
 
     @property
-    def unstarted(self) -> dict[str, Callable[[], None]]:
+    def unstarted(self) -> dict[str, Callable[[bool], None]]:
         """Request id -> the records of its start, until queued (proxy/recorder.py START_AFTER_S)."""
         return self.core.recorder.unstarted
 
