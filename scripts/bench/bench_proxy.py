@@ -19,7 +19,10 @@ five setups:
   bare-reverse  client -> bare ``mitmdump --mode reverse:http://upstream`` -> upstream (a base URL)
   base-url      client -> tokunseba's base-URL (reverse) listener, no route -> upstream (issue 30)
 
-each whole and streamed (``--events`` SSE events). With ``--against OTHER_ADDON`` (another
+each whole and streamed (``--events`` SSE events). With ``--client chat`` the client speaks OpenAI
+Chat Completions instead (``/v1/chat/completions``; the upstream answers Chat replies and
+streams), in the setups that need no route: direct, bare, pass-through, bare-reverse and
+base-url (a passed-through Chat stream, as issue 38 measures it). With ``--against OTHER_ADDON`` (another
 tree's ``addon/tokunseba_addon.py``, e.g. a clean checkout of main) that tree's tokunseba
 runs too, as the extra setups ``pass-through@LABEL``, ``retarget@LABEL`` and
 ``translated@LABEL`` in the same interleaved rounds, so one run compares two versions. Every round runs each (setup, shape)
@@ -43,7 +46,7 @@ bare reverse-mode mitmdump beside what the proxy path (pass-through) adds over a
 
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
-                                              [--concurrent N] [--concurrent-rounds N]
+                                              [--concurrent N] [--concurrent-rounds N] [--client chat]
                                               [--against OTHER_ADDON [--against-label LABEL]]
 """
 
@@ -73,14 +76,20 @@ BIN = Path(sys.executable).parent
 SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover", "bare-reverse",
           "base-url"]  # + the --against tree's
 ROUTED = ("pass-through", "retarget", "translated", "failover")  # the setups that run through a tokunseba
+ROUTED_NOW: list[str] = list(ROUTED)  # those this run has (--client chat: pass-through only)
 SHAPES = ("whole", "stream")
 MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
           "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench",
           "bare-reverse": "claude-bench", "base-url": "claude-bench"}
 
 
+CLIENTS = ("anthropic", "chat")  # the client's protocol (--client)
+CHAT_SETUPS = ("direct", "bare", "pass-through", "bare-reverse", "base-url")  # what a Chat client runs (no route)
+CLIENT = ["anthropic"]  # --client
+
+
 def model_of(setup: str) -> str:
-    return MODELS[setup.split("@", 1)[0]]
+    return MODELS[setup.split("@", 1)[0]] if CLIENT[0] == "anthropic" else "gpt-bench"
 
 RULES = """\
 endpoints:
@@ -297,9 +306,11 @@ class Client:
         return http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def turn(self, body: bytes, stream: bool) -> tuple[Sample, bytes, int]:
-        target = (self.upstream if self.via else "") + "/v1/messages"
-        headers = {"content-type": "application/json", "x-api-key": "sk-bench-not-a-key",
-                   "anthropic-version": "2023-06-01", "host": f"127.0.0.1:{self.upstream_port}"}
+        chat = CLIENT[0] == "chat"
+        target = (self.upstream if self.via else "") + ("/v1/chat/completions" if chat else "/v1/messages")
+        headers = {"content-type": "application/json", "host": f"127.0.0.1:{self.upstream_port}"}
+        headers.update({"authorization": "Bearer sk-bench-not-a-key"} if chat else
+                       {"x-api-key": "sk-bench-not-a-key", "anthropic-version": "2023-06-01"})
         t0 = time.perf_counter()
         try:
             self.conn.request("POST", target, body=body, headers=headers)
@@ -324,14 +335,23 @@ class Client:
 
 def request_body(model: str, stream: bool, prompt_bytes: int) -> bytes:
     text = ("Summarise this line of benchmark text. " * (prompt_bytes // 39 + 1))[:prompt_bytes]
-    return json.dumps({"model": model, "max_tokens": 256, "stream": stream,
+    extra = {"stream_options": {"include_usage": True}} if CLIENT[0] == "chat" and stream else {}
+    return json.dumps({"model": model, "max_tokens": 256, "stream": stream, **extra,
                        "messages": [{"role": "user", "content": text}]}).encode()
 
 
 def check(data: bytes, status: int, stream: bool) -> str | None:
-    """Why a reply is not a complete, good Anthropic reply (None when it is)."""
+    """Why a reply is not a complete, good reply in the client's protocol (None when it is)."""
     if status != 200:
         return f"status {status}: {data[:200]!r}"
+    if CLIENT[0] == "chat":
+        if stream:
+            return None if data.rstrip().endswith(b"data: [DONE]") and b'"usage"' in data else f"stream: {data[-200:]!r}"
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return f"not JSON: {data[:200]!r}"
+        return None if obj.get("object") == "chat.completion" and obj.get("usage") else f"not a completion: {data[:200]!r}"
     if stream:
         return None if b"event: message_stop" in data and b"event: error" not in data else f"stream: {data[-200:]!r}"
     try:
@@ -520,6 +540,9 @@ def main() -> None:
     ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
     ap.add_argument("--only", default="", metavar="SETUP,...",
                     help="run only these setups (e.g. retarget, to profile its load alone); default: all")
+    ap.add_argument("--client", choices=CLIENTS, default="anthropic",
+                    help="the client's protocol (default anthropic); chat: OpenAI Chat Completions, in the setups "
+                         f"that need no route ({', '.join(CHAT_SETUPS)})")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
@@ -529,6 +552,15 @@ def main() -> None:
     if args.against is not None and not args.against.is_file():
         ap.error(f"--against: {args.against} is not a file (give another tree's addon/tokunseba_addon.py)")
     ONLY.update(x.strip() for x in args.only.split(",") if x.strip())
+    CLIENT[0] = args.client
+    if args.client == "chat":
+        wrong = sorted(s for s in ONLY if s.split("@", 1)[0] not in CHAT_SETUPS)
+        if wrong:
+            ap.error(f"--client chat runs only {', '.join(CHAT_SETUPS)} (and pass-through@LABEL), not {', '.join(wrong)}")
+        SETUPS[:] = [s for s in SETUPS if s in CHAT_SETUPS]
+        ROUTED_NOW[:] = ["pass-through"]
+    else:
+        ROUTED_NOW[:] = list(ROUTED)
     if args.serve_upstream:
         serve_upstream(args.events)
         return
@@ -550,9 +582,10 @@ def main() -> None:
             rules = work / "rules.yaml"
             rules.write_text(RULES.format(port=up.port))
             rev_port = free_port()  # mitmproxy takes one listener per port: port 0 only once
+            provider = "openai" if args.client == "chat" else "anthropic"  # what the upstream's host speaks
             tk = mitmdump(work / "tokunseba", "-s", str(ADDON), "--set", f"tokunseba_rules={rules}",
                           "--set", f"tokunseba_ledger={work / 'ledger.db'}",
-                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic",
+                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}={provider}",
                           "--mode", "regular", "--mode", f"reverse:http://127.0.0.1:{up.port}@{rev_port}")
             children.append(tk)
             clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port),
@@ -560,22 +593,22 @@ def main() -> None:
             ports: dict[str, tuple[int | None, int | None]] = {"bare": (bare.port, None),
                                                                 "bare-reverse": (None, bare_rev.port),
                                                                 "base-url": (None, rev_port)}
-            for s in ROUTED:
+            for s in ROUTED_NOW:
                 clients[s], ports[s] = Client(up.port, tk.port), (tk.port, None)
             if args.against is not None:
                 global W
                 other = mitmdump(work / "against", "-s", str(args.against.resolve()), "--set", f"tokunseba_rules={rules}",
                                  "--set", f"tokunseba_ledger={work / 'ledger-against.db'}",
-                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
+                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}={provider}")
                 children.append(other)
-                for s in ROUTED[:-1]:  # no failover there
+                for s in [s for s in ROUTED_NOW if s != "failover"]:  # no failover there
                     name = f"{s}@{args.against_label}"
                     SETUPS.append(name)
                     clients[name], ports[name] = Client(up.port, other.port), (other.port, None)
                 W = max(W, max(len(s) for s in SETUPS))
             print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
-                  f" {args.prompt_bytes}-byte prompt; cpus={os.cpu_count()}")
+                  f" {args.prompt_bytes}-byte prompt; {args.client} client; cpus={os.cpu_count()}")
             rng = random.Random(seed)
             res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
             conc = None
