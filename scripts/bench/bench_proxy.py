@@ -41,6 +41,11 @@ Failover: the ledger records how long each failover turn's failed attempt took; 
 ends with what failing over added beyond it: median(failover) - median(translated) - the
 median failed attempt, per shape (the --against tree runs no failover setup).
 
+CPU: each proxy process's CPU time (user + system, from /proc) over the measured rounds (after
+the warm-up, once every process is idle), per turn it served, next to bare mitmdump's: less moved by the machine's other
+tenants than wall time. With ``--only`` one setup per process (e.g. ``bare,pass-through``)
+it is that setup's cost.
+
 Base URL: the report also sets what a turn through tokunseba's base-URL listener adds over a
 bare reverse-mode mitmdump beside what the proxy path (pass-through) adds over a bare one.
 
@@ -270,6 +275,27 @@ class Child:
                 self.proc.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc); 0.0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def settle(pids: list[int], quiet_s: float = 0.01, most_s: float = 15.0) -> None:
+    """Wait until none of ``pids`` spends more than ``quiet_s`` of CPU in half a second (at most ``most_s``)."""
+    deadline = time.monotonic() + most_s
+    before = [cpu_seconds(p) for p in pids]
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = [cpu_seconds(p) for p in pids]
+        if all(b - a <= quiet_s for a, b in zip(before, now)):
+            return
+        before = now
+
+
 def mitmdump(work: Path, *extra: str) -> Child:
     work.mkdir(parents=True, exist_ok=True)
     return Child([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={work / 'conf'}",
@@ -472,6 +498,23 @@ def report(res: Results) -> None:
         print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
 
 
+def report_cpu(cpu: dict[str, tuple[float, list[str]]], res: Results) -> None:
+    """CPU per turn of each proxy process (its setups' measured turns), as a ratio to bare mitmdump's."""
+    per: dict[str, float] = {}
+    for name, (secs, setups) in cpu.items():
+        turns = sum(len(res.samples.get((s, sh), [])) + len(res.failures.get((s, sh), []))
+                    for s in setups for sh in SHAPES if (s, sh) in res.samples or (s, sh) in res.failures)
+        if turns and secs > 0:
+            per[name] = secs / turns
+    if not per:
+        return
+    bare = per.get("bare")
+    print("\nproxy CPU per turn (user + system, whole and stream turns together, measured rounds):")
+    for name, v in per.items():
+        ratio = f"  x bare {v / bare:.2f}" if bare else ""
+        print(f"  {name:<{W}} {v * 1e3:7.3f} ms  ({', '.join(cpu[name][1])}){ratio}")
+
+
 def report_base_url(res: Results) -> None:
     """What a turn through the base-URL listener adds over bare reverse-mode mitmdump, beside
     what the proxy path adds over bare mitmdump (no route: pass-through both; medians, ms)."""
@@ -610,7 +653,16 @@ def main() -> None:
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
                   f" {args.prompt_bytes}-byte prompt; {args.client} client; cpus={os.cpu_count()}")
             rng = random.Random(seed)
-            res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
+            serving = {"bare": (bare, ["bare"]), "bare-reverse": (bare_rev, ["bare-reverse"]),
+                       "tokunseba": (tk, [*ROUTED_NOW, "base-url"])}
+            if args.against is not None:
+                serving[f"tokunseba@{args.against_label}"] = (other, [s for s in SETUPS if "@" in s])
+            run(clients, 0, args.warmup, args.prompt_bytes, rng)  # warm-up, not counted
+            settle([ch.proc.pid for ch, _ in serving.values()])  # start-up's background work (the price library) done
+            cpu0 = {name: cpu_seconds(ch.proc.pid) for name, (ch, _) in serving.items()}
+            res = run(clients, args.rounds, 0, args.prompt_bytes, rng)
+            cpu = {name: (cpu_seconds(ch.proc.pid) - cpu0[name], [s for s in setups if s in ONLY or not ONLY])
+                   for name, (ch, setups) in serving.items()}
             conc = None
             if args.concurrent:
                 conc = run_concurrent(ports, up.port, args.concurrent, args.concurrent_rounds, args.prompt_bytes, rng)
@@ -619,6 +671,7 @@ def main() -> None:
                 c.stop()
         failed_ms = failed_attempts_ms(work / "ledger.db")
     report(res)
+    report_cpu(cpu, res)
     report_failover(res, failed_ms)
     report_base_url(res)
     if conc is not None:

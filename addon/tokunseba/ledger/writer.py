@@ -49,7 +49,9 @@ log = logging.getLogger("tokunseba.ledger")
 
 DEFAULT_MAX_QUEUE = 20_000  # records (a turn makes about 7)
 DEFAULT_MAX_BATCH = 1_000
-DEFAULT_LINGER_S = 0.005
+# a transaction costs ~0.17 ms of CPU beyond its records' (scripts/bench/bench_ledger.py, paced vs burst):
+# under load the turns ending within 50 ms share one; a quiet proxy's turn is in the ledger 50 ms after its end
+DEFAULT_LINGER_S = 0.05
 # a shared (PostgreSQL) ledger: each transaction costs a round trip and the driver's work,
 # so records gather longer, a turn's start with them (it shows in the ledger this much later)
 SHARED_LINGER_S = 0.05

@@ -191,14 +191,17 @@ def after_sent(flow: Any, fn: Callable[[], None], turns: int = AFTER_SENT_MAX_TU
     except RuntimeError:
         fn()
         return
+    loop.call_soon(_after_sent_step, loop, flow, fn, turns)
 
-    def step(left: int) -> None:
-        if flow.live and left > 0:
-            loop.call_soon(step, left - 1)
-            return
-        try:
-            fn()
-        except Exception:
-            log.exception("tokunseba: recording a completed turn failed")
 
-    loop.call_soon(step, turns)
+def _after_sent_step(loop: asyncio.AbstractEventLoop, flow: Any, fn: Callable[[], None], left: int) -> None:
+    """One loop turn of ``after_sent``'s wait. A plain function, not a closure calling itself:
+    such a closure is a reference cycle that would keep the flow (its bodies, its turn) alive
+    until the garbage collector finds it, instead of freeing it once recorded."""
+    if flow.live and left > 0:
+        loop.call_soon(_after_sent_step, loop, flow, fn, left - 1)
+        return
+    try:
+        fn()
+    except Exception:
+        log.exception("tokunseba: recording a completed turn failed")
