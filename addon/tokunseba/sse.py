@@ -26,6 +26,7 @@ __all__ = ["SSEEvent", "SSEDecoder", "SSETooLarge", "EventBoundary", "encode_eve
            "DEFAULT_MAX_EVENT_BYTES", "KEEPALIVE_COMMENT"]
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+CONTENT_TYPE = "text/event-stream; charset=utf-8"  # a stream tokunseba writes (a translated reply)
 KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a keep-alive every conforming SSE parser skips
 
 

@@ -2,7 +2,7 @@
 reply is handled, and what the ``response`` hook does with that reply.
 
 Each is a ``StrEnum`` whose values are the strings used before it existed: a member equals its
-string (``Action.PASS == "pass"``), formats as it (``f"{Action.PASS}"`` is ``pass``) and is
+string (``Action.PASS`` is equal to the string ``pass``), formats as it (``f"{Action.PASS}"`` is ``pass``) and is
 encoded as it in JSON, so the ledger, the logs and the tests read the same text. Nothing else
 compares these states as string literals. Pure: no tokunseba import.
 """

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tokunseba.turn.encoding import Decoding
+from tokunseba.encoding import Decoding
 
 from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import MODELS, text_reply

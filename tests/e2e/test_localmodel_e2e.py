@@ -19,7 +19,7 @@ from tokunseba.neutral.usage import Usage
 
 from .conftest import BIN, CACHE, ROOT, Mitmdump, ledger_settled
 from .test_claude_code_e2e import result_json, run_claude
-from tests.support.upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, closed_port, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.localmodel]
 
@@ -45,7 +45,7 @@ def _start(kind: str, state: Path) -> str:
                         "(scripts/localmodel.sh install --with-python-server)")
         pytest.skip(f"{kind} not installed (scripts/localmodel.sh install --with-python-server)")
     env = {**os.environ, "LOCALMODEL_STATE_DIR": str(state)}
-    port = closed_port()  # a free port, passed as the README does (`start --port P`)
+    port = free_port()  # a free port, passed as the README does (`start --port P`)
     p = subprocess.run([str(SCRIPT), "start", "--server", kind, "--port", str(port)], capture_output=True, text=True,
                        env=env, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]

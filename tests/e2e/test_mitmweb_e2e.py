@@ -33,7 +33,7 @@ from tokunseba.proxy.relay import PREFIX
 from tokunseba.proxy.mitm import MARKS
 from tokunseba.sse import SSEDecoder
 
-from tests.support.upstream import Reply, Upstream, closed_port
+from tests.support.upstream import Reply, Upstream, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +79,7 @@ class Mitmweb:
         self.ledger = workdir / "ledger.db"
         self.lines: list[str] = []
         for _attempt in range(3):  # the web port is picked free then closed: retry a lost race
-            self.web_port = closed_port()
+            self.web_port = free_port()
             self.proc = subprocess.Popen(self.command(rules), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          text=True, env={**os.environ, **env}, cwd=workdir)
             if self._wait_ready():

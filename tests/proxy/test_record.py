@@ -12,7 +12,7 @@ import logging
 from mitmproxy import http
 from mitmproxy.test import tutils
 
-import tokunseba.proxy.record as mitm  # the console line is written where a turn is recorded
+import tokunseba.turn.ending as ending  # the console line is built by the turn's Ending, written where a turn is recorded
 
 from tests.proxy.test_mitm import ANT_BODY, CHAT_REPLY, _ledger_turn, addon, endpoint_port, make_flow, rules_file  # noqa: F401
 
@@ -43,7 +43,7 @@ async def test_the_line_is_written_when_info_is_emitted(addon, caplog, tmp_path)
 async def test_the_line_is_not_built_when_info_would_not_be_emitted(addon, caplog, tmp_path, monkeypatch):
     caplog.set_level(logging.WARNING, logger="tokunseba")
     built = []
-    monkeypatch.setattr(mitm, "turn_line", lambda **kw: built.append(kw) or "")
+    monkeypatch.setattr(ending, "turn_line", lambda **kw: built.append(kw) or "")
     rid = await one_turn(addon)
     assert built == [] and not [r for r in caplog.records if r.getMessage().startswith(rid)]
     row, kinds = await _ledger_turn(addon, tmp_path, rid)  # recorded all the same

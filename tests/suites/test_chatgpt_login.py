@@ -16,7 +16,7 @@ from tokunseba.credentials import is_credential_header, scrub
 from tokunseba.protocols import openai_responses as resp
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts, who_lines
 from tokunseba.turn.plan import Turn, apply_header_changes, is_responses_websocket, prepare_request
-from tokunseba.turn.provider_limits import limit_headers
+from tokunseba.proxy.provider_limits import limit_headers
 
 from tests.support.planning import plan_request
 

@@ -251,6 +251,47 @@ def test_book_loads_ledger_rows():
     assert book.status("cc", EARN, facts).to_candidate
 
 
+def test_book_reads_its_source_once_on_first_use_and_orders_it_before_new_comparisons():
+    facts = title_facts()
+    st_ = stratum_of("cc", facts).record()
+    reads = []
+
+    def source():
+        reads.append(1)
+        return [{"route": "cc", "endpoint": "local", "started_at": 10.0 + i, "request_id": f"tk-{i}",
+                 "comparison": {"stratum": st_, "verdict": AGREE, "earn": {"candidate": "local"}}} for i in range(3)]
+
+    book = EarnBook(source)
+    assert reads == []  # nothing read until the book is used
+    feed(book, facts, [AGREE], t0=2000)  # a new comparison: the ledger's 3 are read first
+    assert reads == [1]
+    call = book.status("cc", EARN, facts)
+    assert call.to_candidate and call.standing["counted"] == 4
+    assert book.ready() == 0 and reads == [1]  # once
+
+
+def test_book_whose_source_fails_learns_from_nothing():
+    def broken():
+        raise OSError("the ledger is closed")
+
+    book = EarnBook(broken)
+    assert book.ready() == 0
+    assert not book.status("cc", EARN, title_facts()).to_candidate
+
+
+def test_ledger_earn_comparisons_are_the_rows_with_a_stratum(tmp_path):
+    from tokunseba.ledger import Ledger
+
+    led = Ledger(str(tmp_path / "l.db"))
+    st_ = stratum_of("cc", title_facts()).record()
+    for i, comparison in enumerate([{"stratum": st_, "verdict": AGREE}, {"compared": True}, None]):
+        led.add_shadow(f"tk-{i}", "shadow", started_at=100.0 - i, route="cc", endpoint="local", comparison=comparison)
+    rows = led.earn_comparisons()
+    assert [(r["request_id"], r["route"], r["endpoint"], r["comparison"]["stratum"]["key"]) for r in rows] == \
+        [("tk-0", "cc", "local", st_["key"])]
+    assert EarnBook(led.earn_comparisons).ready() == 1
+
+
 # ---------------------------------------------------------------- the rule key and the decision
 
 

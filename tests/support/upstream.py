@@ -177,6 +177,16 @@ class Upstream:
 _HELD: list[socket.socket] = []
 
 
+def free_port() -> int:
+    """A loopback port free now, for a server a test starts next (which may lose it to a race:
+    retry where that matters)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def closed_port() -> int:
     """A loopback port with nothing listening, and that nothing else can take: the socket stays
     bound (never listening, so a connect is refused) for the life of the test process. A port

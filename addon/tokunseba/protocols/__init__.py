@@ -32,7 +32,7 @@ from typing import Any
 
 from ..neutral import add_counting
 from . import plugins
-from .facts import Check, Counter, Problem, Protocol, RuleShape
+from .facts import REQUEST_ID_HEADER, Check, Counter, Problem, Protocol, RuleShape
 
 __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "CODECS", "NAMES", "get", "find",
            "register", "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting", "origin",
@@ -41,7 +41,8 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
            "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
            "flat_tool_name", "ACCOUNT_HEADERS", "ACCOUNT_ID_HEADERS", "Reading", "SkipNotes", "WindowState", "has_windows",
-           "read_windows", "window_names"]
+           "read_windows", "window_names", "REQUEST_ID_HEADER", "extra_for", "is_provider_host",
+           "looks_like_provider_call", "guess_protocol"]
 
 from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 
@@ -159,6 +160,11 @@ def for_errors(name: str | None) -> Protocol:
     return REGISTRY.get(name or "") or REGISTRY[FALLBACK]
 
 
+def guess_protocol(path: str) -> str:
+    """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
+    return guess(path) or FALLBACK
+
+
 def counting(name: str | None) -> str | None:
     """The usage counting convention ``name`` stands for: a protocol's (Responses counts as
     Chat), or a convention's own name (what the ledger's ``usage_protocol`` holds); None when
@@ -178,7 +184,8 @@ def all_protocols() -> Iterator[Protocol]:
 from . import anthropic, clients, gemini, openai_chat, openai_responses  # noqa: E402
 from .anthropic import TOOL_ID_RE  # noqa: E402
 from .clients import VISIBILITY  # noqa: E402
-from .detect import Detected, api_hosts, api_path, detect, guess, provider_hosts  # noqa: E402
+from .detect import (Detected, api_hosts, api_path, detect, extra_for, guess, is_provider_host,  # noqa: E402
+                     looks_like_provider_call, provider_hosts)
 from .facts import probe_counter  # noqa: E402
 from .failures import CONTEXT_STATUSES, FAILOVER_STATUSES, RESET_HEADERS, RETRY_HEADERS, is_context_window  # noqa: E402
 from .openai_responses import DEFAULT_NAMESPACE, flat_tool_name  # noqa: E402

@@ -11,6 +11,10 @@ lists, account checks, plugin calls) is not a turn. Hosts given in ``extra_hosts
 user's own endpoint, e.g. ``"127.0.0.1:8000"``) accept any prefix before the protocol's path
 (``/v1/chat/completions``, ``/openai/v1/chat/completions``, ``/chat/completions``), since
 self-hosted servers mount their API in different places.
+
+``is_provider_host`` / ``looks_like_provider_call`` say what a request (read by attribute, as
+mitmproxy holds it) is when no turn was planned for it; ``extra_for`` reads the
+tokunseba_provider_hosts option for one host.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote
 
 from .registry import GENERATION, REGISTRY  # GENERATION: the registry's change counter (read per turn)
@@ -160,3 +165,24 @@ def guess(path: str) -> str | None:
         if any(rx.match(path) for _, rx in kinds):
             return proto
     return None
+
+
+def extra_for(extra_hosts: Mapping[str, str], host: str, port: int) -> dict[str, str] | None:
+    """The tokunseba_provider_hosts entry (``HOST[:PORT]`` -> protocol) for this host, as
+    ``detect()`` takes it."""
+    if not extra_hosts:
+        return None
+    proto = extra_hosts.get(f"{host}:{port}".lower()) or extra_hosts.get(host.lower())
+    return {host: proto} if proto else None
+
+
+def is_provider_host(req: Any, extra_hosts: Mapping[str, str]) -> bool:
+    host = req.pretty_host.lower()
+    return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
+
+
+def looks_like_provider_call(req: Any, extra_hosts: Mapping[str, str]) -> bool:
+    """Planning failed before detection: is this a provider call we must not let through?"""
+    if not is_provider_host(req, extra_hosts):
+        return False
+    return bool(req.method == "POST" and guess(req.path) is not None)

@@ -16,6 +16,9 @@ from typing import Any
 
 from ..neutral import Counting
 
+# tokunseba's own header on every reply it handles, whatever the protocol: the turn's request id
+REQUEST_ID_HEADER = "x-tokunseba-request-id"
+
 Problem = tuple[str, str]  # (JSON path, what is wrong)
 
 

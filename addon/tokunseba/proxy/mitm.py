@@ -21,8 +21,7 @@ from mitmproxy import command, ctx, http
 from ..ledger import LedgerWriter
 from ..routing import EndpointHealth, Rules
 from ..turn import FlowState
-from ..turn import ORIGINAL_KEY
-from ..webview import MARKS
+from ..webview import MARKS, ORIGINAL_KEY
 from .core import Core, upstream_ssl_context
 from .provider_reach import Reach
 from .record import Record

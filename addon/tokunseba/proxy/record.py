@@ -20,20 +20,17 @@ from typing import cast
 from mitmproxy import ctx, exceptions, http
 
 from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
-from ..pricing import Cost, cost_text, warm_library
+from ..pricing import Cost, warm_library
 from ..reasoning import open_keeper
-from ..routing import EarnBook, records
+from ..routing import EarnBook
 from ..shadow import ShadowSender
-from ..states import Action
-from ..outcomes import CAPPED, TurnOutcome
-from ..turn import cap_line, endpoint_cap_note
-from ..turn import turn_line
-from ..turn import turn_cost
+from ..outcomes import TurnOutcome
+from ..turn import Ending
 from ..turn import Chain
-from ..turn import CLIENT_KEY, FlowState
+from ..turn import FlowState
 from ..turn import Outcome
 from ..turn import Turn
-from ..webview import error_message
+from ..webview import CLIENT_KEY, error_message
 from . import otel_spans
 from .core import Core, Part, client_body, log, present_outcome, upstream_ssl_context
 from .budgeting import settle
@@ -93,11 +90,10 @@ class Record(Part):
         led.instance = ctx.options.tokunseba_instance or default_instance()
         core.ledger = LedgerWriter(led)
         core.ledger.recover_interrupted()
-        core.earned = EarnBook()  # earned routes: folded from the ledger's shadow rows (routing/earn.py)
-        try:
-            core.earned.load(led.shadows())
-        except Exception:  # an unreadable row leaves the routes learning: never a failed start
-            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
+        # earned routes: folded from the ledger's shadow comparisons (routing/earn.py), read in a
+        # thread so that a large ledger never delays the start (a turn that needs them waits)
+        core.earned = EarnBook(led.earn_comparisons)
+        threading.Thread(target=core.earned.ready, name="tokunseba-earn-book", daemon=True).start()
         if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
             try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
                 core.windows.board.load(led.quota_windows(), time.time())
@@ -158,57 +154,51 @@ class Record(Part):
         if status is not None and status < 400 and turn.endpoint is not None and core.capacity.failures:
             core.capacity.ok(turn.endpoint)  # answered: its failures in a row start again
         now = time.time()
-        details, failed = dict(out.details), out.failed
-        if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
-            failed = True
-            turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
-            details["problem"] = out.problem
-        if turn.error is None and status is not None and status >= 400 and flow.response is not None \
-                and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
-            # an error reply (the upstream's, translated or not): its message is the turn's error, as
-            # `stats` counts it an error (ledger._kind)
-            turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
+        details = dict(out.details)
+        failed = judged_failed(flow, turn, out, details)
         fb = out.first_byte
         if fb is None and flow.response is not None and status is not None:
             fb = now  # whole (buffered) replies: first byte = when the reply left
         body = client_body(flow, out) if state.shadowed or core.recorder.store_bodies else None  # read only when kept
         primary_done(core.shadows, state, status, body)
-        outcome = "error" if failed and turn.outcome != TurnOutcome.REFUSED else turn.outcome
-        note = None
-        if outcome == TurnOutcome.TRANSLATED and turn.translation is not None and (note := endpoint_cap_note(
-                endpoint=turn.endpoint.name if turn.endpoint else None, capped=turn.translation.capped,
-                details=details)):
-            outcome = CAPPED  # the endpoint's cap, not the client's limit, ended the reply (outcomes.py)
+        ending = Ending.of(turn, failed=failed, details=details)  # error, or capped by the endpoint's cap
+        outcome = ending.outcome
         if turn.budget is not None and turn.budget.held:  # its holds become its charges, from usage as reported
             if (settled := settle(core.caps, turn, usage, now, status)) is not None:
                 core.recorder.event(turn, "budget_settled", settled)
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})
-        present_outcome(flow, state, outcome, status, note)
+        present_outcome(flow, state, outcome, status, ending.note)
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 
         def told() -> None:  # the console, the spans and the ledger: after the client has its last bytes
-            cost = priced(turn, usage, core.prices) if core.spans is not None or log.isEnabledFor(logging.INFO) else None
-            console(flow, turn, outcome, status, usage, now, state.chain, cost)
-            if turn.translation is not None and (said := cap_line(
-                    request_id=turn.request_id, endpoint=turn.endpoint.name if turn.endpoint else None,
-                    capped=turn.translation.capped, details=details)):
-                log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
-            if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
-                chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
-                core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
-                                     response_model=out.model, cost=cost,
-                                     attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
-                                     traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
-                                     response_body=client_body(flow, out) if core.spans.bodies else None)
-            if record is not None:
-                record()
+            self._told(flow, state, out, ending, now, record)
         if defer:
             after_sent(flow, told)
         else:
             told()
+
+    def _told(self, flow: http.HTTPFlow, state: FlowState, out: Outcome, ending: Ending, now: float,
+              record: Callable[[], None] | None) -> None:
+        """What is said of a turn once its client has the reply: the console line (and the
+        endpoint cap's line), the span, and the ledger's record."""
+        core, turn, status, usage = self.core, state.turn, out.status, out.usage
+        outcome, details = ending.outcome, dict(ending.details)
+        cost = priced(ending, usage, core.prices) if core.spans is not None or log.isEnabledFor(logging.INFO) else None
+        console(flow, turn, outcome, status, usage, now, state.chain, cost)
+        if said := ending.cap_line():
+            log.info(said)  # the endpoint's cap, not the client's, ended the reply (turn/cap_note.py)
+        if core.spans is not None:  # the client's own headers (a rewritten request no longer has its traceparent)
+            chain, headers = state.chain, core.replayable.get(flow.id, (None, flow.request.headers))[1]
+            core.spans.turn_done(turn, outcome=outcome, status=status, usage=usage, details=details, end=now,
+                                 response_model=out.model, cost=cost,
+                                 attempts=len(chain.failed) + (not chain.gave_up) if chain and chain.failed else None,
+                                 traceparent=headers.get("traceparent"), tracestate=headers.get("tracestate"),
+                                 response_body=client_body(flow, out) if core.spans.bodies else None)
+        if record is not None:
+            record()
 
 
 def warm_and_freeze() -> None:
@@ -218,13 +208,29 @@ def warm_and_freeze() -> None:
     gc.freeze()
 
 
-def priced(turn: Turn, usage, prices: list) -> Cost | None:
+def judged_failed(flow: http.HTTPFlow, turn: Turn, out: Outcome, details: dict) -> bool:
+    """Whether the turn ended in error: as the reply's watch judged it, or a problem the relay
+    saw (a reset; noted in ``details``, the turn's error when it had none). An error reply's
+    message becomes the turn's error, as `stats` counts it an error (ledger._kind)."""
+    failed, status = out.failed, out.status
+    if out.problem and not failed and turn.outcome not in ("cancelled", "refused"):
+        failed = True
+        turn.error = turn.error or out.problem  # a reset the relay saw says more than its symptom
+        details["problem"] = out.problem
+    if turn.error is None and status is not None and status >= 400 and flow.response is not None \
+            and flow.response.raw_content is not None and turn.outcome != TurnOutcome.REFUSED:
+        # an error reply (the upstream's, translated or not)
+        turn.error = error_message(flow.response.get_content(strict=False)) or f"HTTP {status}"
+    return failed
+
+
+def priced(ending: Ending, usage, prices: list) -> Cost | None:
     """The turn's cost (turn/cost.py); None, said once as a warning, if pricing failed: a price
     is never worth a turn."""
     try:
-        return turn_cost(turn, usage, prices)
+        return ending.cost(usage, prices)
     except Exception as e:  # pragma: no cover (a bug in pricing must not cost the turn)
-        log.warning("tokunseba: no cost for turn %s: %s", turn.request_id, e)
+        log.warning("tokunseba: no cost for turn %s: %s", ending.turn.request_id, e)
         return None
 
 
@@ -234,18 +240,7 @@ def console(flow: http.HTTPFlow, turn: Turn, outcome: str, status: int | None, u
     if not log.isEnabledFor(logging.INFO):  # built only when log.info would emit it
         return
     try:
-        d = turn.decision
-        sent = turn.action != Action.RESPOND
-        log.info(turn_line(request_id=turn.request_id, client=flow.metadata.get(CLIENT_KEY) or turn.client_protocol,
-                           model=turn.requested_model, route=d.route.name if d and d.route else None,
-                           to=(turn.endpoint.name if turn.endpoint and (sent or d and d.route) else turn.host)
-                           + ("" if sent or d and d.route else " (not sent)")
-                           + (f" (failed over: {turn.failed_over})" if turn.failed_over else ""),
-                           outcome=outcome, status=status,
-                           usage=usage.reported if usage else None, seconds=now - turn.started_at,
-                           error=turn.error,
-                           trace=records(d.trace) if d else None,
-                           attempts=[a.record() for a in chain.failed] if chain else None,
-                           cost=cost_text(cost) if cost is not None else None))
+        log.info(Ending(turn, outcome).console_line(client=flow.metadata.get(CLIENT_KEY), status=status, usage=usage,
+                                                    now=now, chain=chain, cost=cost))
     except Exception:
         log.exception("tokunseba: could not write the turn's console line")

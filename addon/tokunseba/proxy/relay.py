@@ -64,7 +64,7 @@ from collections.abc import Awaitable, Callable
 
 from . import http1
 from .relay_pool import Key, Pool, UpstreamConn, UpstreamProtocol, target_key
-from ..turn import Decoding, EncodingError, is_identity
+from ..encoding import Decoding, EncodingError, is_identity
 from ..turn import HOLD_MAX, Broken, Failure, Replan, classify, needs_body
 from ..sse import EventBoundary
 

@@ -20,19 +20,20 @@ from mitmproxy import ctx, exceptions, http
 
 from ..errors import TranslationError
 from ..outcomes import TurnOutcome
-from ..sse import set_max_event_bytes
+from ..protocols import REQUEST_ID_HEADER
+from ..sse import CONTENT_TYPE as SSE_CONTENT_TYPE, set_max_event_bytes
 from ..states import Action, Do, ReplyMode
 from ..turn import Broken, attempt_headers
 from ..turn import Disposition, dispose, failure_message, translate_whole_reply
 from ..turn import FlowState
 from ..turn import Told
 from ..turn import Outcome, shape_problem, upstream_failure
-from ..turn import REQUEST_ID_HEADER, SSE_CONTENT_TYPE, Turn
+from ..turn import Turn
 from ..turn import show_client_url
-from ..turn import EVENT as LIMITS_EVENT, limit_headers
 from ..turn import Pump, reply_completed
 from ..turn import response_mode, retarget_error, stream_translator
 from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
+from .provider_limits import EVENT as LIMITS_EVENT, limit_headers
 from .record import Record
 from .relay import MARK as RELAY_MARK
 

@@ -6,7 +6,9 @@
   and a slot taken before the turn is committed to it, then its admission under the spending
   caps: ``_admit``) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
-  ``aim``); fail closed: an exception answers a provider call with an error in its protocol;
+  ``aim``); fail closed: an exception answers a provider call with an error in its protocol.
+  Whatever the client gets from here (a refusal at the door, a turn answered here, the
+  fail-closed error) is one value, an ``Answer``, applied in one place (``Route.answer``);
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
   (turn/failover.py decides; here only the waiting for the next endpoint's slot);
 - the rules file: loaded at ``configure``, reloaded when it changes on disk (a broken edit
@@ -32,17 +34,16 @@ from ..budgets import Verdict
 from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
+from ..protocols import extra_for, guess_protocol, looks_like_provider_call
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
-from ..turn import VIA_BASE_URL, VIA_PROXY, misdirected
-from ..turn import (Chain, Failure, Replan, Slot, attempt_headers, available, may_fail_over, move_on, next_turn,
-                             note_attempt)
+from ..turn import misdirected
+from ..turn import FailedAttempt, Failure, Replan, Slot, attempt_headers
 from ..turn import FlowState
-from ..turn import final, say_busy
-from ..turn import Turn, client_error, is_count, is_responses_websocket, websocket_declined
-from ..turn import Planning, begin
-from ..turn import MAX_REPLAYABLE, record_original, show_client_url
-from ..turn import aim, extra_for, guess_protocol, looks_like_provider_call
+from ..turn import say_busy
+from ..turn import LocalResponse, Turn, client_error, is_responses_websocket, websocket_declined
+from ..turn import Planning
+from ..turn import show_client_url
 from ..webview import RECORD_KEY
 from .core import Core, Part, log, note_windows, option, present_outcome, respond, upstream_proxy_mode
 from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
@@ -55,6 +56,19 @@ from .shadowing import maybe_shadow
 KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
         "tokunseba_keepalive_s", "tokunseba_provider_hosts", "tokunseba_allow_remote_clients"}
 RULES_POLL_S = 1.0
+MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is kept in memory for mitmweb's Replay
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the client gets from here instead of a provider's reply, applied in one place
+    (``Route.answer``): ``response`` (a refusal at the door, a turn answered here, an error in the
+    client's protocol); ``comment``, what mitmweb says of the flow (None: its turn's presentation
+    says it); ``failed``, the turn it ends in error (the request hook failed: fail closed)."""
+
+    response: LocalResponse
+    comment: str | None = None
+    failed: FlowState | None = None
 
 
 @dataclass
@@ -168,34 +182,53 @@ class Route(Part):
 
     # ---- the request hook
     async def on_request(self, flow: http.HTTPFlow) -> None:
+        """The ``request`` hook: the flow is routed, passed on, or answered here (one ``Answer``,
+        applied by ``answer``)."""
+        answer = await self._request(flow)
+        if answer is not None:
+            self.answer(flow, answer)
+
+    async def _request(self, flow: http.HTTPFlow) -> Answer | None:
+        """What the request hook does with the flow: None when it goes on (aimed, or left
+        alone); else what the client gets from here."""
         turn = None
         try:
             listener = reverse_host(flow)
-            if listener is not None and self._misdirected(flow, listener):
-                return
+            if listener is not None and (wrong := self._misdirected(flow, listener)) is not None:
+                return wrong
             if flow.request.method == "GET":  # never a turn (a WebSocket's turns: proxy/websocket.py)
-                await self._websocket(flow)
-                return
+                return await self._websocket(flow)
             self.maybe_reload_rules()
             planned = await self.plan(flow)
-            if planned is not None:
-                turn = planned.turn
-                maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
-                             (turn.host, planned.planning.port))
+            if planned is None:
+                return None
+            turn = planned.turn
+            maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
+                         (turn.host, planned.planning.port))
+            return None if turn.local is None else Answer(turn.local)
         except Exception as e:
             log.exception("tokunseba: request hook failed")
-            self._fail_closed(flow, turn, e)
+            return self._fail_closed(flow, turn, e)
 
-    def _misdirected(self, flow: http.HTTPFlow, listener: str) -> bool:
-        """A base-URL listener forwards only to its own provider host: True when the flow named
-        another one and was answered 421."""
+    def answer(self, flow: http.HTTPFlow, answer: Answer) -> None:
+        """The one place the route part answers the client: the response set, the flow's
+        comment, and a turn that failed here presented as ended in error."""
+        respond(flow, answer.response)
+        if answer.comment is not None:
+            flow.comment = answer.comment
+        if answer.failed is not None:
+            show_client_url(flow, answer.failed)
+            present_outcome(flow, answer.failed, "error", 500)
+
+    def _misdirected(self, flow: http.HTTPFlow, listener: str) -> Answer | None:
+        """A base-URL listener forwards only to its own provider host: the 421 for a flow that
+        named another one."""
         wrong = misdirected(listener, flow.request.pretty_host, flow.request.path)
-        if wrong is not None:
-            respond(flow, wrong)
-            flow.comment = f"tokunseba: refused (421): this base URL forwards only to {listener}"
-        return wrong is not None
+        if wrong is None:
+            return None
+        return Answer(wrong, f"tokunseba: refused (421): this base URL forwards only to {listener}")
 
-    async def _websocket(self, flow: http.HTTPFlow) -> None:
+    async def _websocket(self, flow: http.HTTPFlow) -> Answer | None:
         """A Responses WebSocket upgrade goes on to its host, whatever the rules say: each of
         its messages is a turn the rules decide (proxy/websocket.py). Declined (426, in Codex's
         envelope, not HTML: Codex falls back to HTTPS at once) only when that host cannot be
@@ -205,22 +238,22 @@ class Route(Part):
         if is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
                                   headers=req.headers.items(multi=True), extra_hosts=extra) \
                 and (bad := await self._unreachable(flow)) is not None:
-            respond(flow, websocket_declined(bad.message(req.pretty_host)))
-            flow.comment = f"❌ error 426: {bad.message(req.pretty_host)}"
+            why = bad.message(req.pretty_host)
+            return Answer(websocket_declined(why), f"❌ error 426: {why}")
+        return None
 
-    def _fail_closed(self, flow: http.HTTPFlow, turn: Turn | None, e: Exception) -> None:
+    def _fail_closed(self, flow: http.HTTPFlow, turn: Turn | None, e: Exception) -> Answer | None:
         """The request hook failed: a provider call is answered with an error in its protocol,
-        never let out half-handled; other traffic is left alone."""
+        never let out half-handled; other traffic is left alone (None)."""
         state = self.core.flows.get(flow.id) or (FlowState(turn) if turn is not None else None)
         if state is not None:
             t = state.turn
             t.action, t.outcome, t.error = Action.RESPOND, "error", str(e)
-            respond(flow, t.client_error(500, f"tokunseba internal error: {e}", "api_error"))
-            show_client_url(flow, state)
-            present_outcome(flow, state, "error", 500)
-        elif looks_like_provider_call(flow.request, self.core.provider_hosts):
-            respond(flow, client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
+            return Answer(t.client_error(500, f"tokunseba internal error: {e}", "api_error"), failed=state)
+        if looks_like_provider_call(flow.request, self.core.provider_hosts):
+            return Answer(client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
                                        "api_error"))
+        return None
 
     # ---- one call plans a request
     async def plan(self, flow: http.HTTPFlow) -> Planned | None:
@@ -240,7 +273,7 @@ class Route(Part):
         ep, slot = planning.next()  # the rules' first choice; a turn to no endpoint awaits nothing
         conn, connected = await self._connect(planning, ep, slot) if ep is not None else (None, None)
         verdict = None
-        if core.caps is not None and not is_count(planning.prep.det):  # one atomic hold per cap (budgeting.py)
+        if core.caps is not None and not planning.counts:  # one atomic hold per cap (budgeting.py)
             verdict, conn, connected = await self._admit(planning, conn, connected)
         if self.access is None:  # read once per change (configure), not twice a turn
             self.access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
@@ -345,25 +378,23 @@ class Route(Part):
 
     # ---- one call applies it
     def apply(self, flow: http.HTTPFlow, planned: Planned, listener: str | None = None) -> FlowState:
-        """The flow's state and records start (turn/planner.py ``begin``); the request is aimed
-        where the turn goes (turn/target.py ``aim``), or answered here. ``listener``: the
-        base-URL listener's host the flow came in on (None: through the HTTPS proxy)."""
+        """The flow's state and records start (turn/planner.py ``Planning.begin``); the request is
+        aimed where the turn goes (``Started.aim``), or left to be answered here (its
+        ``turn.local``: ``on_request`` answers it). ``listener``: the base-URL listener's host
+        the flow came in on (None: through the HTTPS proxy)."""
         core, turn, req = self.core, planned.turn, flow.request
         client_close = req.http_version.startswith("HTTP/1") and connection_close(req.http_version, req.headers)
-        via = VIA_PROXY if listener is None else VIA_BASE_URL
-        state, client_url, client_headers, keepalive = begin(flow, turn, planned.planning, slot=planned.planning.slot,
-                                                             via=via, client_close=client_close, now=time.monotonic())
+        started = planned.planning.begin(flow, turn, listener=listener, client_close=client_close, now=time.monotonic())
+        state = started.state
         core.flows[flow.id] = state
         core.recorder.start(turn)
         if turn.local is None:  # every routed turn goes through the relay
             routed = turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url
-            aim(req, turn, self._through_relay(flow, state, planned.conn, keepalive) if routed else None)
-        else:
-            if planned.conn is not None:
-                core.relay.pool.put(planned.conn)
-            respond(flow, turn.local)
-        if record_original(flow, state, client_url, client_headers):  # kept in memory for mitmweb's Replay
-            core.replayable[flow.id] = (client_url, client_headers)
+            started.aim(req, self._through_relay(flow, state, planned.conn, started.keepalive) if routed else None)
+        elif planned.conn is not None:  # answered here: the connection waits for another turn
+            core.relay.pool.put(planned.conn)
+        if started.keep_original(flow):  # kept in memory for mitmweb's Replay
+            core.replayable[flow.id] = (started.client_url, started.client_headers)
             while len(core.replayable) > MAX_REPLAYABLE:
                 core.replayable.popitem(last=False)
         return state
@@ -392,17 +423,17 @@ class Route(Part):
         assert chain is not None
         note_windows(core, turn, lambda: attempt_headers(turn, chain),  # a held failure's windows (a rejected 429)
                      [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
-        tried = note_attempt(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
-                             now=time.time(), capacity=core.capacity, health=core.health)
+        failed = FailedAttempt.of(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
+                                  now=time.time(), rules=core.rules, health=core.health, capacity=core.capacity,
+                                  env=os.environ)
         if state.slot is not None:
             state.slot.release()
             state.slot = None
-        nxt, slot = await self._next(turn, chain) if may_fail_over(turn) else (None, None)
-        moved = move_on(turn, chain, tried, failure, nxt)
+        nxt, slot = await self._next(failed)
+        moved = failed.settle(nxt)  # given up: what the client is told is chain.told (turn/last_word.py)
         log.warning(moved.line)
         core.recorder.event(turn, "attempt_failed", moved.record)
         if nxt is None:
-            chain.told = final(turn.client_protocol, chain.failed, turn.request_id)  # turn/last_word.py
             return None
         if (call := turn.decision.earn if turn.decision else None) is not None:  # a session's tier only rises
             core.earned.served(call, on_candidate=nxt.endpoint is not None and nxt.endpoint.name == call.candidate)
@@ -414,14 +445,13 @@ class Route(Part):
                        endpoint_url=nxt.url, target_protocol=nxt.target_protocol)
         return moved.replan
 
-    async def _next(self, turn: Turn, chain: Chain) -> tuple[Turn | None, Slot | None]:
-        """The next attempt after ``turn`` failed, with a slot of its endpoint (waiting for one)."""
-        core, full = self.core, set[str]()
-        for _ in range(2 * len(core.rules.endpoints) + 1):
-            nxt = next_turn(core.rules, chain, turn, reachable=available(core.health, core.capacity, full), env=os.environ)
+    async def _next(self, failed: FailedAttempt) -> tuple[Turn | None, Slot | None]:
+        """The next attempt after ``failed``, with a slot of its endpoint (waiting for one)."""
+        for _ in range(failed.rounds):
+            nxt = failed.candidate()
             if nxt is None or nxt.action == Action.PASS or nxt.endpoint is None:
                 return nxt, None
-            slot = await self._slot(nxt.endpoint, full)
+            slot = await self._slot(nxt.endpoint, failed.full)
             if slot is not None:
                 return nxt, slot
         return None, None

@@ -17,11 +17,11 @@ import logging
 from mitmproxy import contentviews, ctx, exceptions, http
 
 from ..credentials import KNOWN_SECRETS, REDACTED, is_credential_header, redact_query
+from ..protocols import guess_protocol, is_provider_host, looks_like_provider_call
 from ..turn import client_error
-from ..turn import ORIGINAL_KEY
-from ..turn import field_name, guess_protocol, is_provider_host, looks_like_provider_call
+from ..turn import field_name
 from ..webview import styled_first_chunk
-from ..webview import MARKS, RECORD_KEY, original_view_text
+from ..webview import MARKS, ORIGINAL_KEY, RECORD_KEY, original_view_text
 from .core import Core, Part, log, respond
 
 KEYS = {"tokunseba_console"}

@@ -44,14 +44,14 @@ from ..protocols import openai_responses as p_responses
 from ..states import Action
 from ..turn import client_label
 from ..turn import client_name
-from ..turn import CLIENT_KEY
+from ..webview import CLIENT_KEY
 from ..turn import Outcome
 from ..turn import Turn, is_responses_websocket
 from ..turn import Planning
 from ..turn import Pump
 from ..turn import stream_translator
 from ..turn import error_event
-from ..turn import extra_for
+from ..protocols import extra_for
 from ..turn import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
 from ..turn import Reply, Transcript
 from ..turn import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,

@@ -20,8 +20,9 @@ counted: nothing but a judge could say two texts agree, and no model judges anot
   returned, or the candidate could not take the turn), that session's turns of that stratum
   never go to the candidate again.
 
-Where the state lives: ``EarnBook``, in the proxy's memory. At start it is folded from the
-ledger's shadow rows (each row's ``comparison`` carries its stratum, its verdict and which
+Where the state lives: ``EarnBook``, in the proxy's memory. It is folded from the
+ledger's shadow rows (read once, the first time the book is asked or told anything, or by
+``ready`` in a thread the proxy starts at start-up: a large ledger never delays the start) (each row's ``comparison`` carries its stratum, its verdict and which
 endpoint was the candidate: shadow/sender.py writes them), and each comparison that lands is
 folded in as it is written (``observe``), so the proxy, ``tokunseba earn`` and ``explain``
 read the same fold of the same rows. Which sessions left the candidate is kept in memory
@@ -32,16 +33,19 @@ the proxy calls it from its event loop and from the shadow sender's threads.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Callable
 
 from .facts import TurnFacts
 from .strata import stratum_of
+
+log = logging.getLogger("tokunseba")
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 MAX_SESSIONS = 100_000  # per stratum: sessions remembered as on (or as having left) the candidate
@@ -187,8 +191,11 @@ class EarnCall:
 class EarnBook:
     """The proxy's earned-route state (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: Callable[[], list[dict]] | None = None) -> None:
+        """``source``: reads the ledger's comparisons (``LedgerReader.earn_comparisons``), called
+        once, when the book is first used or made ``ready``."""
         self._lock = threading.Lock()
+        self._source = source
         # (route, candidate, stratum key) -> the comparisons: (at, verdict, request_id, stratum record)
         self._seen: dict[tuple[str, str, str], list[tuple[float, dict, str | None, dict]]] = {}
         self._folded: dict[tuple[str, str, str], tuple[Earn, Standing]] = {}
@@ -199,24 +206,48 @@ class EarnBook:
     def observe(self, route: str, candidate: str, stratum: dict, verdict: dict, at: float,
                 request_id: str | None = None) -> None:
         """One comparison of a turn of ``route`` in ``stratum`` with ``candidate``, as written."""
-        key = (route, candidate, stratum.get("key", "?"))
         with self._lock:
-            self._seen.setdefault(key, []).append((at, verdict, request_id, stratum))
-            folded = self._folded.get(key)
-            if folded is not None:
-                folded[1].step(verdict, at, folded[0], request_id)
+            self._read_source()
+            self._observe(route, candidate, stratum, verdict, at, request_id)
+
+    def _observe(self, route: str, candidate: str, stratum: dict, verdict: dict, at: float,
+                 request_id: str | None) -> None:
+        key = (route, candidate, stratum.get("key", "?"))
+        self._seen.setdefault(key, []).append((at, verdict, request_id, stratum))
+        folded = self._folded.get(key)
+        if folded is not None:
+            folded[1].step(verdict, at, folded[0], request_id)
 
     def load(self, rows: list[dict]) -> int:
         """The ledger's shadow rows (oldest first): each comparison carrying a stratum and a
         verdict is observed. Returns how many were."""
+        with self._lock:
+            return self._load(rows)
+
+    def ready(self) -> int:
+        """Read ``source`` now if it was not read yet (once); how many comparisons it held."""
+        with self._lock:
+            return self._read_source()
+
+    def _read_source(self) -> int:  # the lock held
+        source, self._source = self._source, None
+        if source is None:
+            return 0
+        try:
+            return self._load(source())
+        except Exception:  # an unreadable ledger leaves the routes learning: never a failed turn
+            log.exception("tokunseba: could not read the ledger's shadow comparisons for earned routes")
+            return 0
+
+    def _load(self, rows: list[dict]) -> int:  # the lock held
         n = 0
         for r in rows:
             c = r.get("comparison")
             if not isinstance(c, dict) or not isinstance(c.get("stratum"), dict) or not isinstance(c.get("verdict"), dict):
                 continue
             cand = (c.get("earn") or {}).get("candidate") or r.get("endpoint")
-            self.observe(r.get("route") or "?", cand or "?", c["stratum"], c["verdict"], r["started_at"],
-                         r.get("request_id"))
+            self._observe(r.get("route") or "?", cand or "?", c["stratum"], c["verdict"], r["started_at"],
+                          r.get("request_id"))
             n += 1
         return n
 
@@ -234,6 +265,7 @@ class EarnBook:
     def standings(self, route: str, earn: Earn) -> list[Standing]:
         """Every stratum of ``route`` seen with its candidate, oldest first."""
         with self._lock:
+            self._read_source()
             keys = [(k[2], v[0][3]) for k, v in self._seen.items() if k[0] == route and k[1] == earn.to and v]
             return [self._standing(route, earn, key, stratum) for key, stratum in keys]
 
@@ -243,6 +275,7 @@ class EarnBook:
         stratum = stratum_of(route, facts).record()
         session = facts.who.session
         with self._lock:
+            self._read_source()
             st = self._standing(route, earn, stratum["key"], stratum)
             left = session is not None and session in self._left.get((route, stratum["key"]), ())
             record = st.record(earn)

@@ -18,7 +18,8 @@ from .. import protocols
 from ..budgets import Verdict, limit_message
 from ..routing import BUILTIN_ENDPOINTS, Decision, Tried
 from ..states import Action
-from .plan import REQUEST_ID_HEADER, LocalResponse, Plan, Prepared, Turn
+from ..protocols import REQUEST_ID_HEADER
+from .plan import LocalResponse, Plan, Prepared, Turn
 
 
 def budget_facts(prep: Prepared, plan: Plan | None) -> dict[str, str | None]:

@@ -10,8 +10,6 @@ from .pump import Pump
 from .plan import Turn
 from ..states import ReplyMode
 
-CLIENT_KEY = "tokunseba.client"  # flow.metadata: the client's name on the console line (turn/console_line.py)
-
 
 @dataclass
 class Shown:

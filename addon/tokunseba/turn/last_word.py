@@ -34,7 +34,8 @@ from typing import Any
 from .. import protocols
 from ..neutral import UpstreamError
 from ..routing import Endpoint, EndpointHealth, Rules
-from .plan import REQUEST_ID_HEADER, LocalResponse, Turn, client_error
+from ..protocols import REQUEST_ID_HEADER
+from .plan import LocalResponse, Turn, client_error
 from .failover import Attempted, Capacity
 from ..states import Action, Decided
 

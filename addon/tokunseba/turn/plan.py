@@ -39,12 +39,11 @@ from ..reasoning import follow_loop, not_followed
 from ..outcomes import TurnOutcome, route_text
 from .. import translate
 from ..credentials import outgoing_headers, outgoing_query
+from ..protocols import REQUEST_ID_HEADER
 from ..states import Action, Decided
 from ..translate import RequestTranslation, pair_refusal, parse_body
 from ..validate import first_problem
 
-REQUEST_ID_HEADER = "x-tokunseba-request-id"
-SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 # the maximum output a count's turn is translated with for a target that requires one (Anthropic);
 # never sent: the counter's request has no such field (protocols.<name>.COUNTER.request)
 COUNT_MAX_TOKENS = 32000

@@ -10,7 +10,9 @@ took the connection, and the slot held there): the ``Turn`` built for the last d
 recent request, endpoints known down, a client that may not have turns routed, a cooling
 endpoint's retry-after, every route busy, whether it may be shadowed). Each round rules out
 one more endpoint, so there are at most ``2 × endpoints + 1``. ``begin`` then starts the
-flow's state for that turn (what the adapter applies is turn/target.py ``aim``'s). No I/O, no
+flow's state for that turn: a ``Started``, which the adapter applies (``Started.aim``: the
+request aimed, turn/target.py; ``Started.keep_original``: the client's own request kept for a
+replay, turn/presentation.py). A failed attempt's next one: turn/failed_attempt.py. No I/O, no
 asyncio: the adapter calls a few functions here instead of many small ones everywhere.
 """
 
@@ -25,20 +27,21 @@ from .. import protocols
 from ..outcomes import TurnOutcome
 from ..budgets import Verdict
 from ..reasoning import Keeper
+from ..protocols import extra_for
 from ..routing import Endpoint, EndpointHealth, QuotaBoard, Rules, Tried, account_of
 from ..states import Action, Decided
-from ..webview import MARKS
+from ..webview import CLIENT_KEY, MARKS, ORIGINAL_KEY
 from .budget_gate import apply_verdict, budget_facts, rerouted
 from .access import may_spend_keys, refuse_remote_client
-from .base_url import client_label
+from .base_url import BASE_URL as VIA_BASE_URL, PROXY as VIA_PROXY, client_label
 from .console_line import client_name
 from .failover import Capacity, Chain, Slot, available
-from .flowstate import CLIENT_KEY, FlowState, Shown
+from .flowstate import FlowState, Shown
 from .last_word import say_busy
-from .plan import Plan, Prepared, Turn, build_turn, decide_request, new_request_id, prepare_request
-from .presentation import MAX_ORIGINAL, ORIGINAL_KEY
+from .plan import Plan, Prepared, Turn, build_turn, decide_request, is_count, new_request_id, prepare_request
+from .presentation import MAX_ORIGINAL, record_original
 from .retries import RetryWatch, retry_key
-from .target import extra_for, target_of
+from .target import aim, target_of
 
 
 @dataclass
@@ -144,6 +147,39 @@ class Planning:
             self.slot = None
         return turn
 
+    @property
+    def counts(self) -> bool:
+        """A token-count request: answered by its route's endpoint's own counter (no spending cap
+        holds it)."""
+        return is_count(self.prep.det)
+
+    def begin(self, flow: Any, turn: Turn, *, listener: str | None, client_close: bool, now: float) -> Started:
+        """The flow's state as its turn starts (``flow``: mitmproxy's, read and written by
+        attribute): the request id, the client's original body and name, what mitmweb shows
+        (``Shown``, comment, mark), and for a routed turn the chain its next attempts are planned
+        from; the turn holds this planning's slot. ``listener``: the base-URL listener's host the
+        flow came in on (None: through the HTTPS proxy). What the adapter applies next is the
+        ``Started``'s."""
+        req = flow.request
+        state = FlowState(turn, slot=self.slot, attempt_at=now, client_close=client_close)
+        via = VIA_PROXY if listener is None else VIA_BASE_URL
+        turn.via = via
+        flow.metadata["tokunseba.request_id"] = turn.request_id
+        if turn.action == Action.TRANSLATE or turn.body is not None:
+            flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
+        flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), turn.client_protocol), via)
+        client_url, client_headers = req.url, req.headers.copy()
+        state.shown = Shown(client_url, client_target=target_of(req))
+        flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
+        flow.marked = MARKS.get(turn.outcome, "")
+        if turn.local is None and turn.action in (Action.TRANSLATE, Action.RETARGET):
+            state.chain = Chain(self.prep, client_url, client_headers.fields,
+                                trace=list(turn.decision.trace) if turn.decision else [])
+        # some clients read a keep-alive comment line as JSON: Gemini CLI's unchanged stream gets none
+        keepalive = turn.action == Action.TRANSLATE or (turn.action == Action.RETARGET
+                                                        and protocols.get(turn.client_protocol).passthrough_keepalive)
+        return Started(state, client_url, client_headers, keepalive)
+
 
 def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
     """A turn answered with an error because its route's endpoint is unreachable (its route
@@ -158,28 +194,23 @@ def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
                                    f"tokunseba: {turn.error}; the turn was not sent (request {turn.request_id})")
 
 
-def begin(flow: Any, turn: Turn, planning: Planning | None, *, slot: Slot | None, via: str, client_close: bool,
-          now: float) -> tuple[FlowState, str, Any, bool]:
-    """The flow's state as its turn starts (``flow``: mitmproxy's, read and written by
-    attribute): the request id, the client's original body and name, what mitmweb shows
-    (``Shown``, comment, mark), and for a routed turn the chain its next attempts are planned
-    from. Returns the state, the client's own URL and headers (for a replay), and whether the
-    reply's stream may carry keep-alive comments, when it goes through the relay (some clients
-    read a comment line as JSON: Gemini CLI's unchanged stream gets none)."""
-    req = flow.request
-    state = FlowState(turn, slot=slot, attempt_at=now, client_close=client_close)
-    turn.via = via
-    flow.metadata["tokunseba.request_id"] = turn.request_id
-    if turn.action == Action.TRANSLATE or turn.body is not None:
-        flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
-    flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), turn.client_protocol), via)
-    client_url, client_headers = req.url, req.headers.copy()
-    state.shown = Shown(client_url, client_target=target_of(req))
-    flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
-    flow.marked = MARKS.get(turn.outcome, "")
-    if turn.local is None and planning is not None and turn.action in (Action.TRANSLATE, Action.RETARGET):
-        state.chain = Chain(planning.prep, client_url, client_headers.fields,
-                            trace=list(turn.decision.trace) if turn.decision else [])
-    keepalive = turn.action == Action.TRANSLATE or (turn.action == Action.RETARGET
-                                                    and protocols.get(turn.client_protocol).passthrough_keepalive)
-    return state, client_url, client_headers, keepalive
+@dataclass
+class Started:
+    """A flow's turn begun (``Planning.begin``): its state, and what the adapter applies with it —
+    the request aimed where the turn goes (``aim``: turn/target.py), the client's own request
+    kept for mitmweb's Replay (``keep_original``: turn/presentation.py ``record_original``)."""
+
+    state: FlowState
+    client_url: str  # the client's own URL and headers, before the request is aimed
+    client_headers: Any
+    keepalive: bool  # the reply's stream, when it goes through the relay, may carry keep-alive comments
+
+    def aim(self, req: Any, relay: tuple[int, str] | None) -> None:
+        """The request pointed where the turn goes (``relay``: the relay's port and path, for a
+        routed turn), its headers and body as the plan says."""
+        aim(req, self.state.turn, relay)
+
+    def keep_original(self, flow: Any) -> bool:
+        """The client's request line and headers kept in the flow's metadata (redacted); True when
+        the flow was rewritten: its client's own request is what a replay must send."""
+        return record_original(flow, self.state, self.client_url, self.client_headers)

@@ -33,9 +33,7 @@ from .target import set_target
 
 log = logging.getLogger("tokunseba")
 
-ORIGINAL_KEY = "tokunseba.original_request"  # the client's body as text, when tokunseba changed it
 MAX_ORIGINAL = 4 * 1024 * 1024
-MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) the adapter keeps in memory for replay
 
 
 def record_original(flow: Any, state: FlowState, client_url: str, client_headers: Any) -> bool:

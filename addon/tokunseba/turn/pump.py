@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .encoding import Decoding, is_identity
+from ..encoding import Decoding, is_identity
 from .outcome import Outcome
 from ..credentials import KNOWN_SECRETS, StreamRedactor
 from ..sse import SSEDecoder, SSETooLarge

@@ -27,7 +27,7 @@ from __future__ import annotations
 import codecs
 
 from .. import jsonc, protocols
-from .encoding import Decoding, EncodingError
+from ..encoding import Decoding, EncodingError
 from ..sse import SSEDecoder, SSEEvent, SSETooLarge
 from ..neutral import MessageStart, MessageStop, StreamError
 from ..neutral import ReplyReport

@@ -4,8 +4,6 @@ Contract: functions over a request's fields (mitmproxy's ``Request`` and ``Heade
 passed in, read and written by attribute; this module never imports mitmproxy). The
 target helpers move a request between the client's URL and the relay's without mitmproxy's
 URL parse (per turn, its ``url`` setter parses and rewrites the Host header twice);
-``is_provider_host`` / ``looks_like_provider_call`` / ``guess_protocol`` say what a request
-is when no turn was planned for it; ``extra_for`` reads the tokunseba_provider_hosts option;
 ``aim`` applies a planned turn to its request in one call.
 No I/O.
 """
@@ -15,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import protocols
-from ..protocols import guess, provider_hosts
 from .plan import Turn, apply_header_changes
 
 Target = tuple[Any, Any, Any, Any, Any, Any]  # scheme, host, port, path, authority, Host header
@@ -100,32 +96,6 @@ def field_name(raw: bytes) -> str:
 def header_names(headers: Any) -> dict[str, None]:
     """The header names, each once, in order: ``headers.keys()`` without its lookup per name."""
     return dict.fromkeys(field_name(k) for k, _ in headers.fields)
-
-
-def extra_for(extra_hosts: Mapping[str, str], host: str, port: int) -> dict[str, str] | None:
-    """The tokunseba_provider_hosts entry (``HOST[:PORT]`` -> protocol) for this host, as
-    ``detect()`` takes it."""
-    if not extra_hosts:
-        return None
-    proto = extra_hosts.get(f"{host}:{port}".lower()) or extra_hosts.get(host.lower())
-    return {host: proto} if proto else None
-
-
-def is_provider_host(req: Any, extra_hosts: Mapping[str, str]) -> bool:
-    host = req.pretty_host.lower()
-    return host in provider_hosts() or host in extra_hosts or f"{host}:{req.port}" in extra_hosts
-
-
-def looks_like_provider_call(req: Any, extra_hosts: Mapping[str, str]) -> bool:
-    """Planning failed before detection: is this a provider call we must not let through?"""
-    if not is_provider_host(req, extra_hosts):
-        return False
-    return bool(req.method == "POST" and guess(req.path) is not None)
-
-
-def guess_protocol(path: str) -> str:
-    """The client's protocol by its path (OpenAI Chat's envelope when the path says none)."""
-    return guess(path) or protocols.FALLBACK
 
 
 def aim(req: Any, turn: Turn, relay: tuple[int, str] | None) -> None:

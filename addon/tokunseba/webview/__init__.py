@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from .redact import redact_header_value, redact_values
 from .style import styled_first_chunk
-from .view import (MARKS, RECORD_KEY, error_message, final_comment, final_mark, headline, original_record,
+from .view import (CLIENT_KEY, MARKS, ORIGINAL_KEY, RECORD_KEY, error_message, final_comment, final_mark, headline, original_record,
                    original_view_text, secrets_of, web_outcome)
 
 __all__ = [
-    "redact_header_value", "redact_values", "styled_first_chunk", "MARKS", "RECORD_KEY", "error_message",
+    "redact_header_value", "redact_values", "styled_first_chunk", "MARKS", "RECORD_KEY", "ORIGINAL_KEY", "CLIENT_KEY", "error_message",
     "final_comment", "final_mark", "headline", "original_record", "original_view_text", "secrets_of", "web_outcome",
 ]

@@ -33,6 +33,8 @@ EMOJI = {"pass_through": "⚪", "retargeted": "➡️", "translated": "🔁", "c
          "error": "❌", "cancelled": "⏹️"}
 HEADLINE_MAX = 90  # characters of the reason in a headline (the details follow it)
 RECORD_KEY = "tokunseba.original"  # flow.metadata: original_record()
+ORIGINAL_KEY = "tokunseba.original_request"  # flow.metadata: the client's body as text, when tokunseba changed it
+CLIENT_KEY = "tokunseba.client"  # flow.metadata: the client's name on the console line (turn/console_line.py)
 MAX_COMMENT_ERROR = 300  # characters of an error message kept in a comment
 NOT_REWRITTEN = ("not rewritten by tokunseba: the request body above is exactly what the client sent"
                  " (this view shows the client's original request only for turns tokunseba translated"

@@ -88,56 +88,11 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     calls = 0
     cands = d.get("candidates")
     if isinstance(cands, list):
-        blocks = m.blocks
         for pos, cand in enumerate(cands):
             if not isinstance(cand, dict) or cand.get("index", 0) != 0 or pos > 0:
                 note_once(warnings, OTHER_CANDIDATES)
                 continue
-            if not cand.keys() <= CANDIDATE_KEYS.keys():
-                for key in cand:
-                    if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
-                        note_once(dropped, f"{CANDIDATE}.{key}")
-            content = cand.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            if isinstance(parts, list):
-                open_block: Block | None = None  # the open text or thinking block
-                for part in parts:
-                    if not isinstance(part, dict):
-                        continue
-                    if not part.keys() <= PART_KEYS.keys():
-                        for key in part:
-                            if key not in PART_KEYS:
-                                note_once(dropped, f"{PARTS}.{key}")
-                    sig = None
-                    if "thoughtSignature" in part:  # the client cannot carry it
-                        note_once(dropped, f"{PARTS}.thoughtSignature")
-                        sig = _o if isinstance(_o := part["thoughtSignature"], str) and _o else None
-                    fc = part.get("functionCall")
-                    if isinstance(fc, dict):  # a tool_use block, whole; its signature rides on it
-                        open_block = None
-                        cid = fc.get("id")
-                        if not isinstance(cid, str) or not cid:
-                            cid = synth_call_id(rid, calls)
-                            note_once(warnings, f"id_synthesized: {PARTS}.functionCall.id")
-                        calls += 1
-                        name = fc.get("name")
-                        if not isinstance(name, str) or not name:
-                            note_once(warnings, "a function call arrived without a name")
-                            name = ""
-                        args = fc.get("args")
-                        blocks.append(Block("tool_use", cid, name, "" if args is None else jsonc.dumps(args), sig))
-                        continue
-                    text = part.get("text")
-                    if isinstance(text, str) and text:
-                        kind: BlockKind = "thinking" if part.get("thought") is True else "text"
-                        if open_block is not None and open_block.kind == kind:
-                            open_block.text += text
-                        else:
-                            open_block = Block(kind, None, None, text, None,
-                                               {"source": f"{PARTS}.thought"} if kind == "thinking" else None)
-                            blocks.append(open_block)
-                    if sig is not None and open_block is not None and open_block.kind == "text":
-                        open_block.signature = (open_block.signature or "") + sig  # kept for this endpoint
+            calls = _candidate_blocks(cand, m.blocks, rid, calls, report)
             fr = cand.get("finishReason")
             if isinstance(fr, str) and fr:
                 finish, finished = fr, cand
@@ -155,6 +110,67 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     return m
 
 
+def _candidate_blocks(cand: dict[str, Any], blocks: list[Block], rid: str | None, calls: int,
+                      report: ReplyReport) -> int:
+    """The first candidate's parts appended to ``blocks`` (adjacent text or thinking parts of one
+    kind joined, each function call whole); its unknown keys noted. The calls counted so far,
+    with this candidate's."""
+    dropped = report.dropped
+    if not cand.keys() <= CANDIDATE_KEYS.keys():
+        for key in cand:
+            if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
+                note_once(dropped, f"{CANDIDATE}.{key}")
+    content = cand.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return calls
+    open_block: Block | None = None  # the open text or thinking block
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if not part.keys() <= PART_KEYS.keys():
+            for key in part:
+                if key not in PART_KEYS:
+                    note_once(dropped, f"{PARTS}.{key}")
+        sig = None
+        if "thoughtSignature" in part:  # the client cannot carry it
+            note_once(dropped, f"{PARTS}.thoughtSignature")
+            sig = _o if isinstance(_o := part["thoughtSignature"], str) and _o else None
+        fc = part.get("functionCall")
+        if isinstance(fc, dict):  # a tool_use block, whole; its signature rides on it
+            open_block = None
+            blocks.append(_call_block(fc, sig, rid, calls, report.warnings))
+            calls += 1
+            continue
+        text = part.get("text")
+        if isinstance(text, str) and text:
+            kind: BlockKind = "thinking" if part.get("thought") is True else "text"
+            if open_block is not None and open_block.kind == kind:
+                open_block.text += text
+            else:
+                open_block = Block(kind, None, None, text, None,
+                                   {"source": f"{PARTS}.thought"} if kind == "thinking" else None)
+                blocks.append(open_block)
+        if sig is not None and open_block is not None and open_block.kind == "text":
+            open_block.signature = (open_block.signature or "") + sig  # kept for this endpoint
+    return calls
+
+
+def _call_block(fc: dict[str, Any], sig: str | None, rid: str | None, calls: int, warnings: list[str]) -> Block:
+    """A ``functionCall`` part as a whole tool_use block (an id synthesized when it has none:
+    the reply's ``calls``-th call)."""
+    cid = fc.get("id")
+    if not isinstance(cid, str) or not cid:
+        cid = synth_call_id(rid, calls)
+        note_once(warnings, f"id_synthesized: {PARTS}.functionCall.id")
+    name = fc.get("name")
+    if not isinstance(name, str) or not name:
+        note_once(warnings, "a function call arrived without a name")
+        name = ""
+    args = fc.get("args")
+    return Block("tool_use", cid, name, "" if args is None else jsonc.dumps(args), sig)
+
+
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
     field). Arguments that are not a JSON object are a 502, never a string (docs/protocols.md D.3.7).
@@ -163,10 +179,42 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
     makes of the stream encoder's chunks for the message's events (tests/translate/gemini/test_stream.py checks that they agree): one
     part per text or thinking block, adjacent ones of the same kind joined, each call whole in
     block order; the finish and usage of the last chunk; keys in the order the merge gives."""
+    parts, broken = _parts(msg, report.dropped)
+    dropped = report.dropped
+    err = msg.error
+    if err is not None or broken is not None:  # the stream's error chunk is the whole reply
+        message = err.message if err is not None else broken
+        report.errors.append(message)  # type: ignore[arg-type]
+        raise UntranslatableReply(502, message or "the upstream reply cannot be carried to Gemini")
+    stop = msg.stop_reason
+    finish = pg.STOP_TO_FINISH.get(stop or "")
+    if finish is None:
+        note_once(report.warnings, f"unknown stop_reason {stop!r} sent as finishReason 'STOP'")
+        finish = "STOP"
+    if msg.stop_sequence:
+        note_once(dropped, "stop_sequence")
+    usage = pg.COUNTING.write(msg.usage) if msg.usage is not None else None
+    report.stop_reason, report.completed = stop, True
+    out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
+                                           "index": 0}]}
+    if usage is not None and not parts:  # the finish chunk came first: its keys lead
+        out["usageMetadata"] = usage
+    if msg.model:
+        out["modelVersion"] = msg.model
+    if msg.id:
+        out["responseId"] = msg.id
+    if usage is not None and parts:
+        out["usageMetadata"] = usage
+    return jsonc.dumpb(out), usage
+
+
+def _parts(msg: Message, dropped: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The reply's parts for a message's blocks (one per text or thinking block, adjacent ones of
+    the same kind joined, each call whole, in block order; other blocks noted as dropped), and
+    the error of the first call whose arguments are not a JSON object (None when none)."""
     parts: list[dict[str, Any]] = []
     last: dict[str, Any] | None = None  # the last part, when it is a text or thinking part
     broken: str | None = None  # the first call whose arguments are not an object (its error)
-    dropped = report.dropped
     for b in msg.blocks:
         kind = b.kind
         if kind == "text" or kind == "thinking":
@@ -196,28 +244,4 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         else:
             raw = b.raw or {}
             note_once(dropped, raw.get("source") or f"content[].{raw.get('type') or kind}")
-    err = msg.error
-    if err is not None or broken is not None:  # the stream's error chunk is the whole reply
-        message = err.message if err is not None else broken
-        report.errors.append(message)  # type: ignore[arg-type]
-        raise UntranslatableReply(502, message or "the upstream reply cannot be carried to Gemini")
-    stop = msg.stop_reason
-    finish = pg.STOP_TO_FINISH.get(stop or "")
-    if finish is None:
-        note_once(report.warnings, f"unknown stop_reason {stop!r} sent as finishReason 'STOP'")
-        finish = "STOP"
-    if msg.stop_sequence:
-        note_once(dropped, "stop_sequence")
-    usage = pg.COUNTING.write(msg.usage) if msg.usage is not None else None
-    report.stop_reason, report.completed = stop, True
-    out: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish,
-                                           "index": 0}]}
-    if usage is not None and not parts:  # the finish chunk came first: its keys lead
-        out["usageMetadata"] = usage
-    if msg.model:
-        out["modelVersion"] = msg.model
-    if msg.id:
-        out["responseId"] = msg.id
-    if usage is not None and parts:
-        out["usageMetadata"] = usage
-    return jsonc.dumpb(out), usage
+    return parts, broken

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokunseba.turn.encoding import Decoding, EncodingError, UnsupportedEncoding, is_identity
+from tokunseba.encoding import Decoding, EncodingError, UnsupportedEncoding, is_identity
 
 try:
     from compression import zstd
