@@ -89,6 +89,7 @@ class Tokunseba:
         self.websockets.stop()
         self.core.relay.stop()
         self.record.stop()
+        gc.unfreeze()  # what settle_process froze is the collector's again (an embedding that goes on)
 
     @command.command("tokunseba.status")
     def status(self) -> str:
