@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tokunseba.ledger import Later, Ledger, LedgerWriter
 from tokunseba.ledger.batch import BUILD, EVENT, START, UPDATE
 
-from tests.ledger.test_store import SECRETS, raw_bytes
+from tests.support.ledgers import SECRETS, raw_bytes
 
 RIDS = ("tk-a", "tk-b", "tk-c")
 

@@ -21,7 +21,7 @@ from tokunseba.ledger import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
 from tokunseba.proxy.recorder import START_AFTER_S
-from tokunseba.turn.pump import Pump, reply_completed
+from tokunseba.turn.pump import Pump
 from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.plan import REQUEST_ID_HEADER
@@ -540,7 +540,7 @@ async def test_relayed_raw_pump_ends_at_an_event_its_client_could_not_read(addon
         assert b"".join(out).startswith(head) and [e for e, _ in events][-1] == "error", events
         assert why in events[-1][1]["error"]["message"] and "message_stop" not in [e for e, _ in events]
         outcome = pump.outcome(200)
-        assert outcome.problem.startswith(why) and not reply_completed(pump)
+        assert outcome.problem.startswith(why) and not pump.completed
 
 
 # ---------------------------------------------------------------- hooks through to the ledger

@@ -46,6 +46,7 @@ from .schema import INTERRUPTED, USAGE_FIELDS, migrate_connection
 from .stats import NOT_SERVED, cache_read_share, compute_stats, percentile, turn_class, usage_counting
 from .store import Ledger
 from .writer import LedgerWriter
+from .writes import MAX_STORED_BODY
 
 __all__ = [
     # the store: read and written (Ledger), read only (LedgerReader), written off the event loop
@@ -55,6 +56,7 @@ __all__ = [
     "LedgerError",
     "LedgerMissing",
     "db_errors",
+    "MAX_STORED_BODY",
     # where it lives and who writes it
     "LEDGER_ENV",
     "PG_SCHEMES",

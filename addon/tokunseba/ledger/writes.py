@@ -37,6 +37,8 @@ from .stats import usage_counting
 
 log = logging.getLogger("tokunseba.ledger")
 
+MAX_STORED_BODY = 4 * 1024 * 1024  # a reply body kept (--ledger-bodies, a shadowed turn's comparison) is cut here
+
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).
 TURN_FIELDS: dict[str, str] = {

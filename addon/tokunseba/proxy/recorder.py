@@ -22,13 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ledger import Later, LedgerWriter, prefix_hashes
+from ..ledger import MAX_STORED_BODY, Later, LedgerWriter, prefix_hashes
 from ..neutral import Usage
 from ..routing import Tried, records
 from ..turn import Turn
 from ..turn import Chain
 from ..turn import Outcome
-from ..turn import MAX_STORED_BODY
 
 # how long a turn's start records wait for its next record (its end, for most short turns)
 # before they go to the writer alone: 50 ms, nothing a reader of `log` sees; over a turn's
