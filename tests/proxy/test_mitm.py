@@ -166,6 +166,30 @@ async def test_running_forces_lazy_connections_and_starts_the_relay(addon):
     assert addon.status().startswith("rules=") and "routes=4" in addon.status()
 
 
+async def test_running_settles_the_process_and_done_gives_the_collector_back(tmp_path, rules_file, monkeypatch):
+    """Once running, the loop gets the interpreter back from other threads within
+    SWITCH_INTERVAL_S and start-up's objects are frozen out of the collector; done unfreezes them."""
+    import gc
+    import sys
+
+    from tokunseba.proxy.mitm import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    a = Tokunseba()
+    try:
+        with context(a) as tctx:
+            tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file),
+                           tokunseba_ledger=str(tmp_path / "ledger.db"))
+            await a.running()
+            assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
+            assert gc.get_freeze_count() > 0
+            a.done()
+            assert gc.get_freeze_count() == 0
+    finally:
+        sys.setswitchinterval(before)
+
+
 # ---------------------------------------------------------------- request hook
 
 

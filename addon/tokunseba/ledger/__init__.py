@@ -37,6 +37,7 @@ from .location import (
     tokunseba_home,
     url_scheme,
 )
+from .batch import Later
 from .prefix import first_change, prefix_hashes
 from .quota import rows_of as quota_rows
 from .private_files import create_private, private_dir, readable_by_others
@@ -81,6 +82,7 @@ __all__ = [
     # prompt prefix hashes
     "first_change",
     "prefix_hashes",
+    "Later",
     # subscription windows: a reply's rows (written through LedgerWriter.quota_windows)
     "quota_rows",
     # private files

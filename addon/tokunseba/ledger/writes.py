@@ -28,7 +28,7 @@ from typing import Any
 from .. import jsonc
 from ..credentials import redact_text, scrub
 from ..neutral import Usage
-from .batch import Record, record_name, statements_of, write_folded
+from .batch import Later, Record, record_name, statements_of, write_folded
 from .connection import LedgerConnection, is_busy
 from .location import tokunseba_home
 from .schema import INTERRUPTED, INTERRUPTED_ERROR, TURN_COLUMNS, USAGE_FIELDS
@@ -279,6 +279,8 @@ class LedgerWrites(LedgerConnection):
         cols: dict[str, Any] = {}
         bodies: dict[str, bytes] = {}
         for name, value in fields.items():
+            if type(value) is Later:
+                value = value()
             kind = TURN_FIELDS.get(name)
             if kind is None:
                 log.warning("ledger update_turn: unknown field %r ignored", name)

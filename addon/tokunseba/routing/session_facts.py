@@ -162,7 +162,7 @@ def fingerprint(client: str | None, protocol: str, body: Any) -> str | None:
     texts = opening_texts(protocol, body)
     if not texts:
         return None
-    h = hashlib.sha256(jsonc.dumps([client or "", protocol, texts]).encode("utf-8", "surrogatepass"))
+    h = hashlib.sha256(jsonc.dumpb([client or "", protocol, texts]))  # the same bytes, without a str between
     return "fp-" + h.hexdigest()[:16]
 
 
