@@ -2,7 +2,8 @@
 every match contains (``may_hold_secret_text``): the result must be exactly what the regex
 alone gives, for any text. Checked on every example the branches were written for, on
 generated text built from the words, their neighbours and the characters that case-fold
-to ASCII, and on every code point that (?i) could equate with an ASCII letter."""
+to ASCII, and on every code point that (?i) could equate with an ASCII letter. And ``scrub``:
+credential-like text redacted, ordinary text left alone."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import re
 import string
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokunseba import credentials
-from tokunseba.credentials import KNOWN_SECRETS, REDACTED, SECRET_TEXT, may_hold_secret_text, redact_text
+from tokunseba.credentials import KNOWN_SECRETS, REDACTED, SECRET_TEXT, may_hold_secret_text, redact_text, scrub
 
 
 def regex_alone(s: str) -> str:
@@ -100,3 +102,22 @@ def test_known_endpoint_keys_are_still_redacted_without_the_regex():
         assert not may_hold_secret_text("model plainvalue123 here")
     finally:
         KNOWN_SECRETS.set([])
+
+
+@pytest.mark.parametrize("text,scrubbed", [
+    ("Authorization: Bearer abc.def", "Authorization: <redacted>"),
+    ("proxy-authorization: Basic dXNlcjpwYXNz", "proxy-authorization: <redacted>"),
+    ("x-api-key=foo&b=1", "x-api-key=<redacted>&b=1"),
+    ("cookie is 'a=b; c=d'", "cookie is '<redacted>'"),
+    ("api-key: sk-ant-xxxxxxxxxxxxx", "api-key: <redacted>"),
+    ("GET /v1beta/models?key=AIza123&alt=sse", "GET /v1beta/models?key=<redacted>&alt=sse"),
+    ("header x-app is 'cli'", "header x-app is 'cli'"),
+    ("the cookie jar is full", "the cookie jar is full"),
+])
+def test_scrub_text(text, scrubbed):
+    assert scrub(text) == scrubbed
+
+
+def test_scrub_leaves_ordinary_text_alone():
+    text = "task-management-system-alpha; a basic tokenizer; desk-lamp-with-a-very-long-name"
+    assert scrub({"message": text, "max_tokens": 5, "tokens": 3}) == {"message": text, "max_tokens": 5, "tokens": 3}

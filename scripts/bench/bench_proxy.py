@@ -19,7 +19,10 @@ five setups:
   bare-reverse  client -> bare ``mitmdump --mode reverse:http://upstream`` -> upstream (a base URL)
   base-url      client -> tokunseba's base-URL (reverse) listener, no route -> upstream (issue 30)
 
-each whole and streamed (``--events`` SSE events). With ``--against OTHER_ADDON`` (another
+each whole and streamed (``--events`` SSE events). With ``--client chat`` the client speaks OpenAI
+Chat Completions instead (``/v1/chat/completions``; the upstream answers Chat replies and
+streams), in the setups that need no route: direct, bare, pass-through, bare-reverse and
+base-url (a passed-through Chat stream, as issue 38 measures it). With ``--against OTHER_ADDON`` (another
 tree's ``addon/tokunseba_addon.py``, e.g. a clean checkout of main) that tree's tokunseba
 runs too, as the extra setups ``pass-through@LABEL``, ``retarget@LABEL`` and
 ``translated@LABEL`` in the same interleaved rounds, so one run compares two versions. Every round runs each (setup, shape)
@@ -38,12 +41,17 @@ Failover: the ledger records how long each failover turn's failed attempt took; 
 ends with what failing over added beyond it: median(failover) - median(translated) - the
 median failed attempt, per shape (the --against tree runs no failover setup).
 
+CPU: each proxy process's CPU time (user + system, from /proc) over the measured rounds (after
+the warm-up, once every process is idle), per turn it served, next to bare mitmdump's: less moved by the machine's other
+tenants than wall time. With ``--only`` one setup per process (e.g. ``bare,pass-through``)
+it is that setup's cost.
+
 Base URL: the report also sets what a turn through tokunseba's base-URL listener adds over a
 bare reverse-mode mitmdump beside what the proxy path (pass-through) adds over a bare one.
 
 Not a test: it prints, it asserts nothing.
 Usage: .venv/bin/python scripts/bench/bench_proxy.py [--rounds N] [--events N] [--warmup N] [--seed S]
-                                              [--concurrent N] [--concurrent-rounds N]
+                                              [--concurrent N] [--concurrent-rounds N] [--client chat]
                                               [--against OTHER_ADDON [--against-label LABEL]]
 """
 
@@ -73,14 +81,20 @@ BIN = Path(sys.executable).parent
 SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover", "bare-reverse",
           "base-url"]  # + the --against tree's
 ROUTED = ("pass-through", "retarget", "translated", "failover")  # the setups that run through a tokunseba
+ROUTED_NOW: list[str] = list(ROUTED)  # those this run has (--client chat: pass-through only)
 SHAPES = ("whole", "stream")
 MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
           "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench",
           "bare-reverse": "claude-bench", "base-url": "claude-bench"}
 
 
+CLIENTS = ("anthropic", "chat")  # the client's protocol (--client)
+CHAT_SETUPS = ("direct", "bare", "pass-through", "bare-reverse", "base-url")  # what a Chat client runs (no route)
+CLIENT = ["anthropic"]  # --client
+
+
 def model_of(setup: str) -> str:
-    return MODELS[setup.split("@", 1)[0]]
+    return MODELS[setup.split("@", 1)[0]] if CLIENT[0] == "anthropic" else "gpt-bench"
 
 RULES = """\
 endpoints:
@@ -261,6 +275,27 @@ class Child:
                 self.proc.wait()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc); 0.0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def settle(pids: list[int], quiet_s: float = 0.01, most_s: float = 15.0) -> None:
+    """Wait until none of ``pids`` spends more than ``quiet_s`` of CPU in half a second (at most ``most_s``)."""
+    deadline = time.monotonic() + most_s
+    before = [cpu_seconds(p) for p in pids]
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = [cpu_seconds(p) for p in pids]
+        if all(b - a <= quiet_s for a, b in zip(before, now)):
+            return
+        before = now
+
+
 def mitmdump(work: Path, *extra: str) -> Child:
     work.mkdir(parents=True, exist_ok=True)
     return Child([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "-p", "0", "--set", f"confdir={work / 'conf'}",
@@ -297,9 +332,11 @@ class Client:
         return http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def turn(self, body: bytes, stream: bool) -> tuple[Sample, bytes, int]:
-        target = (self.upstream if self.via else "") + "/v1/messages"
-        headers = {"content-type": "application/json", "x-api-key": "sk-bench-not-a-key",
-                   "anthropic-version": "2023-06-01", "host": f"127.0.0.1:{self.upstream_port}"}
+        chat = CLIENT[0] == "chat"
+        target = (self.upstream if self.via else "") + ("/v1/chat/completions" if chat else "/v1/messages")
+        headers = {"content-type": "application/json", "host": f"127.0.0.1:{self.upstream_port}"}
+        headers.update({"authorization": "Bearer sk-bench-not-a-key"} if chat else
+                       {"x-api-key": "sk-bench-not-a-key", "anthropic-version": "2023-06-01"})
         t0 = time.perf_counter()
         try:
             self.conn.request("POST", target, body=body, headers=headers)
@@ -324,14 +361,23 @@ class Client:
 
 def request_body(model: str, stream: bool, prompt_bytes: int) -> bytes:
     text = ("Summarise this line of benchmark text. " * (prompt_bytes // 39 + 1))[:prompt_bytes]
-    return json.dumps({"model": model, "max_tokens": 256, "stream": stream,
+    extra = {"stream_options": {"include_usage": True}} if CLIENT[0] == "chat" and stream else {}
+    return json.dumps({"model": model, "max_tokens": 256, "stream": stream, **extra,
                        "messages": [{"role": "user", "content": text}]}).encode()
 
 
 def check(data: bytes, status: int, stream: bool) -> str | None:
-    """Why a reply is not a complete, good Anthropic reply (None when it is)."""
+    """Why a reply is not a complete, good reply in the client's protocol (None when it is)."""
     if status != 200:
         return f"status {status}: {data[:200]!r}"
+    if CLIENT[0] == "chat":
+        if stream:
+            return None if data.rstrip().endswith(b"data: [DONE]") and b'"usage"' in data else f"stream: {data[-200:]!r}"
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return f"not JSON: {data[:200]!r}"
+        return None if obj.get("object") == "chat.completion" and obj.get("usage") else f"not a completion: {data[:200]!r}"
     if stream:
         return None if b"event: message_stop" in data and b"event: error" not in data else f"stream: {data[-200:]!r}"
     try:
@@ -452,6 +498,23 @@ def report(res: Results) -> None:
         print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
 
 
+def report_cpu(cpu: dict[str, tuple[float, list[str]]], res: Results) -> None:
+    """CPU per turn of each proxy process (its setups' measured turns), as a ratio to bare mitmdump's."""
+    per: dict[str, float] = {}
+    for name, (secs, setups) in cpu.items():
+        turns = sum(len(res.samples.get((s, sh), [])) + len(res.failures.get((s, sh), []))
+                    for s in setups for sh in SHAPES if (s, sh) in res.samples or (s, sh) in res.failures)
+        if turns and secs > 0:
+            per[name] = secs / turns
+    if not per:
+        return
+    bare = per.get("bare")
+    print("\nproxy CPU per turn (user + system, whole and stream turns together, measured rounds):")
+    for name, v in per.items():
+        ratio = f"  x bare {v / bare:.2f}" if bare else ""
+        print(f"  {name:<{W}} {v * 1e3:7.3f} ms  ({', '.join(cpu[name][1])}){ratio}")
+
+
 def report_base_url(res: Results) -> None:
     """What a turn through the base-URL listener adds over bare reverse-mode mitmdump, beside
     what the proxy path adds over bare mitmdump (no route: pass-through both; medians, ms)."""
@@ -520,6 +583,9 @@ def main() -> None:
     ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
     ap.add_argument("--only", default="", metavar="SETUP,...",
                     help="run only these setups (e.g. retarget, to profile its load alone); default: all")
+    ap.add_argument("--client", choices=CLIENTS, default="anthropic",
+                    help="the client's protocol (default anthropic); chat: OpenAI Chat Completions, in the setups "
+                         f"that need no route ({', '.join(CHAT_SETUPS)})")
     ap.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.events < 1 or args.prompt_bytes < 1:
@@ -529,6 +595,15 @@ def main() -> None:
     if args.against is not None and not args.against.is_file():
         ap.error(f"--against: {args.against} is not a file (give another tree's addon/tokunseba_addon.py)")
     ONLY.update(x.strip() for x in args.only.split(",") if x.strip())
+    CLIENT[0] = args.client
+    if args.client == "chat":
+        wrong = sorted(s for s in ONLY if s.split("@", 1)[0] not in CHAT_SETUPS)
+        if wrong:
+            ap.error(f"--client chat runs only {', '.join(CHAT_SETUPS)} (and pass-through@LABEL), not {', '.join(wrong)}")
+        SETUPS[:] = [s for s in SETUPS if s in CHAT_SETUPS]
+        ROUTED_NOW[:] = ["pass-through"]
+    else:
+        ROUTED_NOW[:] = list(ROUTED)
     if args.serve_upstream:
         serve_upstream(args.events)
         return
@@ -550,9 +625,10 @@ def main() -> None:
             rules = work / "rules.yaml"
             rules.write_text(RULES.format(port=up.port))
             rev_port = free_port()  # mitmproxy takes one listener per port: port 0 only once
+            provider = "openai" if args.client == "chat" else "anthropic"  # what the upstream's host speaks
             tk = mitmdump(work / "tokunseba", "-s", str(ADDON), "--set", f"tokunseba_rules={rules}",
                           "--set", f"tokunseba_ledger={work / 'ledger.db'}",
-                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic",
+                          "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}={provider}",
                           "--mode", "regular", "--mode", f"reverse:http://127.0.0.1:{up.port}@{rev_port}")
             children.append(tk)
             clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port),
@@ -560,24 +636,33 @@ def main() -> None:
             ports: dict[str, tuple[int | None, int | None]] = {"bare": (bare.port, None),
                                                                 "bare-reverse": (None, bare_rev.port),
                                                                 "base-url": (None, rev_port)}
-            for s in ROUTED:
+            for s in ROUTED_NOW:
                 clients[s], ports[s] = Client(up.port, tk.port), (tk.port, None)
             if args.against is not None:
                 global W
                 other = mitmdump(work / "against", "-s", str(args.against.resolve()), "--set", f"tokunseba_rules={rules}",
                                  "--set", f"tokunseba_ledger={work / 'ledger-against.db'}",
-                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}=anthropic")
+                                 "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}={provider}")
                 children.append(other)
-                for s in ROUTED[:-1]:  # no failover there
+                for s in [s for s in ROUTED_NOW if s != "failover"]:  # no failover there
                     name = f"{s}@{args.against_label}"
                     SETUPS.append(name)
                     clients[name], ports[name] = Client(up.port, other.port), (other.port, None)
                 W = max(W, max(len(s) for s in SETUPS))
             print(f"bench_proxy: {args.rounds} rounds (+{args.warmup} warm-up) of {len(SETUPS) * len(SHAPES)} turns,"
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
-                  f" {args.prompt_bytes}-byte prompt; cpus={os.cpu_count()}")
+                  f" {args.prompt_bytes}-byte prompt; {args.client} client; cpus={os.cpu_count()}")
             rng = random.Random(seed)
-            res = run(clients, args.rounds, args.warmup, args.prompt_bytes, rng)
+            serving = {"bare": (bare, ["bare"]), "bare-reverse": (bare_rev, ["bare-reverse"]),
+                       "tokunseba": (tk, [*ROUTED_NOW, "base-url"])}
+            if args.against is not None:
+                serving[f"tokunseba@{args.against_label}"] = (other, [s for s in SETUPS if "@" in s])
+            run(clients, 0, args.warmup, args.prompt_bytes, rng)  # warm-up, not counted
+            settle([ch.proc.pid for ch, _ in serving.values()])  # start-up's background work (the price library) done
+            cpu0 = {name: cpu_seconds(ch.proc.pid) for name, (ch, _) in serving.items()}
+            res = run(clients, args.rounds, 0, args.prompt_bytes, rng)
+            cpu = {name: (cpu_seconds(ch.proc.pid) - cpu0[name], [s for s in setups if s in ONLY or not ONLY])
+                   for name, (ch, setups) in serving.items()}
             conc = None
             if args.concurrent:
                 conc = run_concurrent(ports, up.port, args.concurrent, args.concurrent_rounds, args.prompt_bytes, rng)
@@ -586,6 +671,7 @@ def main() -> None:
                 c.stop()
         failed_ms = failed_attempts_ms(work / "ledger.db")
     report(res)
+    report_cpu(cpu, res)
     report_failover(res, failed_ms)
     report_base_url(res)
     if conc is not None:

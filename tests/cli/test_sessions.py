@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from pathlib import Path
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -222,23 +222,3 @@ def test_junk_who_values_are_stored_escaped_and_bounded(capsys, tmp_path):
     assert "AAAAAAAAAAAAAAAAAAAA" not in row["agent_id"]  # a key-like value is scrubbed like any other text
     rc, out, _ = run(capsys, "sessions", "--ledger", str(path))
     assert rc == 0 and "\x1b" not in out
-
-
-def test_failovers_are_counted_where_the_ledger_records_attempts():
-    from tokunseba.cli.sessions import render_sessions
-    from tokunseba.cli.session_view import group_report, sessions_report
-    from tokunseba.pricing import row_cost
-
-    base = {"session_id": "s1", "session_fingerprint": 0, "client_name": "codex", "client_version": "0.171.0",
-            "agent": "main", "outcome": "translated", "status": 200, "error": None, "usage_reported": None}
-    rows = [{**base, "request_id": "a", "started_at": 1.0, "attempts": None},
-            {**base, "request_id": "b", "started_at": 2.0, "attempts": [{"route": "r1"}, {"route": "r2"}]},
-            {**base, "request_id": "c", "started_at": 3.0, "attempts": '[{"route": "r1"}, {"route": "r2"}, {"r": 3}]'}]
-    costs = {r["request_id"]: row_cost(r, []) for r in rows}  # no usage reported: no cost
-    (s,) = sessions_report(rows, costs)
-    assert s["failovers"] == 3
-    assert "FAILOVERS" in render_sessions([s])
-    assert group_report(rows, "agent", costs)[0]["failovers"] == 3
-    # a ledger without the column: no failover figure, and no column shown
-    (s,) = sessions_report([{k: v for k, v in r.items() if k != "attempts"} for r in rows], costs)
-    assert s["failovers"] is None and "FAILOVERS" not in render_sessions([s])

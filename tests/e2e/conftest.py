@@ -60,7 +60,8 @@ class Mitmdump:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})}, cwd=workdir)
         self.port = self._wait_port()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, daemon=True)
+        self.drain.start()
 
     def _wait_port(self) -> int:
         deadline = time.time() + 30
@@ -100,6 +101,7 @@ class Mitmdump:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.drain.join(5)  # its last lines read (log() right after stop() sees them)
 
     def log(self) -> str:
         return "".join(self.lines)

@@ -314,3 +314,115 @@ def test_a_turn_the_provider_fails_is_an_error_and_a_refused_one_never_leaves(tm
     turns = _turns(m.ledger)
     assert [t["outcome"] for t in turns] == ["error", "refused"], turns
     assert turns[0]["status"] == 429 and "slow down" in turns[0]["error"]
+
+
+TOOL_SEARCH = [  # gpt-5.5 (classic) Codex's search of its deferred tools, as its history carries it
+    {"type": "tool_search_call", "id": "tsc_ws1", "call_id": "call_ts1", "execution": "client", "status": "completed",
+     "arguments": {"query": "calendar event", "limit": 3}},
+    {"type": "tool_search_output", "id": "tso_ws1", "call_id": "call_ts1", "execution": "client", "status": "completed",
+     "tools": [{"type": "function", "name": "create_event", "description": "Create an event.",
+                "parameters": {"type": "object", "properties": {"title": {"type": "string"}}}}]},
+]
+
+FAILOVER_RULES = """\
+endpoints:
+  cut:
+    protocol: openai-responses
+    url: {cut}/v1
+  busy:
+    protocol: openai-responses
+    url: {busy}/v1
+  elsewhere:
+    protocol: openai-responses
+    url: {other}/v1
+    key_env: TK_TEST_WS_KEY
+routes:
+  - {{name: first, when: {{client: openai-responses, model: route-ws}}, to: cut}}
+  - {{name: second, when: {{client: openai-responses, model: route-ws}}, to: busy}}
+  - {{name: third, when: {{client: openai-responses, model: route-ws}}, to: elsewhere}}
+"""
+
+
+def _events_of(ledger: Path, request_id: str) -> list[tuple[str, dict]]:
+    con = sqlite3.connect(ledger)
+    try:
+        return [(k, json.loads(d or "null")) for k, d in
+                con.execute("SELECT kind, data FROM events WHERE request_id = ? ORDER BY id", (request_id,))]
+    finally:
+        con.close()
+
+
+def test_a_routed_turn_fails_over_before_its_first_word_and_carries_tool_search_items(tmp_path):
+    """A WebSocket cut before its first event and a 503 (over HTTPS: no WebSocket there) move the
+    turn on as over HTTPS; the third endpoint's WebSocket answers. Every attempt carried the
+    client's tool_search items as they were."""
+    from tests.support.upstream import Reply
+
+    with WsUpstream() as ws, WsUpstream() as cut, Upstream() as busy, WsUpstream() as other:
+        ws.script(WsScript(text_events(["unused"])))
+        cut.script(WsScript(text_events(["never"]), cut_after=0))
+        busy.script(Reply.json({"error": {"message": "no websocket here"}}, 404),
+                    Reply.json({"error": {"message": "overloaded", "type": "server_error"}}, 503))
+        other.script(WsScript(text_events(["at the ", "other endpoint"]), delay=0.005))
+        rules = FAILOVER_RULES.format(cut=cut.url, busy=busy.url, other=other.url)
+        m = _proxy(tmp_path, ws, rules)
+        asked = [user("find my calendar tool"), *TOOL_SEARCH, user("now use it")]
+        try:
+            async def session():
+                async with Client(m) as c:
+                    return await c.send(create(asked, model="route-ws"))
+            got = asyncio.run(session())
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    assert "".join(e.get("delta", "") for e in got if e["type"] == "response.output_text.delta") == \
+        "at the other endpoint", got
+    assert [(r.method, r.path) for r in busy.requests] == [("GET", "/v1/responses"), ("POST", "/v1/responses")]
+    assert busy.requests[1].json()["input"] == asked  # over HTTPS, the items as the client sent them
+    assert len(other.turns()) == 1 and other.turns()[0]["input"] == asked  # over its WebSocket too
+    assert ws.turns() == []
+    turns = _turns(m.ledger)
+    assert len(turns) == 1 and turns[0]["outcome"] == "retargeted" and turns[0]["endpoint"] == "elsewhere", turns
+    assert json.loads(turns[0]["usage_reported"])["input_tokens"] == 5120
+    failed = [d for k, d in _events_of(m.ledger, turns[0]["request_id"]) if k == "attempt_failed"]
+    assert cut.turns()[0]["input"] == asked
+    assert [(f["endpoint"], f["kind"]) for f in failed] == [("cut", "reset"), ("busy", "status")], failed
+    assert failed[1]["status"] == 503 and failed[1]["next"] == "elsewhere"
+
+
+QUEUE_RULES = """\
+endpoints:
+  elsewhere:
+    protocol: openai-responses
+    url: {other}/v1
+    max_concurrency: 1
+    queue_s: 30
+routes:
+  - {{name: retarget-model, when: {{client: openai-responses, model: route-ws}}, to: elsewhere}}
+"""
+
+
+def test_a_turn_whose_endpoint_is_full_waits_for_its_slot_up_to_queue_s(tmp_path):
+    with WsUpstream() as ws, WsUpstream() as other:
+        ws.script(WsScript(text_events(["unused"])))
+        other.script(WsScript(text_events(["one ", "at ", "a ", "time"]), delay=0.05))
+        m = _proxy(tmp_path, ws, QUEUE_RULES.format(other=other.url))
+        try:
+            async def one(text: str):
+                async with Client(m) as c:
+                    return await c.send(create([user(text)], model="route-ws"))
+
+            async def both():
+                return await asyncio.gather(one("first"), one("second"))
+            got = asyncio.run(both())
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    for events in got:
+        assert "".join(e.get("delta", "") for e in events if e["type"] == "response.output_text.delta") == \
+            "one at a time", events
+    turns = _turns(m.ledger)
+    assert [t["outcome"] for t in turns] == ["retargeted", "retargeted"] and len(other.turns()) == 2
+    queued = [d for t in turns for k, d in _events_of(m.ledger, t["request_id"]) if k == "queued"]
+    assert len(queued) == 1, queued  # the second waited for the first's slot, then took it
+    assert queued[0]["endpoint"] == "elsewhere" and queued[0]["slot"] is True and queued[0]["waited_s"] > 0

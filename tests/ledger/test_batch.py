@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokunseba.ledger import Ledger, LedgerWriter
+from tokunseba.ledger import Later, Ledger, LedgerWriter
 from tokunseba.ledger.batch import BUILD, EVENT, START, UPDATE
 
-from tests.ledger.test_store import SECRETS, raw_bytes
+from tests.support.ledgers import SECRETS, raw_bytes
 
 RIDS = ("tk-a", "tk-b", "tk-c")
 
@@ -334,6 +334,54 @@ def test_a_turns_start_is_not_held_back(target):
         assert w.flush(30)
         assert (w.written, w.batches) == (2, 1)
     w.close()
+
+
+def test_a_start_queued_with_its_end_lingers_with_it(target):
+    """A short turn's start comes with its end (proxy/recorder.py): there is no open turn to
+    show, so it does not cut the linger; a flush commits both in one transaction."""
+    w = LedgerWriter(Ledger(target()), linger_s=600.0)
+    w.start_turn("tk-1", started_at=1000.0, client_protocol="anthropic", host="h", path="/", requested_model="m",
+                 stream=False, ended=True)
+    w.update_turn("tk-1", outcome="pass_through", status=200)
+    time.sleep(0.3)
+    assert w.written == 0  # lingering
+    assert w.flush(30)
+    assert (w.written, w.batches) == (2, 1)
+    w.close()
+    with Ledger(target.reader(), readonly=True) as led:
+        assert (led.get_turn("tk-1")["outcome"], led.get_turn("tk-1")["status"]) == ("pass_through", 200)
+
+
+def test_a_later_value_is_computed_by_the_writers_thread(target, caplog):
+    """``Later(fn)``: ``fn`` runs on the writer's thread as the record is written; one that fails
+    leaves its column empty (said in the log) and the record's other fields written."""
+    import threading
+
+    ran_on: list[str] = []
+
+    def hashes() -> str:
+        ran_on.append(threading.current_thread().name)
+        return '{"v":1}'
+
+    def broken() -> str:
+        raise ValueError("no hashes")
+
+    w = LedgerWriter(Ledger(target()))
+    w.start_turn("tk-1", started_at=1000.0, client_protocol="anthropic", host="h", path="/", requested_model="m",
+                 stream=False)
+    w.update_turn("tk-1", rule="r1", prefix_hashes=Later(hashes))
+    w.start_turn("tk-2", started_at=1000.0, client_protocol="anthropic", host="h", path="/", requested_model="m",
+                 stream=False)
+    with caplog.at_level(logging.ERROR, logger="tokunseba.ledger"):
+        w.update_turn("tk-2", rule="r2", prefix_hashes=Later(broken))
+        assert w.flush(30)
+    w.close()
+    assert ran_on == ["tokunseba-ledger-writer"]
+    assert "a value computed for a record failed" in caplog.text
+    with Ledger(target.reader(), readonly=True) as led:
+        one, two = led.get_turn("tk-1"), led.get_turn("tk-2")
+        assert (one["rule"], one["prefix_hashes"]) == ("r1", '{"v":1}')
+        assert (two["rule"], two["prefix_hashes"]) == ("r2", None)
 
 
 def test_close_commits_at_once_what_lingers(target):

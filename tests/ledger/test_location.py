@@ -8,8 +8,10 @@ import os
 import pytest
 
 from tokunseba.cli.main import main
-from tokunseba.ledger import Ledger, LedgerError, url_scheme
 from tokunseba.credentials import redact_text, split_url_password
+from tokunseba.ledger import default_ledger_path, Ledger, LedgerError, url_scheme
+
+from tests.support.ledgers import start
 
 BAD_URLS = ["mysql://tk:hunter2@127.0.0.1:3306/db", "http://tk:hunter2@127.0.0.1/db", "sqlite://tk:hunter2@x/db"]
 
@@ -173,3 +175,27 @@ def test_run_and_stats_say_when_a_spool_waits(capsys, tmp_path, monkeypatch, _to
     assert main(["stats", "--ledger", url]) == 1  # the database away: an error, and the spool said
     err = capsys.readouterr().err
     assert "7 ledger records wait in a local spool" in err and err.rstrip().splitlines()[-1].startswith("error: ")
+
+
+# ---------------------------------------------------------------- paths
+
+
+def test_default_path_follows_tokunseba_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKUNSEBA_HOME", str(tmp_path / "th"))
+    assert default_ledger_path() == tmp_path / "th" / "ledger.db"
+
+
+def test_default_path_falls_back_to_xdg_then_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOKUNSEBA_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_ledger_path() == tmp_path / "xdg" / "tokunseba" / "ledger.db"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_ledger_path() == tmp_path / "home" / ".local" / "share" / "tokunseba" / "ledger.db"
+
+
+def test_ledger_without_path_creates_the_default_under_tokunseba_home(_tokunseba_home):
+    with Ledger() as led:
+        start(led, "tk-a")
+    assert (_tokunseba_home / "ledger.db").exists()
+    assert Ledger(readonly=True).get_turn("tk-a")["request_id"] == "tk-a"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tokunseba.ledger import Ledger, LedgerWriter, spool_note
-from tokunseba.ledger.spool import Spool, ledger_key, spool_dir
+from tokunseba.ledger.spool import ledger_key, spool_dir
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +63,6 @@ def _counts(url: str) -> tuple[int, int, dict[str, int]]:
         events = c.execute("SELECT count(*) FROM events").fetchone()[0]
         per = dict(c.execute("SELECT request_id, count(*) FROM events WHERE kind='completed' GROUP BY 1").fetchall())
     return turns, events, per
-
-
-def test_the_spool_file_is_private_and_bounded_and_counts_what_it_drops(tmp_path):
-    sp = Spool(tmp_path / "spool" / "k-1.jsonl", max_bytes=300)
-    assert stat.S_IMODE(os.stat(tmp_path / "spool").st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(sp.path).st_mode) == 0o600
-    assert sp.append(b"x" * 200 + b"\n", 7)
-    assert not sp.append(b"y" * 200 + b"\n", 5)  # past the bound: dropped, counted
-    assert (sp.dropped_batches, sp.dropped_records, sp.size) == (1, 5, 201)
-    assert [n for n, _ in sp.batches()] == [201]
-    sp.done(201)
-    assert sp.size == 0 and not sp.waiting
-    sp.close()
-    assert not sp.path.exists()  # empty: removed
 
 
 def test_the_database_away_at_start_spools_then_drains_in_order_once(own_server, db, caplog, _tokunseba_home):
@@ -174,7 +160,7 @@ def test_no_secret_reaches_a_postgresql_ledger(pg_url):
     """What test_ledger proves for the SQLite file, for every table of a PostgreSQL ledger."""
     import psycopg
 
-    from tests.ledger.test_store import SECRETS
+    from tests.support.ledgers import SECRETS
 
     led = Ledger(pg_url)
     led.start_turn("tk-s", started_at=1.0, client_protocol="gemini", host="generativelanguage.googleapis.com",

@@ -21,7 +21,7 @@ from tokunseba.ledger import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
 from tokunseba.proxy.recorder import START_AFTER_S
-from tokunseba.turn.pump import Pump, reply_completed
+from tokunseba.turn.pump import Pump
 from tokunseba.turn.target import point_at, set_target, target_of
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.plan import REQUEST_ID_HEADER
@@ -164,6 +164,30 @@ async def test_running_forces_lazy_connections_and_starts_the_relay(addon):
     assert addon.tctx.options.connection_strategy == "lazy"
     assert addon.relay.port > 0
     assert addon.status().startswith("rules=") and "routes=4" in addon.status()
+
+
+async def test_running_settles_the_process_and_done_gives_the_collector_back(tmp_path, rules_file, monkeypatch):
+    """Once running, the loop gets the interpreter back from other threads within
+    SWITCH_INTERVAL_S and start-up's objects are frozen out of the collector; done unfreezes them."""
+    import gc
+    import sys
+
+    from tokunseba.proxy.mitm import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    a = Tokunseba()
+    try:
+        with context(a) as tctx:
+            tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file),
+                           tokunseba_ledger=str(tmp_path / "ledger.db"))
+            await a.running()
+            assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
+            assert gc.get_freeze_count() > 0
+            a.done()
+            assert gc.get_freeze_count() == 0
+    finally:
+        sys.setswitchinterval(before)
 
 
 # ---------------------------------------------------------------- request hook
@@ -516,7 +540,7 @@ async def test_relayed_raw_pump_ends_at_an_event_its_client_could_not_read(addon
         assert b"".join(out).startswith(head) and [e for e, _ in events][-1] == "error", events
         assert why in events[-1][1]["error"]["message"] and "message_stop" not in [e for e, _ in events]
         outcome = pump.outcome(200)
-        assert outcome.problem.startswith(why) and not reply_completed(pump)
+        assert outcome.problem.startswith(why) and not pump.completed
 
 
 # ---------------------------------------------------------------- hooks through to the ledger

@@ -46,3 +46,16 @@ def test_without_the_row_the_key_is_unknown():
     with pytest.raises(RulesError) as e:
         load_rules_text(RULES, "r.yaml")
     assert "unknown key 'plan'" in str(e.value)
+
+
+def test_tool_names_of_each_protocol():
+    chat = {"model": "m", "messages": [], "tools": [{"type": "function", "function": {"name": "a"}}]}
+    resp = {"model": "m", "input": [], "tools": [{"type": "function", "name": "b"},
+                                                 {"type": "namespace", "name": "ns", "tools": [{"name": "c"}]}]}
+    assert turn_facts("openai", chat, 1, {}).tool_names == ("a",)
+    assert turn_facts("openai-responses", resp, 1, {}).tool_names == ("b", "ns.c")
+    schema = {"type": "object"}
+    assert turn_facts("openai", {**chat, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": schema}}}, 1, {}).output_schema == schema
+    assert turn_facts("openai-responses", {**resp, "text": {"format": {"type": "json_schema", "schema": schema}}},
+                      1, {}).output_schema == schema

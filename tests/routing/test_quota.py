@@ -1,112 +1,16 @@
-"""Subscription windows (issue 42): the header reader (protocols/limits.py) on the formats the
-clients' own sources read, the account a request spends (a hash, never the credential), the
+"""Subscription windows (issue 42; the header reader is tested in tests/protocols/test_limits.py):
+the account a request spends (a hash, never the credential), the
 board of last states, the ``quota`` predicate and its validation, a rejected window's gate."""
 
 from __future__ import annotations
 
 import pytest
 
-from tokunseba.protocols.limits import ANTHROPIC_FIELDS, ANTHROPIC_OVERALL, CODEX_FIELDS, read_windows
-from tokunseba.routing.quota import (QuotaBoard, account_of, check_quota, gate, humane, quota_problem,
-                                     routed_by_quota)
-from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts
+from tokunseba.protocols.limits import read_windows
+from tokunseba.routing import decide, load_rules_text, RulesError, turn_facts
+from tokunseba.routing.quota import account_of, check_quota, gate, humane, quota_problem, QuotaBoard, routed_by_quota
 
-NOW = 1_800_000_000.0
-
-# as Claude Code's cli.js reads them: shares 0..1, resets in Unix seconds
-ANTHROPIC = {
-    "anthropic-ratelimit-unified-status": "allowed",
-    "anthropic-ratelimit-unified-reset": str(int(NOW) + 3600),
-    "anthropic-ratelimit-unified-representative-claim": "five_hour",
-    "anthropic-ratelimit-unified-5h-utilization": "0.85",
-    "anthropic-ratelimit-unified-5h-reset": str(int(NOW) + 3600),
-    "anthropic-ratelimit-unified-5h-status": "allowed_warning",
-    "anthropic-ratelimit-unified-7d-utilization": "0.31",
-    "anthropic-ratelimit-unified-7d-reset": str(int(NOW) + 86400 * 3),
-    "anthropic-ratelimit-unified-7d-status": "allowed",
-    "anthropic-ratelimit-unified-overage-status": "rejected",
-    "anthropic-ratelimit-unified-overage-disabled-reason": "org_level_disabled",
-}
-# as openai/codex codex-rs/codex-api/src/rate_limits.rs reads them: percent 0..100, reset-at in Unix seconds
-CODEX = {
-    "x-codex-primary-used-percent": "42.5",
-    "x-codex-primary-window-minutes": "300",
-    "x-codex-primary-reset-at": str(int(NOW) + 7200),
-    "x-codex-secondary-used-percent": "13",
-    "x-codex-secondary-window-minutes": "10080",
-    "x-codex-secondary-reset-after-seconds": "600000",
-}
-
-
-def by_name(reading):
-    return {w.name: w for w in reading.windows}
-
-
-def test_anthropic_windows_are_read_as_the_headers_say():
-    r = read_windows(ANTHROPIC, NOW)
-    w = by_name(r)
-    assert r.provider == "anthropic" and r.binding == "5h" and not r.skipped
-    assert (w["5h"].used, w["5h"].status, w["5h"].resets_at, w["5h"].binding) == (0.85, "allowed_warning",
-                                                                                  NOW + 3600, True)
-    assert (w["7d"].used, w["7d"].status, w["7d"].binding) == (0.31, "allowed", False)
-    assert (w["overage"].used, w["overage"].status) == (None, "rejected")  # a status, no share made up
-
-
-def test_the_account_status_goes_to_the_binding_window_when_it_has_none_of_its_own():
-    r = read_windows({"anthropic-ratelimit-unified-status": "rejected",
-                      "anthropic-ratelimit-unified-reset": str(int(NOW) + 60),
-                      "anthropic-ratelimit-unified-representative-claim": "seven_day",
-                      "anthropic-ratelimit-unified-7d-utilization": "1.0"}, NOW)
-    w = by_name(r)["7d"]
-    assert (w.used, w.status, w.resets_at, w.binding) == (1.0, "rejected", NOW + 60, True)
-
-
-def test_codex_windows_are_read_as_codex_reads_them():
-    r = read_windows(CODEX, NOW)
-    w = by_name(r)
-    assert r.provider == "chatgpt" and not r.skipped
-    assert (w["primary"].used, w["primary"].minutes, w["primary"].resets_at) == (0.425, 300, NOW + 7200)
-    assert (w["secondary"].used, w["secondary"].minutes, w["secondary"].resets_at) == (0.13, 10080, NOW + 600000)
-    assert w["primary"].status is None  # the backend reports none: never guessed from the share
-
-
-def test_other_codex_limit_families_are_their_own_windows():
-    r = read_windows({"x-codex-bengalfox-primary-used-percent": "80", "x-codex-primary-used-percent": "0"}, NOW)
-    assert [w.name for w in r.windows] == ["codex_bengalfox.primary"]  # an all-zero window reports nothing
-
-
-@pytest.mark.parametrize("name,value", [
-    ("anthropic-ratelimit-unified-5h-utilization", "eighty"),
-    ("anthropic-ratelimit-unified-5h-utilization", "-0.1"),
-    ("anthropic-ratelimit-unified-5h-reset", "tomorrow"),
-    ("anthropic-ratelimit-unified-5h-status", "maybe"),
-    ("anthropic-ratelimit-unified-representative-claim", "ten_minutes"),
-])
-def test_a_malformed_anthropic_header_is_skipped_and_said(name, value):
-    headers = {**ANTHROPIC, name: value}
-    r = read_windows(headers, NOW)
-    assert [n for n, _ in r.skipped] == [name]
-    assert value in r.skipped[0][1]
-    if name.endswith("5h-utilization"):
-        assert by_name(r)["5h"].used is None  # skipped, not guessed; the rest of the window stays
-        assert by_name(r)["5h"].status == "allowed_warning"
-
-
-def test_a_malformed_codex_header_is_skipped_and_said():
-    r = read_windows({**CODEX, "x-codex-primary-used-percent": "n/a", "x-codex-secondary-window-minutes": "1.5"}, NOW)
-    assert sorted(n for n, _ in r.skipped) == ["x-codex-primary-used-percent", "x-codex-secondary-window-minutes"]
-    assert [w.name for w in r.windows] == ["secondary"]
-    assert by_name(r)["secondary"].minutes is None
-
-
-def test_no_window_headers_reads_nothing():
-    assert not read_windows({"content-type": "application/json", "x-ratelimit-remaining-tokens": "5"}, NOW)
-
-
-def test_every_row_says_where_it_came_from():
-    for table in (ANTHROPIC_FIELDS, ANTHROPIC_OVERALL, CODEX_FIELDS):
-        for name, (fmt, source) in table.items():
-            assert fmt and len(source) > 20, name
+from tests.support.windows import ANTHROPIC, by_name, NOW, QUOTA_RULES
 
 
 def test_the_account_is_a_hash_of_the_credential_never_the_credential():
@@ -201,18 +105,10 @@ def test_a_rejected_window_makes_the_accounts_own_endpoints_unavailable():
     assert test("own-host") is True  # reset: available again
 
 
-RULES = """
-endpoints:
-  local: {protocol: openai, url: "http://127.0.0.1:9/v1", model: small}
-routes:
-  - name: easy-local-when-busy
-    when: {client: anthropic, model: "*haiku*", quota: {above: 0.8}}
-    to: local
-"""
 
 
 def test_decide_routes_on_the_window_and_explains_which_one():
-    rules = load_rules_text(RULES)
+    rules = load_rules_text(QUOTA_RULES)
     clock, board = Clock(NOW), QuotaBoard()
     mine = {"authorization": "Bearer mine"}
     acct = account_of("api.anthropic.com", mine)
@@ -257,55 +153,14 @@ def test_humane_spans():
     assert humane(2 * 86400 + 7200) == "2d 2h" and humane(-3) == "0s"
 
 
-def test_claude_codes_other_headers_are_read_or_left_alone():
-    r = read_windows({**ANTHROPIC, U + "5h-surpassed-threshold": "0.9", U + "7d_oi-utilization": "0.4",
-                      U + "7d_oi-reset": str(int(NOW) + 9000), U + "fallback": "available",
-                      U + "overage-in-use": "true", U + "upgrade-paths": "max_20x"}, NOW)
-    assert not r.skipped and by_name(r)["7d_oi"].used == 0.4 and by_name(r)["5h"].used == 0.85
-    bad = read_windows({**ANTHROPIC, U + "5h-surpassed-threshold": "high"}, NOW)
-    assert [n for n, _ in bad.skipped] == [U + "5h-surpassed-threshold"]
-
-
-U = "anthropic-ratelimit-unified-"
-
-
 def test_check_says_where_the_windows_come_from(tmp_path):
     from tokunseba.routing import check_file
 
     path = tmp_path / "r.yaml"
-    path.write_text(RULES)
+    path.write_text(QUOTA_RULES)
     ok, lines = check_file(path)
     assert ok and any(line.startswith("when.quota (route easy-local-when-busy): the windows of the account")
                       and "tokunseba quota" in line for line in lines), lines
-
-
-def test_the_watch_records_a_reply_for_the_account_its_attempt_spent():
-    import json as _json
-
-    from tokunseba.turn.plan import build_turn, decide_request, prepare_request
-    from tokunseba.turn.quota_seen import WindowWatch
-
-    rules = load_rules_text(RULES)
-    body = _json.dumps({"model": "claude-opus-4-8", "max_tokens": 5,
-                        "messages": [{"role": "user", "content": "hi"}]}).encode()
-    mine = [("authorization", "Bearer mine")]
-    prep = prepare_request(method="POST", host="api.anthropic.com", port=443, path="/v1/messages", headers=mine,
-                           body=body)
-    turn = build_turn(rules, prep, decide_request(rules, prep), env={})
-    watch = WindowWatch(QuotaBoard(thresholds=(0.8,)))
-    seen = watch.reply(turn, mine, {**ANTHROPIC, U + "7d-utilization": "n/a"}, NOW)
-    assert seen is not None and seen.account == account_of("api.anthropic.com", mine)
-    assert sorted(r[4] for r in seen.rows) == ["5h", "7d", "overage"]  # one row per window
-    assert all(r[0] == seen.account.key and r[-1] == turn.request_id for r in seen.rows)
-    assert any("7d-utilization skipped" in line for line in seen.lines)
-    assert any("window 5h is 85% used" in line for line in seen.lines)
-    assert seen.event == ("quota_header_skipped", {"headers": [{"header": U + "7d-utilization",
-                                                                "why": "'n/a': not a number"}]})
-    again = watch.reply(turn, mine, {**ANTHROPIC, U + "7d-utilization": "n/a"}, NOW + 1)
-    assert again.lines == [] and again.event is not None  # said once; recorded each time
-    anonymous = watch.reply(turn, [("content-type", "application/json")], ANTHROPIC, NOW)
-    assert anonymous.rows == [] and "not recorded" in anonymous.lines[0]
-    assert watch.reply(turn, mine, {"content-type": "application/json"}, NOW) is None
 
 
 def test_the_board_loads_what_the_ledger_holds_not_yet_reset():

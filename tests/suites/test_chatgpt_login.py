@@ -77,20 +77,6 @@ def outgoing(turn: Turn, headers) -> dict[str, str]:
     return out
 
 
-# ---------------------------------------------------------------- the login fact
-
-
-@pytest.mark.parametrize("backend,headers,want", [
-    ("chatgpt.com", {}, "chatgpt"),  # the ChatGPT backend's host says it
-    (None, {"chatgpt-account-id": "acct-1"}, "chatgpt"),  # a ChatGPT account named elsewhere (a base URL)
-    (None, {"authorization": "Bearer sk-x"}, "api_key"),
-    (None, {"chatgpt-account-id": ""}, "api_key"),
-])
-def test_the_login_is_read_from_the_host_and_headers(backend, headers, want):
-    assert resp.login_of(backend, headers)[0] == want
-    assert set(resp.LOGINS) == {"chatgpt", "api_key"} and protocols.get(resp.PROTOCOL).login is resp.login_of
-
-
 def test_a_chatgpt_turn_is_prepared_with_its_login_and_an_api_key_turn_with_its_own():
     at_chatgpt = prepare_request(method="POST", host="chatgpt.com", port=443, path="/backend-api/codex/responses",
                                  headers=CHATGPT_HEADERS, body=BODY)

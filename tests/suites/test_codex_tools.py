@@ -3,37 +3,34 @@ declared two-way encoding (neutral/tools.py), and come back in Codex's own shape
 
 - encode -> decode gives the declaration and the call back byte for byte, for any input text,
   through every upstream protocol, streamed (at every split) and whole;
-- the streamed custom input is decoded as the JSON string arrives: the deltas join to the
-  input, whatever the split, and no wrapper fragment leaks;
+- the streamed custom input decoded at every split is tested beside neutral/tools.py
+  (tests/neutral/test_tools.py);
 - every way peers' mappings broke, replayed as a fixture with its expected outcome.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given, HealthCheck, settings, strategies as st
 
-from tests.conftest import load_fixture  # noqa: F401  (the shared fixture loader, for symmetry)
-from tests.translate.openai_responses.test_stream import check_responses_grammar, responses_events, responses_final
-from tests.suites.test_spread_tool_calls import chunk
-from tokunseba import jsonc
-from tokunseba import translate as tr
+from tokunseba import jsonc, translate as tr
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.message import Message
 from tokunseba.neutral.report import ReplyReport
-from tokunseba.neutral.tools import ClientTool, FreeformInputStream, freeform_arguments, freeform_input
+from tokunseba.neutral.tools import ClientTool, freeform_arguments
 from tokunseba.protocols.openai_responses import flat_tool_name
-from pathlib import Path
+
+from tests.suites.test_spread_tool_calls import chunk
+from tests.support.codex_patch import JS
+from tests.translate.openai_responses.test_stream import check_responses_grammar, responses_events, responses_final
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "codex"
 CREATED = 1767225600
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 UPSTREAMS = ("openai", "anthropic", "gemini")
-PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi \"there\" \\ é 😀\n*** End Patch\n"
-JS = "const r = await tools.apply_patch(" + json.dumps(PATCH) + ");\ntext(r);"
 LITE_TOOLS = {"exec": ClientTool("exec", "functions", freeform=True),
               "clock__sleep": ClientTool("sleep", "clock"),
               "mcp__files__read": ClientTool("read", "mcp__files__")}
@@ -156,27 +153,6 @@ def test_any_input_round_trips_byte_for_byte_at_any_split(text, upstream, data):
     assert "".join(deltas) == text  # streamed as it arrived, no wrapper fragment
     cuts = sorted(data.draw(st.lists(st.integers(1, len(raw) - 1), max_size=8, unique=True)))
     assert to_codex(upstream, raw, cuts)[0] == out
-
-
-@SETTINGS
-@given(st.text(max_size=60), st.data())
-def test_the_input_stream_decodes_at_every_split(text, data):
-    args = data.draw(st.sampled_from([freeform_arguments(text), json.dumps({"input": text}),
-                                      json.dumps({"input": text}, indent=2)]))
-    assert freeform_input(args) == text
-    cuts = sorted(data.draw(st.lists(st.integers(1, max(1, len(args) - 1)), max_size=10, unique=True)))
-    s, got, last = FreeformInputStream(), [], 0
-    for c in [*cuts, len(args)]:
-        got.append(s.feed(args[last:c]))
-        last = c
-    assert "".join(got) == text and not s.failed
-
-
-def test_the_input_stream_at_every_single_split_point():
-    args = freeform_arguments(JS)
-    for cut in range(len(args) + 1):
-        s = FreeformInputStream()
-        assert s.feed(args[:cut]) + s.feed(args[cut:]) == JS, cut
 
 
 # ---------------------------------------------------------------------------------------

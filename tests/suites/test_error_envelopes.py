@@ -1,5 +1,6 @@
 """Errors in the client's protocol (docs/protocols.md A.7, B.6, E.6; docs/architecture.md rule 6): status
-and envelope mapped by table, the upstream's message text kept, any body shape accepted."""
+and envelope mapped by table, the upstream's message text kept, any body shape accepted. Each protocol's own
+envelope is tested beside it (tests/protocols/test_<protocol>.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import json
 
 import pytest
 
-from tokunseba.protocols import anthropic as pa
-from tokunseba.protocols import gemini as pg
-from tokunseba.protocols import openai_chat as po
-from tokunseba.sse import SSEDecoder
 from tokunseba.neutral.error import parse_error_body
+from tokunseba.protocols import anthropic as pa
 from tokunseba.translate import error as translate_error
 
 
@@ -31,45 +29,6 @@ def to_anthropic(status: int, body: bytes) -> tuple[int, dict]:
 def to_openai(status: int, body: bytes) -> tuple[int, dict]:
     st, out = translate_error("anthropic", "openai", status, body)
     return st, json.loads(out)
-
-
-# ---- the protocol tables ----
-
-
-@pytest.mark.parametrize("status,etype", [
-    (400, "invalid_request_error"), (401, "authentication_error"), (402, "billing_error"),
-    (403, "permission_error"), (404, "not_found_error"), (409, "conflict_error"), (413, "request_too_large"),
-    (429, "rate_limit_error"), (500, "api_error"), (503, "overloaded_error"), (504, "timeout_error"),
-    (529, "overloaded_error"), (422, "invalid_request_error"), (418, "invalid_request_error"), (502, "api_error")])
-def test_anthropic_error_type_for_status(status, etype):
-    assert pa.error_type_for_status(status) == etype
-
-
-def test_anthropic_error_body_and_sse_event():
-    assert json.loads(pa.error_body(429, "slow down")) == {
-        "type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
-    assert json.loads(pa.error_body(400, "x", "not_found_error"))["error"]["type"] == "not_found_error"
-    raw = pa.sse_error("overloaded_error", "Overloaded")
-    assert raw.startswith(b"event: error\n") and raw.endswith(b"\n\n")
-    (ev,) = SSEDecoder().feed(raw)
-    assert ev.event == "error"
-    assert json.loads(ev.data) == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-
-
-def test_openai_error_body_and_sse_event():
-    assert json.loads(po.error_body(400, "bad", code="context_length_exceeded")) == {
-        "error": {"message": "bad", "type": "invalid_request_error", "param": None, "code": "context_length_exceeded"}}
-    assert json.loads(po.error_body(429, "slow"))["error"]["code"] == "rate_limit_exceeded"
-    assert json.loads(po.error_body(500, "boom"))["error"]["type"] == "server_error"
-    raw = po.sse_error("server_error", "boom")
-    assert raw == b'data: {"error":{"message":"boom","type":"server_error","param":null,"code":null}}\n\n'
-
-
-def test_anthropic_status_for_type_round_trips():
-    for status, etype in pa.ERROR_TYPES.items():
-        if status != 503:
-            assert pa.status_for_type(etype) == status
-    assert pa.status_for_type("something_new") == 500
 
 
 # ---- OpenAI-side upstream -> Anthropic client ----
@@ -187,17 +146,6 @@ def test_a_server_error_mentioning_the_prompt_is_not_a_context_overflow():
     """Same test as the other direction (protocols.failures.is_context_window): only a client error (< 500) is."""
     st, body = to_openai(500, ant("api_error", "internal error while checking whether the prompt is too long"))
     assert (st, body["error"]["type"], body["error"]["code"]) == (500, "server_error", None)
-
-
-def test_gemini_error_body():
-    assert json.loads(pg.error_body(429, "Resource has been exhausted (e.g. check quota).")) == {
-        "error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
-                  "status": "RESOURCE_EXHAUSTED"}}
-    assert {s: json.loads(pg.error_body(s, "x"))["error"]["status"] for s in (400, 401, 403, 404, 500, 502, 503, 504)} \
-        == {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-            500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
-    assert json.loads(pg.error_body(418, "teapot")) == {"error": {"code": 418, "message": "teapot", "status": "UNKNOWN"}}
-    assert pg.error_body(400, "ü \"q\"") == '{"error":{"code":400,"message":"ü \\"q\\"","status":"INVALID_ARGUMENT"}}'.encode()
 
 
 def test_same_protocol_is_untouched():

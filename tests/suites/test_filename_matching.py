@@ -73,7 +73,7 @@ def test_every_test_file_is_named_after_a_module_of_its_folder():
 
 
 def test_every_test_folder_is_a_package():
-    # equal basenames in two folders (translate/gemini/test_decode_and_encode.py, translate/anthropic/...)
+    # equal basenames in two folders (translate/gemini/test_decode.py, translate/anthropic/...)
     # import as different modules only when each folder is a package
     bad = [f"tests/{d.relative_to(TESTS)}" for d in sorted(TESTS.rglob("*"))
            if d.is_dir() and "__pycache__" not in d.parts and d.relative_to(TESTS).parts[0] not in ("data", "plugins")

@@ -22,7 +22,7 @@ from tests.suites.test_request_properties import (
     anthropic_requests,
     chat_requests,
 )
-from tests.translate.openai_responses.test_decode_and_encode import REASONING, R, _responses_ids, fc, fco, msg, responses_requests, text_parts
+from tests.translate.openai_responses.test_decode import REASONING, R, _responses_ids, fc, fco, msg, responses_requests, text_parts
 from tokunseba import translate
 from tokunseba.errors import TranslationError
 

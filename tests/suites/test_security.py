@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 import textwrap
 
 import pytest
@@ -16,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokunseba.cli.main import main as cli_main
-from tokunseba.addresses import is_loopback
-from tokunseba.ledger import Ledger, readable_by_others
+from tokunseba.ledger import Ledger
 from tokunseba.routing import RulesError, load_rules, load_rules_text
 from tokunseba.credentials import (KNOWN_SECRETS, REDACTED, RedactingFilter, StreamRedactor, is_credential_header,
                                redact_query, scrub)
@@ -316,11 +314,6 @@ def test_valid_tool_round_trip_and_retargets_are_not_refused(rules):
 # ---------------------------------------------------------------- item 1: loopback only, unless opted in
 
 
-def test_loopback_addresses():
-    assert all(map(is_loopback, ["127.0.0.1", "127.8.9.1", "::1", "::ffff:127.0.0.1"]))
-    assert not any(map(is_loopback, ["192.168.1.20", "10.0.0.2", "::ffff:10.0.0.2", "fe80::1%eth0", "", None]))
-
-
 async def test_non_loopback_client_gets_no_endpoint_key(addon):
     f = make_flow({"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
     f.client_conn.peername = ("192.168.1.77", 50123)
@@ -355,20 +348,6 @@ async def test_echoed_endpoint_key_is_redacted_in_a_whole_reply(addon):
 
 
 # ---------------------------------------------------------------- item 4: private files
-
-
-def test_a_new_ledger_is_private_whatever_the_umask(tmp_path):
-    old = os.umask(0o022)
-    try:
-        home = tmp_path / "data" / "tokunseba"
-        with Ledger(home / "ledger.db") as led:
-            led.event("tk-1", "routed", {"decision": "pass"})
-            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in home.iterdir()}
-        assert stat.S_IMODE(home.stat().st_mode) == 0o700
-        assert modes == {"ledger.db": 0o600, "ledger.db-wal": 0o600, "ledger.db-shm": 0o600}
-        assert readable_by_others(home / "ledger.db") == []
-    finally:
-        os.umask(old)
 
 
 def test_run_warns_about_a_ledger_others_can_read(tmp_path, capsys, monkeypatch):
@@ -427,24 +406,6 @@ def test_a_header_condition_on_a_credential_never_shows_its_value(name):
     assert CANARY not in repr(entry) and f"header {name} does not have the rule's value" in entry["reasons"]
 
 
-JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", "toolu_1", "c1"]),
-                       lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
-                           st.sampled_from(["messages", "input", "content", "type", "role", "id", "tool_use_id",
-                                            "tool_call_id", "call_id", "tool_calls", "max_tokens",
-                                            "max_output_tokens", "previous_response_id", "tool_use", "tool_result",
-                                            "function_call", "function_call_output", "tool"]), kids, max_size=5),
-                       max_leaves=30)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.sampled_from(sorted(p.name for p in REGISTRY.values() if p.checks)), st.dictionaries(st.sampled_from(["messages", "input", "max_tokens",
-                                                                         "max_output_tokens", "max_completion_tokens"]),
-                                                        JSONISH, max_size=4))
-def test_validation_never_raises_on_odd_bodies(protocol, body):
-    problem = first_problem(protocol, body)
-    assert problem is None or (isinstance(problem[0], str) and isinstance(problem[1], str))
-
-
 # ---------------------------------------------------------------- with shadow turns (issue 12)
 
 SHADOW_ONLY = REFUSE.replace("routes:\n", """routes:
@@ -458,13 +419,3 @@ def test_a_shadow_only_route_passes_its_turn_even_under_unmatched_refuse():
     t = plan(load_rules_text(SHADOW_ONLY), ant("claude-3-haiku-shadowed"))
     assert (t.action, t.local) == ("pass", None)
     assert t.decision.route is not None and t.decision.route.shadow == "local"
-
-
-def test_may_spend_keys_only_for_loopback_or_opt_in():
-    from tokunseba.turn.access import may_spend_keys
-
-    assert may_spend_keys("127.0.0.1", proxyauth=False, allow_remote=False)
-    assert may_spend_keys("::ffff:127.0.0.1", proxyauth=False, allow_remote=False)
-    assert not may_spend_keys("192.168.1.77", proxyauth=False, allow_remote=False)
-    assert may_spend_keys("192.168.1.77", proxyauth=True, allow_remote=False)
-    assert may_spend_keys("192.168.1.77", proxyauth=False, allow_remote=True)

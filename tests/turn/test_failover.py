@@ -14,8 +14,9 @@ import pytest
 
 from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.turn.failover import HOLD_MAX, classify, needs_body, retry_hint
-from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES
+from tokunseba.turn.failover import classify, retry_hint
+from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES, may_be_failure
+from tokunseba.proxy.relay import HOLD_MAX  # what the relay holds of a reply that may be a failure
 from tokunseba.routing import RulesError, TurnFacts, check_file, decide, load_rules_text
 
 
@@ -27,7 +28,7 @@ def _oai(message, code=None, etype="invalid_request_error") -> bytes:
 def test_every_failover_status_is_a_failure_whatever_the_body(status):
     f = classify(status, b"<html>busy</html>")
     assert f is not None and f.kind == "status" and f.status == status and f.short() == str(status)
-    assert needs_body(status)
+    assert may_be_failure(status)
 
 
 @pytest.mark.parametrize("status,body", [
@@ -92,8 +93,8 @@ def test_every_context_window_row_has_a_sample_recognised_by_failover_and_by_the
 
 
 def test_only_failure_and_context_statuses_are_held():
-    assert not needs_body(200) and not needs_body(401) and not needs_body(404)
-    assert all(needs_body(s) for s in CONTEXT_STATUSES) and HOLD_MAX >= 64 * 1024
+    assert not may_be_failure(200) and not may_be_failure(401) and not may_be_failure(404)
+    assert all(may_be_failure(s) for s in CONTEXT_STATUSES) and HOLD_MAX >= 64 * 1024
 
 
 def test_retry_hint_seconds_date_ms_and_resets():

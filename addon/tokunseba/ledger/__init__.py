@@ -37,6 +37,7 @@ from .location import (
     tokunseba_home,
     url_scheme,
 )
+from .batch import Later
 from .prefix import first_change, prefix_hashes
 from .quota import rows_of as quota_rows
 from .private_files import create_private, private_dir, readable_by_others
@@ -45,6 +46,7 @@ from .schema import INTERRUPTED, USAGE_FIELDS, migrate_connection
 from .stats import NOT_SERVED, cache_read_share, compute_stats, percentile, turn_class, usage_counting
 from .store import Ledger
 from .writer import LedgerWriter
+from .writes import MAX_STORED_BODY
 
 __all__ = [
     # the store: read and written (Ledger), read only (LedgerReader), written off the event loop
@@ -54,6 +56,7 @@ __all__ = [
     "LedgerError",
     "LedgerMissing",
     "db_errors",
+    "MAX_STORED_BODY",
     # where it lives and who writes it
     "LEDGER_ENV",
     "PG_SCHEMES",
@@ -79,6 +82,7 @@ __all__ = [
     # prompt prefix hashes
     "first_change",
     "prefix_hashes",
+    "Later",
     # subscription windows: a reply's rows (written through LedgerWriter.quota_windows)
     "quota_rows",
     # private files

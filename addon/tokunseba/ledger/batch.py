@@ -7,6 +7,9 @@ A record is a tuple, queued by ``LedgerWriter`` and written by ``Ledger.write_ba
   (EVENT, request_id, kind, data, ts)
   (BUILD, what, build)                        ``build()`` -> [(sql, params)], run in order
 
+A field's value may be ``Later(fn)``: ``fn()`` is called by the writer's thread as it builds
+the statements (work the event loop need not do: the prompt's prefix hashes), None if it fails.
+
 ``statements_of(ledger, record)`` gives a record's own statements (one record, one
 savepoint: the slow path). ``write_folded`` writes a whole batch in fewer statements (the
 fast path), leaving the database exactly as the records run one by one would:
@@ -28,15 +31,35 @@ raised: the caller rolls the batch back and writes it again one savepoint per re
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 START, UPDATE, EVENT, BUILD = "start", "update", "event", "build"
 
+log = logging.getLogger("tokunseba.ledger")
+
 Record = tuple
 Statements = list[tuple[str, tuple]]
+
+
+class Later:
+    """A field's value computed when the writer builds its statements, on the writer's thread;
+    None (said in the log) if ``fn`` fails: one column is never worth a turn's record."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        try:
+            return self.fn()
+        except Exception:
+            log.exception("ledger: a value computed for a record failed")
+            return None
 
 
 class Executes(Protocol):  # a sqlite3.Connection, or ledger/pg.py's Recorder (which records what it is given)

@@ -16,7 +16,8 @@ Contract:
   ledger lingers ``SHARED_LINGER_S``, starts included (a round trip per transaction). On
   SQLite a turn's start is not
   held back: a START record ends the linger, so a turn's row shows it open (outcome NULL)
-  as soon as the thread gets to it; only what comes after may wait. (The proxy hands a turn's
+  as soon as the thread gets to it; only what comes after may wait. A start queued with its
+  turn's end (``ended``: a short turn) does not: that turn is never open. (The proxy hands a turn's
   start over ``proxy/recorder.START_AFTER_S`` after its request, or with its end when that
   comes sooner: a short turn never wakes this thread while its reply streams.)
 - Idle while a shared ledger's spool waits (``Ledger.spool_retry_s``), the thread wakes
@@ -48,7 +49,9 @@ log = logging.getLogger("tokunseba.ledger")
 
 DEFAULT_MAX_QUEUE = 20_000  # records (a turn makes about 7)
 DEFAULT_MAX_BATCH = 1_000
-DEFAULT_LINGER_S = 0.005
+# a transaction costs ~0.17 ms of CPU beyond its records' (scripts/bench/bench_ledger.py, paced vs burst):
+# under load the turns ending within 50 ms share one; a quiet proxy's turn is in the ledger 50 ms after its end
+DEFAULT_LINGER_S = 0.05
 # a shared (PostgreSQL) ledger: each transaction costs a round trip and the driver's work,
 # so records gather longer, a turn's start with them (it shows in the ledger this much later)
 SHARED_LINGER_S = 0.05
@@ -117,9 +120,11 @@ class LedgerWriter:
     # ---- producers (any thread; never block, never raise)
 
     def start_turn(self, request_id: str, *, started_at: float, client_protocol: str, host: str, path: str,
-                   requested_model: str | None, stream: bool | None) -> None:
+                   requested_model: str | None, stream: bool | None, ended: bool = False) -> None:
+        """``ended``: the turn's end follows at once (queued with it): its start does not cut the
+        writer's linger, as there is no open turn to show."""
         self._put((START, request_id, started_at, client_protocol, host, path, requested_model,
-                   None if stream is None else int(bool(stream))))
+                   None if stream is None else int(bool(stream))), cut=not ended)
 
     def update_turn(self, request_id: str, **fields: Any) -> None:
         self._put((UPDATE, request_id, fields))
@@ -147,7 +152,7 @@ class LedgerWriter:
             self._put((BUILD, "interrupt_own", lambda: self.ledger.interrupt_statements(
                 owner_alive, only_owner=owner, reason=reason)))
 
-    def _put(self, record: Record) -> None:
+    def _put(self, record: Record, cut: bool = True) -> None:
         if self._closing:
             self._drop(record, "the ledger is closing")
             return
@@ -159,7 +164,7 @@ class LedgerWriter:
         if full:
             self._drop(record, f"{self.max_queue} records waiting: the database is busy or slow")
             return
-        if record[0] == START and self.starts_cut:  # a turn's start is not held back: its row shows the turn open at once
+        if cut and record[0] == START and self.starts_cut:  # a turn's start is not held back: its row shows the turn open at once
             self._start_waiting = True
             if self._lingering:
                 self._cut.set()

@@ -28,7 +28,7 @@ from typing import Any
 from .. import jsonc
 from ..credentials import redact_text, scrub
 from ..neutral import Usage
-from .batch import Record, record_name, statements_of, write_folded
+from .batch import Later, Record, record_name, statements_of, write_folded
 from .connection import LedgerConnection, is_busy
 from .location import tokunseba_home
 from .schema import INTERRUPTED, INTERRUPTED_ERROR, TURN_COLUMNS, USAGE_FIELDS
@@ -36,6 +36,8 @@ from .scrub import scrubbed_json
 from .stats import usage_counting
 
 log = logging.getLogger("tokunseba.ledger")
+
+MAX_STORED_BODY = 4 * 1024 * 1024  # a reply body kept (--ledger-bodies, a shadowed turn's comparison) is cut here
 
 # update_turn(**fields): field -> how it is stored ("plain" column, "json" column,
 # "usage" (derives the usage_* columns), "body" (bodies table, opt-in)).
@@ -277,6 +279,8 @@ class LedgerWrites(LedgerConnection):
         cols: dict[str, Any] = {}
         bodies: dict[str, bytes] = {}
         for name, value in fields.items():
+            if type(value) is Later:
+                value = value()
             kind = TURN_FIELDS.get(name)
             if kind is None:
                 log.warning("ledger update_turn: unknown field %r ignored", name)

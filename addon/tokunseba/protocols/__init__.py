@@ -42,7 +42,7 @@ __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "
            "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
            "flat_tool_name", "ACCOUNT_HEADERS", "ACCOUNT_ID_HEADERS", "Reading", "SkipNotes", "WindowState", "has_windows",
            "read_windows", "window_names", "REQUEST_ID_HEADER", "extra_for", "is_provider_host",
-           "looks_like_provider_call", "guess_protocol"]
+           "looks_like_provider_call", "guess_protocol", "may_be_failure"]
 
 from .registry import GENERATION, REGISTRY  # noqa: E402  (detect reads them from there)
 
@@ -187,7 +187,8 @@ from .clients import VISIBILITY  # noqa: E402
 from .detect import (Detected, api_hosts, api_path, detect, extra_for, guess, is_provider_host,  # noqa: E402
                      looks_like_provider_call, provider_hosts)
 from .facts import probe_counter  # noqa: E402
-from .failures import CONTEXT_STATUSES, FAILOVER_STATUSES, RESET_HEADERS, RETRY_HEADERS, is_context_window  # noqa: E402
+from .failures import (CONTEXT_STATUSES, FAILOVER_STATUSES, RESET_HEADERS, RETRY_HEADERS, is_context_window,  # noqa: E402
+                       may_be_failure)
 from .openai_responses import DEFAULT_NAMESPACE, flat_tool_name  # noqa: E402
 from .limits import (ACCOUNT_HEADERS, ACCOUNT_ID_HEADERS, Reading, SkipNotes, WindowState, has_windows,  # noqa: E402
                      read_windows, window_names)

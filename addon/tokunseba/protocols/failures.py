@@ -38,6 +38,15 @@ CONTEXT_STATUSES: dict[int, str] = {
     422: "OpenAI-compatible servers built on FastAPI that reject an over-long prompt as unprocessable",
 }
 
+
+
+def may_be_failure(status: int) -> bool:
+    """Whether a reply with ``status`` may be a failure of the endpoint (``FAILOVER_STATUSES``) or
+    a context-window error (``CONTEXT_STATUSES``): its body must be read before the client gets
+    it (the relay holds it until turn/failover.py ``classify`` has decided)."""
+    return status in FAILOVER_STATUSES or status in CONTEXT_STATUSES
+
+
 # endpoint protocol -> how its endpoints say "the prompt does not fit the context window":
 # (field of the error read by neutral.error.parse_error_body: "code" | "type" | "message",
 #  a case-insensitive regex, where it comes from). Servers borrow each other's words, so a

@@ -12,6 +12,8 @@ protocol; a translated turn never falls through to the original host.
 
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Callable
 
 from mitmproxy import command, ctx, http
@@ -30,6 +32,13 @@ from .web import REDACTED_BYTES, DisplayRedaction, OriginalRequestView, Web
 from .websocket import WebSockets
 
 __all__ = ["Tokunseba", "DisplayRedaction", "OriginalRequestView", "MARKS", "ORIGINAL_KEY", "REDACTED_BYTES"]
+
+# The event loop is the proxy's one hot thread; the ledger's writer (and the span exporter) run
+# beside it. Python hands the interpreter to a thread that waits for it only after the switch
+# interval (5 ms by default): a turn's hooks could wait that long behind the writer building a
+# batch. At 0.5 ms the loop gets it back within half a millisecond (scripts/bench/bench_proxy.py:
+# the p95 of a passed-through 48.5 KB turn fell from ~2x bare mitmdump's to ~1x).
+SWITCH_INTERVAL_S = 0.0005
 
 
 class Tokunseba:
@@ -73,12 +82,14 @@ class Tokunseba:
         await self.route.start()
         self.web.start()
         self.record.start()
+        settle_process()
 
     def done(self) -> None:
         self.route.stop()
         self.websockets.stop()
         self.core.relay.stop()
         self.record.stop()
+        gc.unfreeze()  # what settle_process froze is the collector's again (an embedding that goes on)
 
     @command.command("tokunseba.status")
     def status(self) -> str:
@@ -114,7 +125,7 @@ class Tokunseba:
         return self.core.ledger
 
     @property
-    def unstarted(self) -> dict[str, Callable[[], None]]:
+    def unstarted(self) -> dict[str, Callable[[bool], None]]:
         """Request id -> the records of its start, until queued (proxy/recorder.py START_AFTER_S)."""
         return self.core.recorder.unstarted
 
@@ -128,3 +139,15 @@ class Tokunseba:
 
     def _maybe_reload_rules(self) -> None:
         self.route.maybe_reload_rules()
+
+
+def settle_process() -> None:
+    """Once the proxy runs: the event loop gets the interpreter back quickly from the other
+    threads (``SWITCH_INTERVAL_S``), and what start-up made (mitmproxy's and tokunseba's modules,
+    the rules, the ledger's connection: about 100,000 objects) leaves the collector's view
+    (``gc.freeze``, at once: no collection delays the start; again once the price library is
+    loaded, record.py): a full collection then walks only what turns made since, instead of
+    stopping a turn for tens of milliseconds every few hundred turns."""
+    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gc.freeze()

@@ -9,6 +9,7 @@ one call that records how a turn ended (reply.py calls it from the reply hooks).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -111,7 +112,7 @@ class Record(Part):
         """At ``running``: the shadow sender (the ledger's writer takes its calls, on its own thread);
         the price library imported in a thread (~0.5 s), a second after, so that neither the
         proxy's start (scripts/bench/bench_startup.py) nor a turn's end waits for it."""
-        warm = threading.Timer(WARM_AFTER_S, warm_library)
+        warm = threading.Timer(WARM_AFTER_S, warm_and_freeze)
         warm.daemon, warm.name = True, "tokunseba-prices"
         warm.start()
         core = self.core
@@ -198,6 +199,13 @@ class Record(Part):
                                  response_body=client_body(flow, out) if core.spans.bodies else None)
         if record is not None:
             record()
+
+
+def warm_and_freeze() -> None:
+    """The price library loaded, and what it made left out of the collector's view with the rest
+    of start-up's objects (proxy/mitm.py ``settle_process``)."""
+    warm_library()
+    gc.freeze()
 
 
 def judged_failed(flow: http.HTTPFlow, turn: Turn, out: Outcome, details: dict) -> bool:

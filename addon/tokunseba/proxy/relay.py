@@ -32,8 +32,8 @@ decoder turns it into the client's keep-alive; a passed-on stream carries it as 
 ends the turn.
 
 Failover (turn/failover.py): a target registered with ``replan`` holds a reply whose status may
-be a failure (``failover.needs_body``: 408, 429, 5xx, 529, and the 4xx a context-window
-error comes with) until it is whole (at most ``failover.HOLD_MAX`` bytes), and classifies
+be a failure (protocols/failures.py ``may_be_failure``: 408, 429, 5xx, 529, and the 4xx a
+context-window error comes with) until it is whole (at most ``HOLD_MAX`` bytes), and classifies
 it; a failure, a connect or reset before the status line, or no status line within the
 target's ``first_byte_s``, is handed to ``replan``, which returns the next attempt (URL,
 headers, body: planned afresh by the adapter) or None (the client gets the failure as it
@@ -65,7 +65,8 @@ from collections.abc import Awaitable, Callable
 from . import http1
 from .relay_pool import Key, Pool, UpstreamConn, UpstreamProtocol, target_key
 from ..encoding import Decoding, EncodingError, is_identity
-from ..turn import HOLD_MAX, Broken, Failure, Replan, classify, needs_body
+from ..protocols import may_be_failure
+from ..turn import Broken, Failure, Replan, classify
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")
@@ -76,6 +77,7 @@ HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-leng
               b"proxy-connection", b"te", b"trailer"}
 READ = 65536
 HIGH_WATER = 256 * 1024  # bytes waiting toward mitmproxy before the endpoint's reading pauses
+HOLD_MAX = 256 * 1024  # a failure reply bigger than this is relayed as it is (no error says that much)
 KEEPALIVE = b": tokunseba keep-alive\n\n"  # the relay's own keep-alive for a stalled SSE reply
 _KEEPALIVE_CHUNK = http1.chunk(KEEPALIVE)
 
@@ -474,7 +476,7 @@ class _Exchange:
             out += [b"%s: %s\r\n" % (k, v) for k, v in headers if k not in HOP_BY_HOP]
             self.bodyless = self.method == b"HEAD" or status in (204, 304)  # no body, no framing (RFC 9112 §6.3)
             out.append(b"\r\n" if self.bodyless else b"transfer-encoding: chunked\r\n\r\n")
-            if self.hold and needs_body(status):  # nothing goes on until it is whole and classified
+            if self.hold and may_be_failure(status):  # nothing goes on until it is whole and classified
                 self.held_head = b"".join(out)
                 return b""
             if self.target.keepalive and self.relay.keepalive_s > 0 and _keepable(headers):

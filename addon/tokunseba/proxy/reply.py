@@ -30,7 +30,7 @@ from ..turn import Told
 from ..turn import Outcome, shape_problem, upstream_failure
 from ..turn import Turn
 from ..turn import show_client_url
-from ..turn import Pump, reply_completed
+from ..turn import Pump
 from ..turn import response_mode, retarget_error, stream_translator
 from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .provider_limits import EVENT as LIMITS_EVENT, limit_headers
@@ -231,7 +231,7 @@ class Reply(Part):
 
     def _end_failed(self, flow: http.HTTPFlow, state: FlowState, msg: str, broken: Broken | None) -> None:
         turn, gone = state.turn, _client_went_away(msg)
-        if gone and reply_completed(state.pump) and flow.response is not None:
+        if gone and state.pump is not None and state.pump.completed and flow.response is not None:
             # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
             # as soon as it has response.completed): the turn is complete
             self.core.recorder.event(turn, "client_closed", {"message": msg, "after": "completion"})

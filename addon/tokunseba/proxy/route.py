@@ -8,7 +8,7 @@
   flow's state, its records started, the request aimed through the relay by turn/target.py
   ``aim``); fail closed: an exception answers a provider call with an error in its protocol.
   Whatever the client gets from here (a refusal at the door, a turn answered here, the
-  fail-closed error) is one value, an ``Answer``, applied in one place (``Route.answer``);
+  fail-closed error) is one value, an ``Answer``, applied in one place (``answer``);
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
   (turn/failover.py decides; here only the waiting for the next endpoint's slot);
 - the rules file: loaded at ``configure``, reloaded when it changes on disk (a broken edit
@@ -62,7 +62,7 @@ MAX_REPLAYABLE = 1024  # rewritten flows whose client request (URL, headers) is 
 @dataclass(frozen=True)
 class Answer:
     """What the client gets from here instead of a provider's reply, applied in one place
-    (``Route.answer``): ``response`` (a refusal at the door, a turn answered here, an error in the
+    (``answer``): ``response`` (a refusal at the door, a turn answered here, an error in the
     client's protocol); ``comment``, what mitmweb says of the flow (None: its turn's presentation
     says it); ``failed``, the turn it ends in error (the request hook failed: fail closed)."""
 
@@ -80,6 +80,26 @@ class Planned:
     turn: Turn
     conn: UpstreamConn | None
     planning: Planning
+
+
+def answer(flow: http.HTTPFlow, said: Answer) -> None:
+    """The one place the route part answers the client: the response set, the flow's comment,
+    and a turn that failed here presented as ended in error."""
+    respond(flow, said.response)
+    if said.comment is not None:
+        flow.comment = said.comment
+    if said.failed is not None:
+        show_client_url(flow, said.failed)
+        present_outcome(flow, said.failed, "error", 500)
+
+
+def misdirected_answer(flow: http.HTTPFlow, listener: str) -> Answer | None:
+    """A base-URL listener forwards only to its own provider host: the 421 for a flow that named
+    another one."""
+    wrong = misdirected(listener, flow.request.pretty_host, flow.request.path)
+    if wrong is None:
+        return None
+    return Answer(wrong, f"tokunseba: refused (421): this base URL forwards only to {listener}")
 
 
 def reverse_host(flow: http.HTTPFlow) -> str | None:
@@ -184,9 +204,9 @@ class Route(Part):
     async def on_request(self, flow: http.HTTPFlow) -> None:
         """The ``request`` hook: the flow is routed, passed on, or answered here (one ``Answer``,
         applied by ``answer``)."""
-        answer = await self._request(flow)
-        if answer is not None:
-            self.answer(flow, answer)
+        said = await self._request(flow)
+        if said is not None:
+            answer(flow, said)
 
     async def _request(self, flow: http.HTTPFlow) -> Answer | None:
         """What the request hook does with the flow: None when it goes on (aimed, or left
@@ -194,7 +214,7 @@ class Route(Part):
         turn = None
         try:
             listener = reverse_host(flow)
-            if listener is not None and (wrong := self._misdirected(flow, listener)) is not None:
+            if listener is not None and (wrong := misdirected_answer(flow, listener)) is not None:
                 return wrong
             if flow.request.method == "GET":  # never a turn (a WebSocket's turns: proxy/websocket.py)
                 return await self._websocket(flow)
@@ -209,24 +229,6 @@ class Route(Part):
         except Exception as e:
             log.exception("tokunseba: request hook failed")
             return self._fail_closed(flow, turn, e)
-
-    def answer(self, flow: http.HTTPFlow, answer: Answer) -> None:
-        """The one place the route part answers the client: the response set, the flow's
-        comment, and a turn that failed here presented as ended in error."""
-        respond(flow, answer.response)
-        if answer.comment is not None:
-            flow.comment = answer.comment
-        if answer.failed is not None:
-            show_client_url(flow, answer.failed)
-            present_outcome(flow, answer.failed, "error", 500)
-
-    def _misdirected(self, flow: http.HTTPFlow, listener: str) -> Answer | None:
-        """A base-URL listener forwards only to its own provider host: the 421 for a flow that
-        named another one."""
-        wrong = misdirected(listener, flow.request.pretty_host, flow.request.path)
-        if wrong is None:
-            return None
-        return Answer(wrong, f"tokunseba: refused (421): this base URL forwards only to {listener}")
 
     async def _websocket(self, flow: http.HTTPFlow) -> Answer | None:
         """A Responses WebSocket upgrade goes on to its host, whatever the rules say: each of

@@ -19,7 +19,8 @@ gets: no mitmproxy, no sockets, no asyncio (tests/suites/test_layering.py keeps 
 
 Not here (not about the turn): the flow-metadata keys (webview/), tokunseba's request-id header
 and which requests are provider calls (protocols/), the SSE content type (sse.py), what a reply's
-headers say about the account's limits (proxy/provider_limits.py).
+headers say about the account's limits (proxy/provider_limits.py), how much of a body the ledger
+keeps (ledger/).
 
 The adapter drives one object per stage a flow goes through: ``Planning`` (the turn planned,
 round after round), its ``Started`` (the flow's state begun, the request aimed: ``Started.aim``),
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from .ending import Ending
     from .quota_seen import WindowWatch
     from .failed_attempt import FailedAttempt
-    from .failover import attempt_headers, Broken, Capacity, Chain, Failure, HOLD_MAX, Replan, Slot, classify, needs_body
+    from .failover import attempt_headers, Broken, Capacity, Chain, Failure, Replan, Slot, classify
     from .flowstate import FlowState
     from .last_word import Told, say_busy
     from .outcome import Outcome, shape_problem, upstream_failure
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
                        websocket_declined)
     from .planner import Planning
     from .presentation import present, show_client_url
-    from .pump import MAX_STORED_BODY, Pump, reply_completed
+    from .pump import Pump
     from .reply import response_mode, retarget_error, stream_translator
     from .retries import RetryWatch
     from .stream_watch import error_event
@@ -78,9 +79,9 @@ _FACE: dict[str, tuple[str, str]] = {
     "dispose": ("disposition", "dispose"), "failure_message": ("disposition", "failure_message"),
     "translate_whole_reply": ("disposition", "translate_whole_reply"),
     "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
-    "Failure": ("failover", "Failure"), "HOLD_MAX": ("failover", "HOLD_MAX"), "Replan": ("failover", "Replan"),
+    "Failure": ("failover", "Failure"), "Replan": ("failover", "Replan"),
     "Slot": ("failover", "Slot"), "classify": ("failover", "classify"),
-    "needs_body": ("failover", "needs_body"),
+   
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
     "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
     "shape_problem": ("outcome", "shape_problem"), "upstream_failure": ("outcome", "upstream_failure"),
@@ -91,8 +92,8 @@ _FACE: dict[str, tuple[str, str]] = {
     "websocket_declined": ("plan", "websocket_declined"),
     "Planning": ("planner", "Planning"), "FailedAttempt": ("failed_attempt", "FailedAttempt"),
     "present": ("presentation", "present"),
-    "show_client_url": ("presentation", "show_client_url"), "MAX_STORED_BODY": ("pump", "MAX_STORED_BODY"),
-    "Pump": ("pump", "Pump"), "reply_completed": ("pump", "reply_completed"),
+    "show_client_url": ("presentation", "show_client_url"),
+    "Pump": ("pump", "Pump"),
     "response_mode": ("reply", "response_mode"), "retarget_error": ("reply", "retarget_error"),
     "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
     "error_event": ("stream_watch", "error_event"),
@@ -108,10 +109,10 @@ _FACE: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "misdirected", "Capacity", "attempt_headers", "WindowWatch", "client_label", "client_name", "Disposition",
-    "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "HOLD_MAX", "Replan", "Slot",
-    "classify", "needs_body", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
+    "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "Replan", "Slot",
+    "classify", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
-    "Planning", "present", "show_client_url", "MAX_STORED_BODY", "Pump", "reply_completed", "response_mode",
+    "Planning", "present", "show_client_url", "Pump", "response_mode",
     "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
     "PROVIDER", "carrier", "plan_message", "Reply", "Transcript", "ServerEvent", "ServerEvents", "SseMessages",
     "TURN", "WARMUP", "as_sse", "delta_type", "read_client_message", "server_event", "FailedAttempt", "Ending",

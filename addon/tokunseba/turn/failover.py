@@ -9,9 +9,9 @@ client: the proxy (proxy/mitm.py, proxy/relay.py) only does the waiting and the 
    ``first_byte_timeout_s`` (``timeout``), a status of ``FAILOVER_STATUSES`` (408, 429, 5xx,
    529), or a context-window error read from the body (protocols/failures.is_context_window,
    the same table the error envelopes read). Anything else (a plain 400, 401, 404...) is the
-   request's own fault: answered, never failed over. ``needs_body(status)`` says which replies
-   the relay holds (up to ``HOLD_MAX`` bytes) until this is decided; every other reply is
-   relayed at once, so the healthy path pays nothing.
+   request's own fault: answered, never failed over. protocols/failures.py ``may_be_failure``
+   says which replies the relay holds (up to its ``HOLD_MAX`` bytes: proxy/relay.py) until this is
+   decided; every other reply is relayed at once, so the healthy path pays nothing.
 2. **What it does to its endpoint.** ``note_failure`` records the attempt (``Attempted``) and
    cools the endpoint from its retry hint (``retry_hint``: ``retry-after`` seconds or HTTP date,
    ``retry-after-ms``, a used-up rate limit's reset), capped by its ``cooldown_max_s``, else
@@ -69,7 +69,6 @@ from .plan import Prepared, Turn, build_turn, decide_request
 
 # ---- 1. is it a failure?
 
-HOLD_MAX = 256 * 1024  # a failure reply bigger than this is relayed as it is (no error says that much)
 
 KINDS = ("unreachable", "reset", "timeout", "status", "context_window", "busy")
 
@@ -107,12 +106,6 @@ class Broken:
     def refused(self) -> bool:
         """The endpoint could not be connected to (not a break of a connection it had taken)."""
         return self.kind == "unreachable"
-
-
-def needs_body(status: int) -> bool:
-    """Whether a reply with ``status`` must be held until classified (a failure, or a reply
-    that may be a context-window error)."""
-    return status in FAILOVER_STATUSES or status in CONTEXT_STATUSES
 
 
 def classify(status: int, body: bytes, protocol: str | None = None) -> Failure | None:

@@ -2,7 +2,7 @@
 passed-on streamed reply, and what it tells about how the stream ended.
 
 Pure: no mitmproxy, no I/O; proxy/mitm.py installs a ``Pump`` from the ``responseheaders`` hook
-and reads ``Pump.outcome`` / ``reply_completed`` when the flow ends.
+and reads ``Pump.outcome`` / ``Pump.completed`` when the flow ends.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import time
 from ..encoding import Decoding, is_identity
 from .outcome import Outcome
 from ..credentials import KNOWN_SECRETS, StreamRedactor
+from ..ledger import MAX_STORED_BODY  # a kept stream is cut where the ledger cuts a body
 from ..sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
 from .plan import Turn
 
 log = logging.getLogger("tokunseba")
 
-MAX_STORED_BODY = 4 * 1024 * 1024  # a kept stream (--ledger-bodies, a shadowed turn) is cut here
 
 
 class Pump:
@@ -82,6 +82,13 @@ class Pump:
             self._keep(out)
             return [out]
         return []
+
+    @property
+    def completed(self) -> bool:
+        """Whether the client already had the reply's terminal event (translated or passed on)."""
+        if self.t is not None:
+            return self.t.report.completed
+        return self.watch is not None and self.watch.completed and self.watch.error is None
 
     def outcome(self, status: int | None) -> Outcome:
         """How the stream ended: a translated one by its translator's report (not clean
@@ -163,12 +170,3 @@ class Pump:
             out = error_event(self.turn.client_protocol, f"tokunseba: {why}")
         hold.clear()
         return out
-
-
-def reply_completed(pump: Pump | None) -> bool:
-    """Whether the client already had the reply's terminal event (translated or passed on)."""
-    if pump is None:
-        return False
-    if pump.t is not None:
-        return pump.t.report.completed
-    return pump.watch is not None and pump.watch.completed and pump.watch.error is None

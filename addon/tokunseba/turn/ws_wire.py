@@ -78,20 +78,17 @@ class ServerEvent:
 
 _HEAD = b'{"type":'  # then '"' (compact JSON) or ' "'
 _SKIPPED = frozenset(t.encode() for t in p_responses.FACTS.skipped_events)  # deltas: most of a reply
+_DELTA_HEADS = tuple(_HEAD + space + b'"' + name + b'"' for name in sorted(_SKIPPED) for space in (b"", b" "))
 
 
 def delta_type(payload: bytes) -> bytes | None:
     """The type of a delta (the protocol's ``skipped_events``: nothing in it ends a turn, names
     a response or carries usage) written the usual way (``type`` first), read from its first
     bytes; None for any other message."""
-    if not payload.startswith(_HEAD):
+    if not payload.startswith(_DELTA_HEADS):  # one C call: most messages of a reply
         return None
-    start = len(_HEAD) + (payload[len(_HEAD):len(_HEAD) + 1] == b" ")
-    if payload[start:start + 1] != b'"':
-        return None
-    end = payload.find(b'"', start + 1)
-    name = payload[start + 1:end] if end > 0 else b""
-    return name if name in _SKIPPED else None
+    start = payload.index(b'"', len(_HEAD)) + 1
+    return payload[start:payload.index(b'"', start)]
 
 
 def server_event(payload: bytes) -> ServerEvent:

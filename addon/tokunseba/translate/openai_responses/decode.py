@@ -311,10 +311,20 @@ DECODE_REFUSED_ITEMS: dict[str, str] = {
                           "provider of its own, `-c model_provider=…`, and it compacts with an ordinary turn, which "
                           "routes: README, Long routed sessions)",
     "item_reference": "it refers to an item stored by the provider; a Chat endpoint has no stored items",
+    # gpt-5.5 (classic) Codex's tool_search (execution: client): the model searched Codex's deferred
+    # tools, and the tools the search found (tool_search_output.tools) became callable from then on.
+    # Only Responses declares tools inside the history: elsewhere they would have to be moved into the
+    # request's declared tools (words the client never sent there), and a new search by the target's
+    # model could not come back as the tool_search_call Codex runs. Carried as they are to a
+    # Responses endpoint (retargeted, passed through).
+    **dict.fromkeys(("tool_search_call", "tool_search_output"),
+                    "Codex's search of its deferred tools: the tools it found are declared inside the history, "
+                    "which only the Responses protocol has (route it to a Responses endpoint, or keep it at "
+                    "OpenAI)"),
     **{t: _BUILTIN for t in (
         "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output", "apply_patch_call",
         "apply_patch_call_output", "file_search_call", "computer_call", "computer_call_output",
-        "code_interpreter_call", "tool_search_call", "tool_search_output", "mcp_call",
+        "code_interpreter_call", "mcp_call",
         "mcp_list_tools", "mcp_approval_request", "mcp_approval_response")},
 }
 # Input item types that are dropped (recorded): a hosted tool's record that no later item
