@@ -17,7 +17,7 @@ from tokunseba.turn.pump import Pump
 from tokunseba.turn.retries import RetryWatch
 from tokunseba.turn.ws_plan import HERE, PROVIDER, carrier, plan_message
 from tokunseba.turn.ws_transcript import Transcript
-from tokunseba.turn.ws_wire import as_sse, server_event
+from tokunseba.protocols.openai_responses_ws import as_sse, server_event
 
 PASSED = """\
 budgets:

@@ -10,7 +10,7 @@ import time
 from tokunseba.turn.plan import is_responses_websocket
 from tokunseba.turn.ws_plan import plan_message
 from tokunseba.turn.ws_transcript import Reply, Transcript, https_body
-from tokunseba.turn.ws_wire import OTHER, TURN, WARMUP, ServerEvents, SseMessages, as_sse, read_client_message
+from tokunseba.protocols.openai_responses_ws import OTHER, TURN, WARMUP, ServerEvents, SseMessages, as_sse, read_client_message
 from tokunseba.turn.stream_watch import StreamWatch
 
 UPGRADE = (("upgrade", "websocket"), ("connection", "Upgrade"))
@@ -151,7 +151,7 @@ def test_reply_collects_the_response_id_and_its_output():
 
 
 def test_an_error_event_says_its_status_and_message():
-    from tokunseba.turn.ws_wire import server_event
+    from tokunseba.protocols.openai_responses_ws import server_event
 
     ev = server_event(b'{"type":"error","status":429,"error":{"type":"rate_limit_error","message":"slow down"}}')
     assert ev.terminal and ev.failure() == (429, "slow down")
@@ -160,7 +160,7 @@ def test_an_error_event_says_its_status_and_message():
 
 
 def test_a_delta_is_typed_from_its_first_bytes_and_the_rest_parsed():
-    from tokunseba.turn.ws_wire import server_event
+    from tokunseba.protocols.openai_responses_ws import server_event
 
     for raw in (b'{"type":"response.output_text.delta","delta":"x"}', b'{"type": "response.output_text.delta"}'):
         ev = server_event(raw)
@@ -275,7 +275,7 @@ def test_a_failed_response_is_judged_an_error_as_over_https():
 
 
 def test_a_delta_is_known_from_its_first_bytes():
-    from tokunseba.turn.ws_wire import delta_type
+    from tokunseba.protocols.openai_responses_ws import delta_type
 
     assert delta_type(b'{"type":"response.output_text.delta","delta":"a"}') == b"response.output_text.delta"
     assert delta_type(b'{"type": "response.function_call_arguments.delta"}') == b"response.function_call_arguments.delta"

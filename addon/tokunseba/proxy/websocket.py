@@ -43,6 +43,7 @@ from mitmproxy.hooks import UpdateHook
 
 from .. import jsonc, translate
 from ..protocols import openai_responses as p_responses
+from ..protocols import openai_responses_ws as p_ws
 from ..states import Action
 from ..turn import client_label
 from ..turn import client_name
@@ -57,8 +58,6 @@ from ..protocols import extra_for
 from ..turn import Chain, FailedAttempt, Failure, classify
 from ..turn import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
 from ..turn import Reply, Transcript
-from ..turn import (TURN, WARMUP, ServerEvent, ServerEvents, SseMessages, as_sse, delta_type, read_client_message,
-                            server_event)
 from ..webview import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
@@ -92,12 +91,12 @@ class Waiting:
     unread_bytes: int = 0
     first_byte: float | None = None
 
-    def seen(self, ev: ServerEvent) -> None:
+    def seen(self, ev: p_ws.ServerEvent) -> None:
         if self.turn is None:
             return
         if self.first_byte is None:
             self.first_byte = time.time()
-        sse = as_sse(ev)
+        sse = p_ws.as_sse(ev)
         self.unread.append(sse)
         self.unread_bytes += len(sse)
         if self.unread_bytes > UNREAD_MAX:
@@ -125,7 +124,7 @@ class Session:
     flow: http.HTTPFlow
     transcript: Transcript = field(default_factory=Transcript)
     waiting: deque[Waiting] = field(default_factory=deque)
-    server: ServerEvents = field(default_factory=ServerEvents)
+    server: p_ws.ServerEvents = field(default_factory=p_ws.ServerEvents)
     routed: set[asyncio.Task] = field(default_factory=set)  # routed turns, streaming back
     sockets: dict[str, EndpointSocket] = field(default_factory=dict)  # endpoint name -> its WebSocket, once opened
     open: dict[str, Turn] = field(default_factory=dict)  # request id -> a turn not ended yet
@@ -171,7 +170,7 @@ class WebSockets(Part):
                 self._server_message(s, msg.content)
         except Exception as e:
             log.exception("tokunseba: websocket_message hook failed")
-            if msg.from_client and read_client_message(msg.content).kind == TURN:
+            if msg.from_client and p_ws.read_client_message(msg.content).kind == p_ws.TURN:
                 msg.drop()  # never sent on half-handled
                 self._inject(s, _error_message(500, "api_error", f"tokunseba internal error: {e}"))
 
@@ -201,10 +200,10 @@ class WebSockets(Part):
     def _client_message(self, s: Session, msg: Any) -> None:
         if not msg.is_text:
             return
-        cm = read_client_message(msg.content)
-        if cm.kind == WARMUP and cm.doc is not None:
+        cm = p_ws.read_client_message(msg.content)
+        if cm.kind == p_ws.WARMUP and cm.doc is not None:
             self._to_provider(s, msg, cm.doc, None)
-        elif cm.kind == TURN and cm.doc is not None:
+        elif cm.kind == p_ws.TURN and cm.doc is not None:
             self._turn(s, msg, cm.doc)
 
     def _to_provider(self, s: Session, msg: Any, doc: dict, turn: Turn | None, conversation: Any = ...) -> None:
@@ -502,12 +501,12 @@ class WebSockets(Part):
                 if turn.endpoint is not None:
                     s.sockets.pop(turn.endpoint.name, None)
                 raise ConnectionError("the endpoint's WebSocket closed mid-turn")
-            ev = server_event(text.encode())
+            ev = p_ws.server_event(text.encode())
             if not write.wrote and (said := ev.failure()) is not None and ev.doc is not None:
                 raw = jsonc.dumpb({"error": ev.doc.get("error")})
                 if (failure := classify(said[0], raw, p_responses.PROTOCOL)) is not None:
                     return failure, raw
-            write(pump(as_sse(ev)))
+            write(pump(p_ws.as_sse(ev)))
             if ev.terminal:
                 return _ended(turn, ev)
 
@@ -532,7 +531,7 @@ class WebSockets(Part):
     def _server_message(self, s: Session, payload: bytes) -> None:
         if not s.waiting:
             return
-        if not s.server.pending and delta_type(payload) is not None:  # most messages: a delta
+        if not s.server.pending and p_ws.delta_type(payload) is not None:  # most messages: a delta
             try:  # it carries nothing a turn's record reads (the stream watch skips it too): JSON is all
                 jsonc.loads(payload)
                 return
@@ -551,7 +550,7 @@ class WebSockets(Part):
                 if w.turn is not None:  # recorded once the event is on its way to the client
                     _after_relay(self._provider_ended, s, w, ev)
 
-    def _provider_ended(self, s: Session, w: Waiting, ev: ServerEvent) -> None:
+    def _provider_ended(self, s: Session, w: Waiting, ev: p_ws.ServerEvent) -> None:
         """A turn the provider answered ended with ``ev``: its events watched, its records."""
         pump = w.watched()
         assert w.turn is not None and pump is not None
@@ -630,7 +629,7 @@ class _Writes:
     __slots__ = ("part", "s", "sse", "reply", "wrote")
 
     def __init__(self, part: WebSockets, s: Session) -> None:
-        self.part, self.s, self.sse, self.reply, self.wrote = part, s, SseMessages(), Reply(), False
+        self.part, self.s, self.sse, self.reply, self.wrote = part, s, p_ws.SseMessages(), Reply(), False
 
     def __call__(self, chunks: list[bytes]) -> None:
         self._out(self.sse.feed(b"".join(chunks)))
@@ -640,7 +639,7 @@ class _Writes:
 
     def _out(self, messages: list[bytes]) -> None:
         for m in messages:
-            self.reply.on(server_event(m).doc)
+            self.reply.on(p_ws.server_event(m).doc)
             self.part._inject(self.s, m)
             self.wrote = True
 
@@ -654,7 +653,7 @@ def _failure_kind(e: BaseException) -> str:
     return "unreachable" if isinstance(e, (httpx.ConnectError, OSError)) else "reset"
 
 
-def _ended(turn: Turn, ev: ServerEvent) -> int:
+def _ended(turn: Turn, ev: p_ws.ServerEvent) -> int:
     """The status a turn ended with by its terminal event: an ``error`` event's (its message the
     turn's error), else 200 (a ``response.failed`` is judged by the stream watch)."""
     failure = ev.failure()

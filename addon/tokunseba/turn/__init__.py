@@ -59,13 +59,10 @@ if TYPE_CHECKING:
     from .target import field_name
     from .ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
     from .ws_transcript import Reply, Transcript
-    from .ws_wire import (ServerEvent, ServerEvents, SseMessages, TURN, WARMUP, as_sse, delta_type,
-                          read_client_message, server_event)
 
 _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "cost", "disposition", "ending",
             "failed_attempt", "failover", "flowstate", "last_word", "outcome", "plan", "planner", "presentation",
-            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript",
-            "ws_wire"}
+            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript"}
 
 # the face: name -> (its module, its name there); no face name is a module's name (the import
 # system would bind the module over it)
@@ -100,11 +97,7 @@ _FACE: dict[str, tuple[str, str]] = {
     "field_name": ("target", "field_name"), "ENDPOINT_WS": ("ws_plan", "ENDPOINT_WS"),
     "HERE": ("ws_plan", "HERE"), "PROVIDER": ("ws_plan", "PROVIDER"), "carrier": ("ws_plan", "carrier"),
     "plan_message": ("ws_plan", "plan_message"), "Reply": ("ws_transcript", "Reply"),
-    "Transcript": ("ws_transcript", "Transcript"), "ServerEvent": ("ws_wire", "ServerEvent"),
-    "ServerEvents": ("ws_wire", "ServerEvents"), "SseMessages": ("ws_wire", "SseMessages"),
-    "TURN": ("ws_wire", "TURN"), "WARMUP": ("ws_wire", "WARMUP"), "as_sse": ("ws_wire", "as_sse"),
-    "delta_type": ("ws_wire", "delta_type"), "read_client_message": ("ws_wire", "read_client_message"),
-    "server_event": ("ws_wire", "server_event"),
+    "Transcript": ("ws_transcript", "Transcript"),
 }
 
 __all__ = [
@@ -114,8 +107,8 @@ __all__ = [
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
     "Planning", "present", "show_client_url", "Pump", "response_mode",
     "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
-    "PROVIDER", "carrier", "plan_message", "Reply", "Transcript", "ServerEvent", "ServerEvents", "SseMessages",
-    "TURN", "WARMUP", "as_sse", "delta_type", "read_client_message", "server_event", "FailedAttempt", "Ending",
+    "PROVIDER", "carrier", "plan_message", "Reply", "Transcript",
+    "FailedAttempt", "Ending",
 ]
 
 
