@@ -3,8 +3,8 @@ routed (docs/clients.md "Responses over WebSocket").
 
 mitmproxy relays the upgraded connection; its hooks give this part each whole message:
 - ``started`` (``websocket_start``): a Responses WebSocket (turn/plan.py
-  ``is_responses_websocket``) gets its connection state (``Session``: the transcript,
-  turn/ws_transcript.py, and the messages waiting for the provider's answer);
+  ``is_responses_websocket``) gets its connection state (``Session``: its turns and
+  transcript, turn/ws_session.py, and the messages waiting for the provider's answer);
 - ``message`` (``websocket_message``): a client ``response.create`` is a turn, planned by the
   rules as the same body over HTTPS (turn/planner.py), admitted under the spending caps as it
   is (proxy/budgeting.py ``admit_now``; a reached cap answers with Codex's own
@@ -56,8 +56,7 @@ from ..turn import stream_translator
 from ..turn import error_event
 from ..protocols import extra_for
 from ..turn import Chain, FailedAttempt, Failure, classify
-from ..turn import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
-from ..turn import Reply, Transcript
+from ..turn import Carrier, Reply, SocketTurns
 from ..webview import MARKS
 from .core import Core, Part, log, option, upstream_ssl_context
 from .record import console
@@ -122,7 +121,7 @@ class Session:
     """One Responses WebSocket connection's state."""
 
     flow: http.HTTPFlow
-    transcript: Transcript = field(default_factory=Transcript)
+    turns_of: SocketTurns = field(default_factory=SocketTurns)  # its turns planned, its responses kept
     waiting: deque[Waiting] = field(default_factory=deque)
     server: p_ws.ServerEvents = field(default_factory=p_ws.ServerEvents)
     routed: set[asyncio.Task] = field(default_factory=set)  # routed turns, streaming back
@@ -212,8 +211,8 @@ class WebSockets(Part):
         planning has it already). ``msg`` as bytes: the client's message, dropped while its
         turn waited or failed elsewhere, sent now (injected)."""
         if conversation is ...:
-            conversation = s.transcript.conversation(doc)
-        instead = s.transcript.for_provider(doc)
+            conversation = s.turns_of.conversation(doc)
+        instead = s.turns_of.for_provider(doc)
         if instead is not None and turn is not None:
             self.core.recorder.event(turn, "websocket_rewritten", {
                 "previous_response_id": doc.get("previous_response_id"), "items": len(instead.get("input") or []),
@@ -226,10 +225,10 @@ class WebSockets(Part):
 
     def _turn(self, s: Session, msg: Any, doc: dict) -> None:
         core, req = self.core, s.flow.request
-        planning, conversation = plan_message(doc, s.transcript, host=req.pretty_host, port=req.port, path=req.path,
-                                              headers=req.headers, rules=core.rules, health=core.health,
-                                              capacity=core.capacity, provider_hosts=core.provider_hosts,
-                                              keeper=core.keeper, earned=core.earned, quota=core.windows.board)
+        planning, conversation = s.turns_of.plan(doc, host=req.pretty_host, port=req.port, path=req.path,
+                                                  headers=req.headers, rules=core.rules, health=core.health,
+                                                  capacity=core.capacity, provider_hosts=core.provider_hosts,
+                                                  keeper=core.keeper, earned=core.earned, quota=core.windows.board)
         if planning is None:  # not a provider turn after all: left alone
             return
         ep, slot = planning.next()
@@ -279,23 +278,23 @@ class WebSockets(Part):
         turn.via = "proxy" if reverse_host(flow) is None else "base_url"
         turn.events += [("queued", w) for w in waits or []]
         s.turns += 1
-        goes = carrier(turn, conversation_known=conversation is not None,
-                       endpoint_websocket=turn.url not in self.no_websocket)
+        goes = s.turns_of.carrier(turn, conversation_known=conversation is not None,
+                                  endpoint_websocket=turn.url not in self.no_websocket)
         turn.events.append(("websocket", {"connection": flow.id, "turn": s.turns, "carried": goes}))
         s.open[turn.request_id] = turn
-        if goes == PROVIDER:  # its start recorded once the message is on its way (_after_relay)
+        if goes == Carrier.PROVIDER:  # its start recorded once the message is on its way (_after_relay)
             _after_relay(core.recorder.start, turn)
             self._to_provider(s, msg, doc, turn, conversation)
             return
         core.recorder.start(turn)
         if not isinstance(msg, bytes):
             msg.drop()  # the provider never sees it: answered here, or routed
-        if goes == HERE:
+        if goes == Carrier.HERE:
             self._answered(s, turn, planning)
             return
         assert conversation is not None
         asked = (msg if isinstance(msg, bytes) else msg.content, doc, conversation)
-        self._spawn(s, self._routed(s, turn, planning, asked, over_websocket=goes == ENDPOINT_WS))
+        self._spawn(s, self._routed(s, turn, planning, asked, over_websocket=goes == Carrier.ENDPOINT_WS))
 
     def _answered(self, s: Session, turn: Turn, planning: Planning) -> None:
         """A turn answered here: refused, an error, or a routed turn whose conversation cannot be
@@ -336,11 +335,12 @@ class WebSockets(Part):
             if nxt is None:
                 return
             turn = nxt
-            goes = carrier(turn, conversation_known=True, endpoint_websocket=turn.url not in self.no_websocket)
-            if goes == PROVIDER:
+            goes = s.turns_of.carrier(turn, conversation_known=True,
+                                      endpoint_websocket=turn.url not in self.no_websocket)
+            if goes == Carrier.PROVIDER:
                 self._to_provider(s, payload, doc, turn, conversation)
                 return
-            over_websocket = goes == ENDPOINT_WS
+            over_websocket = goes == Carrier.ENDPOINT_WS
 
     async def _attempt(self, s: Session, turn: Turn, planning: Planning, conversation: list,
                        over_websocket: bool) -> tuple[Failure, bytes] | None:
@@ -362,7 +362,7 @@ class WebSockets(Part):
             status = got
             write(pump(b""))
             write.close()
-            s.transcript.answered(write.reply.response_id, conversation, write.reply.output, ours=True)
+            s.turns_of.answered(write.reply, conversation, ours=True)
             self._finish(s, turn, pump.outcome(status), turn.outcome, planning)
         except asyncio.CancelledError:
             self._interrupted(s, turn, pump, "the WebSocket connection closed mid-turn", planning)
@@ -546,7 +546,7 @@ class WebSockets(Part):
             w.seen(ev)
             if ev.terminal:
                 s.waiting.popleft()
-                s.transcript.answered(w.reply.response_id, w.conversation, w.reply.output, ours=False)
+                s.turns_of.answered(w.reply, w.conversation, ours=False)
                 if w.turn is not None:  # recorded once the event is on its way to the client
                     _after_relay(self._provider_ended, s, w, ev)
 

@@ -25,7 +25,8 @@ keeps (ledger/).
 The adapter drives one object per stage a flow goes through: ``Planning`` (the turn planned,
 round after round), its ``Started`` (the flow's state begun, the request aimed: ``Started.aim``),
 ``FailedAttempt`` (an attempt failed, the next one planned), the reply's (``Pump``,
-``dispose``), and ``Ending`` (what is said of the turn once it ended).
+``dispose``), ``Ending`` (what is said of the turn once it ended), and for a Responses WebSocket
+connection ``SocketTurns`` (ws_session: its messages planned, where each goes, its responses kept).
 The package's face is ``__all__`` (what proxy/ and shadow/ take, from here only: tests/
 test_exported_members.py); a name is read from its module when first asked, so importing the
 package costs nothing. ``from tokunseba.turn import name`` still finds what the one-module
@@ -57,12 +58,14 @@ if TYPE_CHECKING:
     from .retries import RetryWatch
     from .stream_watch import error_event
     from .target import field_name
-    from .ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
-    from .ws_transcript import Reply, Transcript
+    from .ws_plan import Carrier
+    from .ws_session import SocketTurns
+    from .ws_transcript import Reply
 
 _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "cost", "disposition", "ending",
             "failed_attempt", "failover", "flowstate", "last_word", "outcome", "plan", "planner", "presentation",
-            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript"}
+            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_session",
+            "ws_transcript"}
 
 # the face: name -> (its module, its name there); no face name is a module's name (the import
 # system would bind the module over it)
@@ -94,10 +97,8 @@ _FACE: dict[str, tuple[str, str]] = {
     "response_mode": ("reply", "response_mode"), "retarget_error": ("reply", "retarget_error"),
     "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
     "error_event": ("stream_watch", "error_event"),
-    "field_name": ("target", "field_name"), "ENDPOINT_WS": ("ws_plan", "ENDPOINT_WS"),
-    "HERE": ("ws_plan", "HERE"), "PROVIDER": ("ws_plan", "PROVIDER"), "carrier": ("ws_plan", "carrier"),
-    "plan_message": ("ws_plan", "plan_message"), "Reply": ("ws_transcript", "Reply"),
-    "Transcript": ("ws_transcript", "Transcript"),
+    "field_name": ("target", "field_name"), "Carrier": ("ws_plan", "Carrier"),
+    "SocketTurns": ("ws_session", "SocketTurns"), "Reply": ("ws_transcript", "Reply"),
 }
 
 __all__ = [
@@ -106,8 +107,8 @@ __all__ = [
     "classify", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
     "Planning", "present", "show_client_url", "Pump", "response_mode",
-    "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
-    "PROVIDER", "carrier", "plan_message", "Reply", "Transcript",
+    "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "Carrier",
+    "SocketTurns", "Reply",
     "FailedAttempt", "Ending",
 ]
 
