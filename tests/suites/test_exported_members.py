@@ -7,6 +7,7 @@ own face. A package that gains a face is one more row of ``FACES``."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -48,16 +49,24 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.cache
+def _import_nodes() -> tuple[tuple[Path, tuple[ast.Import | ast.ImportFrom, ...]], ...]:
+    """Every module's import statements, parsed once for all the tests here."""
+    return tuple((path, tuple(n for n in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+                              if isinstance(n, (ast.Import, ast.ImportFrom))))
+                 for path in sorted(PKG.rglob("*.py")))
+
+
 def _imports_of(package: str, *, inside_too: bool = False) -> list[tuple[str, str, str | None]]:
     """(where, module, name) of every import of ``tokunseba.<package>`` or below from a module
     outside it (or from any module, ``inside_too``); name None for ``import module``."""
     full = f"tokunseba.{package}"
     inside = PKG / package
     found: list[tuple[str, str, str | None]] = []
-    for path in sorted(PKG.rglob("*.py")):
+    for path, nodes in _import_nodes():
         if path.is_relative_to(inside) and not inside_too:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        for node in nodes:
             where = f"{path.relative_to(PKG.parent.parent)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Import):
                 found.extend((where, a.name, None) for a in node.names if a.name == full or a.name.startswith(full + "."))
