@@ -176,3 +176,29 @@ def test_any_input_gives_a_bounded_printable_speaker(headers, body, protocol):
     for value, limit in ((s.session, c.MAX_SESSION_CHARS), (s.agent_id, c.MAX_AGENT_CHARS),
                          (s.client, c.MAX_NAME_CHARS), (s.client_version, c.MAX_VERSION_CHARS)):
         assert value is None or (len(value) <= limit and all(" " <= ch <= "~" or ch == "…" for ch in value))
+
+
+# ---------------------------------------------------------------- a fingerprint hashed when read (lazy=True)
+
+
+def test_a_lazy_fingerprint_is_the_eager_one_hashed_only_when_read():
+    h, body = fx("gemini-cli-main-turn-yolo")
+    eager, lazy = speaker("gemini", h, body), speaker("gemini", h, body, lazy=True)
+    assert "session" not in vars(lazy)  # not hashed by reading the request
+    assert lazy.own_session is None and lazy.session_fingerprint and "session" not in vars(lazy)
+    deferred: list = []
+    fields = lazy.ledger_fields(lambda fn: deferred.append(fn) or "later")
+    assert fields["session_id"] == "later" and fields["session_fingerprint"] == 1 and "session" not in vars(lazy)
+    assert {k: v for k, v in fields.items() if k != "session_id"} == {
+        k: v for k, v in eager.ledger_fields().items() if k != "session_id"}
+    assert deferred[0]() == eager.session  # what the ledger's writer computes
+    assert lazy == eager and eager == lazy and hash(lazy) == hash(eager) and repr(lazy) == repr(eager)
+    assert lazy.ledger_fields(lambda fn: "later") == eager.ledger_fields()  # hashed already: given as it is
+
+
+def test_a_session_the_client_sends_is_never_deferred():
+    h, body = fx("claude-code-print-main-turn")
+    h[c.CC_SESSION_HEADER] = CC_SESSION
+    lazy = speaker("anthropic", h, body, lazy=True)
+    assert type(lazy) is Speaker and lazy.own_session == CC_SESSION == lazy.session
+    assert lazy.ledger_fields(lambda fn: "later")["session_id"] == CC_SESSION

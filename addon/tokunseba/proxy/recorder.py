@@ -65,7 +65,7 @@ class TurnRecorder:
                        model_used=turn.model_used or turn.requested_model, trace=records(d.trace) if d else [],
                        error=turn.error, **({"request_body": turn.original_body} if self.store_bodies else {}),
                        via=turn.via, **({"retry_of": turn.retry_of} if turn.retry_of else {}),
-                       **turn.who.ledger_fields())
+                       **turn.who.ledger_fields(Later))  # a fingerprint: hashed on the writer's thread
         events = list(turn.events)
         prompt, protocol = turn.prompt, turn.target_protocol or turn.client_protocol
 

@@ -137,7 +137,7 @@ def turn_facts(
     if model is None and isinstance(body.get("model"), str):
         model = body["model"]
     hdrs = {str(k).lower(): str(v) for k, v in headers.items()}
-    who = speaker(client, hdrs, body)
+    who = speaker(client, hdrs, body, lazy=True)  # a fingerprint is hashed only if a rule or the record reads it
     facts = protocols.find(client)
     shape = facts.rule_shape if facts is not None else None  # where the client protocol keeps it
     if shape is None:

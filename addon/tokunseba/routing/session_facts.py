@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import jsonc, protocols
@@ -48,13 +48,61 @@ class Speaker:
     background: bool | None = None
     background_why: str | None = None
 
-    def ledger_fields(self) -> dict[str, Any]:
-        """The ledger's per-turn columns (ledger.TURN_FIELDS)."""
+    @property
+    def own_session(self) -> str | None:
+        """The session the client itself sent (None for a fingerprint): read without hashing."""
+        return None if self.session_fingerprint else self.session
+
+    def ledger_fields(self, later: Callable[[Callable[[], Any]], Any] | None = None) -> dict[str, Any]:
+        """The ledger's per-turn columns (ledger.TURN_FIELDS). ``later`` (ledger.Later): wraps a
+        value not computed yet (a fingerprint), so that the ledger's writer computes it."""
         return {"session_id": self.session, "session_fingerprint": int(self.session_fingerprint)
                 if self.session is not None else None,
                 "agent": self.agent, "agent_id": self.agent_id,
                 "background": None if self.background is None else int(self.background),
                 "client_name": self.client, "client_version": self.client_version}
+
+
+class _Fingerprinted(Speaker):
+    """A ``Speaker`` whose session is the fingerprint of the conversation's start, hashed when
+    first read (``session``), not when the request is read: a turn no rule asks about the
+    session of is not hashed on the event loop (the ledger's writer hashes it for the record,
+    ``ledger_fields(later)``). The opening texts are taken when the request is read (strings:
+    nothing changes them), so the value is the one an eager read would give."""
+
+    _FINGERPRINT_FIELDS = ("session", "session_fingerprint", "session_from")
+    _opening: tuple[str | None, str, list[str]]  # (client, protocol, opening texts): what is hashed
+
+    def __init__(self, base: Speaker, client: str | None, protocol: str, texts: list[str]) -> None:  # noqa: D107
+        for f in fields(Speaker):
+            if f.name not in self._FINGERPRINT_FIELDS:
+                object.__setattr__(self, f.name, getattr(base, f.name))
+        object.__setattr__(self, "_opening", (client, protocol, texts))
+
+    @functools.cached_property  # written into the instance's __dict__: allowed on a frozen dataclass
+    def session(self) -> str | None:
+        return _digest(*self._opening)
+
+    session_fingerprint = property(lambda self: True)
+    session_from = property(lambda self: FINGERPRINT_FROM)
+
+    def __eq__(self, other: object) -> bool:  # equal to the eager ``Speaker`` of the same request
+        return isinstance(other, Speaker) and all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Speaker))
+
+    __hash__ = Speaker.__hash__
+
+    def __repr__(self) -> str:
+        return "Speaker" + Speaker.__repr__(self).removeprefix(type(self).__qualname__)
+
+    def ledger_fields(self, later: Callable[[Callable[[], Any]], Any] | None = None) -> dict[str, Any]:
+        if later is None or "session" in self.__dict__:  # asked for now, or hashed already
+            return Speaker.ledger_fields(self)
+        unhashed = Speaker(**{f.name: getattr(self, f.name) for f in fields(Speaker)
+                              if f.name not in self._FINGERPRINT_FIELDS})
+        return {**Speaker.ledger_fields(unhashed), "session_id": later(lambda: self.session), "session_fingerprint": 1}
+
+
+FINGERPRINT_FROM = "fingerprint of the conversation's start"
 
 
 # ---------------------------------------------------------------- bounding and escaping
@@ -160,8 +208,10 @@ def opening_texts(protocol: str, body: Any) -> list[str]:
 def fingerprint(client: str | None, protocol: str, body: Any) -> str | None:
     """``fp-`` + 16 hex digits naming the conversation's start; None without one."""
     texts = opening_texts(protocol, body)
-    if not texts:
-        return None
+    return _digest(client, protocol, texts) if texts else None
+
+
+def _digest(client: str | None, protocol: str, texts: list[str]) -> str:
     h = hashlib.sha256(jsonc.dumpb([client or "", protocol, texts]))  # the same bytes, without a str between
     return "fp-" + h.hexdigest()[:16]
 
@@ -218,15 +268,16 @@ def _codex(headers: Mapping[str, str], body: dict) -> dict[str, Any]:
     return out
 
 
-def speaker(protocol: str, headers: Mapping[str, str], body: Any) -> Speaker:
-    """Who is talking in one request. ``headers`` with lower-case names. Never raises."""
+def speaker(protocol: str, headers: Mapping[str, str], body: Any, *, lazy: bool = False) -> Speaker:
+    """Who is talking in one request. ``headers`` with lower-case names. Never raises.
+    ``lazy``: a fingerprint session is hashed when first read (``_Fingerprinted``), not now."""
     try:
-        return _speaker(protocol, headers, _d(body))
+        return _speaker(protocol, headers, _d(body), lazy)
     except Exception:  # a reader bug must never break a turn: the turn just says nothing
         return Speaker()
 
 
-def _speaker(protocol: str, headers: Mapping[str, str], body: dict) -> Speaker:
+def _speaker(protocol: str, headers: Mapping[str, str], body: dict, lazy: bool = False) -> Speaker:
     name, version = client_of(_header(headers, "user-agent"))
     said: dict[str, Any] = {}
     if name == c.CC_CLIENT or _header(headers, c.CC_SESSION_HEADER) is not None:
@@ -234,6 +285,8 @@ def _speaker(protocol: str, headers: Mapping[str, str], body: dict) -> Speaker:
         said = _claude_code(headers, body)
     elif name == c.CODEX_CLIENT or c.CODEX_SESSION_KEY in body or _header(headers, c.CODEX_TURN_METADATA_HEADER):
         said = _codex(headers, body)
-    if "session" not in said and (fp := fingerprint(name, protocol, body)):
-        said.update(session=fp, session_fingerprint=True, session_from="fingerprint of the conversation's start")
+    if "session" not in said and (texts := opening_texts(protocol, body)):
+        if lazy:
+            return _Fingerprinted(Speaker(client=name, client_version=version, **said), name, protocol, texts)
+        said.update(session=_digest(name, protocol, texts), session_fingerprint=True, session_from=FINGERPRINT_FROM)
     return Speaker(client=name, client_version=version, **said)

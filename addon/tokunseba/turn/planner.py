@@ -125,7 +125,7 @@ class Planning:
             self.health.ok(connected[0])
             self.slot = connected[1]
         turn = build_turn(self.rules, self.prep, self.plan, env=env, request_id=self.request_id)
-        turn.retry_of = retries.seen(retry_key(session=turn.who.session, client=turn.who.client, host=self.host,
+        turn.retry_of = retries.seen(retry_key(session=turn.who.own_session, client=turn.who.client, host=self.host,
                                                path=self.path, body=self.prep.body), turn.request_id, turn.started_at)
         if turn.retry_of:
             turn.events.append(("retry", {"of": turn.retry_of}))

@@ -24,7 +24,10 @@ def retry_key(*, session: str | None, client: str | None, host: str, path: str, 
     (host and path), and the body, byte for byte (its length and its 64-bit SipHash, Python's
     ``hash`` of the bytes). The key lives in this process's memory only, so a per-process
     digest is enough; it takes a fifth of a SHA-256's time on the 48 KB Claude Code turn
-    (scripts/bench/bench_hooks.py), which every turn pays."""
+    (scripts/bench/bench_hooks.py), which every turn pays. ``session`` is the one the client
+    sent (``Speaker.own_session``): a fingerprint of the conversation's start is a hash of the
+    client's name and the body, both in the key already, so it would part no two requests the
+    key does not (and it is not hashed on the event loop for this)."""
     return (session or f"client:{client or '-'}", host.lower(), path, len(body), hash(body))
 
 
