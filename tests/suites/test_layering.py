@@ -1,4 +1,4 @@
-"""The import rules of docs/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
+"""The import rules of docs/dev/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
 CLI, the ledger, the proxy path or the rules; the CLI never imports mitmproxy nor the proxy
 path (proxy/, turn/); only the adapter (proxy/mitm.py, core.py and the parts it chains)
 imports mitmproxy or tornado; turn/ imports no proxy/, no mitmproxy, no asyncio; no import

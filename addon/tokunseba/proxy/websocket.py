@@ -1,5 +1,5 @@
 """The WebSocket part: Codex's Responses session over WebSocket, every turn seen, recorded and
-routed (docs/clients.md "Responses over WebSocket").
+routed (docs/dev/clients.md "Responses over WebSocket").
 
 mitmproxy relays the upgraded connection; its hooks give this part each whole message:
 - ``started`` (``websocket_start``): a Responses WebSocket (turn/plan.py

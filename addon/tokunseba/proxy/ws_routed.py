@@ -1,4 +1,4 @@
-"""A Responses WebSocket's turn carried by tokunseba (docs/clients.md "Responses over WebSocket"):
+"""A Responses WebSocket's turn carried by tokunseba (docs/dev/clients.md "Responses over WebSocket"):
 ``RoutedTurns``, held by the WebSocket hooks (proxy/websocket.py, ``WebSocketHooks``: what they
 do for a turn here: write into the client's WebSocket, end a turn, pass a message on to the
 provider).
