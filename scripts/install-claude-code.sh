@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install Claude Code and the Codex CLI from npm into a private prefix in the cache (not global,
 # not in the repo), skipping what is already installed. Prints the `claude` path as the last line.
-# Versions default to the ones the captured fixtures come from (docs/clients.md); override with
+# Versions default to the ones the captured fixtures come from (docs/dev/clients.md); override with
 # TOKUNSEBA_CLAUDE_CODE_VERSION / TOKUNSEBA_CODEX_VERSION.
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install Gemini CLI from npm into the same private prefix as Claude Code and Codex (the cache,
 # not global, not the repo), skipping it when the pinned version is already there. Prints the
-# `gemini` path as the last line. The version defaults to the one docs/clients.md §5 was measured
+# `gemini` path as the last line. The version defaults to the one docs/dev/clients.md §5 was measured
 # with; override with TOKUNSEBA_GEMINI_CLI_VERSION.
 set -euo pipefail
 

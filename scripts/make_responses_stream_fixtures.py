@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the Responses upstream stream fixtures of tests/data/streams/ (responses_*.sse and
-their whole replies, *.reply.json): docs/protocols.md C.3's validated stream as it is, and five
+their whole replies, *.reply.json): docs/dev/protocols.md C.3's validated stream as it is, and five
 streams built to C.3's grammar (reasoning + multi-byte text + parallel calls over CRLF; an
 incomplete reply; items that arrive whole over bare CR; a failure; a truncated stream).
 Usage: python3 scripts/make_responses_stream_fixtures.py [PROTOCOLS_MD]"""
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 D = Path(__file__).resolve().parent.parent / "tests" / "data" / "streams"
-DOC = Path(__file__).resolve().parent.parent / "docs/protocols.md"
+DOC = Path(__file__).resolve().parent.parent / "docs/dev/protocols.md"
 doc = Path(sys.argv[1] if len(sys.argv) > 1 else DOC).read_text()
 i = doc.index("**[validated] A text message, then a function call**")
 block = doc[doc.index("```\n", i) + 4: doc.index("```", doc.index("```\n", i) + 4)]

@@ -1,4 +1,4 @@
-"""The incremental SSE codec (tokunseba.sse): framing rules of docs/protocols.md §0."""
+"""The incremental SSE codec (tokunseba.sse): framing rules of docs/dev/protocols.md §0."""
 
 from __future__ import annotations
 

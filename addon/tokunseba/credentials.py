@@ -1,5 +1,5 @@
 """Credentials: which headers and query parameters carry them, what may leave for another
-host, and redaction (docs/architecture.md §2 rule 7). The one list every module uses.
+host, and redaction (docs/dev/architecture.md §2 rule 7). The one list every module uses.
 
 - ``is_credential_header`` / ``is_secret_param``: names that hold a credential (known
   gateway names, each protocol's own ``credential_headers`` fact such as ChatGPT-Account-ID,

@@ -1,4 +1,4 @@
-"""The one place JSON is encoded and decoded (docs/architecture.md §5).
+"""The one place JSON is encoded and decoded (docs/dev/architecture.md §5).
 
 orjson when installed (about 4x faster on the 48 KB Claude Code turn), the stdlib otherwise.
 Both produce compact JSON with non-ASCII characters kept as UTF-8, and keep dict order.

@@ -101,7 +101,7 @@ def request_variants() -> list[Variant]:
 
 def chat_stream_events(n: int = 2000) -> list[bytes]:
     """A Chat stream of ``n`` SSE events: role chunk, text, one tool call in fragments,
-    finish chunk, usage chunk and [DONE] (shape of docs/protocols.md B.5)."""
+    finish chunk, usage chunk and [DONE] (shape of docs/dev/protocols.md B.5)."""
     head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1767225600, "model": "gpt-bench"}
 
     def chunk(delta: dict, finish: str | None = None) -> dict:

@@ -107,13 +107,18 @@ class Mitmdump:
         return "".join(self.lines)
 
 
+QUIET_S = 0.3  # the ledger writer lingers 50 ms: six of them with nothing new is settled
+
+
 def ledger_settled(ledger: Path, timeout: float = 20.0, *request_ids: str) -> None:
     """Wait until no turn in ``ledger`` is open (and each of ``request_ids`` is there). A
     turn's start and end are written just after they happen, by the ledger's writer thread
-    in batches: a test that reads the ledger right after its client finished waits here;
-    naming the turn's request id also waits for a turn whose start is not written yet."""
+    in batches (it lingers up to ~50 ms for the records that come meanwhile: ledger/writer.py):
+    a test that reads the ledger right after its client finished waits here until nothing is
+    open and nothing new came for ``QUIET_S`` (several lingers); naming the turn's request id
+    also waits for a turn whose start is not written yet."""
     deadline = time.monotonic() + timeout
-    seen = None  # (turns, events) at the last poll: settled when nothing is open and nothing new came
+    seen, quiet_since = None, None  # (turns, events) at the last poll, and since when they stay so
     while True:
         con = sqlite3.connect(ledger)
         try:
@@ -126,10 +131,12 @@ def ledger_settled(ledger: Path, timeout: float = 20.0, *request_ids: str) -> No
             open_turns, counts = 1, None
         finally:
             con.close()
-        if open_turns == 0 and counts == seen:
+        now = time.monotonic()
+        if open_turns or counts != seen:
+            seen, quiet_since = (counts if open_turns == 0 else None), now
+        elif now - quiet_since >= QUIET_S:
             return
-        seen = counts if open_turns == 0 else None
-        assert time.monotonic() < deadline, f"{open_turns} turns still open or not yet written in {ledger}"
+        assert now < deadline, f"{open_turns} turns still open or not yet written in {ledger}"
         time.sleep(0.05)
 
 

@@ -7,7 +7,7 @@ and the real mitmweb: a scripted Chat endpoint with `max_tokens: 512` that alway
   The turn is `capped`, not a clean `translated`: in `log --json`, in `stats` (a count apart),
   in mitmweb's mark and comment, on the console; `explain` shows the endpoint's own stop reason
   (`max_tokens`) and the conversion (`stop_reason max_tokens -> end_turn (…)`).
-- The client's own behaviour, which the decision rests on (docs/clients.md "A reply cut by the
+- The client's own behaviour, which the decision rests on (docs/dev/clients.md "A reply cut by the
   endpoint's cap"): the same Claude Code told `max_tokens` (a same-protocol endpoint: the reply
   goes on as it came) sends continuation turns into the same cap and fails."""
 

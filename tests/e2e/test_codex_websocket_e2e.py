@@ -13,7 +13,6 @@ endpoint that speaks WebSocket (ws_upstream.py).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +27,7 @@ from .test_codex_e2e import codex_exec, need_codex
 from .test_console_e2e import Run
 from tests.support.upstream import Upstream
 from tests.support.ws_upstream import WsScript, WsUpstream, text_events
+from tests.support.console import said_status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 HERE = Path(__file__).resolve().parent
@@ -84,7 +84,7 @@ def test_codex_turns_over_websocket_are_recorded_with_their_usage(tmp_path):
     assert "hello over the websocket" in p.stdout
     assert ws.turns(), (ws.requests, p.stderr[-3000:])
     assert all(method == "GET" for method, _ in ws.requests)  # the upgrade only: no fallback POST
-    assert not re.search(r"\b426\b", re.sub(r"^\[[\d:.]+\]", "", out, flags=re.M))  # not in a timestamp
+    assert not said_status(out, 426)
     turns = [t for t in _log(run) if t["client_protocol"] == "openai-responses"]
     assert len(turns) == len(ws.turns()) >= 1  # each turn message, and no warm-up
     assert all(t["outcome"] == "pass_through" and t["usage_reported"]["input_tokens"] == 5120 for t in turns)

@@ -1,6 +1,6 @@
 """Gemini both ways, end to end through a real mitmdump with the addon (issue 11):
 
-- the google-genai SDK (HTTPS_PROXY + the mitmproxy CA, as docs/clients.md §6.1) against a scripted
+- the google-genai SDK (HTTPS_PROXY + the mitmproxy CA, as docs/dev/clients.md §6.1) against a scripted
   Anthropic upstream, streamed and not, and an upstream error;
 - Gemini CLI (npm @google/gemini-cli, pinned by scripts/install-gemini-cli.sh) headless with
   --yolo against a scripted Chat upstream: a run_shell_command tool loop (the CLI really runs
@@ -120,7 +120,7 @@ def test_genai_sdk_stream_against_an_anthropic_upstream(sdk, gem_proxy, upstream
         ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", {"city": "Paris", "unit": "celsius"})]
     last = chunks[-1]
     assert last.candidates[0].finish_reason == types.FinishReason.STOP
-    um = last.usage_metadata  # docs/protocols.md D.6: prompt = input + cache read + cache write
+    um = last.usage_metadata  # docs/dev/protocols.md D.6: prompt = input + cache read + cache write
     assert (um.prompt_token_count, um.cached_content_token_count, um.candidates_token_count, um.total_token_count) == (
         472 + 2048, 2048, 71, 472 + 2048 + 71)
     rid = ledger(gem_proxy, "SELECT request_id FROM turns ORDER BY rowid DESC LIMIT 1")[0]["request_id"]
@@ -186,7 +186,7 @@ def text_stream(text: str) -> list[bytes]:
 
 def run_gemini_cli(proxy: Mitmdump, tmp: Path, prompt: str, *flags: str, timeout: int = 120,
                    extra_settings: dict | None = None, extra_env: dict | None = None):
-    """`gemini -m cli-model -p PROMPT` headless through the proxy (docs/clients.md §5.1, §5.8): its own
+    """`gemini -m cli-model -p PROMPT` headless through the proxy (docs/dev/clients.md §5.1, §5.8): its own
     HOME with the quiet settings, its own TMPDIR and project folder, stdin closed."""
     gemini = need_npm_tool("gemini", "Gemini CLI")
     home, project, scratch = tmp / "home", tmp / "project", tmp / "scratch"
@@ -225,7 +225,7 @@ def test_gemini_cli_tool_loop_against_a_chat_upstream(gem_proxy, upstreams, tmp_
     assert call_turn["tool_calls"][0]["id"] == "call_gcli_0001"  # the upstream's id, echoed by the CLI, untouched
     result = next(m for m in msgs if m["role"] == "tool")
     assert result["tool_call_id"] == "call_gcli_0001" and "hi-from-tool-ran" in result["content"]  # really ran
-    # -o json stats: the last usageMetadata of each turn, summed over the turns (docs/clients.md §5.7)
+    # -o json stats: the last usageMetadata of each turn, summed over the turns (docs/dev/clients.md §5.7)
     assert list(out["stats"]["models"]) == ["local-qwen"], out["stats"]  # the CLI names the model the reply named
     tokens = out["stats"]["models"]["local-qwen"]["tokens"]
     assert tokens["prompt"] == USAGE_1["prompt_tokens"] + USAGE_2["prompt_tokens"]
@@ -317,7 +317,7 @@ routes:
 
 
 def gemini_sse(parts_per_chunk: list[list[dict]], usage: dict, rid: str) -> list[bytes]:
-    """A Gemini stream (docs/protocols.md D.2): one GenerateContentResponse per chunk, running usage on
+    """A Gemini stream (docs/dev/protocols.md D.2): one GenerateContentResponse per chunk, running usage on
     the last one with finishReason STOP (also for function calls)."""
     out = []
     for i, parts in enumerate(parts_per_chunk):
@@ -356,7 +356,7 @@ def test_claude_code_bash_tool_loop_against_a_gemini_endpoint(gem_upstream, tmp_
     """Gemini sends its functionCall without an id: one is minted for Claude Code
     (deterministically, recorded) and comes back byte for byte on the functionResponse, named
     from the history; Claude Code's usage report equals the upstream's usageMetadata
-    converted (docs/protocols.md D.6), summed over its two turns."""
+    converted (docs/dev/protocols.md D.6), summed over its two turns."""
     from .test_claude_code_e2e import result_json, run_claude
 
     args = {"command": "echo tokunseba-gemini-tool-ran", "description": "Print a marker"}

@@ -152,7 +152,7 @@ def test_llama_server_non_streamed_text_usage_as_reported(sdk, local_proxy):
     row = ledger_turn(local_proxy, raw.headers["x-tokunseba-request-id"])
     rep = reported(row)
     assert rep and rep["prompt_tokens"] > 0 and rep["completion_tokens"] > 0
-    # the client's usage is exactly llama-server's, re-based per docs/protocols.md E.4
+    # the client's usage is exactly llama-server's, re-based per docs/dev/protocols.md E.4
     assert usage_dict(msg.usage) == Usage("openai", rep).to("anthropic")
     assert row["usage_input"] == rep["prompt_tokens"] and row["usage_output"] == rep["completion_tokens"]
     assert json.loads(row["usage_client"]) == Usage("openai", rep).to("anthropic")

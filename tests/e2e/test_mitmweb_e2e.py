@@ -1,4 +1,4 @@
-"""End to end through the real `mitmweb` (docs/architecture.md §1: the third way users reach
+"""End to end through the real `mitmweb` (docs/dev/architecture.md §1: the third way users reach
 tokunseba): one translated Anthropic turn and one non-provider request through the proxy,
 then mitmweb's own REST API shows the decision as the flow comment, the outcome as the
 mark, and the client's original body through the `tokunseba-original` content view.

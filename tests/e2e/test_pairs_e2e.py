@@ -39,7 +39,7 @@ routes:
 
 def responses_events(items: list[dict], usage: dict | None, rid: str = "resp_e2e0001",
                      pieces: int = 3) -> list[bytes]:
-    """A Responses stream (docs/protocols.md C.3) for the given complete output items: each text
+    """A Responses stream (docs/dev/protocols.md C.3) for the given complete output items: each text
     and argument string sent in ``pieces`` deltas."""
     events: list[tuple[str, dict]] = []
     snap = {"id": rid, "object": "response", "created_at": CREATED, "status": "in_progress", "model": "gpt-5.5",
@@ -241,7 +241,7 @@ routes:
 
 
 def anthropic_sse(mid: str, blocks: list[tuple[str, object]], stop: str, usage: dict) -> list[bytes]:
-    """An Anthropic stream (docs/protocols.md A.6): blocks are ("text", str) or ("tool_use", (id, name, args_json))."""
+    """An Anthropic stream (docs/dev/protocols.md A.6): blocks are ("text", str) or ("tool_use", (id, name, args_json))."""
     ev = [("message_start", {"message": {"id": mid, "type": "message", "role": "assistant", "model": "claude-sonnet-test",
                                          "content": [], "stop_reason": None, "stop_sequence": None,
                                          "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})]

@@ -171,7 +171,7 @@ def test_readme_demo_five_times_in_a_row_every_turn_local_no_main_turn_cut_by_th
     assert len(titles) == RUNS and all(t["endpoint"] == "local" and t["rule"] == "claude-background" for t in titles), titles
     # a title asks for JSON (output_config.format -> response_format): the server's grammar keeps it
     # an object, and a title string the base model runs on ends on the endpoint's cap: `capped`,
-    # told end_turn (no continuation turn), never an error (docs/clients.md §8)
+    # told end_turn (no continuation turn), never an error (docs/dev/clients.md §8)
     assert all(t["outcome"] in ("translated", "cancelled", "capped") for t in titles), titles
     assert {t["host"] for t in turns} == {"api.anthropic.com"} and len(turns) == 2 * RUNS, turns  # nothing else
     reasons = _stop_reasons(run.ledger)
@@ -336,7 +336,7 @@ def test_readme_interactive_claude_code_five_sessions_title_local_exit_0(tmp_pat
         titles = [t for t in new if "haiku" in (t["requested_model"] or "")]
         mains = [t for t in new if t["requested_model"] == "claude-opus-4-8"]
         # its session title: to the local model, answered; it asks for JSON, and a title string the
-        # base model runs on ends on the endpoint's cap: `capped`, told end_turn (docs/clients.md §8)
+        # base model runs on ends on the endpoint's cap: `capped`, told end_turn (docs/dev/clients.md §8)
         assert len(titles) == 1 and all(t["endpoint"] == "local" and t["rule"] == "claude-background"
                                         and t["outcome"] in ("translated", "capped") and t["status"] == 200
                                         and reasons.get(t["request_id"]) is not None

@@ -102,7 +102,7 @@ def env(px, monkeypatch):
 
 
 def _row(px: Mitmdump, request_id: str) -> dict:
-    ledger_settled(px.ledger)
+    ledger_settled(px.ledger, 20.0, request_id)
     with sqlite3.connect(px.ledger) as db:
         db.row_factory = sqlite3.Row
         rows = [dict(r) for r in db.execute("SELECT * FROM turns WHERE request_id = ?", (request_id,))]

@@ -26,6 +26,7 @@ from .conftest import BIN, Mitmdump, ledger_settled
 from .test_codex_default_e2e import rendered
 from tests.support.upstream import Upstream
 from tests.support.ws_upstream import WsScript, WsUpstream, text_events
+from tests.support.console import said_status
 
 from tokunseba.neutral.events import BlockDelta, BlockStart, BlockStop, MessageStart, MessageStop
 from tokunseba.neutral.usage import Usage
@@ -141,7 +142,7 @@ def test_every_turn_over_websocket_is_recorded_and_warmups_are_not(tmp_path):
         assert t["client_protocol"] == "openai-responses" and t["outcome"] == "pass_through" and t["status"] == 200
         assert json.loads(t["usage_reported"])["input_tokens"] == 5120
         assert t["requested_model"] == "gpt-5.5" and t["session_id"] == "ws-session-1"
-    assert "426" not in m.log()
+    assert not said_status(m.log(), 426)
     assert sum(t["request_id"] in m.log() for t in turns) == 2  # the console lines
     said = subprocess.run([str(BIN / "tokunseba"), "explain", "--ledger", str(m.ledger), turns[-1]["request_id"]],
                           capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""Structured output crosses every pair it can (issue 41; neutral/output_format.py; docs/protocols.md F):
+"""Structured output crosses every pair it can (issue 41; neutral/output_format.py; docs/dev/protocols.md F):
 Anthropic ``output_config.format`` <-> Chat ``response_format`` <-> Responses ``text.format`` <-> Gemini
 ``responseMimeType`` + ``responseJsonSchema`` / ``responseSchema``, each direction, from the clients'
 own requests: Claude Code's title turn, Gemini CLI's router call, a Codex ``--output-schema`` turn

@@ -1,4 +1,4 @@
-"""Usage as reported and its conversions (neutral/usage.py, docs/protocols.md E.4): the upstream's
+"""Usage as reported and its conversions (neutral/usage.py, docs/dev/protocols.md E.4): the upstream's
 object kept untouched; conversions through one common base, re-basing only where definitions
 differ; a field not reported stays absent, never zero-filled; Anthropic's cumulative usage merged,
 never added."""

@@ -1,5 +1,5 @@
 """Anthropic Messages' protocol facts (protocols/anthropic.py): its error types by HTTP status and
-back, its error body and the SSE error event (docs/protocols.md A.7)."""
+back, its error body and the SSE error event (docs/dev/protocols.md A.7)."""
 
 from __future__ import annotations
 

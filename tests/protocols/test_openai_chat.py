@@ -1,5 +1,5 @@
 """OpenAI Chat Completions' protocol facts (protocols/openai_chat.py): its error body by status and
-the SSE error chunk (docs/protocols.md B.6)."""
+the SSE error chunk (docs/dev/protocols.md B.6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The mitmproxy adapter (tokunseba.proxy.mitm) driven through mitmproxy's own test helpers
-(docs/mitmproxy.md §7): options, the request hook on real HTTPFlow objects, mitmweb's comment /
+(docs/dev/mitmproxy.md §7): options, the request hook on real HTTPFlow objects, mitmweb's comment /
 mark / original-request view, fail-closed behaviour, the stream pump and the ledger row."""
 
 from __future__ import annotations

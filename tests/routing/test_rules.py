@@ -95,7 +95,7 @@ PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
     "messages,images",
     [
         ([{"role": "user", "content": [{"type": "image", "source": PNG}]}], True),
-        # an MCP screenshot nested in a tool result (docs/pitfalls.md 23)
+        # an MCP screenshot nested in a tool result (docs/dev/pitfalls.md 23)
         ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
                                         "content": [{"type": "text", "text": "shot"},
                                                     {"type": "image", "source": PNG}]}]}], True),

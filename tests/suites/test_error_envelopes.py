@@ -1,4 +1,4 @@
-"""Errors in the client's protocol (docs/protocols.md A.7, B.6, E.6; docs/architecture.md rule 6): status
+"""Errors in the client's protocol (docs/dev/protocols.md A.7, B.6, E.6; docs/dev/architecture.md rule 6): status
 and envelope mapped by table, the upstream's message text kept, any body shape accepted. Each protocol's own
 envelope is tested beside it (tests/protocols/test_<protocol>.py)."""
 

@@ -1,4 +1,4 @@
-"""The import rules of docs/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
+"""The import rules of docs/dev/architecture.md §3: the core never imports mitmproxy, sqlite3, yaml, the
 CLI, the ledger, the proxy path or the rules; the CLI never imports mitmproxy nor the proxy
 path (proxy/, turn/); only the adapter (proxy/mitm.py, core.py and the parts it chains)
 imports mitmproxy or tornado; turn/ imports no proxy/, no mitmproxy, no asyncio; no import
@@ -59,7 +59,8 @@ def test_core_imports_no_io_or_framework():
         assert not bad, f"{f.relative_to(PKG)} imports {bad}"
 
 
-ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web", "websocket")}
+ADAPTER = {PKG / "proxy" / f"{m}.py" for m in ("mitm", "core", "route", "reply", "record", "web", "websocket",
+                                                  "ws_connection", "ws_routed")}
 
 
 def test_only_the_adapter_imports_mitmproxy_or_tornado():
@@ -102,8 +103,8 @@ LAYERS: list[tuple[set[str], str]] = [
     ({"cli"}, "the command: reads the ledger and the rules, never the proxy path"),
 ]
 PROXY_LAYERS = [{"options", "http1", "relay_pool", "relay", "provider_reach", "provider_limits", "base_url", "recorder",
-                 "shadowing", "otel_spans", "ws_client", "budgeting", "__init__"}, {"core"}, {"record"}, {"route", "reply", "web"},
-                {"websocket"}, {"mitm"}]
+                 "shadowing", "otel_spans", "ws_client", "ws_connection", "budgeting", "__init__"}, {"core"}, {"record"},
+                {"route", "reply", "web"}, {"ws_routed"}, {"websocket"}, {"mitm"}]
 
 
 def _layer(name: str, layers: list) -> int:

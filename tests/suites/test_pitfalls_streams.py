@@ -1,4 +1,4 @@
-"""docs/pitfalls.md 1-8, 11, 12, 13-16: bugs other translators shipped, each a test named after
+"""docs/dev/pitfalls.md 1-8, 11, 12, 13-16: bugs other translators shipped, each a test named after
 the behaviour that proves tokunseba does not have it."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ every section it cites is there, and every module a docstring or comment names e
 - A ``name.md`` in addon/, tests/, scripts/, rules/, README.md, pyproject.toml or docs/ is a
   file of the repository (``README.md``, ``docs/x.md``); a bare ``x.md`` must be ``docs/x.md``.
   The labels after it (``§4b``, ``rule 6``, ``C.3``, ``D.3.7``, ``2.3-2.5``, ``15``) are headings
-  of that document (``## §4b …``, ``### Rule 6. …``, ``### C.3 …``) or, in docs/pitfalls.md, its
+  of that document (``## §4b …``, ``### Rule 6. …``, ``### C.3 …``) or, in docs/dev/pitfalls.md, its
   numbered items. ``pitfalls 7`` without the file is not a reference a newcomer can follow.
 - In docstrings and comments, a ``tokunseba.a.b`` path names a module or package (a last part
   may be a name that module defines), a ``a/b.py`` path names a file, and a module name the
@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+DEV = DOCS / "dev"  # the references whose sections the code cites (§4, A.6, pitfalls' numbered items)
 PKG = ROOT / "addon" / "tokunseba"
 HERE = Path(__file__).resolve()
 
@@ -89,8 +90,8 @@ def _dangling_documents() -> list[str]:
                 name, labels = m.group(1), m.group(2)
                 if name in NOT_REFERENCES:
                     continue
-                if f.parent == DOCS and "/" not in name:
-                    name = f"docs/{name}"  # a link between documents of docs/
+                if f.is_relative_to(DOCS) and "/" not in name:
+                    name = str((f.parent / name).relative_to(ROOT))  # a link between documents of one folder
                 doc = ROOT / name if "/" in name or name == "README.md" else None
                 if doc is None:
                     bad.append(f"{where}: {name} (write docs/{name} when it is a document of docs/)")
@@ -98,12 +99,12 @@ def _dangling_documents() -> list[str]:
                 if not doc.is_file() or not doc.resolve().is_relative_to(ROOT):
                     bad.append(f"{where}: {name} is not a file of the repository")
                     continue
-                if doc.parent != DOCS:
+                if doc.parent != DEV:
                     continue
                 have = cache.setdefault(doc, _labels(doc))
                 bad += [f"{where}: {name} has no section {x!r}" for x in _expand(labels) if x not in have]
             if BARE_PITFALL.search(line):
-                bad.append(f"{where}: a pitfall cited without its document (docs/pitfalls.md N)")
+                bad.append(f"{where}: a pitfall cited without its document (docs/dev/pitfalls.md N)")
     return bad
 
 
@@ -197,10 +198,10 @@ def test_the_reference_checker_sees_what_it_must():
     that is gone are each found."""
     assert _expand(" §2 rule 4") == ["2", "rule 4"]
     assert _expand(" A.1-A.5, E.1/E.2") == ["a.1", "a.5", "e.1", "e.2"]
-    m = REF.search("(docs/protocols.md C.3, E.5 \"A stream\")")
-    assert m and m.group(1) == "docs/protocols.md" and _expand(m.group(2)) == ["c.3", "e.5"]
+    m = REF.search("(docs/dev/protocols.md C.3, E.5 \"A stream\")")
+    assert m and m.group(1) == "docs/dev/protocols.md" and _expand(m.group(2)) == ["c.3", "e.5"]
     assert REF.search("see design.md rule 6").group(1) == "design.md"  # bare: reported
-    assert BARE_PITFALL.search("# derived (pitfalls 7)") and not BARE_PITFALL.search("docs/pitfalls.md 7")
+    assert BARE_PITFALL.search("# derived (pitfalls 7)") and not BARE_PITFALL.search("docs/dev/pitfalls.md 7")
     assert not _module_exists("tokunseba.mitm") and _module_exists("tokunseba.proxy.mitm")
     assert _module_exists("tokunseba.translate.request")  # a name translate/__init__.py defines
 

@@ -115,7 +115,7 @@ def test_anthropic_sdk_sees_tool_id_and_input_exactly():
 
 def test_anthropic_sdk_with_no_upstream_usage_gets_no_numbers():
     """usage {} in message_start and message_delta: the helper works, and reports nothing
-    rather than zeros (docs/architecture.md rule 3)."""
+    rather than zeros (docs/dev/architecture.md rule 3)."""
     out, _ = translate("llamacpp_py_text.sse")
     final = anthropic_final(out)
     assert final.usage.input_tokens is None and final.usage.output_tokens is None
@@ -124,7 +124,7 @@ def test_anthropic_sdk_with_no_upstream_usage_gets_no_numbers():
 
 def test_openai_sdk_does_not_concatenate_repeated_ids():
     """llama_cpp.server repeats id and name in every delta; what reaches a Chat client after a
-    round trip through Anthropic carries them once (docs/pitfalls.md 5)."""
+    round trip through Anthropic carries them once (docs/dev/pitfalls.md 5)."""
     anth, _ = translate("llamacpp_py_tool.sse")
     back, _ = translate(anth, "anthropic", "openai")
     final = openai_final(back)

@@ -1,4 +1,4 @@
-"""Output never depends on how the upstream bytes were split (docs/architecture.md rule 5): every
+"""Output never depends on how the upstream bytes were split (docs/dev/architecture.md rule 5): every
 stream fixture fed whole, byte by byte, cut at every single point, and in 100 seeded random
 splittings gives byte-identical output and identical reports. The fixtures hold non-ASCII
 text (cuts land inside multi-byte UTF-8) and \\r\\n / \\r framing (cuts land between \\r

@@ -18,7 +18,7 @@ from tokunseba.turn.pump import Pump
 from tokunseba.turn.retries import RetryWatch
 from tokunseba.turn.ws_plan import ENDPOINT_WS, PROVIDER, carrier, plan_message
 from tokunseba.turn.ws_transcript import Reply, Transcript
-from tokunseba.turn.ws_wire import as_sse, server_event
+from tokunseba.protocols.openai_responses_ws import as_sse, server_event
 
 from tests.support.planning import plan_request
 

@@ -10,14 +10,14 @@ import time
 
 from tokunseba.budgets import BudgetStore, Caps
 from tokunseba.proxy.budgeting import admit_now, settle
-from tokunseba.proxy.websocket import _error_doc, _free_slot
+from tokunseba.proxy.ws_routed import error_doc, free_slot
 from tokunseba.routing import EndpointHealth, load_rules_text
 from tokunseba.turn.failover import Capacity
 from tokunseba.turn.pump import Pump
 from tokunseba.turn.retries import RetryWatch
 from tokunseba.turn.ws_plan import HERE, PROVIDER, carrier, plan_message
 from tokunseba.turn.ws_transcript import Transcript
-from tokunseba.turn.ws_wire import as_sse, server_event
+from tokunseba.protocols.openai_responses_ws import as_sse, server_event
 
 PASSED = """\
 budgets:
@@ -57,8 +57,8 @@ def _admitted(caps: Caps, rules, doc: dict, capacity: Capacity | None = None):
                                           health=EndpointHealth(), capacity=capacity or Capacity(),
                                           provider_hosts={}, keeper=None)
     assert planning is not None
-    connected = _free_slot(planning)
-    verdict, connected = admit_now(caps, planning, connected, lambda: _free_slot(planning))
+    connected = free_slot(planning)
+    verdict, connected = admit_now(caps, planning, connected, lambda: free_slot(planning))
     turn = planning.turn(env={}, retries=RetryWatch(), peer="127.0.0.1", access=(False, False), connected=connected,
                          verdict=verdict)
     if turn.local is not None and verdict.held:
@@ -87,7 +87,7 @@ def test_two_messages_are_held_the_third_gets_codexs_usage_limit_reached(tmp_pat
     assert [(w.spent, w.held) for w in caps.store.windows()] == [(0, 200_000)]
     c, goes_c, _ = _admitted(caps, rules, _message("turn 3"))
     assert goes_c == HERE and c.outcome == "refused" and c.local is not None and c.local.status == 429
-    event = _error_doc(c.local.status, c.local.body, c.local.headers)
+    event = error_doc(c.local.status, c.local.body, c.local.headers)
     err = event["error"]
     assert event["type"] == "error" and event["status"] == 429
     assert err["type"] == "usage_limit_reached" and isinstance(err["resets_at"], int) and err["resets_at"] > time.time()

@@ -1,4 +1,4 @@
-"""A scripted Anthropic prompt cache that bills like Anthropic (docs/protocols.md A: cache_control,
+"""A scripted Anthropic prompt cache that bills like Anthropic (docs/dev/protocols.md A: cache_control,
 at most 4 breakpoints), for the tests of ``cache: auto`` (issue 32).
 
 The prompt is read in Anthropic's order: tools, then system blocks, then message blocks. At each

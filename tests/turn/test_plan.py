@@ -1,6 +1,6 @@
 """The pure planning of one turn (tokunseba.turn): outcomes, credentials, the byte-exact
 model rewrite of a retarget, refusals, reply modes, client-protocol errors and the one-line
-summary mitmweb shows. No mitmproxy here (docs/architecture.md §3: pure core, thin adapter)."""
+summary mitmweb shows. No mitmproxy here (docs/dev/architecture.md §3: pure core, thin adapter)."""
 
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ def test_not_json_body_passes_with_a_routed_event(rules):
     assert t.action == "pass" and "JSON object" in t.events[0][1]["reason"]
 
 
-# ---------------------------------------------------------------- credentials (docs/architecture.md rule 7)
+# ---------------------------------------------------------------- credentials (docs/dev/architecture.md rule 7)
 
 
 def test_translation_strips_client_credentials_and_protocol_headers(rules):

@@ -1,6 +1,6 @@
 """Usage read on the side of passed-on replies (pass-through and retargeted turns) by the
 stream watch and ``outcome.usage_of``, whatever their Content-Encoding, without changing a
-byte (docs/pitfalls.md 27: compressed SSE gave empty usage rows elsewhere), for every protocol."""
+byte (docs/dev/pitfalls.md 27: compressed SSE gave empty usage rows elsewhere), for every protocol."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``tokunseba`` command (docs/architecture.md §6): ``main`` parses the arguments and hands each
+"""The ``tokunseba`` command (docs/dev/architecture.md §6): ``main`` parses the arguments and hands each
 subcommand to its module — ``run`` (start mitmdump/mitmweb with the addon), ``read`` (registers
 the read commands, one module each: ``models``, ``stats``, ``explain``, ``log``, over ``common``,
 what every read command shares), ``sessions`` and its ``session_view`` (turns grouped by who is

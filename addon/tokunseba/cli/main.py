@@ -13,7 +13,7 @@ import sys
 
 EPILOG = """\
 protocols (any client to any endpoint; same protocol: retargeted unchanged; a package adding one
-is found through the entry-point group tokunseba.protocols, see docs/architecture.md):
+is found through the entry-point group tokunseba.protocols, see docs/dev/architecture.md):
 {protocols}
 
 typical use:

@@ -1,5 +1,5 @@
 """The read commands, registered in the order `--help` lists them: `models`, `stats`, `explain`,
-`log` (docs/architecture.md §4). Each lives in its own module (models.py, stats.py, explain.py,
+`log` (docs/dev/architecture.md §4). Each lives in its own module (models.py, stats.py, explain.py,
 log.py) over what they share (common.py).
 
 Each prints an aligned plain-text table (or the same facts as JSON with ``--json``) and

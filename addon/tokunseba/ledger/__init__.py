@@ -1,4 +1,4 @@
-"""The ledger: every turn recorded, as it happened (docs/architecture.md §5).
+"""The ledger: every turn recorded, as it happened (docs/dev/architecture.md §5).
 
 - ``location``: where the ledger lives (its home, its default target, a URL told from a
   path) and the names a proxy records its turns under;

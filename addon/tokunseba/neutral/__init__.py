@@ -1,4 +1,4 @@
-"""The neutral model every codec speaks (docs/architecture.md §3): N protocols cost 2N parts.
+"""The neutral model every codec speaks (docs/dev/architecture.md §3): N protocols cost 2N parts.
 
 - ``events``: a reply as neutral events (message start, block start / delta / signature /
   stop for text, tool calls, thinking, other blocks; message stop with stop reason and

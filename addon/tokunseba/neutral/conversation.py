@@ -1,4 +1,4 @@
-"""A request in neutral form: a ``Conversation`` (docs/architecture.md §3), and what a request
+"""A request in neutral form: a ``Conversation`` (docs/dev/architecture.md §3), and what a request
 translation returns (``RequestTranslation``).
 
 The neutral request is written in the vocabulary of Chat Completions, the common ground of

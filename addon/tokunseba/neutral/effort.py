@@ -1,4 +1,4 @@
-"""Reasoning effort across protocols (docs/architecture.md rule 1; issue 18): one table.
+"""Reasoning effort across protocols (docs/dev/architecture.md rule 1; issue 18): one table.
 
 The neutral request names effort as Chat does, ``reasoning_effort``, one of ``LEVELS``. Every
 protocol's spelling converts to and from it in that codec's own field table (a row each); each

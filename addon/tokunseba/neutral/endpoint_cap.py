@@ -6,7 +6,7 @@ named none (``Capped``, recorded by the request codecs). A reply that then runs 
 ends ``max_tokens`` at the endpoint, but the client's own limit was never reached, and the
 clients read ``max_tokens`` as "my limit cut you off, go on": Claude Code sends continuation
 turns into the same cap until it fails ("Claude's response exceeded the 64000 output token
-maximum", docs/clients.md "A reply cut by the endpoint's cap" has the measurements).
+maximum", docs/dev/clients.md "A reply cut by the endpoint's cap" has the measurements).
 
 So the client is told ``end_turn`` (``told_stop``): the turn ended before its own limit, as it
 did. Never invented: the conversion is recorded in the reply's report (``converted``: the stop

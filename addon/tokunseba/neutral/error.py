@@ -1,4 +1,4 @@
-"""An upstream's error, read from any envelope, in neutral form (docs/protocols.md A.7, B.6, E.6).
+"""An upstream's error, read from any envelope, in neutral form (docs/dev/protocols.md A.7, B.6, E.6).
 
 ``parse_error_body`` reads a whole error reply of any shape; ``error_from_obj`` an error
 object already parsed (a mid-stream ``{"error":…}`` chunk). Each protocol module turns an
@@ -18,7 +18,7 @@ from .. import jsonc
 
 MAX_MESSAGE_CHARS = 4000  # a non-JSON body (an HTML error page...) is cut to this
 
-# The neutral error vocabulary: error types by HTTP status, with Anthropic's names (docs/protocols.md
+# The neutral error vocabulary: error types by HTTP status, with Anthropic's names (docs/dev/protocols.md
 # A.7, plus E.6's 503 -> overloaded_error). A ``StreamError`` carries one of these; each
 # protocol module maps them to its own. Unlisted 4xx -> invalid_request_error, 5xx -> api_error.
 ERROR_TYPES: dict[int, str] = {

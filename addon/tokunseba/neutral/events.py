@@ -1,4 +1,4 @@
-"""The neutral events of a reply (docs/architecture.md §3): what every stream and whole-reply codec
+"""The neutral events of a reply (docs/dev/architecture.md §3): what every stream and whole-reply codec
 speaks.
 
 Each protocol has a stream decoder (wire SSE events -> these) and a stream encoder (these ->

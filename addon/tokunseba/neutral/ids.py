@@ -1,4 +1,4 @@
-"""Identifiers minted as protocol plumbing, deterministically (docs/architecture.md rule 2).
+"""Identifiers minted as protocol plumbing, deterministically (docs/dev/architecture.md rule 2).
 
 A tool id or message id the client's protocol requires and the upstream did not send is
 minted from what the upstream did send; the codec that mints one records it

@@ -1,4 +1,4 @@
-"""A whole reply in neutral form: its events collected (docs/architecture.md §3).
+"""A whole reply in neutral form: its events collected (docs/dev/architecture.md §3).
 
 A whole-reply decoder turns an upstream's JSON body into the same neutral events its stream
 decoder would produce for the same reply; ``Message.collect`` gathers them; a whole-reply

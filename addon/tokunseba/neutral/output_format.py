@@ -1,5 +1,5 @@
 """Structured output in the neutral request: the one shape every codec decodes a client's
-output format into and encodes a target's from (2N parts, not N^2; docs/protocols.md F).
+output format into and encodes a target's from (2N parts, not N^2; docs/dev/protocols.md F).
 
 The neutral request speaks Chat's vocabulary (neutral.conversation), so the form is Chat's
 ``response_format``:

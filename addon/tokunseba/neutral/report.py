@@ -1,6 +1,6 @@
 """What a translation reports besides its output: drops, plumbing, conversions, warnings.
 
-Every codec records here, in the client's own JSON paths (docs/architecture.md rule 1):
+Every codec records here, in the client's own JSON paths (docs/dev/architecture.md rule 1):
 - ``dropped``: input left behind (never faked);
 - ``plumbing``: output added only to carry what the client asked for;
 - ``warnings``: lossy but legal choices (a stop reason taken as another, an id minted...);

@@ -1,4 +1,4 @@
-"""Provider state put back on a neutral assistant message (docs/architecture.md rule 1, §4b).
+"""Provider state put back on a neutral assistant message (docs/dev/architecture.md rule 1, §4b).
 
 ``ProviderState`` is what an endpoint itself produced on an earlier turn of a conversation
 and the client's protocol could not hand back (DeepSeek's ``reasoning_content``, Anthropic's

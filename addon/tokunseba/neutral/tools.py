@@ -1,4 +1,4 @@
-"""The client's own tools behind neutral functions: a declared, two-way encoding (docs/architecture.md
+"""The client's own tools behind neutral functions: a declared, two-way encoding (docs/dev/architecture.md
 rule 4), not an invention.
 
 The neutral vocabulary has one kind of tool: a function with a flat name whose arguments are

@@ -1,4 +1,4 @@
-"""Usage as reported, and how it converts between counting conventions (docs/protocols.md E.4).
+"""Usage as reported, and how it converts between counting conventions (docs/dev/protocols.md E.4).
 
 Part of the neutral model: every codec reads and writes usage through it. It names no
 protocol: each protocol's counting (its usage fields, how they read as common numbers, how a
@@ -162,7 +162,7 @@ class Usage:
 
     def merged(self, newer: dict[str, Any]) -> "Usage":
         """Anthropic's message_delta usage is cumulative: a non-null field overwrites the
-        running value, it is never added (docs/pitfalls.md 15)."""
+        running value, it is never added (docs/dev/pitfalls.md 15)."""
         d = dict(self.reported)
         for k, v in newer.items():
             if v is not None:

@@ -37,7 +37,7 @@ from .facts import REQUEST_ID_HEADER, Check, Counter, Problem, Protocol, RuleSha
 __all__ = ["Protocol", "Counter", "RuleShape", "Check", "Problem", "REGISTRY", "CODECS", "NAMES", "get", "find",
            "register", "unregister", "generation", "all_protocols", "FALLBACK", "for_errors", "counting", "origin",
            # the fact sheets and helpers other packages read (imported below, once the registry is whole)
-           "anthropic", "clients", "gemini", "openai_chat", "openai_responses", "TOOL_ID_RE", "VISIBILITY", "Detected",
+           "anthropic", "clients", "gemini", "openai_chat", "openai_responses", "openai_responses_ws", "TOOL_ID_RE", "VISIBILITY", "Detected",
            "api_hosts", "api_path", "detect", "guess", "provider_hosts", "probe_counter", "CONTEXT_STATUSES",
            "FAILOVER_STATUSES", "RESET_HEADERS", "RETRY_HEADERS", "is_context_window", "DEFAULT_NAMESPACE",
            "flat_tool_name", "ACCOUNT_HEADERS", "ACCOUNT_ID_HEADERS", "Reading", "SkipNotes", "WindowState", "has_windows",
@@ -181,7 +181,7 @@ def all_protocols() -> Iterator[Protocol]:
 
 
 # the face's names from the package's modules: after the registry above, which detect reads
-from . import anthropic, clients, gemini, openai_chat, openai_responses  # noqa: E402
+from . import anthropic, clients, gemini, openai_chat, openai_responses, openai_responses_ws  # noqa: E402
 from .anthropic import TOOL_ID_RE  # noqa: E402
 from .clients import VISIBILITY  # noqa: E402
 from .detect import (Detected, api_hosts, api_path, detect, extra_for, guess, is_provider_host,  # noqa: E402

@@ -1,4 +1,4 @@
-"""Anthropic Messages: the protocol's facts as data (docs/protocols.md A).
+"""Anthropic Messages: the protocol's facts as data (docs/dev/protocols.md A).
 
 Error types by HTTP status (A.7, E.6), the error envelope (as a JSON body and as an
 ``event: error`` SSE event), the API version tokunseba sends, and the tool-id rule.
@@ -96,7 +96,7 @@ def sse_error(etype: str, message: str) -> bytes:
     return encode_event(jsonc.dumpb(error_envelope(etype, message)), "error")
 
 
-# Anthropic-defined tools its client runs (docs/protocols.md A: bash_*, text_editor_*, computer_*,
+# Anthropic-defined tools its client runs (docs/dev/protocols.md A: bash_*, text_editor_*, computer_*,
 # memory_*); every other typed tool (web_search_*, web_fetch_*, code_execution_*, tool_search_tool_*)
 # runs on the provider
 _CLIENT_RUN_TYPES = ("bash_", "text_editor_", "computer_", "memory_")
@@ -148,13 +148,13 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
     return {"blocks": out} if out else None
 
 
-# POST /v1/messages/count_tokens (docs/protocols.md A): a turn's body without max_tokens, stream and the
+# POST /v1/messages/count_tokens (docs/dev/protocols.md A): a turn's body without max_tokens, stream and the
 # sampling keys -> {"input_tokens": N}
 # output_config.effort (adaptive thinking) -> the neutral effort level (FACTS.effort_spellings)
 EFFORT_LEVELS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
-# ---- structured output: output_config.format (docs/protocols.md F) ----
+# ---- structured output: output_config.format (docs/dev/protocols.md F) ----
 # output_config.format = {"type": "json_schema", "schema": {...}}: the reply's text is JSON following the
 # schema. Anthropic's structured outputs take a subset of JSON Schema (platform.claude.com/docs/en/build-
 # with-claude/structured-outputs, "JSON Schema limitations"): these keywords are not supported, minItems
@@ -171,7 +171,7 @@ def output_schema_takes(keyword: str, value: Any) -> bool:
     return keyword not in OUTPUT_SCHEMA_UNSUPPORTED and not (keyword == "minItems" and value not in (0, 1))
 
 
-# ---- usage: how Anthropic counts (docs/protocols.md E.4) ----
+# ---- usage: how Anthropic counts (docs/dev/protocols.md E.4) ----
 # input_tokens excludes the cached tokens (cache_read_input_tokens, cache_creation_input_tokens);
 # output_tokens_details.thinking_tokens is the reasoning part of output_tokens where a server reports it.
 COUNTING_NAME = "anthropic"

@@ -3,7 +3,7 @@ how its user-agent names it, and how it takes a base URL instead of the proxy (w
 `tokunseba env --base-url` prints). Data only; routing/session_facts.py reads requests with
 it, cli/run.py the base-URL settings.
 
-Measured on the pinned clients (README "Who is talking"; docs/clients.md):
+Measured on the pinned clients (README "Who is talking"; docs/dev/clients.md):
 
 - Claude Code 2.1.197 sends ``X-Claude-Code-Session-Id`` on every model call;
   ``x-claude-code-agent-id`` (and ``x-claude-code-parent-agent-id`` for a nested one) on a

@@ -2,7 +2,7 @@
 
 Only provider turns are detected; everything else (Claude Code's ``/api/claude_code/settings``,
 Codex's WebSocket ``GET /v1/responses``, model lists, telemetry...) returns ``None`` and must
-pass through untouched (docs/architecture.md §2 rule 8).
+pass through untouched (docs/dev/architecture.md §2 rule 8).
 
 Provider hosts need the exact API path (``/v1/messages``). A protocol's backend hosts (its
 facts' ``backends``: the ChatGPT backend for Codex signed in with ChatGPT) carry its turns at

@@ -63,7 +63,7 @@ class RuleShape:
 @dataclass(frozen=True)
 class Counter:
     """A protocol's own token counter, as its endpoints serve it: what a count request routed to
-    an endpoint of this protocol is asked as, and how its number comes back (docs/architecture.md §4c:
+    an endpoint of this protocol is asked as, and how its number comes back (docs/dev/architecture.md §4c:
     counted by the target's own counter, never estimated). Pure functions over JSON values."""
 
     kind: str  # the request kind (a key of ``Protocol.paths``) of a count at an endpoint
@@ -134,7 +134,7 @@ class Protocol:
     # reply header name prefixes (lower-case) whose headers report the account's usage windows:
     # kept as they came (a ``provider_limits`` ledger event), the client's bytes untouched
     limit_headers: tuple[str, ...] = ()
-    # ---- errors in this protocol's own envelope (docs/architecture.md rule 6) ----
+    # ---- errors in this protocol's own envelope (docs/dev/architecture.md rule 6) ----
     # (status, message, neutral error type or None) -> a whole JSON error body
     error_body: Callable[[int, str, str | None], bytes] = field(default=lambda s, m, t: b"")
     # an endpoint's error (any protocol's, read neutrally: neutral.error.UpstreamError) -> (status,

@@ -1,4 +1,4 @@
-"""Google Gemini (generativelanguage API): the protocol's facts as data (docs/protocols.md
+"""Google Gemini (generativelanguage API): the protocol's facts as data (docs/dev/protocols.md
 D): paths, auth, finishReason <-> neutral stop reasons, the error envelope and its
 status names, the SSE framing the clients' parsers accept.
 
@@ -45,11 +45,11 @@ ERROR_STATUS: dict[int, str] = {
 UNKNOWN_STATUS = "UNKNOWN"
 STATUS_CODES: dict[str, int] = {name: code for code, name in ERROR_STATUS.items() if code != 502}  # UNAVAILABLE: 503
 
-# Gemini CLI's JS parser takes only `data: <one-line JSON>` + a blank line (docs/clients.md §5.5);
+# Gemini CLI's JS parser takes only `data: <one-line JSON>` + a blank line (docs/dev/clients.md §5.5);
 # Google frames with CRLF.
 SSE_END = b"\r\n\r\n"
 
-# upstream finishReason -> neutral stop reason (docs/protocols.md D.5). Content filters are never a
+# upstream finishReason -> neutral stop reason (docs/dev/protocols.md D.5). Content filters are never a
 # clean stop; a turn with function calls ends in STOP too (the decoder makes it tool_use).
 FINISH_TO_STOP: dict[str, str] = {
     "STOP": "end_turn",
@@ -70,7 +70,7 @@ FINISH_ERRORS: frozenset[str] = frozenset({
     "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "MISSING_THOUGHT_SIGNATURE",
     "MALFORMED_RESPONSE",
 })
-# neutral stop reason -> finishReason (docs/protocols.md D.5; STOP also for tool_use)
+# neutral stop reason -> finishReason (docs/dev/protocols.md D.5; STOP also for tool_use)
 STOP_TO_FINISH: dict[str, str] = {
     "end_turn": "STOP",
     "tool_use": "STOP",
@@ -80,7 +80,7 @@ STOP_TO_FINISH: dict[str, str] = {
     "model_context_window_exceeded": "MAX_TOKENS",
     "refusal": "SAFETY",
 }
-# ---- structured output (docs/protocols.md F) ----
+# ---- structured output (docs/dev/protocols.md F) ----
 # generationConfig.responseMimeType "application/json" asks for JSON; with responseJsonSchema (JSON Schema, the
 # subset below) or responseSchema (Gemini's OpenAPI 3.0 subset: upper-case types STRING / NUMBER / INTEGER /
 # BOOLEAN / ARRAY / OBJECT / NULL, "nullable") the JSON follows it; "text/plain" is the default; "text/x.enum"
@@ -103,7 +103,7 @@ def response_json_schema_takes(keyword: str, value: Any) -> bool:
     return keyword in RESPONSE_JSON_SCHEMA_KEYWORDS
 
 
-# a thought signature Gemini accepts on a function call whose real one is unknown (docs/protocols.md D.4.3)
+# a thought signature Gemini accepts on a function call whose real one is unknown (docs/dev/protocols.md D.4.3)
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
 
@@ -137,7 +137,7 @@ STATUS_FROM_OTHERS: dict[int, int] = {529: 503}
 
 def from_upstream_error(err: UpstreamError) -> tuple[int, str]:
     """(status, message) for an error another protocol's upstream gave: a context overflow is
-    400 INVALID_ARGUMENT (not retried, docs/protocols.md D.3.8); 429 stays RESOURCE_EXHAUSTED."""
+    400 INVALID_ARGUMENT (not retried, docs/dev/protocols.md D.3.8); 429 stays RESOURCE_EXHAUSTED."""
     if is_context_window(err):
         return 400, err.message
     return STATUS_FROM_OTHERS.get(err.status, err.status), err.message
@@ -151,7 +151,7 @@ def error_reply(err: UpstreamError) -> tuple[int, bytes]:
 
 def sse_error(err: UpstreamError) -> bytes:
     """A mid-stream error chunk: the Python SDK raises on it; Gemini CLI cannot see one
-    (docs/clients.md §5.5), which is why errors before the first byte go as a status instead."""
+    (docs/dev/clients.md §5.5), which is why errors before the first byte go as a status instead."""
     return sse_event(error_chunk(err))
 
 
@@ -239,7 +239,7 @@ def count_request(body: dict[str, Any], model: str | None) -> dict[str, Any]:
 
 
 def count_as_turn(body: dict[str, Any]) -> dict[str, Any]:
-    """A client's countTokens body -> the generateContent body it counts (docs/protocols.md D.1: the
+    """A client's countTokens body -> the generateContent body it counts (docs/dev/protocols.md D.1: the
     SDKs send ``{"contents"}``; the API also takes a whole ``generateContentRequest``)."""
     inner = body.get("generateContentRequest", body.get("generate_content_request"))
     if isinstance(inner, dict):
@@ -247,8 +247,8 @@ def count_as_turn(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-# POST /models/{model}:countTokens (docs/protocols.md D.1) -> {"totalTokens": N, "promptTokensDetails"?: …}
-# ---- usage: how Gemini counts (usageMetadata; docs/protocols.md D.6) ----
+# POST /models/{model}:countTokens (docs/dev/protocols.md D.1) -> {"totalTokens": N, "promptTokensDetails"?: …}
+# ---- usage: how Gemini counts (usageMetadata; docs/dev/protocols.md D.6) ----
 # promptTokenCount includes cachedContentTokenCount; candidatesTokenCount excludes
 # thoughtsTokenCount (billed as output); toolUsePromptTokenCount is input outside promptTokenCount.
 COUNTING_NAME = "gemini"

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions: the protocol's facts as data (docs/protocols.md B).
+"""OpenAI Chat Completions: the protocol's facts as data (docs/dev/protocols.md B).
 
 finish_reason <-> neutral (Anthropic-named) stop reasons (E.3), error types by status (B.6),
 the error envelope as a JSON body and as a ``data: {"error":…}`` SSE event.
@@ -150,7 +150,7 @@ def state_payload(blocks: Sequence[Any]) -> dict[str, Any] | None:
     return {"field": field_name, "text": "".join(parts)} if parts else None
 
 
-# ---- usage: how OpenAI counts (docs/protocols.md E.4); the Responses API shares it ----
+# ---- usage: how OpenAI counts (docs/dev/protocols.md E.4); the Responses API shares it ----
 # prompt_tokens includes the cached tokens (prompt_tokens_details.cached_tokens), completion_tokens
 # the reasoning (completion_tokens_details.reasoning_tokens). Responses names the same numbers
 # input_tokens / output_tokens / *_details; OpenAI-compatible servers for Anthropic-backed models

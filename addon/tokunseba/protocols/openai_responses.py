@@ -1,5 +1,5 @@
 """OpenAI Responses API (Codex CLI): paths, detection facts and stop reasons
-(docs/protocols.md C.1, C.3, E.3; docs/clients.md §3), and the ChatGPT backend Codex uses when
+(docs/dev/protocols.md C.1, C.3, E.3; docs/dev/clients.md §3), and the ChatGPT backend Codex uses when
 signed in with ChatGPT: its turn paths, its login and credential headers, the limit headers of its
 replies. Its codec is translate/openai_responses/.
 """
@@ -94,7 +94,7 @@ STOP_TO_STATUS: dict[str, tuple[str, str | None]] = {
     "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
     "refusal": ("incomplete", "content_filter"),
 }
-# error codes Codex acts on (docs/protocols.md C.3): an upstream that said one keeps it
+# error codes Codex acts on (docs/dev/protocols.md C.3): an upstream that said one keeps it
 CODEX_ERROR_CODES = frozenset({"context_length_exceeded", "insufficient_quota", "usage_not_included",
                                "rate_limit_exceeded"})
 
@@ -185,7 +185,7 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return names(body.get("tools")) + [n for i in extra for n in names(d(i).get("tools"))]
 
 
-# hosted tools: OpenAI runs them (docs/protocols.md C); function, custom, namespace, local_shell,
+# hosted tools: OpenAI runs them (docs/dev/protocols.md C); function, custom, namespace, local_shell,
 # shell, computer_use_preview, tool_search (execution: client) and apply_patch run on the client
 HOSTED_TOOLS = ("web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
                 "file_search", "code_interpreter", "image_generation", "mcp")
@@ -201,7 +201,7 @@ def _server_tools(body: dict[str, Any]) -> list[str]:
     return relied_on(declared, forced)
 
 
-# POST /v1/responses/input_tokens (docs/protocols.md C) -> {"object": "response.input_tokens", "input_tokens": N}
+# POST /v1/responses/input_tokens (docs/dev/protocols.md C) -> {"object": "response.input_tokens", "input_tokens": N}
 COUNTER = Counter(
     kind="input_tokens",
     name="OpenAI Responses input_tokens",

@@ -1,5 +1,5 @@
 """Finding the protocols: every protocol, the four built in included, is a plugin named in the
-entry-point group ``tokunseba.protocols`` (docs/architecture.md, "Adding a protocol").
+entry-point group ``tokunseba.protocols`` (docs/dev/architecture.md, "Adding a protocol").
 
 An entry point names a function that is handed the registry's one seam and calls it once per
 protocol it brings::

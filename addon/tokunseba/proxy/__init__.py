@@ -1,5 +1,5 @@
 """The proxy path: mitmproxy's hooks, the sockets, and what the running proxy holds
-(docs/architecture.md §3). What a turn *is* (its plan, its reply, its failover) is turn/'s,
+(docs/dev/architecture.md §3). What a turn *is* (its plan, its reply, its failover) is turn/'s,
 plain; this package is the adapter around it.
 
 - ``mitm``: the addon mitmproxy loads: one ``core.Core`` and the parts chained over it;

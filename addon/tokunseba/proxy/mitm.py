@@ -1,5 +1,5 @@
 """The mitmproxy addon: one ``Core`` and the parts chained over it, in the manner of
-mitmproxy's ``default_addons()`` (docs/architecture.md §3).
+mitmproxy's ``default_addons()`` (docs/dev/architecture.md §3).
 
 ``Tokunseba`` is what ``mitmdump -s addon/tokunseba_addon.py`` loads. Its parts are its
 ``addons`` (mitmproxy registers them with it): route.py, reply.py, record.py and web.py, each

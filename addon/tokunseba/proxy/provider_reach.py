@@ -3,7 +3,7 @@
 Why: when mitmproxy cannot open a flow's upstream connection (the name does not resolve,
 the connection is refused, the TLS handshake fails, nothing answers in time) it answers
 the client with its own HTML ``502`` page from its error path, which no addon can replace
-(docs/mitmproxy.md §4): the client gets no error in its own protocol, no request id, no host
+(docs/dev/mitmproxy.md §4): the client gets no error in its own protocol, no request id, no host
 named. Routed turns go through the relay (proxy/relay.py), which connects before the turn is
 committed; a turn passed through to the provider's own host does not. So before such a
 turn leaves, the adapter asks ``Reach.check`` for that host, and an ``Unreachable``

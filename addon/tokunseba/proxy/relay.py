@@ -1,7 +1,7 @@
 """A loopback relay between mitmproxy and the endpoint of a routed turn.
 
 Why: when an upstream dies in the middle of a chunked stream, mitmproxy fires `error` and
-can write nothing more to the client (docs/mitmproxy.md §4), so the client would see a torn
+can write nothing more to the client (docs/dev/mitmproxy.md §4), so the client would see a torn
 connection instead of an error in its own protocol. Routed flows therefore go
 mitmproxy → this relay → endpoint. The relay re-frames the endpoint's reply as a chunked
 response that always ends cleanly; when the endpoint breaks, it ends the relayed body

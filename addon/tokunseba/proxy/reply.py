@@ -1,10 +1,10 @@
 """The reply part: a turn's reply on its way back to the client, from its headers to its end.
 
-- ``headers_in`` (the ``responseheaders`` hook): the reply's mode (turn/reply.py
-  ``response_mode``), and for a stream its pump (turn/pump.py: translated event by event, or
+- ``headers_in`` (the ``responseheaders`` hook): the reply's mode (turn/replying.py
+  ``Replying.mode``), and for a stream its pump (turn/pump.py: translated event by event, or
   passed on and watched);
 - ``reply_in`` (the ``response`` hook): the relay's target released, then one pure decision
-  (turn/disposition.py ``dispose``) and the I/O it names (``handlers``: one method per ``Do``), then
+  (``Replying.dispose``: turn/disposition.py) and the I/O it names (``handlers``: one method per ``Do``), then
   the turn recorded (record.py ``complete``);
 - ``failed`` (the ``error`` hook): the client went away, or the upstream broke.
 
@@ -24,14 +24,12 @@ from ..protocols import REQUEST_ID_HEADER
 from ..sse import CONTENT_TYPE as SSE_CONTENT_TYPE, set_max_event_bytes
 from ..states import Action, Do, ReplyMode
 from ..turn import Broken, attempt_headers
-from ..turn import Disposition, dispose, failure_message, translate_whole_reply
+from ..turn import Disposition, Replying
 from ..turn import FlowState
 from ..turn import Told
-from ..turn import Outcome, shape_problem, upstream_failure
+from ..turn import Outcome
 from ..turn import Turn
 from ..turn import show_client_url
-from ..turn import Pump
-from ..turn import response_mode, retarget_error, stream_translator
 from .core import Core, Part, keep_client_close, log, note_windows, redact_whole_reply, respond
 from .provider_limits import EVENT as LIMITS_EVENT, limit_headers
 from .record import Record
@@ -76,20 +74,16 @@ class Reply(Part):
             keep_client_close(r, state)
             if r.raw_content is not None:  # answered locally, or already buffered
                 return
-            mode = response_mode(turn, r.status_code, r.headers.get("content-type", ""))
-            if shape_problem(turn, r.status_code, r.headers.get("content-type", "")):
-                mode = ReplyMode.SHAPE_ERROR  # buffered (not streamed): the response hook answers with the error
-            state.mode = mode
+            replying = Replying(turn)
+            # SHAPE_ERROR: buffered (not streamed), the response hook answers with the error
+            state.mode = mode = replying.mode(r.status_code, r.headers.get("content-type", ""))
             keep = self.core.recorder.store_bodies or state.shadowed
-            if mode == ReplyMode.RAW_STREAM:
-                target = self.core.relay.targets.get(state.relay_token or "")
-                pump = Pump(turn, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
-            elif mode == ReplyMode.TRANSLATE_STREAM:
-                pump = Pump(turn, stream_translator(turn), content_encoding=r.headers.get("content-encoding"),
-                            keep=keep)
-                _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
-            else:
+            target = self.core.relay.targets.get(state.relay_token or "") if mode == ReplyMode.RAW_STREAM else None
+            pump = replying.pump(mode, content_encoding=r.headers.get("content-encoding"), target=target, keep=keep)
+            if pump is None:
                 return
+            if mode == ReplyMode.TRANSLATE_STREAM:
+                _prepare_stream_headers(flow, SSE_CONTENT_TYPE)
             state.pump = pump
             r.stream = pump
         except Exception as e:
@@ -111,15 +105,16 @@ class Reply(Part):
             assert r is not None  # the response hook has one
             # relay-made (a turn that failed over to its own host went through the relay too)
             mark = r.headers.get(RELAY_MARK) if turn.action in (Action.TRANSLATE, Action.RETARGET) or state.chain else None
-            d = dispose(mark=mark, mode=state.mode, action=turn.action, status=r.status_code,
-                        has_pump=state.pump is not None, broken=broken.message if broken is not None else None,
-                        shape=shape_problem(turn, r.status_code, r.headers.get("content-type", ""))
-                        if state.mode == ReplyMode.SHAPE_ERROR else None)
+            replying = Replying(turn)
+            d = replying.dispose(mark=mark, mode=state.mode, status=r.status_code, has_pump=state.pump is not None,
+                                 broken=broken.message if broken is not None else None,
+                                 shape=replying.shape(r.status_code, r.headers.get("content-type", ""))
+                                 if state.mode == ReplyMode.SHAPE_ERROR else None)
             self._carry_out(flow, state, d)
         except Exception as e:
             if not isinstance(e, TranslationError):
                 log.exception("tokunseba: response hook failed")
-            self._fail_reply(flow, state, failure_message(e), None)
+            self._fail_reply(flow, state, Replying.failure_message(e), None)
 
     def _carry_out(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> None:
         """The I/O a ``Disposition`` names (turn/disposition.py), then the turn's record."""
@@ -158,7 +153,7 @@ class Reply(Part):
     def _translate_whole(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> tuple | None:
         r, turn = flow.response, state.turn
         assert r is not None
-        done = translate_whole_reply(turn, r.status_code, r.get_content(strict=False) or b"")
+        done = Replying(turn).translate_whole(r.status_code, r.get_content(strict=False) or b"")
         if done.failure is not None:
             if done.unexpected is not None:
                 log.error("tokunseba: response hook failed", exc_info=done.unexpected)
@@ -194,7 +189,7 @@ class Reply(Part):
     def _retarget_error(self, flow: http.HTTPFlow, state: FlowState, d: Disposition) -> tuple:
         r = flow.response
         assert r is not None
-        said = retarget_error(state.turn, r.status_code, r.get_content(strict=False) or b"")
+        said = Replying(state.turn).retarget_error(r.status_code, r.get_content(strict=False) or b"")
         if said is not None:  # empty or HTML: the client's envelope
             respond(flow, said)
         return None, None
@@ -248,7 +243,7 @@ class Reply(Part):
             turn.outcome = "cancelled"
             turn.error = msg
         else:
-            turn.error = broken.message if broken is not None else upstream_failure(msg)
+            turn.error = broken.message if broken is not None else Replying.upstream_failure(msg)
             self.core.recorder.event(turn, "upstream_error", {"status": None, "message": turn.error})
         self.record.complete(flow, state, _reply_outcome(flow, state, None, failed=turn.outcome != TurnOutcome.CANCELLED))
 

@@ -1,4 +1,4 @@
-"""Reasoning continuity across a tool loop (issue 18; docs/architecture.md §4b).
+"""Reasoning continuity across a tool loop (issue 18; docs/dev/architecture.md §4b).
 
 - ``state``: what a provider's reply left to be given back (DeepSeek's reasoning_content,
   Anthropic's signed thinking, Responses reasoning items, Gemini thought signatures),

@@ -1,4 +1,4 @@
-"""Loops finish where they started (docs/architecture.md §4b; issue 18): a request whose last turn
+"""Loops finish where they started (docs/dev/architecture.md §4b; issue 18): a request whose last turn
 answers tool calls that a translated reply made goes to the endpoint and model that made them,
 so the provider state kept for that loop (reasoning/store.py) can come back to its origin.
 

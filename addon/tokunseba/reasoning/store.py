@@ -1,5 +1,5 @@
 """The provider state store: reasoning a translated reply carried, kept for the later turns
-of its conversation (docs/architecture.md §4b; what is kept and how it is put back: reasoning/state.py).
+of its conversation (docs/dev/architecture.md §4b; what is kept and how it is put back: reasoning/state.py).
 
 One SQLite file beside the ledger (``reasoning.db`` in the ledger's directory unless given),
 created 0600 in a 0700 dir (ledger/private_files.py): it holds model reasoning text, as private as

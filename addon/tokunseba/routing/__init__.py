@@ -1,4 +1,4 @@
-"""Where a turn goes (docs/architecture.md §4). Other packages import only the names of
+"""Where a turn goes (docs/dev/architecture.md §4). Other packages import only the names of
 ``__all__``, from here (``from ..routing import load_rules``); tests of a module's internals
 import that module.
 

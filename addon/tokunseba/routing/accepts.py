@@ -5,7 +5,7 @@ nothing: its protocol's provider API (``protocols.<name>`` ``accepts``: every AP
 images, documents and its own provider-run tools), except an endpoint on loopback, which is
 a local server (llama-server, vLLM, Ollama...) and takes text only unless it says more.
 ``content_refusal`` says why a turn cannot go to an endpoint (None: it can); the rules treat
-that exactly as a pair with no translator (docs/architecture.md rule 4): the route is refused
+that exactly as a pair with no translator (docs/dev/architecture.md rule 4): the route is refused
 before anything is sent (``route_refused``) and evaluation goes on with the next route.
 
 | kind | a turn has it when | refused at an endpoint when |

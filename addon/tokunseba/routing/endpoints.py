@@ -1,4 +1,4 @@
-"""Endpoints: where a routed turn goes, and with which credentials (docs/architecture.md §2 rule 7).
+"""Endpoints: where a routed turn goes, and with which credentials (docs/dev/architecture.md §2 rule 7).
 
 An endpoint's ``url`` is its API base including the version segment
 (``http://127.0.0.1:8000/v1``); request paths come from protocols.detect's table. The key is

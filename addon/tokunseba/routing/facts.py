@@ -19,7 +19,7 @@ How to add a predicate (as ``login: chatgpt|api_key`` was): one edit, here —
    ``one_of``; a YAML type only: ``scalar("int")`` and the like).
 
 Nothing else changes: the file's ``when`` accepts the key (unknown keys are errors listing
-these), and ``decide``, ``explain`` and ``check`` see it. docs/architecture.md §4 lists the
+these), and ``decide``, ``explain`` and ``check`` see it. docs/dev/architecture.md §4 lists the
 keys for the user.
 
 Contract: pure; never raises on odd request bodies (wrong types count as absent).
@@ -80,7 +80,7 @@ def content_refused(facts: TurnFacts, ep: Endpoint) -> str | None:
 
 def turn_refusal(facts: TurnFacts, ep: Endpoint) -> str | None:
     """Why a route to ``ep`` is refused for this turn: no translator for the pair, or content
-    ``ep`` does not take (docs/architecture.md rule 4); None: it is not."""
+    ``ep`` does not take (docs/dev/architecture.md rule 4); None: it is not."""
     return pair_refusal(facts.client, ep.protocol) or content_refused(facts, ep)
 
 

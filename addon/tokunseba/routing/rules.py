@@ -1,11 +1,11 @@
 """The rule model (``Route``, ``Rules``, the policies a file chooses) and ``decide(rules, facts)``
 -> ``Decision`` with its trace (``Tried``, one per route looked at).
 
-The file format is docs/architecture.md §4; reading it is routing/rules_file.py, the
+The file format is docs/dev/architecture.md §4; reading it is routing/rules_file.py, the
 conditions a route's ``when`` tests are routing/facts.py, what ``check`` and ``models`` print
 of it is routing/rules_text.py. A route whose target its client protocol cannot reach is
 ``refused`` at run time, where evaluation simply goes on with the next route
-(docs/architecture.md §2 rule 4).
+(docs/dev/architecture.md §2 rule 4).
 
 Failing closed is the user's choice: a route with ``on_failure: error`` (alias:
 ``on_unreachable: error``) answers with an error when its endpoint is down, cooling down or
@@ -34,7 +34,7 @@ from ..states import Decided
 
 
 class OnRefused(StrEnum):
-    """A route's ``on_refused``: what a turn its target cannot take does (docs/architecture.md rule 4)."""
+    """A route's ``on_refused``: what a turn its target cannot take does (docs/dev/architecture.md rule 4)."""
 
     SKIP = "skip"  # go on with the next route
     ERROR = "error"  # answer the client with an error

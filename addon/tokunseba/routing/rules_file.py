@@ -1,7 +1,7 @@
 """The rules file: YAML -> validated endpoints and routes (``load_rules``, ``load_rules_text``),
 the warnings said at load time, and ``check_file`` for ``tokunseba check``.
 
-The file format is docs/architecture.md §4. Every mistake is reported at load time as one line
+The file format is docs/dev/architecture.md §4. Every mistake is reported at load time as one line
 ``FILE:LINE: what is wrong`` (``RulesError``; the walker is routing/yaml_reader.py); a route
 whose target its client protocol cannot reach is a warning at load time
 (``FILE:LINE: warning: ...``) and ``refused`` at run time. A route's ``when`` keys and how each

@@ -88,7 +88,7 @@ def _facts(msg: Message) -> Facts:
         elif b.kind == "tool_use":
             f.tool_calls.append({"id": b.id, "name": b.name, "arguments": _args(b.text)})
     if f.tool_calls and f.stop_reason == "end_turn":
-        f.stop_reason = "tool_use"  # derived from what is there, as every encoder does (docs/pitfalls.md 7)
+        f.stop_reason = "tool_use"  # derived from what is there, as every encoder does (docs/dev/pitfalls.md 7)
     if msg.error is not None:
         f.error = msg.error.message
     if msg.usage is not None and msg.usage.reported:  # {}: nothing reported

@@ -5,7 +5,7 @@ a replay) sends, the reply in the client's protocol, and the comparison of two r
 - ``build_request``: the client's request for another endpoint — translated through the
   same translators as a routed turn (``translate_request``, the one place that calls them),
   asked non-streamed (recorded as plumbing), with the endpoint's own key from its
-  ``key_env`` and never a header of the client's (docs/architecture.md §2 rule 7). A turn the
+  ``key_env`` and never a header of the client's (docs/dev/architecture.md §2 rule 7). A turn the
   translators refuse raises ``TranslationError`` before anything is sent.
 - ``reply_for_client``: the endpoint's reply translated into the client's protocol.
 - ``compare``: two replies' facts side by side, facts only (no quality score): stop

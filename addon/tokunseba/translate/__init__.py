@@ -249,6 +249,6 @@ def error(upstream: str, client: str, status: int, body: bytes) -> tuple[int, by
     """An upstream error reply (status >= 400, any body) -> (status, body) in the client's
     protocol, keeping the upstream's message text. Same protocol: byte-identical."""
     if upstream == client:
-        return status, body  # docs/architecture.md rule 8
+        return status, body  # docs/dev/architecture.md rule 8
     _, enc = _codecs(upstream, client, "error")
     return enc.encode_error(parse_error_body(status, body))

@@ -1,4 +1,4 @@
-"""What a codec is: the parts one protocol contributes to every pair (docs/architecture.md §3).
+"""What a codec is: the parts one protocol contributes to every pair (docs/dev/architecture.md §3).
 
 A codec package (``translate/<protocol>/``) builds one ``Codec`` from its own modules:
 decode.py and encode.py (requests; Chat's, near the identity, in one request.py), reply.py
@@ -80,7 +80,7 @@ class Codec:
     # the model and the stream flag travel in the URL, not the body (Gemini): the request
     # decoder takes the client's ``path`` too, and an encoded body names no model
     url_carries_model: bool = False
-    # what a translated turn is still refused for, before sending (docs/architecture.md rule 4), as
+    # what a translated turn is still refused for, before sending (docs/dev/architecture.md rule 4), as
     # ``tokunseba models`` lists it: as a client's turn leaving this protocol, and at this
     # protocol's endpoints. Each decoder/encoder raises ``Refused`` with the turn's own path.
     refused_leaving: tuple[str, ...] = ()

@@ -166,7 +166,7 @@ def each_part(rt: RequestTranslation, content: list[Any], path: str, table: dict
 
 def name_within(name: str, path: str, limit: int, target: str) -> str:
     """A tool name the target accepts, untouched; a longer one refuses the turn (renaming it
-    would invent a tool: docs/pitfalls.md 20)."""
+    would invent a tool: docs/dev/pitfalls.md 20)."""
     if len(name) > limit:
         raise Refused(
             400, f"{path}: tool name {show(name)} has {len(name)} characters; {target} accepts at most {limit}, "

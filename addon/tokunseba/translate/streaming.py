@@ -1,4 +1,4 @@
-"""The stream translator: SSE codec + decoder(upstream) + encoder(client), sans-IO (docs/architecture.md §3).
+"""The stream translator: SSE codec + decoder(upstream) + encoder(client), sans-IO (docs/dev/architecture.md §3).
 
 ``translate.stream(upstream, client)`` returns a ``StreamTranslator``: ``feed(bytes)``
 returns every complete translated event at once (``b""`` when nothing is complete yet),

@@ -24,8 +24,9 @@ keeps (ledger/).
 
 The adapter drives one object per stage a flow goes through: ``Planning`` (the turn planned,
 round after round), its ``Started`` (the flow's state begun, the request aimed: ``Started.aim``),
-``FailedAttempt`` (an attempt failed, the next one planned), the reply's (``Pump``,
-``dispose``), and ``Ending`` (what is said of the turn once it ended).
+``FailedAttempt`` (an attempt failed, the next one planned), the reply's (``Replying``: its mode,
+its ``Pump``, what the ``response`` hook does with it), ``Ending`` (what is said of the turn once it ended), and for a Responses WebSocket
+connection ``SocketTurns`` (ws_session: its messages planned, where each goes, its responses kept).
 The package's face is ``__all__`` (what proxy/ and shadow/ take, from here only: tests/
 test_exported_members.py); a name is read from its module when first asked, so importing the
 package costs nothing. ``from tokunseba.turn import name`` still finds what the one-module
@@ -40,32 +41,32 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .base_url import client_label, misdirected
     from .console_line import client_name
-    from .disposition import Disposition, dispose, failure_message, translate_whole_reply
+    from .disposition import Disposition
     from .ending import Ending
     from .quota_seen import WindowWatch
     from .failed_attempt import FailedAttempt
     from .failover import attempt_headers, Broken, Capacity, Chain, Failure, Replan, Slot, classify
     from .flowstate import FlowState
     from .last_word import Told, say_busy
-    from .outcome import Outcome, shape_problem, upstream_failure
+    from .outcome import Outcome
     from .plan import (LocalResponse, Turn, client_error, is_responses_websocket, translate_for_endpoint,
                        websocket_declined)
     from .planner import Planning
     from .presentation import present, show_client_url
     from .pump import Pump
-    from .reply import response_mode, retarget_error, stream_translator
+    from .replying import Replying
+    from .reply import stream_translator
     from .retries import RetryWatch
     from .stream_watch import error_event
     from .target import field_name
-    from .ws_plan import ENDPOINT_WS, HERE, PROVIDER, carrier, plan_message
-    from .ws_transcript import Reply, Transcript
-    from .ws_wire import (ServerEvent, ServerEvents, SseMessages, TURN, WARMUP, as_sse, delta_type,
-                          read_client_message, server_event)
+    from .ws_plan import Carrier
+    from .ws_session import SocketTurns
+    from .ws_transcript import Reply
 
 _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "cost", "disposition", "ending",
             "failed_attempt", "failover", "flowstate", "last_word", "outcome", "plan", "planner", "presentation",
-            "pump", "quota_seen", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_transcript",
-            "ws_wire"}
+            "pump", "quota_seen", "replying", "reply", "retries", "stream_watch", "target", "ws_plan", "ws_session",
+            "ws_transcript"}
 
 # the face: name -> (its module, its name there); no face name is a module's name (the import
 # system would bind the module over it)
@@ -76,15 +77,13 @@ _FACE: dict[str, tuple[str, str]] = {
     "client_label": ("base_url", "client_label"),
     "client_name": ("console_line", "client_name"), "Ending": ("ending", "Ending"),
     "Disposition": ("disposition", "Disposition"),
-    "dispose": ("disposition", "dispose"), "failure_message": ("disposition", "failure_message"),
-    "translate_whole_reply": ("disposition", "translate_whole_reply"),
+    "Replying": ("replying", "Replying"),
     "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
     "Failure": ("failover", "Failure"), "Replan": ("failover", "Replan"),
     "Slot": ("failover", "Slot"), "classify": ("failover", "classify"),
    
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
     "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
-    "shape_problem": ("outcome", "shape_problem"), "upstream_failure": ("outcome", "upstream_failure"),
     "LocalResponse": ("plan", "LocalResponse"), "Turn": ("plan", "Turn"),
     "client_error": ("plan", "client_error"),
     "is_responses_websocket": ("plan", "is_responses_websocket"),
@@ -94,28 +93,21 @@ _FACE: dict[str, tuple[str, str]] = {
     "present": ("presentation", "present"),
     "show_client_url": ("presentation", "show_client_url"),
     "Pump": ("pump", "Pump"),
-    "response_mode": ("reply", "response_mode"), "retarget_error": ("reply", "retarget_error"),
     "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
     "error_event": ("stream_watch", "error_event"),
-    "field_name": ("target", "field_name"), "ENDPOINT_WS": ("ws_plan", "ENDPOINT_WS"),
-    "HERE": ("ws_plan", "HERE"), "PROVIDER": ("ws_plan", "PROVIDER"), "carrier": ("ws_plan", "carrier"),
-    "plan_message": ("ws_plan", "plan_message"), "Reply": ("ws_transcript", "Reply"),
-    "Transcript": ("ws_transcript", "Transcript"), "ServerEvent": ("ws_wire", "ServerEvent"),
-    "ServerEvents": ("ws_wire", "ServerEvents"), "SseMessages": ("ws_wire", "SseMessages"),
-    "TURN": ("ws_wire", "TURN"), "WARMUP": ("ws_wire", "WARMUP"), "as_sse": ("ws_wire", "as_sse"),
-    "delta_type": ("ws_wire", "delta_type"), "read_client_message": ("ws_wire", "read_client_message"),
-    "server_event": ("ws_wire", "server_event"),
+    "field_name": ("target", "field_name"), "Carrier": ("ws_plan", "Carrier"),
+    "SocketTurns": ("ws_session", "SocketTurns"), "Reply": ("ws_transcript", "Reply"),
 }
 
 __all__ = [
     "misdirected", "Capacity", "attempt_headers", "WindowWatch", "client_label", "client_name", "Disposition",
-    "dispose", "failure_message", "translate_whole_reply", "Broken", "Chain", "Failure", "Replan", "Slot",
-    "classify", "FlowState", "Told", "say_busy", "Outcome", "shape_problem", "upstream_failure",
+    "Replying", "Broken", "Chain", "Failure", "Replan", "Slot",
+    "classify", "FlowState", "Told", "say_busy", "Outcome",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
-    "Planning", "present", "show_client_url", "Pump", "response_mode",
-    "retarget_error", "stream_translator", "RetryWatch", "error_event", "field_name", "ENDPOINT_WS", "HERE",
-    "PROVIDER", "carrier", "plan_message", "Reply", "Transcript", "ServerEvent", "ServerEvents", "SseMessages",
-    "TURN", "WARMUP", "as_sse", "delta_type", "read_client_message", "server_event", "FailedAttempt", "Ending",
+    "Planning", "present", "show_client_url", "Pump",
+    "stream_translator", "RetryWatch", "error_event", "field_name", "Carrier",
+    "SocketTurns", "Reply",
+    "FailedAttempt", "Ending",
 ]
 
 

@@ -163,7 +163,7 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
 
 def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
                  request_id: str | None = None) -> LocalResponse:
-    """An error in the client's own protocol (docs/architecture.md rule 6)."""
+    """An error in the client's own protocol (docs/dev/architecture.md rule 6)."""
     # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
     body = protocols.for_errors(protocol).error_body(status, message, etype)
     headers = {"content-type": "application/json"}

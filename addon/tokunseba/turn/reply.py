@@ -34,7 +34,7 @@ def response_mode(turn: Turn, status: int, content_type: str) -> ReplyMode:
 def retarget_error(turn: Turn, status: int, body: bytes) -> LocalResponse | None:
     """A retargeted endpoint's error reply (status >= 400) the client could not read as its
     protocol's error (an empty body, an HTML page, text: not a JSON object), said again in the
-    client's own envelope with the same status and the upstream's text (docs/architecture.md rule 6);
+    client's own envelope with the same status and the upstream's text (docs/dev/architecture.md rule 6);
     None when it is JSON, which goes on byte for byte (rule 8)."""
     try:
         if isinstance(jsonc.loads(body), dict):

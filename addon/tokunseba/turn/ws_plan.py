@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from .. import jsonc
@@ -28,7 +29,18 @@ from .plan import Turn
 from .planner import Planning
 from .ws_transcript import Transcript, https_body
 
-PROVIDER, ENDPOINT_WS, HTTPS, HERE = "provider websocket", "endpoint websocket", "https", "here"
+
+
+class Carrier(StrEnum):
+    """Where a planned turn goes (recorded as its ``websocket`` event's ``carried``)."""
+
+    PROVIDER = "provider websocket"  # the message goes on over the provider's WebSocket
+    ENDPOINT_WS = "endpoint websocket"  # retargeted to a Responses endpoint, over its own WebSocket
+    HTTPS = "https"  # translated, or retargeted to an endpoint without a WebSocket
+    HERE = "here"  # answered here: refused, an error, or a conversation that cannot be carried whole
+
+
+PROVIDER, ENDPOINT_WS, HTTPS, HERE = Carrier.PROVIDER, Carrier.ENDPOINT_WS, Carrier.HTTPS, Carrier.HERE
 
 
 @dataclass
@@ -64,7 +76,7 @@ def plan_message(doc: dict[str, Any], transcript: Transcript, *, host: str, port
                        keeper=keeper, earned=earned, quota=quota), conversation
 
 
-def carrier(turn: Turn, *, conversation_known: bool, endpoint_websocket: bool = True) -> str:
+def carrier(turn: Turn, *, conversation_known: bool, endpoint_websocket: bool = True) -> Carrier:
     """Where the planned turn goes (``endpoint_websocket``: False once the endpoint answered an
     upgrade with no WebSocket)."""
     if turn.local is not None or turn.action == Action.RESPOND:

@@ -1,5 +1,5 @@
 """Request translation Anthropic Messages <-> OpenAI Chat Completions: the real Claude Code
-fixtures, then one table-driven test per mapping of docs/protocols.md E.1/E.2, both directions."""
+fixtures, then one table-driven test per mapping of docs/dev/protocols.md E.1/E.2, both directions."""
 
 from __future__ import annotations
 
@@ -315,7 +315,7 @@ def test_a2c_system_role_validated():
 # ---------------------------------------------------------------------------------------
 
 
-def test_tool_result_without_tool_use_id_is_rejected_with_400():  # docs/pitfalls.md 10
+def test_tool_result_without_tool_use_id_is_rejected_with_400():  # docs/dev/pitfalls.md 10
     body = A(messages=[{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}])
     with pytest.raises(TranslationError) as e:
         anthropic_to_chat(body)
@@ -325,7 +325,7 @@ def test_tool_result_without_tool_use_id_is_rejected_with_400():  # docs/pitfall
     assert e.value.status == 400 and e.value.message == "messages[0].tool_call_id: required"
 
 
-def test_tool_names_over_64_chars_refuse_the_turn_instead_of_renaming():  # docs/pitfalls.md 20
+def test_tool_names_over_64_chars_refuse_the_turn_instead_of_renaming():  # docs/dev/pitfalls.md 20
     long_name = "mcp__some_server__" + "x" * 47
     assert len(long_name) == 65
     with pytest.raises(TranslationError) as e:
@@ -335,7 +335,7 @@ def test_tool_names_over_64_chars_refuse_the_turn_instead_of_renaming():  # docs
     assert ok.body["tools"][0]["function"]["name"] == long_name[:64]
 
 
-def test_images_inside_tool_result_are_dropped_and_recorded():  # docs/pitfalls.md 23
+def test_images_inside_tool_result_are_dropped_and_recorded():  # docs/dev/pitfalls.md 23
     body = A(messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
         {"type": "text", "text": "screenshot:"}, IMG64, {"type": "text", "text": "done"}]}]}])
     rt = a2c(body)
@@ -343,13 +343,13 @@ def test_images_inside_tool_result_are_dropped_and_recorded():  # docs/pitfalls.
     assert rt.dropped == ["messages[0].content[0].content[1]"]
 
 
-def test_billing_header_block_never_reaches_a_chat_endpoint():  # docs/pitfalls.md 25
+def test_billing_header_block_never_reaches_a_chat_endpoint():  # docs/dev/pitfalls.md 25
     rt = a2c(A(system=[{"type": "text", "text": BILLING}]))
     assert rt.dropped == ["system[0]"]
     assert rt.body["messages"] == [{"role": "user", "content": "hi"}]
 
 
-def test_thinking_is_dropped_never_demoted_to_text():  # docs/pitfalls.md 17, 18
+def test_thinking_is_dropped_never_demoted_to_text():  # docs/dev/pitfalls.md 17, 18
     body = A(messages=[{"role": "assistant", "content": [{"type": "thinking", "thinking": "secret plan", "signature": "s"}]}])
     rt = a2c(body)
     assert "secret plan" not in jsonc.dumps(rt.body)
@@ -380,7 +380,7 @@ ANTHROPIC_EVERYTHING_DROPPABLE = A(
 )
 
 
-def test_every_dropped_anthropic_field_is_recorded():  # docs/pitfalls.md 24
+def test_every_dropped_anthropic_field_is_recorded():  # docs/dev/pitfalls.md 24
     rt = a2c(ANTHROPIC_EVERYTHING_DROPPABLE)
     assert sorted(rt.dropped) == sorted([
         "system[0]", "system[1].cache_control",

@@ -1,5 +1,5 @@
 """Request translation OpenAI Chat Completions -> Anthropic Messages (translate/anthropic/encode.py):
-one table-driven test per mapping of docs/protocols.md E.2, the refusals and the bad input it names."""
+one table-driven test per mapping of docs/dev/protocols.md E.2, the refusals and the bad input it names."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_c2a_invalid_tool_arguments_are_400(arguments, where):
 
 @pytest.mark.parametrize("bad_id", ["functions.get_weather:0", "call 1", "call_1\n", "", "ĉall"])
 def test_tool_call_ids_anthropic_would_reject_refuse_the_turn(bad_id):
-    """docs/architecture.md rule 2: ids are never rewritten; an id Anthropic rejects refuses the route."""
+    """docs/dev/architecture.md rule 2: ids are never rewritten; an id Anthropic rejects refuses the route."""
     in_assistant = C(messages=[{"role": "assistant", "content": None, "tool_calls": [
         {"id": bad_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}])
     in_tool = C(messages=[{"role": "tool", "tool_call_id": bad_id, "content": "x"}])
@@ -199,7 +199,7 @@ CHAT_EVERYTHING_DROPPABLE = C(
 )
 
 
-def test_every_dropped_chat_field_is_recorded():  # docs/pitfalls.md 24
+def test_every_dropped_chat_field_is_recorded():  # docs/dev/pitfalls.md 24
     rt = c2a(CHAT_EVERYTHING_DROPPABLE)
     assert sorted(rt.dropped) == sorted([
         "messages[0].name", "messages[1].name", "messages[1].content[0].cache_control",

@@ -1,6 +1,6 @@
 """Gemini requests through the codec registry (translate/gemini/decode.py; requests to Gemini are in
-test_encode.py) (issue 11; docs/clients.md
-§5.2-§5.4, §6.1; docs/protocols.md D.1, D.3, D.4): every field of the decode table, the
+test_encode.py) (issue 11; docs/dev/clients.md
+§5.2-§5.4, §6.1; docs/dev/protocols.md D.1, D.3, D.4): every field of the decode table, the
 model and stream from the URL path, function-call ids (minted deterministically and recorded when absent; answered by name and
 order; ids sent travel byte for byte), names from the history on the way to Gemini, the
 active-loop bypass signature (plumbing), refusals before sending, nothing invented; and the

@@ -1,4 +1,4 @@
-"""Requests to a Gemini endpoint (translate/gemini/encode.py; docs/protocols.md D.3, D.4): names
+"""Requests to a Gemini endpoint (translate/gemini/encode.py; docs/dev/protocols.md D.3, D.4): names
 from the history, the active-loop bypass signature (plumbing), options into generationConfig,
 refusals and malformed bodies named by the client's path, the endpoint's own key and model path."""
 

@@ -1,5 +1,5 @@
-"""Gemini streams both ways (issue 11; docs/clients.md §5.5;
-docs/protocols.md D.2, D.4-D.6): the Gemini decoder
+"""Gemini streams both ways (issue 11; docs/dev/clients.md §5.5;
+docs/dev/protocols.md D.2, D.4-D.6): the Gemini decoder
 makes blocks from whole GenerateContentResponse chunks, the encoder writes the SSE Gemini CLI
 and google-genai accept. Split invariance at every cut, the stop-reason table, usage as
 reported and converted only where definitions differ, ids byte for byte (minted
@@ -7,7 +7,7 @@ deterministically only when Gemini sent none), and a whole reply equal to the sa
 streamed. The google-genai SDK's own parsing is in test_gemini_sdk.py.
 
 Fixtures: tests/data/gemini/*.sse (three are the replies of the stub Gemini CLI was
-measured against, docs/clients.md §5; the rest hold the hard cases: \\r and \\r\\n framing, 3- and 4-byte
+measured against, docs/dev/clients.md §5; the rest hold the hard cases: \\r and \\r\\n framing, 3- and 4-byte
 UTF-8, a trailing usage chunk, filters, a broken call, an error chunk, a cut stream)."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_blocks_made_from_chunks_thinking_text_two_calls():
     assert {"candidates[0].content.parts[].thought", "candidates[0].content.parts[].thoughtSignature"} <= set(
         t.report.dropped)
     assert final.stop_reason == "tool_use"  # STOP with calls
-    # usage: docs/protocols.md D.6 (prompt includes cached; thoughts billed as output; tool-use prompt is input)
+    # usage: docs/dev/protocols.md D.6 (prompt includes cached; thoughts billed as output; tool-use prompt is input)
     assert final.usage.input_tokens == 5000 - 4000 + 7
     assert final.usage.cache_read_input_tokens == 4000
     assert final.usage.output_tokens == 300 + 200
@@ -212,7 +212,7 @@ def test_gemini_client_stream_shape(name):
 
 
 def test_anthropic_usage_oracle_for_gemini_cli():
-    """docs/protocols.md D.6: an Anthropic upstream reporting input 1000, cache_read 4000, output 300
+    """docs/dev/protocols.md D.6: an Anthropic upstream reporting input 1000, cache_read 4000, output 300
     shows in Gemini CLI as prompt 5000, cached 4000, input 1000, candidates 300."""
     u = Usage(ANTHROPIC, {"input_tokens": 1000, "cache_read_input_tokens": 4000, "output_tokens": 300}).to("gemini")
     assert u == {"promptTokenCount": 5000, "cachedContentTokenCount": 4000, "candidatesTokenCount": 300,

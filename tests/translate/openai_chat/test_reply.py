@@ -1,4 +1,4 @@
-"""Whole (non-streamed) replies, Chat Completions <-> Anthropic Messages (docs/protocols.md E.2-E.4)."""
+"""Whole (non-streamed) replies, Chat Completions <-> Anthropic Messages (docs/dev/protocols.md E.2-E.4)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tokunseba.errors import TranslationError
 from tokunseba.translate import reply as translate_reply
 from tokunseba.neutral.usage import Usage
 
-# docs/protocols.md B.4, verbatim
+# docs/dev/protocols.md B.4, verbatim
 CHAT_B4 = {
     "id": "chatcmpl-C9xKq2mZ", "object": "chat.completion", "created": 1767225600, "model": "gpt-4.1-2025-04-14",
     "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None,
@@ -26,7 +26,7 @@ CHAT_B4 = {
                                             "rejected_prediction_tokens": 0}},
     "service_tier": "default", "system_fingerprint": "fp_3e8b2a"}
 
-# docs/protocols.md A.5, verbatim
+# docs/dev/protocols.md A.5, verbatim
 ANTHROPIC_A5 = {
     "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
     "content": [{"type": "text", "text": "Let me check the weather."},

@@ -1,5 +1,5 @@
 """Stream translation, Chat Completions <-> Anthropic Messages, on the fixture streams in
-tests/data/streams/ (docs/protocols.md A.6, B.5, E.5; docs/protocols.md B.7).
+tests/data/streams/ (docs/dev/protocols.md A.6, B.5, E.5; docs/dev/protocols.md B.7).
 
 The helpers at the top are shared with the other stream test files."""
 
@@ -74,7 +74,7 @@ def chat_chunks(out: bytes) -> list[dict | str]:
 
 
 def check_anthropic_grammar(events: list[tuple[str | None, dict]]) -> None:
-    """The canonical Anthropic sequence (docs/clients.md §4): event names, message_start first,
+    """The canonical Anthropic sequence (docs/dev/clients.md §4): event names, message_start first,
     blocks in ascending order each started / deltas / stopped, message_delta + message_stop
     last, usage in both; or an `event: error` as the last event."""
     assert events, "no events"

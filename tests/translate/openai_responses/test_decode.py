@@ -155,7 +155,7 @@ def test_codex_custom_provider_first_request_translates():
 
 def _lite(body: dict) -> dict:
     """The classic fixture turned into Codex's lite shape: no top-level tools, an
-    additional_tools item first whose namespace holds the custom tool exec (docs/clients.md §3.4)."""
+    additional_tools item first whose namespace holds the custom tool exec (docs/dev/clients.md §3.4)."""
     lite = copy.deepcopy(body)
     del lite["tools"]
     ns = {"type": "namespace", "name": "functions", "tools": [{"type": "custom", "name": "exec", "description": "JS",
@@ -419,7 +419,7 @@ EVERYTHING_DROPPABLE = R(
 )
 
 
-def test_every_dropped_responses_field_is_recorded():  # docs/pitfalls.md 24
+def test_every_dropped_responses_field_is_recorded():  # docs/dev/pitfalls.md 24
     rt = r2c(EVERYTHING_DROPPABLE)
     assert sorted(rt.dropped) == sorted([
         "input[].id", "input[1]", "input[2].content[1]", "input[2].content[2]", "input[2].content[3]", "input[].status",
@@ -462,7 +462,7 @@ def test_untranslatable_history_and_state_refuse_the_turn(body, message):
     assert e.value.message.startswith(message), e.value.message
 
 
-def test_tool_name_of_64_chars_passes():  # docs/pitfalls.md 20
+def test_tool_name_of_64_chars_passes():  # docs/dev/pitfalls.md 20
     name = "mcp__some_server__" + "x" * 46
     assert r2c(R(tools=[{"type": "function", "name": name}])).body["tools"][0]["function"]["name"] == name
 

@@ -1,4 +1,4 @@
-"""Whole replies and error replies for an OpenAI Responses client (docs/protocols.md C.2, E.2-E.4,
+"""Whole replies and error replies for an OpenAI Responses client (docs/dev/protocols.md C.2, E.2-E.4,
 E.6): a Chat Completions or Anthropic reply becomes a Responses ``response`` object, an
 upstream error the OpenAI error envelope."""
 

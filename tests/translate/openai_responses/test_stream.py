@@ -1,5 +1,5 @@
 """Chat Completions and Anthropic streams translated for an OpenAI Responses client (Codex):
-docs/protocols.md C.3, E.5 "A stream -> C client"; docs/clients.md §3.5, §4.
+docs/dev/protocols.md C.3, E.5 "A stream -> C client"; docs/dev/clients.md §3.5, §4.
 
 Every fixture under tests/data/streams goes through the Responses encoder: the output is a
 canonical Responses stream (sequence numbers contiguous, every added item done, call_id never
@@ -44,7 +44,7 @@ def responses_events(out: bytes) -> list[dict]:
 
 
 def check_responses_grammar(events: list[dict]) -> dict:
-    """The canonical Responses sequence (docs/protocols.md C.3); returns the terminal event."""
+    """The canonical Responses sequence (docs/dev/protocols.md C.3); returns the terminal event."""
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
     rid = events[0]["response"]["id"]

@@ -1,5 +1,5 @@
 """Anthropic cache breakpoints (``cache_control``) on an encoded body: the client's own carried
-(at most four), and ``cache: auto``'s placed on the stable prefix (docs/architecture.md rule 1:
+(at most four), and ``cache: auto``'s placed on the stable prefix (docs/dev/architecture.md rule 1:
 billing plumbing, never content)."""
 
 from __future__ import annotations

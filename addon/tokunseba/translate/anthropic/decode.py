@@ -1,10 +1,10 @@
 """Anthropic Messages requests, decoded: an Anthropic body as the neutral conversation
-(docs/protocols.md A.1-A.5, E.1, E.2); its encoder is encode.py.
+(docs/dev/protocols.md A.1-A.5, E.1, E.2); its encoder is encode.py.
 
 Sans-IO: dict in, ``Conversation`` out. Every top-level field decision lives in
 ``DECODE_FIELDS`` (field -> (action, handler-or-target, note), action in mapped / converted /
 dropped); content blocks and message roles have their own tables. Rules kept throughout
-(docs/architecture.md §2):
+(docs/dev/architecture.md §2):
 
 - drop, never invent: whatever cannot travel is left behind and its JSON path recorded;
 - tool-call ids travel byte for byte;
@@ -12,7 +12,7 @@ dropped); content blocks and message roles have their own tables. Rules kept thr
   any body exists; the input is never mutated.
 
 Flag: the Claude Code billing-header system block (it changes on every request and would
-defeat a local server's prefix cache: docs/pitfalls.md 25, docs/clients.md §2.3) is dropped
+defeat a local server's prefix cache: docs/dev/pitfalls.md 25, docs/dev/clients.md §2.3) is dropped
 and recorded.
 """
 
@@ -148,7 +148,7 @@ _TOOL_USE_KEYS = frozenset({"type", "id", "name", "input"})
 
 
 def _dec_tool_result(rt: Conversation, b: dict[str, Any], bp: str, parts: list[Any], tool_msgs: list[Any]) -> None:
-    tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # docs/pitfalls.md 10: no id, no tool message
+    tool_id = ft.req(b, "tool_use_id", bp, ft.string)  # docs/dev/pitfalls.md 10: no id, no tool message
     content, cp = b.get("content"), f"{bp}.content"
     if content is None or isinstance(content, str):
         text = content or ""

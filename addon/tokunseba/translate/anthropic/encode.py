@@ -1,9 +1,9 @@
 """Anthropic Messages requests, encoded: the neutral conversation as an Anthropic body
-(docs/protocols.md A.1-A.5, E.1, E.2); its decoder is decode.py.
+(docs/dev/protocols.md A.1-A.5, E.1, E.2); its decoder is decode.py.
 
 Sans-IO: ``Conversation`` in, ``RequestTranslation`` out. Every top-level field decision lives
 in ``ENCODE_FIELDS`` (field -> (action, handler-or-target, note)); content parts and message
-roles have their own tables. Rules kept throughout (docs/architecture.md §2): drop, never
+roles have their own tables. Rules kept throughout (docs/dev/architecture.md §2): drop, never
 invent (the only additions are protocol plumbing, recorded in ``plumbing``); tool ids Anthropic
 rejects refuse the turn (never rewritten); temperature above 1 is dropped (never clamped);
 ``max_tokens`` is required (the endpoint's default as plumbing); bad input raises
@@ -36,7 +36,7 @@ DOCUMENT_MEDIA_TYPES = ("application/pdf",)  # media types Anthropic takes as a 
 
 
 def _anthropic_id(v: Any, path: str) -> str:
-    """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (docs/architecture.md rule 2)."""
+    """A tool-call id Anthropic accepts, untouched; any other id refuses the turn (docs/dev/architecture.md rule 2)."""
     tool_id = ft.string(v, path)
     if not TOOL_ID_RE.fullmatch(tool_id):
         raise Refused(
@@ -254,7 +254,7 @@ _ASSISTANT_KEYS_RESTORED = _ASSISTANT_KEYS | {PROVIDER_STATE}
 
 def _enc_tool(rt: RequestTranslation, m: dict[str, Any], p: str, st: _Turns) -> None:
     st.leading = False
-    tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # docs/pitfalls.md 10
+    tool_id = _anthropic_id(ft.req(m, "tool_call_id", p, ft.string), f"{p}.tool_call_id")  # docs/dev/pitfalls.md 10
     content = ft.req(m, "content", p, ft.anything)
     marks: list[tuple[int, str]] = []
     texts = _enc_texts(rt, content, f"{p}.content", marks)

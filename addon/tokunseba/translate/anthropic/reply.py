@@ -1,5 +1,5 @@
 """Whole Anthropic Messages replies: the decoder (a ``message`` body -> neutral events) and
-the encoder (a neutral ``Message`` -> a ``message`` body) (docs/protocols.md A.2, E.2-E.4).
+the encoder (a neutral ``Message`` -> a ``message`` body) (docs/dev/protocols.md A.2, E.2-E.4).
 
 The decoder yields the events the stream decoder yields for the same reply. The encoder
 writes text and tool_use blocks (a tool call's argument string parsed into ``input``; ""
@@ -120,12 +120,12 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
             calls = True
         elif b.kind == "thinking" and b.signature is not None:  # signed: an Anthropic upstream's own
             content.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
-        else:  # unsigned thinking (docs/pitfalls.md 17, 18), blocks with no counterpart here
+        else:  # unsigned thinking (docs/dev/pitfalls.md 17, 18), blocks with no counterpart here
             raw = b.raw or {}
             note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
     stop = msg.stop_reason
     if calls and stop in ("end_turn", None):
-        stop = "tool_use"  # derived from what is there (docs/pitfalls.md 7)
+        stop = "tool_use"  # derived from what is there (docs/dev/pitfalls.md 7)
     client_usage = pa.COUNTING.write(msg.usage) if msg.usage else None
     mid = msg.id or mint_message_id(created, report)
     out = {"id": mid, "type": "message", "role": "assistant", "model": msg.model, "content": content,

@@ -1,4 +1,4 @@
-"""Anthropic Messages streams <-> neutral events (docs/protocols.md A.6, E.5).
+"""Anthropic Messages streams <-> neutral events (docs/dev/protocols.md A.6, E.5).
 
 ``AnthropicDecoder`` turns an upstream's SSE events into neutral events; ``AnthropicEncoder``
 turns neutral events into the Anthropic SSE a client expects: every event with its
@@ -67,7 +67,7 @@ DELTA_MIDDLE: dict[str, bytes] = {kind: b',"delta":{"type":"%s","%s":' % (d.enco
 
 class AnthropicDecoder:
     """Anthropic SSE events -> neutral events. Block indexes are re-numbered 0, 1, ... in
-    arrival order; usage is cumulative (message_delta overwrites, never adds: docs/pitfalls.md 15)."""
+    arrival order; usage is cumulative (message_delta overwrites, never adds: docs/dev/pitfalls.md 15)."""
 
     def __init__(self, report: ReplyReport) -> None:
         self.report = report
@@ -178,7 +178,7 @@ class AnthropicDecoder:
         if delta.__class__ is not dict:
             return self._odd("delta")
         u = d.get("usage")
-        if isinstance(u, dict) and u:  # cumulative: overwrite, never add (docs/pitfalls.md 15)
+        if isinstance(u, dict) and u:  # cumulative: overwrite, never add (docs/dev/pitfalls.md 15)
             self.usage = self.usage.merged(u) if self.usage else Usage(pa.COUNTING_NAME, u)
         for key in ("stop_details", "container"):
             if delta.get(key) is not None:
@@ -310,7 +310,7 @@ class AnthropicEncoder:
         kind = ev.kind
         if kind not in OUT_BLOCKS or (kind == "thinking" and ev.signature is None):
             # unsigned thinking (a Chat model's reasoning) would be echoed back by Claude Code
-            # and break the next Anthropic turn: drop it (docs/pitfalls.md 17, 18); so are blocks with
+            # and break the next Anthropic turn: drop it (docs/dev/pitfalls.md 17, 18); so are blocks with
             # no Anthropic-client counterpart here.
             raw = ev.raw or {}
             note_once(self.report.dropped, raw.get("source") or f"content[].{raw.get('type') or kind}")
@@ -356,7 +356,7 @@ class AnthropicEncoder:
         out = self._close_open()
         stop = ev.stop_reason
         if self._tool and stop in ("end_turn", None):
-            stop = "tool_use"  # derived from what was emitted (docs/pitfalls.md 7)
+            stop = "tool_use"  # derived from what was emitted (docs/dev/pitfalls.md 7)
         usage = pa.COUNTING.write(ev.usage) if ev.usage else None
         self.client_usage = usage
         self.finished = True

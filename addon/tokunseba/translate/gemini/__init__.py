@@ -1,5 +1,5 @@
 """The Gemini codec (generativelanguage ``generateContent`` / ``streamGenerateContent``):
-decode.py and encode.py (requests), reply.py, stream.py, over the neutral model (docs/architecture.md §3,
+decode.py and encode.py (requests), reply.py, stream.py, over the neutral model (docs/dev/architecture.md §3,
 issue 11). The model and the stream flag travel in the URL, so the request decoder reads
 the client's path and an encoded body names no model (the caller puts it in the URL).
 """

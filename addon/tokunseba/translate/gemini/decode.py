@@ -1,5 +1,5 @@
 """Gemini requests, decoded: a ``generateContent`` / ``streamGenerateContent`` body as the
-neutral request (Chat-shaped: see neutral.conversation), by field tables (docs/protocols.md
+neutral request (Chat-shaped: see neutral.conversation), by field tables (docs/dev/protocols.md
 D.1, D.3, D.4; issue 11); its encoder is encode.py.
 
 Keys come lowerCamel or snake_case (google-genai leaks snake_case). The model and the stream
@@ -263,7 +263,7 @@ def _system_instruction(d: _Decode, key: str, value: Any, out: dict[str, Any], o
             d.system.append(part["text"])
         else:
             d.drop(f"{key}.parts[{j}]")
-    # its "role" (Gemini CLI sends "user") means nothing: ignored (docs/protocols.md D.3.2)
+    # its "role" (Gemini CLI sends "user") means nothing: ignored (docs/dev/protocols.md D.3.2)
 
 
 def _tools(d: _Decode, key: str, value: Any, out: dict[str, Any], o: ft.Options) -> None:
@@ -454,7 +454,7 @@ DECODE_FIELDS: ft.FieldTable = {
     "cachedContent": ("refused", _refuse_cached, "content stored at Google: no other endpoint can read it"),
     "safetySettings": ("dropped", None, "Google's filters: no counterpart"),
     "labels": ("dropped", None, "billing labels: no counterpart"),
-    "model": ("dropped", None, "the model is the URL's (docs/protocols.md D.1)"),
+    "model": ("dropped", None, "the model is the URL's (docs/dev/protocols.md D.1)"),
 }
 
 

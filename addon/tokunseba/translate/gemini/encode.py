@@ -1,12 +1,12 @@
 """Gemini requests, encoded: the neutral request as a ``generateContent`` body, by field
-tables (``ENCODE_FIELDS``; docs/protocols.md D.1, D.3, D.4); its decoder is decode.py.
+tables (``ENCODE_FIELDS``; docs/dev/protocols.md D.1, D.3, D.4); its decoder is decode.py.
 
 System -> ``systemInstruction``, assistant -> ``model`` contents, each tool result a
 ``functionResponse`` given its call's ``name`` from the history (Gemini needs it) and the
 call's id byte for byte; JSON Schemas go as ``parametersJsonSchema``; the first function call
 of each model turn in the active tool loop carries Gemini's documented
 ``skip_thought_signature_validator`` (plumbing, recorded: Gemini 3 rejects unsigned calls
-from another model's history, docs/protocols.md D.4.3). The model and the stream flag go in
+from another model's history, docs/dev/protocols.md D.4.3). The model and the stream flag go in
 the URL (the caller puts them there).
 """
 
@@ -173,8 +173,8 @@ def _enc_messages(rt: RequestTranslation, key: str, value: Any, out: dict[str, A
 
 def _sign_active_loop(e: _Encode) -> None:
     """The first functionCall of each model turn since the last user text carries Gemini's
-    documented bypass signature (what Gemini CLI itself does: docs/clients.md §5.4,
-    docs/protocols.md D.4.3), unless it carries its real one (restored: reasoning/state.py)."""
+    documented bypass signature (what Gemini CLI itself does: docs/dev/clients.md §5.4,
+    docs/dev/protocols.md D.4.3), unless it carries its real one (restored: reasoning/state.py)."""
     start = 0
     for i, c in enumerate(e.contents):
         if c["role"] == "user" and any("text" in p for p in c["parts"]):

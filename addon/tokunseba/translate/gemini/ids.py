@@ -1,4 +1,4 @@
-"""Function-call ids minted deterministically where Gemini sent none (docs/architecture.md rule 2,
+"""Function-call ids minted deterministically where Gemini sent none (docs/dev/architecture.md rule 2,
 recorded as ``id_synthesized``).
 
 Gemini may send ``functionCall`` without an ``id``; the client's protocol needs one. The id

@@ -1,6 +1,6 @@
 """Whole Gemini replies (``generateContent``): the decoder (a ``GenerateContentResponse``
 -> neutral events) and the encoder (a neutral ``Message`` -> a ``GenerateContentResponse``)
-(docs/architecture.md §3, docs/protocols.md D.2).
+(docs/dev/architecture.md §3, docs/dev/protocols.md D.2).
 
 A whole reply is its stream collected: ``decode`` runs the stream decoder over the one
 object (or over each element of the JSON array ``streamGenerateContent`` without ``alt=sse``
@@ -173,7 +173,7 @@ def _call_block(fc: dict[str, Any], sig: str | None, rid: str | None, calls: int
 
 def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict[str, Any] | None]:
     """A whole ``GenerateContentResponse`` for a neutral message (``created`` has no Gemini
-    field). Arguments that are not a JSON object are a 502, never a string (docs/protocols.md D.3.7).
+    field). Arguments that are not a JSON object are a 502, never a string (docs/dev/protocols.md D.3.7).
 
     Written straight from the message, it is what a client's merge (tests/support/gemini_chunks.py)
     makes of the stream encoder's chunks for the message's events (tests/translate/gemini/test_stream.py checks that they agree): one

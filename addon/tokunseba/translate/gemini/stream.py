@@ -1,5 +1,5 @@
-"""Gemini streams <-> neutral events (docs/protocols.md D.2, D.4.4;
-docs/clients.md §5.5, §6.2).
+"""Gemini streams <-> neutral events (docs/dev/protocols.md D.2, D.4.4;
+docs/dev/clients.md §5.5, §6.2).
 
 ``GeminiDecoder`` reads ``streamGenerateContent?alt=sse`` events, each a whole
 ``GenerateContentResponse``. Gemini has no block boundaries, so the decoder makes them:
@@ -79,7 +79,7 @@ OTHER_CANDIDATES = "ignored candidates other than the first (candidateCount > 1 
 
 def prompt_block_reason(pf: object, dropped: list[str]) -> str | None:
     """A ``promptFeedback``: ``BLOCKED:<blockReason>`` when the prompt was blocked (a refusal,
-    docs/protocols.md D.4.4), else None; its other keys (safetyRatings...) are recorded as dropped."""
+    docs/dev/protocols.md D.4.4), else None; its other keys (safetyRatings...) are recorded as dropped."""
     if not isinstance(pf, dict):
         return None
     for key in pf:
@@ -262,7 +262,7 @@ class GeminiDecoder:
             out.append(StreamError(502, "api_error", f"upstream ended the turn with finishReason {fr}{detail}"))
             return out
         if stop == "end_turn" and self._calls:
-            stop = "tool_use"  # Gemini ends a turn with calls in STOP: the calls say it (docs/protocols.md D.2)
+            stop = "tool_use"  # Gemini ends a turn with calls in STOP: the calls say it (docs/dev/protocols.md D.2)
         out.append(MessageStop(stop, None, self.usage))
         return out
 
@@ -365,7 +365,7 @@ class GeminiEncoder:
         return out
 
     def _call(self, cid: str | None, name: str, pieces: list[str]) -> bytes:
-        """A function call goes whole, ``args`` an object (docs/protocols.md D.3.7): arguments that do
+        """A function call goes whole, ``args`` an object (docs/dev/protocols.md D.3.7): arguments that do
         not parse as a JSON object are an error, never a string."""
         args = call_args(pieces)
         if args is None:

@@ -1,5 +1,5 @@
 """Whole Chat Completions replies: the decoder (a ``chat.completion`` body -> neutral events)
-and the encoder (a neutral ``Message`` -> a ``chat.completion`` body) (docs/protocols.md B.2, E.2-E.4).
+and the encoder (a neutral ``Message`` -> a ``chat.completion`` body) (docs/dev/protocols.md B.2, E.2-E.4).
 
 The decoder yields the events the stream decoder yields for the same reply, so a whole
 reply and the same reply streamed end in the same object. Whatever a client protocol
@@ -165,7 +165,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
             note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
     stop = msg.stop_reason
     if calls and stop in ("end_turn", None):
-        stop = "tool_use"  # derived from what is there (docs/pitfalls.md 7)
+        stop = "tool_use"  # derived from what is there (docs/dev/pitfalls.md 7)
     finish = po.STOP_TO_FINISH.get(stop or "")
     if finish is None:
         note_once(report.warnings, f"unknown stop_reason {stop!r} sent as finish_reason 'stop'")

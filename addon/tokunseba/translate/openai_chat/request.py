@@ -1,12 +1,12 @@
 """OpenAI Chat Completions requests: the decoder (Chat -> neutral) and the encoder (neutral ->
-Chat) (docs/protocols.md B.1-B.4, E.1).
+Chat) (docs/dev/protocols.md B.1-B.4, E.1).
 
 The neutral request speaks Chat's vocabulary (neutral.conversation), so decoding a Chat
 body is taking it as it came (each target's encoder has a row for every Chat field), and
 encoding applies what the endpoint asks of a Chat request, one table row each
 (``ENCODE_STEPS``): the system role it takes, the name of its max-tokens field and its cap,
 ``stream_options.include_usage`` as plumbing (without it an OpenAI upstream streams no usage
-at all: docs/pitfalls.md 13), at most four stop strings.
+at all: docs/dev/pitfalls.md 13), at most four stop strings.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .. import fieldtable as ft
 SYSTEM_ROLES = ("system", "developer")
 MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 OPENAI_MAX_STOP = 4
-OPENAI_TOOL_NAME_MAX = 64  # docs/pitfalls.md 20
+OPENAI_TOOL_NAME_MAX = 64  # docs/dev/pitfalls.md 20
 
 
 def check_options(system_role: str, max_tokens_field: str) -> None:

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions streams <-> neutral events (docs/protocols.md B.5, B.7, E.5).
+"""OpenAI Chat Completions streams <-> neutral events (docs/dev/protocols.md B.5, B.7, E.5).
 
 ``ChatDecoder`` reads ``chat.completion.chunk`` events from OpenAI and the OpenAI-compatible
 servers (llama.cpp, llama_cpp.server, vLLM, Ollama) with their quirks: ids and names repeated
@@ -409,7 +409,7 @@ class ChatEncoder:
             self._tools += 1
             self._kind[ev.index] = "tool"
             self._tool_of[ev.index] = k
-            # id and name only in the first fragment of each index (docs/pitfalls.md 5)
+            # id and name only in the first fragment of each index (docs/dev/pitfalls.md 5)
             return self._chunk({"tool_calls": [{"index": k, "id": ev.id, "type": "function",
                                                 "function": {"name": ev.name, "arguments": ""}}]})
         if ev.kind == "thinking":  # shown where Chat has an unsigned place for it (never a signature)
@@ -440,7 +440,7 @@ class ChatEncoder:
     def _message_stop(self, ev: MessageStop) -> bytes:
         stop = ev.stop_reason
         if self._tools and stop in ("end_turn", None):
-            stop = "tool_use"  # derived from what was emitted (docs/pitfalls.md 7)
+            stop = "tool_use"  # derived from what was emitted (docs/dev/pitfalls.md 7)
         finish = po.STOP_TO_FINISH.get(stop or "")
         if finish is None:
             note_once(self.report.warnings, f"unknown stop_reason {stop!r} sent as finish_reason 'stop'")

@@ -1,11 +1,11 @@
 """OpenAI Responses requests (Codex CLI), decoded: a Responses body as the neutral conversation
-(docs/protocols.md C.1, E.1, E.2; docs/clients.md §3); its tool declarations are read by
+(docs/dev/protocols.md C.1, E.1, E.2; docs/dev/clients.md §3); its tool declarations are read by
 tool_declarations.py, and its encoder is encode.py.
 
 Sans-IO: dict in, ``Conversation`` out. Every top-level field decision lives in
 ``DECODE_FIELDS`` (field -> (action, handler-or-target, note), action in mapped / converted /
 dropped / refused); input items, message roles and content parts have their own tables. Rules
-kept throughout (docs/architecture.md §2):
+kept throughout (docs/dev/architecture.md §2):
 
 - drop, never invent: whatever cannot travel is left behind and its JSON path recorded in
   ``dropped``. Item-level bookkeeping keys that Codex puts on every item (``id``,
@@ -236,7 +236,7 @@ def _call_name(rt: Conversation, item: dict[str, Any], p: str, st: _Walk) -> str
 
 def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     call = rt.source({
-        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/architecture.md rule 2)
+        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/dev/architecture.md rule 2)
         "type": "function",
         "function": {"name": _call_name(rt, item, p, st), "arguments": ft.req(item, "arguments", p, ft.string)},
     }, p)
@@ -247,7 +247,7 @@ def _function_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o:
 def _custom_tool_call(rt: Conversation, item: dict[str, Any], p: str, st: _Walk, o: ft.Options) -> None:
     """A freeform call: the function call of its tool's encoding, arguments {"input": <input>}."""
     call = rt.source({
-        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/architecture.md rule 2)
+        "id": ft.req(item, "call_id", p, ft.string),  # byte for byte (docs/dev/architecture.md rule 2)
         "type": "function",
         "function": {"name": _call_name(rt, item, p, st),
                      "arguments": freeform_arguments(ft.req(item, "input", p, ft.string))},

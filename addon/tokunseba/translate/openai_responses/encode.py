@@ -1,5 +1,5 @@
 """OpenAI Responses requests, encoded: the neutral conversation as a Responses body
-(docs/protocols.md C.1, E.1, E.2); its decoder is decode.py.
+(docs/dev/protocols.md C.1, E.1, E.2); its decoder is decode.py.
 
 Sans-IO: ``Conversation`` in, ``RequestTranslation`` out; every top-level field decision lives
 in ``ENCODE_FIELDS``. Checks: Responses has no stop sequences (dropped, recorded); function
@@ -21,7 +21,7 @@ from ...neutral import PROVIDER_STATE, state_for
 from .. import fieldtable as ft
 from .common import JOIN, TEXT_KEYS
 
-OPENAI_TOOL_NAME_MAX = 64  # docs/pitfalls.md 20
+OPENAI_TOOL_NAME_MAX = 64  # docs/dev/pitfalls.md 20
 
 # ---------------------------------------------------------------------------------------
 # encode: neutral -> Responses (the neutral vocabulary is Chat's: a Chat client's body is

@@ -1,5 +1,5 @@
 """Whole Responses replies: the decoder (a ``response`` body -> neutral events), the encoder
-(a neutral ``Message`` -> a ``response`` body) and the error encoder (docs/protocols.md C.2,
+(a neutral ``Message`` -> a ``response`` body) and the error encoder (docs/dev/protocols.md C.2,
 E.2-E.4, E.6).
 
 The encoder is built from the same functions as the stream encoder (stream.py): the same
@@ -83,7 +83,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
         if b.kind == "text":
             items.append(message_item(item_id("message", msg.id, len(items), mid), b.text))
         elif b.kind == "tool_use":
-            if not b.id:  # a blank call_id hangs Codex after the call (docs/pitfalls.md 9)
+            if not b.id:  # a blank call_id hangs Codex after the call (docs/dev/pitfalls.md 9)
                 raise UntranslatableReply(502, "the upstream's tool call has no id")
             tool = client_tool(report, b.name)
             iid = item_id(call_kind(tool), msg.id, len(items), mid)
@@ -94,7 +94,7 @@ def encode(msg: Message, report: ReplyReport, created: int) -> tuple[bytes, dict
             note_once(report.dropped, raw.get("source") or f"content[].{raw.get('type') or b.kind}")
     stop = msg.stop_reason
     if calls and stop in ("end_turn", None):
-        stop = "tool_use"  # derived from what is there (docs/pitfalls.md 7)
+        stop = "tool_use"  # derived from what is there (docs/dev/pitfalls.md 7)
     status, incomplete = status_for_stop(stop, report.warnings)
     if msg.stop_sequence:
         note_once(report.dropped, "stop_sequence")  # which sequence matched has no field

@@ -1,4 +1,4 @@
-"""OpenAI Responses streams <-> neutral events (docs/protocols.md C.3, E.5).
+"""OpenAI Responses streams <-> neutral events (docs/dev/protocols.md C.3, E.5).
 
 ``ResponsesDecoder`` reads a Responses upstream's events: ``response.created`` starts the
 message, each output item is a block (``message`` -> text, ``function_call`` -> tool_use
@@ -9,14 +9,14 @@ stop with the status mapped (protocols/openai_responses.py) and usage as reporte
 ``response.failed`` and ``error`` are errors.
 
 ``ResponsesEncoder`` writes what Codex and the openai SDK's ``responses.stream()`` helper need
-(docs/clients.md §3.5, §4): ``response.created`` + ``response.in_progress``, then per output item
+(docs/dev/clients.md §3.5, §4): ``response.created`` + ``response.in_progress``, then per output item
 ``output_item.added`` / content events / ``output_item.done`` with the complete item, then
 ``response.completed`` with the full snapshot and usage; every event has its ``event:`` line,
 its ``type`` and a ``sequence_number`` counting from 0.
 
 Mapping of the neutral blocks: text -> a ``message`` item with one ``output_text`` part;
 tool_use -> a ``function_call`` item whose ``call_id`` is the tool id byte for byte (never
-blank: docs/pitfalls.md 9) and whose argument fragments go out verbatim — or, for a tool the client's
+blank: docs/dev/pitfalls.md 9) and whose argument fragments go out verbatim — or, for a tool the client's
 request declared freeform or in a namespace (``ReplyReport.client_tools``, neutral/tools.py),
 a ``custom_tool_call`` whose input is decoded from the ``{"input": ...}`` arguments as they
 arrive (``response.custom_tool_call_input.delta``; arguments of any other shape go back raw,
@@ -35,8 +35,8 @@ Two choices the protocol forces:
 - A Chat upstream may interleave the argument fragments of parallel calls, so a call's block
   can receive fragments after it was closed. The completion events of a ``function_call``
   (``function_call_arguments.done`` + ``output_item.done``) are therefore held until the next
-  text block or the end of the message; everything else goes out at once (docs/architecture.md rule 5).
-  An empty argument string is completed as ``"{}"`` (docs/protocols.md A.6: "" means no arguments).
+  text block or the end of the message; everything else goes out at once (docs/dev/architecture.md rule 5).
+  An empty argument string is completed as ``"{}"`` (docs/dev/protocols.md A.6: "" means no arguments).
 - ``max_tokens`` / ``refusal`` end in ``response.completed`` with status ``incomplete`` and
   ``incomplete_details`` (Codex has no branch for ``response.incomplete``), with a warning.
 """
@@ -131,7 +131,7 @@ def call_item(iid: str, call_id: str, name: str, arguments: str, tool: ClientToo
     in its own shape, its freeform ``custom_tool_call`` / its namespaced call (the namespace
     and name as declared: Codex routes a call by that pair)."""
     if status == "completed":
-        arguments = arguments or EMPTY_ARGUMENTS  # "" means no arguments (docs/protocols.md A.6)
+        arguments = arguments or EMPTY_ARGUMENTS  # "" means no arguments (docs/dev/protocols.md A.6)
     if tool is None:
         return function_call_item(iid, call_id, name, arguments, status)
     ns = {"namespace": tool.namespace} if tool.namespace else {}
@@ -292,7 +292,7 @@ class ResponsesEncoder:
             tool = client_tool(self.report, ev.name)
             it = self._new_item(ev.index, call_kind(tool))
             it.call_id, it.name, it.tool = ev.id or "", ev.name or "", tool
-            if not it.call_id:  # decoders synthesize missing ids; a blank call_id hangs Codex (docs/pitfalls.md 9)
+            if not it.call_id:  # decoders synthesize missing ids; a blank call_id hangs Codex (docs/dev/pitfalls.md 9)
                 return self._stream_error(StreamError(502, "api_error", "the upstream's tool call has no id"))
             if it.kind == "custom_tool_call":
                 it.freeform = FreeformInputStream()
@@ -372,7 +372,7 @@ class ResponsesEncoder:
         rep = self.report
         stop = ev.stop_reason
         if self._tool and stop in ("end_turn", None):
-            stop = "tool_use"  # derived from what was emitted (docs/pitfalls.md 7)
+            stop = "tool_use"  # derived from what was emitted (docs/dev/pitfalls.md 7)
         status, incomplete = status_for_stop(stop, rep.warnings)
         if incomplete:
             note_once(rep.warnings, f"stop_reason {stop!r} sent as response.completed with status 'incomplete' "

@@ -1,5 +1,5 @@
-"""Responses over WebSocket, the wire (pure, sans-IO): what a message of Codex's WebSocket
-session is, and the server's events read from its messages.
+"""Responses over WebSocket, the wire format (a protocol fact; pure, sans-IO): what a message of
+Codex's WebSocket session is, and the server's events read from its messages.
 
 Contract:
 - ``read_client_message``: a client message is a turn (``response.create``), a warm-up
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsonc
-from ..protocols import openai_responses as p_responses
+from . import openai_responses as p_responses
 from ..sse import SSEDecoder, SSEEvent
 
 TURN, WARMUP, OTHER = "turn", "warmup", "other"
