@@ -85,7 +85,8 @@ def child(tree: Path, termlog: bool = False, prompt_bytes: int = 2000) -> None:
         from mitmproxy.addons.termlog import TermLogHandler
 
         logging.getLogger().setLevel(logging.DEBUG)
-        handler = TermLogHandler(open(os.environ.get("BENCH_HOOKS_LOG", os.devnull), "w"))
+        console = open(os.environ.get("BENCH_HOOKS_LOG", os.devnull), "w")
+        handler = TermLogHandler(console)
         handler.setLevel(logging.INFO)
         handler.install()
 
@@ -155,6 +156,8 @@ def child(tree: Path, termlog: bool = False, prompt_bytes: int = 2000) -> None:
         server.close()
 
     asyncio.run(main())
+    if termlog:  # closed here: the proxy froze its start-up objects out of the collector (proxy/mitm.py
+        console.close()  # settle_process), so the file's buffer would not be flushed at exit
 
 
 # ---------------------------------------------------------------- the parent
