@@ -5,18 +5,10 @@ whatever its split."""
 
 from __future__ import annotations
 
-import json
 
 from tokunseba.protocols.openai_responses_ws import (OTHER, TURN, WARMUP, ServerEvents, SseMessages, delta_type,
                                                      read_client_message, server_event)
-
-
-def _events(n: int = 3) -> list[bytes]:
-    evs = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
-           {"type": "response.output_text.delta", "delta": "h\u00e9llo\nthere"},
-           {"type": "response.completed", "response": {"id": "resp_1", "output": [{"type": "message"}],
-                                                       "usage": {"input_tokens": 7, "output_tokens": 2}}}]
-    return [json.dumps(e, ensure_ascii=False).encode() for e in evs[:n]]
+from tests.support.ws_upstream import frame_events
 
 
 def test_client_messages():
@@ -30,7 +22,7 @@ def test_client_messages():
 
 
 def test_server_events_never_depend_on_the_fragments_of_a_message():
-    for payload in _events():
+    for payload in frame_events():
         whole = ServerEvents().feed(payload)
         assert len(whole) == 1 and whole[0].payload == payload
         for i in range(len(payload) + 1):  # every split in two
@@ -45,10 +37,10 @@ def test_server_events_never_depend_on_the_fragments_of_a_message():
 
 
 def test_sse_comes_back_as_one_message_per_event_whatever_its_split():
-    sse = b"".join(b"event: x\ndata: " + p + b"\n\n" for p in _events()) + b": keep-alive\n\n"
+    sse = b"".join(b"event: x\ndata: " + p + b"\n\n" for p in frame_events()) + b": keep-alive\n\n"
     whole = SseMessages()
     want = whole.feed(sse) + whole.close()
-    assert want == _events()
+    assert want == frame_events()
     for i in range(len(sse) + 1):
         m = SseMessages()
         assert m.feed(sse[:i]) + m.feed(sse[i:]) + m.close() == want

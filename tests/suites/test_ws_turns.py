@@ -12,6 +12,7 @@ from tokunseba.turn.ws_plan import plan_message
 from tokunseba.turn.ws_transcript import Reply, Transcript, https_body
 from tokunseba.protocols.openai_responses_ws import ServerEvents, as_sse
 from tokunseba.turn.stream_watch import StreamWatch
+from tests.support.ws_upstream import frame_events
 
 UPGRADE = (("upgrade", "websocket"), ("connection", "Upgrade"))
 
@@ -22,17 +23,9 @@ def test_an_upgrade_of_get_responses_is_a_responses_websocket():
     assert not is_responses_websocket(method="GET", host="example.com", path="/v1/responses", headers=UPGRADE)
 
 
-def _events(n: int = 3) -> list[bytes]:
-    evs = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
-           {"type": "response.output_text.delta", "delta": "h\u00e9llo\nthere"},
-           {"type": "response.completed", "response": {"id": "resp_1", "output": [{"type": "message"}],
-                                                       "usage": {"input_tokens": 7, "output_tokens": 2}}}]
-    return [json.dumps(e, ensure_ascii=False).encode() for e in evs[:n]]
-
-
 def test_server_events_are_the_same_events_as_over_https():
     d = ServerEvents()
-    evs = [ev for p in _events() for ev in d.feed(p)]
+    evs = [ev for p in frame_events() for ev in d.feed(p)]
     assert [e.type for e in evs] == ["response.created", "response.output_text.delta", "response.completed"]
     assert [e.terminal for e in evs] == [False, False, True] and evs[0].response_id == "resp_1"
     w = StreamWatch("openai-responses")
@@ -44,7 +37,7 @@ def test_server_events_are_the_same_events_as_over_https():
 
 def test_a_turn_cut_before_its_end_is_not_complete():
     w = StreamWatch("openai-responses")
-    for e in ServerEvents().feed(_events(2)[0]) + ServerEvents().feed(_events(2)[1]):
+    for e in ServerEvents().feed(frame_events(2)[0]) + ServerEvents().feed(frame_events(2)[1]):
         w.feed(as_sse(e))
     w.close()
     assert w.verdict() is not None
@@ -208,7 +201,7 @@ def test_an_unknown_previous_response_keeps_a_translated_route_off_as_over_https
 def test_a_failed_response_is_judged_an_error_as_over_https():
     failed = json.dumps({"type": "response.failed", "response": {"id": "resp_f", "status": "failed", "output": [],
                                                                  "error": {"code": "server_error", "message": "boom"}}})
-    evs = ServerEvents().feed(_events(1)[0]) + ServerEvents().feed(failed.encode())
+    evs = ServerEvents().feed(frame_events(1)[0]) + ServerEvents().feed(failed.encode())
     assert evs[-1].terminal and evs[-1].failure() is None  # not an ``error`` event: the watch judges it
     w = StreamWatch("openai-responses")
     for e in evs:

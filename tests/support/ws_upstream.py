@@ -24,6 +24,16 @@ USAGE = {"input_tokens": 5120, "input_tokens_details": {"cached_tokens": 4096}, 
          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5161}
 
 
+def frame_events(n: int = 3) -> list[bytes]:
+    """The first ``n`` of a short Responses turn's events (created, one non-ASCII delta with a
+    newline, completed with usage), each one JSON text frame's bytes."""
+    evs = [{"type": "response.created", "response": {"id": "resp_1", "output": []}},
+           {"type": "response.output_text.delta", "delta": "h\u00e9llo\nthere"},
+           {"type": "response.completed", "response": {"id": "resp_1", "output": [{"type": "message"}],
+                                                       "usage": {"input_tokens": 7, "output_tokens": 2}}}]
+    return [json.dumps(e, ensure_ascii=False).encode() for e in evs[:n]]
+
+
 def text_events(text_parts: list[str], usage: dict | None = None, model: str = "gpt-5.5") -> list[dict]:
     """A Responses reply with one message, as events (``{rid}``: the response id, filled in)."""
     text = "".join(text_parts)
