@@ -40,3 +40,18 @@ class ReplyReport:
     # context, not a record: the client's tools behind neutral function names (neutral/tools.py),
     # from its request's translation; the client's encoder gives those calls back in their shape
     client_tools: ClientTools | None = None
+
+    def __init__(self, usage: Usage | None = None, stop_reason: str | None = None, dropped: list[str] | None = None,
+                 warnings: list[str] | None = None, converted: list[str] | None = None, errors: list[str] | None = None,
+                 completed: bool = False, model: str | None = None, client_tools: ClientTools | None = None) -> None:
+        # written out (the dataclass keeps it): one per reply, and list literals cost less than
+        # the generated one's default_factory calls
+        self.usage = usage
+        self.stop_reason = stop_reason
+        self.dropped = [] if dropped is None else dropped
+        self.warnings = [] if warnings is None else warnings
+        self.converted = [] if converted is None else converted
+        self.errors = [] if errors is None else errors
+        self.completed = completed
+        self.model = model
+        self.client_tools = client_tools

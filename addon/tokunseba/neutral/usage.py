@@ -112,7 +112,9 @@ def includes_cached(name: str | None) -> bool:
     return c is not None and c.input_includes_cached
 
 
-@dataclass(frozen=True)
+# never changed once made (``merged`` makes another); not frozen: a frozen dataclass's __init__
+# costs twice as much, and one is made per reply
+@dataclass(slots=True)
 class Usage:
     counting: str  # how its numbers count (a ``Counting``'s name; not which protocol sent it)
     reported: dict[str, Any]  # the upstream's usage object, as it came

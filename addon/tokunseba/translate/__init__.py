@@ -214,23 +214,32 @@ def reply(upstream: str, client: str, body: bytes, *, created: int | None = None
     if type(dec) is not Codec or type(enc) is not Codec or upstream == client:
         dec, enc = _codecs(upstream, client, "reply")  # a codec named, not imported yet; or raises: no such pair
     created = int(time.time()) if created is None else created
-    report = ReplyReport(client_tools=client_tools or None)
-    msg = dec.decode_message(body, report) if dec.decode_message is not None else \
-        Message.collect(dec.decode_reply(body, report))
-    calls = False
+    report = ReplyReport(client_tools=client_tools) if client_tools else ReplyReport()
+    decode = dec.decode_message
+    msg = decode(body, report) if decode is not None else Message.collect(dec.decode_reply(body, report))
     for b in msg.blocks:
-        if b.kind == "tool_use":
-            if not b.name:  # never a call the client cannot run (as in a stream)
-                raise UntranslatableReply(502, NAMELESS_CALL)
-            calls = True
-    stopped = msg.stop_reason
-    if capped is not None:  # (told_stop leaves the stop reason alone without a cap: not called per reply)
-        msg.stop_reason = told_stop(stopped, capped, calls=calls, converted=report.converted)
-    out, client_usage = enc.encode_reply(msg, report, created)
-    if msg.stop_reason != stopped:  # told end_turn: the ledger keeps the endpoint's own stop reason
-        msg.stop_reason = report.stop_reason = stopped
+        if not b.name and b.kind == "tool_use":  # never a call the client cannot run (as in a stream)
+            raise UntranslatableReply(502, NAMELESS_CALL)
+    if capped is None:  # (told_stop leaves the stop reason alone without a cap: not called per reply)
+        out, client_usage = enc.encode_reply(msg, report, created)
+    else:
+        out, client_usage = _capped_reply(msg, report, created, enc, capped)
     return ReplyTranslation(out, msg.usage, client_usage, report.stop_reason, report.dropped, report.warnings, msg,
                             report.converted)
+
+
+def _capped_reply(msg: Message, report: ReplyReport, created: int, enc: Codec,
+                  capped: Capped) -> tuple[bytes, dict[str, Any] | None]:
+    """``encode_reply`` of a reply whose request the endpoint's cap limited: told ``end_turn``
+    when that cap ended it without a tool call (neutral/endpoint_cap.py); the message and the
+    report keep the endpoint's own stop reason (the ledger's)."""
+    stopped = msg.stop_reason
+    calls = any(b.kind == "tool_use" for b in msg.blocks)
+    msg.stop_reason = told_stop(stopped, capped, calls=calls, converted=report.converted)
+    out = enc.encode_reply(msg, report, created)
+    if msg.stop_reason != stopped:  # told end_turn: the ledger keeps the endpoint's own stop reason
+        msg.stop_reason = report.stop_reason = stopped
+    return out
 
 
 def stream(upstream: str, client: str, *, include_usage: bool = True, created: int | None = None,

@@ -16,5 +16,8 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 def synth_call_id(response_id: str | None, n: int) -> str:
     """The id of function call ``n`` (0-based, in reply order) of a reply that sent none."""
-    return f"call_{_UNSAFE.sub('_', response_id or 'gemini')}_{n}"
+    rid = response_id or "gemini"
+    if not (rid.isascii() and rid.isalnum()):  # (Gemini's own ids are letters and digits: no regex for them)
+        rid = _UNSAFE.sub("_", rid)
+    return f"call_{rid}_{n}"
 

@@ -37,6 +37,12 @@ from .stream import (
     stop_for_finish,
 )
 
+# the tables' keys as sets (a superset test is a C-level pass; the tables stay the one place)
+_RESPONSE_KEYS, _CANDIDATE_KEYS, _PART_KEYS = frozenset(RESPONSE_KEYS), frozenset(CANDIDATE_KEYS), frozenset(PART_KEYS)
+_SIGNATURE_DROPPED = f"{PARTS}.thoughtSignature"
+_ID_SYNTHESIZED = f"id_synthesized: {PARTS}.functionCall.id"
+_THOUGHT_SOURCE = f"{PARTS}.thought"
+
 
 def decode_message(body: bytes, report: ReplyReport) -> Message:
     """The neutral message of a whole Gemini reply: what ``Message.collect`` makes of the stream
@@ -78,7 +84,7 @@ def _one_object(d: dict[str, Any], report: ReplyReport) -> Message:
     rid, model = d.get("responseId"), d.get("modelVersion")
     rid = rid if isinstance(rid, str) else None
     m = Message(rid, model if isinstance(model, str) else None)
-    if not d.keys() <= RESPONSE_KEYS.keys():  # (a C-level test: the scan only when a key is unknown)
+    if not _RESPONSE_KEYS.issuperset(d):  # (a C-level test: the scan only when a key is unknown)
         for key in d:
             if key not in RESPONSE_KEYS:
                 note_once(dropped, key)
@@ -116,7 +122,7 @@ def _candidate_blocks(cand: dict[str, Any], blocks: list[Block], rid: str | None
     kind joined, each function call whole); its unknown keys noted. The calls counted so far,
     with this candidate's."""
     dropped = report.dropped
-    if not cand.keys() <= CANDIDATE_KEYS.keys():
+    if not _CANDIDATE_KEYS.issuperset(cand):
         for key in cand:
             if key not in CANDIDATE_KEYS and cand[key] not in (None, [], {}):
                 note_once(dropped, f"{CANDIDATE}.{key}")
@@ -128,13 +134,13 @@ def _candidate_blocks(cand: dict[str, Any], blocks: list[Block], rid: str | None
     for part in parts:
         if not isinstance(part, dict):
             continue
-        if not part.keys() <= PART_KEYS.keys():
+        if not _PART_KEYS.issuperset(part):
             for key in part:
                 if key not in PART_KEYS:
                     note_once(dropped, f"{PARTS}.{key}")
         sig = None
         if "thoughtSignature" in part:  # the client cannot carry it
-            note_once(dropped, f"{PARTS}.thoughtSignature")
+            note_once(dropped, _SIGNATURE_DROPPED)
             sig = _o if isinstance(_o := part["thoughtSignature"], str) and _o else None
         fc = part.get("functionCall")
         if isinstance(fc, dict):  # a tool_use block, whole; its signature rides on it
@@ -149,7 +155,7 @@ def _candidate_blocks(cand: dict[str, Any], blocks: list[Block], rid: str | None
                 open_block.text += text
             else:
                 open_block = Block(kind, None, None, text, None,
-                                   {"source": f"{PARTS}.thought"} if kind == "thinking" else None)
+                                   {"source": _THOUGHT_SOURCE} if kind == "thinking" else None)
                 blocks.append(open_block)
         if sig is not None and open_block is not None and open_block.kind == "text":
             open_block.signature = (open_block.signature or "") + sig  # kept for this endpoint
@@ -162,7 +168,7 @@ def _call_block(fc: dict[str, Any], sig: str | None, rid: str | None, calls: int
     cid = fc.get("id")
     if not isinstance(cid, str) or not cid:
         cid = synth_call_id(rid, calls)
-        note_once(warnings, f"id_synthesized: {PARTS}.functionCall.id")
+        note_once(warnings, _ID_SYNTHESIZED)
     name = fc.get("name")
     if not isinstance(name, str) or not name:
         note_once(warnings, "a function call arrived without a name")
