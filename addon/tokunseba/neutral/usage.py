@@ -25,13 +25,13 @@ _NOTHING: dict[str, int | None] = dict.fromkeys(FIELDS)
 
 def count(v: Any) -> int | None:
     """A reported count: an integer (never a bool); None for anything else."""
-    return v if type(v) is int or (isinstance(v, int) and not isinstance(v, bool)) else None
+    return v if v.__class__ is int or (isinstance(v, int) and not isinstance(v, bool)) else None  # (__class__: the cheapest test)
 
 
 def first(*values: Any) -> int | None:
     """The first integer among ``values`` (a field reported under one of several names)."""
     for v in values:
-        if type(v) is int or (isinstance(v, int) and not isinstance(v, bool)):
+        if v.__class__ is int or (v is not None and isinstance(v, int) and not isinstance(v, bool)):
             return v
     return None
 

@@ -199,6 +199,10 @@ def usage_fields(r: dict[str, Any]) -> dict[str, int | None]:
             "reasoning": first(ctd.get("reasoning_tokens"), otd.get("reasoning_tokens"))}
 
 
+_RESPONSES_NAMES = frozenset(("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details",
+                              "total_tokens"))
+
+
 def usage_tokens(r: dict[str, Any]) -> Tokens:
     """On the common base (OpenAI's own: input with the cache); the total as reported, else
     the sum of input and output. (``usage_fields``' reading, written out: once per reply.)"""
@@ -206,9 +210,19 @@ def usage_tokens(r: dict[str, Any]) -> Tokens:
         p, c = plain
         return {"input": p, "uncached": max(p, 0), "output": c, "cache_read": None, "cache_write": None,
                 "reasoning": None, "total": usage_plain_total(r), "reasoning_detail": True}
+    get = r.get
+    if _RESPONSES_NAMES.issuperset(r):  # the Responses API's own names alone: as below, sooner (one name a number)
+        inp, out = count(get("input_tokens")), count(get("output_tokens"))
+        itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
+        cr, cw = count(itd.get("cached_tokens")), count(itd.get("cache_write_tokens"))
+        total = count(get("total_tokens"))
+        if total is None and inp is not None and out is not None:
+            total = inp + out
+        return {"input": inp, "uncached": None if inp is None else max(inp - (cr or 0) - (cw or 0), 0), "output": out,
+                "cache_read": cr, "cache_write": cw, "reasoning": count(otd.get("reasoning_tokens")), "total": total,
+                "reasoning_detail": True}
     ptd, ctd = sub(r, "prompt_tokens_details"), sub(r, "completion_tokens_details")
     itd, otd = sub(r, "input_tokens_details"), sub(r, "output_tokens_details")
-    get = r.get
     inp, out = first(get("prompt_tokens"), get("input_tokens")), first(get("completion_tokens"), get("output_tokens"))
     cr = first(ptd.get("cached_tokens"), itd.get("cached_tokens"), get("cache_read_input_tokens"))
     cw = first(ptd.get("cache_write_tokens"), itd.get("cache_write_tokens"), get("cache_creation_input_tokens"))

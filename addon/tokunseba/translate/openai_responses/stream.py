@@ -166,20 +166,21 @@ def responses_usage(usage: Usage | None, warnings: list[str]) -> dict[str, Any] 
         return None
     if (plain := usage.plain()) is not None:  # input and output alone: as below, sooner
         return {"input_tokens": plain[0], "output_tokens": plain[1], "total_tokens": plain[0] + plain[1]}
-    f = usage.common_fields()
-    if f["input"] is None or f["output"] is None:
+    f = usage.tokens()  # (common_fields' numbers, without its second plain() and its dict)
+    inp, outp = f["input"], f["output"]
+    if inp is None or outp is None:
         note_once(warnings, "usage lacking input or output tokens sent as null (Codex needs both)")
         return None
-    out: dict[str, Any] = {"input_tokens": f["input"]}
-    if f["cache_read"] is not None:  # Codex requires cached_tokens whenever the details object is there
-        details = {"cached_tokens": f["cache_read"]}
-        if f["cache_write"] is not None:
-            details["cache_write_tokens"] = f["cache_write"]
+    out: dict[str, Any] = {"input_tokens": inp}
+    if (cr := f["cache_read"]) is not None:  # Codex requires cached_tokens whenever the details object is there
+        details = {"cached_tokens": cr}
+        if (cw := f["cache_write"]) is not None:
+            details["cache_write_tokens"] = cw
         out["input_tokens_details"] = details
-    out["output_tokens"] = f["output"]
-    if f["reasoning"] is not None:
-        out["output_tokens_details"] = {"reasoning_tokens": f["reasoning"]}
-    out["total_tokens"] = f["input"] + f["output"]
+    out["output_tokens"] = outp
+    if (rs := f["reasoning"]) is not None:
+        out["output_tokens_details"] = {"reasoning_tokens": rs}
+    out["total_tokens"] = inp + outp
     return out
 
 
