@@ -5,7 +5,7 @@ schema as ``response_format``, and the real llama-server, constrained by it, ans
 object, closed within the cap, 20 runs of 20 at the turn's own temperature 1. Before the schema
 crossed the base model answered free text. The grammar alone does not bound the title string: with
 llama-server's own sampler defaults the model ran it on to the cap in 1 to 4 answers of 20; the
-defaults scripts/localmodel.sh starts it with (min-p 0.8, DRY 0.8: the server's, applied where a
+defaults scripts/localmodel.sh starts it with (min-p 0.8: the server's, applied where a
 request sets nothing; the request keeps only the client's temperature) close it every time
 (docs/dev/protocols.md §F). The proxy never checks the answer: the server's grammar does the constraining;
 this test checks that what tokunseba sends makes it do so."""
@@ -75,10 +75,10 @@ def test_the_title_turn_s_schema_constrains_the_real_server(llama):
     assert rt.body["temperature"] == 1
     assert "stop" not in rt.body  # the endpoint's would cut the object: "\n\n" between tokens, "<|im_end|>" in a string
     # nothing of the sampler but the client's temperature: the rest is the server's own defaults,
-    # which scripts/localmodel.sh sets (min-p 0.8, DRY 0.8: docs/dev/protocols.md §F)
+    # which scripts/localmodel.sh sets (min-p 0.8: docs/dev/protocols.md §F)
     assert not {"top_k", "top_p", "min_p", "dry_multiplier", "repeat_penalty"} & set(rt.body)
     params = httpx.get(llama.removesuffix("/v1") + "/props", timeout=30).json()["default_generation_settings"]["params"]
-    assert params["min_p"] == pytest.approx(0.8) and params["dry_multiplier"] == pytest.approx(0.8), params
+    assert params["min_p"] == pytest.approx(0.8) and params["dry_multiplier"] == 0, params
     answers = [_answer(llama, rt.body) for _ in range(RUNS)]
     titles = [_title(text, finish) for text, finish in answers]
     print(f"\n{sum(t is not None for t in titles)}/{RUNS} answers the schema's whole object within max_tokens "
