@@ -10,8 +10,8 @@ A client speaking Codex's wire then runs whole sessions through each: the upgrad
 answered with ``--events`` events. Every round runs one session through each proxy in a
 fresh shuffled order (interleaved: the machine's noise falls on both alike). It prints each
 setup's median and p95 session time and the ratio of tokunseba's median to bare mitmdump's,
-and the CPU time each proxy process spent per session (its /proc counters; less noisy
-than wall time on a loaded machine) with its ratio.
+and the CPU time each proxy process spent per session (its threads' run time from /proc; less
+noisy than wall time on a loaded machine) with its ratio.
 Both proxies are started afresh every ``--restart`` rounds (under load one process can be
 scheduled worse than another for its whole life: fresh pairs spread that over both).
 Every session is checked (each turn ends in response.completed); failures are counted, never
@@ -91,7 +91,14 @@ class Proxy:
         self.ssl = ssl.create_default_context(cafile=str(self.conf / "mitmproxy-ca-cert.pem"))
 
     def cpu(self) -> float:
-        """CPU seconds the proxy process has used so far (user + system; Linux /proc)."""
+        """CPU seconds the proxy process's threads have run so far (Linux: each thread's
+        /proc/PID/task/TID/schedstat, in nanoseconds; else /proc/PID/stat's user + system, in
+        clock ticks of 10 ms: too coarse for a session of ~150 ms)."""
+        try:
+            tasks = Path(f"/proc/{self.proc.pid}/task")
+            return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks.iterdir()) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
         try:
             fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
