@@ -226,6 +226,9 @@ class Route(Part):
             if planned is None:
                 return None
             turn = planned.turn
+            if turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url and not self.core.relay.port:
+                # a routed turn that came before running() had started the relay
+                await self.core.relay.start()
             maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
                          (turn.host, planned.planning.port))
             return None if turn.local is None else Answer(turn.local)
@@ -430,7 +433,7 @@ class Route(Part):
         turn has a chain); the relay's port and path."""
         turn, relay = state.turn, self.core.relay
         assert turn.url is not None
-        if not relay.port:  # the relay starts in running(); be sure in odd embeddings
+        if not relay.port:  # started in running(), or by the request hook of a turn that came before it
             raise RuntimeError("the tokunseba relay is not running")
         ep = turn.endpoint
         replan = (lambda failure, headers: self.failover(flow, state, failure, headers)) if state.chain else None
