@@ -230,6 +230,8 @@ def _demo_five_times(tmp_path: Path, example: str, command: str, cwd: Path, what
                 p = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                    capture_output=True, text=True, timeout=240)
                 assert p.returncode == 0, (i, p.stdout[-2000:], p.stderr[-2000:], "".join(run.lines)[-3000:])
+                # its settings read wherever the clone is (a clone under /tmp: issue 41)
+                assert "Security Warning" not in p.stderr, (i, p.stderr[-3000:])
                 assert p.stdout.strip() or not prints, (f"run {i}: {what} printed no reply", p.stderr[-2000:],
                                                         "".join(run.lines)[-3000:])
 
