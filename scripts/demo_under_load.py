@@ -15,7 +15,9 @@ here by their ids), running for the whole measurement; `--no-hog` measures witho
 It prints one line per demo as it ends (its runs' pass count, whether its test's other checks
 passed too, its wall time, the load average, each run's time), then a summary table. Exit status 0 when every
 demo passed all its runs. Heavy: it needs the local model and the clients installed
-(scripts/ci-extras.sh) and takes about an hour for 10 runs each on a 2-core machine."""
+(scripts/ci-extras.sh) and took 20 minutes for 10 runs each on a 2-core machine under the hog
+(2026-12-07, load 10-14). Run from a clone elsewhere (a world-writable folder, as /tmp), it runs
+that clone's tests, and so its blocks."""
 
 from __future__ import annotations
 
