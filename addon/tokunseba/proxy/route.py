@@ -427,10 +427,7 @@ class Route(Part):
                      [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
         failed = FailedAttempt.of(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
                                   now=time.time(), rules=core.rules, health=core.health, capacity=core.capacity,
-                                  env=os.environ)
-        if state.slot is not None:
-            state.slot.release()
-            state.slot = None
+                                  env=os.environ, held=state)
         nxt, slot = await self._next(failed)
         moved = failed.settle(nxt)  # given up: what the client is told is chain.told (turn/last_word.py)
         log.warning(moved.line)
