@@ -25,6 +25,7 @@ from ..routing import EndpointHealth, Rules
 from ..turn import FlowState
 from ..webview import MARKS, ORIGINAL_KEY
 from .core import Core, upstream_ssl_context
+from .web import quiet_unheard_log_events, unquiet
 from .provider_reach import Reach
 from .record import Record
 from .relay import Relay
@@ -93,6 +94,7 @@ class Tokunseba:
         await self.route.start()
         self.web.start()
         self.record.start()
+        quiet_unheard_log_events(ctx.master)  # the add_log event only when an addon listens (proxy/web.py)
         settle_process()
 
     def done(self) -> None:
@@ -100,6 +102,7 @@ class Tokunseba:
         self.websockets.stop()
         self.core.relay.stop()
         self.record.stop()
+        unquiet(ctx.master)
         gc.unfreeze()  # what settle_process froze is the collector's again (an embedding that goes on)
 
     @command.command("tokunseba.status")

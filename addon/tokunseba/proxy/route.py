@@ -6,7 +6,8 @@
   and a slot taken before the turn is committed to it, then its admission under the spending
   caps: ``_admit``) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
-  ``aim``); fail closed: an exception answers a provider call with an error in its protocol.
+  ``aim``; a request passed on as the client sent it has its start records and mitmweb's record
+  made in the loop's next step, once it has left: ``FlowState.pending``); fail closed: an exception answers a provider call with an error in its protocol.
   Whatever the client gets from here (a refusal at the door, a turn answered here, the
   fail-closed error) is one value, an ``Answer``, applied in one place (``answer``);
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
@@ -25,6 +26,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.net.http.http1 import connection_close
@@ -51,6 +53,7 @@ from .provider_reach import Unreachable, answer_unreachable, check_endpoints, de
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
 from .budgeting import keep_leases, open_caps, rerouted_to
+from .recorder import soon
 from .shadowing import maybe_shadow
 
 KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
@@ -389,17 +392,37 @@ class Route(Part):
         started = planned.planning.begin(flow, turn, listener=listener, client_close=client_close, now=time.monotonic())
         state = started.state
         core.flows[flow.id] = state
+        if started.as_sent:  # passed on as the client sent it: nothing for mitmweb's Replay to keep, and
+            # nothing reads its record or its start records before its reply: both once the request has left
+            state.pending = lambda: self._after_left(flow, started)
+            soon(state.settle)
+            return state
         core.recorder.start(turn)
         if turn.local is None:  # every routed turn goes through the relay
             routed = turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url
             started.aim(req, self._through_relay(flow, state, planned.conn, started.keepalive) if routed else None)
         elif planned.conn is not None:  # answered here: the connection waits for another turn
             core.relay.pool.put(planned.conn)
-        if started.keep_original(flow):  # kept in memory for mitmweb's Replay
+        self._keep_original(flow, started)
+        return state
+
+    def _after_left(self, flow: http.HTTPFlow, started: Any) -> None:
+        """A request passed on as the client sent it has left (``apply``): its turn's start records
+        and mitmweb's record of it; a failure here can no longer answer the client (logged)."""
+        try:
+            self.core.recorder.start(started.state.turn)
+            self._keep_original(flow, started)
+        except Exception:
+            log.exception("tokunseba: could not record a passed-on turn's start")
+
+    def _keep_original(self, flow: http.HTTPFlow, started: Any) -> None:
+        """The client's request kept for mitmweb (``Started.keep_original``), and in memory for
+        its Replay when the flow was rewritten."""
+        core = self.core
+        if started.keep_original(flow):
             core.replayable[flow.id] = (started.client_url, started.client_headers)
             while len(core.replayable) > MAX_REPLAYABLE:
                 core.replayable.popitem(last=False)
-        return state
 
     def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
                        keepalive: bool) -> tuple[int, str]:
