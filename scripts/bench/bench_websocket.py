@@ -7,7 +7,10 @@ Starts, on loopback with free ports: the scripted Responses endpoint that speaks
 route: every turn passed on, each one planned, watched and recorded in a throw-away ledger).
 A client speaking Codex's wire then runs whole sessions through each: the upgrade, a warm-up
 (``generate: false``), then ``--turns`` turns continuing with ``previous_response_id``, each
-answered with ``--events`` events. Every round runs one session through each proxy in a
+answered with ``--events`` events (``--input-kb N``: the first turn's input also carries N KB
+of text, as a Codex session's first turn carries its instructions and files: every later turn
+continues a conversation that long, which tokunseba plans whole and the bare proxy only relays
+once). Every round runs one session through each proxy in a
 fresh shuffled order (interleaved: the machine's noise falls on both alike). It prints each
 setup's median and p95 session time and the ratio of tokunseba's median to bare mitmdump's,
 and the CPU time each proxy process spent per session (its threads' run time from /proc; less
@@ -20,7 +23,7 @@ timed. With ``--against OTHER_ADDON`` (another tree's addon/tokunseba_addon.py, 
 (``tokunseba@LABEL``) in the same rounds, and its ratios are printed beside this tree's: one
 run compares two versions under the same noise. Not a test: it prints, it asserts nothing.
 
-Usage: .venv/bin/python scripts/bench/bench_websocket.py [--rounds N] [--turns N] [--events N] [--warmup N]
+Usage: .venv/bin/python scripts/bench/bench_websocket.py [--rounds N] [--turns N] [--events N] [--input-kb N] [--warmup N]
                                                   [--restart N] [--seed S]
                                                   [--against OTHER_ADDON [--against-label LABEL]]
 """
@@ -127,7 +130,7 @@ async def _until_done(ws) -> str:
             return ev["response"]["id"]
 
 
-async def session(p: Proxy, turns: int) -> float:
+async def session(p: Proxy, turns: int, input_kb: int = 0) -> float:
     t0 = time.perf_counter()
     async with connect("wss://api.openai.com/v1/responses", proxy=f"http://127.0.0.1:{p.port}", ssl=p.ssl,
                        additional_headers={"authorization": "Bearer sk-bench",
@@ -136,8 +139,10 @@ async def session(p: Proxy, turns: int) -> float:
         await ws.send(json.dumps({**json.loads(create([], None)), "generate": False}))
         prev = await _until_done(ws)
         for i in range(turns):
-            await ws.send(create([{"type": "message", "role": "user",
-                                   "content": [{"type": "input_text", "text": f"turn {i}"}]}], prev))
+            parts = [{"type": "input_text", "text": f"turn {i}"}]
+            if i == 0 and input_kb:
+                parts.append({"type": "input_text", "text": ("context " * 128)[:1024] * input_kb})
+            await ws.send(create([{"type": "message", "role": "user", "content": parts}], prev))
             prev = await _until_done(ws)
     return time.perf_counter() - t0
 
@@ -147,6 +152,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--turns", type=int, default=5, help="turns per session (after its warm-up)")
     ap.add_argument("--events", type=int, default=60, help="text deltas per turn's reply")
+    ap.add_argument("--input-kb", type=int, default=0,
+                    help="KB of text the first turn's input also carries (the conversation every later turn continues)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds after each start")
     ap.add_argument("--restart", type=int, default=10, help="rounds per pair of proxy processes")
     ap.add_argument("--seed", type=int, default=1)
@@ -178,7 +185,7 @@ def main() -> None:
                     for p in order:
                         before = p.cpu()
                         try:
-                            t = asyncio.run(session(p, a.turns))
+                            t = asyncio.run(session(p, a.turns, a.input_kb))
                         except Exception as e:
                             failed[p.name] += 1
                             print(f"  {p.name}: session failed: {e}", file=sys.stderr)
@@ -191,7 +198,7 @@ def main() -> None:
                 for p in proxies:
                     p.stop()
     print(f"Responses over WebSocket, passed on: {a.rounds} interleaved rounds, a warm-up + {a.turns} turns "
-          f"of {a.events} deltas per session")
+          f"of {a.events} deltas per session" + (f", the first turn's input {a.input_kb} KB longer" if a.input_kb else ""))
     width = max(len(name) for name in times)
     for name, ts in times.items():
         if ts:

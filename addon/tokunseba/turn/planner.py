@@ -65,14 +65,15 @@ class Planning:
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
            provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None,
-           quota: QuotaBoard | None = None) -> Planning | None:
-        """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
+           quota: QuotaBoard | None = None, parsed: dict | None = None) -> Planning | None:
+        """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn
+        (``parsed``: its body's JSON object, when the caller has it already: not parsed again)."""
         if req.method != "POST":
             return None
         host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
         prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
                                headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
-                               extra_hosts=extra_for(provider_hosts, host, port))
+                               extra_hosts=extra_for(provider_hosts, host, port), parsed=parsed)
         if prep is None:
             return None
         prep.keeper = keeper
