@@ -74,6 +74,8 @@ class Record(Part):
         by proxies that no longer run become interrupted."""
         core = self.core
         if core.ledger is not None:
+            for state in list(core.flows.values()):  # a start the request hook left for the next step
+                state.settle()
             core.recorder.start_all()
             core.ledger.close()
             core.ledger = None
@@ -132,6 +134,8 @@ class Record(Part):
             for t in list(core.shadows.tasks):
                 t.cancel()
         if core.ledger is not None:
+            for state in list(core.flows.values()):  # a start the request hook left for the next step
+                state.settle()
             core.recorder.start_all()
             core.ledger.interrupt_own()  # turns still open now will never complete
             core.ledger.close()
