@@ -52,6 +52,11 @@ commands:
                                 N: the context in tokens (default \$LOCALMODEL_CTX, else 4096);
                                 Codex's default-model turn needs 16384 (about 7k prompt tokens
                                 and its tools' text; the model supports 32768)
+                                llama-server's sampler defaults, for what a request leaves
+                                unset: temperature 0 (\$LOCALMODEL_TEMP) and min-p 0.8, so a
+                                JSON-schema turn at temperature 1 (Claude Code's title) closes
+                                its object within the cap (docs/guide/local-model.md, "Sampler
+                                defaults")
   stop [--server K]             stop the server this script started (all kinds if K is omitted)
   status                        show what is installed and which servers are running
   url [--server K]              print the base URL of a running server (default K: llama-server)
@@ -64,6 +69,7 @@ check it with: tokunseba models --rules FILE --probe
 environment: TOKUNSEBA_CACHE, LOCALMODEL_PORT, LOCALMODEL_CTX, LOCALMODEL_START_TIMEOUT (s, default 90),
              LOCALMODEL_JOBS (parallel compile jobs, default: every core, now $JOBS),
              LOCALMODEL_TEMP (llama-server's default sampling temperature, default 0),
+             LOCALMODEL_THREADS (llama-server's threads, default 1: faster than 2 on a busy machine),
              LOCALMODEL_PYTHON (python used to create the cache venv),
              LOCALMODEL_STATE_DIR (pid/port/log files; default \$TOKUNSEBA_CACHE/state: set a
              private one so that concurrent users do not share or stop each other's servers)
@@ -360,8 +366,18 @@ launch() {  # launch KIND PORT LOG: start the server in the background, print it
     # -np 2 --kv-unified: two turns at once sharing the one context (not halving it): Claude
     # Code's `-p` sends its session-title turn and its main turn together; on one slot the second
     # waited for the first (issue 31: 14 to 148 s for the README demo).
-    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c "$CTX" -t 2 -np 2 --kv-unified \
-      --temp "${LOCALMODEL_TEMP:-0}" --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
+    # -t: one thread by default (LOCALMODEL_THREADS): on a busy 2-core machine two threads wait on
+    # each other at every step while the other's core runs someone else's work (issue 41: at load
+    # 7, -t 2 took 3.5x as long as -t 1 for an 844-token prompt and 32 tokens; generation 1-3 tok/s).
+    # --min-p 0.8: a sampler default for what a request leaves unset (the client's temperature
+    # stays its own): only tokens at least 0.8 times as likely as the likeliest are drawn from.
+    # Claude Code's title turn (temperature 1, its JSON schema a grammar here) then closes its
+    # object within the cap every time, where llama-server's own min-p 0.05 let the title string
+    # wander or loop to the cap (16 and 19 of 20; docs/dev/protocols.md §F,
+    # scripts/title_json_trials.py). A temperature-0 turn (the demos' main turns) is unchanged: min-p
+    # never removes the likeliest token. Not DRY: it changes temperature-0 replies (§F).
+    nohup "$SERVER_BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" -c "$CTX" -t "${LOCALMODEL_THREADS:-1}" -np 2 --kv-unified \
+      --temp "${LOCALMODEL_TEMP:-0}" --min-p 0.8 --no-webui -a "$ALIAS" >"$log" 2>&1 </dev/null &
   else
     python_server_ok || die "llama-cpp-python's server is not installed: run scripts/localmodel.sh install --with-python-server"
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$ALIAS" \

@@ -26,6 +26,7 @@ from tests.support.upstream import Recorded, Reply, Upstream
 pytestmark = [pytest.mark.e2e, pytest.mark.claudecode]
 
 SETTINGS = "rules/examples/gemini-cli-local.settings.json"
+SYSTEM_MD = "rules/examples/gemini-cli-local.system.md"  # its system prompt (GEMINI_SYSTEM_MD)
 ANSWER = "Bonjour !"
 ROUTED = {"reasoning": "A greeting: simple.", "model_choice": "flash"}
 
@@ -94,12 +95,17 @@ def test_the_gemini_cli_demo_settings_are_read_from_a_clone_in_a_world_writable_
     clone = shared / "tokunseba"
     (clone / "rules" / "examples").mkdir(parents=True)
     shutil.copy(ROOT / SETTINGS, clone / SETTINGS)
+    shutil.copy(ROOT / SYSTEM_MD, clone / SYSTEM_MD)
 
     p, chats = _run_block(tmp_path, clone, "home-of-its-own", system_settings=False)
     assert p.returncode == 0 and ANSWER in p.stdout, (p.stdout[-2000:], p.stderr[-3000:])
     assert "Security Warning" not in p.stderr and "Skipping system settings" not in p.stderr, p.stderr[-3000:]
     main = [c for c in chats if not c.get("response_format")]
     assert main and all(c.get("temperature") == 0 for c in main), [c.get("temperature") for c in chats]
+    # its own short system prompt in place of Gemini CLI's 25 KB one (GEMINI_SYSTEM_MD, read from
+    # the world-writable clone's copy in its home without a warning)
+    systems = [[m["content"] for m in c["messages"] if m["role"] == "system"] for c in main]
+    assert all(sys == [(ROOT / SYSTEM_MD).read_text().strip()] for sys in systems), systems
     assert not (clone / ".gemini").exists()  # nothing written into the clone
 
     # the old way, from the same clone: skipped by Gemini CLI, and its temperature 0 lost

@@ -15,6 +15,7 @@ import anthropic
 import httpx
 import pytest
 
+import tokunseba.protocols  # noqa: F401  (registers each protocol's usage counting, which Usage.to reads)
 from tokunseba.neutral.usage import Usage
 
 from .conftest import BIN, CACHE, ROOT, Mitmdump, ledger_settled

@@ -229,6 +229,53 @@ def test_a_restarted_proxy_knows_the_windows_its_ledger_holds(tmp_path):
     assert "5h 85% used" in cli("explain", after.headers["x-tokunseba-request-id"], "--ledger", str(again.ledger))
 
 
+def test_a_restarted_proxy_on_a_shared_postgresql_ledger_knows_its_windows(pg_server, tmp_path):
+    """As above, on a team's PostgreSQL ledger: the proxy that starts reads the windows the other
+    proxy recorded there before its first turn."""
+    import psycopg
+
+    url = pg_server.url(db=pg_server.fresh_db())
+
+    def pg_rows(sql: str, want: int) -> list[tuple]:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with psycopg.connect(url) as c:
+                    rows = c.execute(sql).fetchall()
+            except psycopg.errors.UndefinedTable:
+                rows = []
+            if len(rows) >= want or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.1)
+
+    with Upstream() as ant, Upstream() as local:
+        ant.responder = lambda rec: ant_json(windows("0.85"))
+        local.script(Reply.json(chat_reply("chatcmpl-quota", "local")))
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(EASY_RULES.format(local=local.url))
+        me = {"authorization": "Bearer sk-ant-oat01-me"}
+        hosts = ["--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic"]
+        first = Mitmdump(tmp_path, rules, extra=hosts, ledger=url)
+        try:
+            with httpx.Client(proxy=first.url, trust_env=False, timeout=30) as c:
+                messages(c, ant.url, me)  # nothing known: passed through; it reads 85%
+            assert pg_rows("SELECT window_name FROM quota_windows", 2)
+        finally:
+            first.stop()
+        again = Mitmdump(tmp_path, rules, extra=hosts, ledger=url)  # a new proxy, the same ledger
+        try:
+            with httpx.Client(proxy=again.url, trust_env=False, timeout=30) as c:
+                asked = len(ant.requests)
+                after = messages(c, ant.url, me)  # its first turn: local, from what the ledger said
+                assert len(ant.requests) == asked
+            rid = after.headers["x-tokunseba-request-id"]
+            assert pg_rows(f"SELECT outcome FROM turns WHERE request_id = '{rid}' AND outcome IS NOT NULL", 1)
+        finally:
+            again.stop()
+    assert after.json()["content"][0]["text"] == "local"
+    assert "5h 85% used" in cli("explain", rid, "--ledger", url)
+
+
 def test_codex_on_a_chatgpt_login_has_its_windows_recorded_per_account_id(tmp_path):
     """chatgpt.com played by a scripted server (its /backend-api/codex/responses turn path): the
     account is the ChatGPT-Account-ID, so a refreshed access token is still the same account."""

@@ -16,7 +16,7 @@ import tokunseba.proxy.mitm as mitm
 import tokunseba.proxy.route as route  # where a request is applied
 import tokunseba.turn.planner as planner  # where it is planned
 from tokunseba import sse
-from tokunseba.proxy.relay import PREFIX, Target
+from tokunseba.proxy.relay import PREFIX, Relay, Target
 from tokunseba.ledger import Ledger
 from tokunseba.proxy.mitm import MARKS, ORIGINAL_KEY, Tokunseba
 from tokunseba.proxy import recorder
@@ -372,12 +372,31 @@ async def test_apply_failure_answers_with_the_turns_request_id(addon, monkeypatc
     assert f.response.headers[REQUEST_ID_HEADER].startswith("tk-")
 
 
-async def test_translated_flow_without_the_relay_fails_closed(tmp_path, rules_file, monkeypatch):
+async def test_translated_flow_before_running_starts_the_relay(tmp_path, rules_file, monkeypatch):
+    """mitmproxy listens for clients before the addons' running hooks are done: a routed turn
+    that comes first starts the relay itself and goes through it."""
     monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
     a = Tokunseba()
     with context(a) as tctx:
         tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
-        f = make_flow(ANT_BODY)  # running() never ran: no relay
+        f = make_flow(ANT_BODY)  # running() never ran
+        await a.request(f)
+        assert f.response is None
+        assert a.core.relay.port and f.request.port == a.core.relay.port and f.request.path.startswith(PREFIX)
+        a.done()
+
+
+async def never_listens(self) -> None:
+    """A relay that cannot listen (its start does nothing)."""
+
+
+async def test_translated_flow_without_the_relay_fails_closed(tmp_path, rules_file, monkeypatch):
+    monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    monkeypatch.setattr(Relay, "start", never_listens)
+    a = Tokunseba()
+    with context(a) as tctx:
+        tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))
+        f = make_flow(ANT_BODY)
         await a.request(f)
         assert f.response.status_code == 500
         assert "relay is not running" in anthropic_error(f)["message"]
@@ -386,6 +405,7 @@ async def test_translated_flow_without_the_relay_fails_closed(tmp_path, rules_fi
 
 async def test_failed_flow_is_marked_as_an_error(tmp_path, rules_file, monkeypatch):
     monkeypatch.setenv("TK_UNIT_EP_KEY", EP_KEY)
+    monkeypatch.setattr(Relay, "start", never_listens)
     a = Tokunseba()
     with context(a) as tctx:
         tctx.configure(a, tokunseba_connect_timeout_ms=0, tokunseba_rules=str(rules_file), tokunseba_ledger=str(tmp_path / "l.db"))

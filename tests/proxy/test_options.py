@@ -41,5 +41,5 @@ def test_each_option_is_owned_by_exactly_one_part_of_the_addon():
     they load every one of OPTIONS once (issue 28)."""
     from tokunseba.proxy.mitm import Tokunseba
 
-    owned = [name for part in Tokunseba().addons for name in part.KEYS]
+    owned = [name for part in Tokunseba().parts for name in part.KEYS]
     assert sorted(owned) == sorted(o.name for o in OPTIONS)

@@ -397,3 +397,20 @@ async def test_with_no_next_attempt_the_held_failure_reaches_the_client_as_it_ca
                                          b"content-length: 12\r\n\r\n{\"x\":\"busy\"}", replan_to_second=False)
     head, body = _dechunk(raw)
     assert head.startswith(b"HTTP/1.1 529") and body == b'{"x":"busy"}' and len(seen) == 1 and got["second"] == []
+
+
+async def test_start_listens_once_however_many_callers_wait_for_it():
+    """The running hook and a turn that came before it had ended both start the relay: one
+    listening socket, one port; after stop, start listens afresh."""
+    relay = Relay()
+    try:
+        await asyncio.gather(relay.start(), relay.start(), relay.start())
+        assert relay.port and relay.server is not None and len(relay.server.sockets) == 1
+        first = relay.server
+        await relay.start()
+        assert relay.server is first
+        relay.stop()
+        await relay.start()
+        assert relay.server is not None and relay.server is not first and relay.port
+    finally:
+        relay.stop()

@@ -51,3 +51,18 @@ def test_a_route_that_says_on_failure_error_does_not_move_on():
     failed.settle(None)  # one attempt: its failure goes to the client as it came
     assert chain.gave_up and chain.told is None
 
+
+
+def test_the_slot_the_failed_attempt_held_is_given_back_by_its_holder():
+    rules, chain, first = _first()
+    capacity = Capacity()
+
+    class Holder:  # as a FlowState or a Planning holds its attempt's slot
+        slot = capacity.acquire(first.endpoint)
+
+    holder = Holder()
+    slot = holder.slot
+    assert slot is not None and capacity.in_flight[first.endpoint.name] == 1
+    FailedAttempt.of(first, chain, Failure("status", "HTTP 503: loading", 503), [], ms=20.0, now=1000.0, rules=rules,
+                     health=EndpointHealth(), capacity=capacity, env=ENV, held=holder)
+    assert holder.slot is None and not slot.held and capacity.in_flight.get(first.endpoint.name, 0) == 0

@@ -9,9 +9,9 @@ Contract:
   end=…)``), one ``ServerEvent`` per message out; what comes out never depends on how a
   message was split into fragments;
 - ``as_sse``: one server event as the SSE event an HTTPS reply would have carried (what the
-  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``delta_type``
-  the type of a delta read from its first bytes (the passed-on turn's fast path: most of a
-  reply's messages carry nothing its record reads);
+  stream watch and the pump read: turn/pump.py), its JSON on one ``data:`` line; ``is_delta``
+  whether a message is a delta, from its first bytes (one C call: the passed-on turn's fast
+  path, most of a reply's messages carry nothing its record reads), ``delta_type`` its type;
 - ``SseMessages``: SSE bytes in (an HTTPS reply: translated or passed on), the WebSocket
   messages carrying its events out, one per event, in order, whatever the split of the
   bytes (keep-alive comments have no message).
@@ -79,6 +79,12 @@ class ServerEvent:
 _HEAD = b'{"type":'  # then '"' (compact JSON) or ' "'
 _SKIPPED = frozenset(t.encode() for t in p_responses.FACTS.skipped_events)  # deltas: most of a reply
 _DELTA_HEADS = tuple(_HEAD + space + b'"' + name + b'"' for name in sorted(_SKIPPED) for space in (b"", b" "))
+
+
+def is_delta(payload: bytes) -> bool:
+    """Whether the message is a delta written the usual way (``type`` first: ``delta_type``),
+    read from its first bytes only."""
+    return payload.startswith(_DELTA_HEADS)
 
 
 def delta_type(payload: bytes) -> bytes | None:

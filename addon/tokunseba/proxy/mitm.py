@@ -1,9 +1,11 @@
 """The mitmproxy addon: one ``Core`` and the parts chained over it, in the manner of
 mitmproxy's ``default_addons()`` (docs/dev/architecture.md §3).
 
-``Tokunseba`` is what ``mitmdump -s addon/tokunseba_addon.py`` loads. Its parts are its
-``addons`` (mitmproxy registers them with it): route.py, reply.py, record.py and web.py, each
-loading and configuring its own options (``load`` / ``configure``). The flow hooks and the
+``Tokunseba`` is what ``mitmdump -s addon/tokunseba_addon.py`` loads. Its parts (``parts``):
+route.py, reply.py, record.py and web.py, each loading and configuring its own options, called
+from Tokunseba's ``load`` / ``configure`` in that order. They are not mitmproxy's ``addons`` of
+it: mitmproxy walks an addon's ``addons`` on every hook of every flow (each WebSocket message
+twice: its hook and the flow's update), and the parts have no hook of their own. The flow hooks and the
 life-cycle hooks are Tokunseba's, a few lines each, calling the parts in a fixed order: the
 order is in one place, and a test drives the whole addon as mitmproxy does. Fail closed: any
 exception while handling a provider call answers the client with an error in its own
@@ -23,6 +25,7 @@ from ..routing import EndpointHealth, Rules
 from ..turn import FlowState
 from ..webview import MARKS, ORIGINAL_KEY
 from .core import Core, upstream_ssl_context
+from .web import quiet_unheard_log_events, unquiet
 from .provider_reach import Reach
 from .record import Record
 from .relay import Relay
@@ -47,7 +50,16 @@ class Tokunseba:
         self.route, self.record, self.web = Route(core), Record(core), Web(core)
         self.reply = Reply(core, self.record)
         self.websockets = WebSockets(core)  # Responses over WebSocket: each message a turn
-        self.addons = [self.route, self.reply, self.record, self.web]  # each loads and configures its own options
+        self.parts = (self.route, self.reply, self.record, self.web)  # each loads and configures its own options
+
+    # ---- its parts' options
+    def load(self, loader) -> None:
+        for part in self.parts:
+            part.load(loader)
+
+    def configure(self, updated: set[str]) -> None:
+        for part in self.parts:
+            part.configure(updated)
 
     # ---- hooks
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -82,6 +94,7 @@ class Tokunseba:
         await self.route.start()
         self.web.start()
         self.record.start()
+        quiet_unheard_log_events(ctx.master)  # the add_log event only when an addon listens (proxy/web.py)
         settle_process()
 
     def done(self) -> None:
@@ -89,6 +102,7 @@ class Tokunseba:
         self.websockets.stop()
         self.core.relay.stop()
         self.record.stop()
+        unquiet(ctx.master)
         gc.unfreeze()  # what settle_process froze is the collector's again (an embedding that goes on)
 
     @command.command("tokunseba.status")

@@ -19,7 +19,7 @@ from typing import cast
 
 from mitmproxy import ctx, exceptions, http
 
-from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password, url_scheme
+from ..ledger import Ledger, LedgerWriter, default_instance, instance_id, take_password
 from ..pricing import Cost, warm_library
 from ..reasoning import open_keeper
 from ..routing import EarnBook
@@ -74,6 +74,8 @@ class Record(Part):
         by proxies that no longer run become interrupted."""
         core = self.core
         if core.ledger is not None:
+            for state in list(core.flows.values()):  # a start the request hook left for the next step
+                state.settle()
             core.recorder.start_all()
             core.ledger.close()
             core.ledger = None
@@ -94,11 +96,11 @@ class Record(Part):
         # thread so that a large ledger never delays the start (a turn that needs them waits)
         core.earned = EarnBook(led.earn_comparisons)
         threading.Thread(target=core.earned.ready, name="tokunseba-earn-book", daemon=True).start()
-        if url_scheme(ctx.options.tokunseba_ledger or None) is None:  # a local file: one quick read
-            try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load)
-                core.windows.board.load(led.quota_windows(), time.time())
-            except Exception as e:
-                log.warning(f"tokunseba: could not read the subscription windows the ledger holds: {e}")
+        try:  # the windows the ledger knows, not yet reset (routing/quota.py QuotaBoard.load): one
+            # indexed read of each account's newest rows, on a shared PostgreSQL ledger as on a file
+            core.windows.board.load(led.quota_windows(), time.time())
+        except Exception as e:
+            log.warning(f"tokunseba: could not read the subscription windows the ledger holds: {e}")
 
     def _configure_shadows(self) -> None:
         o = ctx.options
@@ -132,6 +134,8 @@ class Record(Part):
             for t in list(core.shadows.tasks):
                 t.cancel()
         if core.ledger is not None:
+            for state in list(core.flows.values()):  # a start the request hook left for the next step
+                state.settle()
             core.recorder.start_all()
             core.ledger.interrupt_own()  # turns still open now will never complete
             core.ledger.close()

@@ -47,6 +47,9 @@ class TurnRecorder:
         self.store_bodies = False  # tokunseba_ledger_bodies: request and reply bodies are kept
         # request id -> the records of its start, until queued (start: START_AFTER_S, or its next record)
         self.unstarted: dict[str, Callable[[bool], None]] = {}
+        # request id -> the timer that queues them at START_AFTER_S, cancelled when they went with
+        # an earlier record (a short turn's end): the loop is not woken 50 ms later for nothing
+        self.start_timers: dict[str, asyncio.TimerHandle] = {}
 
     def start(self, turn: Turn) -> None:
         """Record the turn's start, decision and first events, as known now, ``START_AFTER_S``
@@ -77,7 +80,9 @@ class TurnRecorder:
                 ledger.event(rid, kind, data, ts=started_at)
 
         self.unstarted[rid] = record
-        soon(lambda: self.started(rid), after=START_AFTER_S)
+        timer = soon(lambda: self.started(rid), after=START_AFTER_S)
+        if timer is not None:
+            self.start_timers[rid] = timer
 
     def start_all(self) -> None:
         for rid in list(self.unstarted):
@@ -88,6 +93,9 @@ class TurnRecorder:
         record of a turn goes through here first, so none can precede its start. ``ended``:
         its end is queued right after (the writer need not hurry to show it open)."""
         record = self.unstarted.pop(request_id, None)
+        timer = self.start_timers.pop(request_id, None)
+        if timer is not None:
+            timer.cancel()
         if record is not None:
             record(ended)
 
@@ -156,9 +164,10 @@ def _reported(usage: Usage | None) -> Any:
     return usage.reported if usage else None
 
 
-def soon(fn: Callable[[], None], after: float = 0.0) -> None:
+def soon(fn: Callable[[], None], after: float = 0.0) -> asyncio.TimerHandle | None:
     """Run ``fn`` in the event loop's next step, or ``after`` seconds from now (at once outside
-    a running loop); a failure is logged, never raised into mitmproxy."""
+    a running loop); a failure is logged, never raised into mitmproxy. The timer of a call
+    ``after`` seconds from now is returned (it may be cancelled); None otherwise."""
     def run() -> None:
         try:
             fn()
@@ -169,11 +178,11 @@ def soon(fn: Callable[[], None], after: float = 0.0) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         run()
-        return
+        return None
     if after > 0:
-        loop.call_later(after, run)
-    else:
-        loop.call_soon(run)
+        return loop.call_later(after, run)
+    loop.call_soon(run)
+    return None
 
 
 def after_sent(flow: Any, fn: Callable[[], None], turns: int = AFTER_SENT_MAX_TURNS) -> None:

@@ -122,6 +122,7 @@ class Relay:
         self._random = b""  # random bytes for the next tokens (_token)
         self.pool = Pool(pool_idle_s)
         self.server: asyncio.base_events.Server | None = None
+        self._listening: asyncio.Future[None] | None = None  # start()'s one listening step
         self.port = 0
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
@@ -129,16 +130,24 @@ class Relay:
         self._ssl: ssl.SSLContext | None = ssl_context  # None: system-independent default (certifi)
 
     async def start(self) -> None:
-        if self.server is None:
-            loop = asyncio.get_running_loop()
+        """The relay listens on a free loopback port: once, however many callers wait for it (the
+        ``running`` hook, and a turn that came before that hook had ended: mitmproxy listens for
+        clients before the addons' ``running`` hooks are done)."""
+        if self._listening is None:
+            self._listening = asyncio.ensure_future(self._listen())
+        await self._listening
 
-            def factory() -> asyncio.StreamReaderProtocol:
-                return asyncio.StreamReaderProtocol(_WatchedReader(limit=2 ** 16, loop=loop), self._handle, loop=loop)
+    async def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
 
-            self.server = await loop.create_server(factory, "127.0.0.1", 0)
-            self.port = self.server.sockets[0].getsockname()[1]
+        def factory() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(_WatchedReader(limit=2 ** 16, loop=loop), self._handle, loop=loop)
+
+        self.server = await loop.create_server(factory, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
 
     def stop(self) -> None:
+        self._listening = None
         if self.server is not None:
             self.server.close()
             self.server = None

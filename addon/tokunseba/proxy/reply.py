@@ -61,6 +61,7 @@ class Reply(Part):
         state = self.core.flows.get(flow.id)
         if state is None or flow.response is None:
             return
+        state.settle()  # what the request hook left for after the request, if the loop has not run it yet
         turn, r = state.turn, flow.response
         if turn.local is None:  # a provider's reply (not one made here): its windows
             chain = state.chain
@@ -96,6 +97,7 @@ class Reply(Part):
         state = self.core.flows.pop(flow.id, None)
         if state is None:
             return
+        state.settle()
         broken = self._relay_done(flow, state, answered=True)
         try:
             if state.chain is not None and state.chain.told is not None and state.pump is None:
@@ -218,6 +220,7 @@ class Reply(Part):
         state = self.core.flows.pop(flow.id, None)
         if state is None:
             return
+        state.settle()
         broken = self._relay_done(flow, state, answered=False)
         try:
             self._end_failed(flow, state, flow.error.msg if flow.error else "unknown error", broken)

@@ -6,7 +6,8 @@
   and a slot taken before the turn is committed to it, then its admission under the spending
   caps: ``_admit``) and one applies it (``apply``: the
   flow's state, its records started, the request aimed through the relay by turn/target.py
-  ``aim``); fail closed: an exception answers a provider call with an error in its protocol.
+  ``aim``; a request passed on as the client sent it has its start records and mitmweb's record
+  made in the loop's next step, once it has left: ``FlowState.pending``); fail closed: an exception answers a provider call with an error in its protocol.
   Whatever the client gets from here (a refusal at the door, a turn answered here, the
   fail-closed error) is one value, an ``Answer``, applied in one place (``answer``);
 - ``failover``: the relay's call when an attempt failed before any byte reached the client
@@ -25,6 +26,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.net.http.http1 import connection_close
@@ -51,6 +53,7 @@ from .provider_reach import Unreachable, answer_unreachable, check_endpoints, de
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
 from .budgeting import keep_leases, open_caps, rerouted_to
+from .recorder import soon
 from .shadowing import maybe_shadow
 
 KEYS = {"tokunseba_rules", "tokunseba_budget_lease_s", "tokunseba_probe_timeout_ms", "tokunseba_connect_timeout_ms",
@@ -223,6 +226,9 @@ class Route(Part):
             if planned is None:
                 return None
             turn = planned.turn
+            if turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url and not self.core.relay.port:
+                # a routed turn that came before running() had started the relay
+                await self.core.relay.start()
             maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
                          (turn.host, planned.planning.port))
             return None if turn.local is None else Answer(turn.local)
@@ -389,17 +395,37 @@ class Route(Part):
         started = planned.planning.begin(flow, turn, listener=listener, client_close=client_close, now=time.monotonic())
         state = started.state
         core.flows[flow.id] = state
+        if started.as_sent:  # passed on as the client sent it: nothing for mitmweb's Replay to keep, and
+            # nothing reads its record or its start records before its reply: both once the request has left
+            state.pending = lambda: self._after_left(flow, started)
+            soon(state.settle)
+            return state
         core.recorder.start(turn)
         if turn.local is None:  # every routed turn goes through the relay
             routed = turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url
             started.aim(req, self._through_relay(flow, state, planned.conn, started.keepalive) if routed else None)
         elif planned.conn is not None:  # answered here: the connection waits for another turn
             core.relay.pool.put(planned.conn)
-        if started.keep_original(flow):  # kept in memory for mitmweb's Replay
+        self._keep_original(flow, started)
+        return state
+
+    def _after_left(self, flow: http.HTTPFlow, started: Any) -> None:
+        """A request passed on as the client sent it has left (``apply``): its turn's start records
+        and mitmweb's record of it; a failure here can no longer answer the client (logged)."""
+        try:
+            self.core.recorder.start(started.state.turn)
+            self._keep_original(flow, started)
+        except Exception:
+            log.exception("tokunseba: could not record a passed-on turn's start")
+
+    def _keep_original(self, flow: http.HTTPFlow, started: Any) -> None:
+        """The client's request kept for mitmweb (``Started.keep_original``), and in memory for
+        its Replay when the flow was rewritten."""
+        core = self.core
+        if started.keep_original(flow):
             core.replayable[flow.id] = (started.client_url, started.client_headers)
             while len(core.replayable) > MAX_REPLAYABLE:
                 core.replayable.popitem(last=False)
-        return state
 
     def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
                        keepalive: bool) -> tuple[int, str]:
@@ -407,7 +433,7 @@ class Route(Part):
         turn has a chain); the relay's port and path."""
         turn, relay = state.turn, self.core.relay
         assert turn.url is not None
-        if not relay.port:  # the relay starts in running(); be sure in odd embeddings
+        if not relay.port:  # started in running(), or by the request hook of a turn that came before it
             raise RuntimeError("the tokunseba relay is not running")
         ep = turn.endpoint
         replan = (lambda failure, headers: self.failover(flow, state, failure, headers)) if state.chain else None
@@ -427,10 +453,7 @@ class Route(Part):
                      [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
         failed = FailedAttempt.of(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
                                   now=time.time(), rules=core.rules, health=core.health, capacity=core.capacity,
-                                  env=os.environ)
-        if state.slot is not None:
-            state.slot.release()
-            state.slot = None
+                                  env=os.environ, held=state)
         nxt, slot = await self._next(failed)
         moved = failed.settle(nxt)  # given up: what the client is told is chain.told (turn/last_word.py)
         log.warning(moved.line)

@@ -6,15 +6,19 @@
 - ``DisplayRedaction``: an addon of its own, after the turn's hooks and before mitmproxy's
   flow log: credential headers and secret query values redacted in the flow as shown;
 - ``OriginalRequestView``: mitmweb's view of the client's request before tokunseba rewrote it;
-- ``tokunseba_console`` (its option): ``turns`` leaves mitmproxy's per-connection lines out.
+- ``tokunseba_console`` (its option): ``turns`` leaves mitmproxy's per-connection lines out;
+- ``UnheardLogEvents``: mitmproxy's deprecated ``add_log`` event carries tokunseba's own log
+  records only while a loaded addon listens to it (put on at ``running``, taken off at ``done``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+from typing import Any
 
 from mitmproxy import contentviews, ctx, exceptions, http
+from mitmproxy.log import LegacyLogEvents
 
 from ..credentials import KNOWN_SECRETS, REDACTED, is_credential_header, redact_query
 from ..protocols import guess_protocol, is_provider_host, looks_like_provider_call
@@ -110,6 +114,72 @@ class _ConnectionChatter(logging.Filter):
 
 _CONNECTION_CHATTER = _ConnectionChatter()
 logging.getLogger("mitmproxy.proxy.server").addFilter(_CONNECTION_CHATTER)
+
+
+OWN_LOGGER = "tokunseba"  # the loggers whose records this filter may hold back (and their children)
+
+
+class UnheardLogEvents(logging.Filter):
+    """mitmproxy's deprecated ``add_log`` event for tokunseba's own log records, sent only when an
+    addon listens to it.
+
+    mitmproxy hands every log record to its ``LegacyLogEvents`` handler (mitmproxy/log.py), which
+    formats the record again, wakes the event loop from the record's thread
+    (``call_soon_threadsafe``: a system call) and then triggers ``AddLogHook`` across every loaded
+    addon: about 0.1 ms of the event loop per record in mitmdump (~30 addons), more than the rest
+    of writing a turn's console line. Nothing in mitmproxy listens to that event any more: the
+    terminal (termlog) and mitmweb's event log (eventstore) are logging handlers of their own, and
+    they get every record as before. This is a filter on that one handler: a
+    record of tokunseba's loggers goes on to it only while some loaded addon defines ``add_log``
+    (looked up again whenever the set of loaded addons changes), so an addon that still listens
+    gets every line as before; other loggers' records are not touched.
+    """
+
+    def __init__(self, addons: Any) -> None:
+        super().__init__()
+        self.addons = addons  # mitmproxy's AddonManager: its ``lookup`` holds every loaded addon
+        self._loaded: tuple[Any, ...] | None = None  # the addons last looked at (None: not yet)
+        self._heard = True
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if name != OWN_LOGGER and not name.startswith(OWN_LOGGER + "."):
+            return True
+        try:
+            return self.heard()
+        except Exception:  # addons changing in another thread: send it, as without this filter
+            return True
+
+    def heard(self) -> bool:
+        """Whether a loaded addon defines ``add_log``; looked up when the loaded addons change."""
+        loaded = tuple(self.addons.lookup.values())
+        seen = self._loaded
+        if seen is None or len(loaded) != len(seen) or any(a is not b for a, b in zip(loaded, seen)):
+            self._heard = any(hasattr(a, "add_log") for a in loaded)
+            self._loaded = loaded
+        return self._heard
+
+
+def quiet_unheard_log_events(master: Any) -> UnheardLogEvents | None:
+    """At ``running``: the filter put on mitmproxy's ``LegacyLogEvents`` handler of the root
+    logger (once); None when there is no such handler (an embedding without a master's)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LegacyLogEvents) and getattr(handler, "master", None) is master:
+            for f in handler.filters:
+                if isinstance(f, UnheardLogEvents):
+                    return f
+            quiet = UnheardLogEvents(handler.master.addons)
+            handler.addFilter(quiet)
+            return quiet
+    return None
+
+
+def unquiet(master: Any) -> None:
+    """At ``done``: the filter taken off again (an embedding that goes on logs as before)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LegacyLogEvents) and getattr(handler, "master", None) is master:
+            for f in [f for f in handler.filters if isinstance(f, UnheardLogEvents)]:
+                handler.removeFilter(f)
 
 
 class DisplayRedaction:

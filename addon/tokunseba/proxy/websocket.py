@@ -19,7 +19,8 @@ mitmproxy relays the upgraded connection; its hooks give this part each whole me
   at the provider, the client's message is sent there); answered here, an ``error`` event. A
   warm-up (``generate: false``) goes to the provider, not recorded. The provider's events end
   each turn it answers (usage from ``response.completed``), read by the stream watch as over
-  HTTPS once the turn has ended (a delta is only checked to be JSON); a passed-on turn's
+  HTTPS once the turn has ended (a delta, kept as it came, is only checked to be JSON then:
+  nothing is parsed on its way); a passed-on turn's
   start and end are recorded once the message in hand is relayed (``after_relay``);
 - ``ended`` (``websocket_end``): a turn still open is interrupted, never a success.
 Each turn's end: its holds settled from the usage its ``response.completed`` reported (a cut
@@ -60,11 +61,12 @@ class WebSockets(Part):
     def started(self, flow: http.HTTPFlow) -> None:
         try:
             req = flow.request
-            if not is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
+            host = req.pretty_host  # parsed from the Host header: once
+            if not is_responses_websocket(method="GET", host=host, path=req.path,
                                           headers=req.headers.items(multi=True),
-                                          extra_hosts=extra_for(self.core.provider_hosts, req.pretty_host, req.port)):
+                                          extra_hosts=extra_for(self.core.provider_hosts, host, req.port)):
                 return
-            self.sessions[flow.id] = Session(flow)
+            self.sessions[flow.id] = Session(flow, host)
             self.core.reach.answered(req.host, req.port)  # it upgraded: the next upgrade need not connect first
             via = "proxy" if reverse_host(flow) is None else "base_url"
             flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), p_responses.PROTOCOL),
@@ -143,7 +145,7 @@ class WebSockets(Part):
 
     def _turn(self, s: Session, msg: Any, doc: dict) -> None:
         core, req = self.core, s.flow.request
-        planning, conversation = s.turns_of.plan(doc, host=req.pretty_host, port=req.port, path=req.path,
+        planning, conversation = s.turns_of.plan(doc, host=s.host, port=req.port, path=req.path,
                                                   headers=req.headers, rules=core.rules, health=core.health,
                                                   capacity=core.capacity, provider_hosts=core.provider_hosts,
                                                   keeper=core.keeper, earned=core.earned, quota=core.windows.board)
@@ -161,12 +163,9 @@ class WebSockets(Part):
     def _server_message(self, s: Session, payload: bytes) -> None:
         if not s.waiting:
             return
-        if not s.server.pending and p_ws.delta_type(payload) is not None:  # most messages: a delta
-            try:  # it carries nothing a turn's record reads (the stream watch skips it too): JSON is all
-                jsonc.loads(payload)
-                return
-            except Exception:
-                pass  # the watch says why its client cannot read it
+        if p_ws.is_delta(payload) and not s.server.pending:  # most messages: a delta, kept as it came
+            s.waiting[0].delta(payload)  # nothing in it ends a turn or names a response: read once the turn ends
+            return
         for ev in s.server.feed(payload):
             if not s.waiting:
                 return

@@ -15,6 +15,7 @@ from typing import Any
 
 from mitmproxy import http
 
+from .. import jsonc
 from ..protocols import openai_responses_ws as p_ws
 from ..turn import Pump, Reply, SocketTurns, Turn
 from .ws_client import EndpointSocket
@@ -27,12 +28,16 @@ class Waiting:
     """A message passed on to the provider, until its response ends: a turn (recorded), or a
     warm-up (``turn`` None). A turn's events are read by its pump (the stream watch, as over
     HTTPS: turn/pump.py) once it has ended (``watched``), off the way of the messages, which
-    have gone on by then (``seen`` keeps them, as SSE, and the time of the first)."""
+    have gone on by then (``seen`` keeps them, as SSE, and the time of the first; ``delta``
+    keeps a delta's bytes as they came, untouched until then: the watch would only check
+    that its client can read it as JSON, and so does ``watched``, feeding it only one that
+    is not)."""
 
     turn: Turn | None
     conversation: list | None
     reply: Reply = field(default_factory=Reply)
     pump: Pump | None = None
+    # in order: a delta as it came (a JSON text: it begins with "{"), any other event as SSE ("event:"/"data:")
     unread: list[bytes] = field(default_factory=list)
     unread_bytes: int = 0
     first_byte: float | None = None
@@ -42,9 +47,18 @@ class Waiting:
             return
         if self.first_byte is None:
             self.first_byte = time.time()
-        sse = p_ws.as_sse(ev)
-        self.unread.append(sse)
-        self.unread_bytes += len(sse)
+        self._keep(p_ws.as_sse(ev))
+
+    def delta(self, payload: bytes) -> None:
+        """A delta (``p_ws.is_delta``), kept as it came."""
+        if self.turn is not None:
+            if self.first_byte is None:
+                self.first_byte = time.time()
+            self._keep(payload)
+
+    def _keep(self, data: bytes) -> None:
+        self.unread.append(data)
+        self.unread_bytes += len(data)
         if self.unread_bytes > UNREAD_MAX:
             self.watched()
 
@@ -55,7 +69,7 @@ class Waiting:
         if self.pump is None:
             self.pump = Pump(self.turn)
         if self.unread:
-            self.pump(b"".join(self.unread))
+            self.pump(b"".join(_unread_sse(self.unread)))
             self.unread.clear()
             self.unread_bytes = 0
         if self.first_byte is not None:
@@ -63,11 +77,28 @@ class Waiting:
         return self.pump
 
 
+def _unread_sse(unread: list[bytes]) -> list[bytes]:
+    """What the watch reads of the events kept: every SSE event, and a delta only when it is not
+    JSON (as SSE: the watch says why its client cannot read it); a delta that is JSON carries
+    nothing else the watch reads (as over HTTPS: turn/stream_watch.py)."""
+    out, loads = [], jsonc.loads
+    for data in unread:
+        if data[:1] == b"{":
+            try:
+                loads(data)
+                continue
+            except Exception:
+                data = p_ws.as_sse(p_ws.server_event(data))
+        out.append(data)
+    return out
+
+
 @dataclass
 class Session:
     """One Responses WebSocket connection's state."""
 
     flow: http.HTTPFlow
+    host: str = ""  # the upgrade's host as the client named it (``pretty_host``: read once, not per turn)
     turns_of: SocketTurns = field(default_factory=SocketTurns)  # its turns planned, its responses kept
     waiting: deque[Waiting] = field(default_factory=deque)
     server: p_ws.ServerEvents = field(default_factory=p_ws.ServerEvents)

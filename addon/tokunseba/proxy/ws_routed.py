@@ -257,10 +257,8 @@ class RoutedTurns:
         the client was told (finished)."""
         core, (failure, raw) = self.core, failed
         fa = FailedAttempt.of(turn, chain, failure, [], ms=(time.monotonic() - attempt_at) * 1000, now=time.time(),
-                              rules=core.rules, health=core.health, capacity=core.capacity, env=os.environ)
-        if planning.slot is not None:
-            planning.slot.release()
-            planning.slot = None
+                              rules=core.rules, health=core.health, capacity=core.capacity, env=os.environ,
+                              held=planning)
         nxt, slot = await self._next(fa)
         moved = fa.settle(nxt)  # given up: what the client is told is chain.told (turn/last_word.py)
         log.warning(moved.line)

@@ -74,10 +74,10 @@ class _Fingerprinted(Speaker):
     _opening: tuple[str | None, str, list[str]]  # (client, protocol, opening texts): what is hashed
 
     def __init__(self, base: Speaker, client: str | None, protocol: str, texts: list[str]) -> None:  # noqa: D107
-        for f in fields(Speaker):
-            if f.name not in self._FINGERPRINT_FIELDS:
-                object.__setattr__(self, f.name, getattr(base, f.name))
-        object.__setattr__(self, "_opening", (client, protocol, texts))
+        d = self.__dict__  # as object.__setattr__ per field would (a frozen dataclass), in one step
+        for name in _UNHASHED_FIELDS:
+            d[name] = getattr(base, name)
+        d["_opening"] = (client, protocol, texts)
 
     @functools.cached_property  # written into the instance's __dict__: allowed on a frozen dataclass
     def session(self) -> str | None:
@@ -97,12 +97,13 @@ class _Fingerprinted(Speaker):
     def ledger_fields(self, later: Callable[[Callable[[], Any]], Any] | None = None) -> dict[str, Any]:
         if later is None or "session" in self.__dict__:  # asked for now, or hashed already
             return Speaker.ledger_fields(self)
-        unhashed = Speaker(**{f.name: getattr(self, f.name) for f in fields(Speaker)
-                              if f.name not in self._FINGERPRINT_FIELDS})
+        unhashed = Speaker(**{name: getattr(self, name) for name in _UNHASHED_FIELDS})
         return {**Speaker.ledger_fields(unhashed), "session_id": later(lambda: self.session), "session_fingerprint": 1}
 
 
 FINGERPRINT_FROM = "fingerprint of the conversation's start"
+# a Speaker's fields a fingerprint leaves as they are (named once: ``fields()`` builds them per call)
+_UNHASHED_FIELDS = tuple(f.name for f in fields(Speaker) if f.name not in _Fingerprinted._FINGERPRINT_FIELDS)
 
 
 # ---------------------------------------------------------------- bounding and escaping

@@ -3,7 +3,8 @@ as ``Planning`` is for the first attempt).
 
 The adapter (proxy/route.py ``failover``, the relay's call when an attempt failed before any
 byte reached the client) makes a ``FailedAttempt`` (``of``: the attempt noted, its endpoint
-cooled or backed off, added to the flow's chain: turn/failover.py ``note_attempt``), asks it
+cooled or backed off, added to the flow's chain: turn/failover.py ``note_attempt``; the slot it
+held given back, by whatever holds it: ``HoldsSlot``), asks it
 round after round for the next attempt the rules choose among the endpoints available now
 (``candidate``; the adapter waits for a slot there, and notes in ``full`` an endpoint found
 full after its ``queue_s``), and ends with ``settle``: the chain moved on to that attempt
@@ -16,12 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..routing import EndpointHealth, Rules
-from .failover import (Attempted, Capacity, Chain, Failure, MovedOn, available, may_fail_over, move_on, next_turn,
-                       note_attempt)
+from .failover import (Attempted, Capacity, Chain, Failure, MovedOn, Slot, available, may_fail_over, move_on,
+                       next_turn, note_attempt)
 from .last_word import final
 from .plan import Turn
+
+
+class HoldsSlot(Protocol):
+    """What holds an attempt's endpoint slot (an HTTPS flow's ``FlowState``, a WebSocket turn's
+    ``Planning``)."""
+
+    slot: Slot | None
 
 
 @dataclass
@@ -39,10 +48,13 @@ class FailedAttempt:
     @classmethod
     def of(cls, turn: Turn, chain: Chain, failure: Failure, headers: Iterable[tuple[str, str]], *, ms: float,
            now: float, rules: Rules, health: EndpointHealth, capacity: Capacity,
-           env: Mapping[str, str]) -> FailedAttempt:
+           env: Mapping[str, str], held: HoldsSlot | None = None) -> FailedAttempt:
         """``turn``'s attempt failed after ``ms`` (``headers``: its reply's, a retry hint among
-        them): noted, and added to ``chain``."""
+        them): noted, and added to ``chain``; the slot it held (``held.slot``) given back."""
         tried = note_attempt(turn, chain, failure, headers, ms=ms, now=now, capacity=capacity, health=health)
+        if held is not None and held.slot is not None:
+            held.slot.release()
+            held.slot = None
         return cls(turn, chain, failure, tried, rules, health, capacity, env)
 
     @property

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass, field
 
 from .failover import Chain, Slot
@@ -41,3 +43,13 @@ class FlowState:
     slot: Slot | None = None  # the endpoint slot its current attempt holds (turn/failover.py)
     attempt_at: float = 0.0  # when its current attempt started (time.monotonic)
     client_close: bool = False  # the client's request said Connection: close (its rewritten copy no longer does)
+    # what the request hook left for once the request has gone (a request passed on as sent:
+    # mitmweb's record of it and the turn's start records, which nothing reads before its reply);
+    # run by ``settle``: the event loop's next step, or the first of the flow's later hooks
+    pending: Callable[[], None] | None = None
+
+    def settle(self) -> None:
+        """Run what the request hook left (``pending``), once."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending()

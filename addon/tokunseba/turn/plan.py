@@ -234,8 +234,10 @@ class Plan:
 
 
 def prepare_request(*, method: str, host: str, port: int, path: str, headers: Iterable[tuple[str, str]], body: bytes,
-                    extra_hosts: Mapping[str, str] | None = None) -> Prepared | None:
-    """Detect and parse a request. None: not a provider call (leave it untouched)."""
+                    extra_hosts: Mapping[str, str] | None = None, parsed: dict | None = None) -> Prepared | None:
+    """Detect and parse a request. None: not a provider call (leave it untouched). ``parsed``:
+    the body's JSON object when the caller has it already (``body`` dumped from it: a Responses
+    WebSocket message's turn), not parsed again."""
     det = detect(host, path, method, extra_hosts)
     if det is None:
         return None
@@ -245,7 +247,7 @@ def prepare_request(*, method: str, host: str, port: int, path: str, headers: It
     told = protocols.get(det.protocol).login
     login = told(det.backend, hdrs) if told is not None else None  # a ChatGPT login, an API key...
     try:
-        req = parse_body(body)
+        req = parse_body(body) if parsed is None else parsed
     except TranslationError as e:
         return Prepared(det, host, port, path, body, None, None, f"body not routable: {e.message}", names,
                         who=speaker(det.protocol, hdrs, None), login=login)

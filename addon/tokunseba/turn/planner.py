@@ -41,7 +41,7 @@ from .last_word import say_busy
 from .plan import Plan, Prepared, Turn, build_turn, decide_request, is_count, new_request_id, prepare_request
 from .presentation import MAX_ORIGINAL, record_original
 from .retries import RetryWatch, retry_key
-from .target import aim, target_of
+from .target import aim, leaves_as_sent, target_of
 
 
 @dataclass
@@ -65,14 +65,15 @@ class Planning:
     @classmethod
     def of(cls, req: Any, *, rules: Rules, health: EndpointHealth, capacity: Capacity,
            provider_hosts: Mapping[str, str], keeper: Keeper | None, earned: Any = None,
-           quota: QuotaBoard | None = None) -> Planning | None:
-        """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn."""
+           quota: QuotaBoard | None = None, parsed: dict | None = None) -> Planning | None:
+        """The planning of a request (mitmproxy's, read by attribute), or None: not a provider turn
+        (``parsed``: its body's JSON object, when the caller has it already: not parsed again)."""
         if req.method != "POST":
             return None
         host, port = req.pretty_host, req.port  # pretty_host parses the Host header: once
         prep = prepare_request(method=req.method, host=host, port=port, path=req.path,
                                headers=req.headers.items(multi=True), body=req.get_content(strict=False) or b"",
-                               extra_hosts=extra_for(provider_hosts, host, port))
+                               extra_hosts=extra_for(provider_hosts, host, port), parsed=parsed)
         if prep is None:
             return None
         prep.keeper = keeper
@@ -168,7 +169,9 @@ class Planning:
         if turn.action == Action.TRANSLATE or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
         flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), turn.client_protocol), via)
-        client_url, client_headers = req.url, req.headers.copy()
+        # a request that leaves as the client sent it needs no copy of its headers to compare or keep
+        as_sent = turn.local is None and leaves_as_sent(turn)
+        client_url, client_headers = req.url, req.headers if as_sent else req.headers.copy()
         state.shown = Shown(client_url, client_target=target_of(req))
         flow.comment = f"{turn.request_id} · {turn.summary()}"  # the id first: ~comment tk-… finds the turn
         flow.marked = MARKS.get(turn.outcome, "")
@@ -178,7 +181,7 @@ class Planning:
         # some clients read a keep-alive comment line as JSON: Gemini CLI's unchanged stream gets none
         keepalive = turn.action == Action.TRANSLATE or (turn.action == Action.RETARGET
                                                         and protocols.get(turn.client_protocol).passthrough_keepalive)
-        return Started(state, client_url, client_headers, keepalive)
+        return Started(state, client_url, client_headers, keepalive, as_sent)
 
 
 def say_endpoint_unreachable(turn: Turn, down: dict[str, str]) -> None:
@@ -204,6 +207,7 @@ class Started:
     client_url: str  # the client's own URL and headers, before the request is aimed
     client_headers: Any
     keepalive: bool  # the reply's stream, when it goes through the relay, may carry keep-alive comments
+    as_sent: bool = False  # ``aim`` leaves the request as the client sent it (client_headers: the request's own)
 
     def aim(self, req: Any, relay: tuple[int, str] | None) -> None:
         """The request pointed where the turn goes (``relay``: the relay's port and path, for a
@@ -213,4 +217,4 @@ class Started:
     def keep_original(self, flow: Any) -> bool:
         """The client's request line and headers kept in the flow's metadata (redacted); True when
         the flow was rewritten: its client's own request is what a replay must send."""
-        return record_original(flow, self.state, self.client_url, self.client_headers)
+        return record_original(flow, self.state, self.client_url, self.client_headers, as_sent=self.as_sent)

@@ -36,24 +36,26 @@ log = logging.getLogger("tokunseba")
 MAX_ORIGINAL = 4 * 1024 * 1024
 
 
-def record_original(flow: Any, state: FlowState, client_url: str, client_headers: Any) -> bool:
+def record_original(flow: Any, state: FlowState, client_url: str, client_headers: Any, *, as_sent: bool = False) -> bool:
     """Keep the client's request line and headers (redacted) in the flow's metadata, and the
     key values the comment must not show. True when the flow was rewritten (URL, headers or
-    body): its client's own request is what a replay must send."""
+    body): its client's own request is what a replay must send. ``as_sent``: the request
+    left as the client sent it (turn/target.py ``leaves_as_sent``): not rewritten, nothing to compare."""
     req, turn = flow.request, state.turn
     body_changed = turn.body is not None
     # the cheap test first: a changed body (every translated turn) needs no URL built nor headers compared
-    rewritten = turn.local is None and (body_changed or req.url != client_url or req.headers != client_headers)
+    rewritten = turn.local is None and not as_sent and (body_changed or req.url != client_url
+                                                        or req.headers != client_headers)
     exact = len(turn.original_body) <= MAX_ORIGINAL and _is_utf8(turn.original_body)
+    sent = list(client_headers.items(multi=True))  # a generator in mitmproxy: read once, used twice
     flow.metadata[RECORD_KEY] = {
-        **original_record(method=req.method, url=client_url, headers=client_headers.items(multi=True),
+        **original_record(method=req.method, url=client_url, headers=sent,
                           rewritten=rewritten, endpoint=turn.endpoint.name if turn.endpoint else None,
                           endpoint_url=turn.url, target_protocol=turn.target_protocol),
         "client_protocol": turn.client_protocol, "body_changed": body_changed, "body_exact": exact}
     shown = state.shown
     assert shown is not None
-    shown.secrets = secrets_of([*client_headers.items(multi=True), *req.headers.items(multi=True)],
-                               [client_url, turn.url])
+    shown.secrets = secrets_of(sent if as_sent else [*sent, *req.headers.items(multi=True)], [client_url, turn.url])
     shown.added_keys = [k for k in turn.set_headers if is_credential_header(k)] if turn.local is None else []
     flow.comment = redact_values(flow.comment, shown.secrets)
     return bool(rewritten)

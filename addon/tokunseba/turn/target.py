@@ -98,6 +98,12 @@ def header_names(headers: Any) -> dict[str, None]:
     return dict.fromkeys(field_name(k) for k, _ in headers.fields)
 
 
+def leaves_as_sent(turn: Turn) -> bool:
+    """Whether ``aim`` leaves the request exactly as the client sent it (URL, headers and body):
+    a turn passed on as it came (a routed turn has a ``url``: the relay's is put on it)."""
+    return not turn.url and turn.keep_headers is None and not turn.set_headers and turn.body is None
+
+
 def aim(req: Any, turn: Turn, relay: tuple[int, str] | None) -> None:
     """Apply the turn's plan to the request, in one call: point it where the turn goes (through
     the relay on loopback, ``relay`` = its port and path, for a routed turn; else ``turn.url``

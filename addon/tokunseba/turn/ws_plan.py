@@ -3,9 +3,14 @@ request it stands for, and how the turn is carried once the rules have decided.
 
 - ``message_request``: the message as the HTTPS request it stands for (what
   turn/planner.py ``Planning.of`` reads), its body the turn's as an HTTPS POST would carry it
-  (turn/ws_transcript.py ``https_body``: the whole conversation when the transcript knows it);
+  (turn/ws_transcript.py ``https_body``: the whole conversation when the transcript knows it),
+  kept both as bytes (its size, its retry key and its record read them) and as the JSON
+  object they were dumped from (``doc``);
 - ``plan_message``: the ``Planning`` of that request (the rules decide as for the same body
-  over HTTPS), with the whole conversation (None: its previous response is not known here);
+  over HTTPS), with the whole conversation (None: its previous response is not known here).
+  The body is not parsed again: the planning reads the object it was dumped from (the same
+  value: a message's JSON dumps and loads back unchanged; no planning step changes its
+  request), which over a long session saves parsing the whole conversation on every turn;
 - ``carrier``: where the planned turn goes — ``PROVIDER`` (the message goes on over the
   provider's WebSocket), ``ENDPOINT_WS`` (retargeted to a Responses endpoint: over its own
   WebSocket, unless it is known to have none), ``HTTPS`` (translated, or retargeted to an
@@ -52,6 +57,7 @@ class MessageRequest:
     path: str
     headers: Any  # the upgrade's headers (mitmproxy's Headers, or anything with items(multi=True))
     body: bytes
+    doc: dict[str, Any]  # the JSON object ``body`` was dumped from
     method: str = "POST"
 
     def get_content(self, strict: bool = False) -> bytes:
@@ -61,8 +67,8 @@ class MessageRequest:
 def message_request(doc: dict[str, Any], transcript: Transcript, *, host: str, port: int, path: str,
                     headers: Any) -> tuple[MessageRequest, list | None]:
     conversation = transcript.conversation(doc)
-    body = jsonc.dumpb(https_body(doc, conversation))
-    return MessageRequest(host, port, path, headers, body), conversation
+    whole = https_body(doc, conversation)
+    return MessageRequest(host, port, path, headers, jsonc.dumpb(whole), whole), conversation
 
 
 def plan_message(doc: dict[str, Any], transcript: Transcript, *, host: str, port: int, path: str, headers: Any,
@@ -73,7 +79,7 @@ def plan_message(doc: dict[str, Any], transcript: Transcript, *, host: str, port
     HTTPS turn's planning reads them)."""
     req, conversation = message_request(doc, transcript, host=host, port=port, path=path, headers=headers)
     return Planning.of(req, rules=rules, health=health, capacity=capacity, provider_hosts=provider_hosts,
-                       keeper=keeper, earned=earned, quota=quota), conversation
+                       keeper=keeper, earned=earned, quota=quota, parsed=req.doc), conversation
 
 
 def carrier(turn: Turn, *, conversation_known: bool, endpoint_websocket: bool = True) -> Carrier:
