@@ -130,16 +130,14 @@ class Relay:
         self._ssl: ssl.SSLContext | None = ssl_context  # None: system-independent default (certifi)
 
     async def start(self) -> None:
-        """The relay listens on a free loopback port: once, however many callers wait for it (the
-        ``running`` hook, and a turn that came before that hook had ended: mitmproxy listens for
-        clients before the addons' ``running`` hooks are done)."""
+        """Listen on a free loopback port, once for every caller (``running``, and a turn that came
+        before it had ended: mitmproxy listens before the addons' ``running`` hooks are done)."""
         if self._listening is None:
             self._listening = asyncio.ensure_future(self._listen())
         await self._listening
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
-
         def factory() -> asyncio.StreamReaderProtocol:
             return asyncio.StreamReaderProtocol(_WatchedReader(limit=2 ** 16, loop=loop), self._handle, loop=loop)
 

@@ -112,6 +112,25 @@ def reverse_host(flow: http.HTTPFlow) -> str | None:
     return mode.address[0] if isinstance(mode, ReverseMode) else None
 
 
+def after_left(core: Core, flow: http.HTTPFlow, started: Any) -> None:
+    """A request passed on as the client sent it has left (``Route.apply``): its turn's start
+    records and mitmweb's record of it; a failure here can no longer answer the client (logged)."""
+    try:
+        core.recorder.start(started.state.turn)
+        keep_original(core, flow, started)
+    except Exception:
+        log.exception("tokunseba: could not record a passed-on turn's start")
+
+
+def keep_original(core: Core, flow: http.HTTPFlow, started: Any) -> None:
+    """The client's request kept for mitmweb (``Started.keep_original``), and in memory for
+    its Replay when the flow was rewritten."""
+    if started.keep_original(flow):
+        core.replayable[flow.id] = (started.client_url, started.client_headers)
+        while len(core.replayable) > MAX_REPLAYABLE:
+            core.replayable.popitem(last=False)
+
+
 class Route(Part):
     KEYS = KEYS  # the options this part owns
 
@@ -227,8 +246,7 @@ class Route(Part):
                 return None
             turn = planned.turn
             if turn.action in (Action.TRANSLATE, Action.RETARGET) and turn.url and not self.core.relay.port:
-                # a routed turn that came before running() had started the relay
-                await self.core.relay.start()
+                await self.core.relay.start()  # a routed turn that came before running() had started it
             maybe_shadow(self.core.shadows, self.core.rules, self.apply(flow, planned, listener),
                          (turn.host, planned.planning.port))
             return None if turn.local is None else Answer(turn.local)
@@ -397,7 +415,7 @@ class Route(Part):
         core.flows[flow.id] = state
         if started.as_sent:  # passed on as the client sent it: nothing for mitmweb's Replay to keep, and
             # nothing reads its record or its start records before its reply: both once the request has left
-            state.pending = lambda: self._after_left(flow, started)
+            state.pending = lambda: after_left(core, flow, started)
             soon(state.settle)
             return state
         core.recorder.start(turn)
@@ -406,26 +424,8 @@ class Route(Part):
             started.aim(req, self._through_relay(flow, state, planned.conn, started.keepalive) if routed else None)
         elif planned.conn is not None:  # answered here: the connection waits for another turn
             core.relay.pool.put(planned.conn)
-        self._keep_original(flow, started)
+        keep_original(core, flow, started)
         return state
-
-    def _after_left(self, flow: http.HTTPFlow, started: Any) -> None:
-        """A request passed on as the client sent it has left (``apply``): its turn's start records
-        and mitmweb's record of it; a failure here can no longer answer the client (logged)."""
-        try:
-            self.core.recorder.start(started.state.turn)
-            self._keep_original(flow, started)
-        except Exception:
-            log.exception("tokunseba: could not record a passed-on turn's start")
-
-    def _keep_original(self, flow: http.HTTPFlow, started: Any) -> None:
-        """The client's request kept for mitmweb (``Started.keep_original``), and in memory for
-        its Replay when the flow was rewritten."""
-        core = self.core
-        if started.keep_original(flow):
-            core.replayable[flow.id] = (started.client_url, started.client_headers)
-            while len(core.replayable) > MAX_REPLAYABLE:
-                core.replayable.popitem(last=False)
 
     def _through_relay(self, flow: http.HTTPFlow, state: FlowState, conn: UpstreamConn | None,
                        keepalive: bool) -> tuple[int, str]:
