@@ -201,52 +201,34 @@ def test_easy_turns_go_local_above_the_threshold_and_come_back_after_the_reset(t
                                                                                 str(proxy.ledger))
 
 
-def test_a_restarted_proxy_knows_the_windows_its_ledger_holds(tmp_path):
-    with Upstream() as ant, Upstream() as local:
-        ant.responder = lambda rec: ant_json(windows("0.85"))
-        local.script(Reply.json(chat_reply("chatcmpl-quota", "local")))
-        rules = tmp_path / "rules.yaml"
-        rules.write_text(EASY_RULES.format(local=local.url))
-        me = {"authorization": "Bearer sk-ant-oat01-me"}
-        hosts = ["--set", f"tokunseba_provider_hosts=127.0.0.1:{ant.port}=anthropic"]
-        first = Mitmdump(tmp_path, rules, extra=hosts)
-        try:
-            with httpx.Client(proxy=first.url, trust_env=False, timeout=30) as c:
-                seen = messages(c, ant.url, me)  # nothing known: passed through; it reads 85%
-            ledger_settled(first.ledger, 20, seen.headers["x-tokunseba-request-id"])
-        finally:
-            first.stop()
-        again = Mitmdump(tmp_path, rules, extra=hosts)  # the same ledger
-        try:
-            with httpx.Client(proxy=again.url, trust_env=False, timeout=30) as c:
-                asked = len(ant.requests)
-                after = messages(c, ant.url, me)  # its first turn: local, from what the ledger said
-                assert len(ant.requests) == asked
-            ledger_settled(again.ledger, 20, after.headers["x-tokunseba-request-id"])
-        finally:
-            again.stop()
-    assert after.json()["content"][0]["text"] == "local"
-    assert "5h 85% used" in cli("explain", after.headers["x-tokunseba-request-id"], "--ledger", str(again.ledger))
-
-
-def test_a_restarted_proxy_on_a_shared_postgresql_ledger_knows_its_windows(pg_server, tmp_path):
-    """As above, on a team's PostgreSQL ledger: the proxy that starts reads the windows the other
-    proxy recorded there before its first turn."""
+def pg_turn_settled(url: str, request_id: str, timeout: float = 20.0) -> None:
+    """Wait until the turn ``request_id`` has ended in the PostgreSQL ledger at ``url``."""
     import psycopg
 
-    url = pg_server.url(db=pg_server.fresh_db())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(url) as c:
+                if c.execute("SELECT 1 FROM turns WHERE request_id = %s AND outcome IS NOT NULL",
+                             (request_id,)).fetchone():
+                    return
+        except psycopg.errors.UndefinedTable:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"turn {request_id} not ended in the ledger after {timeout} s")
 
-    def pg_rows(sql: str, want: int) -> list[tuple]:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with psycopg.connect(url) as c:
-                    rows = c.execute(sql).fetchall()
-            except psycopg.errors.UndefinedTable:
-                rows = []
-            if len(rows) >= want or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.1)
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_restarted_proxy_knows_the_windows_its_ledger_holds(tmp_path, kind, request):
+    """A proxy that starts reads the windows its ledger holds before its first turn: on a SQLite
+    file, and on a team's shared PostgreSQL ledger (what another proxy recorded there)."""
+    url = None
+    if kind == "postgresql":
+        pg = request.getfixturevalue("pg_server")
+        url = pg.url(db=pg.fresh_db())
+
+    def settled(m: Mitmdump, rid: str) -> None:
+        ledger_settled(m.ledger, 20, rid) if url is None else pg_turn_settled(url, rid)
 
     with Upstream() as ant, Upstream() as local:
         ant.responder = lambda rec: ant_json(windows("0.85"))
@@ -258,22 +240,21 @@ def test_a_restarted_proxy_on_a_shared_postgresql_ledger_knows_its_windows(pg_se
         first = Mitmdump(tmp_path, rules, extra=hosts, ledger=url)
         try:
             with httpx.Client(proxy=first.url, trust_env=False, timeout=30) as c:
-                messages(c, ant.url, me)  # nothing known: passed through; it reads 85%
-            assert pg_rows("SELECT window_name FROM quota_windows", 2)
+                seen = messages(c, ant.url, me)  # nothing known: passed through; it reads 85%
+            settled(first, seen.headers["x-tokunseba-request-id"])
         finally:
             first.stop()
-        again = Mitmdump(tmp_path, rules, extra=hosts, ledger=url)  # a new proxy, the same ledger
+        again = Mitmdump(tmp_path, rules, extra=hosts, ledger=url)  # the same ledger
         try:
             with httpx.Client(proxy=again.url, trust_env=False, timeout=30) as c:
                 asked = len(ant.requests)
                 after = messages(c, ant.url, me)  # its first turn: local, from what the ledger said
                 assert len(ant.requests) == asked
-            rid = after.headers["x-tokunseba-request-id"]
-            assert pg_rows(f"SELECT outcome FROM turns WHERE request_id = '{rid}' AND outcome IS NOT NULL", 1)
+            settled(again, after.headers["x-tokunseba-request-id"])
         finally:
             again.stop()
     assert after.json()["content"][0]["text"] == "local"
-    assert "5h 85% used" in cli("explain", rid, "--ledger", url)
+    assert "5h 85% used" in cli("explain", after.headers["x-tokunseba-request-id"], "--ledger", str(again.ledger))
 
 
 def test_codex_on_a_chatgpt_login_has_its_windows_recorded_per_account_id(tmp_path):
