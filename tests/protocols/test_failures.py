@@ -21,7 +21,7 @@ from tokunseba.protocols import anthropic as pa
 from tokunseba.protocols import gemini as pg
 from tokunseba.protocols import openai_chat as po
 from tokunseba.protocols.failures import CONTEXT_STATUSES, CONTEXT_WINDOW, is_context_window
-from tokunseba.turn.failover import classify
+from tokunseba.turn.failover import Failure
 
 # ---- the two tables this one replaced, as they were -------------------------------------
 
@@ -109,7 +109,7 @@ def test_every_wording_either_old_table_knew_is_recognised_by_the_one_table(name
     err = parse_error_body(status, RECOGNISED[name])
     assert old_neutral(err) or old_failover(err), name  # the sample is one of the old tables' wordings
     assert is_context_window(err), name
-    f = classify(status, RECOGNISED[name], "openai")
+    f = Failure.of(status, RECOGNISED[name], "openai")
     assert f is not None and f.kind == "context_window", name
 
 
@@ -117,7 +117,7 @@ def test_every_wording_either_old_table_knew_is_recognised_by_the_one_table(name
 def test_what_neither_knew_is_not_a_context_window_error(name):
     err = parse_error_body(400, NOT_CONTEXT[name])
     assert not old_neutral(err) and not old_failover(err)
-    assert not is_context_window(err) and classify(400, NOT_CONTEXT[name]) is None
+    assert not is_context_window(err) and Failure.of(400, NOT_CONTEXT[name]) is None
 
 
 @pytest.mark.parametrize("body", sorted(RECOGNISED.values()) + sorted(NOT_CONTEXT.values()))

@@ -1,4 +1,4 @@
-"""failover.classify / retry_hint, capacity.Capacity, and the rules keys of issue 19
+"""failover.Failure.of / retry_hint, capacity.Capacity, and the rules keys of issue 19
 (on_failure with its alias on_unreachable, first_byte_timeout_s, cooldown_max_s,
 max_concurrency, queue_s, decide(after=...))."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from tokunseba.proxy.core import Capacity
 from tokunseba.routing.endpoints import Endpoint
-from tokunseba.turn.failover import classify, retry_hint
+from tokunseba.turn.failover import Failure, retry_hint
 from tokunseba.protocols.failures import CONTEXT_STATUSES, FAILOVER_STATUSES, may_be_failure
 from tokunseba.proxy.relay import HOLD_MAX  # what the relay holds of a reply that may be a failure
 from tokunseba.routing import RulesError, TurnFacts, check_file, decide, load_rules_text
@@ -26,7 +26,7 @@ def _oai(message, code=None, etype="invalid_request_error") -> bytes:
 
 @pytest.mark.parametrize("status", sorted(FAILOVER_STATUSES))
 def test_every_failover_status_is_a_failure_whatever_the_body(status):
-    f = classify(status, b"<html>busy</html>")
+    f = Failure.of(status, b"<html>busy</html>")
     assert f is not None and f.kind == "status" and f.status == status and f.short() == str(status)
     assert may_be_failure(status)
 
@@ -45,7 +45,7 @@ def test_every_failover_status_is_a_failure_whatever_the_body(status):
     (413, b"context window exceeded"),
 ])
 def test_context_window_errors_are_failures(status, body):
-    f = classify(status, body, "openai")
+    f = Failure.of(status, body, "openai")
     assert f is not None and f.kind == "context_window" and "context-window" in f.why
 
 
@@ -55,7 +55,7 @@ def test_context_window_errors_are_failures(status, body):
     (404, b"not found"), (422, b'{"detail": "field required"}'), (413, b"request entity too large"),
 ])
 def test_the_requests_own_fault_is_answered(status, body):
-    assert classify(status, body, "openai") is None and classify(status, body) is None
+    assert Failure.of(status, body, "openai") is None and Failure.of(status, body) is None
 
 
 # one sample of each CONTEXT_WINDOW row, as its endpoint sends it
@@ -87,7 +87,7 @@ def test_every_context_window_row_has_a_sample_recognised_by_failover_and_by_the
 
     assert set(CONTEXT_SAMPLES) == {(p, i) for p, rows in CONTEXT_WINDOW.items() for i in range(len(rows))}
     for (proto, i), body in CONTEXT_SAMPLES.items():
-        f = classify(400, body, proto)
+        f = Failure.of(400, body, proto)
         assert f is not None and f.kind == "context_window", (proto, i)
         assert is_context_window(parse_error_body(400, body)), (proto, i)
 
@@ -332,7 +332,7 @@ def test_back_off_is_per_endpoint_doubles_and_resets():
 
 # ---- turn/failover.py: the next attempt, planned afresh from the client's own request
 
-from tokunseba.turn.failover import Attempted, Chain, attempt_body, attempt_headers, attempt_url, next_turn  # noqa: E402
+from tokunseba.turn.failover import Attempted, Chain, next_turn  # noqa: E402
 from tokunseba.turn.plan import build_turn, decide_request, prepare_request  # noqa: E402
 
 CHAIN_RULES = """\
@@ -374,12 +374,12 @@ def test_the_next_attempt_is_planned_afresh_with_only_its_own_key():
     chain.failed.append(Attempted("easy", "small", "status", 503, "HTTP 503: loading", 3.0))
     nxt = next_turn(rules, chain, first, reachable=lambda ep: True, env=ENV)
     assert nxt.endpoint.name == "big" and nxt.action == "retarget" and nxt.request_id == first.request_id
-    assert attempt_url(nxt, chain) == "https://big.example/v1/messages"
-    hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
+    assert chain.attempt_url(nxt) == "https://big.example/v1/messages"
+    hdrs = {k.decode(): v.decode() for k, v in chain.attempt_headers(nxt)}
     assert hdrs["x-api-key"] == "sk-big-0002"  # big's own key, in place of the client's
     assert "sk-small-0001" not in json.dumps(hdrs) and "sk-ant-client-0003" not in json.dumps(hdrs)
     assert all(k == k.lower() for k in hdrs) and "host" not in hdrs
-    assert json.loads(attempt_body(nxt, chain))["messages"] == [{"role": "user", "content": "hi"}]
+    assert json.loads(chain.attempt_body(nxt))["messages"] == [{"role": "user", "content": "hi"}]
     nxt.failed_over = chain.text("big")
     assert nxt.summary().endswith("failed over: small (503) → big")
 
@@ -396,9 +396,9 @@ def test_no_next_attempt_under_on_failure_error_or_refuse():
 def test_unmatched_pass_goes_to_the_clients_own_host_with_its_own_headers():
     rules, chain, first = _first()
     nxt = next_turn(rules, chain, first, reachable=lambda ep: ep.name != "big" or "cooling down", env=ENV)
-    assert nxt.action == "pass" and attempt_url(nxt, chain) == "https://api.anthropic.com/v1/messages"
-    hdrs = {k.decode(): v.decode() for k, v in attempt_headers(nxt, chain)}
-    assert hdrs["x-api-key"] == "sk-ant-client-0003" and attempt_body(nxt, chain) == BODY
+    assert nxt.action == "pass" and chain.attempt_url(nxt) == "https://api.anthropic.com/v1/messages"
+    hdrs = {k.decode(): v.decode() for k, v in chain.attempt_headers(nxt)}
+    assert hdrs["x-api-key"] == "sk-ant-client-0003" and chain.attempt_body(nxt) == BODY
 
 
 def test_a_relay_failure_is_typed_and_reads_as_its_message():

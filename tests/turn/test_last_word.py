@@ -14,7 +14,7 @@ from tokunseba import protocols
 from tokunseba.neutral.error import parse_error_body
 from tokunseba.turn.failover import Attempted
 from tokunseba.turn.failover import Capacity
-from tokunseba.turn.failover import Failure, classify
+from tokunseba.turn.failover import Failure
 from tokunseba.turn.last_word import answer, busy, choose, final, say_busy, story, waits
 from tokunseba.routing.endpoints import EndpointHealth
 from tokunseba.routing import load_rules_text
@@ -57,7 +57,7 @@ def attempt(name: str, kind_key: str, *, host: str | None = None, route: str | N
         f, hint = NO_STATUS[kind_key], None
     else:
         status, body, hint = ANSWERS[kind_key]
-        f = classify(status, body)
+        f = Failure.of(status, body)
         assert f is not None, kind_key
     return Attempted(route, name, f.kind, f.status, f.why, 5.0, host=host or f"{name}.example",
                      retry_after_s=hint, error=f.error)

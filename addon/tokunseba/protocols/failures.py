@@ -43,7 +43,7 @@ CONTEXT_STATUSES: dict[int, str] = {
 def may_be_failure(status: int) -> bool:
     """Whether a reply with ``status`` may be a failure of the endpoint (``FAILOVER_STATUSES``) or
     a context-window error (``CONTEXT_STATUSES``): its body must be read before the client gets
-    it (the relay holds it until turn/failover.py ``classify`` has decided)."""
+    it (the relay holds it until turn/failover.py ``Failure.of`` has decided)."""
     return status in FAILOVER_STATUSES or status in CONTEXT_STATUSES
 
 

@@ -66,7 +66,7 @@ from . import http1
 from .relay_pool import Key, Pool, UpstreamConn, UpstreamProtocol, target_key
 from ..encoding import Decoding, EncodingError, is_identity
 from ..protocols import may_be_failure
-from ..turn import Broken, Failure, Replan, classify
+from ..turn import Broken, Failure, Replan
 from ..sse import EventBoundary
 
 log = logging.getLogger("tokunseba.relay")
@@ -285,7 +285,7 @@ class Relay:
                 self.pool.put(conn)
                 return True, None, ex
             if outcome == "held":
-                failure = classify(ex.status, _decoded(bytes(ex.held), http1.header(ex.headers, b"content-encoding")),
+                failure = Failure.of(ex.status, _decoded(bytes(ex.held), http1.header(ex.headers, b"content-encoding")),
                                    target.protocol)
                 if ex.held_reusable and not target.gone:
                     conn.uses += 1
@@ -679,7 +679,7 @@ async def _reply_error(writer: asyncio.StreamWriter, status: int, msg: str, mark
 
 def _decoded(body: bytes, coding: bytes | None) -> bytes:
     """A held error body as its endpoint meant it (a client's accept-encoding may have asked
-    for gzip); as it came when it cannot be decoded (classify then goes by status alone)."""
+    for gzip); as it came when it cannot be decoded (``Failure.of`` then goes by status alone)."""
     if coding is None or is_identity(coding.decode("latin-1")):
         return body
     try:

@@ -23,7 +23,7 @@ from ..outcomes import TurnOutcome
 from ..protocols import REQUEST_ID_HEADER
 from ..sse import CONTENT_TYPE as SSE_CONTENT_TYPE, set_max_event_bytes
 from ..states import Action, Do, ReplyMode
-from ..turn import Broken, attempt_headers
+from ..turn import Broken
 from ..turn import Disposition, Replying
 from ..turn import FlowState
 from ..turn import Told
@@ -65,7 +65,7 @@ class Reply(Part):
         turn, r = state.turn, flow.response
         if turn.local is None:  # a provider's reply (not one made here): its windows
             chain = state.chain
-            note_windows(self.core, turn, lambda: attempt_headers(turn, chain) if chain else flow.request.headers.fields,
+            note_windows(self.core, turn, lambda: chain.attempt_headers(turn) if chain else flow.request.headers.fields,
                          r.headers.fields)
         try:
             if pairs := limit_headers(r.headers.items(multi=True)):  # read before anything is set on it

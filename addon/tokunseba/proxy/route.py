@@ -40,7 +40,7 @@ from ..protocols import extra_for, guess_protocol, looks_like_provider_call
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
 from ..turn import misdirected
-from ..turn import FailedAttempt, Failure, Replan, Slot, attempt_headers
+from ..turn import FailedAttempt, Failure, Replan, Slot
 from ..turn import FlowState
 from ..turn import say_busy
 from ..turn import LocalResponse, Turn, client_error, is_responses_websocket, websocket_declined
@@ -449,7 +449,7 @@ class Route(Part):
         and the next one planned (turn/failover.py); here only the waiting for its slot."""
         core, turn, chain = self.core, state.turn, state.chain
         assert chain is not None
-        note_windows(core, turn, lambda: attempt_headers(turn, chain),  # a held failure's windows (a rejected 429)
+        note_windows(core, turn, lambda: chain.attempt_headers(turn),  # a held failure's windows (a rejected 429)
                      [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers])
         failed = FailedAttempt.of(turn, chain, failure, headers, ms=(time.monotonic() - state.attempt_at) * 1000,
                                   now=time.time(), rules=core.rules, health=core.health, capacity=core.capacity,

@@ -36,8 +36,7 @@ from .. import jsonc, translate
 from ..protocols import openai_responses as p_responses
 from ..protocols import openai_responses_ws as p_ws
 from ..states import Action
-from ..turn import Carrier, Chain, FailedAttempt, Failure, Outcome, Planning, Pump, Reply, Turn, classify
-from ..turn import error_event, stream_translator
+from ..turn import Carrier, Chain, FailedAttempt, Failure, Outcome, Planning, Pump, Reply, Turn
 from .budgeting import admit_now
 from .core import Core, log, option, upstream_ssl_context
 from .route import reverse_host
@@ -187,7 +186,7 @@ class RoutedTurns:
         """One attempt, its events written into the client's WebSocket as they come. A failure
         before anything was written is returned (with the endpoint's error body, if any): the
         turn may move on; any other end is the turn's own (finished here)."""
-        pump = Pump(turn, stream_translator(turn) if turn.action == Action.TRANSLATE else None)
+        pump = Pump.of(turn)
         write, status = _Writes(self.hooks, s), None
         body = turn.body if turn.body is not None else planning.prep.body
         try:
@@ -212,8 +211,7 @@ class RoutedTurns:
             if not write.wrote:
                 return Failure(_failure_kind(e), why), b""
             turn.error = why
-            said = pump.t.fail(f"tokunseba: {why}") if pump.t is not None else error_event(turn.client_protocol,
-                                                                                           f"tokunseba: {why}")
+            said = pump.error_end(f"tokunseba: {why}")
             write([said] if said else [])
             write.close()
             out = pump.outcome(status)
@@ -224,13 +222,13 @@ class RoutedTurns:
     async def _over_https(self, s: Session, turn: Turn, planning: Planning, body: bytes, write: "_Writes",
                           pump: Pump) -> int | tuple[Failure, bytes] | None:
         """The attempt over HTTPS (httpx, streamed): its status; a failure to move on from
-        (``classify``); None: the client was told the endpoint's error (finished)."""
+        (``Failure.of``); None: the client was told the endpoint's error (finished)."""
         assert turn.url is not None
         async with self._client().stream("POST", turn.url, content=body, headers=self._headers(s.flow, turn)) as r:
             status = r.status_code
             if status >= 400:
                 raw = await r.aread()
-                if (failure := classify(status, raw, turn.target_protocol)) is not None:
+                if (failure := Failure.of(status, raw, turn.target_protocol)) is not None:
                     return failure, raw
                 self._tell(s, turn, status, raw)
                 self.hooks.finish(s, turn, Outcome(status), "error", planning)
@@ -327,7 +325,7 @@ class RoutedTurns:
                               pump: Pump) -> int | tuple[Failure, bytes]:
         """The turn as one ``response.create`` message (the whole conversation) on the endpoint's
         WebSocket, its events written on through the pump: the status it ended with, or a
-        failure to move on from (an ``error`` event before anything was written, ``classify``)."""
+        failure to move on from (an ``error`` event before anything was written, ``Failure.of``)."""
         doc = jsonc.loads(body)
         doc.pop("stream", None)
         await sock.send(jsonc.dumps({"type": p_responses.WS_CREATE, **doc}))
@@ -342,7 +340,7 @@ class RoutedTurns:
             ev = p_ws.server_event(text.encode())
             if not write.wrote and (said := ev.failure()) is not None and ev.doc is not None:
                 raw = jsonc.dumpb({"error": ev.doc.get("error")})
-                if (failure := classify(said[0], raw, p_responses.PROTOCOL)) is not None:
+                if (failure := Failure.of(said[0], raw, p_responses.PROTOCOL)) is not None:
                     return failure, raw
             write(pump(p_ws.as_sse(ev)))
             if ev.terminal:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .ending import Ending
     from .quota_seen import WindowWatch
     from .failed_attempt import FailedAttempt
-    from .failover import attempt_headers, Broken, Capacity, Chain, Failure, Replan, Slot, classify
+    from .failover import Broken, Capacity, Chain, Failure, Replan, Slot
     from .flowstate import FlowState
     from .last_word import Told, say_busy
     from .outcome import Outcome
@@ -55,9 +55,7 @@ if TYPE_CHECKING:
     from .presentation import present, show_client_url
     from .pump import Pump
     from .replying import Replying
-    from .reply import stream_translator
     from .retries import RetryWatch
-    from .stream_watch import error_event
     from .target import field_name
     from .ws_plan import Carrier
     from .ws_session import SocketTurns
@@ -72,7 +70,7 @@ _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "co
 # system would bind the module over it)
 _FACE: dict[str, tuple[str, str]] = {
     "misdirected": ("base_url", "misdirected"),
-    "Capacity": ("failover", "Capacity"), "attempt_headers": ("failover", "attempt_headers"),
+    "Capacity": ("failover", "Capacity"),
     "WindowWatch": ("quota_seen", "WindowWatch"),
     "client_label": ("base_url", "client_label"),
     "client_name": ("console_line", "client_name"), "Ending": ("ending", "Ending"),
@@ -80,8 +78,7 @@ _FACE: dict[str, tuple[str, str]] = {
     "Replying": ("replying", "Replying"),
     "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
     "Failure": ("failover", "Failure"), "Replan": ("failover", "Replan"),
-    "Slot": ("failover", "Slot"), "classify": ("failover", "classify"),
-   
+    "Slot": ("failover", "Slot"),
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
     "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
     "LocalResponse": ("plan", "LocalResponse"), "Turn": ("plan", "Turn"),
@@ -93,19 +90,18 @@ _FACE: dict[str, tuple[str, str]] = {
     "present": ("presentation", "present"),
     "show_client_url": ("presentation", "show_client_url"),
     "Pump": ("pump", "Pump"),
-    "stream_translator": ("reply", "stream_translator"), "RetryWatch": ("retries", "RetryWatch"),
-    "error_event": ("stream_watch", "error_event"),
+    "RetryWatch": ("retries", "RetryWatch"),
     "field_name": ("target", "field_name"), "Carrier": ("ws_plan", "Carrier"),
     "SocketTurns": ("ws_session", "SocketTurns"), "Reply": ("ws_transcript", "Reply"),
 }
 
 __all__ = [
-    "misdirected", "Capacity", "attempt_headers", "WindowWatch", "client_label", "client_name", "Disposition",
+    "misdirected", "Capacity", "WindowWatch", "client_label", "client_name", "Disposition",
     "Replying", "Broken", "Chain", "Failure", "Replan", "Slot",
-    "classify", "FlowState", "Told", "say_busy", "Outcome",
+    "FlowState", "Told", "say_busy", "Outcome",
     "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
     "Planning", "present", "show_client_url", "Pump",
-    "stream_translator", "RetryWatch", "error_event", "field_name", "Carrier",
+    "RetryWatch", "field_name", "Carrier",
     "SocketTurns", "Reply",
     "FailedAttempt", "Ending",
 ]

@@ -3,7 +3,7 @@
 Where to change what happens when an attempt fails before any byte of its reply reached the
 client: the proxy (proxy/mitm.py, proxy/relay.py) only does the waiting and the sockets.
 
-1. **Is it a failure?** ``classify(status, body, protocol)`` -> a ``Failure`` or None. A failure
+1. **Is it a failure?** ``Failure.of(status, body, protocol)`` -> a ``Failure`` or None. A failure
    is what protocols/failures.py lists: connection refused or reset before the status line
    (``unreachable`` / ``reset``, said by the relay), no status line within the endpoint's
    ``first_byte_timeout_s`` (``timeout``), a status of ``FAILOVER_STATUSES`` (408, 429, 5xx,
@@ -30,7 +30,7 @@ client: the proxy (proxy/mitm.py, proxy/relay.py) only does the waiting and the 
    earned route's candidate that failed: the route decided again without it, so its own target
    first: routing/earn.py); nothing of the previous attempt is reused (its body, headers and key stay with it). None:
    the client gets the failure (``on_failure: error``, no route left under ``unmatched:
-   refuse``, a next route that refuses the turn). ``attempt_url`` / ``attempt_headers`` /
+   refuse``, a next route that refuses the turn). ``Chain.attempt_url`` / ``attempt_headers`` /
    ``attempt_body`` rebuild the request from the client's own (only the allow-listed headers to
    another host, plus that endpoint's key); ``replan_of`` is what the relay sends (``Replan``).
 5. **Moving on.** ``moved_on(turn, chain, tried, failure, nxt)`` settles the chain: the log line
@@ -80,6 +80,20 @@ class Failure:
     status: int | None = None  # the endpoint's status, when it sent one
     error: UpstreamError | None = field(default=None, compare=False)  # the endpoint's error, read (a status failure)
 
+    @classmethod
+    def of(cls, status: int, body: bytes, protocol: str | None = None) -> Failure | None:
+        """A whole (held) reply of an endpoint of ``protocol``: a failure, or None when the client
+        should get it. (A context-window error is read against every protocol's wordings, since
+        servers borrow each other's: ``protocol`` does not narrow it.)"""
+        if status in FAILOVER_STATUSES:
+            err = parse_error_body(status, body)
+            return cls("status", f"HTTP {status}: {_line(err.message)}", status, err)
+        if status in CONTEXT_STATUSES:
+            err = parse_error_body(status, body)
+            if is_context_window(err):
+                return cls("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status, err)
+        return None
+
     def short(self) -> str:
         """``503``, ``context window``, ``reset``... for the chain in a comment or a log line."""
         if self.kind == "status":
@@ -106,20 +120,6 @@ class Broken:
     def refused(self) -> bool:
         """The endpoint could not be connected to (not a break of a connection it had taken)."""
         return self.kind == "unreachable"
-
-
-def classify(status: int, body: bytes, protocol: str | None = None) -> Failure | None:
-    """A whole (held) reply of an endpoint of ``protocol``: a failure, or None when the client
-    should get it. (A context-window error is read against every protocol's wordings, since
-    servers borrow each other's: ``protocol`` does not narrow it.)"""
-    if status in FAILOVER_STATUSES:
-        err = parse_error_body(status, body)
-        return Failure("status", f"HTTP {status}: {_line(err.message)}", status, err)
-    if status in CONTEXT_STATUSES:
-        err = parse_error_body(status, body)
-        if is_context_window(err):
-            return Failure("context_window", f"HTTP {status} context-window error: {_line(err.message)}", status, err)
-    return None
 
 
 def _line(text: str, n: int = 200) -> str:
@@ -202,6 +202,9 @@ class Attempted:
                 **({"told": True} if self.told else {})}
 
 
+RELAY_SETS = {b"host", b"content-length", b"transfer-encoding"}  # the relay writes these for the attempt
+
+
 @dataclass
 class Chain:
     """What a flow keeps to plan its next attempt."""
@@ -223,6 +226,24 @@ class Chain:
     def failed_text(self) -> str:
         """``local (429) → api.anthropic.com (unreachable)``: every attempt, all of them failed."""
         return " → ".join(f"{a.name} ({_short(a)})" for a in self.failed)
+
+    # the attempt ``turn``'s request, rebuilt from the client's own
+    def attempt_url(self, turn: Turn) -> str:
+        """Where the attempt goes: its endpoint's URL, or the client's own (passed through)."""
+        return turn.url or self.client_url
+
+    def attempt_headers(self, turn: Turn) -> list[tuple[bytes, bytes]]:
+        """The attempt's request headers, from the client's own: the allow-listed ones when the
+        endpoint is another host (``keep_headers``), then the endpoint's own ``set_headers``."""
+        keep = turn.keep_headers
+        drop = {k.lower().encode() for k in turn.set_headers} | RELAY_SETS
+        out = [(k.lower(), v) for k, v in self.client_fields  # lower-case, as the relay reads mitmproxy's
+               if (keep is None or k.decode("latin-1").lower() in keep) and k.lower() not in drop]
+        out += [(k.encode(), v.encode()) for k, v in turn.set_headers.items()]
+        return out
+
+    def attempt_body(self, turn: Turn) -> bytes:
+        return turn.body if turn.body is not None else self.prep.body
 
 
 def _short(a: Attempted) -> str:
@@ -261,29 +282,6 @@ def next_turn(rules: Rules, chain: Chain, failed: Turn, *, reachable: Callable[[
     if turn.capture is not None:  # the provider state this attempt's reply carries is this turn's
         turn.capture.request_id = failed.request_id
     return turn
-
-
-def attempt_url(turn: Turn, chain: Chain) -> str:
-    """Where the attempt goes: its endpoint's URL, or the client's own (passed through)."""
-    return turn.url or chain.client_url
-
-
-RELAY_SETS = {b"host", b"content-length", b"transfer-encoding"}  # the relay writes these for the attempt
-
-
-def attempt_headers(turn: Turn, chain: Chain) -> list[tuple[bytes, bytes]]:
-    """The attempt's request headers, from the client's own: the allow-listed ones when the
-    endpoint is another host (``keep_headers``), then the endpoint's own ``set_headers``."""
-    keep = turn.keep_headers
-    drop = {k.lower().encode() for k in turn.set_headers} | RELAY_SETS
-    out = [(k.lower(), v) for k, v in chain.client_fields  # lower-case, as the relay reads mitmproxy's
-           if (keep is None or k.decode("latin-1").lower() in keep) and k.lower() not in drop]
-    out += [(k.encode(), v.encode()) for k, v in turn.set_headers.items()]
-    return out
-
-
-def attempt_body(turn: Turn, chain: Chain) -> bytes:
-    return turn.body if turn.body is not None else chain.prep.body
 
 
 # ---- 3. which endpoints may take a turn now: cooldowns and slots
@@ -542,7 +540,7 @@ class Replan:
 def replan_of(nxt: Turn, chain: Chain) -> Replan:
     """The next attempt as the relay sends it."""
     ep = nxt.endpoint if nxt.action != Action.PASS else None
-    return Replan(attempt_url(nxt, chain), attempt_headers(nxt, chain), attempt_body(nxt, chain),
+    return Replan(chain.attempt_url(nxt), chain.attempt_headers(nxt), chain.attempt_body(nxt),
                   first_byte_s=ep.first_byte_timeout_s if ep else None,
                   protocol=nxt.target_protocol or nxt.client_protocol,
                   keepalive=nxt.action == Action.TRANSLATE or protocols.get(nxt.client_protocol).passthrough_keepalive)

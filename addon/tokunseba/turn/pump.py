@@ -17,6 +17,8 @@ from ..ledger import MAX_STORED_BODY  # a kept stream is cut where the ledger cu
 from ..sse import SSEDecoder, SSETooLarge
 from .stream_watch import StreamWatch, error_event, last_event_end
 from .plan import Turn
+from .reply import stream_translator
+from ..states import Action
 
 log = logging.getLogger("tokunseba")
 
@@ -50,6 +52,18 @@ class Pump:
         self.kept: bytearray | None = bytearray() if keep else None
         # an endpoint key the upstream echoes back is redacted by value (credentials.py)
         self.redactor = StreamRedactor(KNOWN_SECRETS.values) if turn.key_injected and KNOWN_SECRETS else None
+
+    @classmethod
+    def of(cls, turn: Turn, *, content_encoding: str | None = None, keep: bool = False) -> Pump:
+        """The pump of ``turn``'s stream as the turn planned it: translated event by event
+        (turn/reply.py ``stream_translator``) when it translates, else passed on and watched."""
+        translator = stream_translator(turn) if turn.action == Action.TRANSLATE else None
+        return cls(turn, translator, content_encoding, keep=keep)
+
+    def error_end(self, why: str) -> bytes:
+        """What ends the client's stream with ``why`` when its carrier broke: the translator's
+        error event, else one in the client's protocol (its facts' ``stream_error``)."""
+        return self.t.fail(why) if self.t is not None else error_event(self.turn.client_protocol, why)
 
     def __call__(self, data: bytes):
         try:

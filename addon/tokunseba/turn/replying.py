@@ -24,7 +24,7 @@ from .disposition import Disposition, WholeReply, dispose, failure_message, tran
 from .outcome import shape_problem, upstream_failure
 from .plan import LocalResponse, Turn
 from .pump import Pump
-from .reply import response_mode, retarget_error, stream_translator
+from .reply import response_mode, retarget_error
 
 
 class Replying:
@@ -53,7 +53,7 @@ class Replying:
         if mode == ReplyMode.RAW_STREAM:
             return Pump(self.turn, content_encoding=content_encoding, target=target, keep=keep)
         if mode == ReplyMode.TRANSLATE_STREAM:
-            return Pump(self.turn, stream_translator(self.turn), content_encoding=content_encoding, keep=keep)
+            return Pump.of(self.turn, content_encoding=content_encoding, keep=keep)  # the turn translates
         return None
 
     def dispose(self, *, mark: str | None, mode: ReplyMode | None, status: int, has_pump: bool,
