@@ -15,7 +15,8 @@ from tokunseba import protocols
 from tokunseba.credentials import is_credential_header, scrub
 from tokunseba.protocols import openai_responses as resp
 from tokunseba.routing import RulesError, decide, load_rules_text, turn_facts, who_lines
-from tokunseba.turn.plan import Turn, apply_header_changes, is_responses_websocket, prepare_request
+from tokunseba.protocols.openai_responses_ws import is_upgrade
+from tokunseba.turn.plan import Turn, apply_header_changes, prepare_request
 from tokunseba.proxy.provider_limits import limit_headers
 
 from tests.support.planning import plan_request
@@ -111,10 +112,10 @@ def test_requests_that_are_not_turns_are_never_planned(rules):
 
 def test_codexs_websocket_upgrade_at_the_chatgpt_backend_is_recognised():
     up = [("Upgrade", "websocket"), ("Connection", "Upgrade")]
-    assert is_responses_websocket(method="GET", host="chatgpt.com", path="/backend-api/codex/responses", headers=up)
-    assert is_responses_websocket(method="GET", host="api.openai.com", path="/v1/responses", headers=up)
-    assert not is_responses_websocket(method="GET", host="chatgpt.com", path="/v1/responses", headers=up)
-    assert not is_responses_websocket(method="GET", host="chatgpt.com", path="/backend-api/wham/responses", headers=up)
+    assert is_upgrade(method="GET", host="chatgpt.com", path="/backend-api/codex/responses", headers=up)
+    assert is_upgrade(method="GET", host="api.openai.com", path="/v1/responses", headers=up)
+    assert not is_upgrade(method="GET", host="chatgpt.com", path="/v1/responses", headers=up)
+    assert not is_upgrade(method="GET", host="chatgpt.com", path="/backend-api/wham/responses", headers=up)
 
 
 # ---------------------------------------------------------------- the predicate

@@ -16,7 +16,7 @@ from tokunseba import protocols, translate
 from tokunseba.protocols.facts import Protocol
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.stream_watch import error_event
-from tokunseba.turn.plan import client_error
+from tokunseba.turn.plan import LocalResponse
 
 PKG = Path(__file__).resolve().parents[2] / "addon" / "tokunseba"
 SHIPPED = ["anthropic", "openai", "openai-responses", "gemini"]
@@ -51,8 +51,8 @@ def test_the_fallback_envelope_is_one_choice_for_whole_errors_and_stream_events(
     """A client protocol nobody named (a request that failed before detection) gets one
     envelope, whole or mid-stream: OpenAI's (it was OpenAI's whole, Gemini's mid-stream)."""
     assert protocols.FALLBACK == "openai"
-    whole = json.loads(client_error("no-such-protocol", 500, "boom").body)
-    assert whole == json.loads(client_error("openai", 500, "boom").body)
+    whole = json.loads(LocalResponse.error("no-such-protocol", 500, "boom").body)
+    assert whole == json.loads(LocalResponse.error("openai", 500, "boom").body)
     assert set(whole["error"]) == {"message", "type", "param", "code"}
     assert error_event("no-such-protocol", "boom") == error_event("openai", "boom")
 

@@ -27,7 +27,7 @@ from tokunseba.routing import load_rules
 from tokunseba.shadow.turns import build_request, compare
 from tokunseba.sse import SSEDecoder
 from tokunseba.turn.stream_watch import NO_TERMINAL, StreamWatch
-from tokunseba.turn.plan import client_error
+from tokunseba.turn.plan import LocalResponse
 from tokunseba.turn.reply import stream_translator, translate_whole
 from tokunseba.validate import first_problem
 
@@ -147,7 +147,7 @@ def test_every_fact_a_protocol_needs_is_there(toy):
     test_every_registered_protocol_has_every_fact("toy")
     assert ("toy", "anthropic") in translate.pairs() and translate.pairs()[("toy", "gemini")] is None
     assert first_problem("toy", {"messages": []}) == ("messages", "must not be empty")
-    assert json.loads(client_error("toy", 429, "slow down").body) == {"message": "slow down"}
+    assert json.loads(LocalResponse.error("toy", 429, "slow down").body) == {"message": "slow down"}
 
 
 def test_a_toy_turn_is_routed_and_translated_to_an_anthropic_endpoint_and_back(rules, ant_upstream):

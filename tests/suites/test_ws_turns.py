@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from tokunseba.turn.plan import is_responses_websocket
+from tokunseba.protocols.openai_responses_ws import is_upgrade
 from tokunseba.turn.ws_plan import plan_message
 from tokunseba.turn.ws_transcript import Reply, Transcript, https_body
 from tokunseba.protocols.openai_responses_ws import ServerEvents, as_sse
@@ -18,9 +18,9 @@ UPGRADE = (("upgrade", "websocket"), ("connection", "Upgrade"))
 
 
 def test_an_upgrade_of_get_responses_is_a_responses_websocket():
-    assert is_responses_websocket(method="GET", host="api.openai.com", path="/v1/responses", headers=UPGRADE)
-    assert not is_responses_websocket(method="GET", host="api.openai.com", path="/v1/responses", headers=())
-    assert not is_responses_websocket(method="GET", host="example.com", path="/v1/responses", headers=UPGRADE)
+    assert is_upgrade(method="GET", host="api.openai.com", path="/v1/responses", headers=UPGRADE)
+    assert not is_upgrade(method="GET", host="api.openai.com", path="/v1/responses", headers=())
+    assert not is_upgrade(method="GET", host="example.com", path="/v1/responses", headers=UPGRADE)
 
 
 def test_server_events_are_the_same_events_as_over_https():
@@ -215,7 +215,7 @@ def test_a_chatgpt_login_session_over_websocket_is_seen_too():
     from tokunseba.turn.failover import Capacity
     from tokunseba.turn.ws_plan import plan_message
 
-    assert is_responses_websocket(method="GET", host="chatgpt.com", path="/backend-api/codex/responses",
+    assert is_upgrade(method="GET", host="chatgpt.com", path="/backend-api/codex/responses",
                                   headers=UPGRADE)
     planning, _ = plan_message(_create([{"role": "user", "content": "hi"}]), Transcript(), host="chatgpt.com",
                                port=443, path="/backend-api/codex/responses", headers=_Headers(),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tokunseba.routing import load_rules_text
 from tokunseba.credentials import CREDENTIAL_NAMES as CREDENTIAL_HEADERS
-from tokunseba.turn.plan import REQUEST_ID_HEADER, Turn, apply_header_changes, client_error, replace_top_level_model
+from tokunseba.turn.plan import REQUEST_ID_HEADER, LocalResponse, Turn, apply_header_changes, replace_top_level_model
 from tokunseba.turn.reply import response_mode
 
 from tests.support.planning import plan_request
@@ -447,25 +447,25 @@ def test_response_mode_table(rules, model, status, ctype, mode):
 
 @pytest.mark.parametrize("protocol", ["openai", "openai-responses"])
 def test_client_error_openai_envelope(protocol):
-    r = client_error(protocol, 429, "slow down", request_id="tk-1")
+    r = LocalResponse.error(protocol, 429, "slow down", request_id="tk-1")
     assert r.status == 429 and r.headers == {"content-type": "application/json", REQUEST_ID_HEADER: "tk-1"}
     assert json.loads(r.body) == {"error": {"message": "slow down", "type": "rate_limit_error", "param": None,
                                             "code": "rate_limit_exceeded"}}
-    r = client_error(protocol, 500, "boom", "api_error")  # Anthropic vocabulary: OpenAI clients go by status
+    r = LocalResponse.error(protocol, 500, "boom", "api_error")  # Anthropic vocabulary: OpenAI clients go by status
     assert json.loads(r.body)["error"]["type"] == "server_error" and REQUEST_ID_HEADER not in r.headers
 
 
 def test_client_error_anthropic_envelope():
-    r = client_error("anthropic", 500, "tokunseba internal error: x", "api_error", request_id="tk-2")
+    r = LocalResponse.error("anthropic", 500, "tokunseba internal error: x", "api_error", request_id="tk-2")
     assert r.status == 500 and r.headers[REQUEST_ID_HEADER] == "tk-2"
     assert json.loads(r.body) == {"type": "error", "error": {"type": "api_error", "message": "tokunseba internal error: x"}}
-    assert json.loads(client_error("anthropic", 400, "bad").body)["error"]["type"] == "invalid_request_error"
+    assert json.loads(LocalResponse.error("anthropic", 400, "bad").body)["error"]["type"] == "invalid_request_error"
 
 
 @pytest.mark.parametrize("status,gstatus", [(400, "INVALID_ARGUMENT"), (429, "RESOURCE_EXHAUSTED"), (502, "UNAVAILABLE"),
                                             (418, "UNKNOWN")])
 def test_client_error_gemini_envelope(status, gstatus):
-    r = client_error("gemini", status, "nope", request_id="tk-3")
+    r = LocalResponse.error("gemini", status, "nope", request_id="tk-3")
     assert r.status == status and r.headers[REQUEST_ID_HEADER] == "tk-3"
     assert json.loads(r.body) == {"error": {"code": status, "message": "nope", "status": gstatus}}
 

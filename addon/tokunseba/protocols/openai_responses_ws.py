@@ -2,6 +2,7 @@
 Codex's WebSocket session is, and the server's events read from its messages.
 
 Contract:
+- ``is_upgrade``: whether a request is Codex's WebSocket upgrade of its Responses turn path;
 - ``read_client_message``: a client message is a turn (``response.create``), a warm-up
   (``response.create`` with ``generate: false``: answered by the provider with an empty
   response, never a turn) or something else (left alone);
@@ -20,14 +21,29 @@ The protocol's facts (message types, terminal events) are in protocols/openai_re
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .. import jsonc
 from . import openai_responses as p_responses
+from .detect import detect
 from ..sse import SSEDecoder, SSEEvent
 
 TURN, WARMUP, OTHER = "turn", "warmup", "other"
+
+
+def is_upgrade(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
+               extra_hosts: Mapping[str, str] | None = None) -> bool:
+    """Whether this is Codex's WebSocket upgrade of its Responses turn path (GET /v1/responses;
+    GET /backend-api/codex/responses at the ChatGPT backend) to a Responses host."""
+    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
+        return False
+    hdrs = {k.lower(): v for k, v in headers}
+    if "websocket" not in hdrs.get("upgrade", "").lower():
+        return False
+    det = detect(host, path, "POST", extra_hosts)  # the path a POST of the turn would take
+    return det is not None and det.protocol == p_responses.PROTOCOL and det.kind == p_responses.FACTS.turn_kinds[1]
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,14 @@ from ..credentials import KNOWN_SECRETS, endpoint_keys
 from ..ledger import default_instance, instance_id
 from ..pricing import PricesError, rules_prices
 from ..protocols import extra_for, guess_protocol, looks_like_provider_call
+from ..protocols import openai_responses_ws as p_ws
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
 from ..turn import misdirected
 from ..turn import FailedAttempt, Failure, Replan, Slot
 from ..turn import FlowState
 from ..turn import say_busy
-from ..turn import LocalResponse, Turn, client_error, is_responses_websocket, websocket_declined
+from ..turn import LocalResponse, Turn
 from ..turn import Planning
 from ..turn import show_client_url
 from ..webview import RECORD_KEY
@@ -261,11 +262,11 @@ class Route(Part):
         reached: then the connection has no WebSocket peer."""
         req = flow.request
         extra = extra_for(self.core.provider_hosts, req.pretty_host, req.port)
-        if is_responses_websocket(method="GET", host=req.pretty_host, path=req.path,
-                                  headers=req.headers.items(multi=True), extra_hosts=extra) \
+        if p_ws.is_upgrade(method="GET", host=req.pretty_host, path=req.path,
+                           headers=req.headers.items(multi=True), extra_hosts=extra) \
                 and (bad := await self._unreachable(flow)) is not None:
             why = bad.message(req.pretty_host)
-            return Answer(websocket_declined(why), f"❌ error 426: {why}")
+            return Answer(LocalResponse.upgrade_declined(why), f"❌ error 426: {why}")
         return None
 
     def _fail_closed(self, flow: http.HTTPFlow, turn: Turn | None, e: Exception) -> Answer | None:
@@ -277,8 +278,8 @@ class Route(Part):
             t.action, t.outcome, t.error = Action.RESPOND, "error", str(e)
             return Answer(t.client_error(500, f"tokunseba internal error: {e}", "api_error"), failed=state)
         if looks_like_provider_call(flow.request, self.core.provider_hosts):
-            return Answer(client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
-                                       "api_error"))
+            return Answer(LocalResponse.error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
+                                              "api_error"))
         return None
 
     # ---- one call plans a request

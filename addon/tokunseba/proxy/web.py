@@ -22,7 +22,7 @@ from mitmproxy.log import LegacyLogEvents
 
 from ..credentials import KNOWN_SECRETS, REDACTED, is_credential_header, redact_query
 from ..protocols import guess_protocol, is_provider_host, looks_like_provider_call
-from ..turn import client_error
+from ..turn import LocalResponse
 from ..turn import field_name
 from ..webview import styled_first_chunk
 from ..webview import MARKS, ORIGINAL_KEY, RECORD_KEY, original_view_text
@@ -56,8 +56,8 @@ class Web(Part):
         except Exception as e:  # as the request hook's own failures: a provider call gets an error
             log.exception("tokunseba: request hook failed")
             if looks_like_provider_call(flow.request, self.core.provider_hosts):
-                respond(flow, client_error(guess_protocol(flow.request.path), 500, f"tokunseba internal error: {e}",
-                                           "api_error"))
+                respond(flow, LocalResponse.error(guess_protocol(flow.request.path), 500,
+                                                  f"tokunseba internal error: {e}", "api_error"))
             return False
 
     def _prepare_replay(self, flow: http.HTTPFlow) -> bool:
@@ -76,8 +76,8 @@ class Web(Part):
             why = ("the client's request is not kept in memory (a flow loaded from a file, or an older one): "
                    "send the turn again from the client") if kept is None else "the client's body was too large to keep"
             msg = f"tokunseba: this flow cannot be replayed: tokunseba rewrote it and {why}"
-            respond(flow, client_error(rec.get("client_protocol") or guess_protocol(flow.request.path), 400, msg,
-                                       "invalid_request_error"))
+            respond(flow, LocalResponse.error(rec.get("client_protocol") or guess_protocol(flow.request.path), 400,
+                                              msg, "invalid_request_error"))
             flow.marked, flow.comment = MARKS["refused"], msg
             return False
         url, headers = kept

@@ -3,7 +3,7 @@ routed (docs/dev/clients.md "Responses over WebSocket").
 
 mitmproxy relays the upgraded connection; its hooks give this part each whole message:
 - ``started`` (``websocket_start``): a Responses WebSocket (turn/plan.py
-  ``is_responses_websocket``) gets its connection state (``Session``: its turns and
+  ``openai_responses_ws.is_upgrade``) gets its connection state (``Session``: its turns and
   transcript, turn/ws_session.py, and the messages waiting for the provider's answer);
 - ``message`` (``websocket_message``): a client ``response.create`` is a turn, planned by the
   rules as the same body over HTTPS (turn/planner.py), admitted under the spending caps as it
@@ -42,7 +42,7 @@ from .. import jsonc
 from ..protocols import extra_for
 from ..protocols import openai_responses as p_responses
 from ..protocols import openai_responses_ws as p_ws
-from ..turn import Outcome, Planning, Pump, Turn, client_label, client_name, is_responses_websocket
+from ..turn import Outcome, Planning, Pump, Turn, client_label, client_name
 from ..webview import CLIENT_KEY, MARKS
 from .budgeting import settle
 from .core import Core, Part, log
@@ -62,9 +62,8 @@ class WebSockets(Part):
         try:
             req = flow.request
             host = req.pretty_host  # parsed from the Host header: once
-            if not is_responses_websocket(method="GET", host=host, path=req.path,
-                                          headers=req.headers.items(multi=True),
-                                          extra_hosts=extra_for(self.core.provider_hosts, host, req.port)):
+            if not p_ws.is_upgrade(method="GET", host=host, path=req.path, headers=req.headers.items(multi=True),
+                                   extra_hosts=extra_for(self.core.provider_hosts, host, req.port)):
                 return
             self.sessions[flow.id] = Session(flow, host)
             self.core.reach.answered(req.host, req.port)  # it upgraded: the next upgrade need not connect first

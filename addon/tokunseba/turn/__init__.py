@@ -49,8 +49,7 @@ if TYPE_CHECKING:
     from .flowstate import FlowState
     from .last_word import Told, say_busy
     from .outcome import Outcome
-    from .plan import (LocalResponse, Turn, client_error, is_responses_websocket, translate_for_endpoint,
-                       websocket_declined)
+    from .plan import LocalResponse, Turn, translate_for_endpoint
     from .planner import Planning
     from .presentation import present, show_client_url
     from .pump import Pump
@@ -82,10 +81,7 @@ _FACE: dict[str, tuple[str, str]] = {
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
     "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
     "LocalResponse": ("plan", "LocalResponse"), "Turn": ("plan", "Turn"),
-    "client_error": ("plan", "client_error"),
-    "is_responses_websocket": ("plan", "is_responses_websocket"),
     "translate_for_endpoint": ("plan", "translate_for_endpoint"),
-    "websocket_declined": ("plan", "websocket_declined"),
     "Planning": ("planner", "Planning"), "FailedAttempt": ("failed_attempt", "FailedAttempt"),
     "present": ("presentation", "present"),
     "show_client_url": ("presentation", "show_client_url"),
@@ -99,7 +95,7 @@ __all__ = [
     "misdirected", "Capacity", "WindowWatch", "client_label", "client_name", "Disposition",
     "Replying", "Broken", "Chain", "Failure", "Replan", "Slot",
     "FlowState", "Told", "say_busy", "Outcome",
-    "LocalResponse", "Turn", "client_error", "is_responses_websocket", "translate_for_endpoint", "websocket_declined",
+    "LocalResponse", "Turn", "translate_for_endpoint",
     "Planning", "present", "show_client_url", "Pump",
     "RetryWatch", "field_name", "Carrier",
     "SocketTurns", "Reply",

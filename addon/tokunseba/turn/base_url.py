@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..protocols import guess
 from .. import protocols
-from .plan import LocalResponse, client_error
+from .plan import LocalResponse
 
 PROXY = "proxy"  # came through the HTTPS proxy (CONNECT, mitmproxy's CA)
 BASE_URL = "base_url"  # came to a reverse listener the client's base URL points at
@@ -41,7 +41,7 @@ def misdirected(listener_host: str, host: str, path: str) -> LocalResponse | Non
     """None when ``host`` is the listener's own provider host; else the 421 the client gets."""
     if _bare(host) == _bare(listener_host):
         return None
-    return client_error(guess(path) or protocols.FALLBACK, MISDIRECTED,
+    return LocalResponse.error(guess(path) or protocols.FALLBACK, MISDIRECTED,
                         f"tokunseba: this base URL forwards only to {listener_host}; the request named "
                         f"{_bare(host) or 'no host'}, so it was not sent anywhere", "invalid_request_error")
 

@@ -35,7 +35,7 @@ from .. import protocols
 from ..neutral import UpstreamError
 from ..routing import Endpoint, EndpointHealth, Rules
 from ..protocols import REQUEST_ID_HEADER
-from .plan import LocalResponse, Turn, client_error
+from .plan import LocalResponse, Turn
 from .failover import Attempted, Capacity
 from ..states import Action, Decided
 
@@ -176,7 +176,7 @@ def busy(client: str, ws: Sequence[Wait], *, then: str | None = None,
     parts = [f"route {w.route}: {w.endpoint} is {w.why}" for w in ws]
     msg = ("tokunseba: no endpoint can take this turn now: " + "; ".join(parts) + (f"; then {then}" if then else "")
            + f"; retry after {soonest} s" + (f" (request {request_id})" if request_id else ""))
-    reply = client_error(client, status, msg, "rate_limit_error" if status == 429 else "overloaded_error",
+    reply = LocalResponse.error(client, status, msg, "rate_limit_error" if status == 429 else "overloaded_error",
                          request_id=request_id)
     reply.headers["retry-after"] = str(soonest)
     return reply, msg

@@ -33,7 +33,6 @@ from ..routing import (
 from ..errors import Refused, TranslationError
 from .. import protocols
 from ..protocols import openai_chat as p_openai
-from ..protocols import openai_responses as p_responses
 from ..protocols import Detected, detect
 from ..reasoning import follow_loop, not_followed
 from ..outcomes import TurnOutcome, route_text
@@ -69,9 +68,30 @@ def new_request_id() -> str:
 
 @dataclass
 class LocalResponse:
+    """What the client gets from tokunseba instead of a provider's reply: an error in its own
+    protocol (``error``), an upgrade declined (``upgrade_declined``), or a reply made here."""
+
     status: int
     headers: dict[str, str]
     body: bytes
+
+    @classmethod
+    def error(cls, protocol: str, status: int, message: str, etype: str | None = None, *,
+              request_id: str | None = None) -> LocalResponse:
+        """An error in the client's own protocol (docs/dev/architecture.md rule 6)."""
+        # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
+        body = protocols.for_errors(protocol).error_body(status, message, etype)
+        headers = {"content-type": "application/json"}
+        if request_id:
+            headers[REQUEST_ID_HEADER] = request_id
+        return cls(status, headers, body)
+
+    @classmethod
+    def upgrade_declined(cls, why: str) -> LocalResponse:
+        """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once (the
+        upgrade's host cannot be reached: the connection would have no WebSocket peer)."""
+        body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
+        return cls(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
 @dataclass
@@ -150,7 +170,7 @@ class Turn:
         return " · ".join(parts)
 
     def client_error(self, status: int, message: str, etype: str | None = None) -> LocalResponse:
-        return client_error(self.client_protocol, status, message, etype, request_id=self.request_id)
+        return LocalResponse.error(self.client_protocol, status, message, etype, request_id=self.request_id)
 
 
 def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
@@ -161,40 +181,9 @@ def _short_paths(paths: list[str], limit: int = 8) -> list[str]:
     return seen[:limit] + ([f"+{len(seen) - limit} more"] if len(seen) > limit else [])
 
 
-def client_error(protocol: str, status: int, message: str, etype: str | None = None, *,
-                 request_id: str | None = None) -> LocalResponse:
-    """An error in the client's own protocol (docs/dev/architecture.md rule 6)."""
-    # `etype` is the neutral (Anthropic-named) error type; protocols without types go by status
-    body = protocols.for_errors(protocol).error_body(status, message, etype)
-    headers = {"content-type": "application/json"}
-    if request_id:
-        headers[REQUEST_ID_HEADER] = request_id
-    return LocalResponse(status, headers, body)
-
-
 
 # --------------------------------------------------------------------------------------
 # request side
-
-
-def is_responses_websocket(*, method: str, host: str, path: str, headers: Iterable[tuple[str, str]],
-                           extra_hosts: Mapping[str, str] | None = None) -> bool:
-    """Whether this is Codex's WebSocket upgrade of its Responses turn path (GET /v1/responses;
-    GET /backend-api/codex/responses at the ChatGPT backend) to a Responses host."""
-    if method != "GET" or not path.split("?", 1)[0].endswith("/responses"):
-        return False
-    hdrs = {k.lower(): v for k, v in headers}
-    if "websocket" not in hdrs.get("upgrade", "").lower():
-        return False
-    det = detect(host, path, "POST", extra_hosts)  # the path a POST of the turn would take
-    return det is not None and det.protocol == p_responses.PROTOCOL and det.kind == p_responses.FACTS.turn_kinds[1]
-
-
-def websocket_declined(why: str) -> LocalResponse:
-    """426 in the Responses (OpenAI) envelope: Codex falls back to HTTPS POST at once (the
-    upgrade's host cannot be reached: the connection would have no WebSocket peer)."""
-    body = p_openai.error_body(426, f"{why}: WebSocket upgrade declined; send the turn over HTTPS")
-    return LocalResponse(426, {"content-type": "application/json", "connection": "close"}, body)
 
 
 def is_count(det: Detected) -> bool:
