@@ -13,7 +13,7 @@ from tokunseba.turn import base_url
 @pytest.mark.parametrize("host", ["api.anthropic.com", "API.Anthropic.com", "api.anthropic.com.",
                                   "api.anthropic.com:443"])
 def test_its_own_host_passes(host):
-    assert base_url.misdirected("api.anthropic.com", host, "/v1/messages") is None
+    assert base_url.Arrival("api.anthropic.com").misdirected(host, "/v1/messages") is None
 
 
 @pytest.mark.parametrize("host,path,envelope", [
@@ -23,7 +23,7 @@ def test_its_own_host_passes(host):
     ("", "/other", "openai"),  # no host, no known path: the fallback envelope
 ])
 def test_another_host_is_answered_421_in_the_clients_protocol(host, path, envelope):
-    r = base_url.misdirected("api.anthropic.com", host, path)
+    r = base_url.Arrival("api.anthropic.com").misdirected(host, path)
     assert r is not None and r.status == base_url.MISDIRECTED == 421
     body = json.loads(r.body)
     msg = body["error"]["message"]
@@ -39,3 +39,12 @@ def test_another_host_is_answered_421_in_the_clients_protocol(host, path, envelo
 def test_client_label_marks_base_url_turns():
     assert base_url.client_label("claude-code", base_url.BASE_URL) == "claude-code (base URL)"
     assert base_url.client_label("claude-code", base_url.PROXY) == "claude-code"
+
+
+def test_an_arrival_says_how_the_flow_came_in_and_names_its_client():
+    proxied, listened = base_url.Arrival(), base_url.Arrival("api.anthropic.com")
+    assert proxied.via == base_url.PROXY and listened.via == base_url.BASE_URL
+    assert proxied.misdirected("127.0.0.1:9999", "/v1/messages") is None  # through the proxy: nothing to check
+    ua = "claude-cli/2.1.197 (external, cli)"
+    assert proxied.client(ua, "anthropic") == "claude-code"
+    assert listened.client(ua, "anthropic") == "claude-code (base URL)"

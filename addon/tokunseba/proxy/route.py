@@ -40,10 +40,9 @@ from ..protocols import extra_for, guess_protocol, looks_like_provider_call
 from ..protocols import openai_responses_ws as p_ws
 from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_thresholds
 from ..states import Action
-from ..turn import misdirected
+from ..turn import Arrival
 from ..turn import FailedAttempt, Failure, Replan, Slot
 from ..turn import FlowState
-from ..turn import say_busy
 from ..turn import LocalResponse, Turn
 from ..turn import Planning
 from ..turn import show_client_url
@@ -100,7 +99,7 @@ def answer(flow: http.HTTPFlow, said: Answer) -> None:
 def misdirected_answer(flow: http.HTTPFlow, listener: str) -> Answer | None:
     """A base-URL listener forwards only to its own provider host: the 421 for a flow that named
     another one."""
-    wrong = misdirected(listener, flow.request.pretty_host, flow.request.path)
+    wrong = Arrival(listener).misdirected(flow.request.pretty_host, flow.request.path)
     if wrong is None:
         return None
     return Answer(wrong, f"tokunseba: refused (421): this base URL forwards only to {listener}")
@@ -312,7 +311,7 @@ class Route(Part):
             if turn.local is not None and verdict.held and core.caps is not None:  # answered here: nothing to charge
                 core.caps.release(verdict)
         if turn.action == Action.PASS and turn.local is None:
-            await self._check_reach(flow, turn)
+            await self._check_reach(flow, planning, turn)
         return Planned(turn, conn, planning)
 
     async def _admit(self, planning: Planning, conn: UpstreamConn | None, connected: tuple[Endpoint, Slot] | None
@@ -382,7 +381,7 @@ class Route(Part):
             full.add(ep.name)
         return slot
 
-    async def _check_reach(self, flow: http.HTTPFlow, turn: Turn) -> None:
+    async def _check_reach(self, flow: http.HTTPFlow, planning: Planning, turn: Turn) -> None:
         """A turn passing through to its provider host: connect to that host first, as
         mitmproxy would; one that cannot be reached is answered in the client's protocol
         (proxy/provider_reach.py) instead of with mitmproxy's HTML 502 page. Not in upstream-proxy
@@ -390,8 +389,7 @@ class Route(Part):
         bad = await self._unreachable(flow)
         if bad is not None:
             answer_unreachable(turn, bad, asked=turn.host)  # its console line says why (record.console)
-            say_busy(turn, self.core.rules, self.core.capacity, self.core.health,  # routes skipped as busy: 429/503
-                     then=f"{turn.host} could not be reached: {bad.reason}")
+            planning.say_busy(turn, then=f"{turn.host} could not be reached: {bad.reason}")  # routes skipped: 429/503
 
     async def _unreachable(self, flow: http.HTTPFlow) -> Unreachable | None:
         """Why the flow's own host cannot be reached (connected to as mitmproxy would), or None

@@ -42,7 +42,7 @@ from .. import jsonc
 from ..protocols import extra_for
 from ..protocols import openai_responses as p_responses
 from ..protocols import openai_responses_ws as p_ws
-from ..turn import Outcome, Planning, Pump, Turn, client_label, client_name
+from ..turn import Arrival, Outcome, Planning, Pump, Turn
 from ..webview import CLIENT_KEY, MARKS
 from .budgeting import settle
 from .core import Core, Part, log
@@ -67,9 +67,8 @@ class WebSockets(Part):
                 return
             self.sessions[flow.id] = Session(flow, host)
             self.core.reach.answered(req.host, req.port)  # it upgraded: the next upgrade need not connect first
-            via = "proxy" if reverse_host(flow) is None else "base_url"
-            flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), p_responses.PROTOCOL),
-                                                     via)
+            arrival = Arrival(reverse_host(flow))  # through the proxy, or to a base-URL listener
+            flow.metadata[CLIENT_KEY] = arrival.client(req.headers.get("user-agent"), p_responses.PROTOCOL)
             flow.comment = "tokunseba: Responses over WebSocket: every turn recorded"
         except Exception:
             log.exception("tokunseba: websocket_start hook failed")

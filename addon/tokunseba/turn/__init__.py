@@ -39,15 +39,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .base_url import client_label, misdirected
-    from .console_line import client_name
+    from .base_url import Arrival
     from .disposition import Disposition
     from .ending import Ending
     from .quota_seen import WindowWatch
     from .failed_attempt import FailedAttempt
     from .failover import Broken, Capacity, Chain, Failure, Replan, Slot
     from .flowstate import FlowState
-    from .last_word import Told, say_busy
+    from .last_word import Told
     from .outcome import Outcome
     from .plan import LocalResponse, Turn, translate_for_endpoint
     from .planner import Planning
@@ -68,18 +67,17 @@ _MODULES = {"access", "base_url", "budget_gate", "cap_note", "console_line", "co
 # the face: name -> (its module, its name there); no face name is a module's name (the import
 # system would bind the module over it)
 _FACE: dict[str, tuple[str, str]] = {
-    "misdirected": ("base_url", "misdirected"),
+    "Arrival": ("base_url", "Arrival"),
     "Capacity": ("failover", "Capacity"),
     "WindowWatch": ("quota_seen", "WindowWatch"),
-    "client_label": ("base_url", "client_label"),
-    "client_name": ("console_line", "client_name"), "Ending": ("ending", "Ending"),
+    "Ending": ("ending", "Ending"),
     "Disposition": ("disposition", "Disposition"),
     "Replying": ("replying", "Replying"),
     "Broken": ("failover", "Broken"), "Chain": ("failover", "Chain"),
     "Failure": ("failover", "Failure"), "Replan": ("failover", "Replan"),
     "Slot": ("failover", "Slot"),
     "FlowState": ("flowstate", "FlowState"), "Told": ("last_word", "Told"),
-    "say_busy": ("last_word", "say_busy"), "Outcome": ("outcome", "Outcome"),
+    "Outcome": ("outcome", "Outcome"),
     "LocalResponse": ("plan", "LocalResponse"), "Turn": ("plan", "Turn"),
     "translate_for_endpoint": ("plan", "translate_for_endpoint"),
     "Planning": ("planner", "Planning"), "FailedAttempt": ("failed_attempt", "FailedAttempt"),
@@ -92,9 +90,9 @@ _FACE: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    "misdirected", "Capacity", "WindowWatch", "client_label", "client_name", "Disposition",
+    "Arrival", "Capacity", "WindowWatch", "Disposition",
     "Replying", "Broken", "Chain", "Failure", "Replan", "Slot",
-    "FlowState", "Told", "say_busy", "Outcome",
+    "FlowState", "Told", "Outcome",
     "LocalResponse", "Turn", "translate_for_endpoint",
     "Planning", "present", "show_client_url", "Pump",
     "RetryWatch", "field_name", "Carrier",

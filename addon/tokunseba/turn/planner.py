@@ -33,8 +33,7 @@ from ..states import Action, Decided
 from ..webview import CLIENT_KEY, MARKS, ORIGINAL_KEY
 from .budget_gate import apply_verdict, budget_facts, rerouted
 from .access import may_spend_keys, refuse_remote_client
-from .base_url import BASE_URL as VIA_BASE_URL, PROXY as VIA_PROXY, client_label
-from .console_line import client_name
+from .base_url import Arrival
 from .failover import Capacity, Chain, Slot, available
 from .flowstate import FlowState, Shown
 from .last_word import say_busy
@@ -135,7 +134,7 @@ class Planning:
         refuse_remote_client(turn, peer, proxyauth=proxyauth, allow_remote=allow_remote)
         self.capacity.say_when(turn)  # on_failure: error at a cooling endpoint: 503 with retry-after
         if turn.outcome == TurnOutcome.REFUSED and any(k == "unmatched_refused" for k, _ in turn.events):
-            say_busy(turn, self.rules, self.capacity, self.health)  # every route busy: 429/503, never a 400
+            self.say_busy(turn)  # every route busy: 429/503, never a 400
         turn.may_shadow = may_spend_keys(peer, proxyauth=proxyauth, allow_remote=allow_remote)
         if verdict is not None:  # its caps: holds to settle, marks, or the client's own "stop now"
             apply_verdict(turn, verdict, time.time())
@@ -147,6 +146,12 @@ class Planning:
             self.slot.release()
             self.slot = None
         return turn
+
+    def say_busy(self, turn: Turn, *, then: str | None = None) -> bool:
+        """``turn``, answered without being sent, answered ``busy`` instead when the routes that
+        matched were skipped as cooling, full or unreachable (turn/last_word.py ``say_busy``;
+        ``then``: it was passed on to a host that cannot be reached either); whether it was."""
+        return say_busy(turn, self.rules, self.capacity, self.health, then=then)
 
     @property
     def counts(self) -> bool:
@@ -163,12 +168,12 @@ class Planning:
         ``Started``'s."""
         req = flow.request
         state = FlowState(turn, slot=self.slot, attempt_at=now, client_close=client_close)
-        via = VIA_PROXY if listener is None else VIA_BASE_URL
-        turn.via = via
+        arrival = Arrival(listener)
+        turn.via = arrival.via
         flow.metadata["tokunseba.request_id"] = turn.request_id
         if turn.action == Action.TRANSLATE or turn.body is not None:
             flow.metadata[ORIGINAL_KEY] = turn.original_body[:MAX_ORIGINAL].decode("utf-8", "replace")
-        flow.metadata[CLIENT_KEY] = client_label(client_name(req.headers.get("user-agent"), turn.client_protocol), via)
+        flow.metadata[CLIENT_KEY] = arrival.client(req.headers.get("user-agent"), turn.client_protocol)
         # a request that leaves as the client sent it needs no copy of its headers to compare or keep
         as_sent = turn.local is None and leaves_as_sent(turn)
         client_url, client_headers = req.url, req.headers if as_sent else req.headers.copy()
