@@ -63,3 +63,19 @@ def test_the_console_line_and_the_cost_say_the_turn_as_recorded():
                     "prompt_tokens=9 completion_tokens=1 total_tokens=10 · $0 local · 1.50 s")  # local: on loopback
     assert Ending(turn, "error").console_line(client="claude-code", status=502, usage=None, now=turn.started_at) \
         .startswith(f"{turn.request_id} claude-code claude-opus-4-8 → all → local · error 502")
+
+
+def test_an_ending_presents_its_outcome_and_note_on_the_flow():
+    from mitmproxy.test import tflow
+
+    from tokunseba.turn.flowstate import FlowState, Shown
+    from tokunseba.webview import MARKS
+
+    turn = _turn()
+    ending = Ending.of(turn, failed=False, details=CUT)
+    flow = tflow.tflow(resp=True)
+    state = FlowState(turn, shown=Shown("https://api.anthropic.com/v1/messages"))
+    assert ending.present(flow, state, 200)
+    assert state.shown is None  # presented once: mitmweb's view of the turn is final
+    assert ending.note is not None and ending.note in flow.comment and turn.request_id in flow.comment
+    assert flow.marked == MARKS["capped"]

@@ -35,7 +35,7 @@ from ..turn import Slot
 from ..turn import FlowState
 from ..turn import Outcome
 from ..turn import LocalResponse, Turn
-from ..turn import present
+from ..turn import Ending
 from ..protocols import has_windows
 from ..turn import WindowWatch
 from ..turn import RetryWatch
@@ -147,11 +147,10 @@ def respond(flow: http.HTTPFlow, lr: LocalResponse) -> http.Response:
     return r
 
 
-def present_outcome(flow: http.HTTPFlow, state: FlowState, ledger_outcome: str | None, status: int | None,
-                    note: str | None = None) -> None:
-    """The turn has ended: its mark and comment say so (turn/presentation.py), pushed to
-    mitmweb's open pages (mitmdump has no view: nothing to update)."""
-    if present(flow, state, ledger_outcome, status, note) and ctx.master.addons.get("view") is not None:
+def present_outcome(flow: http.HTTPFlow, state: FlowState, ending: Ending, status: int | None) -> None:
+    """The turn has ended: its mark and comment say so (turn/ending.py ``Ending.present``), pushed
+    to mitmweb's open pages (mitmdump has no view: nothing to update)."""
+    if ending.present(flow, state, status) and ctx.master.addons.get("view") is not None:
         try:
             ctx.master.addons.trigger(UpdateHook([flow]))
         except Exception:

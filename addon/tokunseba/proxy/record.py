@@ -173,7 +173,7 @@ class Record(Part):
         if turn.capture is not None and turn.capture.kept:  # kept as the reply's stop passed (reasoning/store.py)
             core.recorder.event(turn, "state_kept", {"keys": turn.capture.kept, "endpoint": turn.capture.endpoint,
                                                      "model": turn.capture.model})
-        present_outcome(flow, state, outcome, status, ending.note)
+        present_outcome(flow, state, ending, status)
         record = core.recorder.completion(turn, out, outcome=outcome, details=details, now=now, first_byte=fb,
                                           chain=state.chain, attempt_at=state.attempt_at, body=body)
 

@@ -42,7 +42,7 @@ from ..routing import Endpoint, EndpointHealth, RulesError, load_rules, quota_th
 from ..states import Action
 from ..turn import Arrival
 from ..turn import FailedAttempt, Failure, Replan, Slot
-from ..turn import FlowState
+from ..turn import Ending, FlowState
 from ..turn import LocalResponse, Turn
 from ..turn import Planning
 from ..turn import show_client_url
@@ -93,7 +93,7 @@ def answer(flow: http.HTTPFlow, said: Answer) -> None:
         flow.comment = said.comment
     if said.failed is not None:
         show_client_url(flow, said.failed)
-        present_outcome(flow, said.failed, "error", 500)
+        present_outcome(flow, said.failed, Ending(said.failed.turn, "error"), 500)
 
 
 def misdirected_answer(flow: http.HTTPFlow, listener: str) -> Answer | None:

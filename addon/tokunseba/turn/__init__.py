@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .outcome import Outcome
     from .plan import LocalResponse, Turn, translate_for_endpoint
     from .planner import Planning
-    from .presentation import present, show_client_url
+    from .presentation import show_client_url
     from .pump import Pump
     from .replying import Replying
     from .retries import RetryWatch
@@ -81,7 +81,6 @@ _FACE: dict[str, tuple[str, str]] = {
     "LocalResponse": ("plan", "LocalResponse"), "Turn": ("plan", "Turn"),
     "translate_for_endpoint": ("plan", "translate_for_endpoint"),
     "Planning": ("planner", "Planning"), "FailedAttempt": ("failed_attempt", "FailedAttempt"),
-    "present": ("presentation", "present"),
     "show_client_url": ("presentation", "show_client_url"),
     "Pump": ("pump", "Pump"),
     "RetryWatch": ("retries", "RetryWatch"),
@@ -94,7 +93,7 @@ __all__ = [
     "Replying", "Broken", "Chain", "Failure", "Replan", "Slot",
     "FlowState", "Told", "Outcome",
     "LocalResponse", "Turn", "translate_for_endpoint",
-    "Planning", "present", "show_client_url", "Pump",
+    "Planning", "show_client_url", "Pump",
     "RetryWatch", "field_name", "Carrier",
     "SocketTurns", "Reply",
     "FailedAttempt", "Ending",

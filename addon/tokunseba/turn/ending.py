@@ -1,10 +1,11 @@
 """What is said of a turn once it has ended, as one object the adapter asks (pure): the outcome
-it is recorded with, mitmweb's note, the console's lines and its cost.
+it is recorded with, mitmweb's note, mark and comment, the console's lines and its cost.
 
 The adapter (proxy/record.py ``complete``) makes one ``Ending`` per turn (``of``): the turn's
 own outcome, ``error`` when its reply failed (a refusal stays refused), ``capped`` when the
 endpoint's own cap, not the client's limit, ended a translated reply (turn/cap_note.py; its
-``note`` is mitmweb's). Then, once the client has its last bytes: ``console_line`` (the turn's
+``note`` is mitmweb's; ``present``: the flow's mark and comment, turn/presentation.py). Then, once
+the client has its last bytes: ``console_line`` (the turn's
 one line: turn/console_line.py), ``cap_line`` (the line that says the endpoint's cap ended the
 reply), ``cost`` (turn/cost.py: for the line and the span). No mitmproxy, no I/O.
 """
@@ -24,7 +25,9 @@ from .cap_note import cap_line, cap_note
 from .console_line import turn_line
 from .cost import turn_cost
 from .failover import Chain
+from .flowstate import FlowState
 from .plan import Turn
+from .presentation import present
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,12 @@ class Ending:
                 endpoint=_endpoint(turn), capped=turn.translation.capped, details=details)):
             outcome = CAPPED  # the endpoint's cap, not the client's limit, ended the reply (outcomes.py)
         return cls(turn, outcome, details, note)
+
+    def present(self, flow: Any, state: FlowState, status: int | None) -> bool:
+        """The flow's mark and comment state this outcome as the ledger counts it, with the note
+        (turn/presentation.py ``present``; ``flow``: mitmproxy's, written by attribute). False
+        when that failed (logged)."""
+        return present(flow, state, self.outcome, status, self.note)
 
     def cap_line(self) -> str | None:
         """The console's line when the endpoint's cap, not the client's, ended the reply; else None."""
