@@ -2,8 +2,8 @@
 routed (docs/dev/clients.md "Responses over WebSocket").
 
 mitmproxy relays the upgraded connection; its hooks give this part each whole message:
-- ``started`` (``websocket_start``): a Responses WebSocket (turn/plan.py
-  ``openai_responses_ws.is_upgrade``) gets its connection state (``Session``: its turns and
+- ``started`` (``websocket_start``): a Responses WebSocket (protocols/openai_responses_ws.py
+  ``is_upgrade``) gets its connection state (``Session``: its turns and
   transcript, turn/ws_session.py, and the messages waiting for the provider's answer);
 - ``message`` (``websocket_message``): a client ``response.create`` is a turn, planned by the
   rules as the same body over HTTPS (turn/planner.py), admitted under the spending caps as it

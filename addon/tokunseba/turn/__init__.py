@@ -22,11 +22,15 @@ and which requests are provider calls (protocols/), the SSE content type (sse.py
 headers say about the account's limits (proxy/provider_limits.py), how much of a body the ledger
 keeps (ledger/).
 
-The adapter drives one object per stage a flow goes through: ``Planning`` (the turn planned,
-round after round), its ``Started`` (the flow's state begun, the request aimed: ``Started.aim``),
-``FailedAttempt`` (an attempt failed, the next one planned), the reply's (``Replying``: its mode,
-its ``Pump``, what the ``response`` hook does with it), ``Ending`` (what is said of the turn once it ended), and for a Responses WebSocket
-connection ``SocketTurns`` (ws_session: its messages planned, where each goes, its responses kept).
+The adapter drives one object per stage a flow goes through: how it came in (``Arrival``: base_url),
+``Planning`` (the turn planned, round after round; a busy answer: ``say_busy``), its ``Started``
+(the flow's state begun, the request aimed: ``Started.aim``), ``FailedAttempt`` (an attempt failed,
+the next one planned; a failure read from a held reply: ``Failure.of``; the attempt's request:
+``Chain``), what the client gets from here (``LocalResponse``: ``error``, ``upgrade_declined``), the
+reply's (``Replying``: its mode, its ``Pump``, what the ``response`` hook does with it), ``Ending``
+(what is said of the turn once it ended, mitmweb's mark and comment too: ``Ending.present``), and
+for a Responses WebSocket connection ``SocketTurns`` (ws_session: its messages planned, where each
+goes, its responses kept).
 The package's face is ``__all__`` (what proxy/ and shadow/ take, from here only: tests/
 test_exported_members.py); a name is read from its module when first asked, so importing the
 package costs nothing. ``from tokunseba.turn import name`` still finds what the one-module
