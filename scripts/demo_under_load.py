@@ -6,8 +6,9 @@ Each demo is its test in tests/e2e/test_readme_demo_e2e.py (which runs the READM
 written: the real llama-server, `tokunseba run` with the example rules, the pinned client),
 run with TOKUNSEBA_DEMO_RUNS=N. Every run of a demo is tried (a failed run does not stop the
 others) and the test prints `README <demo> demo: k/N runs passed`; this script collects those
-lines. The hog is one busy loop per core (`os.cpu_count()` processes, started here and ended
-here by their ids), running for the whole measurement; `--no-hog` measures without it.
+lines. The hog is the tests' own (tests/support/cpu_hog.py: one busy loop per core, started and
+ended by the test, for the whole test; CI runs the same tests with 10 runs and the hog);
+`--hog-procs N` sets its size (TOKUNSEBA_DEMO_HOG), `--no-hog` measures without it.
 
     .venv/bin/python scripts/demo_under_load.py                 # 10 runs of each demo, hog on
     .venv/bin/python scripts/demo_under_load.py --runs 2 --demo codex --demo gemini
@@ -33,31 +34,18 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = "tests/e2e/test_readme_demo_e2e.py"
 # demo name -> its test in TESTS
 DEMOS = {
-    "claude-p": "test_readme_demo_five_times_in_a_row_every_turn_local_no_main_turn_cut_by_the_cap",
-    "claude-interactive": "test_readme_interactive_claude_code_five_sessions_title_local_exit_0",
-    "codex": "test_readme_codex_demo_five_times_in_a_row_every_turn_local",
-    "gemini": "test_readme_gemini_cli_demo_five_times_in_a_row_every_turn_local",
+    "claude-p": "test_readme_claude_p_demo_every_run_every_turn_local_no_main_turn_cut_by_the_cap",
+    "claude-interactive": "test_readme_interactive_claude_code_every_session_title_local_exit_0",
+    "codex": "test_readme_codex_demo_every_run_every_turn_local",
+    "gemini": "test_readme_gemini_cli_demo_every_run_every_turn_local",
 }
 TALLY = re.compile(r"README (.+?) demo: (\d+)/(\d+) runs passed(?:; ([\d. /]+) s)?")
 
 
-def start_hog(n: int) -> list[subprocess.Popen]:
-    """``n`` busy loops, one process each."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-            for _ in range(n)]
-
-
-def stop_hog(hog: list[subprocess.Popen]) -> None:
-    for p in hog:
-        p.kill()
-    for p in hog:
-        p.wait()
-
-
-def run_demo(name: str, runs: int, python: str) -> dict:
+def run_demo(name: str, runs: int, hog: int, python: str) -> dict:
     """One demo's test with ``runs`` runs: its pass count (None when the test never got to its
     runs: skipped, or failed before them), the test's own verdict, wall time, its output's tail."""
-    env = {**os.environ, "TOKUNSEBA_DEMO_RUNS": str(runs)}
+    env = {**os.environ, "TOKUNSEBA_DEMO_RUNS": str(runs), "TOKUNSEBA_DEMO_HOG": str(hog)}
     t0 = time.monotonic()
     p = subprocess.run([python, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", f"{TESTS}::{DEMOS[name]}"],
                        cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -83,22 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     demos = a.demo or list(DEMOS)
-    hog = [] if a.no_hog else start_hog(a.hog_procs)
+    hog = 0 if a.no_hog else a.hog_procs
     print(f"demo_under_load: {a.runs} runs of each of {', '.join(demos)}; "
-          f"{'no hog' if a.no_hog else f'{len(hog)} busy loops beside them (pids {[p.pid for p in hog]})'}; "
+          f"{'no hog' if not hog else f'{hog} busy loops beside each'}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     results = []
-    try:
-        for name in demos:
-            r = run_demo(name, a.runs, a.python)
-            results.append(r)
-            count = "never ran its runs" if r["passed"] is None else f"{r['passed']}/{r['runs']} runs passed"
-            print(f"{name}: {count}; its test {r['test']}; {r['seconds']:.0f} s; load {r['load']:.1f}"
-                  + (f"; each run {r['each']} s" if r["each"] else ""), flush=True)
-            if r["test"] != "passed":
-                print("  " + "\n  ".join(r["tail"].splitlines()[-25:]), flush=True)
-    finally:
-        stop_hog(hog)
+    for name in demos:
+        r = run_demo(name, a.runs, hog, a.python)
+        results.append(r)
+        count = "never ran its runs" if r["passed"] is None else f"{r['passed']}/{r['runs']} runs passed"
+        print(f"{name}: {count}; its test {r['test']}; {r['seconds']:.0f} s; load {r['load']:.1f}"
+              + (f"; each run {r['each']} s" if r["each"] else ""), flush=True)
+        if r["test"] != "passed":
+            print("  " + "\n  ".join(r["tail"].splitlines()[-25:]), flush=True)
     print("\nDEMO                 PASSED  TEST     SECONDS")
     for r in results:
         passed = "-" if r["passed"] is None else f"{r['passed']}/{r['runs']}"

@@ -242,28 +242,46 @@ def free_port() -> int:
 
 
 class Child:
-    """A child process whose first matching output line names its port; output drained."""
+    """A child process whose first matching output line names its port. Its output goes to a
+    file, not a pipe: a pipe would be drained by a thread of this process, which then takes the
+    interpreter from the client's threads at every line the child prints, so a proxy that prints
+    more lines a turn (tokunseba's console line beside mitmproxy's own) would look slower by what
+    the benchmark itself spends reading them."""
 
     def __init__(self, cmd: list[str], pattern: str, env: dict | None = None, cwd: Path | None = None) -> None:
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **(env or {})}, cwd=cwd)
+        fd, name = tempfile.mkstemp(prefix="tk-bench-child-", suffix=".log")
+        self.log = Path(name)
+        with os.fdopen(fd, "w") as out:
+            # unbuffered: each line written as it is printed, as on a terminal
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, cwd=cwd)
         deadline = time.time() + 60
         self.port = 0
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+        seen = b""
+        with self.log.open("rb") as f:
+            while time.time() < deadline:
+                seen += f.read()
+                whole = seen[:seen.rfind(b"\n") + 1]  # complete lines only: a port half written is not a port
+                if m := re.search(pattern.encode(), whole):
+                    self.port = int(m.group(1))
+                    break
                 if self.proc.poll() is not None:
-                    sys.exit(f"bench_proxy: {cmd[0]} exited:\n" + "".join(self.lines))
-                continue
-            self.lines.append(line)
-            if m := re.search(pattern, line):
-                self.port = int(m.group(1))
-                break
-        else:
-            self.stop()
-            sys.exit(f"bench_proxy: {cmd[0]} did not start:\n" + "".join(self.lines))
-        threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stdout], daemon=True).start()
+                    sys.exit(f"bench_proxy: {cmd[0]} exited:\n" + self.output())
+                time.sleep(0.02)
+            else:
+                self.stop()
+                sys.exit(f"bench_proxy: {cmd[0]} did not start:\n" + self.output())
+
+    @property
+    def lines(self) -> list[str]:
+        """What the child has printed so far."""
+        return self.output().splitlines(keepends=True)
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -273,6 +291,7 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.log.unlink(missing_ok=True)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -581,6 +600,9 @@ def main() -> None:
     ap.add_argument("--against", type=Path, default=None, metavar="OTHER_ADDON",
                     help="also run another tree's tokunseba (its addon/tokunseba_addon.py) in the same rounds")
     ap.add_argument("--against-label", default="other", help="suffix of its setups' names (default: other)")
+    ap.add_argument("--against-set", action="append", default=[], metavar="OPTION=VALUE",
+                    help="a mitmproxy option for the --against proxy only (repeatable): e.g. this tree as --against "
+                         "with flow_detail=0, or tokunseba_console=off, to weigh what one part costs")
     ap.add_argument("--only", default="", metavar="SETUP,...",
                     help="run only these setups (e.g. retarget, to profile its load alone); default: all")
     ap.add_argument("--client", choices=CLIENTS, default="anthropic",
@@ -642,6 +664,7 @@ def main() -> None:
                 global W
                 other = mitmdump(work / "against", "-s", str(args.against.resolve()), "--set", f"tokunseba_rules={rules}",
                                  "--set", f"tokunseba_ledger={work / 'ledger-against.db'}",
+                                 *[x for kv in args.against_set for x in ("--set", kv)],
                                  "--set", f"tokunseba_provider_hosts=127.0.0.1:{up.port}={provider}")
                 children.append(other)
                 for s in [s for s in ROUTED_NOW if s != "failover"]:  # no failover there

@@ -266,6 +266,35 @@ def test_a_turn_retargeted_to_a_responses_endpoint_goes_over_its_websocket(tmp_p
     assert all(json.loads(t["usage_reported"])["input_tokens"] == 5120 for t in turns)
 
 
+def test_a_client_that_leaves_after_the_terminal_event_of_a_turn_over_https_got_the_whole_turn(tmp_path):
+    """The endpoint's HTTPS stream has sent its terminal event (the client has it and closes its
+    WebSocket) but not yet its end: the turn is whole (retargeted, its usage), not interrupted.
+    Seen once under load, where the gap between the two is wide; here the endpoint waits 1.5 s
+    after its terminal event before it ends the stream."""
+    from .test_codex_e2e import responses_stream
+    from tests.support.upstream import Reply
+
+    with WsUpstream() as ws, Upstream() as other:
+        ws.script(WsScript(text_events(["unused"])))
+        pieces = [e + b"\n\n" for e in b"".join(responses_stream(["whole ", "turn"])).split(b"\n\n") if e.strip()]
+        other.script(Reply.json({"error": {"message": "not here"}}, 404),
+                     Reply.sse([b"".join(pieces), b": the stream's end, a while after its terminal event\n\n"],
+                               delay=1.5))
+        m = _proxy(tmp_path, ws, RETARGET_RULES.format(url=other.url))
+        try:
+            async def session():
+                async with Client(m) as c:
+                    return await c.send(create([user("one")], model="route-ws"))
+            got = asyncio.run(session())  # the client leaves once it has response.completed
+            ledger_settled(m.ledger)
+        finally:
+            m.stop()
+    assert "".join(e.get("delta", "") for e in got if e["type"] == "response.output_text.delta") == "whole turn"
+    turns = _turns(m.ledger)
+    assert len(turns) == 1 and turns[0]["outcome"] == "retargeted" and turns[0]["status"] == 200, turns
+    assert json.loads(turns[0]["usage_reported"])["input_tokens"] == 5120
+
+
 def test_a_turn_retargeted_to_an_endpoint_without_websocket_goes_over_https(tmp_path):
     from .test_codex_e2e import responses_stream
     from tests.support.upstream import Reply

@@ -17,7 +17,8 @@ provider).
   (turn/failover.py; the next endpoint's slot waited for up to its ``queue_s``; back at the
   provider, the client's message is sent there); else the client is told, in an ``error``
   event, and the turn ends (``WebSocketHooks.finish``). A closed connection cancels the
-  turn's task: it ends interrupted.
+  turn's task: it ends interrupted, unless its client already had the reply's terminal event
+  (an endpoint's HTTPS stream may end a while after it): then the turn is whole.
 Also the shared answers: ``error_doc``/``error_message`` (an ``error`` event), ``free_slot``
 (the rules' choice with a free slot), ``ended_status`` (a turn's status by its terminal event).
 """
@@ -204,7 +205,10 @@ class RoutedTurns:
             s.turns_of.answered(write.reply, conversation, ours=True)
             self.hooks.finish(s, turn, pump.outcome(status), turn.outcome, planning)
         except asyncio.CancelledError:
-            self.hooks.interrupted(s, turn, pump, "the WebSocket connection closed mid-turn", planning)
+            if pump.completed:  # the client had the reply's terminal event, then left before the stream's end
+                self.hooks.finish(s, turn, pump.outcome(write.status), turn.outcome, planning)
+            else:
+                self.hooks.interrupted(s, turn, pump, "the WebSocket connection closed mid-turn", planning)
             raise
         except Exception as e:
             why = f"endpoint {turn.endpoint.name if turn.endpoint else '?'} failed: {e or type(e).__name__}"
@@ -225,7 +229,7 @@ class RoutedTurns:
         (``Failure.of``); None: the client was told the endpoint's error (finished)."""
         assert turn.url is not None
         async with self._client().stream("POST", turn.url, content=body, headers=self._headers(s.flow, turn)) as r:
-            status = r.status_code
+            status = write.status = r.status_code
             if status >= 400:
                 raw = await r.aread()
                 if (failure := Failure.of(status, raw, turn.target_protocol)) is not None:
@@ -366,12 +370,14 @@ class RoutedTurns:
 
 class _Writes:
     """A routed attempt's writes into the client's WebSocket: SSE in, a message per event out,
-    the response they make (``reply``), and whether anything was written (``wrote``)."""
+    the response they make (``reply``), whether anything was written (``wrote``), and the
+    status of the endpoint's reply they carry (``status``: None until its headers came)."""
 
-    __slots__ = ("hooks", "s", "sse", "reply", "wrote")
+    __slots__ = ("hooks", "s", "sse", "reply", "wrote", "status")
 
     def __init__(self, hooks: WebSocketHooks, s: Session) -> None:
         self.hooks, self.s, self.sse, self.reply, self.wrote = hooks, s, p_ws.SseMessages(), Reply(), False
+        self.status: int | None = None
 
     def __call__(self, chunks: list[bytes]) -> None:
         self._out(self.sse.feed(b"".join(chunks)))
