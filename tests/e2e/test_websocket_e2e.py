@@ -52,14 +52,15 @@ routes:
 """
 
 
-def _proxy(tmp_path: Path, ws: WsUpstream, rules: str | None = None, extra: list[str] | None = None) -> Mitmdump:
+def _proxy(tmp_path: Path, ws: WsUpstream, rules: str | None = None, extra: list[str] | None = None,
+           ledger: str | None = None) -> Mitmdump:
     path = None
     if rules is not None:
         path = tmp_path / "rules.yaml"
         path.write_text(rules)
     return Mitmdump(tmp_path, path, env={"TK_TEST_POINT": f"api.openai.com=http://127.0.0.1:{ws.port}",
                                          "TK_TEST_WS_KEY": ENDPOINT_KEY},
-                    extra=["-s", str(HERE.parent / "support" / "point_hosts.py"), *(extra or [])])
+                    extra=["-s", str(HERE.parent / "support" / "point_hosts.py"), *(extra or [])], ledger=ledger)
 
 
 class Client:

@@ -159,3 +159,50 @@ def test_the_real_codex_over_websocket_stops_at_once_on_a_reached_cap(tmp_path):
     assert [(t["outcome"], t["status"]) for t in turns] == [("refused", 429)], turns  # one message, not retried
     assert ws.upgrades and _rows(run.ledger, "SELECT request_id FROM events WHERE kind = 'websocket'") == [
         (turns[0]["request_id"],)]  # it came as a WebSocket message, not as an HTTPS fallback
+
+
+def test_under_caps_counted_in_postgresql_the_same_three_turns_two_admitted_off_the_event_loop(tmp_path, pg_server):
+    """The same cap, its ledger a team's shared PostgreSQL (a real server): each WebSocket turn's
+    admission is a round trip, taken off the event loop (its message held, then sent on:
+    proxy/ws_routed.py ``take``); exactly two messages reach the endpoint, the third gets Codex's
+    stop-now, and `tokunseba budgets` on that ledger says 80 of 100 spent, nothing held."""
+    from .test_quota_e2e import pg_turn_settled
+
+    url = pg_server.url(db=pg_server.fresh_db())
+    with WsUpstream() as ws:
+        ws.script(WsScript(text_events(["under ", "the cap"], usage=USAGE), delay=0.005))
+        m = _proxy(tmp_path, ws, RULES, ledger=url)
+        try:
+            async def session():
+                async with Client(m) as c:
+                    warm = await c.send(create([], generate=False))
+                    first = await c.send(create([user("one")], prev=_rid(warm)))
+                    second = await c.send(create([user("two")], prev=_rid(first)))
+                    third = await c.send(create([user("three")], prev=_rid(second)))
+                    return first, second, third
+            first, second, third = asyncio.run(session())
+            r = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", url, "--json", "--limit", "10"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            for t in json.loads(r.stdout):
+                pg_turn_settled(url, t["request_id"])
+        finally:
+            m.stop()
+    assert first[-1]["type"] == second[-1]["type"] == "response.completed"
+    assert "".join(e.get("delta", "") for e in first if e["type"] == "response.output_text.delta") == "under the cap"
+    turns_sent = [msg for msg in ws.messages
+                  if msg.get("type") == "response.create" and msg.get("generate") is not False]
+    assert [msg["input"] for msg in turns_sent] == [[user("one")], [user("two")]]
+    (ev,) = third
+    assert ev["type"] == "error" and ev["status"] == 429 and ev["error"]["type"] == "usage_limit_reached", ev
+    assert "budget 'codex-tokens' reached: 80 tokens spent of 100" in ev["error"]["message"]
+    r = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", url, "--json", "--limit", "10"],
+                       capture_output=True, text=True, timeout=60)
+    turns = sorted(json.loads(r.stdout), key=lambda t: t["started_at"])
+    assert [(t["outcome"], t["status"]) for t in turns] == [("pass_through", 200), ("pass_through", 200),
+                                                            ("refused", 429)], turns
+    r = subprocess.run([str(BIN / "tokunseba"), "budgets", "--ledger", url, "--rules", str(tmp_path / "rules.yaml"),
+                        "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (cap,) = json.loads(r.stdout)["budgets"]
+    assert (cap["name"], cap["spent"], cap["held"], cap["limit"]) == ("codex-tokens", 80, 0, 100), cap

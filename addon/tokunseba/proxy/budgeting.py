@@ -11,9 +11,11 @@ settled as it ends (record.py), their leases kept alive and the dead ones swept.
 - ``admit_now``: a turn's admission without waiting (a WebSocket message's hook): one atomic
   hold per cap, a budget's ``on_limit: reroute`` handing it to the next route (``rerouted_to``,
   shared with route.py's awaited admission), the same verdict an HTTPS turn gets;
+  ``admit_off_loop`` the same with the store's calls in a thread, for caps counted in
+  PostgreSQL (``admits_off_loop``): a round trip never holds the event loop;
 - ``settle``: a finished turn's holds become its charges, from its reported usage.
 
-Plain Python (no mitmproxy); the store's calls are short statements on the event loop.
+Plain Python (no mitmproxy); a SQLite store's calls are short statements on the event loop.
 """
 
 from __future__ import annotations
@@ -103,13 +105,47 @@ def rerouted_to(planning: Planning, verdict: Verdict, event: dict[str, Any]) -> 
 def admit_now(caps: Caps, planning: Planning, connected: tuple[Any, Any] | None,
               choose: Callable[[], tuple[Any, Any] | None]) -> tuple[Verdict, tuple[Any, Any] | None]:
     """The turn's holds under the caps that apply to its decision, taken without waiting (a
-    WebSocket message is planned in its hook: a SQLite ledger's short transaction, a PostgreSQL
-    one's round trip). ``connected``: the endpoint chosen and its slot; ``choose``: the rules'
-    next choice with a free slot (after a reroute). The verdict and the endpoint and slot the turn
-    holds then."""
+    WebSocket message is planned in its hook: a SQLite ledger's short transaction; a PostgreSQL
+    one is admitted ``admit_off_loop``). ``connected``: the endpoint chosen and its slot;
+    ``choose``: the rules' next choice with a free slot (after a reroute). The verdict and the
+    endpoint and slot the turn holds then."""
+    steps = _admission(planning, connected, choose)
+    facts = next(steps)
+    try:
+        while True:
+            facts = steps.send(caps.admit(facts, request_id=planning.request_id, now=time.time()))
+    except StopIteration as done:
+        return done.value
+
+
+async def admit_off_loop(caps: Caps, planning: Planning, connected: tuple[Any, Any] | None,
+                         choose: Callable[[], tuple[Any, Any] | None]) -> tuple[Verdict, tuple[Any, Any] | None]:
+    """``admit_now`` with each of the store's admissions in a thread: a PostgreSQL ledger's round
+    trip does not hold the event loop (every other flow) while it waits. The rest (the rules'
+    next choice, the slots) stays on the loop."""
+    steps = _admission(planning, connected, choose)
+    facts = next(steps)
+    try:
+        while True:
+            verdict = await asyncio.to_thread(caps.admit, facts, request_id=planning.request_id, now=time.time())
+            facts = steps.send(verdict)
+    except StopIteration as done:
+        return done.value
+
+
+def admits_off_loop(caps: Caps | None) -> bool:
+    """Whether a turn's admission under ``caps`` is a round trip to wait for off the event loop
+    (its caps are counted in PostgreSQL), not a short local transaction (SQLite)."""
+    return caps is not None and caps.store is not None and caps.store.pg
+
+
+def _admission(planning: Planning, connected: tuple[Any, Any] | None, choose: Callable[[], tuple[Any, Any] | None]):
+    """One admission's steps, whoever runs the store's calls: yields the facts to admit, is sent
+    their verdict; a reroute decides again and yields again; returns the verdict and the
+    endpoint and slot the turn holds."""
     events: list[tuple[str, dict]] = []
     while True:
-        verdict = caps.admit(planning.budget_facts(), request_id=planning.request_id, now=time.time())
+        verdict: Verdict = yield planning.budget_facts()
         if not verdict.reroutes or (event := planning.reroute(verdict)) is None:
             break
         if connected is not None:

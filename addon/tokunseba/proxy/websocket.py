@@ -155,7 +155,7 @@ class WebSockets(Part):
             msg.drop()
             self.routes.queue(s, payload, doc, planning, conversation, ep)
             return
-        self.routes.carry(s, msg, doc, planning, conversation, free_slot(planning, (ep, slot)))
+        self.routes.take(s, msg, doc, planning, conversation, free_slot(planning, (ep, slot)))
 
     # ---- a server message: the provider's events for the oldest message waiting
     def _server_message(self, s: Session, payload: bytes) -> None:

@@ -5,6 +5,9 @@ provider).
 
 - ``queue``: a turn whose endpoint is full waits up to the endpoint's ``queue_s`` for a slot,
   off the hook (``queued``), then is carried;
+- ``take``: a planned turn from the message's hook is carried at once, or, when its caps are
+  counted in PostgreSQL, admitted off the event loop first (its message dropped; a round trip
+  never holds the loop: proxy/budgeting.py ``admit_off_loop``), then carried;
 - ``carry``: a planned turn admitted under the spending caps as it is (proxy/budgeting.py
   ``admit_now``), recorded, and carried where its route says: kept at its provider (the
   message goes on, ``WebSocketHooks.to_provider``); answered here (refused, an error: an
@@ -36,9 +39,10 @@ from mitmproxy import ctx, http
 from .. import jsonc, translate
 from ..protocols import openai_responses as p_responses
 from ..protocols import openai_responses_ws as p_ws
+from ..budgets import Verdict
 from ..states import Action
 from ..turn import Carrier, Chain, FailedAttempt, Failure, Outcome, Planning, Pump, Reply, Turn
-from .budgeting import admit_now
+from .budgeting import admit_now, admit_off_loop, admits_off_loop
 from .core import Core, log, option, upstream_ssl_context
 from .route import reverse_host
 from .ws_client import EndpointSocket, NotUpgraded
@@ -98,14 +102,49 @@ class RoutedTurns:
             if slot is None:
                 planning.full.add(ep.name)
                 ep, slot = planning.next()
-        self.carry(s, payload, doc, planning, conversation, (ep, slot) if ep is not None else None, waits)
+        connected = (ep, slot) if ep is not None else None
+        if admits_off_loop(self.core.caps):
+            await self._admitted(s, payload, doc, planning, conversation, connected, waits)
+        else:
+            self.carry(s, payload, doc, planning, conversation, connected, waits)
+
+    def take(self, s: Session, msg: Any, doc: dict, planning: Planning, conversation: list | None,
+             connected: tuple[Any, Any] | None) -> None:
+        """A planned turn, from the message's hook: carried at once; or, when its caps are counted
+        in PostgreSQL (a round trip), its message dropped and the turn admitted off the event loop
+        first, then carried (kept at its provider: the message is sent on from there)."""
+        if not admits_off_loop(self.core.caps):
+            self.carry(s, msg, doc, planning, conversation, connected)
+            return
+        payload = msg.content
+        msg.drop()
+        self._spawn(s, self._admitted(s, payload, doc, planning, conversation, connected))
+
+    async def _admitted(self, s: Session, payload: bytes, doc: dict, planning: Planning, conversation: list | None,
+                        connected: tuple[Any, Any] | None, waits: list[dict] | None = None) -> None:
+        """The turn admitted under caps counted in PostgreSQL, its store's calls in a thread
+        (proxy/budgeting.py ``admit_off_loop``), then carried; a connection closed meanwhile gives
+        its holds and slot back (nothing was sent)."""
+        caps = self.core.caps
+        assert caps is not None  # admits_off_loop
+        admitted = await admit_off_loop(caps, planning, connected, lambda: free_slot(planning))
+        if self.hooks.sessions.get(s.flow.id) is not s:
+            verdict, connected = admitted
+            if verdict.held:
+                caps.release(verdict)
+            if connected is not None:
+                connected[1].release()
+            return
+        self.carry(s, payload, doc, planning, conversation, admitted[1], waits, admitted=admitted[0])
 
     def carry(self, s: Session, msg: Any, doc: dict, planning: Planning, conversation: list | None,
-               connected: tuple[Any, Any] | None, waits: list[dict] | None = None) -> None:
-        """The planned turn admitted (under the caps), recorded and carried where its route says."""
+               connected: tuple[Any, Any] | None, waits: list[dict] | None = None, *,
+               admitted: Verdict | None = None) -> None:
+        """The planned turn admitted (under the caps; ``admitted``: already, off the event loop),
+        recorded and carried where its route says."""
         core, flow = self.core, s.flow
-        verdict = None
-        if core.caps is not None:  # under the caps as over HTTPS: one atomic hold per cap (proxy/budgeting.py)
+        verdict = admitted
+        if verdict is None and core.caps is not None:  # under the caps as over HTTPS: one atomic hold per cap
             verdict, connected = admit_now(core.caps, planning, connected, lambda: free_slot(planning))
         access = bool(option("proxyauth", "")), bool(option("tokunseba_allow_remote_clients", False))
         turn = planning.turn(env=os.environ, retries=core.retries, access=access,
