@@ -41,19 +41,22 @@ def _rows(ledger: Path, sql: str) -> list[tuple]:
         con.close()
 
 
+async def _three_turns(m) -> tuple[list[dict], list[dict], list[dict]]:
+    """A warm-up (no turn), then three turns on one WebSocket, each continuing the last: their events."""
+    async with Client(m) as c:
+        warm = await c.send(create([], generate=False))
+        first = await c.send(create([user("one")], prev=_rid(warm)))
+        second = await c.send(create([user("two")], prev=_rid(first)))
+        third = await c.send(create([user("three")], prev=_rid(second)))
+        return first, second, third
+
+
 def test_three_turns_under_a_cap_that_admits_two_the_third_gets_codexs_stop_now(tmp_path):
     with WsUpstream() as ws:
         ws.script(WsScript(text_events(["under ", "the cap"], usage=USAGE), delay=0.005))
         m = _proxy(tmp_path, ws, RULES)
         try:
-            async def session():
-                async with Client(m) as c:
-                    warm = await c.send(create([], generate=False))
-                    first = await c.send(create([user("one")], prev=_rid(warm)))
-                    second = await c.send(create([user("two")], prev=_rid(first)))
-                    third = await c.send(create([user("three")], prev=_rid(second)))
-                    return first, second, third
-            first, second, third = asyncio.run(session())
+            first, second, third = asyncio.run(_three_turns(m))
             ledger_settled(m.ledger)
         finally:
             m.stop()
@@ -173,14 +176,7 @@ def test_under_caps_counted_in_postgresql_the_same_three_turns_two_admitted_off_
         ws.script(WsScript(text_events(["under ", "the cap"], usage=USAGE), delay=0.005))
         m = _proxy(tmp_path, ws, RULES, ledger=url)
         try:
-            async def session():
-                async with Client(m) as c:
-                    warm = await c.send(create([], generate=False))
-                    first = await c.send(create([user("one")], prev=_rid(warm)))
-                    second = await c.send(create([user("two")], prev=_rid(first)))
-                    third = await c.send(create([user("three")], prev=_rid(second)))
-                    return first, second, third
-            first, second, third = asyncio.run(session())
+            first, second, third = asyncio.run(_three_turns(m))
             r = subprocess.run([str(BIN / "tokunseba"), "log", "--ledger", url, "--json", "--limit", "10"],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, r.stderr
