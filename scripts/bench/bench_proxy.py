@@ -272,11 +272,6 @@ class Child:
                 self.stop()
                 sys.exit(f"bench_proxy: {cmd[0]} did not start:\n" + self.output())
 
-    @property
-    def lines(self) -> list[str]:
-        """What the child has printed so far."""
-        return self.output().splitlines(keepends=True)
-
     def output(self) -> str:
         try:
             return self.log.read_text(errors="replace")

@@ -52,7 +52,7 @@ from .options import keepalive_seconds, lease_seconds, provider_hosts_of, stamp
 from .provider_reach import Unreachable, answer_unreachable, check_endpoints, describe
 from .relay import PREFIX as RELAY_PREFIX
 from .relay import UpstreamConn
-from .budgeting import keep_leases, open_caps, rerouted_to
+from .budgeting import admits_off_loop, keep_leases, open_caps, rerouted_to
 from .recorder import soon
 from .shadowing import maybe_shadow
 
@@ -325,7 +325,7 @@ class Route(Part):
         events: list[tuple[str, dict]] = []
         while True:
             caps, facts = core.caps, planning.budget_facts()
-            if caps.store is not None and caps.store.pg:  # a round trip to the database: off the event loop
+            if admits_off_loop(caps):  # a round trip to the database: off the event loop
                 verdict = await asyncio.to_thread(caps.admit, facts, request_id=planning.request_id, now=time.time())
             else:  # SQLite: a short local transaction
                 verdict = caps.admit(facts, request_id=planning.request_id, now=time.time())

@@ -171,7 +171,7 @@ class Pump:
                 return out
             self.failed, self.cut_short = True, why
             hold.clear()
-            return error_event(self.turn.client_protocol, f"tokunseba: {why}")
+            return self.error_end(f"tokunseba: {why}")
         broken = self.target.broken if self.target is not None else None
         why = str(broken) if broken is not None else None  # a Broken reads as its message (turn/failover.py)
         verdict = self.watch.verdict() if self.watch is not None else None
@@ -181,6 +181,6 @@ class Pump:
             out = bytes(hold)
         else:
             self.failed = True
-            out = error_event(self.turn.client_protocol, f"tokunseba: {why}")
+            out = self.error_end(f"tokunseba: {why}")
         hold.clear()
         return out
