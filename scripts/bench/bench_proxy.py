@@ -11,6 +11,8 @@ five setups:
 
   direct        client -> upstream
   bare          client -> bare mitmdump -> upstream
+  bare-buffered client -> bare mitmdump with its defaults (it buffers the request and the reply,
+                as tokunseba must buffer a request to route it) -> upstream
   pass-through  client -> tokunseba (no route matches) -> upstream
   retarget      client -> tokunseba (same-protocol route, model rewritten) -> upstream
   translated    client -> tokunseba (Anthropic -> Chat -> Anthropic) -> upstream
@@ -78,18 +80,18 @@ import harness  # scripts/bench/harness.py: the timing harness the benchmarks sh
 ROOT = Path(__file__).resolve().parent.parent.parent
 ADDON = ROOT / "addon" / "tokunseba_addon.py"
 BIN = Path(sys.executable).parent
-SETUPS = ["direct", "bare", "pass-through", "retarget", "translated", "failover", "bare-reverse",
+SETUPS = ["direct", "bare", "bare-buffered", "pass-through", "retarget", "translated", "failover", "bare-reverse",
           "base-url"]  # + the --against tree's
 ROUTED = ("pass-through", "retarget", "translated", "failover")  # the setups that run through a tokunseba
 ROUTED_NOW: list[str] = list(ROUTED)  # those this run has (--client chat: pass-through only)
 SHAPES = ("whole", "stream")
-MODELS = {"direct": "claude-bench", "bare": "claude-bench", "pass-through": "claude-bench",
+MODELS = {"direct": "claude-bench", "bare": "claude-bench", "bare-buffered": "claude-bench", "pass-through": "claude-bench",
           "retarget": "retarget-bench", "translated": "translate-bench", "failover": "failover-bench",
           "bare-reverse": "claude-bench", "base-url": "claude-bench"}
 
 
 CLIENTS = ("anthropic", "chat")  # the client's protocol (--client)
-CHAT_SETUPS = ("direct", "bare", "pass-through", "bare-reverse", "base-url")  # what a Chat client runs (no route)
+CHAT_SETUPS = ("direct", "bare", "bare-buffered", "pass-through", "bare-reverse", "base-url")  # what a Chat client runs (no route)
 CLIENT = ["anthropic"]  # --client
 
 
@@ -505,11 +507,27 @@ def report(res: Results) -> None:
                 else:
                     extra = ""
                 print(f"  {setup:<{W}} {len(xs):>5} {med:>8.2f} {hi:>8.2f} {extra}")
+            if shape == "whole" and label == "turn":
+                report_buffered(res)
             print()
     fails = sum(len(v) for v in res.failures.values())
     print(f"failed turns: {fails}")
     for (setup, shape), whys in sorted(res.failures.items()):
         print(f"  {setup} {shape}: {len(whys)} (first: {whys[0]})")
+
+
+def report_buffered(res: Results) -> None:
+    """Whole turns beside bare mitmdump with its defaults, which buffers the request as the addon
+    must to route it (``bare`` streams it: ``stream_large_bodies=1``): the passed-through setups'
+    medians as ratios to that one's."""
+    base = [x.total for x in res.samples.get(("bare-buffered", "whole"), [])]
+    if not base:
+        return
+    bmed = statistics.median(base)
+    shown = [(s, statistics.median([x.total for x in xs])) for s in SETUPS
+             if s.split("@", 1)[0] in ("pass-through", "base-url") and (xs := res.samples.get((s, "whole")))]
+    if shown:
+        print(f"  x bare-buffered ({bmed * 1e3:.2f} ms): " + ", ".join(f"{s} {m / bmed:.2f}" for s, m in shown))
 
 
 def report_cpu(cpu: dict[str, tuple[float, list[str]]], res: Results) -> None:
@@ -634,6 +652,8 @@ def main() -> None:
             children.append(up)
             bare = mitmdump(work / "bare", "--set", "stream_large_bodies=1")
             children.append(bare)
+            buffered = mitmdump(work / "bare-buffered")  # mitmproxy's defaults: nothing streamed
+            children.append(buffered)
             bare_rev = Child([str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--mode",
                               f"reverse:http://127.0.0.1:{up.port}@0", "--set", f"confdir={work / 'bare-rev' / 'conf'}",
                               "--set", "connection_strategy=lazy", "--set", "stream_large_bodies=1"],
@@ -649,8 +669,10 @@ def main() -> None:
                           "--mode", "regular", "--mode", f"reverse:http://127.0.0.1:{up.port}@{rev_port}")
             children.append(tk)
             clients = {"direct": Client(up.port, None), "bare": Client(up.port, bare.port),
+                       "bare-buffered": Client(up.port, buffered.port),
                        "bare-reverse": Client(up.port, None, bare_rev.port), "base-url": Client(up.port, None, rev_port)}
             ports: dict[str, tuple[int | None, int | None]] = {"bare": (bare.port, None),
+                                                                "bare-buffered": (buffered.port, None),
                                                                 "bare-reverse": (None, bare_rev.port),
                                                                 "base-url": (None, rev_port)}
             for s in ROUTED_NOW:
@@ -671,7 +693,8 @@ def main() -> None:
                   f" shuffled each round (seed {seed}); {args.events} events per stream;"
                   f" {args.prompt_bytes}-byte prompt; {args.client} client; cpus={os.cpu_count()}")
             rng = random.Random(seed)
-            serving = {"bare": (bare, ["bare"]), "bare-reverse": (bare_rev, ["bare-reverse"]),
+            serving = {"bare": (bare, ["bare"]), "bare-buffered": (buffered, ["bare-buffered"]),
+                       "bare-reverse": (bare_rev, ["bare-reverse"]),
                        "tokunseba": (tk, [*ROUTED_NOW, "base-url"])}
             if args.against is not None:
                 serving[f"tokunseba@{args.against_label}"] = (other, [s for s in SETUPS if "@" in s])

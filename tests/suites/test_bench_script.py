@@ -37,12 +37,14 @@ def test_bench_proxy_measures_every_setup():
     for title in ("whole turns, turn (ms)", "stream turns, turn (ms)", "stream turns, first byte (ms)"):
         assert title in out
     assert "proxy CPU per turn" in out and "x bare" in out.split("proxy CPU per turn")[1]
-    for setup in ("direct", "bare", "pass-through", "retarget", "translated"):  # the tables' rows: n, then figures
+    for setup in ("direct", "bare", "bare-buffered", "pass-through", "retarget", "translated"):  # rows: n, figures
         rows = [line.split() for line in out.splitlines() if line.split()[:1] == [setup] and line.split()[1].isdigit()]
         assert len(rows) == 3 + (setup != "direct") and all(r[1] == "2" for r in rows[:3]), out  # n = 2 per table
         if setup != "direct":
             assert rows[3][1] == "3" and rows[3][-1] == "0", out  # 3 concurrent streams, none lost
     assert "+median" in out and "x bare" in out
+    buffered = out.split("x bare-buffered (")[1].splitlines()[0]  # whole turns beside mitmproxy's defaults
+    assert "pass-through " in buffered and "base-url " in buffered, out
     assert "failed turns: 0" in out and "3 concurrent streams (ms)" in out
     for setup in ("bare-reverse", "base-url"):  # issue 30: a base URL beside bare reverse-mode mitmdump
         rows = [line.split() for line in out.splitlines() if line.split()[:1] == [setup] and line.split()[1].isdigit()]

@@ -294,3 +294,73 @@ def test_skipped_events_in_any_shape_and_split_give_the_same_verdict(picks, data
     assert (w.usage.reported if w.usage else None) == (whole.usage.reported if whole.usage else None)
     bad = len(DELTA_SHAPES) in picks
     assert (whole.verdict() is None) is not bad and (not bad or "not valid JSON" in whole.fatal)
+
+
+def test_chat_text_pieces_are_not_decoded():
+    """The watch skips a Chat stream's text pieces (no usage, end or error rides on them) once its
+    first chunk was decoded: a piece whose text mentions an error is not one; the first chunk (the
+    model), the finish, the usage and ``[DONE]`` are decoded, usage read as reported."""
+    head = {"id": "c1", "model": "gpt-x-1", "object": "chat.completion.chunk"}
+    body = chat(head | {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]},
+                head | {"choices": [{"index": 0, "delta": {"content": '{"error": "not really"}'}, "finish_reason": None}],
+                        "usage": None},
+                head | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                head | {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}) \
+        + b"data: [DONE]\n\n"
+    seen = []
+    w = StreamWatch("openai")
+    orig = w._dec.on_event
+    w._dec.on_event = lambda e: seen.append(e.data) or orig(e)
+    w.feed(body)
+    w.close()
+    assert len(seen) == 4 and not any("not really" in d for d in seen) and seen[-1] == "[DONE]"
+    assert (w.verdict(), w.error, w.model, w.completed) == (None, None, "gpt-x-1", True)
+    assert w.usage.reported == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+
+
+# Chat chunks in the shapes servers send (text pieces among them, and what is not one: a role, a
+# finish, tool-call fragments, reasoning, usage, errors, several choices, odd types, not JSON, CRLF,
+# comments, two data lines)
+_C = {"id": "c1", "model": "gpt-x-1", "object": "chat.completion.chunk"}
+CHAT_SHAPES = [
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": "b"}}], "usage": None}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "c"}, "finish_reason": None}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                                   "function": {"name": "f", "arguments": ""}}]}}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"reasoning_content": "hm"}}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": "d"}, "finish_reason": "stop"}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+    chat(_C | {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": "e"}}], "usage": {"prompt_tokens": 1}}),
+    chat({"error": {"message": "quota", "type": "insufficient_quota"}}),
+    chat(_C | {"object": "error", "choices": [{"index": 0, "delta": {"content": "f"}}]}),
+    chat(_C | {"choices": [{"index": 1, "delta": {"content": "g"}}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": "h"}}, {"index": 1, "delta": {"content": "i"}}]}),
+    chat(_C | {"choices": [{"index": 0, "delta": {"content": 7}}]}),
+    chat(_C | {"choices": {"index": 0}}),
+    chat([1, 2]),
+    b'data: {"choices": [{"index": 0, "delta": {"content": "j"}}]}\r\n\r\n',
+    b': keep-alive\n\ndata: {"choices": [{"index": 0, "delta": {"content": "k"}}]}\n\n',
+    b'data: {"choices": [{"index": 0,\ndata: "delta": {"content": "l"}}]}\n\n',
+    b'data: {"choices": [{"index": 0, "delta": {"content": "m"\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(range(len(CHAT_SHAPES))), max_size=10), st.data())
+def test_chat_text_pieces_skipped_in_any_shape_and_split_read_as_if_every_chunk_were_decoded(picks, data):
+    """What the watch says of a Chat stream (usage, model, end, error, verdict, fatal) is what it
+    says when its decoder reads every chunk, however the stream is split."""
+    stream = b"".join(CHAT_SHAPES[i] for i in picks)
+    ref = StreamWatch("openai")
+    ref._skip_chunk = None  # the decoder reads every chunk
+    ref.feed(stream)
+    ref.close()
+    w = watch("openai", stream, data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    said = lambda x: (x.verdict(), x.fatal, x.completed, x.error, x.model, x.cut,  # noqa: E731
+                      x.usage.reported if x.usage else None)
+    assert said(w) == said(ref)

@@ -160,6 +160,9 @@ class Protocol:
     stream_judged: bool = True  # a stream has an end of its own to judge completeness by
     terminal_event: str | None = None  # the SSE event name that ends a complete stream, if named
     skipped_events: frozenset[str] = frozenset()  # SSE event names carrying no usage, end or error
+    # the same for a protocol whose events have no name (Chat): (an event's data, parsed) -> whether it
+    # carries no usage, end or error, only a piece of the reply's text (None: every such event is decoded)
+    skipped_chunk: Callable[[Any], bool] | None = None
     passthrough_keepalive: bool = True  # a comment line may be put into its unchanged stream
     # ---- requests (rules, validation, check) ----
     rule_shape: RuleShape | None = None

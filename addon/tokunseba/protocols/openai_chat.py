@@ -271,6 +271,24 @@ COUNTING = Counting(COUNTING_NAME, input_includes_cached=True, fields=usage_fiel
                     write=usage_object, plain=usage_plain, plain_total=usage_plain_total)
 
 
+def text_piece(chunk: Any) -> bool:
+    """A stream chunk that carries one piece of text and nothing else (most of a Chat stream):
+    no usage (``usage`` absent or null), no ``finish_reason``, no error, one choice (index 0)
+    whose delta is its ``content`` alone. Anything else, or anything odd, is not one (the
+    stream watch decodes it)."""
+    if chunk.__class__ is not dict or chunk.get("usage") is not None or "error" in chunk:
+        return False
+    choices = chunk.get("choices")
+    if choices.__class__ is not list or len(choices) != 1:
+        return False
+    ch = choices[0]
+    if ch.__class__ is not dict or ch.get("index", 0) != 0 or ch.get("finish_reason") is not None:
+        return False
+    delta = ch.get("delta")
+    return delta.__class__ is dict and len(delta) == 1 and delta.get("content").__class__ is str and \
+        chunk.get("object") != "error"
+
+
 FACTS = Protocol(
     name=PROTOCOL,
     title="OpenAI Chat Completions",
@@ -289,6 +307,7 @@ FACTS = Protocol(
     error_body=lambda status, message, etype: error_body(status, message),  # by status, not etype
     stop_now=stop_now,
     stream_error=lambda message: sse_error("server_error", message),
+    skipped_chunk=text_piece,
     counting=COUNTING,
     cache_prefix=("tools", "messages"),
     rule_shape=RuleShape(

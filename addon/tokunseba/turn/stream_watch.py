@@ -16,9 +16,11 @@ whole reply that should be JSON. Neither ever raises.
 The protocol codecs' own stream decoders (``translate.CODECS``) read the SSE: the watch is
 not a second parser of any protocol. Events that carry neither usage, nor an end, nor an
 error (text and argument deltas: most of a stream) are not decoded, only checked to be
-JSON their client can read: when such an event comes whole in the usual shape (``event: NAME``,
+JSON their client can read. When such an event comes whole in the usual shape (``event: NAME``,
 one ``data:`` line, ``\n`` line ends) it is read straight from the chunk's bytes (``_feed``),
-never made into an event object; anything else goes through the SSE decoder, which is fed
+never made into an event object; so is, in a protocol whose events have no name (Chat), one
+``data:`` line its facts' ``skipped_chunk`` judge a piece of text alone, once the decoder has
+made the stream's start (its model). Anything else goes through the SSE decoder, which is fed
 exactly the bytes around it (split-invariant, so the events and the verdict are the same).
 """
 
@@ -45,8 +47,8 @@ class StreamWatch:
     the SSE cap, or one whose data is not JSON (the client's SDK would raise a parse error)
     — set by the ``feed`` that met it; a relayed stream ends there (turn/pump.py)."""
 
-    __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "_heads", "completed", "error",
-                 "cut", "fatal", "model", "_utf8")
+    __slots__ = ("_sse", "_dec", "_judged", "_inflate", "_problem", "_terminal", "_skip", "_heads", "_skip_chunk",
+                 "_started", "completed", "error", "cut", "fatal", "model", "_utf8")
 
     def __init__(self, protocol: str, content_encoding: str | None = None) -> None:
         # the protocol's own codec reads its stream; its facts say what ends one and which
@@ -61,6 +63,8 @@ class StreamWatch:
         self._terminal = facts.terminal_event if facts is not None else None
         self._skip = facts.skipped_events if facts is not None else frozenset()
         self._heads = tuple(f"event: {name}\n".encode() for name in sorted(self._skip))  # their first line, as bytes
+        self._skip_chunk = facts.skipped_chunk if facts is not None else None  # unnamed events (Chat): by their data
+        self._started = False  # the decoder made the stream's start (its model): until then every event is decoded
         self._problem: str | None = None  # unreadable: why
         self.completed = False
         self.error: str | None = None  # the first error the stream carried
@@ -100,22 +104,26 @@ class StreamWatch:
     def _feed(self, data: bytes) -> None:
         """The chunk's events: the skipped ones that come whole and plain read from the bytes
         (checked to be JSON), the rest fed to the SSE decoder."""
-        heads, sse, pos, n = self._heads, self._sse, 0, len(data)
-        while heads and pos < n and sse.clean:
+        heads, chunk, sse, pos, n = self._heads, self._skip_chunk, self._sse, 0, len(data)
+        while (heads or chunk) and pos < n and sse.clean:
             end = data.find(b"\n\n", pos)
             if end < 0:
                 break
-            head = data.find(b"\n", pos)  # the end of the event's first line
-            if (data.startswith(heads, pos) and data.startswith(b"data: ", head + 1)
-                    and data.find(b"\n", head + 1, end) < 0 and data.find(b"\r", pos, end) < 0
-                    and end + 2 - pos <= sse.max_event_bytes):
+            if heads and data.startswith(heads, pos):  # a skipped event's name: its data on the next line
+                head: int | None = data.find(b"\n", pos)
+            else:  # an unnamed event (its protocol judges its data) starts with its data line
+                head = pos - 1 if chunk is not None else None
+            # the usual shape: one line of data after at most the name line, no CR, within the cap
+            plain = (head is not None and data.startswith(b"data: ", head + 1) and data.find(b"\n", head + 1, end) < 0
+                     and data.find(b"\r", pos, end) < 0 and end + 2 - pos <= sse.max_event_bytes)
+            if plain and head is not None and head >= pos:  # a skipped event by its name: only checked to be JSON
                 try:
                     jsonc.loads(data[head + 7:end])
                 except jsonc.JSONDecodeError as e:
                     self._problem = self.fatal = f"upstream sent an event that is not valid JSON ({e})"
                     return
-            else:  # any other event, or an unusual shape: the decoder reads it
-                self._events(sse.feed(data[pos:end + 2]))
+            elif not (plain and self._started and _skipped_chunk(chunk, data[pos + 6:end])):
+                self._events(sse.feed(data[pos:end + 2]))  # any other event, or an unusual shape: the decoder reads it
                 if self._problem:
                     return
             pos = end + 2
@@ -167,6 +175,7 @@ class StreamWatch:
         event; what matters of those, a missing end, ``verdict`` says)."""
         for e in events:
             if isinstance(e, MessageStart):
+                self._started = True
                 if self.model is None and e.model:
                     self.model = e.model
             elif isinstance(e, MessageStop) and self._terminal is None:
@@ -185,6 +194,15 @@ class StreamWatch:
         if not self.completed:
             return CUT_MID_EVENT if self.cut else NO_TERMINAL
         return None
+
+
+def _skipped_chunk(skipped, data: bytes) -> bool:
+    """An unnamed event's data that its protocol says carries no usage, end or error (its facts'
+    ``skipped_chunk``); data that is not JSON (``[DONE]``, a broken chunk) is the decoder's to read."""
+    try:
+        return skipped(jsonc.loads(data))
+    except jsonc.JSONDecodeError:
+        return False
 
 
 def _unreadable(ev: SSEEvent) -> str | None:
