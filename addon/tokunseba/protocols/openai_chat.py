@@ -276,7 +276,7 @@ def text_piece(chunk: Any) -> bool:
     no usage (``usage`` absent or null), no ``finish_reason``, no error, one choice (index 0)
     whose delta is its ``content`` alone. Anything else, or anything odd, is not one (the
     stream watch decodes it)."""
-    if chunk.__class__ is not dict or chunk.get("usage") is not None or "error" in chunk:
+    if chunk.__class__ is not dict or chunk.get("usage") is not None or "error" in chunk or chunk.get("object") == "error":
         return False
     choices = chunk.get("choices")
     if choices.__class__ is not list or len(choices) != 1:
@@ -285,8 +285,7 @@ def text_piece(chunk: Any) -> bool:
     if ch.__class__ is not dict or ch.get("index", 0) != 0 or ch.get("finish_reason") is not None:
         return False
     delta = ch.get("delta")
-    return delta.__class__ is dict and len(delta) == 1 and delta.get("content").__class__ is str and \
-        chunk.get("object") != "error"
+    return delta.__class__ is dict and len(delta) == 1 and delta.get("content").__class__ is str
 
 
 FACTS = Protocol(
