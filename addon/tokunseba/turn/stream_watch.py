@@ -109,14 +109,15 @@ class StreamWatch:
             end = data.find(b"\n\n", pos)
             if end < 0:
                 break
-            if heads and data.startswith(heads, pos):  # a skipped event's name: its data on the next line
-                head: int | None = data.find(b"\n", pos)
-            else:  # an unnamed event (its protocol judges its data) starts with its data line
-                head = pos - 1 if chunk is not None else None
+            # a skipped event's name line, then its data; an unnamed event (its protocol judges its
+            # data: ``chunk``) starts with its data line
+            named = bool(heads) and data.startswith(heads, pos)
+            head = data.find(b"\n", pos) if named else pos - 1  # where the line before the data ends
             # the usual shape: one line of data after at most the name line, no CR, within the cap
-            plain = (head is not None and data.startswith(b"data: ", head + 1) and data.find(b"\n", head + 1, end) < 0
-                     and data.find(b"\r", pos, end) < 0 and end + 2 - pos <= sse.max_event_bytes)
-            if plain and head is not None and head >= pos:  # a skipped event by its name: only checked to be JSON
+            plain = ((named or chunk is not None) and data.startswith(b"data: ", head + 1)
+                     and data.find(b"\n", head + 1, end) < 0 and data.find(b"\r", pos, end) < 0
+                     and end + 2 - pos <= sse.max_event_bytes)
+            if plain and named:  # a skipped event by its name: only checked to be JSON
                 try:
                     jsonc.loads(data[head + 7:end])
                 except jsonc.JSONDecodeError as e:
