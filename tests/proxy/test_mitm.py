@@ -734,6 +734,24 @@ async def test_client_hanging_up_after_the_terminal_event_is_a_completed_turn(ad
     assert kinds[-2:] == ["client_closed", "completed"]
 
 
+async def test_client_hanging_up_after_the_error_event_that_ended_a_translated_stream_is_that_error(addon, tmp_path):
+    """The endpoint sent a chunk that is not JSON: the client was told so in an error event of
+    its protocol, and its SDK closed the stream on it before the endpoint's stream ended. The
+    turn is that error (as when the client waits for the end), not a cancel."""
+    f = make_flow({**ANT_BODY, "stream": True})
+    await addon.request(f)
+    rid = f.metadata["tokunseba.request_id"]
+    f.response = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=None)
+    addon.responseheaders(f)
+    told = b"".join(f.response.stream(CHAT_SSE[:CHAT_SSE.index(b"\n\n") + 2] + b'data: {"choices": [\n\n'))
+    assert b"event: error" in told and b"not valid JSON" in told
+    f.error = tflow.terr("Client disconnected.")
+    addon.error(f)
+    row, kinds = await _ledger_turn(addon, tmp_path, rid)
+    assert (row["outcome"], row["status"]) == ("error", 200) and "not valid JSON" in row["error"]
+    assert kinds[-2:] == ["client_closed", "completed"] and "client_cancelled" not in kinds
+
+
 async def test_client_hanging_up_mid_stream_is_cancelled(addon, tmp_path):
     f = make_flow({**ANT_BODY, "stream": True})
     await addon.request(f)

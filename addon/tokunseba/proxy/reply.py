@@ -229,10 +229,12 @@ class Reply(Part):
 
     def _end_failed(self, flow: http.HTTPFlow, state: FlowState, msg: str, broken: Broken | None) -> None:
         turn, gone = state.turn, _client_went_away(msg)
-        if gone and state.pump is not None and state.pump.completed and flow.response is not None:
+        if gone and state.pump is not None and state.pump.told_end and flow.response is not None:
             # the client hung up after the reply's terminal event (Codex resets its HTTP/2 stream
-            # as soon as it has response.completed): the turn is complete
-            self.core.recorder.event(turn, "client_closed", {"message": msg, "after": "completion"})
+            # as soon as it has response.completed), or after the error event that ended it (the
+            # SDKs close on it): the turn ended as the client was told
+            after = "completion" if state.pump.completed else "error"
+            self.core.recorder.event(turn, "client_closed", {"message": msg, "after": after})
             self.record.complete(flow, state, _reply_outcome(flow, state, flow.response.status_code))
             return
         if gone and state.pump is not None and state.pump.cut_short:

@@ -54,6 +54,11 @@ class StreamTranslator:
     def client_usage(self) -> dict[str, Any] | None:
         return self._enc.client_usage
 
+    @property
+    def finished(self) -> bool:
+        """The client's stream has its last event: its terminal event, or an error that ended it."""
+        return self._enc.finished
+
     def feed(self, data: bytes) -> bytes:
         if not data or self._closed:
             return b""

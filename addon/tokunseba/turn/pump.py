@@ -104,6 +104,12 @@ class Pump:
             return self.t.report.completed
         return self.watch is not None and self.watch.completed and self.watch.error is None
 
+    @property
+    def told_end(self) -> bool:
+        """Whether the client already had the stream's last event: its terminal event, or (a
+        translated stream) the error event that ended it."""
+        return self.completed or (self.t is not None and self.t.finished)
+
     def outcome(self, status: int | None) -> Outcome:
         """How the stream ended: a translated one by its translator's report (not clean
         without its terminal event, or with errors); a passed-on one by its watch (judged
